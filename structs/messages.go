@@ -1,0 +1,109 @@
+package structs
+
+import "time"
+
+// MessageType is the first byte of every Raft log entry. The numbers are
+// explicit and append-only: never renumber, never reuse, never use iota.
+type MessageType uint8
+
+// Message types. A new type takes the next free number.
+const (
+	NodeRegisterType MessageType = 1
+	JobSubmitType    MessageType = 2
+	JobCancelType    MessageType = 3
+	PlanApplyType    MessageType = 4
+	AllocUpdateType  MessageType = 5
+)
+
+// IgnoreUnknownTypeFlag marks an entry that a replica which does not know its
+// type may skip instead of stopping. Set it only on entries whose loss cannot
+// change placement or GPU ownership.
+const IgnoreUnknownTypeFlag MessageType = 0x80
+
+func (t MessageType) String() string {
+	switch t &^ IgnoreUnknownTypeFlag {
+	case NodeRegisterType:
+		return "node-register"
+	case JobSubmitType:
+		return "job-submit"
+	case JobCancelType:
+		return "job-cancel"
+	case PlanApplyType:
+		return "plan-apply"
+	case AllocUpdateType:
+		return "alloc-update"
+	}
+	return "unknown"
+}
+
+// NodeRegisterRequest adds a node or replaces its inventory.
+type NodeRegisterRequest struct {
+	Node Node      `json:"node"`
+	At   time.Time `json:"at"`
+}
+
+// JobSubmitRequest creates a job. RequestID makes it idempotent: a second
+// request with the same RequestID creates nothing and returns the first job.
+// The leader stamps JobID and SubmittedAt.
+type JobSubmitRequest struct {
+	RequestID   string    `json:"request_id"`
+	JobID       string    `json:"job_id"`
+	Spec        JobSpec   `json:"spec"`
+	SubmittedAt time.Time `json:"submitted_at"`
+}
+
+// JobCancelRequest cancels a job: a queued job ends at once, a running job's
+// allocations are asked to stop and the job ends when they have.
+type JobCancelRequest struct {
+	JobID  string    `json:"job_id"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// Plan is the scheduler's answer for a set of queued jobs.
+type Plan struct {
+	// Placements are applied per job, all or nothing.
+	Placements []JobPlacement `json:"placements,omitempty"`
+	// Blocked lists jobs that could not be placed, with the reason.
+	Blocked []JobBlocked `json:"blocked,omitempty"`
+}
+
+// JobPlacement is the allocations, one per rank, that start one attempt of a job.
+type JobPlacement struct {
+	JobID       string       `json:"job_id"`
+	Allocations []Allocation `json:"allocations"`
+}
+
+// JobBlocked says why a job stays queued.
+type JobBlocked struct {
+	JobID  string `json:"job_id"`
+	Reason string `json:"reason"`
+}
+
+// PlanApplyRequest commits a plan. The leader stamps allocation IDs and times.
+type PlanApplyRequest struct {
+	Plan Plan      `json:"plan"`
+	At   time.Time `json:"at"`
+}
+
+// PlanResult is what Apply returns for a PlanApplyRequest: the placements it
+// refused because committed state no longer allowed them.
+type PlanResult struct {
+	Rejected []JobBlocked `json:"rejected,omitempty"`
+}
+
+// AllocUpdateRequest reports allocation progress from the node that runs them.
+type AllocUpdateRequest struct {
+	NodeID  string        `json:"node_id"`
+	Updates []AllocUpdate `json:"updates"`
+}
+
+// AllocUpdate is one allocation's new state. Only moves forward are applied:
+// pending -> running -> terminal.
+type AllocUpdate struct {
+	AllocID  string     `json:"alloc_id"`
+	State    AllocState `json:"state"`
+	ExitCode int        `json:"exit_code"`
+	Reason   string     `json:"reason,omitempty"`
+	At       time.Time  `json:"at"`
+}

@@ -1,0 +1,180 @@
+package structs
+
+import (
+	"time"
+)
+
+// NodeStatus is the scheduling status of a node.
+type NodeStatus string
+
+// Node statuses.
+const (
+	NodeReady    NodeStatus = "ready"
+	NodeDown     NodeStatus = "down"
+	NodeDraining NodeStatus = "draining"
+	NodeLeft     NodeStatus = "left"
+)
+
+// NodeRole is a node's place in the Raft group. It is not stored in the FSM;
+// the serving agent fills it in from the Raft configuration when it answers.
+type NodeRole string
+
+// Node roles.
+const (
+	RoleLeader   NodeRole = "leader"
+	RoleVoter    NodeRole = "voter"
+	RoleNonvoter NodeRole = "nonvoter"
+)
+
+// Addresses are the host:port pairs other nodes and clients use to reach a node.
+type Addresses struct {
+	HTTP   string `json:"http"`
+	Raft   string `json:"raft"`
+	Gossip string `json:"gossip,omitempty"`
+}
+
+// Node is one machine running a skein agent, as registered through Raft.
+type Node struct {
+	ID        string            `json:"id"`
+	Name      string            `json:"name"`
+	Addresses Addresses         `json:"addresses"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	CPUs      int               `json:"cpus"`
+	MemoryMiB int64             `json:"memory_mib"`
+	GPUs      []GPU             `json:"gpus"`
+	// GPUSource says where the GPU inventory came from: "nvml", "simulated"
+	// or "none". Simulated GPUs are labelled as such everywhere they are shown.
+	GPUSource    string     `json:"gpu_source"`
+	Status       NodeStatus `json:"status"`
+	Role         NodeRole   `json:"role,omitempty"`
+	Version      string     `json:"version"`
+	RegisteredAt time.Time  `json:"registered_at"`
+	ModifyIndex  uint64     `json:"modify_index"`
+}
+
+// GPU is one device of a node.
+type GPU struct {
+	Index       int    `json:"index"`
+	UUID        string `json:"uuid"`
+	Model       string `json:"model"`
+	MemoryMiB   int64  `json:"memory_mib"`
+	PCIBusID    string `json:"pci_bus_id"`
+	Healthy     bool   `json:"healthy"`
+	Reason      string `json:"reason,omitempty"`
+	NVLinkPeers []int  `json:"nvlink_peers,omitempty"`
+	Simulated   bool   `json:"simulated,omitempty"`
+}
+
+// JobState is where a job is in its life.
+type JobState string
+
+// Job states. Succeeded, failed and cancelled are terminal.
+const (
+	JobQueued    JobState = "queued"
+	JobRunning   JobState = "running"
+	JobSucceeded JobState = "succeeded"
+	JobFailed    JobState = "failed"
+	JobCancelled JobState = "cancelled"
+)
+
+// Terminal reports whether a job in this state will never run again.
+func (s JobState) Terminal() bool {
+	return s == JobSucceeded || s == JobFailed || s == JobCancelled
+}
+
+// JobSpec is what a user asks for. Sizes are in MiB, durations as Duration.
+type JobSpec struct {
+	Name            string            `json:"name,omitempty"`
+	Command         []string          `json:"command"`
+	Env             map[string]string `json:"env,omitempty"`
+	Workdir         string            `json:"workdir,omitempty"`
+	Nodes           int               `json:"nodes"`
+	GPUs            int               `json:"gpus"`
+	GPUModel        string            `json:"gpu_model,omitempty"`
+	GPUMemoryMinMiB int64             `json:"gpu_memory_min_mib,omitempty"`
+	CPUs            int               `json:"cpus,omitempty"`
+	MemoryMiB       int64             `json:"memory_mib,omitempty"`
+	Priority        int               `json:"priority,omitempty"`
+	Restarts        int               `json:"restarts,omitempty"`
+	TimeLimit       Duration          `json:"time_limit,omitempty"`
+	Constraints     map[string]string `json:"constraints,omitempty"`
+}
+
+// Job is a submitted JobSpec and its progress.
+type Job struct {
+	ID          string    `json:"id"`
+	RequestID   string    `json:"request_id,omitempty"`
+	Spec        JobSpec   `json:"spec"`
+	State       JobState  `json:"state"`
+	SubmittedAt time.Time `json:"submitted_at"`
+	StartedAt   time.Time `json:"started_at,omitzero"`
+	FinishedAt  time.Time `json:"finished_at,omitzero"`
+	// Attempts counts the times the job was placed.
+	Attempts int `json:"attempts"`
+	// StopRequested is set by a cancel while allocations still run; the job
+	// becomes cancelled when the last of them has stopped.
+	StopRequested bool `json:"stop_requested,omitempty"`
+	// Reason says why the job is in its state: why a queued job waits, why a
+	// job failed or was cancelled.
+	Reason string `json:"reason,omitempty"`
+	// ExitCode is the exit code of the last finished attempt (rank 0 first,
+	// else the first non-zero rank).
+	ExitCode    int    `json:"exit_code"`
+	CreateIndex uint64 `json:"create_index"`
+	ModifyIndex uint64 `json:"modify_index"`
+}
+
+// AllocState is where one placement of a job on one node is in its life.
+type AllocState string
+
+// Allocation states. Every state but pending and running is terminal.
+const (
+	AllocPending   AllocState = "pending"
+	AllocRunning   AllocState = "running"
+	AllocSucceeded AllocState = "succeeded"
+	AllocFailed    AllocState = "failed"
+	AllocLost      AllocState = "lost"
+	AllocKilled    AllocState = "killed"
+)
+
+// Terminal reports whether the allocation's process is gone for good.
+func (s AllocState) Terminal() bool {
+	return s != AllocPending && s != AllocRunning
+}
+
+// DesiredState is what the cluster wants an allocation's process to do.
+type DesiredState string
+
+// Desired states.
+const (
+	DesiredRun  DesiredState = "run"
+	DesiredStop DesiredState = "stop"
+)
+
+// Allocation is one rank of one job on one node, holding specific GPUs until
+// its process is gone.
+type Allocation struct {
+	ID      string `json:"id"`
+	JobID   string `json:"job_id"`
+	NodeID  string `json:"node_id"`
+	Rank    int    `json:"rank"`
+	Attempt int    `json:"attempt"`
+	// GPUs are the allocated GPU UUIDs, in CUDA_VISIBLE_DEVICES order.
+	GPUs         []string     `json:"gpus"`
+	CPUs         int          `json:"cpus"`
+	MemoryMiB    int64        `json:"memory_mib"`
+	State        AllocState   `json:"state"`
+	DesiredState DesiredState `json:"desired_state"`
+	ExitCode     int          `json:"exit_code"`
+	Reason       string       `json:"reason,omitempty"`
+	CreatedAt    time.Time    `json:"created_at"`
+	StartedAt    time.Time    `json:"started_at,omitzero"`
+	FinishedAt   time.Time    `json:"finished_at,omitzero"`
+	// CreateIndex is the Raft index that created the allocation; it is the
+	// fencing token a node uses to tell its allocations from older ones.
+	CreateIndex uint64 `json:"create_index"`
+	ModifyIndex uint64 `json:"modify_index"`
+}
+
+// Live reports whether the allocation still holds its GPUs.
+func (a *Allocation) Live() bool { return !a.State.Terminal() }

@@ -1,0 +1,138 @@
+package structs
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Limits on what a job may ask for. They bound what a client can make the
+// cluster store and do, not what hardware can offer.
+const (
+	MaxNameLen      = 128
+	MaxArgs         = 4096
+	MaxCommandBytes = 256 << 10
+	MaxEnvVars      = 1024
+	MaxNodes        = 1024
+	MaxGPUsPerNode  = 64
+	MaxCPUs         = 4096
+	MaxMemoryMiB    = 64 << 20 // 64 TiB
+	MaxPriority     = 1000
+	MaxRestarts     = 1000
+	MaxRequestIDLen = 128
+	MaxLabels       = 64
+)
+
+// FieldError names the field of a request that is wrong and why.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// reservedEnv are variables skein sets for every job; a spec may not set them.
+var reservedEnv = map[string]bool{
+	"CUDA_VISIBLE_DEVICES": true,
+	"CUDA_DEVICE_ORDER":    true,
+}
+
+// ReservedEnv reports whether a job spec may not set the variable.
+func ReservedEnv(name string) bool {
+	return reservedEnv[name] || strings.HasPrefix(name, "SKEIN_")
+}
+
+// Normalize fills defaults a user may leave out.
+func (s *JobSpec) Normalize() {
+	if s.Nodes == 0 {
+		s.Nodes = 1
+	}
+}
+
+// Validate checks a normalized spec against the limits above. The error is a
+// *FieldError naming the first wrong field.
+func (s *JobSpec) Validate() error {
+	if len(s.Name) > MaxNameLen {
+		return fieldErr("name", "longer than %d characters", MaxNameLen)
+	}
+	if len(s.Command) == 0 || s.Command[0] == "" {
+		return fieldErr("command", "empty: give the program and its arguments after --")
+	}
+	if len(s.Command) > MaxArgs {
+		return fieldErr("command", "%d arguments, more than the limit of %d", len(s.Command), MaxArgs)
+	}
+	n := 0
+	for _, a := range s.Command {
+		n += len(a)
+		if strings.IndexByte(a, 0) >= 0 {
+			return fieldErr("command", "argument contains a NUL byte")
+		}
+	}
+	if n > MaxCommandBytes {
+		return fieldErr("command", "%d bytes, more than the limit of %d", n, MaxCommandBytes)
+	}
+	if len(s.Env) > MaxEnvVars {
+		return fieldErr("env", "%d variables, more than the limit of %d", len(s.Env), MaxEnvVars)
+	}
+	for k, v := range s.Env {
+		if !envName.MatchString(k) {
+			return fieldErr("env", "invalid variable name %q", k)
+		}
+		if ReservedEnv(k) {
+			return fieldErr("env", "%s is set by skein and cannot be overridden", k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fieldErr("env", "value of %s contains a NUL byte", k)
+		}
+	}
+	if s.Nodes < 1 || s.Nodes > MaxNodes {
+		return fieldErr("nodes", "%d is out of range 1..%d", s.Nodes, MaxNodes)
+	}
+	if s.GPUs < 0 || s.GPUs > MaxGPUsPerNode {
+		return fieldErr("gpus", "%d is out of range 0..%d", s.GPUs, MaxGPUsPerNode)
+	}
+	if s.GPUMemoryMinMiB < 0 || s.GPUMemoryMinMiB > MaxMemoryMiB {
+		return fieldErr("gpu_memory_min_mib", "%d is out of range 0..%d", s.GPUMemoryMinMiB, MaxMemoryMiB)
+	}
+	if (s.GPUModel != "" || s.GPUMemoryMinMiB > 0) && s.GPUs == 0 {
+		return fieldErr("gpus", "0, but a GPU model or memory was asked for")
+	}
+	if s.CPUs < 0 || s.CPUs > MaxCPUs {
+		return fieldErr("cpus", "%d is out of range 0..%d", s.CPUs, MaxCPUs)
+	}
+	if s.MemoryMiB < 0 || s.MemoryMiB > MaxMemoryMiB {
+		return fieldErr("memory_mib", "%d is out of range 0..%d", s.MemoryMiB, MaxMemoryMiB)
+	}
+	if s.Priority < -MaxPriority || s.Priority > MaxPriority {
+		return fieldErr("priority", "%d is out of range -%d..%d", s.Priority, MaxPriority, MaxPriority)
+	}
+	if s.Restarts < 0 || s.Restarts > MaxRestarts {
+		return fieldErr("restarts", "%d is out of range 0..%d", s.Restarts, MaxRestarts)
+	}
+	if s.TimeLimit < 0 {
+		return fieldErr("time_limit", "must not be negative")
+	}
+	if len(s.Constraints) > MaxLabels {
+		return fieldErr("constraints", "%d constraints, more than the limit of %d", len(s.Constraints), MaxLabels)
+	}
+	for k := range s.Constraints {
+		if k == "" {
+			return fieldErr("constraints", "empty label name")
+		}
+	}
+	return nil
+}
+
+// ValidateRequestID checks a client's idempotency key.
+func ValidateRequestID(id string) error {
+	if len(id) > MaxRequestIDLen {
+		return fieldErr("request_id", "longer than %d characters", MaxRequestIDLen)
+	}
+	return nil
+}
