@@ -1,0 +1,175 @@
+package gpu
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// Sources of an inventory, as stored in structs.Node.GPUSource.
+const (
+	SourceNVML      = "nvml"
+	SourceSimulated = "simulated"
+	SourceNone      = "none"
+)
+
+// Modes of the --gpus flag that are not a sim: spec.
+const (
+	ModeAuto = "auto"
+	ModeNVML = "nvml"
+	ModeNone = "none"
+)
+
+// simPrefix starts a simulated-GPU spec.
+const simPrefix = "sim:"
+
+// defaultSimMemGB is the memory of a simulated GPU when the spec gives none.
+const defaultSimMemGB = 80
+
+// maxSimMemGB bounds the memory of one simulated GPU.
+const maxSimMemGB = structs.MaxMemoryMiB / 1024
+
+var (
+	// ErrInvalidFlag marks a --gpus value that cannot be used. Its text is
+	// the flag's name, so wrapped messages read "--gpus ...: why".
+	ErrInvalidFlag = errors.New("--gpus")
+	// ErrNVMLUnavailable means NVML could not be loaded or initialised.
+	ErrNVMLUnavailable = errors.New("NVML unavailable")
+	// ErrNVML is an NVML call that failed after initialisation.
+	ErrNVML = errors.New("nvml")
+)
+
+// Inventory is what a node offers.
+type Inventory struct {
+	// Source is SourceNVML, SourceSimulated or SourceNone.
+	Source string
+	// GPUs is never nil. Simulated is true on every simulated GPU; Healthy
+	// is true unless known otherwise.
+	GPUs []structs.GPU
+	// Driver is the NVML driver version, "" for other sources.
+	Driver string
+	// Note is one line for the agent's log and console when something is
+	// worth saying, such as a fallback to simulated GPUs.
+	Note string
+}
+
+// Discover resolves the --gpus flag. mode is "auto" ("" means the same),
+// "nvml", "none" or "sim:COUNTxMODEL[-MEMGB]". seed makes simulated UUIDs
+// unique per node and stable across restarts: pass the node ID. fallback is
+// what "auto" uses when NVML does not initialise: "none", or a sim: spec in
+// dev mode.
+//
+// "nvml" fails when NVML cannot initialise; "auto" never fails for that
+// reason: it falls back and says so in Note.
+func Discover(mode, seed, fallback string) (Inventory, error) {
+	switch {
+	case mode == ModeNone:
+		return Inventory{Source: SourceNone, GPUs: []structs.GPU{}}, nil
+	case strings.HasPrefix(mode, simPrefix):
+		return simInventory(mode, seed)
+	case mode == ModeNVML:
+		inv, err := discoverNVML()
+		if err != nil {
+			return Inventory{}, fmt.Errorf("--gpus %s: %w", ModeNVML, err)
+		}
+		return withNVMLNote(inv), nil
+	case mode == ModeAuto || mode == "":
+		if fallback != ModeNone && !strings.HasPrefix(fallback, simPrefix) {
+			return Inventory{}, fmt.Errorf("%w: fallback %q: use none or sim:COUNTxMODEL[-MEMGB]", ErrInvalidFlag, fallback)
+		}
+		inv, nvmlErr := discoverNVML()
+		if nvmlErr == nil {
+			return withNVMLNote(inv), nil
+		}
+		if !errors.Is(nvmlErr, ErrNVMLUnavailable) {
+			return Inventory{}, fmt.Errorf("--gpus %s: %w", ModeAuto, nvmlErr)
+		}
+		inv, err := Discover(fallback, seed, ModeNone)
+		if err != nil {
+			return Inventory{}, err
+		}
+		if inv.Note == "" {
+			inv.Note = fmt.Sprintf("%v; no GPUs offered", nvmlErr)
+		} else {
+			inv.Note = fmt.Sprintf("%v; %s", nvmlErr, inv.Note)
+		}
+		return inv, nil
+	}
+	return Inventory{}, fmt.Errorf("%w: unknown mode %q: use auto, nvml, none or sim:COUNTxMODEL[-MEMGB]", ErrInvalidFlag, mode)
+}
+
+// withNVMLNote says so when NVML works but finds nothing.
+func withNVMLNote(inv Inventory) Inventory {
+	if len(inv.GPUs) == 0 {
+		inv.Note = "NVML reports no GPUs; none offered"
+	}
+	return inv
+}
+
+func simInventory(spec, seed string) (Inventory, error) {
+	gpus, err := ParseSim(spec, seed)
+	if err != nil {
+		return Inventory{}, err
+	}
+	note := "using 0 simulated GPUs"
+	if len(gpus) > 0 {
+		g := gpus[0]
+		note = fmt.Sprintf("using %d simulated GPUs (%s, %s) — not real hardware",
+			len(gpus), strings.TrimPrefix(g.Model, "NVIDIA "), structs.FormatMiB(g.MemoryMiB))
+	}
+	return Inventory{Source: SourceSimulated, GPUs: gpus, Note: note}, nil
+}
+
+var simSpec = regexp.MustCompile(`^sim:([0-9]+)x([A-Za-z0-9][A-Za-z0-9_.]*)(?:-([0-9]+))?$`)
+
+// ParseSim parses a simulated-GPU spec such as "sim:8xH100-80" or
+// "sim:4xA100" (80G each when -MEMGB is absent) into that many healthy GPUs
+// marked Simulated. The model is upper-cased and reads "NVIDIA <MODEL>".
+// UUIDs derive from seed and the index, so they are stable and differ
+// between nodes with different seeds.
+func ParseSim(spec, seed string) ([]structs.GPU, error) {
+	m := simSpec.FindStringSubmatch(spec)
+	if m == nil {
+		return nil, fmt.Errorf("%w %q: expected sim:COUNTxMODEL[-MEMGB], like sim:8xH100-80", ErrInvalidFlag, spec)
+	}
+	count, err := strconv.Atoi(m[1])
+	if err != nil || count > structs.MaxGPUsPerNode {
+		return nil, fmt.Errorf("%w %q: count must be 0..%d", ErrInvalidFlag, spec, structs.MaxGPUsPerNode)
+	}
+	memGB := int64(defaultSimMemGB)
+	if m[3] != "" {
+		memGB, err = strconv.ParseInt(m[3], 10, 64)
+		if err != nil || memGB < 1 || memGB > maxSimMemGB {
+			return nil, fmt.Errorf("%w %q: memory must be 1..%d GB", ErrInvalidFlag, spec, maxSimMemGB)
+		}
+	}
+	model := "NVIDIA " + strings.ToUpper(m[2])
+	gpus := make([]structs.GPU, count)
+	for i := range gpus {
+		gpus[i] = structs.GPU{
+			Index:     i,
+			UUID:      simUUID(seed, i),
+			Model:     model,
+			MemoryMiB: memGB * 1024,
+			PCIBusID:  fmt.Sprintf("00000000:%02X:00.0", i+0x10),
+			Healthy:   true,
+			Simulated: true,
+		}
+	}
+	return gpus, nil
+}
+
+// simUUID formats the first 16 bytes of sha256(seed/index) as an RFC 9562
+// version 8 (custom) UUID behind NVML's "GPU-" prefix.
+func simUUID(seed string, index int) string {
+	sum := sha256.Sum256([]byte(seed + "/" + strconv.Itoa(index)))
+	b := sum[:16]
+	b[6] = b[6]&0x0f | 0x80
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

@@ -1,0 +1,10 @@
+//go:build !cgo
+
+package gpu
+
+import "fmt"
+
+// discoverNVML reports that this binary cannot reach NVML at all.
+func discoverNVML() (Inventory, error) {
+	return Inventory{}, fmt.Errorf("%w: this binary was built without NVML support (CGO_ENABLED=0)", ErrNVMLUnavailable)
+}
