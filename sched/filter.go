@@ -1,0 +1,233 @@
+package sched
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// request is one job's spec digested once per pass, so the per-node filters
+// do no parsing, lower-casing or map sorting.
+type request struct {
+	job    *structs.Job
+	nodes  int
+	gpus   int
+	model  string // lower case; "" means any
+	gpuMem int64
+	cpus   int
+	mem    int64
+	// constraints are Spec.Constraints sorted by key.
+	constraints []label
+	// modelOK says, per ledger model, whether it matches model.
+	modelOK []bool
+}
+
+type label struct{ key, value string }
+
+// newRequest digests a job. It returns an error for a spec whose numbers no
+// node can satisfy because they are negative; Validate stops such specs at
+// submission, so this only guards the scheduler against bad state.
+func newRequest(j *structs.Job, l *ledger) (*request, error) {
+	s := &j.Spec
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"gpus", int64(s.GPUs)},
+		{"gpu_memory_min_mib", s.GPUMemoryMinMiB},
+		{"cpus", int64(s.CPUs)},
+		{"memory_mib", s.MemoryMiB},
+	} {
+		if f.v < 0 {
+			return nil, fmt.Errorf("invalid spec: %s %d is negative", f.name, f.v)
+		}
+	}
+	r := &request{
+		job:     j,
+		nodes:   max(s.Nodes, 1),
+		gpus:    s.GPUs,
+		model:   strings.ToLower(s.GPUModel),
+		gpuMem:  s.GPUMemoryMinMiB,
+		cpus:    s.CPUs,
+		mem:     s.MemoryMiB,
+		modelOK: make([]bool, len(l.models)),
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Constraints)) {
+		r.constraints = append(r.constraints, label{k, s.Constraints[k]})
+	}
+	for i, m := range l.models {
+		r.modelOK[i] = strings.Contains(m, r.model)
+	}
+	return r, nil
+}
+
+// matches reports whether a GPU has the model and memory the job asks for.
+func (r *request) matches(g *gpuSlot) bool {
+	return r.modelOK[g.model] && g.memMiB >= r.gpuMem
+}
+
+// reasonCode names the filter that rejected a node. The order of the codes is
+// the order the filters run in: cheap and static first, usage last.
+type reasonCode uint8
+
+const (
+	reasonNone reasonCode = iota
+	reasonStatus
+	reasonConstraint
+	reasonModel
+	reasonGPUMem
+	reasonGPUs
+	reasonCPUs
+	reasonMem
+	numReasons
+)
+
+// fit is a node that passed every filter for one rank of a job.
+type fit struct {
+	node int // ledger index
+	// gpusLeft is how many free matching GPUs the node keeps after the rank.
+	gpusLeft int
+	// cpusLeft is how many CPUs the node keeps after the rank; MaxInt when
+	// the node does not track CPUs.
+	cpusLeft int
+	score    float64
+}
+
+// check runs the filters for one rank of r on one node. It returns
+// reasonNone and the fit when the node passes, else the first failing filter
+// and its argument (the node status, or the constraint key).
+func (r *request) check(i int, ns *nodeState) (fit, reasonCode, string) {
+	if !ns.ready {
+		return fit{}, reasonStatus, string(ns.node.Status)
+	}
+	for _, c := range r.constraints {
+		if v, ok := ns.node.Labels[c.key]; !ok || v != c.value {
+			return fit{}, reasonConstraint, c.key
+		}
+	}
+	matching := ns.freeGPUs
+	if r.model != "" || r.gpuMem > 0 {
+		hasModel, hasMem := false, false
+		matching = 0
+		for s := range ns.gpus {
+			g := &ns.gpus[s]
+			if !r.modelOK[g.model] {
+				continue
+			}
+			hasModel = true
+			if g.memMiB < r.gpuMem {
+				continue
+			}
+			hasMem = true
+			if g.free {
+				matching++
+			}
+		}
+		if !hasModel {
+			return fit{}, reasonModel, ""
+		}
+		if !hasMem {
+			return fit{}, reasonGPUMem, ""
+		}
+	}
+	if matching < r.gpus {
+		return fit{}, reasonGPUs, ""
+	}
+	cpusLeft := math.MaxInt
+	if ns.cpuTracked {
+		if r.cpus > 0 && ns.freeCPUs < r.cpus {
+			return fit{}, reasonCPUs, ""
+		}
+		cpusLeft = ns.freeCPUs - r.cpus
+	}
+	if ns.memTracked && r.mem > 0 && ns.freeMem < r.mem {
+		return fit{}, reasonMem, ""
+	}
+	return fit{node: i, gpusLeft: matching - r.gpus, cpusLeft: cpusLeft}, reasonNone, ""
+}
+
+// tally counts, for one job, how many nodes each filter rejected.
+type tally struct {
+	counts [numReasons]int
+	// byArg splits the reasons that carry an argument (status, constraint).
+	byArg map[reasonKey]int
+}
+
+type reasonKey struct {
+	code reasonCode
+	arg  string
+}
+
+func (t *tally) add(code reasonCode, arg string) {
+	if code == reasonStatus || code == reasonConstraint {
+		if t.byArg == nil {
+			t.byArg = make(map[reasonKey]int)
+		}
+		t.byArg[reasonKey{code, arg}]++
+		return
+	}
+	t.counts[code]++
+}
+
+// render writes the tally for people: "3 nodes: not enough free GPUs;
+// 1 node: gpu_model A100 required", most frequent reason first, ties by text.
+func (t *tally) render(r *request) string {
+	type line struct {
+		n    int
+		text string
+	}
+	var lines []line
+	for k, n := range t.byArg {
+		lines = append(lines, line{n, reasonText(r, k.code, k.arg)})
+	}
+	for c, n := range t.counts {
+		if n > 0 {
+			lines = append(lines, line{n, reasonText(r, reasonCode(c), "")})
+		}
+	}
+	slices.SortFunc(lines, func(a, b line) int {
+		return cmp.Or(cmp.Compare(b.n, a.n), cmp.Compare(a.text, b.text))
+	})
+	parts := make([]string, len(lines))
+	for i, l := range lines {
+		parts[i] = plural(l.n, "node") + ": " + l.text
+	}
+	return strings.Join(parts, "; ")
+}
+
+// reasonText names a filter's rejection the way `skein job` shows it.
+func reasonText(r *request, code reasonCode, arg string) string {
+	switch code {
+	case reasonStatus:
+		if arg == "" {
+			arg = "status unknown"
+		}
+		return "node " + arg
+	case reasonConstraint:
+		return "missing constraint " + arg + "=" + r.job.Spec.Constraints[arg]
+	case reasonModel:
+		return "gpu_model " + r.job.Spec.GPUModel + " required"
+	case reasonGPUMem:
+		return "gpu memory < " + structs.FormatMiB(r.gpuMem)
+	case reasonGPUs:
+		return "not enough free GPUs"
+	case reasonCPUs:
+		return "not enough free CPUs"
+	case reasonMem:
+		return "not enough free memory"
+	}
+	return "unknown reason"
+}
+
+// plural renders a count with its noun: "1 node", "3 nodes".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

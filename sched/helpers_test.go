@@ -1,0 +1,119 @@
+package sched
+
+import (
+	"fmt"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// fakeState is a State over fixed slices.
+type fakeState struct {
+	nodes  []*structs.Node
+	allocs []*structs.Allocation
+}
+
+func (s fakeState) AllNodes() []*structs.Node            { return s.nodes }
+func (s fakeState) AllLiveAllocs() []*structs.Allocation { return s.allocs }
+
+// gpuNode returns a ready node with n healthy GPUs of one model, 64 CPUs and
+// 512G of memory. GPU UUIDs are "<id>-g<index>".
+func gpuNode(id string, n int, model string, memGiB int64, opts ...func(*structs.Node)) *structs.Node {
+	nd := &structs.Node{ID: id, Name: id, CPUs: 64, MemoryMiB: 512 << 10, Status: structs.NodeReady}
+	for i := range n {
+		nd.GPUs = append(nd.GPUs, structs.GPU{
+			Index: i, UUID: fmt.Sprintf("%s-g%d", id, i), Model: model, MemoryMiB: memGiB << 10, Healthy: true,
+		})
+	}
+	for _, o := range opts {
+		o(nd)
+	}
+	return nd
+}
+
+func withStatus(s structs.NodeStatus) func(*structs.Node) {
+	return func(n *structs.Node) { n.Status = s }
+}
+
+func withLabels(kv ...string) func(*structs.Node) {
+	return func(n *structs.Node) {
+		n.Labels = map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			n.Labels[kv[i]] = kv[i+1]
+		}
+	}
+}
+
+func withCPUs(c int) func(*structs.Node) { return func(n *structs.Node) { n.CPUs = c } }
+
+func withMemGiB(m int64) func(*structs.Node) { return func(n *structs.Node) { n.MemoryMiB = m << 10 } }
+
+func withUnhealthy(idx ...int) func(*structs.Node) {
+	return func(n *structs.Node) {
+		for _, i := range idx {
+			n.GPUs[i].Healthy = false
+			n.GPUs[i].Reason = "xid 79"
+		}
+	}
+}
+
+// job returns a queued job asking for gpus GPUs on one node.
+func job(id string, gpus int, opts ...func(*structs.JobSpec)) *structs.Job {
+	j := &structs.Job{ID: id, State: structs.JobQueued, Spec: structs.JobSpec{
+		Command: []string{"train"}, Nodes: 1, GPUs: gpus,
+	}}
+	for _, o := range opts {
+		o(&j.Spec)
+	}
+	return j
+}
+
+func gang(n int) func(*structs.JobSpec)     { return func(s *structs.JobSpec) { s.Nodes = n } }
+func model(m string) func(*structs.JobSpec) { return func(s *structs.JobSpec) { s.GPUModel = m } }
+func gpuMemGiB(m int64) func(*structs.JobSpec) {
+	return func(s *structs.JobSpec) { s.GPUMemoryMinMiB = m << 10 }
+}
+func cpus(c int) func(*structs.JobSpec) { return func(s *structs.JobSpec) { s.CPUs = c } }
+func memGiB(m int64) func(*structs.JobSpec) {
+	return func(s *structs.JobSpec) { s.MemoryMiB = m << 10 }
+}
+func constraint(k, v string) func(*structs.JobSpec) {
+	return func(s *structs.JobSpec) {
+		if s.Constraints == nil {
+			s.Constraints = map[string]string{}
+		}
+		s.Constraints[k] = v
+	}
+}
+
+// running returns a live allocation holding GPUs on a node.
+func running(jobID, nodeID string, cpus int, memMiB int64, gpus ...string) *structs.Allocation {
+	return &structs.Allocation{
+		ID: "a-" + jobID, JobID: jobID, NodeID: nodeID, GPUs: gpus, CPUs: cpus, MemoryMiB: memMiB,
+		State: structs.AllocRunning, DesiredState: structs.DesiredRun,
+	}
+}
+
+// placedOn returns "node:gpu,gpu" per rank of a job's placement, or nil.
+func placedOn(p structs.Plan, jobID string) []string {
+	for _, jp := range p.Placements {
+		if jp.JobID != jobID {
+			continue
+		}
+		out := make([]string, len(jp.Allocations))
+		for i, a := range jp.Allocations {
+			out[i] = a.NodeID + ":" + fmt.Sprint(a.GPUs)
+		}
+		return out
+	}
+	return nil
+}
+
+// blockedReason returns the reason a job was blocked, or "".
+func blockedReason(p structs.Plan, jobID string) string {
+	for _, b := range p.Blocked {
+		if b.JobID == jobID {
+			return b.Reason
+		}
+	}
+	return ""
+}

@@ -1,0 +1,196 @@
+package sched
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// ledger is the one accounting object of a Place pass. It is built from the
+// registered nodes and the live allocations, and it is the only thing that
+// hands out GPUs, CPUs and memory. Every grant goes through a txn, so a gang
+// can take resources on several nodes and give them all back if one rank
+// does not fit.
+type ledger struct {
+	// nodes are sorted by ID, which makes the ledger index a deterministic
+	// tie-break.
+	nodes []nodeState
+	// models are the distinct lower-case GPU models of the inventory; a
+	// request matches each once per job, not once per GPU.
+	models []string
+}
+
+// nodeState is what one node has left in this pass.
+type nodeState struct {
+	node  *structs.Node
+	ready bool
+	// gpus are sorted by GPU index (then UUID).
+	gpus []gpuSlot
+	// freeGPUs counts the slots whose free flag is set.
+	freeGPUs int
+	// cpuTracked is false for a node that reports 0 CPUs: its CPUs are not
+	// accounted and never filter. memTracked likewise for memory.
+	cpuTracked bool
+	freeCPUs   int
+	memTracked bool
+	freeMem    int64
+}
+
+// gpuSlot is one GPU of a node as the ledger sees it.
+type gpuSlot struct {
+	index  int
+	uuid   string
+	model  int // index into ledger.models
+	memMiB int64
+	// free is set for a healthy GPU with a UUID unique in the cluster that no
+	// live allocation and no grant of this pass holds.
+	free bool
+}
+
+// newLedger builds the accounting for a pass. Nil entries are ignored; of
+// two nodes with one ID only the first (in input order) counts. A GPU whose
+// UUID is empty or appears more than once in the inventory is never handed
+// out, because an allocation could not say which device it means. A GPU held
+// by a live allocation is busy wherever that allocation claims to run.
+func newLedger(nodes []*structs.Node, allocs []*structs.Allocation) *ledger {
+	list := make([]*structs.Node, 0, len(nodes))
+	for _, n := range nodes {
+		if n != nil {
+			list = append(list, n)
+		}
+	}
+	slices.SortStableFunc(list, func(a, b *structs.Node) int { return cmp.Compare(a.ID, b.ID) })
+	list = slices.CompactFunc(list, func(a, b *structs.Node) bool { return a.ID == b.ID })
+
+	seen := make(map[string]int)
+	for _, n := range list {
+		for i := range n.GPUs {
+			seen[n.GPUs[i].UUID]++
+		}
+	}
+	held := make(map[string]bool)
+	for _, a := range allocs {
+		if a == nil || !a.Live() {
+			continue
+		}
+		for _, u := range a.GPUs {
+			held[u] = true
+		}
+	}
+
+	l := &ledger{nodes: make([]nodeState, len(list))}
+	byID := make(map[string]*nodeState, len(list))
+	modelIDs := make(map[string]int)
+	for i, n := range list {
+		ns := &l.nodes[i]
+		*ns = nodeState{
+			node:       n,
+			ready:      n.Status == structs.NodeReady,
+			gpus:       make([]gpuSlot, len(n.GPUs)),
+			cpuTracked: n.CPUs > 0,
+			freeCPUs:   n.CPUs,
+			memTracked: n.MemoryMiB > 0,
+			freeMem:    n.MemoryMiB,
+		}
+		for j := range n.GPUs {
+			g := &n.GPUs[j]
+			m := strings.ToLower(g.Model)
+			id, ok := modelIDs[m]
+			if !ok {
+				id = len(l.models)
+				modelIDs[m] = id
+				l.models = append(l.models, m)
+			}
+			free := g.Healthy && g.UUID != "" && seen[g.UUID] == 1 && !held[g.UUID]
+			ns.gpus[j] = gpuSlot{index: g.Index, uuid: g.UUID, model: id, memMiB: g.MemoryMiB, free: free}
+			if free {
+				ns.freeGPUs++
+			}
+		}
+		slices.SortStableFunc(ns.gpus, func(a, b gpuSlot) int {
+			return cmp.Or(cmp.Compare(a.index, b.index), cmp.Compare(a.uuid, b.uuid))
+		})
+		byID[n.ID] = ns
+	}
+	for _, a := range allocs {
+		if a == nil || !a.Live() {
+			continue
+		}
+		if ns, ok := byID[a.NodeID]; ok {
+			ns.freeCPUs -= a.CPUs
+			ns.freeMem -= a.MemoryMiB
+		}
+	}
+	return l
+}
+
+// grant is what one take handed out, kept so a rollback can return it.
+type grant struct {
+	node  int
+	slots []int
+	cpus  int
+	mem   int64
+}
+
+// txn is a tentative set of grants on a ledger: commit keeps them, rollback
+// returns them. A txn is used once.
+type txn struct {
+	l      *ledger
+	grants []grant
+}
+
+func (l *ledger) begin() *txn { return &txn{l: l} }
+
+// take hands out the GPU slots, CPUs and memory of one node and returns the
+// GPU UUIDs in slot order. It fails, taking nothing, when any slot is not
+// free (asked for twice included) or a tracked CPU or memory amount would go
+// below zero.
+func (t *txn) take(node int, slots []int, cpus int, mem int64) ([]string, error) {
+	ns := &t.l.nodes[node]
+	if ns.cpuTracked && cpus > 0 && cpus > ns.freeCPUs {
+		return nil, fmt.Errorf("take %d CPUs on node %s: %w", cpus, ns.node.ID, errNotFree)
+	}
+	if ns.memTracked && mem > 0 && mem > ns.freeMem {
+		return nil, fmt.Errorf("take %s memory on node %s: %w", structs.FormatMiB(mem), ns.node.ID, errNotFree)
+	}
+	uuids := make([]string, 0, len(slots))
+	for i, s := range slots {
+		if s < 0 || s >= len(ns.gpus) || !ns.gpus[s].free {
+			t.l.release(node, slots[:i])
+			return nil, fmt.Errorf("take GPU slot %d on node %s: %w", s, ns.node.ID, errNotFree)
+		}
+		ns.gpus[s].free = false
+		ns.freeGPUs--
+		uuids = append(uuids, ns.gpus[s].uuid)
+	}
+	ns.freeCPUs -= cpus
+	ns.freeMem -= mem
+	t.grants = append(t.grants, grant{node: node, slots: slots, cpus: cpus, mem: mem})
+	return uuids, nil
+}
+
+// commit makes the grants final.
+func (t *txn) commit() { t.grants = nil }
+
+// rollback returns every grant of the txn to the ledger.
+func (t *txn) rollback() {
+	for i := len(t.grants) - 1; i >= 0; i-- {
+		g := t.grants[i]
+		t.l.release(g.node, g.slots)
+		t.l.nodes[g.node].freeCPUs += g.cpus
+		t.l.nodes[g.node].freeMem += g.mem
+	}
+	t.grants = nil
+}
+
+// release marks GPU slots that a take handed out free again.
+func (l *ledger) release(node int, slots []int) {
+	ns := &l.nodes[node]
+	for _, s := range slots {
+		ns.gpus[s].free = true
+		ns.freeGPUs++
+	}
+}

@@ -1,0 +1,27 @@
+package sched
+
+import "cmp"
+
+// scorer rates a feasible node for one rank of a job. Every scorer returns a
+// score in [0, 1]; higher is better. A spread or topology scorer can be added
+// next to binpack and combined by weight, as long as it keeps that range.
+type scorer func(f fit) float64
+
+// binpack prefers the node with the fewest free matching GPUs left after the
+// rank is placed, keeping whole nodes free for large and gang jobs. The score
+// is 1/(1+gpusLeft): 1 when the rank uses the node's last free matching GPU,
+// 0.5 with one left, towards 0 as more stay free. A CPU-only job therefore
+// goes to a node with no free GPUs when one fits.
+func binpack(f fit) float64 {
+	return 1 / (1 + float64(f.gpusLeft))
+}
+
+// better orders fits best first: higher score, then fewer CPUs left (binpack
+// again), then the lower node ID, so the pick is deterministic.
+func better(a, b fit) int {
+	return cmp.Or(
+		cmp.Compare(b.score, a.score),
+		cmp.Compare(a.cpusLeft, b.cpusLeft),
+		cmp.Compare(a.node, b.node),
+	)
+}
