@@ -1,0 +1,33 @@
+// Package runner is a skein node's local job runner: it starts one process
+// for each allocation the node owns, captures its output, stops it on
+// request, enforces its time limit and reports every state change.
+//
+// Every allocation runs under a small supervisor process: the skein binary
+// re-executed with a hidden subcommand (see Supervise), in its own session so
+// that it outlives the agent. The supervisor starts the job in its own process
+// group, waits for it, stops it (SIGTERM to the group, SIGKILL after the kill
+// grace) and writes the outcome atomically to status.json in the allocation's
+// directory. That directory is the only record: the agent can die and come
+// back, and Restore re-adopts live supervisors from it.
+//
+// A supervisor is alive exactly while it holds an exclusive flock on
+// supervisor.lock. The runner takes that lock before it forks and the
+// supervisor inherits it, so there is no moment at which a supervisor exists
+// without holding it, and because status.json is written before the lock is
+// released, "lock free and no status.json" reliably means the supervisor died
+// without a result. Signals go to the pid in supervisor.pid only when its
+// start time in /proc still matches, so a reused pid is never signalled.
+//
+// Layout of <AllocDir>/<allocID>/ (0700):
+//
+//	spec.json        what to run (argv, final env, workdir, time limit, kill grace)
+//	supervisor.lock  held by the live supervisor
+//	supervisor.pid   supervisor pid and start time
+//	supervisor.log   the supervisor's own diagnostics
+//	job.pid          job pid, process group and start time, once started
+//	stdout.log       the job's standard output
+//	stderr.log       the job's standard error
+//	stop.json        why a stop was requested, written before signalling
+//	status.json      the outcome, written once when the job is over
+//	work/            the job's working directory when its spec names none
+package runner

@@ -1,0 +1,95 @@
+package runner
+
+import (
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// tokenEnv holds the API token; it never reaches a job or a supervisor.
+const tokenEnv = "SKEIN_TOKEN"
+
+// ownEnv are the variables skein sets for every job. Inherited or requested
+// copies are dropped so that skein's values are the only ones.
+var ownEnv = []string{
+	"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SKEIN_JOB_ID", "SKEIN_ALLOC_ID",
+	"SKEIN_NODE", "SKEIN_RANK", "SKEIN_ATTEMPT", "SKEIN_JOB_NAME",
+}
+
+// BuildEnv returns the complete environment of a task's process: base, then
+// the job spec's env (sorted by name), then skein's own variables, which
+// always win. Each name appears once; SKEIN_TOKEN never appears.
+//
+// skein sets CUDA_VISIBLE_DEVICES to the allocated GPU UUIDs joined by commas
+// ("" for a job without GPUs), CUDA_DEVICE_ORDER=PCI_BUS_ID, SKEIN_JOB_ID,
+// SKEIN_ALLOC_ID, SKEIN_NODE, SKEIN_RANK, SKEIN_ATTEMPT and, when the job has
+// a name, SKEIN_JOB_NAME.
+func BuildEnv(t Task, base []string) []string {
+	env := newEnvList(len(base) + len(t.Job.Spec.Env) + len(ownEnv))
+	for _, kv := range base {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok && k != "" && !skeinOwned(k) {
+			env.set(k, v)
+		}
+	}
+	keys := make([]string, 0, len(t.Job.Spec.Env))
+	for k := range t.Job.Spec.Env {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if k != "" && !strings.Contains(k, "=") && !skeinOwned(k) {
+			env.set(k, t.Job.Spec.Env[k])
+		}
+	}
+	jobID := t.Alloc.JobID
+	if jobID == "" {
+		jobID = t.Job.ID
+	}
+	env.set("CUDA_VISIBLE_DEVICES", strings.Join(t.Alloc.GPUs, ","))
+	env.set("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+	env.set("SKEIN_JOB_ID", jobID)
+	env.set("SKEIN_ALLOC_ID", t.Alloc.ID)
+	env.set("SKEIN_NODE", t.NodeName)
+	env.set("SKEIN_RANK", strconv.Itoa(t.Alloc.Rank))
+	env.set("SKEIN_ATTEMPT", strconv.Itoa(t.Alloc.Attempt))
+	if t.Job.Spec.Name != "" {
+		env.set("SKEIN_JOB_NAME", t.Job.Spec.Name)
+	}
+	return env.list
+}
+
+func skeinOwned(name string) bool {
+	return name == tokenEnv || slices.Contains(ownEnv, name)
+}
+
+// withoutToken returns env without SKEIN_TOKEN.
+func withoutToken(env []string) []string {
+	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		return strings.HasPrefix(kv, tokenEnv+"=")
+	})
+}
+
+// defaultBaseEnv is the agent's own environment minus the token.
+func defaultBaseEnv() []string { return withoutToken(os.Environ()) }
+
+// envList is an ordered environment in which a later value replaces an
+// earlier one in place.
+type envList struct {
+	list []string
+	at   map[string]int
+}
+
+func newEnvList(n int) *envList {
+	return &envList{list: make([]string, 0, n), at: make(map[string]int, n)}
+}
+
+func (e *envList) set(k, v string) {
+	if i, ok := e.at[k]; ok {
+		e.list[i] = k + "=" + v
+		return
+	}
+	e.at[k] = len(e.list)
+	e.list = append(e.list, k+"="+v)
+}

@@ -1,0 +1,164 @@
+package runner
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+func envMap(t *testing.T, env []string) map[string]string {
+	t.Helper()
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			t.Fatalf("malformed entry %q", kv)
+		}
+		if _, dup := m[k]; dup {
+			t.Fatalf("%s appears twice in %q", k, env)
+		}
+		m[k] = v
+	}
+	return m
+}
+
+func TestBuildEnv(t *testing.T) {
+	base := []string{
+		"PATH=/usr/bin", "HOME=/home/u", "SKEIN_TOKEN=secret", "CUDA_VISIBLE_DEVICES=0,1",
+		"SKEIN_JOB_NAME=stale", "FOO=base", "FOO=base2",
+	}
+	cases := []struct {
+		name    string
+		gpus    []string
+		jobName string
+		specEnv map[string]string
+		want    map[string]string // exact values
+		absent  []string
+	}{
+		{
+			name: "gpus joined in allocation order",
+			gpus: []string{"GPU-b", "GPU-a"},
+			want: map[string]string{"CUDA_VISIBLE_DEVICES": "GPU-b,GPU-a", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+		},
+		{
+			name: "no gpus sets an empty CUDA_VISIBLE_DEVICES",
+			want: map[string]string{"CUDA_VISIBLE_DEVICES": ""},
+		},
+		{
+			name: "spec cannot override skein's variables",
+			gpus: []string{"GPU-a"},
+			specEnv: map[string]string{"CUDA_VISIBLE_DEVICES": "all", "CUDA_DEVICE_ORDER": "FASTEST_FIRST",
+				"SKEIN_ALLOC_ID": "forged", "SKEIN_TOKEN": "stolen"},
+			want:   map[string]string{"CUDA_VISIBLE_DEVICES": "GPU-a", "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "SKEIN_ALLOC_ID": "a1"},
+			absent: []string{"SKEIN_TOKEN"},
+		},
+		{
+			name:    "spec overrides inherited variables",
+			specEnv: map[string]string{"FOO": "spec", "BAR": "x"},
+			want:    map[string]string{"FOO": "spec", "BAR": "x", "PATH": "/usr/bin", "HOME": "/home/u"},
+		},
+		{
+			name:   "token and stale job name are never inherited",
+			want:   map[string]string{"FOO": "base2"},
+			absent: []string{"SKEIN_TOKEN", "SKEIN_JOB_NAME"},
+		},
+		{
+			name:    "identity variables",
+			jobName: "train",
+			want: map[string]string{"SKEIN_JOB_ID": "j1", "SKEIN_ALLOC_ID": "a1", "SKEIN_NODE": "node-a",
+				"SKEIN_RANK": "3", "SKEIN_ATTEMPT": "2", "SKEIN_JOB_NAME": "train"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tk := Task{
+				Alloc:    structs.Allocation{ID: "a1", JobID: "j1", Rank: 3, Attempt: 2, GPUs: tc.gpus},
+				Job:      structs.Job{ID: "j1", Spec: structs.JobSpec{Name: tc.jobName, Env: tc.specEnv}},
+				NodeName: "node-a",
+			}
+			got := envMap(t, BuildEnv(tk, base))
+			for k, v := range tc.want {
+				if gv, ok := got[k]; !ok || gv != v {
+					t.Errorf("%s = %q (set: %v), want %q", k, gv, ok, v)
+				}
+			}
+			for _, k := range tc.absent {
+				if v, ok := got[k]; ok {
+					t.Errorf("%s = %q, want it absent", k, v)
+				}
+			}
+		})
+	}
+}
+
+func TestRunner_JobSeesItsEnvironmentWithoutShell(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r, rec := e.runner(t)
+	cases := []struct {
+		name string
+		gpus []string
+		want string
+	}{
+		{name: "two gpus", gpus: []string{"GPU-11", "GPU-22"}, want: "GPU-11,GPU-22"},
+		{name: "no gpus", want: ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tk := task("/usr/bin/env")
+			tk.Alloc.GPUs = tc.gpus
+			tk.Job.Spec.Env = map[string]string{"CUDA_VISIBLE_DEVICES": "evil", "MY_VAR": "mine"}
+			mustStart(t, r, tk)
+			if u := waitTerminal(t, rec, tk.Alloc.ID); u.State != structs.AllocSucceeded {
+				t.Fatalf("env ended %+v", u)
+			}
+			path, err := r.LogPath(tk.Alloc.ID, "stdout")
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := strings.TrimSpace(readFile(t, path))
+			env := envMap(t, strings.Split(out, "\n"))
+			want := map[string]string{
+				"CUDA_VISIBLE_DEVICES": tc.want, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "MY_VAR": "mine",
+				"SKEIN_ALLOC_ID": tk.Alloc.ID, "SKEIN_JOB_ID": tk.Alloc.JobID, "SKEIN_NODE": "node-a",
+				"SKEIN_RANK": "0", "SKEIN_ATTEMPT": "1", "HOME": "/nonexistent",
+			}
+			for k, v := range want {
+				if env[k] != v {
+					t.Errorf("job saw %s=%q, want %q", k, env[k], v)
+				}
+			}
+			for _, k := range []string{"SKEIN_TOKEN", superviseEnv, readyFDEnv, lockFDEnv} {
+				if v, ok := env[k]; ok {
+					t.Errorf("job saw %s=%q, want it absent", k, v)
+				}
+			}
+		})
+	}
+}
+
+func TestRunner_DefaultWorkdirIsInsideAllocDir(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r, rec := e.runner(t)
+	tk := task("/bin/pwd")
+	mustStart(t, r, tk)
+	waitTerminal(t, rec, tk.Alloc.ID)
+	want, err := filepath.EvalSymlinks(filepath.Join(e.allocDir, tk.Alloc.ID, workDirName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(readFile(t, filepath.Join(e.allocDir, tk.Alloc.ID, stdoutFile))); got != want {
+		t.Errorf("job ran in %q, want %q", got, want)
+	}
+	fi, err := os.Stat(filepath.Join(e.allocDir, tk.Alloc.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		t.Errorf("alloc dir mode = %v, want 0700", fi.Mode().Perm())
+	}
+}

@@ -1,0 +1,204 @@
+package runner
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// Names of the files in an allocation directory (see the package doc).
+const (
+	specFile          = "spec.json"
+	lockFile          = "supervisor.lock"
+	supervisorPIDFile = "supervisor.pid"
+	supervisorLogFile = "supervisor.log"
+	jobPIDFile        = "job.pid"
+	stdoutFile        = "stdout.log"
+	stderrFile        = "stderr.log"
+	stopFile          = "stop.json"
+	statusFile        = "status.json"
+	workDirName       = "work"
+)
+
+// exitUnknown is the exit code recorded when no process reported one.
+const exitUnknown = -1
+
+// spec is what a supervisor runs. The runner writes it before it starts the
+// supervisor; the env is final (BuildEnv) so the supervisor adds nothing.
+type spec struct {
+	AllocID   string           `json:"alloc_id"`
+	Argv      []string         `json:"argv"`
+	Env       []string         `json:"env"`
+	Workdir   string           `json:"workdir"`
+	TimeLimit structs.Duration `json:"time_limit,omitempty"`
+	KillGrace structs.Duration `json:"kill_grace"`
+}
+
+// procRecord names one process so that a reused pid is never mistaken for
+// it: StartTime is field 22 of /proc/<pid>/stat (clock ticks after boot).
+type procRecord struct {
+	PID       int       `json:"pid"`
+	PGID      int       `json:"pgid,omitempty"`
+	StartTime uint64    `json:"start_time"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// stopRequest is written by Stop before it signals the supervisor.
+type stopRequest struct {
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// status is the outcome of an allocation, written once.
+type status struct {
+	State      structs.AllocState `json:"state"`
+	ExitCode   int                `json:"exit_code"`
+	Signal     string             `json:"signal,omitempty"`
+	Reason     string             `json:"reason"`
+	StartedAt  time.Time          `json:"started_at,omitzero"`
+	FinishedAt time.Time          `json:"finished_at"`
+}
+
+func (s status) update(allocID string) structs.AllocUpdate {
+	return structs.AllocUpdate{AllocID: allocID, State: s.State, ExitCode: s.ExitCode,
+		Reason: s.Reason, At: s.FinishedAt}
+}
+
+// writeJSONAtomic writes v to path through a temporary file and a rename, so
+// a reader sees the old content or the new one, never a part.
+func writeJSONAtomic(path string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
+	}
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	_, err = tmp.Write(append(data, '\n'))
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
+}
+
+// readJSON reads path into v. A missing file is not an error: found is false.
+func readJSON(path string, v any) (found bool, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", path, err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return false, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return true, nil
+}
+
+// procStat returns the state letter and start time of a process.
+func procStat(pid int) (state byte, start uint64, err error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, fmt.Errorf("read process %d: %w", pid, err)
+	}
+	// The command name (field 2) is in parentheses and may hold spaces or
+	// parentheses itself; the fields after the last ')' start with field 3.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("process %d: %w", pid, errBadStat)
+	}
+	fields := bytes.Fields(data[i+1:])
+	if len(fields) < 20 || len(fields[0]) != 1 {
+		return 0, 0, fmt.Errorf("process %d: %w", pid, errBadStat)
+	}
+	start, err = strconv.ParseUint(string(fields[19]), 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("process %d: %w", pid, errBadStat)
+	}
+	return fields[0][0], start, nil
+}
+
+// newProcRecord describes a running process.
+func newProcRecord(pid int, at time.Time) (procRecord, error) {
+	_, start, err := procStat(pid)
+	if err != nil {
+		return procRecord{}, err
+	}
+	return procRecord{PID: pid, StartTime: start, StartedAt: at}, nil
+}
+
+// alive reports whether the recorded process still runs: same pid, same
+// start time, and not a zombie.
+func (p procRecord) alive() bool {
+	if p.PID <= 0 {
+		return false
+	}
+	state, start, err := procStat(p.PID)
+	return err == nil && start == p.StartTime && state != 'Z' && state != 'X'
+}
+
+// lockHeld reports whether a supervisor holds the allocation directory's
+// lock. When the answer cannot be found out it says held, so a supervisor
+// is never declared dead by mistake.
+func lockHeld(dir string) (bool, error) {
+	f, err := os.Open(filepath.Join(dir, lockFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("open supervisor lock: %w", err)
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return true, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("test supervisor lock: %w", err)
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false, nil
+}
+
+// signalNames names the signals a job is commonly ended by.
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGHUP: "SIGHUP", syscall.SIGINT: "SIGINT", syscall.SIGQUIT: "SIGQUIT",
+	syscall.SIGILL: "SIGILL", syscall.SIGTRAP: "SIGTRAP", syscall.SIGABRT: "SIGABRT",
+	syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE", syscall.SIGKILL: "SIGKILL",
+	syscall.SIGUSR1: "SIGUSR1", syscall.SIGSEGV: "SIGSEGV", syscall.SIGUSR2: "SIGUSR2",
+	syscall.SIGPIPE: "SIGPIPE", syscall.SIGALRM: "SIGALRM", syscall.SIGTERM: "SIGTERM",
+	syscall.SIGXCPU: "SIGXCPU", syscall.SIGXFSZ: "SIGXFSZ",
+}
+
+func signalName(s syscall.Signal) string {
+	if n, ok := signalNames[s]; ok {
+		return n
+	}
+	return "signal " + strconv.Itoa(int(s))
+}

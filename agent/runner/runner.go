@@ -1,0 +1,615 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/skein-dev/skein/structs"
+)
+
+// Errors of this package.
+var (
+	ErrNoAllocDir     = errors.New("no allocation directory configured")
+	ErrInvalidAllocID = errors.New("invalid allocation id")
+	ErrNoCommand      = errors.New("empty command")
+	ErrUnknownStream  = errors.New("unknown log stream")
+	ErrNoLogs         = errors.New("no logs")
+	ErrStillRunning   = errors.New("allocation still running")
+	ErrClosed         = errors.New("runner is shut down")
+	ErrSupervised     = errors.New("held by another supervisor")
+	ErrSupervisor     = errors.New("cannot start supervisor")
+	errBadStat        = errors.New("unexpected /proc stat format")
+)
+
+const (
+	defaultKillGrace = 10 * time.Second
+	// pollInterval is how often a watched allocation's directory is looked
+	// at; the runner's own supervisors also wake it at once on start and exit.
+	pollInterval = 200 * time.Millisecond
+	maxAllocID   = 128
+	lostReason   = "lost: supervisor exited without recording a result"
+)
+
+// Config configures a Runner.
+type Config struct {
+	// AllocDir holds one directory per allocation, e.g. <data-dir>/allocs.
+	AllocDir string
+	// SupervisorCmd is the argv prefix that starts a supervisor; the
+	// allocation directory is appended. nil means
+	// {os.Executable(), "supervise"}.
+	SupervisorCmd []string
+	// KillGrace is the time between SIGTERM and SIGKILL; 0 means 10s.
+	KillGrace time.Duration
+	// Report is called, from runner goroutines and never while a runner lock
+	// is held, when an allocation starts running and when it ends. The same
+	// state may be reported more than once (after Restore, for instance).
+	// Report must not call Shutdown.
+	Report func(structs.AllocUpdate)
+	// Logger receives the runner's logs; nil discards them.
+	Logger hclog.Logger
+	// BaseEnv is the environment jobs inherit; nil means os.Environ()
+	// without SKEIN_TOKEN.
+	BaseEnv []string
+}
+
+// Task is one allocation to run and the job it belongs to.
+type Task struct {
+	Alloc    structs.Allocation
+	Job      structs.Job
+	NodeName string
+}
+
+// Runner starts, watches and stops this node's allocations.
+type Runner struct {
+	dir       string
+	supCmd    []string
+	killGrace time.Duration
+	report    func(structs.AllocUpdate)
+	log       hclog.Logger
+	baseEnv   []string
+
+	mu       sync.Mutex
+	allocs   map[string]*alloc // tracked: being started or watched
+	closed   bool
+	quit     chan struct{}
+	wg       sync.WaitGroup
+	shutdown sync.Once
+}
+
+// alloc is one tracked allocation.
+type alloc struct {
+	id  string
+	dir string
+	// mu orders Start's launch before any Stop of the same allocation.
+	mu sync.Mutex
+	// sup is the supervisor, when known; Stop reads supervisor.pid otherwise.
+	sup procRecord
+}
+
+// New creates a runner and its allocation directory (0700).
+func New(cfg Config) (*Runner, error) {
+	if cfg.AllocDir == "" {
+		return nil, ErrNoAllocDir
+	}
+	dir, err := filepath.Abs(cfg.AllocDir)
+	if err != nil {
+		return nil, fmt.Errorf("allocation directory %s: %w", cfg.AllocDir, err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create allocation directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("allocation directory: %w", err)
+	}
+	r := &Runner{
+		dir:       dir,
+		supCmd:    slices.Clone(cfg.SupervisorCmd),
+		killGrace: cfg.KillGrace,
+		report:    cfg.Report,
+		log:       cfg.Logger,
+		baseEnv:   slices.Clone(cfg.BaseEnv),
+		allocs:    make(map[string]*alloc),
+		quit:      make(chan struct{}),
+	}
+	if len(r.supCmd) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find the skein binary for supervisors: %w", err)
+		}
+		r.supCmd = []string{exe, "supervise"}
+	}
+	if r.killGrace <= 0 {
+		r.killGrace = defaultKillGrace
+	}
+	if r.report == nil {
+		r.report = func(structs.AllocUpdate) {}
+	}
+	if r.log == nil {
+		r.log = hclog.NewNullLogger()
+	}
+	if cfg.BaseEnv == nil {
+		r.baseEnv = defaultBaseEnv()
+	}
+	return r, nil
+}
+
+// Start launches the allocation if the runner does not already track it; it
+// is idempotent. It reports AllocRunning (with the start time) once the
+// supervisor has the job started, or a terminal AllocFailed with the "start
+// failed: ..." reason and exit code (127, or 126 for a program that may not
+// be run).
+//
+// An allocation whose directory already exists is never started again: Start
+// then does what Restore does for it (adopt its supervisor, or report its
+// recorded or lost outcome).
+//
+// An error means the runner could not launch a supervisor; nothing is
+// reported for it then (the caller reports), and the directory records the
+// failure so that it is not retried.
+func (r *Runner) Start(t Task) error {
+	id := t.Alloc.ID
+	if err := checkID(id); err != nil {
+		return err
+	}
+	if len(t.Job.Spec.Command) == 0 || t.Job.Spec.Command[0] == "" {
+		return fmt.Errorf("start allocation %s: %w", id, ErrNoCommand)
+	}
+	a, err := r.claim(id)
+	if a == nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := os.Mkdir(a.dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			r.attach(a)
+			return nil
+		}
+		r.release(a)
+		return fmt.Errorf("start allocation %s: %w", id, err)
+	}
+	if err := r.launch(a, t); err != nil {
+		r.release(a)
+		st := status{State: structs.AllocFailed, ExitCode: exitUnknown,
+			Reason: "start failed: " + err.Error(), FinishedAt: time.Now().UTC()}
+		if werr := writeJSONAtomic(filepath.Join(a.dir, statusFile), st); werr != nil {
+			r.log.Error("cannot record start failure", "alloc", id, "error", werr)
+		}
+		return fmt.Errorf("start allocation %s: %w", id, err)
+	}
+	return nil
+}
+
+// claim starts tracking id; it returns nil when id is tracked already or the
+// runner is shut down (with ErrClosed).
+func (r *Runner) claim(id string) (*alloc, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	if _, ok := r.allocs[id]; ok {
+		return nil, nil
+	}
+	a := &alloc{id: id, dir: filepath.Join(r.dir, id)}
+	r.allocs[id] = a
+	return a, nil
+}
+
+// release stops tracking a.
+func (r *Runner) release(a *alloc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.allocs[a.id] == a {
+		delete(r.allocs, a.id)
+	}
+}
+
+// spawn runs f in a goroutine that Shutdown waits for; false when shut down.
+func (r *Runner) spawn(f func()) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// launch writes the spec and starts the supervisor for a new allocation.
+func (r *Runner) launch(a *alloc, t Task) error {
+	sp := spec{
+		AllocID:   a.id,
+		Argv:      slices.Clone(t.Job.Spec.Command),
+		Env:       BuildEnv(t, r.baseEnv),
+		Workdir:   t.Job.Spec.Workdir,
+		TimeLimit: t.Job.Spec.TimeLimit,
+		KillGrace: structs.Duration(r.killGrace),
+	}
+	if sp.Workdir == "" {
+		sp.Workdir = filepath.Join(a.dir, workDirName)
+		if err := os.Mkdir(sp.Workdir, 0o700); err != nil {
+			return fmt.Errorf("create workdir: %w", err)
+		}
+	}
+	if err := writeJSONAtomic(filepath.Join(a.dir, specFile), sp); err != nil {
+		return err
+	}
+
+	// The lock is taken before the fork and inherited, so the supervisor
+	// holds it from its first instant.
+	lock, err := os.OpenFile(filepath.Join(a.dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSupervisor, err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Errorf("%w: lock: %w", ErrSupervisor, err)
+	}
+	logf, err := os.OpenFile(filepath.Join(a.dir, supervisorLogFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSupervisor, err)
+	}
+	defer logf.Close()
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrSupervisor, err)
+	}
+	defer readyW.Close()
+
+	argv := append(slices.Clone(r.supCmd), a.dir)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = a.dir
+	cmd.Env = append(withoutToken(os.Environ()), readyFDEnv+"=3", lockFDEnv+"=4")
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.ExtraFiles = []*os.File{readyW, lock}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		readyR.Close()
+		return fmt.Errorf("%w: %w", ErrSupervisor, err)
+	}
+	started := time.Now().UTC()
+	a.sup, err = newProcRecord(cmd.Process.Pid, started)
+	if err != nil {
+		// Stop falls back to supervisor.pid.
+		r.log.Warn("cannot read supervisor start time", "alloc", a.id, "error", err)
+	}
+	r.log.Info("started supervisor", "alloc", a.id, "pid", cmd.Process.Pid)
+
+	// Reap the supervisor whenever it ends, even after Shutdown.
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // its outcome is in status.json
+		close(exited)
+	}()
+	ready := make(chan struct{})
+	if !r.spawn(func() {
+		_, _ = io.Copy(io.Discard, readyR) // returns when the supervisor closes its end
+		close(ready)
+	}) {
+		readyR.Close()
+		return nil
+	}
+	if !r.spawn(func() {
+		defer readyR.Close()
+		r.watch(a, ready, exited)
+	}) {
+		readyR.Close()
+	}
+	return nil
+}
+
+// attach takes over an allocation whose directory exists: it watches a live
+// supervisor, or reports the recorded (or lost) outcome. It reports whether
+// a live supervisor was adopted.
+func (r *Runner) attach(a *alloc) bool {
+	held, err := lockHeld(a.dir)
+	if err != nil {
+		r.log.Warn("cannot tell if the supervisor lives; watching it", "alloc", a.id, "error", err)
+	}
+	if held {
+		var sup procRecord
+		if found, err := readJSON(filepath.Join(a.dir, supervisorPIDFile), &sup); found && err == nil {
+			a.sup = sup
+		}
+		if !r.spawn(func() { r.watch(a, nil, nil) }) {
+			r.release(a)
+			return false
+		}
+		r.log.Info("adopted supervisor", "alloc", a.id, "pid", a.sup.PID)
+		return true
+	}
+	r.release(a)
+	// The lock is free, so status.json is final if it exists.
+	r.spawn(func() { r.settle(a) })
+	return false
+}
+
+// watch follows a tracked allocation until it ends or the runner shuts
+// down. ready and exited (nil for an adopted supervisor) wake it early.
+func (r *Runner) watch(a *alloc, ready, exited <-chan struct{}) {
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	running := false
+	for {
+		if r.check(a, &running) {
+			return
+		}
+		select {
+		case <-r.quit:
+			return
+		case <-ready:
+			ready = nil
+		case <-exited:
+			exited = nil
+		case <-tick.C:
+		}
+	}
+}
+
+// check looks at an allocation's directory once; true when it is over.
+func (r *Runner) check(a *alloc, running *bool) bool {
+	// The lock first: status.json is written before the lock is released.
+	held, err := lockHeld(a.dir)
+	if err != nil {
+		r.log.Warn("cannot test supervisor lock", "alloc", a.id, "error", err)
+	}
+	var st status
+	found, err := readJSON(filepath.Join(a.dir, statusFile), &st)
+	if err != nil || found || !held {
+		r.release(a)
+		r.settle(a)
+		return true
+	}
+	if !*running {
+		var job procRecord
+		if found, err := readJSON(filepath.Join(a.dir, jobPIDFile), &job); found && err == nil {
+			*running = true
+			r.log.Info("job running", "alloc", a.id, "pid", job.PID)
+			r.report(structs.AllocUpdate{AllocID: a.id, State: structs.AllocRunning, At: job.StartedAt})
+		}
+	}
+	return false
+}
+
+// settle reports the outcome of an allocation whose supervisor is gone:
+// status.json, or, when there is none, lost, after killing whatever the
+// supervisor left running.
+func (r *Runner) settle(a *alloc) {
+	var st status
+	found, err := readJSON(filepath.Join(a.dir, statusFile), &st)
+	switch {
+	case err != nil:
+		r.log.Error("unreadable status", "alloc", a.id, "error", err)
+		st = status{State: structs.AllocFailed, ExitCode: exitUnknown,
+			Reason: "lost: unreadable status: " + err.Error(), FinishedAt: time.Now().UTC()}
+	case !found:
+		st = r.lostStatus(a)
+		if err := writeJSONAtomic(filepath.Join(a.dir, statusFile), st); err != nil {
+			r.log.Error("cannot record lost allocation", "alloc", a.id, "error", err)
+		}
+	}
+	r.log.Info("allocation over", "alloc", a.id, "state", st.State, "exit_code", st.ExitCode,
+		"reason", st.Reason)
+	r.report(st.update(a.id))
+}
+
+// lostStatus is the outcome of an allocation whose supervisor died without
+// recording one. A stop that reached the supervisor before it could handle
+// signals leaves no job.pid: that allocation was killed, not lost.
+func (r *Runner) lostStatus(a *alloc) status {
+	now := time.Now().UTC()
+	var req stopRequest
+	stopFound, _ := readJSON(filepath.Join(a.dir, stopFile), &req)
+	_, err := os.Stat(filepath.Join(a.dir, jobPIDFile))
+	if stopFound && errors.Is(err, fs.ErrNotExist) {
+		return status{State: structs.AllocKilled, ExitCode: exitUnknown,
+			Reason: "killed: " + req.Reason, FinishedAt: now}
+	}
+	r.killOrphan(a)
+	return status{State: structs.AllocFailed, ExitCode: exitUnknown, Reason: lostReason, FinishedAt: now}
+}
+
+// killOrphan kills the process group of a job whose supervisor died.
+func (r *Runner) killOrphan(a *alloc) {
+	var job procRecord
+	found, err := readJSON(filepath.Join(a.dir, jobPIDFile), &job)
+	if !found || err != nil || !job.alive() {
+		return
+	}
+	r.log.Warn("killing job left without a supervisor", "alloc", a.id, "pid", job.PID)
+	pgid := job.PGID
+	if pgid <= 0 {
+		pgid = job.PID
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+// Stop asks an allocation's supervisor to stop its job: SIGTERM to the job's
+// process group, SIGKILL after the kill grace. The terminal state
+// (AllocKilled, reason "killed: <reason>") is reported when the job is gone.
+// An unknown allocation is left alone.
+func (r *Runner) Stop(allocID, reason string) {
+	if checkID(allocID) != nil {
+		return
+	}
+	r.mu.Lock()
+	a := r.allocs[allocID]
+	r.mu.Unlock()
+	if a == nil {
+		return
+	}
+	if reason == "" {
+		reason = "stop requested"
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	// The request goes to disk first: a supervisor that has not started the
+	// job yet finds it there and never starts it.
+	req := stopRequest{Reason: reason, At: time.Now().UTC()}
+	if err := writeJSONAtomic(filepath.Join(a.dir, stopFile), req); err != nil {
+		r.log.Warn("cannot record stop request", "alloc", a.id, "error", err)
+	}
+	sup := a.sup
+	if sup.PID == 0 {
+		if found, err := readJSON(filepath.Join(a.dir, supervisorPIDFile), &sup); !found || err != nil {
+			return
+		}
+		a.sup = sup
+	}
+	if !sup.alive() {
+		return
+	}
+	r.log.Info("stopping allocation", "alloc", a.id, "reason", reason)
+	if err := syscall.Kill(sup.PID, syscall.SIGTERM); err != nil {
+		r.log.Warn("cannot signal supervisor", "alloc", a.id, "pid", sup.PID, "error", err)
+	}
+}
+
+// Restore scans the allocation directory after an agent restart. It
+// re-adopts every allocation whose supervisor still lives and watches it as
+// if it had started it; it reports the recorded outcome of every allocation
+// that has one (again: receivers treat reports as idempotent); and it
+// reports AllocFailed, reason "lost: supervisor exited without recording a
+// result", for one whose supervisor died without a result, after killing any
+// job it left. It returns the IDs it adopted.
+func (r *Runner) Restore() ([]string, error) {
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	entries, err := os.ReadDir(r.dir)
+	if err != nil {
+		return nil, fmt.Errorf("scan allocations: %w", err)
+	}
+	var adopted []string
+	for _, e := range entries {
+		if !e.IsDir() || checkID(e.Name()) != nil {
+			continue
+		}
+		a, err := r.claim(e.Name())
+		if err != nil {
+			return adopted, err
+		}
+		if a == nil {
+			continue
+		}
+		a.mu.Lock()
+		if r.attach(a) {
+			adopted = append(adopted, a.id)
+		}
+		a.mu.Unlock()
+	}
+	return adopted, nil
+}
+
+// Tracked returns the IDs of the allocations being started or watched,
+// sorted.
+func (r *Runner) Tracked() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := make([]string, 0, len(r.allocs))
+	for id := range r.allocs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// LogPath returns the file holding an allocation's output; stream is
+// "stdout" or "stderr". ErrNoLogs means the job has written no such file
+// (yet, or ever).
+func (r *Runner) LogPath(allocID, stream string) (string, error) {
+	var name string
+	switch stream {
+	case "stdout":
+		name = stdoutFile
+	case "stderr":
+		name = stderrFile
+	default:
+		return "", fmt.Errorf("%w %q: use stdout or stderr", ErrUnknownStream, stream)
+	}
+	if err := checkID(allocID); err != nil {
+		return "", err
+	}
+	path := filepath.Join(r.dir, allocID, name)
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("allocation %s %s: %w", allocID, stream, ErrNoLogs)
+		}
+		return "", fmt.Errorf("allocation %s %s: %w", allocID, stream, err)
+	}
+	return path, nil
+}
+
+// Forget removes the directory of an allocation that is over. It refuses
+// (ErrStillRunning) while the allocation is tracked or its supervisor lives.
+// The caller must not Start the allocation again afterwards: with its
+// directory gone, it would run anew.
+func (r *Runner) Forget(allocID string) error {
+	if err := checkID(allocID); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.allocs[allocID]; ok {
+		return fmt.Errorf("forget allocation %s: %w", allocID, ErrStillRunning)
+	}
+	dir := filepath.Join(r.dir, allocID)
+	if held, err := lockHeld(dir); held {
+		if err != nil {
+			return fmt.Errorf("forget allocation %s: %w", allocID, err)
+		}
+		return fmt.Errorf("forget allocation %s: %w", allocID, ErrStillRunning)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("forget allocation %s: %w", allocID, err)
+	}
+	return nil
+}
+
+// Shutdown stops watching and reporting. It does not stop jobs: they keep
+// running under their supervisors, and a new runner's Restore adopts them.
+// Start and Restore fail with ErrClosed afterwards. A supervisor this runner
+// started is still reaped by a goroutine when it exits.
+func (r *Runner) Shutdown() {
+	r.shutdown.Do(func() {
+		r.mu.Lock()
+		r.closed = true
+		close(r.quit)
+		r.mu.Unlock()
+		r.wg.Wait()
+	})
+}
+
+// checkID accepts IDs that are safe as one path component.
+func checkID(id string) error {
+	if id == "" || len(id) > maxAllocID {
+		return fmt.Errorf("%w %q", ErrInvalidAllocID, id)
+	}
+	for i, c := range id {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			i > 0 && (c == '-' || c == '_' || c == '.')
+		if !ok {
+			return fmt.Errorf("%w %q: use letters, digits, '-', '_' and '.'", ErrInvalidAllocID, id)
+		}
+	}
+	return nil
+}

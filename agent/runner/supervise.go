@@ -1,0 +1,347 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/skein-dev/skein/structs"
+)
+
+// Environment variables through which the runner hands a supervisor the
+// descriptors it inherits: the write end of the ready pipe (closed once the
+// job has started or failed to) and the already locked supervisor.lock.
+const (
+	readyFDEnv = "SKEIN_SUPERVISOR_READY_FD"
+	lockFDEnv  = "SKEIN_SUPERVISOR_LOCK_FD"
+)
+
+// Exit codes of a job that could not be started, as shells use them.
+const (
+	exitCannotExec = 126
+	exitNotFound   = 127
+)
+
+// Supervise runs the allocation in allocDir to its end and records the
+// outcome in status.json. It is meant to be the whole of a process (the
+// hidden `skein supervise ALLOCDIR` command): it changes into the job's
+// working directory and handles SIGTERM and SIGINT, which stop the job.
+//
+// It returns the supervisor's own exit code: 0 when an outcome is recorded,
+// 1 when none could be (another supervisor holds the directory, or the
+// directory cannot be written).
+func Supervise(allocDir string) int {
+	log := hclog.New(&hclog.LoggerOptions{Name: "supervisor", Output: os.Stderr})
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+
+	dir, err := filepath.Abs(allocDir)
+	if err != nil {
+		log.Error("bad allocation directory", "dir", allocDir, "error", err)
+		return 1
+	}
+	s := &supervisor{dir: dir, log: log.With("dir", dir), sigs: sigs}
+	return s.run()
+}
+
+type supervisor struct {
+	dir   string
+	log   hclog.Logger
+	sigs  chan os.Signal
+	ready *os.File
+}
+
+func (s *supervisor) path(name string) string { return filepath.Join(s.dir, name) }
+
+func (s *supervisor) run() int {
+	lock, err := s.lock()
+	if err != nil {
+		s.log.Error("cannot supervise", "error", err)
+		return 1
+	}
+	defer lock.Close()
+	s.ready = inheritedFile(readyFDEnv, "ready")
+	defer s.signalReady()
+
+	var done status
+	if found, err := readJSON(s.path(statusFile), &done); found || err != nil {
+		s.log.Info("allocation already has a result; nothing to do")
+		return 0
+	}
+	self, err := newProcRecord(os.Getpid(), time.Now().UTC())
+	if err == nil {
+		err = writeJSONAtomic(s.path(supervisorPIDFile), self)
+	}
+	if err != nil {
+		s.log.Error("cannot record supervisor pid", "error", err)
+		return 1
+	}
+	if _, err := os.Stat(s.path(jobPIDFile)); err == nil {
+		// An earlier supervisor started the job and died; the runner kills
+		// what it left and reports the allocation lost. Never run it twice.
+		s.log.Error("job was started by an earlier supervisor; not starting it again")
+		return 1
+	}
+
+	var sp spec
+	found, err := readJSON(s.path(specFile), &sp)
+	if err == nil && (!found || len(sp.Argv) == 0 || sp.Argv[0] == "") {
+		err = ErrNoCommand
+	}
+	if err != nil {
+		return s.record(startFailed(exitNotFound, fmt.Errorf("read spec: %w", err)))
+	}
+	if reason, ok := s.stopRequested(); ok {
+		now := time.Now().UTC()
+		return s.record(status{State: structs.AllocKilled, ExitCode: exitUnknown,
+			Reason: "killed: " + reason, FinishedAt: now})
+	}
+	return s.record(s.runJob(sp))
+}
+
+// lock takes supervisor.lock: the inherited, already locked descriptor when
+// the runner started us, otherwise the file itself.
+func (s *supervisor) lock() (*os.File, error) {
+	f := inheritedFile(lockFDEnv, lockFile)
+	if f == nil {
+		var err error
+		f, err = os.OpenFile(s.path(lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("open lock: %w", err)
+		}
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", s.path(lockFile), ErrSupervised)
+	}
+	return f, nil
+}
+
+// inheritedFile returns the descriptor named by an environment variable,
+// made close-on-exec so that the job does not inherit it, or nil.
+func inheritedFile(envName, name string) *os.File {
+	fd, err := strconv.Atoi(os.Getenv(envName))
+	if err != nil || fd < 3 {
+		return nil
+	}
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) != nil {
+		return nil
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), name)
+}
+
+// signalReady tells the runner that job.pid or status.json is written.
+func (s *supervisor) signalReady() {
+	if s.ready != nil {
+		_ = s.ready.Close()
+		s.ready = nil
+	}
+}
+
+func (s *supervisor) stopRequested() (string, bool) {
+	var req stopRequest
+	found, err := readJSON(s.path(stopFile), &req)
+	if err != nil {
+		s.log.Warn("unreadable stop request", "error", err)
+		return "stop requested", true
+	}
+	if !found {
+		return "", false
+	}
+	if req.Reason == "" {
+		req.Reason = "stop requested"
+	}
+	return req.Reason, true
+}
+
+func (s *supervisor) record(st status) int {
+	if err := writeJSONAtomic(s.path(statusFile), st); err != nil {
+		s.log.Error("cannot record the outcome", "error", err)
+		return 1
+	}
+	s.log.Info("job over", "state", st.State, "exit_code", st.ExitCode, "reason", st.Reason)
+	return 0
+}
+
+func startFailed(code int, err error) status {
+	return status{State: structs.AllocFailed, ExitCode: code,
+		Reason: "start failed: " + err.Error(), FinishedAt: time.Now().UTC()}
+}
+
+// runJob starts the job, waits for it and stops it when asked or when its
+// time is up.
+func (s *supervisor) runJob(sp spec) status {
+	stdout, err := openLog(s.path(stdoutFile))
+	if err != nil {
+		return startFailed(exitNotFound, err)
+	}
+	defer stdout.Close()
+	stderr, err := openLog(s.path(stderrFile))
+	if err != nil {
+		return startFailed(exitNotFound, err)
+	}
+	defer stderr.Close()
+
+	if sp.Workdir != "" {
+		if err := os.Chdir(sp.Workdir); err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return startFailed(exitNotFound, fmt.Errorf("workdir %s: %w", sp.Workdir, err))
+		}
+	}
+	// exec.Command looks the program up in this process's PATH: make it the
+	// job's, so "python" means what it would mean to the job.
+	if path, ok := lookupEnv(sp.Env, "PATH"); ok {
+		_ = os.Setenv("PATH", path)
+	} else {
+		_ = os.Unsetenv("PATH")
+	}
+	cmd := exec.Command(sp.Argv[0], sp.Argv[1:]...)
+	if cmd.Err != nil {
+		return startFailed(execFailureCode(cmd.Err), cmd.Err)
+	}
+	cmd.Env = append([]string{}, sp.Env...)
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	startedAt := time.Now().UTC()
+	if err := cmd.Start(); err != nil {
+		return startFailed(execFailureCode(err), err)
+	}
+	pgid := cmd.Process.Pid
+	job, err := newProcRecord(pgid, startedAt)
+	job.PGID = pgid
+	if err == nil {
+		err = writeJSONAtomic(s.path(jobPIDFile), job)
+	}
+	if err != nil {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		return startFailed(exitUnknown, fmt.Errorf("record job pid: %w", err))
+	}
+	s.signalReady()
+	s.log.Info("job started", "pid", pgid, "argv0", sp.Argv[0])
+
+	st := s.wait(cmd, pgid, sp)
+	st.StartedAt = startedAt
+	return st
+}
+
+func (s *supervisor) wait(cmd *exec.Cmd, pgid int, sp spec) status {
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // the outcome is in cmd.ProcessState
+		close(exited)
+	}()
+	grace := time.Duration(sp.KillGrace)
+	var limit <-chan time.Time
+	if sp.TimeLimit > 0 {
+		t := time.NewTimer(time.Duration(sp.TimeLimit))
+		defer t.Stop()
+		limit = t.C
+	}
+	var kill <-chan time.Time
+	var stopped, timedOut bool
+	var why string
+	terminate := func(reason string) {
+		why = reason
+		s.log.Info("stopping job", "reason", reason, "grace", grace)
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		t := time.NewTimer(grace)
+		kill = t.C
+	}
+	for done := false; !done; {
+		select {
+		case <-exited:
+			done = true
+		case <-s.sigs:
+			if why == "" {
+				reason, _ := s.stopRequested()
+				if reason == "" {
+					reason = "stop requested"
+				}
+				stopped = true
+				terminate("killed: " + reason)
+			}
+		case <-limit:
+			if why == "" {
+				timedOut = true
+				terminate(fmt.Sprintf("killed: time limit %s exceeded", sp.TimeLimit))
+			}
+		case <-kill:
+			s.log.Info("kill grace over; killing the process group")
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
+	// The leader is gone; take whatever it left in its group with it.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+
+	st := status{FinishedAt: time.Now().UTC()}
+	var ws syscall.WaitStatus
+	if cmd.ProcessState != nil {
+		ws, _ = cmd.ProcessState.Sys().(syscall.WaitStatus)
+	}
+	switch {
+	case cmd.ProcessState == nil:
+		st.ExitCode = exitUnknown
+		st.Reason = "exit status unknown"
+	case ws.Signaled():
+		st.ExitCode = 128 + int(ws.Signal())
+		st.Signal = signalName(ws.Signal())
+		st.Reason = "killed by signal " + st.Signal
+	default:
+		st.ExitCode = ws.ExitStatus()
+		st.Reason = "exited with code " + strconv.Itoa(st.ExitCode)
+	}
+	switch {
+	case stopped:
+		st.State, st.Reason = structs.AllocKilled, why
+	case timedOut:
+		st.State, st.Reason = structs.AllocFailed, why
+	case st.ExitCode == 0:
+		st.State = structs.AllocSucceeded
+	default:
+		st.State = structs.AllocFailed
+	}
+	return st
+}
+
+func openLog(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
+	}
+	return f, nil
+}
+
+// execFailureCode is 126 when the program exists but may not be run, else 127.
+func execFailureCode(err error) int {
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
+		return exitCannotExec
+	}
+	return exitNotFound
+}
+
+// lookupEnv finds the last value of name in env.
+func lookupEnv(env []string, name string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
