@@ -1,0 +1,181 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// DefaultAddr is where the CLI looks for an agent unless told otherwise.
+const DefaultAddr = "http://127.0.0.1:7470"
+
+// Error is a non-2xx answer from an agent.
+type Error struct {
+	StatusCode int
+	Message    string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// IsNotFound reports whether err is a 404 from the agent.
+func IsNotFound(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.StatusCode == http.StatusNotFound
+}
+
+// Client talks to one agent's HTTP API.
+type Client struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+}
+
+// NewClient returns a client for the agent at addr ("http://host:port" or
+// "host:port").
+func NewClient(addr, token string) (*Client, error) {
+	if addr == "" {
+		addr = DefaultAddr
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("--addr %q: want http://HOST:PORT", addr)
+	}
+	return &Client{base: u, token: token, http: &http.Client{}}, nil
+}
+
+// Addr is the agent's base URL.
+func (c *Client) Addr() string { return c.base.String() }
+
+// SubmitJob creates a job, or returns the job an earlier request with the
+// same RequestID created.
+func (c *Client) SubmitJob(ctx context.Context, req SubmitRequest) (*structs.Job, error) {
+	var job structs.Job
+	return &job, c.do(ctx, http.MethodPost, "/v1/jobs", nil, req, &job)
+}
+
+// Jobs lists active and recently finished jobs, or every job with all.
+func (c *Client) Jobs(ctx context.Context, all bool) ([]structs.Job, error) {
+	q := url.Values{}
+	if all {
+		q.Set("all", "true")
+	}
+	var jobs []structs.Job
+	return jobs, c.do(ctx, http.MethodGet, "/v1/jobs", q, nil, &jobs)
+}
+
+// Job returns a job and its allocations; id may be a unique prefix.
+func (c *Client) Job(ctx context.Context, id string) (*JobDetail, error) {
+	var d JobDetail
+	return &d, c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, nil, &d)
+}
+
+// CancelJob stops a job; it returns the job as the cancel left it.
+func (c *Client) CancelJob(ctx context.Context, id string) (*structs.Job, error) {
+	var job structs.Job
+	return &job, c.do(ctx, http.MethodDelete, "/v1/jobs/"+url.PathEscape(id), nil, nil, &job)
+}
+
+// Nodes lists every registered node.
+func (c *Client) Nodes(ctx context.Context) ([]NodeInfo, error) {
+	var nodes []NodeInfo
+	return nodes, c.do(ctx, http.MethodGet, "/v1/nodes", nil, nil, &nodes)
+}
+
+// Status summarises the cluster.
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	var s Status
+	return &s, c.do(ctx, http.MethodGet, "/v1/status", nil, nil, &s)
+}
+
+// Logs copies an allocation's output to w. With Follow it returns when the
+// allocation has ended and all its output was sent, or when ctx ends.
+func (c *Client) Logs(ctx context.Context, id string, opts LogOptions, w io.Writer) error {
+	q := url.Values{}
+	q.Set("rank", strconv.Itoa(opts.Rank))
+	if opts.Stream != "" {
+		q.Set("stream", opts.Stream)
+	}
+	if opts.Follow {
+		q.Set("follow", "true")
+	}
+	resp, err := c.send(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/logs", q, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(w, resp.Body); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("read logs: %w", err)
+	}
+	return nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	resp, err := c.send(ctx, method, path, q, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode answer from %s: %w", c.base, err)
+	}
+	return nil
+}
+
+// send performs a request and turns transport failures and non-2xx answers
+// into errors that say what to do.
+func (c *Client) send(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Response, error) {
+	u := *c.base
+	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set(TokenHeader, c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("cannot reach a skein agent at %s: connection refused (is `skein agent` running? set --addr or SKEIN_ADDR)", c.base)
+		}
+		return nil, fmt.Errorf("cannot reach a skein agent at %s: %w", c.base, err)
+	}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var eb ErrorBody
+	if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
+		eb.Error = strings.TrimSpace(string(b))
+		if eb.Error == "" {
+			eb.Error = resp.Status
+		}
+	}
+	return nil, &Error{StatusCode: resp.StatusCode, Message: eb.Error}
+}
