@@ -117,8 +117,8 @@ type Job struct {
 	// Reason says why the job is in its state: why a queued job waits, why a
 	// job failed or was cancelled.
 	Reason string `json:"reason,omitempty"`
-	// ExitCode is the exit code of the last finished attempt (rank 0 first,
-	// else the first non-zero rank).
+	// ExitCode is the exit code of the last finished attempt: 0 when every
+	// rank succeeded, else that of the lowest-ranked failed allocation.
 	ExitCode    int    `json:"exit_code"`
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`

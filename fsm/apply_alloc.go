@@ -1,0 +1,133 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// applyAllocUpdate records allocation progress reported by the node that runs
+// them. Updates for allocations of other nodes (fencing) or unknown ones are
+// skipped and listed in the returned error; the others still apply. Moves
+// backwards and updates to finished allocations are ignored.
+func (s *state) applyAllocUpdate(l *raft.Log) any {
+	var req structs.AllocUpdateRequest
+	decode(l, &req)
+	var skipped []error
+	for _, u := range req.Updates {
+		if err := s.updateAlloc(req.NodeID, &u, l.Index); err != nil {
+			skipped = append(skipped, err)
+		}
+	}
+	return errors.Join(skipped...)
+}
+
+// updateAlloc applies one allocation update.
+func (s *state) updateAlloc(nodeID string, u *structs.AllocUpdate, index uint64) error {
+	a, ok := s.allocs[u.AllocID]
+	if !ok {
+		return fmt.Errorf("alloc %s: %w", structs.ShortID(u.AllocID), ErrAllocNotFound)
+	}
+	if a.NodeID != nodeID {
+		return fmt.Errorf("alloc %s: %w: it is on node %s, reported by node %s",
+			structs.ShortID(a.ID), ErrWrongNode, a.NodeID, nodeID)
+	}
+	switch u.State {
+	case structs.AllocPending:
+		return nil // never a move forward
+	case structs.AllocRunning:
+		if a.State == structs.AllocPending {
+			a.State = structs.AllocRunning
+			a.StartedAt = u.At
+			a.ModifyIndex = index
+		}
+		return nil
+	case structs.AllocSucceeded, structs.AllocFailed, structs.AllocLost, structs.AllocKilled:
+		if a.Live() {
+			s.endAlloc(a, u, index)
+		}
+		return nil
+	}
+	return fmt.Errorf("alloc %s: %w: unknown state %q", structs.ShortID(a.ID), ErrInvalidRequest, u.State)
+}
+
+// endAlloc moves a live allocation to a terminal state, stops the rest of its
+// gang if it did not succeed, and decides the job once the whole attempt is over.
+func (s *state) endAlloc(a *structs.Allocation, u *structs.AllocUpdate, index uint64) {
+	a.State = u.State
+	a.FinishedAt = u.At
+	a.ExitCode = u.ExitCode
+	a.Reason = u.Reason
+	a.ModifyIndex = index
+	s.release(a)
+	if a.State != structs.AllocSucceeded {
+		for _, o := range s.jobAllocs[a.JobID] {
+			if o.Attempt == a.Attempt && o.Live() {
+				stopAlloc(o, index)
+			}
+		}
+	}
+	s.decideJob(a, u.At, index)
+}
+
+// decideJob ends or requeues a running job once every allocation of its
+// current attempt is terminal.
+func (s *state) decideJob(a *structs.Allocation, at time.Time, index uint64) {
+	j, ok := s.jobs[a.JobID]
+	if !ok || j.State != structs.JobRunning || a.Attempt != j.Attempts {
+		return
+	}
+	var failed *structs.Allocation // the lowest rank that did not succeed
+	for _, o := range s.jobAllocs[j.ID] {
+		if o.Attempt != j.Attempts {
+			continue
+		}
+		if o.Live() {
+			return
+		}
+		if o.State != structs.AllocSucceeded && (failed == nil || o.Rank < failed.Rank) {
+			failed = o
+		}
+	}
+	j.ExitCode = 0
+	if failed != nil {
+		j.ExitCode = failed.ExitCode
+	}
+	switch {
+	case j.StopRequested:
+		finishJob(j, structs.JobCancelled, cancelReason(j), at, index)
+	case failed == nil:
+		finishJob(j, structs.JobSucceeded, "", at, index)
+	case j.Attempts <= j.Spec.Restarts:
+		j.State = structs.JobQueued
+		j.StartedAt = time.Time{}
+		j.FinishedAt = time.Time{}
+		j.Reason = fmt.Sprintf("restarting after failure: %s (attempt %d of %d)",
+			failure(j, failed), j.Attempts+1, j.Spec.Restarts+1)
+		j.ModifyIndex = index
+	default:
+		finishJob(j, structs.JobFailed, failure(j, failed), at, index)
+	}
+}
+
+// failure says what went wrong with an allocation, naming its rank when the
+// job has several.
+func failure(j *structs.Job, a *structs.Allocation) string {
+	var what string
+	switch {
+	case a.Reason != "":
+		what = a.Reason
+	case a.State == structs.AllocFailed:
+		what = fmt.Sprintf("exited with code %d", a.ExitCode)
+	default:
+		what = string(a.State)
+	}
+	if j.Spec.Nodes > 1 {
+		return fmt.Sprintf("rank %d %s", a.Rank, what)
+	}
+	return what
+}

@@ -1,0 +1,192 @@
+package fsm
+
+import (
+	"testing"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+func TestFSM_AllocUpdate_SingleRankSucceeds(t *testing.T) {
+	h := newHarness(t)
+	h.register(node("n1", 1))
+	h.submit("j", spec(1, 1))
+	h.place("j", alloc("a0", "n1", 0, gpuID("n1", 0)))
+
+	started := h.at()
+	h.mustUpdate("n1", "a0", structs.AllocRunning, 0, "")
+	if a := h.alloc("a0"); a.State != structs.AllocRunning || !a.StartedAt.Equal(started) || a.ModifyIndex != h.idx {
+		t.Fatalf("alloc after running: %+v", a)
+	}
+	finished := h.at()
+	h.mustUpdate("n1", "a0", structs.AllocSucceeded, 0, "")
+	a := h.alloc("a0")
+	if a.State != structs.AllocSucceeded || !a.FinishedAt.Equal(finished) {
+		t.Fatalf("alloc after succeeded: %+v", a)
+	}
+	j := h.job("j")
+	if j.State != structs.JobSucceeded || j.ExitCode != 0 || !j.FinishedAt.Equal(finished) || j.Reason != "" {
+		t.Fatalf("job after its alloc succeeded: %+v", j)
+	}
+	if live := h.f.State().LiveAllocs; len(live) != 0 {
+		t.Fatalf("live allocs after the job ended: %v", live)
+	}
+
+	// The GPU is free again.
+	h.submit("k", spec(1, 1))
+	h.place("k", alloc("k0", "n1", 0, gpuID("n1", 0)))
+}
+
+func TestFSM_AllocUpdate_FencingSkipsOtherNodesAllocs(t *testing.T) {
+	h := newHarness(t)
+	h.register(node("n1", 1))
+	h.register(node("n2", 1))
+	h.submit("j", spec(1, 1))
+	h.place("j", alloc("a0", "n1", 0, gpuID("n1", 0)))
+	before := h.f.Hash()
+
+	err := h.update("n2", "a0", structs.AllocFailed, 1, "")
+	wantErrIs(t, err, ErrWrongNode, "alloc a0", "on node n1, reported by node n2")
+	if h.f.Hash() != before {
+		t.Fatal("an update from the wrong node changed state")
+	}
+}
+
+func TestFSM_AllocUpdate_ReportsSkippedAndAppliesTheRest(t *testing.T) {
+	h := newHarness(t)
+	h.register(node("n1", 2))
+	h.submit("j", spec(1, 1))
+	h.place("j", alloc("a0", "n1", 0, gpuID("n1", 0)))
+	err := h.applyErr(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: "n1", Updates: []structs.AllocUpdate{
+		{AllocID: "ghost", State: structs.AllocRunning, At: t0},
+		{AllocID: "a0", State: "sleeping", At: t0},
+		{AllocID: "a0", State: structs.AllocRunning, At: t0},
+	}})
+	wantErrIs(t, err, ErrAllocNotFound, "alloc ghost")
+	wantErrIs(t, err, ErrInvalidRequest, `unknown state "sleeping"`)
+	if a := h.alloc("a0"); a.State != structs.AllocRunning {
+		t.Fatalf("the valid update was not applied: %+v", a)
+	}
+}
+
+func TestFSM_AllocUpdate_NeverMovesBackwards(t *testing.T) {
+	cases := []struct {
+		name  string
+		path  []structs.AllocState // applied first
+		then  structs.AllocState   // must be ignored
+		final structs.AllocState
+	}{
+		{"running to pending", []structs.AllocState{structs.AllocRunning}, structs.AllocPending, structs.AllocRunning},
+		{"running to running", []structs.AllocState{structs.AllocRunning}, structs.AllocRunning, structs.AllocRunning},
+		{"succeeded to running", []structs.AllocState{structs.AllocSucceeded}, structs.AllocRunning, structs.AllocSucceeded},
+		{"failed to succeeded", []structs.AllocState{structs.AllocRunning, structs.AllocFailed}, structs.AllocSucceeded, structs.AllocFailed},
+		{"killed to lost", []structs.AllocState{structs.AllocKilled}, structs.AllocLost, structs.AllocKilled},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.register(node("n1", 1))
+			h.submit("j", spec(1, 1))
+			h.place("j", alloc("a0", "n1", 0, gpuID("n1", 0)))
+			for _, st := range tc.path {
+				h.mustUpdate("n1", "a0", st, 1, "")
+			}
+			before := h.f.Hash()
+			h.mustUpdate("n1", "a0", tc.then, 0, "")
+			if h.f.Hash() != before {
+				t.Fatalf("update to %s changed state", tc.then)
+			}
+			if got := h.alloc("a0").State; got != tc.final {
+				t.Fatalf("alloc is %s, want %s", got, tc.final)
+			}
+		})
+	}
+}
+
+func TestFSM_GangStopsWhenARankFails(t *testing.T) {
+	h := newHarness(t)
+	for _, id := range []string{"n1", "n2", "n3"} {
+		h.register(node(id, 1))
+	}
+	h.submit("j", spec(3, 1))
+	h.place("j",
+		alloc("a0", "n1", 0, gpuID("n1", 0)),
+		alloc("a1", "n2", 1, gpuID("n2", 0)),
+		alloc("a2", "n3", 2, gpuID("n3", 0)))
+	for _, a := range []struct{ node, id string }{{"n1", "a0"}, {"n2", "a1"}, {"n3", "a2"}} {
+		h.mustUpdate(a.node, a.id, structs.AllocRunning, 0, "")
+	}
+
+	h.mustUpdate("n2", "a1", structs.AllocFailed, 3, "")
+	for _, id := range []string{"a0", "a2"} {
+		if a := h.alloc(id); a.DesiredState != structs.DesiredStop || a.ModifyIndex != h.idx {
+			t.Fatalf("alloc %s after rank 1 failed: %+v", id, a)
+		}
+	}
+	if j := h.job("j"); j.State != structs.JobRunning {
+		t.Fatalf("job %s while ranks still run", j.State)
+	}
+	h.mustUpdate("n1", "a0", structs.AllocKilled, 143, "")
+	h.mustUpdate("n3", "a2", structs.AllocKilled, 143, "")
+	j := h.job("j")
+	if j.State != structs.JobFailed || j.ExitCode != 143 || j.Reason != "rank 0 killed" {
+		t.Fatalf("job after the gang stopped: state %s, exit %d, reason %q", j.State, j.ExitCode, j.Reason)
+	}
+}
+
+func TestFSM_RestartPolicyRequeuesThenFails(t *testing.T) {
+	h := newHarness(t)
+	h.register(node("n1", 1))
+	s := spec(1, 1)
+	s.Restarts = 1
+	h.submit("j", s)
+
+	h.place("j", alloc("a1", "n1", 0, gpuID("n1", 0)))
+	h.mustUpdate("n1", "a1", structs.AllocRunning, 0, "")
+	h.mustUpdate("n1", "a1", structs.AllocFailed, 3, "")
+	j := h.job("j")
+	if j.State != structs.JobQueued || j.Attempts != 1 || j.ExitCode != 3 || !j.StartedAt.IsZero() || !j.FinishedAt.IsZero() ||
+		j.Reason != "restarting after failure: exited with code 3 (attempt 2 of 2)" {
+		t.Fatalf("job after the first failure: %+v", j)
+	}
+	if q := h.f.State().Queued; len(q) != 1 || q[0].ID != "j" {
+		t.Fatalf("requeued job not in the queue: %v", q)
+	}
+
+	h.place("j", alloc("a2", "n1", 0, gpuID("n1", 0)))
+	if a := h.alloc("a2"); a.Attempt != 2 {
+		t.Fatalf("second placement has attempt %d, want 2", a.Attempt)
+	}
+	h.mustUpdate("n1", "a2", structs.AllocKilled, 137, "killed: time limit 1h exceeded")
+	j = h.job("j")
+	if j.State != structs.JobFailed || j.Attempts != 2 || j.ExitCode != 137 || j.Reason != "killed: time limit 1h exceeded" || j.FinishedAt.IsZero() {
+		t.Fatalf("job after the last failure: %+v", j)
+	}
+}
+
+func TestFSM_FailedJobNamesLowestFailedRank(t *testing.T) {
+	h := newHarness(t)
+	h.register(node("n1", 0))
+	h.register(node("n2", 0))
+	h.submit("j", spec(2, 0))
+	h.place("j", alloc("a0", "n1", 0), alloc("a1", "n2", 1))
+	h.mustUpdate("n2", "a1", structs.AllocFailed, 2, "")
+	h.mustUpdate("n1", "a0", structs.AllocFailed, 9, "")
+	if j := h.job("j"); j.State != structs.JobFailed || j.ExitCode != 9 || j.Reason != "rank 0 exited with code 9" {
+		t.Fatalf("job: state %s, exit %d, reason %q", j.State, j.ExitCode, j.Reason)
+	}
+}
+
+func TestFSM_Cancel_RunningJobWithoutLiveAllocsEndsAtOnce(t *testing.T) {
+	// Apply never leaves a running job without live allocations, but a
+	// restored snapshot could hold one; cancelling it must not wait forever.
+	h := newHarness(t)
+	h.register(node("n1", 0))
+	h.submit("j", spec(1, 0))
+	h.place("j", alloc("a0", "n1", 0))
+	h.f.st.allocs["a0"].State = structs.AllocLost
+	h.f.st.release(h.f.st.allocs["a0"])
+	j := h.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: "j", At: t0}).(*structs.Job)
+	if j.State != structs.JobCancelled || j.Reason != "cancelled by user" {
+		t.Fatalf("job: %+v", j)
+	}
+}

@@ -1,0 +1,121 @@
+package fsm
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// Reasons a job carries after a cancel.
+const (
+	reasonCancelled       = "cancelled by user"
+	reasonCancelRequested = "cancel requested"
+)
+
+// applyJobSubmit creates a queued job, or returns the job an earlier request
+// with the same RequestID created.
+func (s *state) applyJobSubmit(l *raft.Log) any {
+	var req structs.JobSubmitRequest
+	decode(l, &req)
+	if req.RequestID != "" {
+		if id, ok := s.jobByRequest[req.RequestID]; ok {
+			return s.jobs[id].Copy()
+		}
+	}
+	if req.JobID == "" {
+		return fmt.Errorf("job submit: %w: empty job id", ErrInvalidRequest)
+	}
+	short := structs.ShortID(req.JobID)
+	if err := structs.ValidateRequestID(req.RequestID); err != nil {
+		return fmt.Errorf("job %s: %w", short, err)
+	}
+	if _, ok := s.jobs[req.JobID]; ok {
+		return fmt.Errorf("job %s: %w", short, ErrJobExists)
+	}
+	req.Spec.Normalize()
+	if err := req.Spec.Validate(); err != nil {
+		return fmt.Errorf("job %s: %w", short, err)
+	}
+	j := &structs.Job{
+		ID:          req.JobID,
+		RequestID:   req.RequestID,
+		Spec:        req.Spec,
+		State:       structs.JobQueued,
+		SubmittedAt: req.SubmittedAt,
+		CreateIndex: l.Index,
+		ModifyIndex: l.Index,
+	}
+	s.addJob(j)
+	return j.Copy()
+}
+
+// applyJobCancel ends a queued job at once. A running job's live allocations
+// are asked to stop, and the job ends when the last of them has (see
+// decideJob).
+func (s *state) applyJobCancel(l *raft.Log) any {
+	var req structs.JobCancelRequest
+	decode(l, &req)
+	j, ok := s.jobs[req.JobID]
+	if !ok {
+		return fmt.Errorf("job %s: %w", structs.ShortID(req.JobID), ErrJobNotFound)
+	}
+	if j.State.Terminal() {
+		return fmt.Errorf("job %s: %w (%s)", structs.ShortID(j.ID), ErrJobFinished, j.State)
+	}
+	if j.StopRequested {
+		return j.Copy()
+	}
+	if j.State == structs.JobRunning {
+		stopping := false
+		for _, a := range s.jobAllocs[j.ID] {
+			if a.Live() {
+				stopping = true
+				stopAlloc(a, l.Index)
+			}
+		}
+		if stopping {
+			j.StopRequested = true
+			j.Reason = reasonCancelRequested
+			if req.Reason != "" {
+				j.Reason += ": " + req.Reason
+			}
+			j.ModifyIndex = l.Index
+			return j.Copy()
+		}
+	}
+	reason := req.Reason
+	if reason == "" {
+		reason = reasonCancelled
+	}
+	finishJob(j, structs.JobCancelled, reason, req.At, l.Index)
+	return j.Copy()
+}
+
+// cancelReason is the final reason of a job whose cancel waited for its
+// allocations: the reason the cancel gave, else the default.
+func cancelReason(j *structs.Job) string {
+	if r, ok := strings.CutPrefix(j.Reason, reasonCancelRequested+": "); ok {
+		return r
+	}
+	return reasonCancelled
+}
+
+// finishJob moves a job to a terminal state.
+func finishJob(j *structs.Job, st structs.JobState, reason string, at time.Time, index uint64) {
+	j.State = st
+	j.Reason = reason
+	j.FinishedAt = at
+	j.ModifyIndex = index
+}
+
+// stopAlloc asks a live allocation's process to stop.
+func stopAlloc(a *structs.Allocation, index uint64) {
+	if a.DesiredState != structs.DesiredStop {
+		a.DesiredState = structs.DesiredStop
+		a.ModifyIndex = index
+	}
+}

@@ -1,0 +1,194 @@
+package fsm
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// applyPlan commits a scheduler plan. Each placement is checked against
+// committed state (including placements accepted earlier in the same plan)
+// and applied whole or not at all; refused placements are returned in the
+// PlanResult with the reason.
+func (s *state) applyPlan(l *raft.Log) any {
+	var req structs.PlanApplyRequest
+	decode(l, &req)
+	res := &structs.PlanResult{}
+	for i := range req.Plan.Placements {
+		p := &req.Plan.Placements[i]
+		if reason := s.checkPlacement(p); reason != "" {
+			res.Rejected = append(res.Rejected, structs.JobBlocked{JobID: p.JobID, Reason: reason})
+			continue
+		}
+		s.place(p, req.At, l.Index)
+	}
+	for _, b := range req.Plan.Blocked {
+		j, ok := s.jobs[b.JobID]
+		if ok && j.State == structs.JobQueued && j.Reason != b.Reason {
+			j.Reason = b.Reason
+			j.ModifyIndex = l.Index
+		}
+	}
+	return res
+}
+
+// checkPlacement says why a placement cannot be applied, or "" when it can.
+func (s *state) checkPlacement(p *structs.JobPlacement) string {
+	j, ok := s.jobs[p.JobID]
+	switch {
+	case !ok:
+		return "job not found"
+	case j.State != structs.JobQueued:
+		return fmt.Sprintf("job is %s, not queued", j.State)
+	case j.StopRequested:
+		return "job is being cancelled"
+	case len(p.Allocations) != j.Spec.Nodes:
+		return fmt.Sprintf("plan has %d allocations, job needs %d (one per node)", len(p.Allocations), j.Spec.Nodes)
+	}
+	c := placementCheck{
+		ranks: map[int]bool{},
+		nodes: map[string]bool{},
+		ids:   map[string]bool{},
+		gpus:  map[string]bool{},
+	}
+	for i := range p.Allocations {
+		if reason := s.checkAlloc(j, &p.Allocations[i], &c); reason != "" {
+			return fmt.Sprintf("allocation %d: %s", i, reason)
+		}
+	}
+	return ""
+}
+
+// placementCheck is what the allocations of one placement have claimed so far.
+type placementCheck struct {
+	ranks map[int]bool
+	nodes map[string]bool
+	ids   map[string]bool
+	gpus  map[string]bool
+}
+
+// checkAlloc checks one allocation of a placement and records its claims.
+func (s *state) checkAlloc(j *structs.Job, a *structs.Allocation, c *placementCheck) string {
+	spec := &j.Spec
+	switch {
+	case a.ID == "":
+		return "empty allocation id"
+	case s.allocs[a.ID] != nil:
+		return fmt.Sprintf("allocation id %s already exists", a.ID)
+	case c.ids[a.ID]:
+		return fmt.Sprintf("allocation id %s used twice", a.ID)
+	case a.JobID != "" && a.JobID != j.ID:
+		return fmt.Sprintf("names job %s, not %s", a.JobID, j.ID)
+	case a.Rank < 0 || a.Rank >= spec.Nodes:
+		return fmt.Sprintf("rank %d is out of range 0..%d", a.Rank, spec.Nodes-1)
+	case c.ranks[a.Rank]:
+		return fmt.Sprintf("rank %d placed twice", a.Rank)
+	case a.CPUs != 0 && a.CPUs != spec.CPUs:
+		return fmt.Sprintf("asks for %d CPUs, job spec says %d", a.CPUs, spec.CPUs)
+	case a.MemoryMiB != 0 && a.MemoryMiB != spec.MemoryMiB:
+		return fmt.Sprintf("asks for %d MiB memory, job spec says %d", a.MemoryMiB, spec.MemoryMiB)
+	case len(a.GPUs) != spec.GPUs:
+		return fmt.Sprintf("has %d GPUs, job needs %d per node", len(a.GPUs), spec.GPUs)
+	}
+	c.ids[a.ID] = true
+	c.ranks[a.Rank] = true
+
+	n, ok := s.nodes[a.NodeID]
+	switch {
+	case !ok:
+		return fmt.Sprintf("node %s not found", a.NodeID)
+	case n.Status != structs.NodeReady:
+		return fmt.Sprintf("node %s is %s, not ready", nodeName(n), n.Status)
+	case c.nodes[n.ID]:
+		return fmt.Sprintf("node %s is used by two ranks", nodeName(n))
+	}
+	c.nodes[n.ID] = true
+
+	for _, uuid := range a.GPUs {
+		if reason := s.checkGPU(n, uuid, c); reason != "" {
+			return reason
+		}
+		c.gpus[uuid] = true
+	}
+
+	used := s.nodeUsed[n.ID]
+	if n.CPUs > 0 && used.cpus+spec.CPUs > n.CPUs {
+		return fmt.Sprintf("node %s has %d of %d CPUs free, job needs %d", nodeName(n), max(n.CPUs-used.cpus, 0), n.CPUs, spec.CPUs)
+	}
+	if n.MemoryMiB > 0 && used.memoryMiB+spec.MemoryMiB > n.MemoryMiB {
+		return fmt.Sprintf("node %s has %d of %d MiB memory free, job needs %d",
+			nodeName(n), max(n.MemoryMiB-used.memoryMiB, 0), n.MemoryMiB, spec.MemoryMiB)
+	}
+	return ""
+}
+
+// checkGPU checks that one GPU of an allocation exists on its node, is
+// healthy and is free.
+func (s *state) checkGPU(n *structs.Node, uuid string, c *placementCheck) string {
+	if c.gpus[uuid] {
+		return fmt.Sprintf("GPU %s given twice", uuid)
+	}
+	var gpu *structs.GPU
+	for i := range n.GPUs {
+		if n.GPUs[i].UUID == uuid {
+			gpu = &n.GPUs[i]
+			break
+		}
+	}
+	if gpu == nil {
+		return fmt.Sprintf("GPU %s is not on node %s", uuid, nodeName(n))
+	}
+	if !gpu.Healthy {
+		reason := fmt.Sprintf("GPU %s on node %s is unhealthy", uuid, nodeName(n))
+		if gpu.Reason != "" {
+			reason += ": " + gpu.Reason
+		}
+		return reason
+	}
+	if holder, ok := s.gpuHolder[uuid]; ok {
+		return fmt.Sprintf("GPU %s on node %s is held by allocation %s of job %s",
+			uuid, nodeName(n), structs.ShortID(holder), structs.ShortID(s.allocs[holder].JobID))
+	}
+	return ""
+}
+
+// place creates the allocations of a checked placement and starts the
+// job's next attempt.
+func (s *state) place(p *structs.JobPlacement, at time.Time, index uint64) {
+	j := s.jobs[p.JobID]
+	attempt := j.Attempts + 1
+	for _, pa := range p.Allocations {
+		s.addAlloc(&structs.Allocation{
+			ID:           pa.ID,
+			JobID:        j.ID,
+			NodeID:       pa.NodeID,
+			Rank:         pa.Rank,
+			Attempt:      attempt,
+			GPUs:         append([]string{}, pa.GPUs...),
+			CPUs:         j.Spec.CPUs,
+			MemoryMiB:    j.Spec.MemoryMiB,
+			State:        structs.AllocPending,
+			DesiredState: structs.DesiredRun,
+			CreatedAt:    at,
+			CreateIndex:  index,
+			ModifyIndex:  index,
+		})
+	}
+	j.State = structs.JobRunning
+	j.Attempts = attempt
+	j.StartedAt = at
+	j.FinishedAt = time.Time{}
+	j.Reason = ""
+	j.ModifyIndex = index
+}
+
+// nodeName is how reasons name a node: its name, else its ID.
+func nodeName(n *structs.Node) string {
+	if n.Name != "" {
+		return n.Name
+	}
+	return n.ID
+}

@@ -1,0 +1,7 @@
+// Package fsm is skein's replicated state machine: it implements raft.FSM,
+// applies committed log entries to the in-memory state (nodes, jobs,
+// allocations), enforces GPU exclusivity and idempotent submission there,
+// and answers read queries with deep copies of that state.
+//
+// See DESIGN.md in this folder for why it is built this way.
+package fsm

@@ -1,0 +1,120 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// Errors returned by Apply, Restore and the queries. Apply returns them as
+// values (never as a panic) for requests that committed state refuses.
+var (
+	ErrJobNotFound    = errors.New("no such job")
+	ErrAmbiguousID    = errors.New("ambiguous id")
+	ErrJobExists      = errors.New("job already exists")
+	ErrJobFinished    = errors.New("job already finished")
+	ErrAllocNotFound  = errors.New("no such allocation")
+	ErrWrongNode      = errors.New("allocation belongs to another node")
+	ErrInvalidRequest = errors.New("invalid request")
+	ErrBadSnapshot    = errors.New("invalid snapshot")
+)
+
+// FSM is skein's raft.FSM. Apply and Restore are called by Raft; the queries
+// may be called from any goroutine and always return copies.
+type FSM struct {
+	logger hclog.Logger
+
+	mu    sync.RWMutex
+	st    *state
+	watch chan struct{} // closed and replaced at every applied entry and Restore
+}
+
+var _ raft.FSM = (*FSM)(nil)
+
+// New returns an empty FSM. A nil logger discards everything; the logger is
+// used as given, so name it before passing it in.
+func New(logger hclog.Logger) *FSM {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	return &FSM{logger: logger, st: newState(), watch: make(chan struct{})}
+}
+
+// Apply applies one committed log entry. It returns nil, a copy of the
+// affected object, a *structs.PlanResult, or an error value for a request
+// that committed state refuses (nothing is changed then). An entry that
+// cannot be decoded, or whose type is unknown and not marked with
+// structs.IgnoreUnknownTypeFlag, panics: replicas must not diverge quietly.
+func (f *FSM) Apply(l *raft.Log) any {
+	t, err := structs.EntryType(l.Data)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: log entry %d: %v", l.Index, err))
+	}
+	skippable := t&structs.IgnoreUnknownTypeFlag != 0
+	t &^= structs.IgnoreUnknownTypeFlag
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var resp any
+	switch t {
+	case structs.NodeRegisterType:
+		resp = f.st.applyNodeRegister(l)
+	case structs.JobSubmitType:
+		resp = f.st.applyJobSubmit(l)
+	case structs.JobCancelType:
+		resp = f.st.applyJobCancel(l)
+	case structs.PlanApplyType:
+		resp = f.st.applyPlan(l)
+	case structs.AllocUpdateType:
+		resp = f.st.applyAllocUpdate(l)
+	default:
+		if !skippable {
+			panic(fmt.Sprintf("fsm: log entry %d has unknown type %d", l.Index, uint8(t)))
+		}
+		f.logger.Warn("skipping log entry of unknown type", "index", l.Index, "type", uint8(t))
+	}
+	f.st.index = l.Index
+	f.fire()
+	if err, ok := resp.(error); ok {
+		f.logger.Debug("log entry refused", "index", l.Index, "type", t.String(), "error", err)
+	} else {
+		f.logger.Debug("log entry applied", "index", l.Index, "type", t.String())
+	}
+	return resp
+}
+
+// decode reads the body of a log entry or panics: an entry that was committed
+// but cannot be read is a programming error, and skipping it would let this
+// replica drift from the others.
+func decode(l *raft.Log, out any) {
+	if err := structs.Decode(l.Data, out); err != nil {
+		panic(fmt.Sprintf("fsm: log entry %d: %v", l.Index, err))
+	}
+}
+
+// fire wakes everyone waiting in Watch. The caller holds the write lock.
+func (f *FSM) fire() {
+	close(f.watch)
+	f.watch = make(chan struct{})
+}
+
+// Index returns the Raft index of the last applied entry (or of the restored
+// snapshot).
+func (f *FSM) Index() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.index
+}
+
+// Watch returns the current index and a channel that is closed when the next
+// entry is applied or a snapshot is restored.
+func (f *FSM) Watch() (uint64, <-chan struct{}) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.index, f.watch
+}

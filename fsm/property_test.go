@@ -1,0 +1,222 @@
+package fsm
+
+import (
+	"fmt"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// TestFSM_GPUExclusivity drives the FSM with random, often conflicting or
+// stale commands and checks the safety invariants after every entry.
+func TestFSM_GPUExclusivity(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		m := newModel(rt)
+		steps := rapid.IntRange(10, 60).Draw(rt, "steps")
+		// Weighted so that jobs get placed and run before they are cancelled.
+		ops := []func(){m.register, m.submit, m.submit, m.plan, m.plan, m.plan, m.update, m.update, m.update, m.cancel}
+		for range steps {
+			ops[rapid.IntRange(0, len(ops)-1).Draw(rt, "op")]()
+			m.check()
+		}
+	})
+}
+
+// model is what the property test knows about the cluster it drives: each
+// node's fixed GPU inventory (health and status change), and the job and
+// allocation IDs it has used.
+type model struct {
+	rt      *rapid.T
+	h       *harness
+	nodes   []structs.Node
+	allGPUs []string
+	jobs    []string
+	nextID  int
+}
+
+func newModel(rt *rapid.T) *model {
+	m := &model{rt: rt, h: newHarness(rt)}
+	for i := range rapid.IntRange(1, 3).Draw(rt, "nodes") {
+		id := fmt.Sprintf("n%d", i)
+		n := node(id, rapid.IntRange(0, 8).Draw(rt, "gpus"))
+		n.CPUs = rapid.SampledFrom([]int{0, 8, 32}).Draw(rt, "cpus")
+		m.nodes = append(m.nodes, n)
+		for _, g := range n.GPUs {
+			m.allGPUs = append(m.allGPUs, g.UUID)
+		}
+		m.h.register(n)
+	}
+	return m
+}
+
+func (m *model) id(prefix string) string {
+	m.nextID++
+	return fmt.Sprintf("%s%d", prefix, m.nextID)
+}
+
+func (m *model) register() {
+	n := m.nodes[rapid.IntRange(0, len(m.nodes)-1).Draw(m.rt, "node")]
+	n.GPUs = append([]structs.GPU(nil), n.GPUs...)
+	for i := range n.GPUs {
+		n.GPUs[i].Healthy = rapid.IntRange(0, 4).Draw(m.rt, "healthy") > 0
+	}
+	n.Status = rapid.SampledFrom([]structs.NodeStatus{structs.NodeReady, structs.NodeReady, structs.NodeReady, structs.NodeDraining, structs.NodeDown}).Draw(m.rt, "status")
+	m.h.register(n)
+}
+
+func (m *model) submit() {
+	id := m.id("j")
+	s := spec(rapid.IntRange(1, 2).Draw(m.rt, "ranks"), rapid.IntRange(0, 2).Draw(m.rt, "gpus"))
+	s.Restarts = rapid.IntRange(0, 1).Draw(m.rt, "restarts")
+	s.CPUs = rapid.IntRange(0, 4).Draw(m.rt, "cpus")
+	req := structs.JobSubmitRequest{JobID: id, RequestID: "r" + id, Spec: s, SubmittedAt: m.h.at()}
+	if _, ok := m.h.apply(structs.JobSubmitType, req).(*structs.Job); !ok {
+		m.rt.Fatalf("valid submit %s refused", id)
+	}
+	m.jobs = append(m.jobs, id)
+}
+
+// plan builds placements the way a stale or buggy leader might: mostly
+// queued jobs but not only, distinct nodes while there are enough, GPUs
+// from the chosen node (half the time only those that committed state says
+// are healthy and free, which later placements of the same plan may still
+// take), and sometimes from anywhere.
+func (m *model) plan() {
+	if len(m.jobs) == 0 {
+		return
+	}
+	var queued []string
+	for _, j := range m.h.f.State().Queued {
+		queued = append(queued, j.ID)
+	}
+	var p structs.Plan
+	for range rapid.IntRange(1, 3).Draw(m.rt, "placements") {
+		pick := m.jobs
+		if len(queued) > 0 && rapid.IntRange(0, 3).Draw(m.rt, "any job") > 0 {
+			pick = queued
+		}
+		jobID := rapid.SampledFrom(pick).Draw(m.rt, "job")
+		j := m.h.job(jobID)
+		pl := structs.JobPlacement{JobID: jobID}
+		nodes := rapid.Permutation(m.nodes).Draw(m.rt, "nodes")
+		careful := rapid.Bool().Draw(m.rt, "careful")
+		for rank := range j.Spec.Nodes {
+			n := nodes[rank%len(nodes)]
+			var pool []string
+			for _, g := range m.nodeGPUs(n.ID, careful) {
+				pool = append(pool, g.UUID)
+			}
+			if rapid.IntRange(0, 5).Draw(m.rt, "anywhere") == 0 {
+				pool = m.allGPUs
+			}
+			var chosen []string
+			if len(pool) > 0 {
+				perm := rapid.Permutation(pool).Draw(m.rt, "gpus")
+				chosen = perm[:min(len(perm), j.Spec.GPUs)]
+			}
+			pl.Allocations = append(pl.Allocations, alloc(m.id("a"), n.ID, rank, chosen...))
+		}
+		p.Placements = append(p.Placements, pl)
+	}
+	if rapid.Bool().Draw(m.rt, "blocked") {
+		p.Blocked = []structs.JobBlocked{{JobID: rapid.SampledFrom(m.jobs).Draw(m.rt, "blocked job"), Reason: "no room"}}
+	}
+	m.h.plan(p)
+}
+
+// nodeGPUs returns a node's GPUs as committed state has them; careful
+// keeps only the healthy ones no live allocation holds.
+func (m *model) nodeGPUs(nodeID string, careful bool) []structs.GPU {
+	n, _ := m.h.f.Node(nodeID)
+	if !careful {
+		return n.GPUs
+	}
+	held := map[string]bool{}
+	for _, a := range m.h.f.State().LiveAllocs {
+		for _, g := range a.GPUs {
+			held[g] = true
+		}
+	}
+	var free []structs.GPU
+	for _, g := range n.GPUs {
+		if g.Healthy && !held[g.UUID] {
+			free = append(free, g)
+		}
+	}
+	return free
+}
+
+func (m *model) update() {
+	var allocs []*structs.Allocation
+	for _, id := range m.jobs {
+		allocs = append(allocs, m.h.f.Allocs(id)...)
+	}
+	if len(allocs) == 0 {
+		return
+	}
+	a := rapid.SampledFrom(allocs).Draw(m.rt, "alloc")
+	nodeID := a.NodeID
+	if rapid.IntRange(0, 5).Draw(m.rt, "wrong node") == 0 {
+		nodeID = m.nodes[rapid.IntRange(0, len(m.nodes)-1).Draw(m.rt, "reporter")].ID
+	}
+	st := rapid.SampledFrom([]structs.AllocState{
+		structs.AllocRunning, structs.AllocSucceeded, structs.AllocFailed, structs.AllocKilled, structs.AllocLost,
+	}).Draw(m.rt, "state")
+	_ = m.h.update(nodeID, a.ID, st, rapid.IntRange(0, 3).Draw(m.rt, "exit"), "")
+}
+
+func (m *model) cancel() {
+	if len(m.jobs) == 0 {
+		return
+	}
+	id := rapid.SampledFrom(m.jobs).Draw(m.rt, "job")
+	m.h.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: id, At: m.h.at()})
+}
+
+// check asserts the invariants that must hold after every entry.
+func (m *model) check() {
+	f := m.h.f
+	holder := map[string]string{}
+	for _, a := range f.State().LiveAllocs {
+		n, ok := f.Node(a.NodeID)
+		if !ok {
+			m.rt.Fatalf("live alloc %s on unknown node %s", a.ID, a.NodeID)
+		}
+		for _, g := range a.GPUs {
+			if other, ok := holder[g]; ok {
+				m.rt.Fatalf("GPU %s held by live allocs %s and %s", g, other, a.ID)
+			}
+			holder[g] = a.ID
+			if !nodeHasGPU(n, g) {
+				m.rt.Fatalf("live alloc %s holds GPU %s, not on its node %s", a.ID, g, n.ID)
+			}
+		}
+	}
+	for _, j := range f.Jobs() {
+		if j.State == structs.JobRunning {
+			continue
+		}
+		for _, a := range f.Allocs(j.ID) {
+			if a.Live() {
+				m.rt.Fatalf("job %s is %s but alloc %s is %s", j.ID, j.State, a.ID, a.State)
+			}
+		}
+	}
+	if err := checkIndexes(f.st); err != nil {
+		m.rt.Fatalf("indexes: %v", err)
+	}
+	if g := restoreFresh(m.rt, f); g.Hash() != f.Hash() || g.Index() != f.Index() {
+		m.rt.Fatalf("hash after snapshot and restore differs")
+	}
+}
+
+func nodeHasGPU(n *structs.Node, uuid string) bool {
+	for _, g := range n.GPUs {
+		if g.UUID == uuid {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,210 @@
+package fsm
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// maxCandidates is how many matching IDs an ambiguous-prefix error lists.
+const maxCandidates = 5
+
+// Node returns a copy of the node with the given ID.
+func (f *FSM) Node(id string) (*structs.Node, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n, ok := f.st.nodes[id]
+	return n.Copy(), ok
+}
+
+// Nodes returns copies of all nodes, by name, then ID.
+func (f *FSM) Nodes() []*structs.Node {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.sortedNodes()
+}
+
+// Job returns a copy of the job with the given ID.
+func (f *FSM) Job(id string) (*structs.Job, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	j, ok := f.st.jobs[id]
+	return j.Copy(), ok
+}
+
+// FindJob returns a copy of the job with exactly this ID, else of the only
+// job whose ID starts with it. It fails with ErrJobNotFound, or with
+// ErrAmbiguousID listing some of the candidates.
+func (f *FSM) FindJob(idOrPrefix string) (*structs.Job, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if j, ok := f.st.jobs[idOrPrefix]; ok {
+		return j.Copy(), nil
+	}
+	var ids []string
+	if idOrPrefix != "" {
+		for id := range f.st.jobs {
+			if strings.HasPrefix(id, idOrPrefix) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	switch len(ids) {
+	case 0:
+		return nil, fmt.Errorf("job %s: %w", idOrPrefix, ErrJobNotFound)
+	case 1:
+		return f.st.jobs[ids[0]].Copy(), nil
+	}
+	slices.Sort(ids)
+	shown := make([]string, 0, maxCandidates+1)
+	for _, id := range ids[:min(len(ids), maxCandidates)] {
+		shown = append(shown, structs.ShortID(id))
+	}
+	if len(ids) > maxCandidates {
+		shown = append(shown, "...")
+	}
+	return nil, fmt.Errorf("job %s: %w: matches %d jobs (%s)", idOrPrefix, ErrAmbiguousID, len(ids), strings.Join(shown, ", "))
+}
+
+// JobByRequestID returns a copy of the job a submit with this request ID created.
+func (f *FSM) JobByRequestID(rid string) (*structs.Job, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	id, ok := f.st.jobByRequest[rid]
+	if !ok {
+		return nil, false
+	}
+	return f.st.jobs[id].Copy(), true
+}
+
+// Jobs returns copies of all jobs, by submission time, then ID.
+func (f *FSM) Jobs() []*structs.Job {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	jobs := make([]*structs.Job, 0, len(f.st.jobs))
+	for _, j := range f.st.jobs {
+		jobs = append(jobs, j.Copy())
+	}
+	slices.SortFunc(jobs, func(a, b *structs.Job) int {
+		return cmp.Or(a.SubmittedAt.Compare(b.SubmittedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return jobs
+}
+
+// Allocs returns copies of a job's allocations of every attempt, by attempt,
+// then rank.
+func (f *FSM) Allocs(jobID string) []*structs.Allocation {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	allocs := copyAllocs(f.st.jobAllocs[jobID])
+	slices.SortFunc(allocs, func(a, b *structs.Allocation) int {
+		return cmp.Or(cmp.Compare(a.Attempt, b.Attempt), cmp.Compare(a.Rank, b.Rank), cmp.Compare(a.ID, b.ID))
+	})
+	return allocs
+}
+
+// Alloc returns a copy of the allocation with the given ID.
+func (f *FSM) Alloc(id string) (*structs.Allocation, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	a, ok := f.st.allocs[id]
+	return a.Copy(), ok
+}
+
+// NodeAllocs returns copies of every allocation placed on a node, live or
+// not, by creation index.
+func (f *FSM) NodeAllocs(nodeID string) []*structs.Allocation {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	allocs := copyAllocs(f.st.nodeAllocs[nodeID])
+	slices.SortFunc(allocs, byCreation)
+	return allocs
+}
+
+// JobCounts returns how many jobs are in each state; every state is present.
+func (f *FSM) JobCounts() map[structs.JobState]int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	counts := map[structs.JobState]int{
+		structs.JobQueued:    0,
+		structs.JobRunning:   0,
+		structs.JobSucceeded: 0,
+		structs.JobFailed:    0,
+		structs.JobCancelled: 0,
+	}
+	for _, j := range f.st.jobs {
+		counts[j.State]++
+	}
+	return counts
+}
+
+// StateView is one consistent copy of what the scheduler reads, taken at Index.
+type StateView struct {
+	Index uint64
+	// Nodes are all nodes, by name, then ID.
+	Nodes []*structs.Node
+	// LiveAllocs are the allocations that still hold resources, by creation index.
+	LiveAllocs []*structs.Allocation
+	// Queued are the queued jobs in queue order: priority (highest first),
+	// then submission time, then ID.
+	Queued []*structs.Job
+}
+
+// AllNodes returns v.Nodes.
+func (v *StateView) AllNodes() []*structs.Node { return v.Nodes }
+
+// AllLiveAllocs returns v.LiveAllocs.
+func (v *StateView) AllLiveAllocs() []*structs.Allocation { return v.LiveAllocs }
+
+// State returns a consistent deep copy of the scheduler's view, taken under
+// one read lock.
+func (f *FSM) State() *StateView {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	v := &StateView{Index: f.st.index, Nodes: f.st.sortedNodes()}
+	v.LiveAllocs = make([]*structs.Allocation, 0, len(f.st.live))
+	for _, a := range f.st.live {
+		v.LiveAllocs = append(v.LiveAllocs, a.Copy())
+	}
+	slices.SortFunc(v.LiveAllocs, byCreation)
+	for _, j := range f.st.jobs {
+		if j.State == structs.JobQueued && !j.StopRequested {
+			v.Queued = append(v.Queued, j.Copy())
+		}
+	}
+	slices.SortFunc(v.Queued, func(a, b *structs.Job) int {
+		return cmp.Or(cmp.Compare(b.Spec.Priority, a.Spec.Priority),
+			a.SubmittedAt.Compare(b.SubmittedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return v
+}
+
+// sortedNodes returns copies of all nodes, by name, then ID.
+func (s *state) sortedNodes() []*structs.Node {
+	nodes := make([]*structs.Node, 0, len(s.nodes))
+	for _, n := range s.nodes {
+		nodes = append(nodes, n.Copy())
+	}
+	slices.SortFunc(nodes, func(a, b *structs.Node) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
+	})
+	return nodes
+}
+
+func copyAllocs(in []*structs.Allocation) []*structs.Allocation {
+	out := make([]*structs.Allocation, len(in))
+	for i, a := range in {
+		out[i] = a.Copy()
+	}
+	return out
+}
+
+// byCreation orders allocations by creation index; allocations of one plan
+// follow by job ID, rank and ID.
+func byCreation(a, b *structs.Allocation) int {
+	return cmp.Or(cmp.Compare(a.CreateIndex, b.CreateIndex), cmp.Compare(a.JobID, b.JobID),
+		cmp.Compare(a.Rank, b.Rank), cmp.Compare(a.ID, b.ID))
+}

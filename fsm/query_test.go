@@ -1,0 +1,156 @@
+package fsm
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+func TestFSM_FindJob(t *testing.T) {
+	h := newHarness(t)
+	ids := []string{"abc12345aaaa", "abc12345bbbb", "abd00000", "abc", "q123"}
+	for _, id := range ids {
+		h.submit(id, spec(1, 0))
+	}
+	for i := range 6 {
+		h.submit(fmt.Sprintf("fff%05d", i), spec(1, 0))
+	}
+	cases := []struct {
+		name   string
+		query  string
+		wantID string
+		target error
+		parts  []string
+	}{
+		{name: "exact id that is also a prefix", query: "abc", wantID: "abc"},
+		{name: "unique prefix", query: "abd", wantID: "abd00000"},
+		{name: "unique one-character prefix", query: "q", wantID: "q123"},
+		{name: "ambiguous one-character prefix", query: "a", target: ErrAmbiguousID, parts: []string{"matches 4 jobs"}},
+		{name: "ambiguous", query: "abc1", target: ErrAmbiguousID, parts: []string{"matches 2 jobs", "abc12345, abc12345"}},
+		{name: "ambiguous lists five", query: "fff", target: ErrAmbiguousID, parts: []string{"matches 6 jobs", "fff00004, ..."}},
+		{name: "not found", query: "zzz", target: ErrJobNotFound, parts: []string{"job zzz"}},
+		{name: "empty", query: "", target: ErrJobNotFound},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			j, err := h.f.FindJob(tc.query)
+			if tc.target != nil {
+				wantErrIs(t, err, tc.target, tc.parts...)
+				return
+			}
+			if err != nil || j.ID != tc.wantID {
+				t.Fatalf("FindJob(%q) = %v, %v; want %s", tc.query, j, err, tc.wantID)
+			}
+		})
+	}
+}
+
+func TestFSM_QueriesAreOrdered(t *testing.T) {
+	h := newHarness(t)
+	for _, n := range []structs.Node{
+		{ID: "z", Name: "b", Status: structs.NodeReady, GPUs: gpus("z", 2)},
+		{ID: "y", Name: "a", Status: structs.NodeReady},
+		{ID: "x", Name: "b", Status: structs.NodeReady},
+	} {
+		h.register(n)
+	}
+	if got := nodeIDs(h.f.Nodes()); !slices.Equal(got, []string{"y", "x", "z"}) {
+		t.Fatalf("Nodes() order %v", got)
+	}
+
+	submit := func(id string, prio int, at time.Time) {
+		s := spec(1, 1)
+		s.Priority = prio
+		h.apply(structs.JobSubmitType, structs.JobSubmitRequest{JobID: id, Spec: s, SubmittedAt: at})
+	}
+	submit("j3", 0, t0.Add(time.Minute))
+	submit("j1", 0, t0)
+	submit("j2", 0, t0)
+	submit("hi", 5, t0.Add(time.Hour))
+	if got := jobIDs(h.f.Jobs()); !slices.Equal(got, []string{"j1", "j2", "j3", "hi"}) {
+		t.Fatalf("Jobs() order %v", got)
+	}
+	view := h.f.State()
+	if got := jobIDs(view.Queued); !slices.Equal(got, []string{"hi", "j1", "j2", "j3"}) {
+		t.Fatalf("queue order %v", got)
+	}
+	if view.Index != h.idx || len(view.AllNodes()) != 3 {
+		t.Fatalf("view index %d nodes %d", view.Index, len(view.AllNodes()))
+	}
+
+	h.place("j2", alloc("b", "z", 0, gpuID("z", 1)))
+	h.place("j1", alloc("a", "z", 0, gpuID("z", 0)))
+	if got := allocIDs(h.f.NodeAllocs("z")); !slices.Equal(got, []string{"b", "a"}) {
+		t.Fatalf("NodeAllocs order %v", got)
+	}
+	if got := allocIDs(h.f.State().AllLiveAllocs()); !slices.Equal(got, []string{"b", "a"}) {
+		t.Fatalf("live allocs order %v", got)
+	}
+	counts := h.f.JobCounts()
+	want := map[structs.JobState]int{structs.JobQueued: 2, structs.JobRunning: 2, structs.JobSucceeded: 0, structs.JobFailed: 0, structs.JobCancelled: 0}
+	for st, n := range want {
+		if c, ok := counts[st]; !ok || c != n {
+			t.Fatalf("JobCounts()[%s] = %d, %v; want %d", st, c, ok, n)
+		}
+	}
+}
+
+func TestFSM_QueriesReturnCopies(t *testing.T) {
+	h := newHarness(t)
+	n := node("n1", 2)
+	n.Labels = map[string]string{"rack": "r1"}
+	n.GPUs[0].NVLinkPeers = []int{1}
+	h.register(n)
+	s := spec(1, 1)
+	s.Env, s.Constraints = map[string]string{"A": "1"}, map[string]string{"rack": "r1"}
+	h.submit("j", s)
+	h.place("j", alloc("a0", "n1", 0, gpuID("n1", 0)))
+	before := h.f.Hash()
+
+	gotNode, _ := h.f.Node("n1")
+	gotNode.Labels["rack"] = "x"
+	gotNode.GPUs[0].NVLinkPeers[0] = 7
+	gotNode.GPUs[1].Healthy = false
+	gotJob, _ := h.f.Job("j")
+	gotJob.Spec.Command[0] = "rm"
+	gotJob.Spec.Env["A"] = "x"
+	gotJob.Spec.Constraints["rack"] = "x"
+	gotJob.State = structs.JobFailed
+	h.f.Allocs("j")[0].GPUs[0] = "stolen"
+	h.f.NodeAllocs("n1")[0].State = structs.AllocFailed
+	view := h.f.State()
+	view.Nodes[0].Labels["rack"] = "y"
+	view.LiveAllocs[0].GPUs[0] = "stolen"
+	h.f.Jobs()[0].Spec.Env["A"] = "y"
+
+	if h.f.Hash() != before {
+		t.Fatal("changing query results changed FSM state")
+	}
+}
+
+func nodeIDs(ns []*structs.Node) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = n.ID
+	}
+	return out
+}
+
+func jobIDs(js []*structs.Job) []string {
+	out := make([]string, len(js))
+	for i, j := range js {
+		out[i] = j.ID
+	}
+	return out
+}
+
+func allocIDs(as []*structs.Allocation) []string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.ID
+	}
+	return out
+}

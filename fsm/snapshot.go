@@ -1,0 +1,231 @@
+package fsm
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// snapshotVersion is the version of the snapshot format Snapshot writes and
+// the only one Restore reads.
+const snapshotVersion = 1
+
+// Record types of a snapshot.
+const (
+	recordNode  = "node"
+	recordJob   = "job"
+	recordAlloc = "alloc"
+)
+
+// header is the first line of a snapshot.
+type header struct {
+	Version int    `json:"version"`
+	Index   uint64 `json:"index"`
+}
+
+// record is every other line of a snapshot: one object, named by Type.
+type record struct {
+	Type  string              `json:"type"`
+	Node  *structs.Node       `json:"node,omitempty"`
+	Job   *structs.Job        `json:"job,omitempty"`
+	Alloc *structs.Allocation `json:"alloc,omitempty"`
+}
+
+// snapshot is a deep copy of the state, in the order it is written: nodes,
+// then jobs, then allocations, each by ID.
+type snapshot struct {
+	index  uint64
+	nodes  []*structs.Node
+	jobs   []*structs.Job
+	allocs []*structs.Allocation
+}
+
+var _ raft.FSMSnapshot = (*snapshot)(nil)
+
+// Snapshot copies the state for Raft to persist while Apply goes on.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.snapshot(), nil
+}
+
+// Hash returns the SHA-256, in hex, of the snapshot records of the current
+// state. It leaves out the applied index, so a refused entry leaves it as it
+// was; replicas at the same Index must have the same Hash.
+func (f *FSM) Hash() string {
+	f.mu.RLock()
+	snap := f.st.snapshot()
+	f.mu.RUnlock()
+	h := sha256.New()
+	w := bufio.NewWriter(h)
+	if err := snap.writeRecords(json.NewEncoder(w)); err != nil {
+		// Everything in state was decoded from JSON, so it encodes again.
+		panic(fmt.Sprintf("fsm: encode state: %v", err))
+	}
+	if err := w.Flush(); err != nil {
+		panic(fmt.Sprintf("fsm: hash state: %v", err))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (s *state) snapshot() *snapshot {
+	snap := &snapshot{index: s.index}
+	for _, id := range slices.Sorted(maps.Keys(s.nodes)) {
+		snap.nodes = append(snap.nodes, s.nodes[id].Copy())
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.jobs)) {
+		snap.jobs = append(snap.jobs, s.jobs[id].Copy())
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.allocs)) {
+		snap.allocs = append(snap.allocs, s.allocs[id].Copy())
+	}
+	return snap
+}
+
+// Persist writes the snapshot as newline-delimited JSON: the header, then one
+// record per node, job and allocation.
+func (snap *snapshot) Persist(sink raft.SnapshotSink) error {
+	if err := snap.write(sink); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	if err := sink.Close(); err != nil {
+		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	return nil
+}
+
+// Release does nothing: the snapshot holds only its own copies.
+func (snap *snapshot) Release() {}
+
+func (snap *snapshot) write(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	if err := enc.Encode(header{Version: snapshotVersion, Index: snap.index}); err != nil {
+		return err
+	}
+	if err := snap.writeRecords(enc); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+func (snap *snapshot) writeRecords(enc *json.Encoder) error {
+	for _, n := range snap.nodes {
+		if err := enc.Encode(record{Type: recordNode, Node: n}); err != nil {
+			return err
+		}
+	}
+	for _, j := range snap.jobs {
+		if err := enc.Encode(record{Type: recordJob, Job: j}); err != nil {
+			return err
+		}
+	}
+	for _, a := range snap.allocs {
+		if err := enc.Encode(record{Type: recordAlloc, Alloc: a}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Restore replaces the state with a snapshot. It reads and checks the whole
+// snapshot first; on any error the current state stays as it was.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer func() { _ = rc.Close() }()
+	st, err := readSnapshot(rc)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st = st
+	f.fire()
+	f.logger.Info("restored snapshot", "index", st.index, "nodes", len(st.nodes), "jobs", len(st.jobs), "allocs", len(st.allocs))
+	return nil
+}
+
+func readSnapshot(r io.Reader) (*state, error) {
+	dec := json.NewDecoder(bufio.NewReader(r))
+	var h header
+	if err := dec.Decode(&h); err != nil {
+		return nil, fmt.Errorf("%w: header: %w", ErrBadSnapshot, err)
+	}
+	if h.Version != snapshotVersion {
+		return nil, fmt.Errorf("%w: version %d, want %d", ErrBadSnapshot, h.Version, snapshotVersion)
+	}
+	st := newState()
+	st.index = h.Index
+	for n := 1; ; n++ {
+		var rec record
+		err := dec.Decode(&rec)
+		if errors.Is(err, io.EOF) {
+			return st, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
+		}
+		if err := st.restoreRecord(&rec); err != nil {
+			return nil, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
+		}
+	}
+}
+
+// restoreRecord adds one snapshot record to a state being restored, checking
+// what Apply would have guaranteed: unique IDs, allocations of known jobs and
+// no GPU held twice.
+func (s *state) restoreRecord(rec *record) error {
+	switch rec.Type {
+	case recordNode:
+		n := rec.Node
+		switch {
+		case n == nil || n.ID == "":
+			return errors.New("node record without node id")
+		case s.nodes[n.ID] != nil:
+			return fmt.Errorf("node %s twice", n.ID)
+		}
+		s.nodes[n.ID] = n
+	case recordJob:
+		j := rec.Job
+		switch {
+		case j == nil || j.ID == "":
+			return errors.New("job record without job id")
+		case s.jobs[j.ID] != nil:
+			return fmt.Errorf("job %s twice", j.ID)
+		case j.RequestID != "" && s.jobByRequest[j.RequestID] != "":
+			return fmt.Errorf("request id %s used by two jobs", j.RequestID)
+		}
+		s.addJob(j)
+	case recordAlloc:
+		a := rec.Alloc
+		switch {
+		case a == nil || a.ID == "":
+			return errors.New("alloc record without alloc id")
+		case s.allocs[a.ID] != nil:
+			return fmt.Errorf("alloc %s twice", a.ID)
+		case s.jobs[a.JobID] == nil:
+			return fmt.Errorf("alloc %s of unknown job %s", a.ID, a.JobID)
+		}
+		if a.Live() {
+			for _, g := range a.GPUs {
+				if holder, ok := s.gpuHolder[g]; ok {
+					return fmt.Errorf("GPU %s held by allocs %s and %s", g, holder, a.ID)
+				}
+			}
+		}
+		s.addAlloc(a)
+	default:
+		return fmt.Errorf("unknown record type %q", rec.Type)
+	}
+	return nil
+}

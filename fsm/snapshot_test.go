@@ -1,0 +1,242 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// richState builds an FSM holding every record type, every job state and
+// every allocation state.
+func richState(t *testing.T) *harness {
+	h := newHarness(t)
+	n1 := node("n1", 4)
+	n1.Labels = map[string]string{"rack": "r1", "zone": "a"}
+	n1.Addresses = structs.Addresses{HTTP: "10.0.0.1:7470", Raft: "10.0.0.1:7471", Gossip: "10.0.0.1:7472"}
+	n1.GPUs[0].NVLinkPeers = []int{1, 2, 3}
+	n1.GPUs[3].Healthy, n1.GPUs[3].Reason = false, "XID 79"
+	n1.GPUSource, n1.Version = "simulated", "0.1.0"
+	h.register(n1)
+	h.register(node("n2", 2))
+	n3 := node("n3", 0)
+	n3.Status = structs.NodeDown
+	h.register(n3)
+
+	s := spec(1, 1)
+	s.Env = map[string]string{"A": "1"}
+	s.TimeLimit = structs.Duration(time.Hour)
+	s.Constraints = map[string]string{"rack": "r1"}
+	h.apply(structs.JobSubmitType, structs.JobSubmitRequest{RequestID: "req-1", JobID: "queued", Spec: s, SubmittedAt: t0})
+	h.plan(structs.Plan{Blocked: []structs.JobBlocked{{JobID: "queued", Reason: "waiting"}}})
+
+	h.submit("ok", spec(2, 1))
+	h.place("ok", alloc("ok0", "n1", 0, gpuID("n1", 0)), alloc("ok1", "n2", 1, gpuID("n2", 0)))
+	h.mustUpdate("n1", "ok0", structs.AllocRunning, 0, "")
+	h.mustUpdate("n1", "ok0", structs.AllocSucceeded, 0, "")
+	h.mustUpdate("n2", "ok1", structs.AllocSucceeded, 0, "")
+
+	h.submit("bad", spec(1, 0))
+	h.place("bad", alloc("bad0", "n2", 0))
+	h.mustUpdate("n2", "bad0", structs.AllocLost, -1, "node n2 down")
+
+	h.submit("gone", spec(1, 0))
+	h.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: "gone", Reason: "typo", At: h.at()})
+
+	h.submit("run", spec(1, 2))
+	h.place("run", alloc("run0", "n1", 0, gpuID("n1", 1), gpuID("n1", 2)))
+	h.mustUpdate("n1", "run0", structs.AllocRunning, 0, "")
+
+	h.submit("stop", spec(1, 1))
+	h.place("stop", alloc("stop0", "n2", 0, gpuID("n2", 1)))
+	h.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: "stop", At: h.at()})
+
+	h.submit("killed", spec(1, 0))
+	h.place("killed", alloc("killed0", "n1", 0))
+	h.mustUpdate("n1", "killed0", structs.AllocKilled, 137, "killed: time limit 1h exceeded")
+	return h
+}
+
+func TestFSM_SnapshotRoundTripsEveryRecord(t *testing.T) {
+	h := richState(t)
+	counts := h.f.JobCounts()
+	for st, n := range counts {
+		if n == 0 {
+			t.Fatalf("rich state has no %s job", st)
+		}
+	}
+	g := restoreFresh(t, h.f)
+	if g.Hash() != h.f.Hash() || g.Index() != h.f.Index() {
+		t.Fatalf("restored hash/index %s/%d, want %s/%d", g.Hash(), g.Index(), h.f.Hash(), h.f.Index())
+	}
+	if !reflect.DeepEqual(g.Nodes(), h.f.Nodes()) || !reflect.DeepEqual(g.Jobs(), h.f.Jobs()) || !reflect.DeepEqual(g.State(), h.f.State()) {
+		t.Fatal("restored queries differ from the original")
+	}
+	for _, j := range h.f.Jobs() {
+		if !reflect.DeepEqual(g.Allocs(j.ID), h.f.Allocs(j.ID)) {
+			t.Fatalf("restored allocs of %s differ", j.ID)
+		}
+	}
+	if err := checkIndexes(g.st); err != nil {
+		t.Fatalf("restored indexes: %v", err)
+	}
+	if got, ok := g.JobByRequestID("req-1"); !ok || got.ID != "queued" {
+		t.Fatal("restored FSM lost the request id index")
+	}
+
+	// Both go on identically: the restored indexes hold the same GPUs.
+	other := &harness{t: t, f: g, idx: h.idx}
+	for _, x := range []*harness{h, other} {
+		x.submit("next", spec(1, 1))
+		res := x.plan(structs.Plan{Placements: []structs.JobPlacement{
+			{JobID: "next", Allocations: []structs.Allocation{alloc("next0", "n1", 0, gpuID("n1", 1))}},
+		}})
+		if len(res.Rejected) != 1 {
+			t.Fatalf("GPU held by run0 was placed again: %+v", res)
+		}
+		x.mustUpdate("n2", "stop0", structs.AllocKilled, 143, "")
+	}
+	if g.Hash() != h.f.Hash() {
+		t.Fatal("original and restored FSM diverged after the same entries")
+	}
+	if j, _ := g.Job("stop"); j.State != structs.JobCancelled {
+		t.Fatalf("restored stopping job did not end: %s", j.State)
+	}
+}
+
+func TestFSM_SnapshotFormat(t *testing.T) {
+	h := richState(t)
+	lines := strings.Split(strings.TrimSuffix(string(snapshotBytes(t, h.f)), "\n"), "\n")
+	if want := fmt.Sprintf(`{"version":1,"index":%d}`, h.idx); lines[0] != want {
+		t.Fatalf("header %s, want %s", lines[0], want)
+	}
+	var types []string
+	for _, l := range lines[1:] {
+		typ := strings.TrimPrefix(strings.SplitN(l, ",", 2)[0], `{"type":`)
+		if len(types) == 0 || types[len(types)-1] != typ {
+			types = append(types, typ)
+		}
+	}
+	if want := []string{`"node"`, `"job"`, `"alloc"`}; !slices.Equal(types, want) {
+		t.Fatalf("record types in order %v, want %v", types, want)
+	}
+	if !bytes.Equal(snapshotBytes(t, h.f), snapshotBytes(t, h.f)) {
+		t.Fatal("two snapshots of the same state differ")
+	}
+}
+
+func TestFSM_Restore_RejectsBadSnapshotsAndKeepsState(t *testing.T) {
+	const hdr = `{"version":1,"index":9}` + "\n"
+	node := `{"type":"node","node":{"id":"n1","gpus":[{"uuid":"G1","healthy":true}]}}` + "\n"
+	job := `{"type":"job","job":{"id":"j1","request_id":"r","state":"running","spec":{"command":["x"],"nodes":1}}}` + "\n"
+	cases := []struct {
+		name, data, want string
+	}{
+		{"empty", "", "header"},
+		{"garbage", "\x00\x01garbage", "header"},
+		{"unknown version", `{"version":2,"index":9}`, "version 2, want 1"},
+		{"missing version", `{"index":9}`, "version 0, want 1"},
+		{"unknown record type", hdr + `{"type":"volume"}`, `record 1: unknown record type "volume"`},
+		{"truncated record", hdr + node + `{"type":"job","job":{"id"`, "record 2"},
+		{"record without body", hdr + `{"type":"node"}`, "node record without node id"},
+		{"node twice", hdr + node + node, "node n1 twice"},
+		{"job twice", hdr + job + job, "job j1 twice"},
+		{"request id twice", hdr + job + strings.Replace(job, `"j1"`, `"j2"`, 1), "request id r used by two jobs"},
+		{"alloc of unknown job", hdr + `{"type":"alloc","alloc":{"id":"a","job_id":"j9","state":"running"}}`, "alloc a of unknown job j9"},
+		{"GPU held twice", hdr + node + job +
+			`{"type":"alloc","alloc":{"id":"a","job_id":"j1","node_id":"n1","gpus":["G1"],"state":"running"}}` + "\n" +
+			`{"type":"alloc","alloc":{"id":"b","job_id":"j1","node_id":"n1","gpus":["G1"],"state":"pending"}}`,
+			"GPU G1 held by allocs a and b"},
+	}
+	h := richState(t)
+	before, idx := h.f.Hash(), h.f.Index()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := h.f.Restore(readCloser([]byte(tc.data)))
+			wantErrIs(t, err, ErrBadSnapshot, tc.want)
+			if h.f.Hash() != before || h.f.Index() != idx {
+				t.Fatal("a refused restore changed state")
+			}
+		})
+	}
+}
+
+func TestFSM_Restore_ReplacesState(t *testing.T) {
+	h := richState(t)
+	empty := New(nil)
+	if err := h.f.Restore(readCloser(snapshotBytes(t, empty))); err != nil {
+		t.Fatalf("restore empty: %v", err)
+	}
+	if len(h.f.Nodes()) != 0 || len(h.f.Jobs()) != 0 || len(h.f.State().LiveAllocs) != 0 || h.f.Index() != 0 {
+		t.Fatal("restore kept old state")
+	}
+}
+
+func TestFSM_PersistCancelsSinkOnWriteError(t *testing.T) {
+	h := richState(t)
+	snap, err := h.f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &failingSink{}
+	if err := snap.Persist(sink); !errors.Is(err, errDiskFull) {
+		t.Fatalf("persist error %v, want %v", err, errDiskFull)
+	}
+	if !sink.cancelled || sink.closed {
+		t.Fatalf("sink cancelled %v closed %v, want cancelled only", sink.cancelled, sink.closed)
+	}
+}
+
+var errDiskFull = errors.New("disk full")
+
+type failingSink struct{ memSink }
+
+func (s *failingSink) Write([]byte) (int, error) { return 0, errDiskFull }
+
+// checkIndexes compares the derived indexes of s with ones built afresh from
+// its nodes, jobs and allocations.
+func checkIndexes(s *state) error {
+	want := newState()
+	for _, j := range s.jobs {
+		want.addJob(j)
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.allocs)) {
+		want.addAlloc(s.allocs[id])
+	}
+	sameSet := func(a, b map[string][]*structs.Allocation) bool {
+		if len(a) != len(b) {
+			return false
+		}
+		for k, v := range a {
+			x, y := allocIDs(v), allocIDs(b[k])
+			slices.Sort(x)
+			slices.Sort(y)
+			if !slices.Equal(x, y) {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case !maps.Equal(s.jobByRequest, want.jobByRequest):
+		return errors.New("request id index differs")
+	case !sameSet(s.jobAllocs, want.jobAllocs):
+		return errors.New("job allocs index differs")
+	case !sameSet(s.nodeAllocs, want.nodeAllocs):
+		return errors.New("node allocs index differs")
+	case !maps.Equal(s.live, want.live):
+		return errors.New("live index differs")
+	case !maps.Equal(s.gpuHolder, want.gpuHolder):
+		return fmt.Errorf("GPU holders %v, want %v", s.gpuHolder, want.gpuHolder)
+	case !maps.Equal(s.nodeUsed, want.nodeUsed):
+		return fmt.Errorf("node usage %v, want %v", s.nodeUsed, want.nodeUsed)
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package fsm
+
+import (
+	"github.com/skein-dev/skein/structs"
+)
+
+// state is the data the FSM holds. Only Apply (under the write lock) and
+// Restore (on a fresh state) change it; nothing it holds ever leaves the
+// package except as a copy.
+type state struct {
+	index  uint64
+	nodes  map[string]*structs.Node
+	jobs   map[string]*structs.Job
+	allocs map[string]*structs.Allocation
+
+	// Derived from the maps above, kept up to date by addJob, addAlloc,
+	// hold and release, and rebuilt record by record on Restore.
+	jobByRequest map[string]string                // request ID -> job ID
+	jobAllocs    map[string][]*structs.Allocation // job ID -> its allocations, every attempt
+	nodeAllocs   map[string][]*structs.Allocation // node ID -> allocations placed there
+	live         map[string]*structs.Allocation   // alloc ID -> allocation still holding resources
+	gpuHolder    map[string]string                // GPU UUID -> ID of the live allocation holding it
+	nodeUsed     map[string]usage                 // node ID -> what its live allocations hold
+}
+
+// usage is the CPUs and memory live allocations hold on one node.
+type usage struct {
+	cpus      int
+	memoryMiB int64
+}
+
+func newState() *state {
+	return &state{
+		nodes:        map[string]*structs.Node{},
+		jobs:         map[string]*structs.Job{},
+		allocs:       map[string]*structs.Allocation{},
+		jobByRequest: map[string]string{},
+		jobAllocs:    map[string][]*structs.Allocation{},
+		nodeAllocs:   map[string][]*structs.Allocation{},
+		live:         map[string]*structs.Allocation{},
+		gpuHolder:    map[string]string{},
+		nodeUsed:     map[string]usage{},
+	}
+}
+
+// addJob stores a new job.
+func (s *state) addJob(j *structs.Job) {
+	s.jobs[j.ID] = j
+	if j.RequestID != "" {
+		s.jobByRequest[j.RequestID] = j.ID
+	}
+}
+
+// addAlloc stores a new allocation and, if it is live, lets it hold its
+// resources.
+func (s *state) addAlloc(a *structs.Allocation) {
+	s.allocs[a.ID] = a
+	s.jobAllocs[a.JobID] = append(s.jobAllocs[a.JobID], a)
+	s.nodeAllocs[a.NodeID] = append(s.nodeAllocs[a.NodeID], a)
+	if a.Live() {
+		s.hold(a)
+	}
+}
+
+// hold marks a live allocation's GPUs, CPUs and memory as taken.
+func (s *state) hold(a *structs.Allocation) {
+	s.live[a.ID] = a
+	for _, g := range a.GPUs {
+		s.gpuHolder[g] = a.ID
+	}
+	u := s.nodeUsed[a.NodeID]
+	u.cpus += a.CPUs
+	u.memoryMiB += a.MemoryMiB
+	s.setUsed(a.NodeID, u)
+}
+
+// release frees what hold took, once the allocation is terminal.
+func (s *state) release(a *structs.Allocation) {
+	delete(s.live, a.ID)
+	for _, g := range a.GPUs {
+		if s.gpuHolder[g] == a.ID {
+			delete(s.gpuHolder, g)
+		}
+	}
+	u := s.nodeUsed[a.NodeID]
+	u.cpus -= a.CPUs
+	u.memoryMiB -= a.MemoryMiB
+	s.setUsed(a.NodeID, u)
+}
+
+// setUsed records a node's usage, keeping only nodes that use something.
+func (s *state) setUsed(nodeID string, u usage) {
+	if u == (usage{}) {
+		delete(s.nodeUsed, nodeID)
+	} else {
+		s.nodeUsed[nodeID] = u
+	}
+}

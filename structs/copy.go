@@ -1,0 +1,55 @@
+package structs
+
+import (
+	"maps"
+	"slices"
+)
+
+// Copy returns a deep copy of the node: its labels, GPUs and their NVLink
+// peers are copied, so changing the copy never changes the original. A nil
+// node copies to nil.
+func (n *Node) Copy() *Node {
+	if n == nil {
+		return nil
+	}
+	c := *n
+	c.Labels = maps.Clone(n.Labels)
+	if n.GPUs != nil {
+		c.GPUs = make([]GPU, len(n.GPUs))
+		for i, g := range n.GPUs {
+			g.NVLinkPeers = slices.Clone(g.NVLinkPeers)
+			c.GPUs[i] = g
+		}
+	}
+	return &c
+}
+
+// Copy returns a deep copy of the spec: its command, environment and
+// constraints are copied.
+func (s JobSpec) Copy() JobSpec {
+	s.Command = slices.Clone(s.Command)
+	s.Env = maps.Clone(s.Env)
+	s.Constraints = maps.Clone(s.Constraints)
+	return s
+}
+
+// Copy returns a deep copy of the job, spec included. A nil job copies to nil.
+func (j *Job) Copy() *Job {
+	if j == nil {
+		return nil
+	}
+	c := *j
+	c.Spec = j.Spec.Copy()
+	return &c
+}
+
+// Copy returns a deep copy of the allocation, GPU list included. A nil
+// allocation copies to nil.
+func (a *Allocation) Copy() *Allocation {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	c.GPUs = slices.Clone(a.GPUs)
+	return &c
+}
