@@ -1,0 +1,309 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+)
+
+// Server is one member of the raft configuration.
+type Server struct {
+	ID      string
+	Address string
+	Voter   bool
+}
+
+// openRaft opens the stores and transport, bootstraps if asked and starts
+// raft with conf. On error everything it opened is closed again.
+func (c *Cluster) openRaft(conf *raft.Config, advertise net.Addr) error {
+	dir := filepath.Join(c.cfg.DataDir, "raft")
+	// The snapshot store would create snapshots/ with mode 0755; make it
+	// (and its parents) 0700 first.
+	if err := os.MkdirAll(filepath.Join(dir, "snapshots"), 0o700); err != nil {
+		return fmt.Errorf("create raft dir %s: %w", dir, err)
+	}
+	rlog := c.logger.Named("raft")
+
+	c.storePath = filepath.Join(dir, "raft.db")
+	boltOpts := *bbolt.DefaultOptions
+	boltOpts.Timeout = storeOpenTimeout
+	store, err := raftboltdb.New(raftboltdb.Options{Path: c.storePath, BoltOptions: &boltOpts})
+	if errors.Is(err, bbolt.ErrTimeout) {
+		err = ErrStoreLocked
+	}
+	if err != nil {
+		return fmt.Errorf("open raft store %s: %w", c.storePath, err)
+	}
+	c.store = store
+
+	logs, err := raft.NewLogCache(logCacheSize, store)
+	if err != nil {
+		_ = store.Close()
+		return fmt.Errorf("create raft log cache: %w", err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetain, rlog)
+	if err != nil {
+		_ = store.Close()
+		return fmt.Errorf("open snapshot store %s: %w", dir, err)
+	}
+	trans, err := raft.NewTCPTransportWithLogger(c.cfg.RaftBind, advertise, transportPool, transportTimeout, rlog)
+	if err != nil {
+		_ = store.Close()
+		return fmt.Errorf("listen for raft on %s: %w", c.cfg.RaftBind, err)
+	}
+	c.transport = trans
+
+	fail := func(err error) error {
+		_ = trans.Close()
+		_ = store.Close()
+		return err
+	}
+	if c.cfg.Bootstrap {
+		if err := bootstrap(conf, logs, store, snaps, trans); err != nil {
+			return fail(err)
+		}
+	}
+	r, err := raft.NewRaft(conf, c.cfg.FSM, logs, store, snaps, trans)
+	if err != nil {
+		return fail(fmt.Errorf("start raft: %w", err))
+	}
+	c.raft = r
+	c.logger.Info("raft started", "id", c.cfg.NodeID, "addr", trans.LocalAddr(), "dir", dir)
+	return nil
+}
+
+// bootstrap writes a one-voter configuration of this node, unless the
+// stores already hold raft state (a restart, or a node that joined a
+// cluster earlier): bootstrapping those again would fork the cluster.
+func bootstrap(conf *raft.Config, logs raft.LogStore, stable raft.StableStore,
+	snaps raft.SnapshotStore, trans *raft.NetworkTransport) error {
+	existing, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		return fmt.Errorf("check existing raft state: %w", err)
+	}
+	if existing {
+		conf.Logger.Info("existing raft state found, not bootstrapping")
+		return nil
+	}
+	servers := raft.Configuration{Servers: []raft.Server{{
+		Suffrage: raft.Voter,
+		ID:       conf.LocalID,
+		Address:  trans.LocalAddr(),
+	}}}
+	if err := raft.BootstrapCluster(conf, logs, stable, snaps, trans, servers); err != nil {
+		return fmt.Errorf("bootstrap raft: %w", err)
+	}
+	conf.Logger.Info("bootstrapped a one-voter cluster", "id", conf.LocalID)
+	return nil
+}
+
+// shutdownRaft stops raft, then closes the transport and the store (raft
+// must stop first: it uses both until it does).
+func (c *Cluster) shutdownRaft() []error {
+	var errs []error
+	if err := c.raft.Shutdown().Error(); err != nil {
+		errs = append(errs, fmt.Errorf("shut down raft: %w", err))
+	}
+	// Close pooled outbound connections too: the transport keeps them,
+	// and each one holds a reader goroutine open on the peer.
+	c.transport.CloseStreams()
+	if err := c.transport.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close raft transport: %w", err))
+	}
+	if err := c.store.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("close raft store %s: %w", c.storePath, err))
+	}
+	return errs
+}
+
+// Apply commits cmd through raft and returns what the FSM's Apply returned.
+// If the FSM returned an error value, that error is returned as is, so
+// errors.Is works on it. On a follower it returns ErrNotLeader.
+func (c *Cluster) Apply(cmd []byte, timeout time.Duration) (any, error) {
+	var f raft.ApplyFuture
+	err := c.wait(func() raft.Future {
+		f = c.raft.Apply(cmd, timeout)
+		return f
+	})
+	if err != nil {
+		return nil, fmt.Errorf("apply: %w", err)
+	}
+	resp := f.Response()
+	if err, ok := resp.(error); ok {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// LeaderEvents delivers true when this node becomes leader and false when
+// it stops being leader. The channel (buffer 16) is never closed. Raft
+// blocks when it is full, so exactly one consumer must drain it for the
+// life of the Cluster.
+func (c *Cluster) LeaderEvents() <-chan bool { return c.notifyCh }
+
+// IsLeader reports whether this node is the leader right now.
+func (c *Cluster) IsLeader() bool { return c.raft.State() == raft.Leader }
+
+// Leader returns the raft address and ID of the leader this node knows of,
+// or empty strings if it knows none.
+func (c *Cluster) Leader() (addr, id string) {
+	a, i := c.raft.LeaderWithID()
+	return string(a), string(i)
+}
+
+// Addr returns the raft address other members dial to reach this node.
+func (c *Cluster) Addr() string { return string(c.transport.LocalAddr()) }
+
+// WaitForLeader waits until this node knows a leader (itself or another).
+// It polls briefly and gives up with ErrNoLeader when ctx ends, or with
+// ErrShutdown when Shutdown starts.
+func (c *Cluster) WaitForLeader(ctx context.Context) error {
+	tick := time.NewTicker(leaderPoll)
+	defer tick.Stop()
+	for {
+		if c.isStopped() {
+			return fmt.Errorf("wait for leader: %w", ErrShutdown)
+		}
+		if addr, _ := c.raft.LeaderWithID(); addr != "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for leader: %w: %w", ErrNoLeader, ctx.Err())
+		case <-c.stopped:
+		case <-tick.C:
+		}
+	}
+}
+
+// Barrier returns once every entry committed before it has been applied to
+// the local FSM. Leader only.
+func (c *Cluster) Barrier(timeout time.Duration) error {
+	if err := c.wait(func() raft.Future { return c.raft.Barrier(timeout) }); err != nil {
+		return fmt.Errorf("barrier: %w", err)
+	}
+	return nil
+}
+
+// AppliedIndex returns the index of the last entry applied to the local FSM.
+func (c *Cluster) AppliedIndex() uint64 { return c.raft.AppliedIndex() }
+
+// Snapshot asks raft to snapshot the FSM now and compact the log.
+func (c *Cluster) Snapshot() error {
+	if err := c.wait(func() raft.Future { return c.raft.Snapshot() }); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return nil
+}
+
+// Servers returns the latest raft configuration, committed or not.
+func (c *Cluster) Servers() ([]Server, error) {
+	var f raft.ConfigurationFuture
+	err := c.wait(func() raft.Future {
+		f = c.raft.GetConfiguration()
+		return f
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get raft configuration: %w", err)
+	}
+	conf := f.Configuration()
+	out := make([]Server, 0, len(conf.Servers))
+	for _, s := range conf.Servers {
+		out = append(out, Server{ID: string(s.ID), Address: string(s.Address), Voter: s.Suffrage == raft.Voter})
+	}
+	return out, nil
+}
+
+// AddNonvoter adds a member that replicates the full log but does not vote,
+// or updates its address. Leader only.
+func (c *Cluster) AddNonvoter(id, addr string) error {
+	if err := checkServer(id, addr); err != nil {
+		return fmt.Errorf("add nonvoter: %w", err)
+	}
+	err := c.wait(func() raft.Future {
+		return c.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, membershipWait)
+	})
+	if err != nil {
+		return fmt.Errorf("add nonvoter %s at %s: %w", id, addr, err)
+	}
+	return nil
+}
+
+// AddVoter adds a voting member, or promotes a non-voter. Leader only.
+func (c *Cluster) AddVoter(id, addr string) error {
+	if err := checkServer(id, addr); err != nil {
+		return fmt.Errorf("add voter: %w", err)
+	}
+	err := c.wait(func() raft.Future {
+		return c.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, membershipWait)
+	})
+	if err != nil {
+		return fmt.Errorf("add voter %s at %s: %w", id, addr, err)
+	}
+	return nil
+}
+
+// RemoveServer removes a member from the raft configuration. Leader only.
+// The removed node's raft keeps running without a vote until its own
+// Shutdown (ShutdownOnRemove is off), so it never hangs its callers.
+func (c *Cluster) RemoveServer(id string) error {
+	if id == "" {
+		return fmt.Errorf("remove server: %w: empty id", ErrInvalidServer)
+	}
+	err := c.wait(func() raft.Future {
+		return c.raft.RemoveServer(raft.ServerID(id), 0, membershipWait)
+	})
+	if err != nil {
+		return fmt.Errorf("remove server %s: %w", id, err)
+	}
+	return nil
+}
+
+// LeadershipTransfer hands leadership to the most up-to-date voter and
+// returns once it has (or the attempt failed). Leader only.
+func (c *Cluster) LeadershipTransfer() error {
+	if err := c.wait(func() raft.Future { return c.raft.LeadershipTransfer() }); err != nil {
+		return fmt.Errorf("leadership transfer: %w", err)
+	}
+	return nil
+}
+
+// Stats returns raft's counters (state, term, indexes, configuration).
+func (c *Cluster) Stats() map[string]string { return c.raft.Stats() }
+
+// wait starts a raft operation, unless Shutdown has started, and waits for
+// its future. It returns ErrShutdown as soon as Shutdown starts, because
+// raft leaves futures that were still queued unanswered; the goroutine
+// waiting on such a future then stays until the process exits.
+func (c *Cluster) wait(start func() raft.Future) error {
+	if c.isStopped() {
+		return ErrShutdown
+	}
+	f := start()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return translate(err)
+	case <-c.stopped:
+		return ErrShutdown
+	}
+}
+
+func checkServer(id, addr string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty id", ErrInvalidServer)
+	case addr == "":
+		return fmt.Errorf("%w: empty address for %s", ErrInvalidServer, id)
+	}
+	return nil
+}
