@@ -1,0 +1,338 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/skein-dev/skein/agent/runner"
+	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/gpu"
+	"github.com/skein-dev/skein/structs"
+)
+
+// applyTimeout bounds one Raft write.
+const applyTimeout = 10 * time.Second
+
+// Agent is one running skein node.
+type Agent struct {
+	cfg     Config
+	logger  hclog.Logger
+	nodeID  string
+	dataDir string
+	tempDir bool // dataDir was made for this run and is removed at shutdown
+
+	inv     gpu.Inventory
+	fsm     *fsm.FSM
+	raft    *cluster.Cluster
+	runner  *runner.Runner
+	reports *reporter
+	// stopping holds the allocations asked to stop; only localLoop uses it.
+	stopping map[string]bool
+
+	listener net.Listener
+	server   *http.Server
+
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	shutdown sync.Once
+}
+
+// New starts an agent: it opens the data dir, discovers GPUs, starts Raft,
+// registers the node, re-adopts jobs left running by a previous run, and
+// serves the API. Call Shutdown to stop it.
+func New(cfg Config) (*Agent, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, logger: cfg.Logger}
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	if err := a.start(); err != nil {
+		a.Shutdown()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *Agent) start() error {
+	if err := a.openDataDir(); err != nil {
+		return err
+	}
+	fallback := "none"
+	if a.cfg.Dev {
+		fallback = DevGPUs
+	}
+	inv, err := gpu.Discover(a.cfg.GPUs, a.nodeID, fallback)
+	if err != nil {
+		return err
+	}
+	a.inv = inv
+	if inv.Note != "" {
+		a.logger.Warn(inv.Note)
+	}
+
+	a.fsm = fsm.New(a.logger.Named("fsm"))
+	a.raft, err = cluster.New(cluster.Config{
+		NodeID:        a.nodeID,
+		DataDir:       a.dataDir,
+		RaftBind:      net.JoinHostPort(a.cfg.BindAddr, portString(a.cfg.RaftPort)),
+		RaftAdvertise: a.raftAdvertise(),
+		FSM:           a.fsm,
+		Logger:        a.logger,
+		Bootstrap:     true,
+		Timing:        a.cfg.Timing,
+	})
+	if err != nil {
+		return err
+	}
+
+	if err := a.listen(); err != nil {
+		return err
+	}
+
+	a.reports = newReporter(a)
+	a.runner, err = runner.New(runner.Config{
+		AllocDir:      a.allocDir(),
+		SupervisorCmd: a.supervisorCmd(),
+		KillGrace:     a.cfg.KillGrace,
+		Report:        a.reports.add,
+		Logger:        a.logger.Named("runner"),
+	})
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
+	defer cancel()
+	if err := a.raft.WaitForLeader(ctx); err != nil {
+		return fmt.Errorf("wait for a raft leader: %w", err)
+	}
+	if err := a.register(); err != nil {
+		return err
+	}
+	adopted, err := a.runner.Restore()
+	if err != nil {
+		return fmt.Errorf("restore running jobs: %w", err)
+	}
+	if len(adopted) > 0 {
+		a.logger.Info("re-adopted running jobs", "allocations", len(adopted))
+	}
+
+	a.goLoop(a.reports.run)
+	a.goLoop(a.localLoop)
+	a.goLoop(a.leaderLoop)
+	a.goLoop(a.serve)
+	a.logger.Info("agent started", "node", a.cfg.Name, "id", structs.ShortID(a.nodeID),
+		"api", a.HTTPAddr(), "data_dir", a.dataDir, "gpus", a.gpuSummary())
+	return nil
+}
+
+func (a *Agent) goLoop(f func()) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		f()
+	}()
+}
+
+// openDataDir creates the data dir (0700) and loads or creates the node ID.
+func (a *Agent) openDataDir() error {
+	a.dataDir = a.cfg.DataDir
+	if a.dataDir == "" {
+		if !a.cfg.Dev {
+			return errors.New("--data-dir is required outside dev mode")
+		}
+		dir, err := os.MkdirTemp("", "skein-dev-")
+		if err != nil {
+			return fmt.Errorf("make a temporary data dir: %w", err)
+		}
+		a.dataDir, a.tempDir = dir, true
+	}
+	if err := os.MkdirAll(a.dataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir %s: %w", a.dataDir, err)
+	}
+	if err := os.Chmod(a.dataDir, 0o700); err != nil {
+		return fmt.Errorf("restrict data dir %s: %w", a.dataDir, err)
+	}
+	idPath := filepath.Join(a.dataDir, "node-id")
+	b, err := os.ReadFile(idPath)
+	switch {
+	case err == nil:
+		a.nodeID = strings.TrimSpace(string(b))
+		if a.nodeID == "" {
+			return fmt.Errorf("node id file %s is empty", idPath)
+		}
+	case errors.Is(err, os.ErrNotExist):
+		a.nodeID = structs.NewID()
+		if err := os.WriteFile(idPath, []byte(a.nodeID+"\n"), 0o600); err != nil {
+			return fmt.Errorf("write node id %s: %w", idPath, err)
+		}
+	default:
+		return fmt.Errorf("read node id %s: %w", idPath, err)
+	}
+	return nil
+}
+
+func (a *Agent) allocDir() string { return filepath.Join(a.dataDir, "allocs") }
+
+func (a *Agent) supervisorCmd() []string {
+	if a.cfg.SupervisorCmd != nil {
+		return a.cfg.SupervisorCmd
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	return []string{exe, "supervise"}
+}
+
+func (a *Agent) raftAdvertise() string {
+	if a.cfg.RaftPort < 0 {
+		return "" // the bound address, known once listening
+	}
+	return net.JoinHostPort(a.cfg.AdvertiseAddr, portString(a.cfg.RaftPort))
+}
+
+func (a *Agent) listen() error {
+	addr := net.JoinHostPort(a.cfg.BindAddr, portString(a.cfg.HTTPPort))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen for the API on %s: %w", addr, err)
+	}
+	a.listener = l
+	a.server = &http.Server{
+		Handler:           a.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          a.logger.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+	}
+	return nil
+}
+
+func (a *Agent) serve() {
+	if err := a.server.Serve(a.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		a.logger.Error("api server stopped", "error", err)
+	}
+}
+
+// HTTPAddr is the base URL of this agent's API.
+func (a *Agent) HTTPAddr() string {
+	port := a.listener.Addr().(*net.TCPAddr).Port
+	return "http://" + net.JoinHostPort(a.cfg.AdvertiseAddr, fmt.Sprint(port))
+}
+
+// NodeID is this node's stable ID.
+func (a *Agent) NodeID() string { return a.nodeID }
+
+// DataDir is where this agent keeps its state.
+func (a *Agent) DataDir() string { return a.dataDir }
+
+// register records this node's inventory in the replicated state.
+func (a *Agent) register() error {
+	cpus, mem := a.cfg.CPUs, a.cfg.MemoryMiB
+	if cpus == 0 {
+		cpus = runtime.NumCPU()
+	}
+	if mem == 0 {
+		mem = hostMemoryMiB()
+	}
+	node := structs.Node{
+		ID:   a.nodeID,
+		Name: a.cfg.Name,
+		Addresses: structs.Addresses{
+			HTTP: a.HTTPAddr(),
+			Raft: a.raft.Addr(),
+		},
+		Labels:    a.cfg.Labels,
+		CPUs:      cpus,
+		MemoryMiB: mem,
+		GPUs:      a.inv.GPUs,
+		GPUSource: a.inv.Source,
+		Status:    structs.NodeReady,
+		Version:   structs.Version,
+	}
+	_, err := a.apply(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: node, At: now()})
+	if err != nil {
+		return fmt.Errorf("register node: %w", err)
+	}
+	return nil
+}
+
+// apply writes one message through Raft and returns what the FSM returned.
+func (a *Agent) apply(t structs.MessageType, msg any) (any, error) {
+	buf, err := structs.Encode(t, msg)
+	if err != nil {
+		return nil, err
+	}
+	return a.raft.Apply(buf, applyTimeout)
+}
+
+func (a *Agent) gpuSummary() string {
+	if len(a.inv.GPUs) == 0 {
+		return "none"
+	}
+	s := fmt.Sprintf("%d x %s (%s)", len(a.inv.GPUs), a.inv.GPUs[0].Model, structs.FormatMiB(a.inv.GPUs[0].MemoryMiB))
+	if a.inv.Source == "simulated" {
+		s += ", simulated"
+	}
+	return s
+}
+
+// Shutdown stops the agent. Jobs keep running under their supervisors and
+// are re-adopted by the next agent on the same data dir, except in dev mode
+// with a temporary data dir, where they are stopped and the dir is removed.
+func (a *Agent) Shutdown() {
+	a.shutdown.Do(func() {
+		if a.tempDir && a.runner != nil {
+			a.stopAllJobs()
+		}
+		if a.server != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = a.server.Shutdown(ctx)
+			cancel()
+		} else if a.listener != nil {
+			_ = a.listener.Close()
+		}
+		a.cancel()
+		a.wg.Wait()
+		if a.runner != nil {
+			a.runner.Shutdown()
+		}
+		if a.raft != nil {
+			if err := a.raft.Shutdown(); err != nil {
+				a.logger.Error("raft shutdown", "error", err)
+			}
+		}
+		if a.tempDir {
+			_ = os.RemoveAll(a.dataDir)
+		}
+	})
+}
+
+// stopAllJobs stops every local job and waits (bounded) for them to end.
+func (a *Agent) stopAllJobs() {
+	for _, id := range a.runner.Tracked() {
+		a.runner.Stop(id, "agent shutting down")
+	}
+	deadline := time.Now().Add(a.cfg.KillGrace + 2*time.Second)
+	for len(a.runner.Tracked()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func now() time.Time { return time.Now().UTC() }
+
+// Name is this node's name.
+func (a *Agent) Name() string { return a.cfg.Name }

@@ -1,0 +1,150 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/skein-dev/skein/cluster"
+)
+
+// Default ports (DESIGN.md §8).
+const (
+	DefaultHTTPPort = 7470
+	DefaultRaftPort = 7471
+)
+
+// DevGPUs is the simulated inventory a dev agent uses when NVML is absent.
+const DevGPUs = "sim:8xH100-80"
+
+// Config is everything an agent needs to start. Zero values mean defaults.
+type Config struct {
+	// Dev runs a one-node cluster on loopback, with data in a temporary
+	// directory unless DataDir is set and simulated GPUs when NVML is absent.
+	Dev     bool
+	Name    string // node name; default the host name
+	DataDir string
+	// BindAddr is the IP the HTTP API and Raft listen on; AdvertiseAddr is
+	// the IP other nodes use to reach this one (default BindAddr).
+	BindAddr      string
+	AdvertiseAddr string
+	HTTPPort      int // 0 = DefaultHTTPPort; -1 = any free port (tests)
+	RaftPort      int // 0 = DefaultRaftPort; -1 = any free port (tests)
+	// GPUs is the --gpus mode: auto, nvml, none or sim:COUNTxMODEL[-MEMGB].
+	GPUs   string
+	Labels map[string]string
+	// CPUs and MemoryMiB override the detected node capacity (0 = detect).
+	CPUs      int
+	MemoryMiB int64
+	// Token, when set, is required on every API request. A non-loopback API
+	// without a token is refused unless Insecure is set.
+	Token    string
+	Insecure bool
+	// KillGrace is the time between SIGTERM and SIGKILL when a job is stopped.
+	KillGrace time.Duration
+	// SupervisorCmd starts an allocation's supervisor (the alloc dir is
+	// appended); nil means this executable with "supervise".
+	SupervisorCmd []string
+	// Timing overrides the Raft timeouts (tests tighten them).
+	Timing cluster.Timing
+	Logger hclog.Logger
+}
+
+// Config errors.
+var (
+	ErrNoToken     = errors.New("refusing to serve the API beyond loopback without a token: set --token (or SKEIN_TOKEN), or pass --insecure")
+	ErrBadBindAddr = errors.New("invalid bind address")
+)
+
+// withDefaults returns a copy of cfg with defaults filled in, or an error
+// naming the setting that is wrong.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Dev && cfg.BindAddr == "" {
+		cfg.BindAddr = "127.0.0.1"
+	}
+	if cfg.BindAddr == "" {
+		cfg.BindAddr = "0.0.0.0"
+	}
+	bind := net.ParseIP(cfg.BindAddr)
+	if bind == nil {
+		return cfg, fmt.Errorf("--bind %q: %w: want an IP address", cfg.BindAddr, ErrBadBindAddr)
+	}
+	if cfg.Dev && !bind.IsLoopback() {
+		return cfg, fmt.Errorf("--bind %q: dev mode listens on loopback only", cfg.BindAddr)
+	}
+	if !bind.IsLoopback() && cfg.Token == "" && !cfg.Insecure {
+		return cfg, ErrNoToken
+	}
+	if cfg.AdvertiseAddr == "" {
+		cfg.AdvertiseAddr = cfg.BindAddr
+		if bind.IsUnspecified() {
+			ip, err := firstPrivateIP()
+			if err != nil {
+				return cfg, fmt.Errorf("--advertise: none given and %w", err)
+			}
+			cfg.AdvertiseAddr = ip
+		}
+	}
+	if ip := net.ParseIP(cfg.AdvertiseAddr); ip == nil || ip.IsUnspecified() {
+		return cfg, fmt.Errorf("--advertise %q: want a reachable IP address", cfg.AdvertiseAddr)
+	}
+	if cfg.HTTPPort == 0 {
+		cfg.HTTPPort = DefaultHTTPPort
+	}
+	if cfg.RaftPort == 0 {
+		cfg.RaftPort = DefaultRaftPort
+	}
+	for name, p := range map[string]int{"--http-port": cfg.HTTPPort, "--raft-port": cfg.RaftPort} {
+		if p < -1 || p > 65535 {
+			return cfg, fmt.Errorf("%s %d: out of range 1..65535", name, p)
+		}
+	}
+	if cfg.GPUs == "" {
+		cfg.GPUs = "auto"
+	}
+	if cfg.Name == "" {
+		h, err := os.Hostname()
+		if err != nil || h == "" {
+			h = "skein"
+		}
+		cfg.Name = h
+	}
+	if cfg.KillGrace == 0 {
+		cfg.KillGrace = 10 * time.Second
+	}
+	if cfg.KillGrace < 0 {
+		return cfg, fmt.Errorf("--kill-grace %s: must not be negative", cfg.KillGrace)
+	}
+	if cfg.CPUs < 0 || cfg.MemoryMiB < 0 {
+		return cfg, errors.New("--cpus and --memory must not be negative")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "skein", Level: hclog.Info})
+	}
+	return cfg, nil
+}
+
+// firstPrivateIP picks the address to advertise when bound to 0.0.0.0.
+func firstPrivateIP() (string, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return "", fmt.Errorf("list interfaces: %w", err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			return n.IP.String(), nil
+		}
+	}
+	return "", errors.New("no non-loopback IPv4 address found")
+}
+
+func portString(p int) string {
+	if p < 0 {
+		return "0"
+	}
+	return fmt.Sprint(p)
+}

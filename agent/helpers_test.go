@@ -1,0 +1,131 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/structs"
+)
+
+// testConfig is a dev-like agent on loopback with free ports, 4 simulated
+// GPUs, fast Raft timings and the test binary as supervisor.
+func testConfig(t testing.TB, dataDir string) Config {
+	t.Helper()
+	os.Setenv(superviseEnv, "1") // inherited by supervisors the runner starts
+	t.Cleanup(func() { os.Unsetenv(superviseEnv) })
+	return Config{
+		Name:          "test-node",
+		DataDir:       dataDir,
+		BindAddr:      "127.0.0.1",
+		HTTPPort:      -1,
+		RaftPort:      freePort(t),
+		GPUs:          "sim:4xH100-80",
+		KillGrace:     time.Second,
+		SupervisorCmd: []string{os.Args[0]},
+		Timing: cluster.Timing{
+			HeartbeatTimeout:   200 * time.Millisecond,
+			ElectionTimeout:    200 * time.Millisecond,
+			LeaderLeaseTimeout: 100 * time.Millisecond,
+			CommitTimeout:      5 * time.Millisecond,
+		},
+		Logger: hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Warn, Output: hclogWriter{t}}),
+	}
+}
+
+// hclogWriter sends agent logs to the test log, shown only on failure.
+type hclogWriter struct{ t testing.TB }
+
+func (w hclogWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func startAgent(t *testing.T, cfg Config) (*Agent, *api.Client) {
+	t.Helper()
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatalf("start agent: %v", err)
+	}
+	t.Cleanup(a.Shutdown)
+	c, err := api.NewClient(a.HTTPAddr(), cfg.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, c
+}
+
+func submit(t *testing.T, c *api.Client, gpus int, argv ...string) *structs.Job {
+	t.Helper()
+	job, err := c.SubmitJob(context.Background(), api.SubmitRequest{
+		RequestID: structs.NewID(),
+		Spec:      structs.JobSpec{Command: argv, GPUs: gpus},
+	})
+	if err != nil {
+		t.Fatalf("submit %v: %v", argv, err)
+	}
+	return job
+}
+
+// waitFor polls cond until it returns nil or the deadline passes, then fails
+// with cond's last error.
+func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitJobState(t *testing.T, c *api.Client, id string, want structs.JobState) *api.JobDetail {
+	t.Helper()
+	var d *api.JobDetail
+	waitFor(t, 15*time.Second, func() error {
+		var err error
+		d, err = c.Job(context.Background(), id)
+		if err != nil {
+			return err
+		}
+		if d.Job.State != want {
+			return fmt.Errorf("job %s is %s (%s), want %s", structs.ShortID(id), d.Job.State, d.Job.Reason, want)
+		}
+		return nil
+	})
+	return d
+}
+
+func logs(t *testing.T, c *api.Client, id, stream string) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := c.Logs(context.Background(), id, api.LogOptions{Stream: stream}, &b); err != nil {
+		t.Fatalf("logs %s: %v", stream, err)
+	}
+	return b.String()
+}
+
+func writeFile(path string) error { return os.WriteFile(path, nil, 0o600) }

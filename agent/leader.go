@@ -1,0 +1,131 @@
+package agent
+
+import (
+	"time"
+
+	"github.com/skein-dev/skein/sched"
+	"github.com/skein-dev/skein/structs"
+)
+
+// leaderLoop follows Raft leadership events: while this node leads it runs
+// the scheduler; when leadership goes, scheduling stops with it.
+func (a *Agent) leaderLoop() {
+	var stop chan struct{}
+	var done chan struct{}
+	stopLeading := func() {
+		if stop != nil {
+			close(stop)
+			<-done
+			stop, done = nil, nil
+			a.logger.Info("leadership lost; scheduling stopped")
+		}
+	}
+	defer stopLeading()
+	// Leadership gained before this loop started is not lost: check once.
+	leading := a.raft.IsLeader()
+	for {
+		if leading && stop == nil {
+			stop, done = make(chan struct{}), make(chan struct{})
+			go func(stop, done chan struct{}) {
+				defer close(done)
+				a.lead(stop)
+			}(stop, done)
+		} else if !leading {
+			stopLeading()
+		}
+		select {
+		case <-a.ctx.Done():
+			return
+		case leading = <-a.raft.LeaderEvents():
+		}
+	}
+}
+
+// lead runs the leader's duties until stop closes: a barrier so the FSM holds
+// every committed entry, then the scheduling loop.
+func (a *Agent) lead(stop <-chan struct{}) {
+	for {
+		err := a.raft.Barrier(applyTimeout)
+		if err == nil {
+			break
+		}
+		a.logger.Warn("leader barrier failed; retrying", "error", err)
+		select {
+		case <-stop:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	a.logger.Info("leading: scheduling started")
+	for {
+		_, changed := a.fsm.Watch()
+		rejected, err := a.schedule()
+		if err != nil || rejected {
+			// A failed write, or placements the FSM refused: give the
+			// state a moment to move on instead of spinning on it.
+			if err != nil {
+				a.logger.Warn("scheduling pass failed", "error", err)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		select {
+		case <-stop:
+			return
+		case <-changed:
+		}
+	}
+}
+
+// schedule runs one pass: every queued job, one plan, one Raft entry. The
+// FSM re-checks the plan on committed state, so a stale view can only cost
+// a rejected placement, never a double-used GPU. It reports whether the
+// FSM rejected any placement.
+func (a *Agent) schedule() (bool, error) {
+	view := a.fsm.State()
+	if len(view.Queued) == 0 {
+		return false, nil
+	}
+	plan := sched.Place(view, view.Queued)
+	at := now()
+	for i := range plan.Placements {
+		for j := range plan.Placements[i].Allocations {
+			alloc := &plan.Placements[i].Allocations[j]
+			alloc.ID = structs.NewID()
+			alloc.CreatedAt = at
+		}
+	}
+	plan.Blocked = changedReasons(view.Queued, plan.Blocked)
+	if len(plan.Placements) == 0 && len(plan.Blocked) == 0 {
+		return false, nil
+	}
+	resp, err := a.apply(structs.PlanApplyType, structs.PlanApplyRequest{Plan: plan, At: at})
+	if err != nil {
+		return false, err
+	}
+	if res, ok := resp.(*structs.PlanResult); ok && len(res.Rejected) > 0 {
+		a.logger.Warn("placements rejected on commit", "count", len(res.Rejected), "first", res.Rejected[0].Reason)
+		return true, nil
+	}
+	return false, nil
+}
+
+// changedReasons keeps only the blocked entries whose reason differs from
+// what the job already says, so an idle cluster writes nothing.
+func changedReasons(queued []*structs.Job, blocked []structs.JobBlocked) []structs.JobBlocked {
+	current := make(map[string]string, len(queued))
+	for _, j := range queued {
+		current[j.ID] = j.Reason
+	}
+	out := blocked[:0]
+	for _, b := range blocked {
+		if current[b.JobID] != b.Reason {
+			out = append(out, b)
+		}
+	}
+	return out
+}

@@ -1,0 +1,88 @@
+package agent
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/skein-dev/skein/agent/runner"
+	"github.com/skein-dev/skein/structs"
+)
+
+// localLoop makes this node's processes match its allocations in the local
+// FSM: it starts what is committed to run here and stops what should stop.
+// It acts only on applied state (DESIGN.md §1.4).
+func (a *Agent) localLoop() {
+	a.stopping = make(map[string]bool)
+	for {
+		_, changed := a.fsm.Watch()
+		a.reconcileLocal()
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+// reconcileLocal compares this node's live allocations with what the runner
+// tracks. An allocation directory on disk means the runner has already
+// handled the allocation (started, adopted, or reported it after a restart),
+// so the loop never starts one twice.
+func (a *Agent) reconcileLocal() {
+	tracked := a.runner.Tracked()
+	for id := range a.stopping {
+		if !slices.Contains(tracked, id) {
+			delete(a.stopping, id)
+		}
+	}
+	for _, alloc := range a.fsm.NodeAllocs(a.nodeID) {
+		if !alloc.Live() || a.reports.inFlight(alloc.ID) {
+			continue
+		}
+		isTracked := slices.Contains(tracked, alloc.ID)
+		switch {
+		case isTracked && alloc.DesiredState == structs.DesiredStop:
+			if !a.stopping[alloc.ID] {
+				a.stopping[alloc.ID] = true
+				a.runner.Stop(alloc.ID, stopReason(alloc))
+			}
+		case isTracked || a.hasAllocDir(alloc.ID):
+			// Running, or its outcome is on its way from the runner.
+		case alloc.DesiredState == structs.DesiredStop:
+			a.reports.add(structs.AllocUpdate{AllocID: alloc.ID, State: structs.AllocKilled,
+				ExitCode: -1, Reason: "stopped before it started", At: now()})
+		case alloc.State == structs.AllocRunning:
+			a.reports.add(structs.AllocUpdate{AllocID: alloc.ID, State: structs.AllocLost,
+				ExitCode: -1, Reason: "lost: the agent restarted and found no trace of the process", At: now()})
+		default:
+			a.startAlloc(alloc)
+		}
+	}
+}
+
+func (a *Agent) startAlloc(alloc *structs.Allocation) {
+	job, ok := a.fsm.Job(alloc.JobID)
+	if !ok {
+		return
+	}
+	err := a.runner.Start(runner.Task{Alloc: *alloc, Job: *job, NodeName: a.cfg.Name})
+	if err != nil {
+		a.logger.Error("start allocation", "alloc", structs.ShortID(alloc.ID), "error", err)
+		a.reports.add(structs.AllocUpdate{AllocID: alloc.ID, State: structs.AllocFailed,
+			ExitCode: -1, Reason: "start failed: " + err.Error(), At: now()})
+	}
+}
+
+func (a *Agent) hasAllocDir(id string) bool {
+	_, err := os.Stat(filepath.Join(a.allocDir(), id))
+	return !errors.Is(err, os.ErrNotExist)
+}
+
+func stopReason(alloc *structs.Allocation) string {
+	if alloc.Reason != "" {
+		return alloc.Reason
+	}
+	return "stop requested"
+}

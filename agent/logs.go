@@ -1,0 +1,138 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/structs"
+)
+
+// logPoll is how often a followed log is checked for new output when the
+// state has not changed.
+const logPoll = 200 * time.Millisecond
+
+// handleLogs streams one stream of one rank of a job's newest attempt.
+func (a *Agent) handleLogs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	rank := 0
+	if s := q.Get("rank"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n >= structs.MaxNodes {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("rank %q: want a number in 0..%d", s, structs.MaxNodes-1))
+			return
+		}
+		rank = n
+	}
+	stream := q.Get("stream")
+	if stream == "" {
+		stream = api.StreamStdout
+	}
+	if stream != api.StreamStdout && stream != api.StreamStderr {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("stream %q: want stdout or stderr", stream))
+		return
+	}
+	follow := q.Get("follow") == "true"
+	job, err := a.fsm.FindJob(r.PathValue("id"))
+	if err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	if rank >= job.Spec.Nodes {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("rank %d: job %s has ranks 0..%d", rank, structs.ShortID(job.ID), job.Spec.Nodes-1))
+		return
+	}
+
+	alloc, err := a.waitForAlloc(r, job.ID, rank, follow)
+	if err != nil {
+		writeError(w, http.StatusNotFound, err)
+		return
+	}
+	if alloc.NodeID != a.nodeID {
+		writeError(w, http.StatusNotImplemented, fmt.Errorf("rank %d of job %s ran on another node; ask that node's agent", rank, structs.ShortID(job.ID)))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	if err := a.copyLog(w, r, alloc.ID, stream, follow); err != nil {
+		a.logger.Debug("log stream ended", "alloc", structs.ShortID(alloc.ID), "error", err)
+	}
+}
+
+// waitForAlloc finds the newest allocation of a rank; when following a job
+// that is still queued it waits for one to be placed.
+func (a *Agent) waitForAlloc(r *http.Request, jobID string, rank int, follow bool) (*structs.Allocation, error) {
+	for {
+		_, changed := a.fsm.Watch()
+		var newest *structs.Allocation
+		for _, alloc := range a.fsm.Allocs(jobID) {
+			if alloc.Rank == rank && (newest == nil || alloc.Attempt > newest.Attempt) {
+				newest = alloc
+			}
+		}
+		if newest != nil {
+			return newest, nil
+		}
+		job, ok := a.fsm.Job(jobID)
+		if !follow || !ok || job.State.Terminal() {
+			return nil, fmt.Errorf("job %s has not started, so it has no logs yet", structs.ShortID(jobID))
+		}
+		select {
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		case <-a.ctx.Done():
+			return nil, errors.New("agent shutting down")
+		case <-changed:
+		}
+	}
+}
+
+// copyLog writes the log file to w; when following it keeps writing new
+// output until the allocation is over and everything was sent.
+func (a *Agent) copyLog(w http.ResponseWriter, r *http.Request, allocID, stream string, follow bool) error {
+	flusher, _ := w.(http.Flusher)
+	var f *os.File
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	for {
+		_, changed := a.fsm.Watch()
+		alloc, ok := a.fsm.Alloc(allocID)
+		done := !ok || !alloc.Live()
+		if f == nil {
+			path, err := a.runner.LogPath(allocID, stream)
+			if err == nil {
+				f, err = os.Open(path)
+			}
+			if err != nil && (done || !follow) {
+				return nil // no output was ever written
+			}
+		}
+		if f != nil {
+			if _, err := io.Copy(w, f); err != nil {
+				return err
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if done || !follow {
+			return nil
+		}
+		select {
+		case <-r.Context().Done():
+			return r.Context().Err()
+		case <-a.ctx.Done():
+			return nil
+		case <-changed:
+		case <-time.After(logPoll):
+		}
+	}
+}

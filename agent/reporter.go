@@ -1,0 +1,80 @@
+package agent
+
+import (
+	"sync"
+	"time"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// reporter carries allocation updates from the runner into Raft. The runner
+// calls add from its goroutines; run sends what is pending in batches and
+// retries until the write commits, so a leaderless moment loses nothing.
+type reporter struct {
+	a       *Agent
+	mu      sync.Mutex
+	pending []structs.AllocUpdate
+	wake    chan struct{}
+}
+
+func newReporter(a *Agent) *reporter {
+	return &reporter{a: a, wake: make(chan struct{}, 1)}
+}
+
+// add queues an update; it never blocks.
+func (r *reporter) add(u structs.AllocUpdate) {
+	r.mu.Lock()
+	r.pending = append(r.pending, u)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// inFlight reports whether an update for the allocation is waiting to be sent.
+func (r *reporter) inFlight(allocID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, u := range r.pending {
+		if u.AllocID == allocID {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *reporter) run() {
+	backoff := 50 * time.Millisecond
+	for {
+		r.mu.Lock()
+		batch := r.pending
+		r.mu.Unlock()
+		if len(batch) == 0 {
+			select {
+			case <-r.a.ctx.Done():
+				return
+			case <-r.wake:
+				continue
+			}
+		}
+		_, err := r.a.apply(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: r.a.nodeID, Updates: batch})
+		if err != nil && !isDomainError(err) {
+			r.a.logger.Warn("report allocation updates; will retry", "updates", len(batch), "error", err)
+			select {
+			case <-r.a.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+			continue
+		}
+		if err != nil {
+			r.a.logger.Debug("some allocation updates were not applied", "error", err)
+		}
+		backoff = 50 * time.Millisecond
+		r.mu.Lock()
+		r.pending = r.pending[len(batch):]
+		r.mu.Unlock()
+	}
+}

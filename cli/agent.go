@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skein-dev/skein/agent"
+)
+
+func agentCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "agent",
+		Usage: "run a skein node (one per machine)",
+		Description: "Runs the agent in the foreground until interrupted. With --dev it is a one-node\n" +
+			"cluster on loopback with data in a temporary directory and simulated GPUs when\n" +
+			"NVML is absent: the quickest way to try skein.",
+		Flags: []ucli.Flag{
+			&ucli.BoolFlag{Name: "dev", Usage: "one node, loopback only, temporary data, simulated GPUs if NVML is absent"},
+			&ucli.StringFlag{Name: "name", Usage: "node name (default: the host name)"},
+			&ucli.StringFlag{Name: "data-dir", Usage: "where state, logs and job output live (required outside --dev)", EnvVars: []string{"SKEIN_DATA_DIR"}},
+			&ucli.StringFlag{Name: "bind", Usage: "IP address to listen on (default 0.0.0.0; 127.0.0.1 with --dev)"},
+			&ucli.StringFlag{Name: "advertise", Usage: "IP address other nodes reach this one at (default: the bind address)"},
+			&ucli.IntFlag{Name: "http-port", Value: agent.DefaultHTTPPort, Usage: "HTTP API port"},
+			&ucli.IntFlag{Name: "raft-port", Value: agent.DefaultRaftPort, Usage: "Raft port"},
+			&ucli.StringFlag{Name: "gpus", Value: "auto", Usage: "GPU inventory: auto, nvml, none or sim:COUNTxMODEL[-MEMGB]"},
+			&ucli.StringSliceFlag{Name: "label", Usage: "node label `k=v` (repeatable), matched by submit --constraint"},
+			&ucli.IntFlag{Name: "cpus", Usage: "CPUs to offer to jobs (default: all)"},
+			&ucli.StringFlag{Name: "memory", Usage: "memory to offer to jobs, like 512G (default: all)"},
+			&ucli.DurationFlag{Name: "kill-grace", Value: 10 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping a job"},
+			&ucli.BoolFlag{Name: "insecure", Usage: "allow an API beyond loopback without a token"},
+			&ucli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
+		},
+		Action: runAgent,
+	}
+}
+
+func runAgent(c *ucli.Context) error {
+	if c.NArg() > 0 {
+		return usagef(c, "agent takes no arguments, got %q", c.Args().First())
+	}
+	labels := map[string]string{}
+	for _, kv := range c.StringSlice("label") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return usagef(c, "--label %q: want key=value", kv)
+		}
+		labels[k] = v
+	}
+	memMiB, err := sizeFlag(c, "memory")
+	if err != nil {
+		return err
+	}
+	level := hclog.LevelFromString(c.String("log-level"))
+	if level == hclog.NoLevel {
+		return usagef(c, "--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
+	}
+	logger := hclog.New(&hclog.LoggerOptions{Name: "skein", Level: level, Output: c.App.ErrWriter})
+	cfg := agent.Config{
+		Dev:           c.Bool("dev"),
+		Name:          c.String("name"),
+		DataDir:       c.String("data-dir"),
+		BindAddr:      c.String("bind"),
+		AdvertiseAddr: c.String("advertise"),
+		HTTPPort:      c.Int("http-port"),
+		RaftPort:      c.Int("raft-port"),
+		GPUs:          c.String("gpus"),
+		Labels:        labels,
+		CPUs:          c.Int("cpus"),
+		MemoryMiB:     memMiB,
+		Token:         c.String("token"),
+		Insecure:      c.Bool("insecure"),
+		KillGrace:     c.Duration("kill-grace"),
+		Logger:        logger,
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "skein agent %q serving %s (data in %s)\n", a.Name(), a.HTTPAddr(), a.DataDir())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	s := <-sig
+	logger.Info("shutting down", "signal", s.String())
+	a.Shutdown()
+	return nil
+}

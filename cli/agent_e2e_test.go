@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/skein-dev/skein/agent"
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/structs"
+)
+
+// startRealAgent runs an in-process agent with 2 simulated GPUs and points
+// the CLI at it through SKEIN_ADDR.
+func startRealAgent(t *testing.T) string {
+	t.Helper()
+	t.Setenv(superviseEnv, "1")
+	a, err := agent.New(agent.Config{
+		Name:          "e2e",
+		DataDir:       t.TempDir(),
+		BindAddr:      "127.0.0.1",
+		HTTPPort:      -1,
+		RaftPort:      -1,
+		GPUs:          "sim:2xA100-40",
+		KillGrace:     time.Second,
+		SupervisorCmd: []string{os.Args[0]},
+		Logger:        hclog.NewNullLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Shutdown)
+	t.Setenv("SKEIN_ADDR", a.HTTPAddr())
+	return a.HTTPAddr()
+}
+
+func waitJobState(t *testing.T, id string, want structs.JobState) api.JobDetail {
+	t.Helper()
+	var d api.JobDetail
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r := runCLI(t, "job", "--json", id)
+		if r.code != 0 {
+			t.Fatalf("skein job: %d %s", r.code, r.stderr)
+		}
+		mustDecode(t, r.stdout, &d)
+		if d.Job.State == want {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s is %s (%s), want %s", id, d.Job.State, d.Job.Reason, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestCLI_AgainstARealAgent(t *testing.T) {
+	startRealAgent(t)
+
+	r := runCLI(t, "submit", "--gpus", "2", "--name", "hello", "--", "sh", "-c", "echo out; echo err >&2")
+	if r.code != 0 {
+		t.Fatalf("submit: %d %s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	d := waitJobState(t, id, structs.JobSucceeded)
+	if len(d.Allocations) != 1 || len(d.Allocations[0].GPUs) != 2 {
+		t.Fatalf("allocations = %+v, want one holding 2 GPUs", d.Allocations)
+	}
+
+	r = runCLI(t, "logs", id[:6])
+	if r.code != 0 || r.stdout != "out\n" || r.stderr != "err\n" {
+		t.Fatalf("logs: code %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+
+	r = runCLI(t, "jobs")
+	if r.code != 0 || !strings.Contains(r.stdout, structs.ShortID(id)) || !strings.Contains(r.stdout, "succeeded") {
+		t.Fatalf("jobs: %d\n%s", r.code, r.stdout)
+	}
+
+	r = runCLI(t, "job", id)
+	for _, want := range []string{"succeeded", "Exit code: 0", d.Allocations[0].GPUs[0], "e2e"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("job output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+
+	r = runCLI(t, "nodes")
+	if r.code != 0 || !strings.Contains(r.stdout, "NVIDIA A100 (simulated)") || !strings.Contains(r.stdout, "2/2") {
+		t.Fatalf("nodes: %d\n%s", r.code, r.stdout)
+	}
+
+	r = runCLI(t, "submit", "--gpus", "3", "--", "true")
+	if r.code != 1 || !strings.Contains(r.stderr, "no node has 3 GPUs; largest has 2") {
+		t.Fatalf("oversized submit: %d %q", r.code, r.stderr)
+	}
+
+	r = runCLI(t, "submit", "--gpus", "2", "--", "sleep", "60")
+	long := strings.TrimSpace(r.stdout)
+	waitJobState(t, long, structs.JobRunning)
+	r = runCLI(t, "submit", "--gpus", "1", "--", "true")
+	queued := strings.TrimSpace(r.stdout)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r = runCLI(t, "job", queued)
+		if strings.Contains(r.stdout, "Waiting:") && strings.Contains(r.stdout, "not enough free GPUs") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queued job does not say why it waits:\n%s", r.stdout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	r = runCLI(t, "status", "--json")
+	var s api.Status
+	mustDecode(t, r.stdout, &s)
+	if s.GPUsFree != 0 || s.GPUsTotal != 2 || s.Jobs[structs.JobQueued] != 1 || s.Leader != "e2e" {
+		t.Fatalf("status = %+v", s)
+	}
+
+	r = runCLI(t, "cancel", long)
+	if r.code != 0 {
+		t.Fatalf("cancel: %d %s", r.code, r.stderr)
+	}
+	waitJobState(t, long, structs.JobCancelled)
+	waitJobState(t, queued, structs.JobSucceeded)
+
+	r = runCLI(t, "job", "0000dead")
+	if r.code != 1 || !strings.Contains(r.stderr, "0000dead") {
+		t.Fatalf("unknown job: %d %q", r.code, r.stderr)
+	}
+}
+
+func TestCLI_SubmitWaitFollowsTheJobToItsEnd(t *testing.T) {
+	startRealAgent(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan result, 1)
+	go func() { done <- runCLI(t, "submit", "--wait", "--", "sh", "-c", "exit 5") }()
+	select {
+	case r := <-done:
+		if r.code != 1 || !strings.Contains(r.stderr, "failed") || !strings.Contains(r.stderr, fmt.Sprint(5)) {
+			t.Fatalf("submit --wait: %d %q", r.code, r.stderr)
+		}
+	case <-ctx.Done():
+		t.Fatal("submit --wait did not return")
+	}
+}

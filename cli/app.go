@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/structs"
+)
+
+// Exit codes of the skein command.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// usageError marks an error in how a command was called: bad or unknown
+// flags, missing or extra arguments, values that do not parse.
+type usageError struct {
+	cmd string // the command's full name, "skein submit"
+	err error
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef returns a usageError for the command running in c.
+func usagef(c *ucli.Context, format string, args ...any) error {
+	return &usageError{cmd: c.Command.HelpName, err: fmt.Errorf(format, args...)}
+}
+
+// exitStatus ends the program with a code; the action has already said why.
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// Run runs the skein command line with os.Args-style args and returns the
+// process exit code.
+func Run(args []string) int {
+	return run(NewApp(os.Stdout, os.Stderr), args)
+}
+
+// NewApp builds the skein command line writing to stdout and stderr. It never
+// calls os.Exit; run turns the error an action returns into an exit code.
+func NewApp(stdout, stderr io.Writer) *ucli.App {
+	app := &ucli.App{
+		Name:      "skein",
+		HelpName:  "skein",
+		Usage:     "a peer-to-peer GPU cluster agent",
+		Version:   structs.Version,
+		Writer:    stdout,
+		ErrWriter: stderr,
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{
+				Name:    "addr",
+				Usage:   "URL of the skein agent to talk to",
+				EnvVars: []string{"SKEIN_ADDR"},
+				Value:   api.DefaultAddr,
+			},
+			&ucli.StringFlag{
+				Name:    "token",
+				Usage:   "API token",
+				EnvVars: []string{"SKEIN_TOKEN"},
+			},
+		},
+		Commands:       commands(),
+		Action:         rootAction,
+		OnUsageError:   onUsageError,
+		ExitErrHandler: func(*ucli.Context, error) {},
+		// --env and --constraint values may contain commas.
+		DisableSliceFlagSeparator: true,
+	}
+	prepare(app.Commands)
+	return app
+}
+
+// commands is every skein command.
+func commands() []*ucli.Command {
+	return []*ucli.Command{
+		agentCommand(),
+		submitCommand(),
+		jobsCommand(),
+		jobCommand(),
+		cancelCommand(),
+		logsCommand(),
+		nodesCommand(),
+		statusCommand(),
+		versionCommand(),
+		superviseCommand(),
+	}
+}
+
+// prepare makes every command report flag errors as usage errors and keeps
+// urfave from treating a leaf command's first argument "help" as a
+// subcommand (`skein submit -- help` runs a program called help).
+func prepare(cmds []*ucli.Command) {
+	for _, cmd := range cmds {
+		if cmd.OnUsageError == nil {
+			cmd.OnUsageError = onUsageError
+		}
+		if len(cmd.Subcommands) == 0 {
+			cmd.HideHelpCommand = true
+		}
+		prepare(cmd.Subcommands)
+	}
+}
+
+func onUsageError(c *ucli.Context, err error, _ bool) error {
+	return &usageError{cmd: c.Command.HelpName, err: err}
+}
+
+// rootAction runs for `skein` without a known command.
+func rootAction(c *ucli.Context) error {
+	if c.Args().Present() {
+		return usagef(c, "unknown command %q", c.Args().First())
+	}
+	return ucli.ShowAppHelp(c)
+}
+
+// run runs app with args and turns the outcome into an exit code, printing
+// errors on app.ErrWriter.
+func run(app *ucli.App, args []string) int {
+	err := app.Run(args)
+	if err == nil {
+		return exitOK
+	}
+	var (
+		status exitStatus
+		usage  *usageError
+		coder  ucli.ExitCoder
+	)
+	switch {
+	case errors.As(err, &status):
+		return int(status)
+	case errors.As(err, &usage):
+		fmt.Fprintf(app.ErrWriter, "Error: %s\nRun '%s --help' for usage.\n", usage.err, usage.cmd)
+		return exitUsage
+	case errors.As(err, &coder):
+		// urfave's own errors, such as `skein help nosuchcommand` (code 3),
+		// are usage errors; ucli.Exit(msg, 1) keeps its code.
+		fmt.Fprintf(app.ErrWriter, "Error: %s\n", err)
+		if coder.ExitCode() == exitError {
+			return exitError
+		}
+		return exitUsage
+	}
+	fmt.Fprintf(app.ErrWriter, "Error: %s\n", err)
+	return exitError
+}

@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"fmt"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+func cancelCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "cancel",
+		Usage:     "cancel a job",
+		ArgsUsage: "ID",
+		Action:    cancelAction,
+	}
+}
+
+func cancelAction(c *ucli.Context) error {
+	args, err := cmdArgs(c, "ID")
+	if err != nil {
+		return err
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	job, err := cl.CancelJob(c.Context, args[0])
+	if err != nil {
+		return err
+	}
+	short := structs.ShortID(job.ID)
+	switch {
+	case job.State == structs.JobCancelled:
+		_, err = fmt.Fprintf(c.App.Writer, "cancelled %s\n", short)
+	case !job.State.Terminal():
+		// StopRequested: the job ends when its allocations have stopped.
+		_, err = fmt.Fprintf(c.App.Writer, "stopping %s\n", short)
+	default:
+		_, err = fmt.Fprintf(c.App.Writer, "job %s already %s\n", short, job.State)
+	}
+	return err
+}

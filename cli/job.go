@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/structs"
+)
+
+func jobCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "job",
+		Usage:     "show one job and its allocations",
+		ArgsUsage: "ID",
+		Flags: []ucli.Flag{
+			&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
+		},
+		Action: jobAction,
+	}
+}
+
+func jobAction(c *ucli.Context) error {
+	args, err := cmdArgs(c, "ID")
+	if err != nil {
+		return err
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	d, err := cl.Job(c.Context, args[0])
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, d)
+	}
+	return printJobDetail(c, d, time.Now())
+}
+
+func printJobDetail(c *ucli.Context, d *api.JobDetail, now time.Time) error {
+	w := c.App.Writer
+	j := d.Job
+	fields := []field{
+		{"ID", j.ID},
+		{"Name", orDash(j.Spec.Name)},
+		{"State", string(j.State)},
+	}
+	switch {
+	case j.State == structs.JobQueued:
+		fields = append(fields, field{"Waiting", orDash(j.Reason)})
+	case j.Reason != "":
+		fields = append(fields, field{"Reason", j.Reason})
+	}
+	if j.StopRequested && !j.State.Terminal() {
+		fields = append(fields, field{"Stopping", "cancel requested, allocations are being stopped"})
+	}
+	if j.State.Terminal() && j.Attempts > 0 {
+		fields = append(fields, field{"Exit code", strconv.Itoa(j.ExitCode)})
+	}
+	fields = append(fields,
+		field{"Submitted", timeWithAge(now, j.SubmittedAt)},
+		field{"Started", timeWithAge(now, j.StartedAt)},
+		field{"Finished", timeWithAge(now, j.FinishedAt)},
+		field{"Attempts", strconv.Itoa(j.Attempts)},
+	)
+	if err := printFields(w, "", fields); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nSpec:")
+	if err := printFields(w, "  ", specFields(j.Spec)); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nAllocations:")
+	if len(d.Allocations) == 0 {
+		_, err := fmt.Fprintln(w, "  none")
+		return err
+	}
+	rows := make([][]string, 0, len(d.Allocations))
+	for _, a := range d.Allocations {
+		node := d.Nodes[a.NodeID]
+		if node == "" {
+			node = structs.ShortID(a.NodeID)
+		}
+		exit := "-"
+		if a.State == structs.AllocSucceeded || a.State == structs.AllocFailed || a.State == structs.AllocKilled {
+			exit = strconv.Itoa(a.ExitCode)
+		}
+		rows = append(rows, []string{
+			structs.ShortID(a.ID),
+			strconv.Itoa(a.Rank),
+			strconv.Itoa(a.Attempt),
+			node,
+			string(a.State),
+			exit,
+			orDash(strings.Join(a.GPUs, ",")),
+			orDash(a.Reason),
+		})
+	}
+	return printTable(w, []string{"ALLOC", "RANK", "ATTEMPT", "NODE", "STATE", "EXIT", "GPUS", "REASON"}, rows)
+}
+
+// specFields lists a job spec for people.
+func specFields(s structs.JobSpec) []field {
+	cpus, gpuMem, mem, limit := "-", "-", "-", "none"
+	if s.CPUs > 0 {
+		cpus = strconv.Itoa(s.CPUs)
+	}
+	if s.GPUMemoryMinMiB > 0 {
+		gpuMem = structs.FormatMiB(s.GPUMemoryMinMiB)
+	}
+	if s.MemoryMiB > 0 {
+		mem = structs.FormatMiB(s.MemoryMiB)
+	}
+	if s.TimeLimit > 0 {
+		limit = s.TimeLimit.String()
+	}
+	model := s.GPUModel
+	if model == "" {
+		model = "any"
+	}
+	constraints := make([]string, 0, len(s.Constraints))
+	for _, k := range slices.Sorted(maps.Keys(s.Constraints)) {
+		constraints = append(constraints, k+"="+s.Constraints[k])
+	}
+	return []field{
+		{"Command", shellJoin(s.Command)},
+		{"GPUs", strconv.Itoa(s.GPUs) + " per node"},
+		{"Nodes", strconv.Itoa(s.Nodes)},
+		{"GPU model", model},
+		{"GPU memory", gpuMem},
+		{"CPUs", cpus},
+		{"Memory", mem},
+		{"Priority", strconv.Itoa(s.Priority)},
+		{"Restarts", strconv.Itoa(s.Restarts)},
+		{"Time limit", limit},
+		{"Env", orDash(strings.Join(slices.Sorted(maps.Keys(s.Env)), ", "))},
+		{"Constraints", orDash(strings.Join(constraints, ", "))},
+		{"Workdir", orDash(s.Workdir)},
+	}
+}

@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/structs"
+)
+
+func TestJob_HumanViewShowsJobSpecAndAllocations(t *testing.T) {
+	now := time.Now()
+	d := api.JobDetail{
+		Job: structs.Job{
+			ID: testJobID, State: structs.JobFailed, Reason: "rank 1 exited with code 2", ExitCode: 2, Attempts: 1,
+			SubmittedAt: now.Add(-5 * time.Minute), StartedAt: now.Add(-4 * time.Minute), FinishedAt: now.Add(-time.Minute),
+			Spec: structs.JobSpec{
+				Name: "train", Command: []string{"python", "-c", "print('hi there')"}, Nodes: 2, GPUs: 2,
+				GPUModel: "H100", GPUMemoryMinMiB: 80 * 1024, CPUs: 8, MemoryMiB: 64 * 1024, Priority: 5,
+				Restarts: 1, TimeLimit: structs.Duration(2 * time.Hour), Workdir: "/work",
+				Env: map[string]string{"B": "2", "A": "secret"},
+			},
+		},
+		Allocations: []structs.Allocation{
+			{ID: "a0a0a0a0ffff", NodeID: "node-id-1", Rank: 0, Attempt: 1, State: structs.AllocSucceeded, GPUs: []string{"GPU-aaa", "GPU-bbb"}},
+			{ID: "b1b1b1b1ffff", NodeID: "node-id-2", Rank: 1, Attempt: 1, State: structs.AllocFailed, ExitCode: 2, GPUs: []string{"GPU-ccc", "GPU-ddd"}, Reason: "exit code 2"},
+		},
+		Nodes: map[string]string{"node-id-1": "gpu-01", "node-id-2": "gpu-02"},
+	}
+	f := newFakeAgent(t)
+	f.reply("GET /v1/jobs/{id}", http.StatusOK, d)
+
+	r := runCLI(t, "--addr", f.URL, "job", "abcdef01")
+	if r.code != exitOK {
+		t.Fatalf("exit code %d: %s", r.code, r.stderr)
+	}
+	if p := f.requests()[0].Path; p != "/v1/jobs/abcdef01" {
+		t.Errorf("path = %q, want /v1/jobs/abcdef01", p)
+	}
+	for _, want := range []string{
+		`ID:\s+` + testJobID,
+		`Name:\s+train`,
+		`State:\s+failed`,
+		`Reason:\s+rank 1 exited with code 2`,
+		`Exit code:\s+2`,
+		`Submitted:\s+\d{4}-\d\d-\d\d .*\(5m ago\)`,
+		`Finished:\s+.*\(1m ago\)`,
+		`Attempts:\s+1`,
+		`Command:\s+python -c 'print\('\\''hi there'\\''\)'`,
+		`GPUs:\s+2 per node`,
+		`Nodes:\s+2`,
+		`GPU model:\s+H100`,
+		`GPU memory:\s+80G`,
+		`Memory:\s+64G`,
+		`Priority:\s+5`,
+		`Time limit:\s+2h0m0s`,
+		`Env:\s+A, B\n`,
+		`Workdir:\s+/work`,
+		`ALLOC\s+RANK\s+ATTEMPT\s+NODE\s+STATE\s+EXIT\s+GPUS\s+REASON`,
+		`a0a0a0a0\s+0\s+1\s+gpu-01\s+succeeded\s+0\s+GPU-aaa,GPU-bbb\s+-`,
+		`b1b1b1b1\s+1\s+1\s+gpu-02\s+failed\s+2\s+GPU-ccc,GPU-ddd\s+exit code 2`,
+	} {
+		if !regexp.MustCompile(want).MatchString(r.stdout) {
+			t.Errorf("output does not match %s:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "secret") {
+		t.Errorf("output shows an env value; only keys belong there:\n%s", r.stdout)
+	}
+}
+
+func TestJob_QueuedJobShowsWhyItWaits(t *testing.T) {
+	f := newFakeAgent(t)
+	f.reply("GET /v1/jobs/{id}", http.StatusOK, api.JobDetail{Job: structs.Job{
+		ID: testJobID, State: structs.JobQueued, Reason: "no node has 8 free GPUs",
+		Spec: structs.JobSpec{Command: []string{"true"}, Nodes: 1, GPUs: 8},
+	}})
+	r := runCLI(t, "--addr", f.URL, "job", testJobID)
+	if r.code != exitOK {
+		t.Fatalf("exit code %d: %s", r.code, r.stderr)
+	}
+	if !regexp.MustCompile(`State:\s+queued\nWaiting:\s+no node has 8 free GPUs\n`).MatchString(r.stdout) {
+		t.Errorf("output lacks the waiting reason under the state:\n%s", r.stdout)
+	}
+	if strings.Contains(r.stdout, "Exit code") {
+		t.Errorf("a queued job shows an exit code:\n%s", r.stdout)
+	}
+}
+
+func TestJob_FlagAfterIDPrintsJSON(t *testing.T) {
+	d := api.JobDetail{
+		Job:         structs.Job{ID: testJobID, State: structs.JobRunning, Spec: structs.JobSpec{Command: []string{"true"}, Nodes: 1}},
+		Allocations: []structs.Allocation{{ID: "alloc1", JobID: testJobID, NodeID: "n1", GPUs: []string{"GPU-1"}, State: structs.AllocRunning}},
+		Nodes:       map[string]string{"n1": "gpu-01"},
+	}
+	for _, args := range [][]string{{"job", "--json", testJobID}, {"job", testJobID, "--json"}} {
+		f := newFakeAgent(t)
+		f.reply("GET /v1/jobs/{id}", http.StatusOK, d)
+		r := runCLI(t, append([]string{"--addr", f.URL}, args...)...)
+		if r.code != exitOK {
+			t.Fatalf("%v: exit code %d: %s", args, r.code, r.stderr)
+		}
+		var got api.JobDetail
+		mustDecode(t, r.stdout, &got)
+		if got.Job.ID != testJobID || len(got.Allocations) != 1 || got.Nodes["n1"] != "gpu-01" {
+			t.Errorf("%v: detail = %+v, want the agent's answer", args, got)
+		}
+	}
+}
+
+func TestJob_UnknownJobPrintsAgentMessage(t *testing.T) {
+	f := newFakeAgent(t)
+	f.fail("GET /v1/jobs/{id}", http.StatusNotFound, `job "nope": not found`)
+	r := runCLI(t, "--addr", f.URL, "job", "nope")
+	if r.code != exitError || r.stderr != "Error: job \"nope\": not found\n" || r.stdout != "" {
+		t.Fatalf("got code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}

@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/structs"
+)
+
+func nodesCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "nodes",
+		Usage: "list the cluster's nodes and their GPUs",
+		Flags: []ucli.Flag{
+			&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
+		},
+		Action: nodesAction,
+	}
+}
+
+func nodesAction(c *ucli.Context) error {
+	if _, err := cmdArgs(c); err != nil {
+		return err
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	nodes, err := cl.Nodes(c.Context)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		if nodes == nil {
+			nodes = []api.NodeInfo{}
+		}
+		return printJSON(c.App.Writer, nodes)
+	}
+	if len(nodes) == 0 {
+		_, err := fmt.Fprintln(c.App.Writer, "No nodes.")
+		return err
+	}
+	rows := make([][]string, 0, len(nodes))
+	for _, n := range nodes {
+		gpus := fmt.Sprintf("%d/%d", n.GPUsFree, n.GPUsTotal)
+		if n.GPUsUnhealthy > 0 {
+			gpus += fmt.Sprintf(", %d unhealthy", n.GPUsUnhealthy)
+		}
+		model, gpuMem := "-", "-"
+		if len(n.GPUs) > 0 {
+			model, gpuMem = n.GPUs[0].Model, structs.FormatMiB(n.GPUs[0].MemoryMiB)
+			if n.GPUSource == "simulated" {
+				model += " (simulated)"
+			}
+		}
+		rows = append(rows, []string{
+			n.Name,
+			string(n.Status),
+			orDash(string(n.Role)),
+			gpus,
+			model,
+			gpuMem,
+			strconv.Itoa(n.CPUs),
+			structs.FormatMiB(n.MemoryMiB),
+			orDash(n.Addresses.HTTP),
+		})
+	}
+	return printTable(c.App.Writer, []string{"NAME", "STATUS", "ROLE", "GPUS", "GPU MODEL", "GPU MEM", "CPUS", "MEMORY", "ADDRESS"}, rows)
+}

@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/structs"
+)
+
+func testNodes() []api.NodeInfo {
+	return []api.NodeInfo{
+		{
+			Node: structs.Node{
+				ID: "n1", Name: "gpu-01", Status: structs.NodeReady, Role: structs.RoleLeader, CPUs: 64,
+				MemoryMiB: 512 * 1024, GPUSource: "nvml", Addresses: structs.Addresses{HTTP: "10.0.0.1:7470"},
+				GPUs: []structs.GPU{{Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 80 * 1024}, {Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 80 * 1024}},
+			},
+			GPUsTotal: 8, GPUsFree: 6, GPUsUnhealthy: 1,
+		},
+		{
+			Node: structs.Node{
+				ID: "n2", Name: "dev", Status: structs.NodeReady, Role: structs.RoleVoter, CPUs: 8,
+				MemoryMiB: 16 * 1024, GPUSource: "simulated", Addresses: structs.Addresses{HTTP: "127.0.0.1:7470"},
+				GPUs: []structs.GPU{{Model: "A100", MemoryMiB: 40 * 1024, Simulated: true}},
+			},
+			GPUsTotal: 1, GPUsFree: 1,
+		},
+		{
+			Node:      structs.Node{ID: "n3", Name: "cpu-01", Status: structs.NodeDown, CPUs: 4, MemoryMiB: 1536, GPUSource: "none"},
+			GPUsTotal: 0,
+		},
+	}
+}
+
+func TestNodes_TableShowsGPUsAndResources(t *testing.T) {
+	f := newFakeAgent(t)
+	f.reply("GET /v1/nodes", http.StatusOK, testNodes())
+	r := runCLI(t, "--addr", f.URL, "nodes")
+	if r.code != exitOK {
+		t.Fatalf("exit code %d: %s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	want := []string{
+		"NAME STATUS ROLE GPUS GPU MODEL GPU MEM CPUS MEMORY ADDRESS",
+		"gpu-01 ready leader 6/8, 1 unhealthy NVIDIA H100 80GB HBM3 80G 64 512G 10.0.0.1:7470",
+		"dev ready voter 1/1 A100 (simulated) 40G 8 16G 127.0.0.1:7470",
+		"cpu-01 down - 0/0 - - 4 1.5G -",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), r.stdout)
+	}
+	for i, w := range want {
+		if got := strings.Join(strings.Fields(lines[i]), " "); got != w {
+			t.Errorf("line %d = %q, want %q", i, got, w)
+		}
+	}
+}
+
+func TestNodes_JSONParsesBack(t *testing.T) {
+	f := newFakeAgent(t)
+	f.reply("GET /v1/nodes", http.StatusOK, testNodes())
+	r := runCLI(t, "--addr", f.URL, "nodes", "--json")
+	if r.code != exitOK {
+		t.Fatalf("exit code %d: %s", r.code, r.stderr)
+	}
+	var got []api.NodeInfo
+	mustDecode(t, r.stdout, &got)
+	if len(got) != 3 || got[0].Name != "gpu-01" || got[0].GPUsUnhealthy != 1 || got[1].GPUSource != "simulated" {
+		t.Errorf("nodes = %+v, want the agent's list", got)
+	}
+}
+
+func TestNodes_EmptyList(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"human", nil, "No nodes.\n"},
+		{"json", []string{"--json"}, "[]\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeAgent(t)
+			f.reply("GET /v1/nodes", http.StatusOK, nil)
+			r := runCLI(t, append([]string{"--addr", f.URL, "nodes"}, tc.args...)...)
+			if r.code != exitOK || r.stdout != tc.want {
+				t.Fatalf("got code %d, stdout %q; want 0, %q", r.code, r.stdout, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,270 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/structs"
+)
+
+const (
+	// submitRetries is how many times submit repeats, with the same request
+	// ID, a request that got no answer from the agent.
+	submitRetries = 3
+	// submitBackoff is the pause before the first repeat; it doubles after.
+	submitBackoff = 100 * time.Millisecond
+	// waitInterval is how often `submit --wait` polls the job.
+	waitInterval = 250 * time.Millisecond
+)
+
+// specFlags maps the JobSpec fields that Validate names to the flags that
+// set them.
+var specFlags = map[string]string{
+	"name":               "--name",
+	"env":                "--env",
+	"nodes":              "--nodes",
+	"gpus":               "--gpus",
+	"gpu_memory_min_mib": "--gpu-mem",
+	"cpus":               "--cpus",
+	"memory_mib":         "--mem",
+	"priority":           "--priority",
+	"restarts":           "--restarts",
+	"time_limit":         "--time-limit",
+	"constraints":        "--constraint",
+	"request_id":         "--request-id",
+}
+
+func submitCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "submit",
+		Usage:     "run a job on the cluster",
+		ArgsUsage: "[--] CMD [ARGS...]",
+		Description: "Submits CMD with ARGS as a job and prints its ID. Flags go before CMD;\n" +
+			"everything from CMD on is passed to the job unchanged. Use -- before CMD\n" +
+			"when it starts with a dash.",
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "name", Usage: "job name"},
+			&ucli.IntFlag{Name: "gpus", Usage: "GPUs per node"},
+			&ucli.IntFlag{Name: "nodes", Usage: "nodes to run on (one rank per node)", Value: 1},
+			&ucli.StringFlag{Name: "gpu-model", Usage: "only GPUs of this model"},
+			&ucli.StringFlag{Name: "gpu-mem", Usage: "least memory per GPU (SIZE: 512M, 80G)"},
+			&ucli.IntFlag{Name: "cpus", Usage: "CPUs per node"},
+			&ucli.StringFlag{Name: "mem", Usage: "memory per node (SIZE: 512M, 80G)"},
+			&ucli.IntFlag{Name: "priority", Usage: "higher runs first (-1000..1000)"},
+			&ucli.IntFlag{Name: "restarts", Usage: "times to restart the job when it fails"},
+			&ucli.StringFlag{Name: "time-limit", Usage: "stop the job after this long (90m, 2h)"},
+			&ucli.GenericFlag{Name: "env", Usage: "set K=V in the job's environment, or copy K from yours (repeatable)", Value: &listValue{}},
+			&ucli.GenericFlag{Name: "constraint", Usage: "only nodes with label K=V (repeatable)", Value: &listValue{}},
+			&ucli.StringFlag{Name: "workdir", Usage: "directory to run in (default: the current directory)"},
+			&ucli.StringFlag{Name: "request-id", Usage: "idempotency key: repeating it returns the same job (default: random)"},
+			&ucli.BoolFlag{Name: "wait", Usage: "wait for the job to end; exit 0 only if it succeeded"},
+			&ucli.BoolFlag{Name: "json", Usage: "print the created job as JSON"},
+		},
+		Action: submitAction,
+	}
+}
+
+func submitAction(c *ucli.Context) error {
+	req, err := submitRequest(c)
+	if err != nil {
+		return err
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	job, err := submitJob(c.Context, cl, req)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		err = printJSON(c.App.Writer, job)
+	} else {
+		_, err = fmt.Fprintln(c.App.Writer, job.ID)
+	}
+	if err != nil || !c.Bool("wait") {
+		return err
+	}
+	return waitJob(c, cl, job.ID)
+}
+
+// submitRequest builds and checks the request from the flags and arguments.
+func submitRequest(c *ucli.Context) (api.SubmitRequest, error) {
+	var req api.SubmitRequest
+	if c.NArg() == 0 {
+		return req, usagef(c, "missing command: give the program and its arguments after the flags")
+	}
+	spec := structs.JobSpec{
+		Name:     c.String("name"),
+		Command:  c.Args().Slice(),
+		Workdir:  c.String("workdir"),
+		Nodes:    c.Int("nodes"),
+		GPUs:     c.Int("gpus"),
+		GPUModel: c.String("gpu-model"),
+		CPUs:     c.Int("cpus"),
+		Priority: c.Int("priority"),
+		Restarts: c.Int("restarts"),
+	}
+	var err error
+	if spec.GPUMemoryMinMiB, err = sizeFlag(c, "gpu-mem"); err != nil {
+		return req, err
+	}
+	if spec.MemoryMiB, err = sizeFlag(c, "mem"); err != nil {
+		return req, err
+	}
+	if s := c.String("time-limit"); s != "" {
+		if spec.TimeLimit, err = structs.ParseDuration(s); err != nil {
+			return req, usagef(c, "--time-limit %q: %v", s, err)
+		}
+	}
+	if spec.Env, err = envFlag(c); err != nil {
+		return req, err
+	}
+	if spec.Constraints, err = constraintFlag(c); err != nil {
+		return req, err
+	}
+	if !c.IsSet("workdir") {
+		if spec.Workdir, err = os.Getwd(); err != nil {
+			return req, fmt.Errorf("find the current directory for --workdir: %w", err)
+		}
+	}
+	req.RequestID = c.String("request-id")
+	if req.RequestID == "" {
+		req.RequestID = structs.NewID()
+	}
+	spec.Normalize()
+	if err := spec.Validate(); err != nil {
+		return req, flagError(err)
+	}
+	if err := structs.ValidateRequestID(req.RequestID); err != nil {
+		return req, flagError(err)
+	}
+	req.Spec = spec
+	return req, nil
+}
+
+// flagError renames the field of a *structs.FieldError to the flag that sets it.
+func flagError(err error) error {
+	var fe *structs.FieldError
+	if errors.As(err, &fe) {
+		if name, ok := specFlags[fe.Field]; ok {
+			return &structs.FieldError{Field: name, Msg: fe.Msg}
+		}
+	}
+	return err
+}
+
+// sizeFlag parses a memory size flag into MiB; 0 when it is not given.
+func sizeFlag(c *ucli.Context, name string) (int64, error) {
+	if !c.IsSet(name) {
+		return 0, nil
+	}
+	s := c.String(name)
+	v, err := structs.ParseSizeMiB(s)
+	if err != nil {
+		return 0, usagef(c, "--%s %q: %v", name, s, err)
+	}
+	return v, nil
+}
+
+// envFlag collects --env K=V, and --env K copied from the caller.
+func envFlag(c *ucli.Context) (map[string]string, error) {
+	list := c.Generic("env").(*listValue)
+	if len(*list) == 0 {
+		return nil, nil
+	}
+	env := make(map[string]string, len(*list))
+	for _, kv := range *list {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			if v, ok = os.LookupEnv(k); !ok {
+				return nil, fmt.Errorf("--env %s: not set in your environment; give a value with --env %s=VALUE", k, k)
+			}
+		}
+		env[k] = v
+	}
+	return env, nil
+}
+
+// constraintFlag collects --constraint K=V.
+func constraintFlag(c *ucli.Context) (map[string]string, error) {
+	list := c.Generic("constraint").(*listValue)
+	if len(*list) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(*list))
+	for _, kv := range *list {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, usagef(c, "--constraint %q: want KEY=VALUE", kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+// submitJob submits req, repeating it with the same request ID when the
+// agent could not be reached; an answer from the agent is never repeated.
+func submitJob(ctx context.Context, cl *api.Client, req api.SubmitRequest) (*structs.Job, error) {
+	backoff := submitBackoff
+	for attempt := 0; ; attempt++ {
+		job, err := cl.SubmitJob(ctx, req)
+		var apiErr *api.Error
+		if err == nil || errors.As(err, &apiErr) || attempt == submitRetries {
+			return job, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
+		}
+		backoff *= 2
+	}
+}
+
+// waitJob polls a job until it ends and says how it ended on ErrWriter. It
+// fails unless the job succeeded.
+func waitJob(c *ucli.Context, cl *api.Client, id string) error {
+	tick := time.NewTicker(waitInterval)
+	defer tick.Stop()
+	for {
+		d, err := cl.Job(c.Context, id)
+		if err != nil {
+			return err
+		}
+		if j := d.Job; j.State.Terminal() {
+			line := fmt.Sprintf("job %s %s", structs.ShortID(j.ID), j.State)
+			if j.Reason != "" {
+				line += ": " + j.Reason
+			}
+			fmt.Fprintln(c.App.ErrWriter, printable(line))
+			if j.State == structs.JobSucceeded {
+				return nil
+			}
+			return exitStatus(exitError)
+		}
+		select {
+		case <-c.Context.Done():
+			return c.Context.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// listValue is a repeatable flag that keeps every value as given: no
+// splitting on commas, no trimming.
+type listValue []string
+
+func (l *listValue) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}
+
+func (l *listValue) String() string { return strings.Join(*l, " ") }

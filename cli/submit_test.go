@@ -1,0 +1,312 @@
+package cli
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/structs"
+)
+
+const testJobID = "abcdef0123456789abcdef0123456789"
+
+// acceptSubmit registers a POST /v1/jobs handler that creates a queued job
+// from the request.
+func acceptSubmit(f *fakeAgent) {
+	f.handle("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		var req api.SubmitRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			writeJSON(w, http.StatusBadRequest, api.ErrorBody{Error: err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusCreated, structs.Job{
+			ID: testJobID, RequestID: req.RequestID, Spec: req.Spec,
+			State: structs.JobQueued, SubmittedAt: time.Now(),
+		})
+	})
+}
+
+// submitted decodes the submit requests the agent received.
+func submitted(t *testing.T, f *fakeAgent) []api.SubmitRequest {
+	t.Helper()
+	var out []api.SubmitRequest
+	for _, r := range f.requests() {
+		if r.Method != http.MethodPost || r.Path != "/v1/jobs" {
+			continue
+		}
+		var req api.SubmitRequest
+		if err := json.Unmarshal(r.Body, &req); err != nil {
+			t.Fatalf("decode submit body: %v", err)
+		}
+		out = append(out, req)
+	}
+	return out
+}
+
+func TestSubmit_BuildsSpecFromEveryFlag(t *testing.T) {
+	f := newFakeAgent(t)
+	acceptSubmit(f)
+	r := runCLI(t, "--addr", f.URL, "submit",
+		"--name", "train", "--gpus", "4", "--nodes", "2", "--gpu-model", "H100",
+		"--gpu-mem", "80G", "--cpus", "16", "--mem", "1.5T", "--priority", "-7",
+		"--restarts", "3", "--time-limit", "90m", "--env", "A=1", "--env", "B=x,y=z ",
+		"--constraint", "rack=r1", "--constraint", "zone=a,b", "--workdir", "/data/run",
+		"--request-id", "req-1",
+		"--", "python", "train.py", "--lr", "3")
+	if r.code != exitOK {
+		t.Fatalf("exit code %d: %s", r.code, r.stderr)
+	}
+	if r.stdout != testJobID+"\n" {
+		t.Errorf("stdout = %q, want the full job ID on its own line", r.stdout)
+	}
+	reqs := submitted(t, f)
+	if len(reqs) != 1 {
+		t.Fatalf("got %d submit requests, want 1", len(reqs))
+	}
+	want := structs.JobSpec{
+		Name:            "train",
+		Command:         []string{"python", "train.py", "--lr", "3"},
+		Env:             map[string]string{"A": "1", "B": "x,y=z "},
+		Workdir:         "/data/run",
+		Nodes:           2,
+		GPUs:            4,
+		GPUModel:        "H100",
+		GPUMemoryMinMiB: 80 * 1024,
+		CPUs:            16,
+		MemoryMiB:       3 * 1024 * 1024 / 2,
+		Priority:        -7,
+		Restarts:        3,
+		TimeLimit:       structs.Duration(90 * time.Minute),
+		Constraints:     map[string]string{"rack": "r1", "zone": "a,b"},
+	}
+	if got := reqs[0].Spec; !reflect.DeepEqual(got, want) {
+		t.Errorf("spec = %+v\nwant %+v", got, want)
+	}
+	if reqs[0].RequestID != "req-1" {
+		t.Errorf("request ID = %q, want req-1", reqs[0].RequestID)
+	}
+}
+
+func TestSubmit_ArgumentsAfterCommandBelongToTheJob(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		gpus    int
+		command []string
+	}{
+		{"without separator", []string{"--gpus", "2", "python", "train.py", "--lr", "3"}, 2, []string{"python", "train.py", "--lr", "3"}},
+		{"with separator", []string{"--gpus", "2", "--", "python", "train.py", "--lr", "3"}, 2, []string{"python", "train.py", "--lr", "3"}},
+		{"command starting with a dash", []string{"--", "-weird", "--gpus", "9"}, 0, []string{"-weird", "--gpus", "9"}},
+		{"command named help", []string{"help", "me"}, 0, []string{"help", "me"}},
+		{"command named like a flag", []string{"--", "gpus"}, 0, []string{"gpus"}},
+		{"help flag of the command", []string{"ls", "--help"}, 0, []string{"ls", "--help"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeAgent(t)
+			acceptSubmit(f)
+			r := runCLI(t, append([]string{"--addr", f.URL, "submit"}, tc.args...)...)
+			if r.code != exitOK {
+				t.Fatalf("exit code %d: %s%s", r.code, r.stdout, r.stderr)
+			}
+			reqs := submitted(t, f)
+			if len(reqs) != 1 {
+				t.Fatalf("got %d submit requests, want 1", len(reqs))
+			}
+			if got := reqs[0].Spec; got.GPUs != tc.gpus || !reflect.DeepEqual(got.Command, tc.command) {
+				t.Errorf("gpus %d command %q, want gpus %d command %q", got.GPUs, got.Command, tc.gpus, tc.command)
+			}
+		})
+	}
+}
+
+func TestSubmit_DefaultsAreFilledIn(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFakeAgent(t)
+	acceptSubmit(f)
+	if r := runCLI(t, "--addr", f.URL, "submit", "true"); r.code != exitOK {
+		t.Fatalf("exit code %d: %s", r.code, r.stderr)
+	}
+	req := submitted(t, f)[0]
+	if req.Spec.Workdir != wd {
+		t.Errorf("workdir = %q, want the current directory %q", req.Spec.Workdir, wd)
+	}
+	if req.Spec.Nodes != 1 {
+		t.Errorf("nodes = %d, want 1", req.Spec.Nodes)
+	}
+	if len(req.RequestID) != 32 {
+		t.Errorf("request ID = %q, want a generated 32-character ID", req.RequestID)
+	}
+}
+
+func TestSubmit_EnvNameAloneCopiesCallerValue(t *testing.T) {
+	t.Setenv("CLI_TEST_PASSED", "from caller")
+	f := newFakeAgent(t)
+	acceptSubmit(f)
+	if r := runCLI(t, "--addr", f.URL, "submit", "--env", "CLI_TEST_PASSED", "--env", "EMPTY=", "env"); r.code != exitOK {
+		t.Fatalf("exit code %d: %s", r.code, r.stderr)
+	}
+	want := map[string]string{"CLI_TEST_PASSED": "from caller", "EMPTY": ""}
+	if got := submitted(t, f)[0].Spec.Env; !reflect.DeepEqual(got, want) {
+		t.Errorf("env = %v, want %v", got, want)
+	}
+}
+
+func TestSubmit_EnvNameUnsetInCallerIsError(t *testing.T) {
+	f := newFakeAgent(t)
+	acceptSubmit(f)
+	r := runCLI(t, "--addr", f.URL, "submit", "--env", "CLI_TEST_SURELY_UNSET_VAR", "env")
+	if r.code != exitError || !strings.Contains(r.stderr, "--env CLI_TEST_SURELY_UNSET_VAR: not set") {
+		t.Fatalf("got code %d, stderr %q; want 1 naming the variable", r.code, r.stderr)
+	}
+	if n := len(f.requests()); n != 0 {
+		t.Errorf("agent got %d requests, want none", n)
+	}
+}
+
+func TestSubmit_BadValuesAreRejectedBeforeSending(t *testing.T) {
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"empty command", nil, exitUsage, "missing command"},
+		{"empty command after separator", []string{"--"}, exitUsage, "missing command"},
+		{"size that does not parse", []string{"--mem", "12Q", "true"}, exitUsage, `--mem "12Q": invalid size`},
+		{"gpu size that does not parse", []string{"--gpus", "1", "--gpu-mem", "lots", "true"}, exitUsage, `--gpu-mem "lots": invalid size`},
+		{"duration that does not parse", []string{"--time-limit", "soon", "true"}, exitUsage, `--time-limit "soon": invalid duration`},
+		{"number that does not parse", []string{"--gpus", "two", "true"}, exitUsage, `invalid value "two" for flag -gpus`},
+		{"unknown flag", []string{"--gpu", "2", "true"}, exitUsage, "flag provided but not defined: -gpu"},
+		{"constraint without value", []string{"--constraint", "rack", "true"}, exitUsage, `--constraint "rack": want KEY=VALUE`},
+		{"gpus out of range", []string{"--gpus", "65", "true"}, exitError, "Error: --gpus: 65 is out of range 0..64"},
+		{"priority out of range", []string{"--priority", "5000", "true"}, exitError, "Error: --priority: 5000 is out of range"},
+		{"nodes out of range", []string{"--nodes", "5000", "true"}, exitError, "Error: --nodes: 5000 is out of range"},
+		{"gpu model without gpus", []string{"--gpu-model", "H100", "true"}, exitError, "Error: --gpus: 0, but a GPU model"},
+		{"reserved env", []string{"--env", "CUDA_VISIBLE_DEVICES=0", "true"}, exitError, "Error: --env: CUDA_VISIBLE_DEVICES is set by skein"},
+		{"empty program", []string{"--", ""}, exitError, "Error: command: empty"},
+		{"request ID too long", []string{"--request-id", strings.Repeat("r", 200), "true"}, exitError, "Error: --request-id: longer than"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeAgent(t)
+			acceptSubmit(f)
+			r := runCLI(t, append([]string{"--addr", f.URL, "submit"}, tc.args...)...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.stderr) {
+				t.Fatalf("got code %d, stderr %q; want %d and %q", r.code, r.stderr, tc.code, tc.stderr)
+			}
+			if n := len(f.requests()); n != 0 {
+				t.Errorf("agent got %d requests, want none", n)
+			}
+		})
+	}
+}
+
+func TestSubmit_RetriesWithSameRequestIDAfterConnectionFailure(t *testing.T) {
+	f := newFakeAgent(t)
+	var calls atomic.Int32
+	f.handle("POST /v1/jobs", func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Errorf("hijack: %v", err)
+				return
+			}
+			conn.Close() // the request got no answer
+			return
+		}
+		var req api.SubmitRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		writeJSON(w, http.StatusCreated, structs.Job{ID: testJobID, RequestID: req.RequestID, Spec: req.Spec, State: structs.JobQueued})
+	})
+
+	r := runCLI(t, "--addr", f.URL, "submit", "true")
+	if r.code != exitOK || r.stdout != testJobID+"\n" {
+		t.Fatalf("got code %d, stdout %q, stderr %q; want success", r.code, r.stdout, r.stderr)
+	}
+	reqs := submitted(t, f)
+	if len(reqs) != 2 {
+		t.Fatalf("got %d submit requests, want 2", len(reqs))
+	}
+	if reqs[0].RequestID == "" || reqs[0].RequestID != reqs[1].RequestID {
+		t.Errorf("request IDs %q and %q, want the same non-empty ID twice", reqs[0].RequestID, reqs[1].RequestID)
+	}
+}
+
+func TestSubmit_AgentAnswerIsNotRetried(t *testing.T) {
+	f := newFakeAgent(t)
+	f.fail("POST /v1/jobs", http.StatusServiceUnavailable, "no leader")
+	r := runCLI(t, "--addr", f.URL, "submit", "true")
+	if r.code != exitError || r.stderr != "Error: no leader\n" {
+		t.Fatalf("got code %d, stderr %q; want 1 and the agent's message", r.code, r.stderr)
+	}
+	if n := len(submitted(t, f)); n != 1 {
+		t.Errorf("got %d submit requests, want 1", n)
+	}
+}
+
+func TestSubmit_JSONPrintsCreatedJob(t *testing.T) {
+	f := newFakeAgent(t)
+	acceptSubmit(f)
+	r := runCLI(t, "--addr", f.URL, "submit", "--json", "--name", "n", "true")
+	if r.code != exitOK {
+		t.Fatalf("exit code %d: %s", r.code, r.stderr)
+	}
+	var job structs.Job
+	mustDecode(t, r.stdout, &job)
+	if job.ID != testJobID || job.Spec.Name != "n" || job.State != structs.JobQueued {
+		t.Errorf("job = %+v, want the created job", job)
+	}
+	if !strings.Contains(r.stdout, "\n  \"id\": ") {
+		t.Errorf("stdout is not indented by two spaces:\n%s", r.stdout)
+	}
+}
+
+func TestSubmit_WaitExitCodeFollowsOutcome(t *testing.T) {
+	cases := []struct {
+		name   string
+		state  structs.JobState
+		reason string
+		code   int
+		stderr string
+	}{
+		{"succeeded", structs.JobSucceeded, "", exitOK, "job abcdef01 succeeded\n"},
+		{"failed", structs.JobFailed, "exit code 3", exitError, "job abcdef01 failed: exit code 3\n"},
+		{"cancelled", structs.JobCancelled, "cancelled by user", exitError, "job abcdef01 cancelled: cancelled by user\n"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeAgent(t)
+			acceptSubmit(f)
+			var polls atomic.Int32
+			f.handle("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+				j := structs.Job{ID: r.PathValue("id"), State: structs.JobRunning}
+				if polls.Add(1) > 1 {
+					j.State, j.Reason = tc.state, tc.reason
+				}
+				writeJSON(w, http.StatusOK, api.JobDetail{Job: j})
+			})
+			r := runCLI(t, "--addr", f.URL, "submit", "--wait", "true")
+			if r.code != tc.code || r.stderr != tc.stderr {
+				t.Fatalf("got code %d, stderr %q; want %d, %q", r.code, r.stderr, tc.code, tc.stderr)
+			}
+			if r.stdout != testJobID+"\n" {
+				t.Errorf("stdout = %q, want the job ID", r.stdout)
+			}
+			if n := polls.Load(); n != 2 {
+				t.Errorf("polled %d times, want 2", n)
+			}
+		})
+	}
+}
