@@ -1,0 +1,117 @@
+package archtest
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/skein-dev/skein"
+
+// allowed lists, for each top-level package, the skein packages it may
+// import (directly or not). Subpackages follow their top-level package.
+var allowed = map[string][]string{
+	"structs":  {},
+	"sched":    {"structs"},
+	"fsm":      {"structs"},
+	"gpu":      {"structs"},
+	"cluster":  {},
+	"api":      {"structs"},
+	"agent":    {"structs", "fsm", "sched", "cluster", "gpu", "api"},
+	"cli":      {"api", "structs", "agent"}, // agent only for the agent and supervise commands
+	"internal": {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent", "cli"},
+	"":         {"cli"}, // main.go
+}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+}
+
+func top(importPath string) (string, bool) {
+	if importPath == module {
+		return "", true
+	}
+	rest, ok := strings.CutPrefix(importPath, module+"/")
+	if !ok {
+		return "", false
+	}
+	t, _, _ := strings.Cut(rest, "/")
+	return t, true
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decode go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("go list found no packages")
+	}
+	return pkgs
+}
+
+func TestArch_ImportsFollowDesign(t *testing.T) {
+	for _, p := range listPackages(t) {
+		from, _ := top(p.ImportPath)
+		rules, known := allowed[from]
+		if !known {
+			t.Errorf("package %s is not in the dependency table; add it to DESIGN.md §2 and this test", p.ImportPath)
+			continue
+		}
+		for _, imp := range p.Imports {
+			to, internal := top(imp)
+			if !internal || to == from {
+				continue
+			}
+			if !slices.Contains(rules, to) {
+				t.Errorf("%s imports %s: %q may import only %v", p.ImportPath, imp, from, rules)
+			}
+		}
+	}
+}
+
+// TestArch_OnlyGPUImportsNVML keeps cgo confined to package gpu, so every
+// other package builds with CGO_ENABLED=0.
+func TestArch_OnlyGPUImportsNVML(t *testing.T) {
+	for _, p := range listPackages(t) {
+		from, _ := top(p.ImportPath)
+		for _, imp := range p.Imports {
+			if strings.HasPrefix(imp, "github.com/NVIDIA/go-nvml") && from != "gpu" {
+				t.Errorf("%s imports %s: only package gpu may use go-nvml", p.ImportPath, imp)
+			}
+		}
+	}
+}
+
+func TestArch_StaticBuildExcludesNVML(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", module)
+	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps with CGO_ENABLED=0: %v", err)
+	}
+	if strings.Contains(string(out), "github.com/NVIDIA/go-nvml") {
+		t.Error("a CGO_ENABLED=0 build of skein links go-nvml; keep NVML behind the cgo build constraint in package gpu")
+	}
+}

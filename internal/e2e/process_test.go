@@ -1,0 +1,254 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/structs"
+)
+
+// skeinBin is the binary built once for the whole package.
+var skeinBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "skein-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	skeinBin = filepath.Join(dir, "skein")
+	build := exec.Command("go", "build", "-o", skeinBin, "github.com/skein-dev/skein")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build skein: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// agentProc is one `skein agent` process.
+type agentProc struct {
+	cmd  *exec.Cmd
+	addr string
+	log  *bytes.Buffer
+}
+
+// startAgent runs `skein agent` on ip with the given data dir and waits
+// until its API answers.
+func startAgent(t *testing.T, ip, dataDir string, httpPort, raftPort int) *agentProc {
+	t.Helper()
+	var log bytes.Buffer
+	cmd := exec.Command(skeinBin, "agent", "--name", "node-"+ip, "--data-dir", dataDir,
+		"--bind", ip, "--http-port", fmt.Sprint(httpPort), "--raft-port", fmt.Sprint(raftPort),
+		"--gpus", "sim:4xH100-80", "--kill-grace", "1s")
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &agentProc{cmd: cmd, addr: fmt.Sprintf("http://%s:%d", ip, httpPort), log: &log}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			_ = p.cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("agent %s output:\n%s", p.addr, p.log.String())
+		}
+	})
+	waitFor(t, 20*time.Second, func() error {
+		_, err := p.skein(t, "status")
+		return err
+	})
+	return p
+}
+
+// skein runs the CLI against this agent and returns its stdout.
+func (p *agentProc) skein(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(skeinBin, args...)
+	cmd.Env = append(os.Environ(), "SKEIN_ADDR="+p.addr)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("skein %s: %v: %s", strings.Join(args, " "), err, errb.String())
+	}
+	return out.String(), nil
+}
+
+func (p *agentProc) job(t *testing.T, id string) api.JobDetail {
+	t.Helper()
+	out, err := p.skein(t, "job", "--json", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d api.JobDetail
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatalf("skein job --json: %v\n%s", err, out)
+	}
+	return d
+}
+
+func (p *agentProc) waitJob(t *testing.T, id string, ok func(api.JobDetail) error) api.JobDetail {
+	t.Helper()
+	var d api.JobDetail
+	waitFor(t, 20*time.Second, func() error {
+		d = p.job(t, id)
+		return ok(d)
+	})
+	return d
+}
+
+func jobIs(state structs.JobState) func(api.JobDetail) error {
+	return func(d api.JobDetail) error {
+		if d.Job.State != state {
+			return fmt.Errorf("job %s is %s (%s), want %s", structs.ShortID(d.Job.ID), d.Job.State, d.Job.Reason, state)
+		}
+		return nil
+	}
+}
+
+func allocRunning(d api.JobDetail) error {
+	if len(d.Allocations) == 0 || d.Allocations[len(d.Allocations)-1].State != structs.AllocRunning {
+		return fmt.Errorf("job %s has no running allocation yet", structs.ShortID(d.Job.ID))
+	}
+	return nil
+}
+
+func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %v", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func freePort(t *testing.T, ip string) int {
+	t.Helper()
+	l, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestProcess_AgentKilledAndRestarted_JobAdoptedAndHistoryKept SIGKILLs a
+// real agent while a job runs, restarts it on the same data dir, and checks
+// that the job was never stopped, reports its real exit code, and that the
+// finished job's history survived.
+func TestProcess_AgentKilledAndRestarted_JobAdoptedAndHistoryKept(t *testing.T) {
+	const ip = "127.0.0.11"
+	dataDir := t.TempDir()
+	httpPort, raftPort := freePort(t, ip), freePort(t, ip)
+	a := startAgent(t, ip, dataDir, httpPort, raftPort)
+
+	out, err := a.skein(t, "submit", "--gpus", "1", "--", "sh", "-c", "echo done-early")
+	if err != nil {
+		t.Fatal(err)
+	}
+	early := strings.TrimSpace(out)
+	a.waitJob(t, early, jobIs(structs.JobSucceeded))
+
+	marker := filepath.Join(t.TempDir(), "release")
+	beats := filepath.Join(t.TempDir(), "beats")
+	script := fmt.Sprintf(`while [ ! -e %s ]; do echo beat >> %s; sleep 0.05; done; exit 9`, marker, beats)
+	out, err = a.skein(t, "submit", "--gpus", "2", "--", "sh", "-c", script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.TrimSpace(out)
+	a.waitJob(t, long, allocRunning)
+
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.cmd.Wait()
+	// The job keeps running with no agent at all.
+	before := countLines(t, beats)
+	waitFor(t, 5*time.Second, func() error {
+		if n := countLines(t, beats); n <= before {
+			return fmt.Errorf("job made no progress while the agent was down (%d beats)", n)
+		}
+		return nil
+	})
+
+	b := startAgent(t, ip, dataDir, httpPort, raftPort)
+	d := b.job(t, early)
+	if d.Job.State != structs.JobSucceeded || len(d.Allocations) != 1 {
+		t.Fatalf("history after restart: %s with %d allocations", d.Job.State, len(d.Allocations))
+	}
+	if d := b.job(t, long); d.Job.State != structs.JobRunning {
+		t.Fatalf("adopted job is %s (%s) after restart, want running", d.Job.State, d.Job.Reason)
+	}
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d = b.waitJob(t, long, jobIs(structs.JobFailed))
+	if d.Job.ExitCode != 9 {
+		t.Fatalf("adopted job exit code %d (%s), want 9", d.Job.ExitCode, d.Job.Reason)
+	}
+}
+
+// TestProcess_CancelKillsTheWholeProcessGroup checks through the real binary
+// that cancel reaches a job's children, not just the process skein started.
+func TestProcess_CancelKillsTheWholeProcessGroup(t *testing.T) {
+	const ip = "127.0.0.12"
+	a := startAgent(t, ip, t.TempDir(), freePort(t, ip), freePort(t, ip))
+	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	out, err := a.skein(t, "submit", "--", "sh", "-c", fmt.Sprintf(`trap '' TERM; sleep 300 & echo $! > %s; wait`, pidFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimSpace(out)
+	a.waitJob(t, id, allocRunning)
+	var child int
+	waitFor(t, 5*time.Second, func() error {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Sscan(string(b), &child)
+		return err
+	})
+	if _, err := a.skein(t, "cancel", id); err != nil {
+		t.Fatal(err)
+	}
+	d := a.waitJob(t, id, jobIs(structs.JobCancelled))
+	if st := d.Allocations[0].State; st != structs.AllocKilled {
+		t.Fatalf("allocation is %s after cancel, want killed", st)
+	}
+	waitFor(t, 5*time.Second, func() error {
+		if err := syscall.Kill(child, 0); err == nil {
+			return fmt.Errorf("child %d of the cancelled job is still alive", child)
+		}
+		return nil
+	})
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return bytes.Count(b, []byte("\n"))
+}
