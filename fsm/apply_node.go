@@ -53,3 +53,49 @@ func validateNode(n *structs.Node) error {
 	}
 	return nil
 }
+
+// applyNodeStatus changes a node's status. It never touches the node's
+// allocations: a down node keeps them until NodeAllocsLost says otherwise.
+func (s *state) applyNodeStatus(l *raft.Log) any {
+	var req structs.NodeStatusRequest
+	decode(l, &req)
+	n, ok := s.nodes[req.NodeID]
+	if !ok {
+		return fmt.Errorf("node %s: %w", structs.ShortID(req.NodeID), ErrNodeNotFound)
+	}
+	switch req.Status {
+	case structs.NodeReady, structs.NodeDown, structs.NodeDraining, structs.NodeLeft:
+	default:
+		return fmt.Errorf("node %s: %w: unknown status %q", n.Name, ErrInvalidRequest, req.Status)
+	}
+	if n.Status == req.Status && n.StatusReason == req.Reason {
+		return nil
+	}
+	n.Status = req.Status
+	n.StatusReason = req.Reason
+	n.StatusAt = req.At
+	n.ModifyIndex = l.Index
+	return nil
+}
+
+// applyNodeAllocsLost ends every live allocation of a node that is not ready
+// as lost. Each allocation moves to lost once, so repeating the request (a
+// new leader deciding again) replaces nothing twice.
+func (s *state) applyNodeAllocsLost(l *raft.Log) any {
+	var req structs.NodeAllocsLostRequest
+	decode(l, &req)
+	n, ok := s.nodes[req.NodeID]
+	if !ok {
+		return fmt.Errorf("node %s: %w", structs.ShortID(req.NodeID), ErrNodeNotFound)
+	}
+	if n.Status == structs.NodeReady || n.Status == structs.NodeDraining {
+		return fmt.Errorf("node %s: %w: it is %s, so its allocations are not lost", n.Name, ErrInvalidRequest, n.Status)
+	}
+	u := structs.AllocUpdate{State: structs.AllocLost, ExitCode: -1, Reason: req.Reason, At: req.At}
+	for _, a := range s.nodeAllocs[n.ID] {
+		if a.Live() {
+			s.endAlloc(a, &u, l.Index)
+		}
+	}
+	return nil
+}

@@ -19,6 +19,7 @@ var (
 	ErrJobExists      = errors.New("job already exists")
 	ErrJobFinished    = errors.New("job already finished")
 	ErrAllocNotFound  = errors.New("no such allocation")
+	ErrNodeNotFound   = errors.New("no such node")
 	ErrWrongNode      = errors.New("allocation belongs to another node")
 	ErrInvalidRequest = errors.New("invalid request")
 	ErrBadSnapshot    = errors.New("invalid snapshot")
@@ -72,6 +73,10 @@ func (f *FSM) Apply(l *raft.Log) any {
 		resp = f.st.applyPlan(l)
 	case structs.AllocUpdateType:
 		resp = f.st.applyAllocUpdate(l)
+	case structs.NodeStatusType:
+		resp = f.st.applyNodeStatus(l)
+	case structs.NodeAllocsLostType:
+		resp = f.st.applyNodeAllocsLost(l)
 	default:
 		if !skippable {
 			panic(fmt.Sprintf("fsm: log entry %d has unknown type %d", l.Index, uint8(t)))

@@ -16,7 +16,7 @@ func TestFSM_GPUExclusivity(t *testing.T) {
 		m := newModel(rt)
 		steps := rapid.IntRange(10, 60).Draw(rt, "steps")
 		// Weighted so that jobs get placed and run before they are cancelled.
-		ops := []func(){m.register, m.submit, m.submit, m.plan, m.plan, m.plan, m.update, m.update, m.update, m.cancel}
+		ops := []func(){m.register, m.submit, m.submit, m.plan, m.plan, m.plan, m.update, m.update, m.update, m.cancel, m.nodeDown}
 		for range steps {
 			ops[rapid.IntRange(0, len(ops)-1).Draw(rt, "op")]()
 			m.check()
@@ -49,6 +49,17 @@ func newModel(rt *rapid.T) *model {
 		m.h.register(n)
 	}
 	return m
+}
+
+// nodeDown marks a random node down or ready again, sometimes declaring the
+// allocations of a down node lost (the leader's replacement decision).
+func (m *model) nodeDown() {
+	n := m.nodes[rapid.IntRange(0, len(m.nodes)-1).Draw(m.rt, "node")]
+	st := rapid.SampledFrom([]structs.NodeStatus{structs.NodeDown, structs.NodeReady}).Draw(m.rt, "status")
+	_ = m.h.applyErr(structs.NodeStatusType, structs.NodeStatusRequest{NodeID: n.ID, Status: st, At: m.h.at()})
+	if rapid.Bool().Draw(m.rt, "lose") {
+		_ = m.h.applyErr(structs.NodeAllocsLostType, structs.NodeAllocsLostRequest{NodeID: n.ID, Reason: "lost", At: m.h.at()})
+	}
 }
 
 func (m *model) id(prefix string) string {

@@ -8,11 +8,13 @@ type MessageType uint8
 
 // Message types. A new type takes the next free number.
 const (
-	NodeRegisterType MessageType = 1
-	JobSubmitType    MessageType = 2
-	JobCancelType    MessageType = 3
-	PlanApplyType    MessageType = 4
-	AllocUpdateType  MessageType = 5
+	NodeRegisterType   MessageType = 1
+	JobSubmitType      MessageType = 2
+	JobCancelType      MessageType = 3
+	PlanApplyType      MessageType = 4
+	AllocUpdateType    MessageType = 5
+	NodeStatusType     MessageType = 6
+	NodeAllocsLostType MessageType = 7
 )
 
 // IgnoreUnknownTypeFlag marks an entry that a replica which does not know its
@@ -32,6 +34,10 @@ func (t MessageType) String() string {
 		return "plan-apply"
 	case AllocUpdateType:
 		return "alloc-update"
+	case NodeStatusType:
+		return "node-status"
+	case NodeAllocsLostType:
+		return "node-allocs-lost"
 	}
 	return "unknown"
 }
@@ -106,4 +112,23 @@ type AllocUpdate struct {
 	ExitCode int        `json:"exit_code"`
 	Reason   string     `json:"reason,omitempty"`
 	At       time.Time  `json:"at"`
+}
+
+// NodeStatusRequest changes a node's status: the leader marks a node down
+// when it stops answering, ready when it is back, left when it leaves.
+type NodeStatusRequest struct {
+	NodeID string     `json:"node_id"`
+	Status NodeStatus `json:"status"`
+	Reason string     `json:"reason,omitempty"`
+	At     time.Time  `json:"at"`
+}
+
+// NodeAllocsLostRequest ends every live allocation of a node that is not
+// ready as lost, so their jobs are handled by their restart policy. The
+// leader sends it only after the node has had time to stop them itself
+// (DESIGN.md §6); Apply refuses it for a ready node.
+type NodeAllocsLostRequest struct {
+	NodeID string    `json:"node_id"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
 }

@@ -46,6 +46,8 @@ type Node struct {
 	// or "none". Simulated GPUs are labelled as such everywhere they are shown.
 	GPUSource    string     `json:"gpu_source"`
 	Status       NodeStatus `json:"status"`
+	StatusReason string     `json:"status_reason,omitempty"`
+	StatusAt     time.Time  `json:"status_at,omitzero"`
 	Role         NodeRole   `json:"role,omitempty"`
 	Version      string     `json:"version"`
 	RegisteredAt time.Time  `json:"registered_at"`
