@@ -56,6 +56,9 @@ type procRecord struct {
 type stopRequest struct {
 	Reason string    `json:"reason"`
 	At     time.Time `json:"at"`
+	// Grace, when set and shorter than the spec's kill grace, replaces it
+	// (fencing stops jobs faster than a user's cancel).
+	Grace structs.Duration `json:"grace,omitempty"`
 }
 
 // status is the outcome of an allocation, written once.

@@ -445,6 +445,12 @@ func (r *Runner) killOrphan(a *alloc) {
 // (AllocKilled, reason "killed: <reason>") is reported when the job is gone.
 // An unknown allocation is left alone.
 func (r *Runner) Stop(allocID, reason string) {
+	r.StopWithin(allocID, reason, 0)
+}
+
+// StopWithin is Stop with a kill grace of at most grace (0: the configured
+// kill grace).
+func (r *Runner) StopWithin(allocID, reason string, grace time.Duration) {
 	if checkID(allocID) != nil {
 		return
 	}
@@ -461,7 +467,7 @@ func (r *Runner) Stop(allocID, reason string) {
 	defer a.mu.Unlock()
 	// The request goes to disk first: a supervisor that has not started the
 	// job yet finds it there and never starts it.
-	req := stopRequest{Reason: reason, At: time.Now().UTC()}
+	req := stopRequest{Reason: reason, At: time.Now().UTC(), Grace: structs.Duration(grace)}
 	if err := writeJSONAtomic(filepath.Join(a.dir, stopFile), req); err != nil {
 		r.log.Warn("cannot record stop request", "alloc", a.id, "error", err)
 	}

@@ -494,3 +494,20 @@ func TestRunner_StopRightAfterStartEndsKilled(t *testing.T) {
 		}
 	}
 }
+
+// TestRunner_StopWithinShortensTheGrace: a fencing stop may not wait for the
+// job's long kill grace; a job that ignores TERM is still killed.
+func TestRunner_StopWithinShortensTheGrace(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.grace = time.Hour
+	r, rec := e.runner(t)
+	tk := sh(`trap '' TERM; echo ready; while :; do sleep 0.05; done`)
+	mustStart(t, r, tk)
+	waitFile(t, filepath.Join(e.allocDir, tk.Alloc.ID, stdoutFile), "ready")
+	r.StopWithin(tk.Alloc.ID, "lost contact with the leader", 200*time.Millisecond)
+	u := waitTerminal(t, rec, tk.Alloc.ID)
+	if u.State != structs.AllocKilled || u.ExitCode != 128+9 || u.Reason != "killed: lost contact with the leader" {
+		t.Errorf("got %+v, want killed by SIGKILL well before the hour-long grace", u)
+	}
+}

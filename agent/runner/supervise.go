@@ -101,7 +101,7 @@ func (s *supervisor) run() int {
 	if err != nil {
 		return s.record(startFailed(exitNotFound, fmt.Errorf("read spec: %w", err)))
 	}
-	if reason, ok := s.stopRequested(); ok {
+	if reason, _, ok := s.stopRequested(); ok {
 		now := time.Now().UTC()
 		return s.record(status{State: structs.AllocKilled, ExitCode: exitUnknown,
 			Reason: "killed: " + reason, FinishedAt: now})
@@ -150,20 +150,22 @@ func (s *supervisor) signalReady() {
 	}
 }
 
-func (s *supervisor) stopRequested() (string, bool) {
+// stopRequested reads stop.json: why the job is to stop and the kill grace
+// the request asks for (0: the spec's).
+func (s *supervisor) stopRequested() (string, time.Duration, bool) {
 	var req stopRequest
 	found, err := readJSON(s.path(stopFile), &req)
 	if err != nil {
 		s.log.Warn("unreadable stop request", "error", err)
-		return "stop requested", true
+		return "stop requested", 0, true
 	}
 	if !found {
-		return "", false
+		return "", 0, false
 	}
 	if req.Reason == "" {
 		req.Reason = "stop requested"
 	}
-	return req.Reason, true
+	return req.Reason, time.Duration(req.Grace), true
 }
 
 func (s *supervisor) record(st status) int {
@@ -270,9 +272,12 @@ func (s *supervisor) wait(cmd *exec.Cmd, pgid int, sp spec) status {
 			done = true
 		case <-s.sigs:
 			if why == "" {
-				reason, _ := s.stopRequested()
+				reason, g, _ := s.stopRequested()
 				if reason == "" {
 					reason = "stop requested"
+				}
+				if g > 0 && g < grace {
+					grace = g
 				}
 				stopped = true
 				terminate("killed: " + reason)
