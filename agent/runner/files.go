@@ -41,6 +41,19 @@ type spec struct {
 	Workdir   string           `json:"workdir"`
 	TimeLimit structs.Duration `json:"time_limit,omitempty"`
 	KillGrace structs.Duration `json:"kill_grace"`
+	// LeasePath names the node's lease file; "" means the job never
+	// fences itself. FenceGrace is the kill grace when the lease expires.
+	LeasePath  string           `json:"lease_path,omitempty"`
+	FenceGrace structs.Duration `json:"fence_grace,omitempty"`
+}
+
+// lease is the node's right to run its jobs, renewed by the agent while
+// it is in contact with the leader. A supervisor stops its job when the
+// lease has expired, even if the agent itself is frozen or dead.
+type lease struct {
+	// ExpiresAt zero means the lease never expires (a one-node cluster,
+	// where no other node could take the job over).
+	ExpiresAt time.Time `json:"expires_at"`
 }
 
 // procRecord names one process so that a reused pid is never mistaken for

@@ -125,8 +125,10 @@ func waitTerminal(t *testing.T, rec *recorder, id string) structs.AllocUpdate {
 }
 
 type testEnv struct {
-	allocDir string
-	grace    time.Duration
+	allocDir   string
+	grace      time.Duration
+	leasePath  string // "" unless a test sets it
+	fenceGrace time.Duration
 }
 
 // newEnv makes an allocation directory and, at cleanup, kills every job and
@@ -148,6 +150,8 @@ func (e *testEnv) runner(t *testing.T) (*Runner, *recorder) {
 		KillGrace:     e.grace,
 		Report:        rec.add,
 		BaseEnv:       []string{"PATH=" + os.Getenv("PATH"), "SKEIN_TOKEN=secret", "HOME=/nonexistent"},
+		LeasePath:     e.leasePath,
+		FenceGrace:    e.fenceGrace,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -60,6 +60,11 @@ type Config struct {
 	// BaseEnv is the environment jobs inherit; nil means os.Environ()
 	// without SKEIN_TOKEN.
 	BaseEnv []string
+	// LeasePath is the node's lease file (see RenewLease). When set, every
+	// supervisor stops its job, with FenceGrace between SIGTERM and
+	// SIGKILL, once the lease has expired. "" disables self-fencing.
+	LeasePath  string
+	FenceGrace time.Duration
 }
 
 // Task is one allocation to run and the job it belongs to.
@@ -74,9 +79,12 @@ type Runner struct {
 	dir       string
 	supCmd    []string
 	killGrace time.Duration
-	report    func(structs.AllocUpdate)
-	log       hclog.Logger
-	baseEnv   []string
+	// leasePath and fenceGrace configure self-fencing (Config.LeasePath).
+	leasePath  string
+	fenceGrace time.Duration
+	report     func(structs.AllocUpdate)
+	log        hclog.Logger
+	baseEnv    []string
 
 	mu       sync.Mutex
 	allocs   map[string]*alloc // tracked: being started or watched
@@ -112,14 +120,16 @@ func New(cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("allocation directory: %w", err)
 	}
 	r := &Runner{
-		dir:       dir,
-		supCmd:    slices.Clone(cfg.SupervisorCmd),
-		killGrace: cfg.KillGrace,
-		report:    cfg.Report,
-		log:       cfg.Logger,
-		baseEnv:   slices.Clone(cfg.BaseEnv),
-		allocs:    make(map[string]*alloc),
-		quit:      make(chan struct{}),
+		dir:        dir,
+		supCmd:     slices.Clone(cfg.SupervisorCmd),
+		killGrace:  cfg.KillGrace,
+		leasePath:  cfg.LeasePath,
+		fenceGrace: cfg.FenceGrace,
+		report:     cfg.Report,
+		log:        cfg.Logger,
+		baseEnv:    slices.Clone(cfg.BaseEnv),
+		allocs:     make(map[string]*alloc),
+		quit:       make(chan struct{}),
 	}
 	if len(r.supCmd) == 0 {
 		exe, err := os.Executable()
@@ -233,12 +243,14 @@ func (r *Runner) spawn(f func()) bool {
 // launch writes the spec and starts the supervisor for a new allocation.
 func (r *Runner) launch(a *alloc, t Task) error {
 	sp := spec{
-		AllocID:   a.id,
-		Argv:      slices.Clone(t.Job.Spec.Command),
-		Env:       BuildEnv(t, r.baseEnv),
-		Workdir:   t.Job.Spec.Workdir,
-		TimeLimit: t.Job.Spec.TimeLimit,
-		KillGrace: structs.Duration(r.killGrace),
+		AllocID:    a.id,
+		Argv:       slices.Clone(t.Job.Spec.Command),
+		Env:        BuildEnv(t, r.baseEnv),
+		Workdir:    t.Job.Spec.Workdir,
+		TimeLimit:  t.Job.Spec.TimeLimit,
+		KillGrace:  structs.Duration(r.killGrace),
+		LeasePath:  r.leasePath,
+		FenceGrace: structs.Duration(r.fenceGrace),
 	}
 	if sp.Workdir == "" {
 		sp.Workdir = filepath.Join(a.dir, workDirName)
@@ -438,6 +450,15 @@ func (r *Runner) killOrphan(a *alloc) {
 		pgid = job.PID
 	}
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+// RenewLease extends the node's lease until the given time, or forever for
+// a zero time. Supervisors read it from Config.LeasePath.
+func (r *Runner) RenewLease(until time.Time) error {
+	if r.leasePath == "" {
+		return nil
+	}
+	return writeJSONAtomic(r.leasePath, lease{ExpiresAt: until.UTC()})
 }
 
 // Stop asks an allocation's supervisor to stop its job: SIGTERM to the job's

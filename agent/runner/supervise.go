@@ -25,6 +25,13 @@ const (
 	lockFDEnv  = "SKEIN_SUPERVISOR_LOCK_FD"
 )
 
+// leasePoll is how often a supervisor checks the node's lease, and
+// fencedReason what it says when the lease ran out.
+const (
+	leasePoll    = 100 * time.Millisecond
+	fencedReason = "node lease expired: lost contact with the leader"
+)
+
 // Exit codes of a job that could not be started, as shells use them.
 const (
 	exitCannotExec = 126
@@ -150,6 +157,17 @@ func (s *supervisor) signalReady() {
 	}
 }
 
+// leaseExpired reports whether the node's lease has run out. A missing or
+// unreadable lease never fences: only a lease the agent wrote can expire.
+func (s *supervisor) leaseExpired(path string) bool {
+	var l lease
+	found, err := readJSON(path, &l)
+	if !found || err != nil || l.ExpiresAt.IsZero() {
+		return false
+	}
+	return time.Now().After(l.ExpiresAt)
+}
+
 // stopRequested reads stop.json: why the job is to stop and the kill grace
 // the request asks for (0: the spec's).
 func (s *supervisor) stopRequested() (string, time.Duration, bool) {
@@ -256,6 +274,12 @@ func (s *supervisor) wait(cmd *exec.Cmd, pgid int, sp spec) status {
 		defer t.Stop()
 		limit = t.C
 	}
+	var leaseCheck <-chan time.Time
+	if sp.LeasePath != "" {
+		t := time.NewTicker(leasePoll)
+		defer t.Stop()
+		leaseCheck = t.C
+	}
 	var kill <-chan time.Time
 	var stopped, timedOut bool
 	var why string
@@ -281,6 +305,14 @@ func (s *supervisor) wait(cmd *exec.Cmd, pgid int, sp spec) status {
 				}
 				stopped = true
 				terminate("killed: " + reason)
+			}
+		case <-leaseCheck:
+			if why == "" && s.leaseExpired(sp.LeasePath) {
+				stopped = true
+				if g := time.Duration(sp.FenceGrace); g > 0 && g < grace {
+					grace = g
+				}
+				terminate("killed: " + fencedReason)
 			}
 		case <-limit:
 			if why == "" {

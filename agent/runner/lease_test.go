@@ -1,0 +1,58 @@
+package runner
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// TestRunner_ExpiredLeaseStopsJobsWithoutTheAgent: a node whose agent is
+// frozen or dead cannot stop its jobs; the supervisors do it themselves once
+// the lease the agent last renewed has run out.
+func TestRunner_ExpiredLeaseStopsJobsWithoutTheAgent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.grace = time.Hour
+	e.leasePath = filepath.Join(t.TempDir(), "lease.json")
+	e.fenceGrace = 200 * time.Millisecond
+	r, _ := e.runner(t)
+	if err := r.RenewLease(time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	tk := sh(`trap '' TERM; echo ready; while :; do sleep 0.05; done`)
+	mustStart(t, r, tk)
+	waitFile(t, filepath.Join(e.allocDir, tk.Alloc.ID, stdoutFile), "ready")
+	r.Shutdown() // the agent is gone; nothing renews the lease now
+
+	if err := writeJSONAtomic(e.leasePath, lease{ExpiresAt: time.Now().Add(-time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	var st status
+	waitFor(t, 10*time.Second, "the job to stop itself", func() (bool, string) {
+		found, err := readJSON(filepath.Join(e.allocDir, tk.Alloc.ID, statusFile), &st)
+		return found && err == nil, fmt.Sprintf("no status.json yet (%v)", err)
+	})
+	if st.Reason != "killed: "+fencedReason || st.Signal != "SIGKILL" {
+		t.Fatalf("status = %+v, want killed by SIGKILL for the expired lease", st)
+	}
+}
+
+// TestRunner_LeaseThatNeverExpiresNeverFences: a one-node cluster writes a
+// zero expiry; the job runs to its end.
+func TestRunner_LeaseThatNeverExpiresNeverFences(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.leasePath = filepath.Join(t.TempDir(), "lease.json")
+	r, rec := e.runner(t)
+	if err := r.RenewLease(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	tk := sh(`sleep 0.5; exit 0`)
+	mustStart(t, r, tk)
+	if u := waitTerminal(t, rec, tk.Alloc.ID); u.State != structs.AllocSucceeded {
+		t.Fatalf("got %+v, want the job to finish undisturbed", u)
+	}
+}
