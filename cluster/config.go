@@ -37,6 +37,65 @@ type Config struct {
 	// SnapshotThreshold is how many log entries since the last snapshot
 	// trigger a new one. 0 means 8192.
 	SnapshotThreshold uint64
+
+	// GossipBind is the host:port memberlist listens on (TCP and UDP). Empty
+	// turns gossip off: the node then runs raft only, and membership is
+	// changed by hand (AddVoter, RemoveServer, ...). Port 0 picks a free
+	// port (tests); GossipAddr reports the result.
+	GossipBind string
+	// GossipAdvertise is the host:port other members reach this node's
+	// gossip on. Empty means the bound address; port 0 means the bound port.
+	GossipAdvertise string
+	// EncryptKey, when set, encrypts and authenticates all gossip with
+	// AES-256-GCM. It must be exactly 32 bytes (see GenerateKey, ParseKey).
+	// Every member needs the same key.
+	EncryptKey []byte
+	// Meta returns the application's gossip metadata, at most
+	// MaxAppMetaBytes. It is called when memberlist needs this node's meta
+	// (at start and after UpdateMeta) and must not block. Nil means none.
+	Meta func() []byte
+	// BootstrapExpect, when N >= 1, bootstraps raft once N gossip members
+	// with the same value see each other and none has raft state; the
+	// member with the lowest NodeID does it, with the N lowest IDs as
+	// voters. Needs gossip; mutually exclusive with Bootstrap.
+	BootstrapExpect int
+	// Voters is how many voters the leader keeps (odd, >= 1). 0 means 3.
+	Voters int
+	// GossipTiming overrides memberlist's failure-detector timings; zero
+	// fields take LAN defaults.
+	GossipTiming GossipTiming
+	// RejoinInterval is how often the node re-joins peers it has seen alive
+	// but that are not members now, so a long partition heals. 0 means 30s.
+	RejoinInterval time.Duration
+	// ReconcileInterval is how often the leader refreshes server health and
+	// reconciles raft membership with gossip (autopilot's update and
+	// reconcile intervals). A non-voter must be healthy this long before it
+	// is promoted. 0 means 2s.
+	ReconcileInterval time.Duration
+	// DeadServerGrace is how long a voter may be failed in gossip before a
+	// healthy non-voter takes its vote. 0 means 10s.
+	DeadServerGrace time.Duration
+	// ReapTimeout is how long a server may be failed in gossip before the
+	// leader removes it from raft. 0 means 72h.
+	ReapTimeout time.Duration
+	// Network, when set, routes every raft and gossip connection and packet
+	// of this node through a Partitioner, so tests can cut nodes off. Nil in
+	// production.
+	Network *Partitioner
+}
+
+// GossipTiming holds memberlist's failure-detector timings. See
+// memberlist.Config for their meaning.
+type GossipTiming struct {
+	ProbeInterval  time.Duration
+	ProbeTimeout   time.Duration
+	SuspicionMult  int
+	GossipInterval time.Duration
+	// PushPullInterval is how often a member swaps its whole state with
+	// another. Broadcasts are retransmitted only a few times, so a join
+	// that races another join can go unannounced; the full-state sync is
+	// what repairs it. memberlist stretches it beyond 32 members.
+	PushPullInterval time.Duration
 }
 
 // Timing holds raft's timeouts. See hashicorp/raft.Config for their meaning.
@@ -63,6 +122,31 @@ const (
 	DefaultSnapshotThreshold  = 8192
 )
 
+// Gossip defaults, aimed at declaring a silent node failed within about
+// 2-3 s on a LAN (memberlist's LAN profile takes 5-10 s). A dead node is
+// probed within one ProbeInterval by some member; the probe fails after
+// ProbeTimeout; the node is then suspect for between SuspicionMult *
+// max(1, log10(members)) * ProbeInterval (1.2 s below 10 members, 2.4 s
+// at 100) and suspicionMaxMult times that, shrinking as other members
+// confirm the suspicion. ProbeTimeout of 200 ms is far above a LAN round
+// trip yet tolerates a loaded 2-core machine; memberlist's awareness
+// (Lifeguard) stretches it further on a member that is itself slow.
+// GossipInterval of 100 ms spreads a meta change (free GPUs) to 100 nodes
+// in well under a second (B5).
+const (
+	DefaultProbeInterval     = 400 * time.Millisecond
+	DefaultProbeTimeout      = 200 * time.Millisecond
+	DefaultSuspicionMult     = 3
+	DefaultGossipInterval    = 100 * time.Millisecond
+	DefaultPushPullInterval  = 5 * time.Second
+	DefaultGossipPort        = 7472
+	DefaultVoters            = 3
+	DefaultRejoinInterval    = 30 * time.Second
+	DefaultReconcileInterval = 2 * time.Second
+	DefaultDeadServerGrace   = 10 * time.Second
+	DefaultReapTimeout       = 72 * time.Hour
+)
+
 // Fixed raft tunables.
 const (
 	logCacheSize     = 512 // recent entries kept in memory for replication
@@ -74,6 +158,15 @@ const (
 	membershipWait   = 10 * time.Second // enqueue timeout for membership changes
 	storeOpenTimeout = time.Second      // how long to wait for the bbolt file lock
 	leaderPoll       = 20 * time.Millisecond
+
+	suspicionMaxMult = 2                      // cap on suspicion time, as a multiple of the minimum
+	deadReclaim      = time.Second            // a dead member's ID may come back at a new address after this
+	statsBuffer      = 64                     // stats requests waiting for the responder
+	memberEvents     = 256                    // event loop -> MemberEvents, oldest dropped when full
+	gossipTimeout    = 5 * time.Second        // broadcast waits (UpdateMeta)
+	maxRaftAddrLen   = 64                     // longest raft advertise address the meta header carries
+	leavePoll        = 50 * time.Millisecond  // Leave polls the raft configuration this often
+	bootstrapPoll    = 500 * time.Millisecond // bootstrap-expect re-checks at least this often
 )
 
 // withDefaults returns cfg with zero values replaced by defaults.
@@ -97,6 +190,37 @@ func (cfg Config) withDefaults() Config {
 	if cfg.SnapshotThreshold == 0 {
 		cfg.SnapshotThreshold = DefaultSnapshotThreshold
 	}
+	g := &cfg.GossipTiming
+	if g.ProbeInterval == 0 {
+		g.ProbeInterval = DefaultProbeInterval
+	}
+	if g.ProbeTimeout == 0 {
+		g.ProbeTimeout = DefaultProbeTimeout
+	}
+	if g.SuspicionMult == 0 {
+		g.SuspicionMult = DefaultSuspicionMult
+	}
+	if g.GossipInterval == 0 {
+		g.GossipInterval = DefaultGossipInterval
+	}
+	if g.PushPullInterval == 0 {
+		g.PushPullInterval = DefaultPushPullInterval
+	}
+	if cfg.Voters == 0 {
+		cfg.Voters = DefaultVoters
+	}
+	if cfg.RejoinInterval == 0 {
+		cfg.RejoinInterval = DefaultRejoinInterval
+	}
+	if cfg.ReconcileInterval == 0 {
+		cfg.ReconcileInterval = DefaultReconcileInterval
+	}
+	if cfg.DeadServerGrace == 0 {
+		cfg.DeadServerGrace = DefaultDeadServerGrace
+	}
+	if cfg.ReapTimeout == 0 {
+		cfg.ReapTimeout = DefaultReapTimeout
+	}
 	return cfg
 }
 
@@ -112,9 +236,15 @@ func (cfg Config) validate() (net.Addr, error) {
 	case cfg.FSM == nil:
 		return nil, fmt.Errorf("%w: fsm is nil", ErrInvalidConfig)
 	}
+	if err := cfg.validateGossip(); err != nil {
+		return nil, err
+	}
 	host, _, err := net.SplitHostPort(cfg.RaftBind)
 	if err != nil {
 		return nil, fmt.Errorf("%w: raft bind %q: %w", ErrInvalidConfig, cfg.RaftBind, err)
+	}
+	if len(cfg.RaftAdvertise) > maxRaftAddrLen || (cfg.RaftAdvertise == "" && len(cfg.RaftBind) > maxRaftAddrLen) {
+		return nil, fmt.Errorf("%w: raft address is longer than %d bytes", ErrInvalidConfig, maxRaftAddrLen)
 	}
 	if cfg.RaftAdvertise == "" {
 		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
@@ -162,4 +292,58 @@ func (cfg Config) raftConfig(notify chan<- bool) (*raft.Config, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return rc, nil
+}
+
+// validateGossip checks the gossip and membership fields.
+func (cfg Config) validateGossip() error {
+	switch {
+	case cfg.EncryptKey != nil && len(cfg.EncryptKey) != keyLen:
+		return fmt.Errorf("%w: encrypt key is %d bytes, want %d", ErrInvalidConfig, len(cfg.EncryptKey), keyLen)
+	case cfg.BootstrapExpect < 0 || cfg.BootstrapExpect > maxBootstrapExpect:
+		return fmt.Errorf("%w: bootstrap expect %d is outside 0-%d", ErrInvalidConfig, cfg.BootstrapExpect, maxBootstrapExpect)
+	case cfg.BootstrapExpect > 0 && cfg.Bootstrap:
+		return fmt.Errorf("%w: bootstrap and bootstrap expect are mutually exclusive", ErrInvalidConfig)
+	case cfg.BootstrapExpect > 0 && cfg.GossipBind == "":
+		return fmt.Errorf("%w: bootstrap expect needs gossip (a gossip bind address)", ErrInvalidConfig)
+	case cfg.Voters < 1 || cfg.Voters%2 == 0:
+		return fmt.Errorf("%w: voters %d must be odd and at least 1", ErrInvalidConfig, cfg.Voters)
+	case cfg.GossipTiming.ProbeInterval < 0 || cfg.GossipTiming.ProbeTimeout < 0 ||
+		cfg.GossipTiming.SuspicionMult < 0 || cfg.GossipTiming.GossipInterval < 0 ||
+		cfg.GossipTiming.PushPullInterval < 0:
+		return fmt.Errorf("%w: gossip timings must not be negative", ErrInvalidConfig)
+	case cfg.GossipTiming.ProbeTimeout >= cfg.GossipTiming.ProbeInterval:
+		return fmt.Errorf("%w: gossip probe timeout %s must be shorter than the probe interval %s",
+			ErrInvalidConfig, cfg.GossipTiming.ProbeTimeout, cfg.GossipTiming.ProbeInterval)
+	case cfg.RejoinInterval < 0 || cfg.ReconcileInterval < 0 || cfg.DeadServerGrace < 0 || cfg.ReapTimeout < 0:
+		return fmt.Errorf("%w: membership intervals must not be negative", ErrInvalidConfig)
+	}
+	if cfg.GossipBind == "" {
+		return nil
+	}
+	if _, _, err := splitHostPort(cfg.GossipBind); err != nil {
+		return fmt.Errorf("%w: gossip bind %q: %w", ErrInvalidConfig, cfg.GossipBind, err)
+	}
+	if cfg.GossipAdvertise != "" {
+		host, _, err := splitHostPort(cfg.GossipAdvertise)
+		if err != nil {
+			return fmt.Errorf("%w: gossip advertise %q: %w", ErrInvalidConfig, cfg.GossipAdvertise, err)
+		}
+		if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+			return fmt.Errorf("%w: gossip advertise %q must name a dialable IP", ErrInvalidConfig, cfg.GossipAdvertise)
+		}
+	}
+	return nil
+}
+
+// splitHostPort splits a host:port whose port is 0-65535.
+func splitHostPort(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("port %q must be 0-65535", p)
+	}
+	return host, port, nil
 }

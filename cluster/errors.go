@@ -24,6 +24,17 @@ var (
 	// ErrStoreLocked means another Cluster (in this or another process)
 	// holds the raft store in the same data directory.
 	ErrStoreLocked = errors.New("raft store is locked by another user of the data directory")
+	// ErrNoGossip means a gossip operation was asked of a node started
+	// without gossip (Config.GossipBind empty).
+	ErrNoGossip = errors.New("gossip is not enabled")
+	// ErrJoin means Join reached none of the addresses it was given.
+	ErrJoin = errors.New("join failed")
+	// ErrInvalidKey means a gossip encryption key is malformed.
+	ErrInvalidKey = errors.New("invalid gossip key")
+	// ErrBadMeta means a member's gossip metadata could not be decoded.
+	ErrBadMeta = errors.New("bad member metadata")
+	// ErrLeave means Leave could not hand this node's place over safely.
+	ErrLeave = errors.New("leave failed")
 )
 
 // raftError is a package error that reads on its own but still unwraps to

@@ -54,11 +54,17 @@ func (c *Cluster) openRaft(conf *raft.Config, advertise net.Addr) error {
 		_ = store.Close()
 		return fmt.Errorf("open snapshot store %s: %w", dir, err)
 	}
-	trans, err := raft.NewTCPTransportWithLogger(c.cfg.RaftBind, advertise, transportPool, transportTimeout, rlog)
+	stream, err := newTCPStream(c.cfg.RaftBind, advertise, c.cfg.Network)
 	if err != nil {
 		_ = store.Close()
 		return fmt.Errorf("listen for raft on %s: %w", c.cfg.RaftBind, err)
 	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  stream,
+		MaxPool: transportPool,
+		Timeout: transportTimeout,
+		Logger:  rlog,
+	})
 	c.transport = trans
 
 	fail := func(err error) error {
@@ -66,10 +72,16 @@ func (c *Cluster) openRaft(conf *raft.Config, advertise net.Addr) error {
 		_ = store.Close()
 		return err
 	}
+	existing, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		return fail(fmt.Errorf("check existing raft state: %w", err))
+	}
+	c.hasState.Store(existing)
 	if c.cfg.Bootstrap {
-		if err := bootstrap(conf, logs, store, snaps, trans); err != nil {
+		if err := bootstrap(conf, existing, logs, store, snaps, trans); err != nil {
 			return fail(err)
 		}
+		c.hasState.Store(true)
 	}
 	r, err := raft.NewRaft(conf, c.cfg.FSM, logs, store, snaps, trans)
 	if err != nil {
@@ -83,12 +95,8 @@ func (c *Cluster) openRaft(conf *raft.Config, advertise net.Addr) error {
 // bootstrap writes a one-voter configuration of this node, unless the
 // stores already hold raft state (a restart, or a node that joined a
 // cluster earlier): bootstrapping those again would fork the cluster.
-func bootstrap(conf *raft.Config, logs raft.LogStore, stable raft.StableStore,
+func bootstrap(conf *raft.Config, existing bool, logs raft.LogStore, stable raft.StableStore,
 	snaps raft.SnapshotStore, trans *raft.NetworkTransport) error {
-	existing, err := raft.HasExistingState(logs, stable, snaps)
-	if err != nil {
-		return fmt.Errorf("check existing raft state: %w", err)
-	}
 	if existing {
 		conf.Logger.Info("existing raft state found, not bootstrapping")
 		return nil
@@ -287,15 +295,7 @@ func (c *Cluster) wait(start func() raft.Future) error {
 	if c.isStopped() {
 		return ErrShutdown
 	}
-	f := start()
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return translate(err)
-	case <-c.stopped:
-		return ErrShutdown
-	}
+	return waitOn(start(), c.stopped)
 }
 
 func checkServer(id, addr string) error {

@@ -1,0 +1,306 @@
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestGossip_MembersJoinThroughAnyMemberAndSeeMeta(t *testing.T) {
+	var metaA atomic.Value
+	metaA.Store([]byte("gpus=8"))
+	cfgA := testConfig("a")
+	cfgA.Bootstrap = true
+	cfgA.Meta = func() []byte { return metaA.Load().([]byte) }
+	a := startCfg(t, cfgA)
+	b := startCfg(t, testConfig("b"))
+	c := startCfg(t, testConfig("c"))
+	mustJoin(t, b, a)
+	mustJoin(t, c, b) // through a member that is not the one a started with
+
+	waitFor(t, 10*time.Second, func() error { return allAlive(a, b, c) })
+	for _, n := range []*testNode{b, c} {
+		m, _ := memberStatus(n, "a")
+		if m.RaftAddr != a.c.Addr() || m.Addr != a.c.GossipAddr() || string(m.Meta) != "gpus=8" {
+			t.Fatalf("%s sees a as %+v; want raft %s, gossip %s, meta gpus=8", n.id, m, a.c.Addr(), a.c.GossipAddr())
+		}
+	}
+
+	metaA.Store([]byte("gpus=7"))
+	if err := a.c.UpdateMeta(); err != nil {
+		t.Fatalf("update meta: %v", err)
+	}
+	ev := waitEvent(t, c, EventUpdate, "a", 10*time.Second)
+	if string(ev.Member.Meta) != "gpus=7" {
+		t.Fatalf("update event meta = %q, want gpus=7", ev.Member.Meta)
+	}
+	waitFor(t, 5*time.Second, func() error {
+		if m, _ := memberStatus(b, "a"); string(m.Meta) != "gpus=7" {
+			return fmt.Errorf("b sees a's meta %q", m.Meta)
+		}
+		return nil
+	})
+}
+
+func TestGossip_FailedAndLeftMembersAreReported(t *testing.T) {
+	cfgA := testConfig("a")
+	cfgA.Bootstrap = true
+	a := startCfg(t, cfgA)
+	waitLeader(t, a)
+	b := startCfg(t, testConfig("b"))
+	c := startCfg(t, testConfig("c"))
+	mustJoin(t, b, a)
+	mustJoin(t, c, a)
+	waitFor(t, 10*time.Second, func() error { return allAlive(a, b, c) })
+
+	if err := c.c.Shutdown(); err != nil {
+		t.Fatalf("shut down c: %v", err)
+	}
+	waitEvent(t, a, EventFailed, "c", 10*time.Second)
+	if m, _ := memberStatus(a, "c"); m.Status != StatusFailed {
+		t.Fatalf("a sees c as %v after its failure, want failed", m.Status)
+	}
+
+	// b waits for the leader to drop it from raft, which needs it to have
+	// been added first.
+	waitFor(t, 10*time.Second, func() error {
+		_, non, err := raftView(a)
+		if err != nil || !strings.Contains(strings.Join(non, ","), "b") {
+			return fmt.Errorf("b not yet a raft server: %v %v", non, err)
+		}
+		return nil
+	})
+	if err := b.c.Leave(10 * time.Second); err != nil {
+		t.Fatalf("b leave: %v", err)
+	}
+	waitEvent(t, a, EventLeft, "b", 10*time.Second)
+	if m, _ := memberStatus(a, "b"); m.Status != StatusLeft {
+		t.Fatalf("a sees b as %v after its leave, want left", m.Status)
+	}
+	_, non, err := raftView(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(strings.Join(non, ","), "b") {
+		t.Fatalf("b is still a raft server after leaving: %v", non)
+	}
+}
+
+func TestGossip_EncryptionKeysMustMatch(t *testing.T) {
+	key1 := bytes.Repeat([]byte{1}, 32)
+	key2 := bytes.Repeat([]byte{2}, 32)
+	cases := []struct {
+		name     string
+		key1     []byte
+		key2     []byte
+		wantJoin bool
+	}{
+		{name: "same key", key1: key1, key2: key1, wantJoin: true},
+		{name: "different keys", key1: key1, key2: key2, wantJoin: false},
+		{name: "key and none", key1: key1, key2: nil, wantJoin: false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfgA, cfgB := testConfig("a"), testConfig("b")
+			cfgA.EncryptKey, cfgB.EncryptKey = tc.key1, tc.key2
+			a, b := startCfg(t, cfgA), startCfg(t, cfgB)
+			_, err := b.c.Join([]string{a.c.GossipAddr()})
+			if tc.wantJoin {
+				if err != nil {
+					t.Fatalf("join with matching keys: %v", err)
+				}
+				waitFor(t, 5*time.Second, func() error { return allAlive(a, b) })
+				return
+			}
+			if !errors.Is(err, ErrJoin) {
+				t.Fatalf("join with mismatched keys: err = %v, want ErrJoin", err)
+			}
+			if _, ok := memberStatus(a, "b"); ok {
+				t.Fatal("a lists b although their keys differ")
+			}
+		})
+	}
+}
+
+func TestJoin_BadAddressGivesClearError(t *testing.T) {
+	a := startCfg(t, testConfig("a"))
+	cases := []struct {
+		name string
+		addr string
+	}{
+		{name: "nobody listening", addr: "127.0.0.1:1"},
+		{name: "unresolvable host", addr: "no-such-host.invalid:7472"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			n, err := a.c.Join([]string{tc.addr})
+			if n != 0 || !errors.Is(err, ErrJoin) || !strings.Contains(err.Error(), tc.addr) {
+				t.Fatalf("Join(%s) = %d, %v; want 0 and an ErrJoin naming the address", tc.addr, n, err)
+			}
+		})
+	}
+	if _, err := a.c.Join(nil); !errors.Is(err, ErrJoin) {
+		t.Fatalf("Join(nil) error = %v, want ErrJoin", err)
+	}
+}
+
+func TestJoin_AddressWithoutPortGetsDefaultPort(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{in: "10.0.0.5", want: "10.0.0.5:7472"},
+		{in: "10.0.0.5:9000", want: "10.0.0.5:9000"},
+		{in: "node-1", want: "node-1:7472"},
+		{in: "::1", want: "[::1]:7472"},
+		{in: "[::1]", want: "[::1]:7472"},
+		{in: "[::1]:9000", want: "[::1]:9000"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			if got := withDefaultPort(tc.in); got != tc.want {
+				t.Fatalf("withDefaultPort(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestGossip_WithoutGossipCallsFailClearly(t *testing.T) {
+	n := startNode(t, "n1", t.TempDir(), "", true)
+	if _, err := n.c.Join([]string{"127.0.0.1:7472"}); !errors.Is(err, ErrNoGossip) {
+		t.Fatalf("Join without gossip: %v, want ErrNoGossip", err)
+	}
+	if err := n.c.UpdateMeta(); !errors.Is(err, ErrNoGossip) {
+		t.Fatalf("UpdateMeta without gossip: %v, want ErrNoGossip", err)
+	}
+	if n.c.Members() != nil || n.c.MemberEvents() != nil || n.c.GossipAddr() != "" {
+		t.Fatal("a node without gossip reports gossip state")
+	}
+}
+
+func TestGossip_RejoinAfterPartitionHeals(t *testing.T) {
+	net := &Partitioner{}
+	nodes := make([]*testNode, 3)
+	for i, id := range []string{"a", "b", "c"} {
+		cfg := testConfig(id)
+		cfg.Network = net
+		nodes[i] = startCfg(t, cfg)
+	}
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	mustJoin(t, b, a)
+	mustJoin(t, c, a)
+	waitFor(t, 10*time.Second, func() error { return allAlive(a, b, c) })
+
+	net.Block(c.c.GossipAddr(), c.c.Addr())
+	waitFor(t, 10*time.Second, func() error {
+		for _, pair := range [][2]*testNode{{a, c}, {b, c}, {c, a}, {c, b}} {
+			if m, _ := memberStatus(pair[0], pair[1].id); m.Status != StatusFailed {
+				return fmt.Errorf("%s sees %s as %v", pair[0].id, pair[1].id, m.Status)
+			}
+		}
+		return nil
+	})
+	net.Heal()
+	waitFor(t, 15*time.Second, func() error { return allAlive(a, b, c) })
+}
+
+func TestGossip_MetaTooLargeIsSentWithoutAppPart(t *testing.T) {
+	big := bytes.Repeat([]byte{'x'}, MaxAppMetaBytes+1)
+	cfgA := testConfig("a")
+	cfgA.Meta = func() []byte { return big }
+	a := startCfg(t, cfgA)
+	b := startCfg(t, testConfig("b"))
+	mustJoin(t, b, a)
+	waitFor(t, 5*time.Second, func() error { return allAlive(a, b) })
+	m, _ := memberStatus(b, "a")
+	if len(m.Meta) != 0 || m.RaftAddr != a.c.Addr() {
+		t.Fatalf("b sees a as %+v; want its raft address and no app meta", m)
+	}
+}
+
+func TestMeta_RoundTripsAndRejectsGarbage(t *testing.T) {
+	h := memberHeader{raftAddr: "10.0.0.1:7471", expect: 3, hasState: true}
+	app := bytes.Repeat([]byte{7}, MaxAppMetaBytes)
+	addr64 := strings.Repeat("a", maxRaftAddrLen)
+	if got := len(encodeMeta(memberHeader{raftAddr: addr64}, app)); got > 512 {
+		t.Fatalf("largest meta is %d bytes, over memberlist's 512", got)
+	}
+	gotH, gotApp, err := decodeMeta(encodeMeta(h, app))
+	if err != nil || gotH != h || !bytes.Equal(gotApp, app) {
+		t.Fatalf("round trip = %+v, %d bytes, %v", gotH, len(gotApp), err)
+	}
+	cases := []struct {
+		name string
+		b    []byte
+	}{
+		{name: "empty", b: nil},
+		{name: "short", b: []byte{1, 0}},
+		{name: "unknown version", b: []byte{9, 0, 0, 0}},
+		{name: "address past end", b: []byte{1, 0, 0, 10, 'a'}},
+		{name: "address too long", b: append([]byte{1, 0, 0, 200}, make([]byte, 200)...)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := decodeMeta(tc.b); !errors.Is(err, ErrBadMeta) {
+				t.Fatalf("decode %v: err = %v, want ErrBadMeta", tc.b, err)
+			}
+		})
+	}
+}
+
+func TestKeys_GenerateParseAndReject(t *testing.T) {
+	s, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ParseKey(s)
+	if err != nil || len(key) != 32 {
+		t.Fatalf("ParseKey(GenerateKey()) = %d bytes, %v", len(key), err)
+	}
+	cases := []struct {
+		name, in, want string
+	}{
+		{name: "empty", in: " ", want: "empty"},
+		{name: "not base64", in: "!!!", want: "not base64"},
+		{name: "short", in: "AAAA", want: "3 bytes, want 32"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseKey(tc.in)
+			if !errors.Is(err, ErrInvalidKey) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("ParseKey(%q) = %v, want ErrInvalidKey mentioning %q", tc.in, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNew_RejectsBadGossipConfig(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{name: "key length", edit: func(c *Config) { c.EncryptKey = make([]byte, 16) }, want: "16 bytes"},
+		{name: "even voters", edit: func(c *Config) { c.Voters = 4 }, want: "voters 4"},
+		{name: "expect and bootstrap", edit: func(c *Config) { c.BootstrapExpect = 3; c.Bootstrap = true }, want: "mutually exclusive"},
+		{name: "expect without gossip", edit: func(c *Config) { c.BootstrapExpect = 3; c.GossipBind = "" }, want: "needs gossip"},
+		{name: "bad gossip bind", edit: func(c *Config) { c.GossipBind = "nope" }, want: "gossip bind"},
+		{name: "probe timeout", edit: func(c *Config) { c.GossipTiming.ProbeTimeout = time.Second }, want: "probe timeout"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig("a")
+			cfg.DataDir = t.TempDir()
+			cfg.FSM = newKV()
+			tc.edit(&cfg)
+			c, err := New(cfg)
+			if err == nil {
+				_ = c.Shutdown()
+			}
+			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New = %v, want ErrInvalidConfig mentioning %q", err, tc.want)
+			}
+		})
+	}
+}

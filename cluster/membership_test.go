@@ -1,0 +1,233 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestPlanVoters_KeepsAnOddCappedNumberOfVoters(t *testing.T) {
+	cases := []struct {
+		name        string
+		cap         int
+		v           voterSet
+		wantPromote []string
+		wantDemote  []string
+	}{
+		{name: "one candidate stays non-voter", cap: 3, v: voterSet{leader: "a", good: []string{"a"}, candidates: []string{"b"}}},
+		{name: "two candidates grow to three", cap: 3, v: voterSet{leader: "a", good: []string{"a"}, candidates: []string{"c", "b"}},
+			wantPromote: []string{"b", "c"}},
+		{name: "cap reached", cap: 3, v: voterSet{leader: "a", good: []string{"a", "b", "c"}, candidates: []string{"d", "e"}}},
+		{name: "cap five grows by two", cap: 5, v: voterSet{leader: "a", good: []string{"a", "b", "c"}, candidates: []string{"d", "e"}},
+			wantPromote: []string{"d", "e"}},
+		{name: "dead voter replaced", cap: 3, v: voterSet{leader: "a", good: []string{"a", "b"}, dead: []string{"c"}, candidates: []string{"d"}},
+			wantPromote: []string{"d"}, wantDemote: []string{"c"}},
+		{name: "dead voter without replacement keeps its vote", cap: 3, v: voterSet{leader: "a", good: []string{"a", "b"}, dead: []string{"c"}}},
+		{name: "even after a leave shrinks to odd", cap: 3, v: voterSet{leader: "b", good: []string{"a", "b"}},
+			wantDemote: []string{"a"}},
+		{name: "even with a candidate grows to odd", cap: 3, v: voterSet{leader: "a", good: []string{"a", "b"}, candidates: []string{"c"}},
+			wantPromote: []string{"c"}},
+		{name: "over cap sheds highest ids but never the leader", cap: 3, v: voterSet{leader: "e", good: []string{"a", "b", "c", "d", "e"}},
+			wantDemote: []string{"d", "c"}},
+		{name: "over cap sheds dead first", cap: 3, v: voterSet{leader: "a", good: []string{"a", "b", "c", "d"}, dead: []string{"e"}},
+			wantDemote: []string{"e", "d"}},
+		{name: "over cap sheds dead down to the leader alone", cap: 1, v: voterSet{leader: "a", good: []string{"a"}, dead: []string{"b", "c"}},
+			wantDemote: []string{"b", "c"}},
+		{name: "shrinking that leaves no alive quorum is refused", cap: 3, v: voterSet{leader: "a", good: []string{"a"}, dead: []string{"b", "c", "d", "e"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, d := planVoters(tc.cap, tc.v)
+			if !slices.Equal(p, tc.wantPromote) || !slices.Equal(d, tc.wantDemote) {
+				t.Fatalf("planVoters = promote %v demote %v; want %v %v", p, d, tc.wantPromote, tc.wantDemote)
+			}
+		})
+	}
+}
+
+// voterCheck reports whether n's raft configuration has the given voters
+// count and servers, and every voter is among alive.
+func voterCheck(n *testNode, wantVoters int, servers []string, alive ...*testNode) error {
+	voters, non, err := raftView(n)
+	if err != nil {
+		return err
+	}
+	all := slices.Sorted(slices.Values(append(slices.Clone(voters), non...)))
+	if len(voters) != wantVoters || !slices.Equal(all, servers) {
+		return fmt.Errorf("voters %v non-voters %v; want %d voters of %v", voters, non, wantVoters, servers)
+	}
+	for _, v := range voters {
+		if !slices.Contains(ids(alive...), v) {
+			return fmt.Errorf("voter %s is not alive (voters %v)", v, voters)
+		}
+	}
+	return nil
+}
+
+func TestMembership_JoinersBecomeNonvotersThenVotersUpToCapAndDeadVoterIsReplaced(t *testing.T) {
+	cfgA := testConfig("a")
+	cfgA.Bootstrap = true
+	a := startCfg(t, cfgA)
+	waitLeader(t, a)
+	nodes := []*testNode{a}
+	for _, id := range []string{"b", "c", "d", "e"} {
+		n := startCfg(t, testConfig(id))
+		mustJoin(t, n, nodes[len(nodes)-1]) // b via the leader, the rest via non-leaders
+		nodes = append(nodes, n)
+	}
+	all := ids(nodes...)
+	waitFor(t, 20*time.Second, func() error { return voterCheck(a, 3, all, nodes...) })
+	mustApply(t, a, "k=1")
+	waitFor(t, 10*time.Second, func() error { return converged("k", "1", nodes...) })
+
+	// Kill a voter that is not the leader.
+	voters, _, _ := raftView(a)
+	var victim *testNode
+	for _, n := range nodes[1:] {
+		if slices.Contains(voters, n.id) {
+			victim = n
+			break
+		}
+	}
+	if err := victim.c.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	var rest []*testNode
+	for _, n := range nodes {
+		if n != victim {
+			rest = append(rest, n)
+		}
+	}
+	// The dead server stays in raft (reap is 72h) but loses its vote.
+	waitFor(t, 20*time.Second, func() error { return voterCheck(a, 3, all, rest...) })
+	if !a.c.IsLeader() {
+		t.Fatal("leader changed while replacing a dead voter")
+	}
+	mustApply(t, a, "k=2")
+	waitFor(t, 10*time.Second, func() error { return converged("k", "2", rest...) })
+}
+
+func TestMembership_LeaderLeaveMovesLeadershipAndRemovesIt(t *testing.T) {
+	cfgA := testConfig("a")
+	cfgA.Bootstrap = true
+	a := startCfg(t, cfgA)
+	waitLeader(t, a)
+	b, c := startCfg(t, testConfig("b")), startCfg(t, testConfig("c"))
+	mustJoin(t, b, a)
+	mustJoin(t, c, a)
+	waitFor(t, 20*time.Second, func() error { return voterCheck(a, 3, ids(a, b, c), a, b, c) })
+
+	if err := a.c.Leave(10 * time.Second); err != nil {
+		t.Fatalf("leader leave: %v", err)
+	}
+	if a.c.IsLeader() {
+		t.Fatal("a is still leader after leaving")
+	}
+	var leader *testNode
+	waitFor(t, 10*time.Second, func() error {
+		var err error
+		leader, err = leaderOf(b, c)
+		return err
+	})
+	// Two voters left: the leader keeps an odd count by taking the other's vote.
+	waitFor(t, 10*time.Second, func() error { return voterCheck(leader, 1, ids(b, c), leader) })
+	mustApply(t, leader, "k=after-leave")
+	waitFor(t, 10*time.Second, func() error { return converged("k", "after-leave", b, c) })
+}
+
+func TestMembership_PartitionedLeaderIsReplacedAndClusterHeals(t *testing.T) {
+	net := &Partitioner{}
+	start := func(id string, boot bool) *testNode {
+		cfg := testConfig(id)
+		cfg.Bootstrap = boot
+		cfg.Network = net
+		return startCfg(t, cfg)
+	}
+	a := start("a", true)
+	waitLeader(t, a)
+	b, c := start("b", false), start("c", false)
+	mustJoin(t, b, a)
+	mustJoin(t, c, b)
+	waitFor(t, 20*time.Second, func() error { return voterCheck(a, 3, ids(a, b, c), a, b, c) })
+	mustApply(t, a, "k=1")
+
+	net.Block(a.c.Addr(), a.c.GossipAddr())
+	var leader *testNode
+	waitFor(t, 15*time.Second, func() error {
+		var err error
+		leader, err = leaderOf(b, c)
+		return err
+	})
+	mustApply(t, leader, "k=2")
+
+	net.Heal()
+	waitFor(t, 20*time.Second, func() error {
+		if _, err := leaderOf(a, b, c); err != nil {
+			return err
+		}
+		if err := allAlive(a, b, c); err != nil {
+			return err
+		}
+		return converged("k", "2", a, b, c)
+	})
+	l, _ := leaderOf(a, b, c)
+	waitFor(t, 10*time.Second, func() error { return voterCheck(l, 3, ids(a, b, c), a, b, c) })
+}
+
+func TestBootstrapExpect_ThreeNodesFormOneClusterAndRestartWithoutRebootstrap(t *testing.T) {
+	type addrs struct{ raft, gossip, dir string }
+	saved := map[string]addrs{}
+	start := func(id string, a addrs) *testNode {
+		cfg := testConfig(id)
+		cfg.BootstrapExpect = 3
+		if a.dir != "" {
+			cfg.RaftBind, cfg.GossipBind, cfg.DataDir = a.raft, a.gossip, a.dir
+		}
+		return startCfg(t, cfg)
+	}
+	var nodes []*testNode
+	for _, id := range []string{"c", "a", "b"} {
+		nodes = append(nodes, start(id, addrs{}))
+	}
+	mustJoin(t, nodes[1], nodes[0])
+	mustJoin(t, nodes[2], nodes[0])
+	waitFor(t, 20*time.Second, func() error {
+		l, err := leaderOf(nodes...)
+		if err != nil {
+			return err
+		}
+		return voterCheck(l, 3, []string{"a", "b", "c"}, nodes...)
+	})
+	l, _ := leaderOf(nodes...)
+	mustApply(t, l, "k=1")
+	waitFor(t, 10*time.Second, func() error { return converged("k", "1", nodes...) })
+	firstIndex := l.c.AppliedIndex()
+
+	for _, n := range nodes {
+		saved[n.id] = addrs{raft: n.c.Addr(), gossip: n.c.GossipAddr(), dir: n.dir}
+		if err := n.c.Shutdown(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var again []*testNode
+	for _, id := range []string{"a", "b", "c"} {
+		again = append(again, start(id, saved[id]))
+	}
+	mustJoin(t, again[1], again[0])
+	mustJoin(t, again[2], again[0])
+	waitFor(t, 20*time.Second, func() error {
+		l, err := leaderOf(again...)
+		if err != nil {
+			return err
+		}
+		if err := voterCheck(l, 3, []string{"a", "b", "c"}, again...); err != nil {
+			return err
+		}
+		return converged("k", "1", again...)
+	})
+	l, _ = leaderOf(again...)
+	if l.c.AppliedIndex() < firstIndex {
+		t.Fatalf("applied index %d after restart is below %d before: state was re-bootstrapped", l.c.AppliedIndex(), firstIndex)
+	}
+}
