@@ -179,3 +179,50 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, bo
 	}
 	return nil, &Error{StatusCode: resp.StatusCode, Message: eb.Error}
 }
+
+// Members lists the gossip members this agent knows.
+func (c *Client) Members(ctx context.Context) ([]Member, error) {
+	var m []Member
+	return m, c.do(ctx, http.MethodGet, "/v1/members", nil, nil, &m)
+}
+
+// RaftPeers lists the servers of the Raft configuration.
+func (c *Client) RaftPeers(ctx context.Context) ([]RaftPeer, error) {
+	var p []RaftPeer
+	return p, c.do(ctx, http.MethodGet, "/v1/raft/peers", nil, nil, &p)
+}
+
+// Join asks the agent to join the cluster of the given members.
+func (c *Client) Join(ctx context.Context, addrs []string) (*JoinResponse, error) {
+	var r JoinResponse
+	return &r, c.do(ctx, http.MethodPost, "/v1/join", nil, JoinRequest{Addrs: addrs}, &r)
+}
+
+// Leave asks the agent to leave the cluster gracefully and exit.
+func (c *Client) Leave(ctx context.Context) (*LeaveResponse, error) {
+	var r LeaveResponse
+	return &r, c.do(ctx, http.MethodPost, "/v1/leave", nil, struct{}{}, &r)
+}
+
+// Heartbeat renews this node's lease with the leader.
+func (c *Client) Heartbeat(ctx context.Context, nodeID string) (*HeartbeatResponse, error) {
+	var r HeartbeatResponse
+	return &r, c.do(ctx, http.MethodPost, "/v1/internal/heartbeat", nil, HeartbeatRequest{NodeID: nodeID}, &r)
+}
+
+// Register records a node's inventory through the leader.
+func (c *Client) Register(ctx context.Context, n structs.Node) error {
+	return c.do(ctx, http.MethodPost, "/v1/internal/register", nil, RegisterRequest{Node: n}, &struct{}{})
+}
+
+// UpdateAllocs reports allocation progress to the leader.
+func (c *Client) UpdateAllocs(ctx context.Context, nodeID string, updates []structs.AllocUpdate) error {
+	return c.do(ctx, http.MethodPost, "/v1/internal/alloc-updates", nil, AllocUpdatesRequest{NodeID: nodeID, Updates: updates}, &struct{}{})
+}
+
+// WithHTTPClient returns a copy of the client that sends through hc.
+func (c *Client) WithHTTPClient(hc *http.Client) *Client {
+	cp := *c
+	cp.http = hc
+	return &cp
+}

@@ -68,3 +68,72 @@ type LogOptions struct {
 	Stream string // StreamStdout or StreamStderr
 	Follow bool   // keep streaming until the allocation ends
 }
+
+// Member is one entry of GET /v1/members: a node as gossip sees it.
+type Member struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	Addr       string `json:"addr"` // gossip host:port
+	Status     string `json:"status"`
+	Role       string `json:"role,omitempty"`
+	HTTP       string `json:"http,omitempty"`
+	GPUsFree   int    `json:"gpus_free"`
+	GPUsTotal  int    `json:"gpus_total"`
+	Unhealthy  uint64 `json:"unhealthy_gpus,omitempty"` // bit i set: GPU i unhealthy
+	Version    string `json:"version,omitempty"`
+	IsThisNode bool   `json:"is_this_node,omitempty"`
+}
+
+// RaftPeer is one entry of GET /v1/raft/peers: a server of the Raft
+// configuration.
+type RaftPeer struct {
+	ID      string `json:"id"`
+	Name    string `json:"name,omitempty"`
+	Address string `json:"address"`
+	Voter   bool   `json:"voter"`
+	Leader  bool   `json:"leader"`
+}
+
+// JoinRequest is the body of POST /v1/join: gossip addresses of any members
+// of the cluster to join ("host" or "host:port").
+type JoinRequest struct {
+	Addrs []string `json:"addrs"`
+}
+
+// JoinResponse says how many of the addresses answered.
+type JoinResponse struct {
+	Joined int `json:"joined"`
+}
+
+// LeaveResponse is the answer to POST /v1/leave, sent before the agent
+// leaves and exits.
+type LeaveResponse struct {
+	Node string `json:"node"`
+}
+
+// Agent-to-agent requests, sent by a node to the leader.
+
+// HeartbeatRequest renews a node's lease with the leader.
+type HeartbeatRequest struct {
+	NodeID string `json:"node_id"`
+}
+
+// HeartbeatResponse names the leader that accepted the heartbeat.
+type HeartbeatResponse struct {
+	LeaderID string `json:"leader_id"`
+}
+
+// RegisterRequest asks the leader to record a node's inventory.
+type RegisterRequest struct {
+	Node structs.Node `json:"node"`
+}
+
+// AllocUpdatesRequest carries allocation progress from a node to the leader.
+type AllocUpdatesRequest struct {
+	NodeID  string                `json:"node_id"`
+	Updates []structs.AllocUpdate `json:"updates"`
+}
+
+// ForwardedHeader marks a request one agent passed to another, so it is never
+// passed on again.
+const ForwardedHeader = "X-Skein-Forwarded"
