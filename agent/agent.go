@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -38,15 +39,27 @@ type Agent struct {
 	raft    *cluster.Cluster
 	runner  *runner.Runner
 	reports *reporter
+	live    *liveness
+	// registered is closed once this node's inventory is committed.
+	registered chan struct{}
+	// done is closed when the agent has left the cluster.
+	done        chan struct{}
+	meta        atomic.Pointer[[]byte] // gossip metadata, see members.go
+	metaChanged chan struct{}
 	// stopping holds the allocations asked to stop; only localLoop uses it.
 	stopping map[string]bool
 
 	listener net.Listener
 	server   *http.Server
+	// forwardHTTP carries agent-to-agent requests, bounded by a timeout;
+	// proxyHTTP streams other nodes' logs, unbounded.
+	forwardHTTP *http.Client
+	proxyHTTP   *http.Client
 
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+	leaving  sync.Once
 	shutdown sync.Once
 }
 
@@ -84,43 +97,57 @@ func (a *Agent) start() error {
 		a.logger.Warn(inv.Note)
 	}
 
+	var key []byte
+	if a.cfg.EncryptKey != "" {
+		if key, err = cluster.ParseKey(a.cfg.EncryptKey); err != nil {
+			return fmt.Errorf("--encrypt: %w", err)
+		}
+	}
 	a.fsm = fsm.New(a.logger.Named("fsm"))
+	a.reports = newReporter(a)
+	a.live = newLiveness()
+	a.registered = make(chan struct{})
+	a.done = make(chan struct{})
+	a.metaChanged = make(chan struct{}, 1)
+	a.setMeta(a.localMeta())
+	// The API listens first: gossip metadata carries its address.
+	if err := a.listen(); err != nil {
+		return err
+	}
+	a.forwardHTTP = a.peerHTTP(applyTimeout + 5*time.Second)
+	a.proxyHTTP = a.peerHTTP(0)
 	a.raft, err = cluster.New(cluster.Config{
-		NodeID:        a.nodeID,
-		DataDir:       a.dataDir,
-		RaftBind:      net.JoinHostPort(a.cfg.BindAddr, portString(a.cfg.RaftPort)),
-		RaftAdvertise: a.raftAdvertise(),
-		FSM:           a.fsm,
-		Logger:        a.logger,
-		Bootstrap:     true,
-		Timing:        a.cfg.Timing,
+		NodeID:          a.nodeID,
+		DataDir:         a.dataDir,
+		RaftBind:        net.JoinHostPort(a.cfg.BindAddr, portString(a.cfg.RaftPort)),
+		RaftAdvertise:   a.advertise(a.cfg.RaftPort),
+		GossipBind:      net.JoinHostPort(a.cfg.BindAddr, portString(a.cfg.GossipPort)),
+		GossipAdvertise: a.advertise(a.cfg.GossipPort),
+		FSM:             a.fsm,
+		Logger:          a.logger,
+		Bootstrap:       a.singleNode(),
+		BootstrapExpect: a.cfg.BootstrapExpect,
+		Voters:          a.cfg.Voters,
+		EncryptKey:      key,
+		Meta:            a.gossipMetaBytes,
+		Timing:          a.cfg.Timing,
+		GossipTiming:    a.cfg.GossipTiming,
+		Network:         a.cfg.Network,
 	})
 	if err != nil {
 		return err
 	}
 
-	if err := a.listen(); err != nil {
-		return err
-	}
-
-	a.reports = newReporter(a)
 	a.runner, err = runner.New(runner.Config{
 		AllocDir:      a.allocDir(),
 		SupervisorCmd: a.supervisorCmd(),
 		KillGrace:     a.cfg.KillGrace,
 		Report:        a.reports.add,
 		Logger:        a.logger.Named("runner"),
+		LeasePath:     filepath.Join(a.dataDir, "lease.json"),
+		FenceGrace:    a.cfg.FenceGrace,
 	})
 	if err != nil {
-		return err
-	}
-
-	ctx, cancel := context.WithTimeout(a.ctx, 30*time.Second)
-	defer cancel()
-	if err := a.raft.WaitForLeader(ctx); err != nil {
-		return fmt.Errorf("wait for a raft leader: %w", err)
-	}
-	if err := a.register(); err != nil {
 		return err
 	}
 	adopted, err := a.runner.Restore()
@@ -134,9 +161,25 @@ func (a *Agent) start() error {
 	a.goLoop(a.reports.run)
 	a.goLoop(a.localLoop)
 	a.goLoop(a.leaderLoop)
+	a.goLoop(a.memberLoop)
+	a.goLoop(a.metaLoop)
+	a.goLoop(a.heartbeatLoop)
+	a.goLoop(a.registerLoop)
+	if len(a.cfg.Join) > 0 {
+		a.goLoop(a.joinLoop)
+	}
+	if a.singleNode() {
+		// A one-node cluster is ready once it has registered itself, so
+		// the first submit after start finds its GPUs.
+		select {
+		case <-a.registered:
+		case <-time.After(30 * time.Second):
+			return errors.New("the node did not register within 30s: see the raft log above")
+		}
+	}
 	a.goLoop(a.serve)
 	a.logger.Info("agent started", "node", a.cfg.Name, "id", structs.ShortID(a.nodeID),
-		"api", a.HTTPAddr(), "data_dir", a.dataDir, "gpus", a.gpuSummary())
+		"api", a.HTTPAddr(), "gossip", a.raft.GossipAddr(), "data_dir", a.dataDir, "gpus", a.gpuSummary())
 	return nil
 }
 
@@ -199,12 +242,24 @@ func (a *Agent) supervisorCmd() []string {
 	return []string{exe, "supervise"}
 }
 
-func (a *Agent) raftAdvertise() string {
-	if a.cfg.RaftPort < 0 {
-		return "" // the bound address, known once listening
+// advertise is the host:port others reach a listener at; "" for a port
+// picked at bind time, which the listener then reports.
+func (a *Agent) advertise(port int) string {
+	if port < 0 {
+		return ""
 	}
-	return net.JoinHostPort(a.cfg.AdvertiseAddr, portString(a.cfg.RaftPort))
+	return net.JoinHostPort(a.cfg.AdvertiseAddr, portString(port))
 }
+
+// singleNode reports whether this agent founds a one-node cluster: it was
+// given nobody to join and no bootstrap-expect.
+func (a *Agent) singleNode() bool {
+	return len(a.cfg.Join) == 0 && a.cfg.BootstrapExpect == 0
+}
+
+// Done is closed when the agent has left the cluster (skein leave) and its
+// process should exit.
+func (a *Agent) Done() <-chan struct{} { return a.done }
 
 func (a *Agent) listen() error {
 	addr := net.JoinHostPort(a.cfg.BindAddr, portString(a.cfg.HTTPPort))
@@ -263,11 +318,49 @@ func (a *Agent) register() error {
 		Status:    structs.NodeReady,
 		Version:   structs.Version,
 	}
-	_, err := a.apply(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: node, At: now()})
-	if err != nil {
+	if err := a.writeRegister(node); err != nil {
 		return fmt.Errorf("register node: %w", err)
 	}
 	return nil
+}
+
+// registerLoop records this node's inventory, retrying until a leader takes it.
+func (a *Agent) registerLoop() {
+	backoff := 100 * time.Millisecond
+	for {
+		err := a.register()
+		if err == nil {
+			close(a.registered)
+			return
+		}
+		a.logger.Debug("registration not accepted yet; retrying", "error", err)
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// joinLoop joins the cluster through the --join addresses, retrying with
+// backoff until one of them answers.
+func (a *Agent) joinLoop() {
+	backoff := 250 * time.Millisecond
+	for {
+		n, err := a.raft.Join(a.cfg.Join)
+		if n > 0 {
+			a.logger.Info("joined the cluster", "through", n)
+			return
+		}
+		a.logger.Warn("cannot join yet; retrying", "addrs", a.cfg.Join, "error", err, "retry_in", backoff)
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
 }
 
 // apply writes one message through Raft and returns what the FSM returned.
@@ -296,7 +389,7 @@ func (a *Agent) gpuSummary() string {
 func (a *Agent) Shutdown() {
 	a.shutdown.Do(func() {
 		if a.tempDir && a.runner != nil {
-			a.stopAllJobs()
+			a.stopAllJobs("agent shutting down")
 		}
 		if a.server != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -322,9 +415,9 @@ func (a *Agent) Shutdown() {
 }
 
 // stopAllJobs stops every local job and waits (bounded) for them to end.
-func (a *Agent) stopAllJobs() {
+func (a *Agent) stopAllJobs(reason string) {
 	for _, id := range a.runner.Tracked() {
-		a.runner.Stop(id, "agent shutting down")
+		a.runner.Stop(id, reason)
 	}
 	deadline := time.Now().Add(a.cfg.KillGrace + 2*time.Second)
 	for len(a.runner.Tracked()) > 0 && time.Now().Before(deadline) {
@@ -333,6 +426,9 @@ func (a *Agent) stopAllJobs() {
 }
 
 func now() time.Time { return time.Now().UTC() }
+
+// GenerateKey returns a new gossip encryption key for --encrypt.
+func GenerateKey() (string, error) { return cluster.GenerateKey() }
 
 // Name is this node's name.
 func (a *Agent) Name() string { return a.cfg.Name }

@@ -14,8 +14,25 @@ import (
 
 // Default ports (DESIGN.md §8).
 const (
-	DefaultHTTPPort = 7470
-	DefaultRaftPort = 7471
+	DefaultHTTPPort   = 7470
+	DefaultRaftPort   = 7471
+	DefaultGossipPort = 7472
+)
+
+// Liveness defaults (DESIGN.md §6). A node renews its lease with the leader
+// every HeartbeatInterval. One that has had no answer for StopAfter stops
+// its jobs, giving them FenceGrace between SIGTERM and SIGKILL; the leader
+// marks a node down after StopAfter of silence and declares its allocations
+// lost only after DownAfter, which must exceed StopAfter + FenceGrace so the
+// node has stopped them first. StopAfter is well above a leader election
+// (about 1 s), so a failover never stops jobs.
+const (
+	DefaultHeartbeatInterval = 250 * time.Millisecond
+	DefaultStopAfter         = 2500 * time.Millisecond
+	DefaultFenceGrace        = 500 * time.Millisecond
+	DefaultDownAfter         = 3500 * time.Millisecond
+	// forwardWait is how long a write waits for a leader during an election.
+	forwardWait = 5 * time.Second
 )
 
 // DevGPUs is the simulated inventory a dev agent uses when NVML is absent.
@@ -49,9 +66,32 @@ type Config struct {
 	// SupervisorCmd starts an allocation's supervisor (the alloc dir is
 	// appended); nil means this executable with "supervise".
 	SupervisorCmd []string
+	// GossipPort is the memberlist port (TCP and UDP); 0 = DefaultGossipPort,
+	// -1 = any free port (tests).
+	GossipPort int
+	// Join lists gossip addresses of existing members ("host" or
+	// "host:port"); the agent retries them with backoff until one answers.
+	Join []string
+	// BootstrapExpect, when set, waits for that many nodes before one Raft
+	// bootstrap; otherwise a node with no Join bootstraps a one-node cluster.
+	BootstrapExpect int
+	// Voters is the number of Raft voters to keep (default 3).
+	Voters int
+	// EncryptKey is the base64 32-byte gossip encryption key from `skein
+	// keygen` ("": unencrypted).
+	EncryptKey string
+	// Liveness timings; zero values take the defaults above.
+	HeartbeatInterval time.Duration
+	StopAfter         time.Duration
+	FenceGrace        time.Duration
+	DownAfter         time.Duration
 	// Timing overrides the Raft timeouts (tests tighten them).
 	Timing cluster.Timing
-	Logger hclog.Logger
+	// GossipTiming overrides memberlist's probe timings (tests tighten them).
+	GossipTiming cluster.GossipTiming
+	// Network lets tests cut this node off from others; nil in production.
+	Network *cluster.Partitioner
+	Logger  hclog.Logger
 }
 
 // Config errors.
@@ -102,6 +142,43 @@ func (cfg Config) withDefaults() (Config, error) {
 		if p < -1 || p > 65535 {
 			return cfg, fmt.Errorf("%s %d: out of range 1..65535", name, p)
 		}
+	}
+	if cfg.GossipPort == 0 {
+		cfg.GossipPort = DefaultGossipPort
+	}
+	if cfg.GossipPort < -1 || cfg.GossipPort > 65535 {
+		return cfg, fmt.Errorf("--gossip-port %d: out of range 1..65535", cfg.GossipPort)
+	}
+	if cfg.Dev && (len(cfg.Join) > 0 || cfg.BootstrapExpect > 0) {
+		return cfg, errors.New("--dev runs a one-node cluster: drop --join and --bootstrap-expect")
+	}
+	if cfg.BootstrapExpect < 0 || cfg.BootstrapExpect > 7 {
+		return cfg, fmt.Errorf("--bootstrap-expect %d: out of range 1..7 (voters beyond that only slow commits)", cfg.BootstrapExpect)
+	}
+	if cfg.Voters == 0 {
+		cfg.Voters = 3
+	}
+	if cfg.Voters < 1 || cfg.Voters > 7 || cfg.Voters%2 == 0 {
+		return cfg, fmt.Errorf("--voters %d: want an odd number from 1 to 7", cfg.Voters)
+	}
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.StopAfter == 0 {
+		cfg.StopAfter = DefaultStopAfter
+	}
+	if cfg.FenceGrace == 0 {
+		cfg.FenceGrace = DefaultFenceGrace
+	}
+	if cfg.DownAfter == 0 {
+		cfg.DownAfter = DefaultDownAfter
+	}
+	if cfg.HeartbeatInterval < 0 || cfg.StopAfter <= 2*cfg.HeartbeatInterval {
+		return cfg, fmt.Errorf("--stop-after %s: must be more than twice the heartbeat interval (%s)", cfg.StopAfter, cfg.HeartbeatInterval)
+	}
+	if cfg.FenceGrace < 0 || cfg.DownAfter <= cfg.StopAfter+cfg.FenceGrace {
+		return cfg, fmt.Errorf("--down-after %s: must exceed --stop-after (%s) plus the fence grace (%s), so a cut-off node has stopped its jobs before they run elsewhere",
+			cfg.DownAfter, cfg.StopAfter, cfg.FenceGrace)
 	}
 	if cfg.GPUs == "" {
 		cfg.GPUs = "auto"

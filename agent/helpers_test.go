@@ -28,6 +28,7 @@ func testConfig(t testing.TB, dataDir string) Config {
 		BindAddr:      "127.0.0.1",
 		HTTPPort:      -1,
 		RaftPort:      freePort(t),
+		GossipPort:    -1,
 		GPUs:          "sim:4xH100-80",
 		KillGrace:     time.Second,
 		SupervisorCmd: []string{os.Args[0]},

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,13 @@ func (a *Agent) routes() http.Handler {
 	mux.HandleFunc("GET /v1/jobs/{id}/logs", a.handleLogs)
 	mux.HandleFunc("GET /v1/nodes", a.handleNodes)
 	mux.HandleFunc("GET /v1/status", a.handleStatus)
+	mux.HandleFunc("GET /v1/members", a.handleMembers)
+	mux.HandleFunc("GET /v1/raft/peers", a.handleRaftPeers)
+	mux.HandleFunc("POST /v1/join", a.handleJoin)
+	mux.HandleFunc("POST /v1/leave", a.handleLeave)
+	mux.HandleFunc("POST /v1/internal/heartbeat", a.handleHeartbeat)
+	mux.HandleFunc("POST /v1/internal/register", a.handleRegister)
+	mux.HandleFunc("POST /v1/internal/alloc-updates", a.handleAllocUpdates)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -56,7 +64,11 @@ func (a *Agent) authenticate(next http.Handler) http.Handler {
 
 func (a *Agent) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	var req api.SubmitRequest
-	if err := decodeBody(w, r, &req); err != nil {
+	body, err := readBody(w, r)
+	if err == nil {
+		err = decodeStrict(body, &req)
+	}
+	if err != nil {
 		writeError(w, statusOf(err), err)
 		return
 	}
@@ -69,13 +81,27 @@ func (a *Agent) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	if err := sched.CheckFits(a.fsm.Nodes(), req.Spec); err != nil {
+	// With no node registered yet (a cluster still forming) the job waits.
+	if err := sched.CheckFits(a.fsm.Nodes(), req.Spec); err != nil && !errors.Is(err, sched.ErrNoNodes) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
 	if req.RequestID != "" {
 		if job, ok := a.fsm.JobByRequestID(req.RequestID); ok {
 			writeJSON(w, http.StatusOK, job)
+			return
+		}
+	}
+	if !a.raft.IsLeader() {
+		if req.RequestID == "" {
+			// Forwarding may be retried; a request ID keeps it to one job.
+			req.RequestID = structs.NewID()
+			if body, err = json.Marshal(req); err != nil {
+				writeError(w, http.StatusInternalServerError, err)
+				return
+			}
+		}
+		if a.forward(w, r, body) {
 			return
 		}
 	}
@@ -131,6 +157,9 @@ func (a *Agent) handleCancel(w http.ResponseWriter, r *http.Request) {
 	job, err := a.fsm.FindJob(r.PathValue("id"))
 	if err != nil {
 		writeError(w, statusOf(err), err)
+		return
+	}
+	if !a.raft.IsLeader() && a.forward(w, r, nil) {
 		return
 	}
 	resp, err := a.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: job.ID, At: now()})
@@ -235,13 +264,31 @@ func (a *Agent) handleStatus(w http.ResponseWriter, r *http.Request) {
 // decodeBody reads a JSON body strictly: at most api.MaxBodyBytes, no
 // unknown fields, nothing after the value.
 func decodeBody(w http.ResponseWriter, r *http.Request, out any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
+	b, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(b, out)
+}
+
+// readBody reads at most api.MaxBodyBytes of a request body.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, fmt.Errorf("%w: request body larger than %d bytes", errTooLarge, api.MaxBodyBytes)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: read body: %v", errBadRequest, err)
+	}
+	return b, nil
+}
+
+// decodeStrict decodes one JSON value with no unknown fields and nothing after it.
+func decodeStrict(b []byte, out any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(out); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return fmt.Errorf("%w: request body larger than %d bytes", errTooLarge, api.MaxBodyBytes)
-		}
 		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("%w: empty request body", errBadRequest)
 		}
@@ -263,7 +310,10 @@ var (
 // of failure it was.
 func statusOf(err error) int {
 	var fe *structs.FieldError
+	var remote *api.Error
 	switch {
+	case errors.As(err, &remote):
+		return remote.StatusCode
 	case errors.As(err, &fe), errors.Is(err, errBadRequest), errors.Is(err, fsm.ErrAmbiguousID),
 		errors.Is(err, fsm.ErrInvalidRequest):
 		return http.StatusBadRequest
@@ -273,7 +323,7 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, fsm.ErrJobFinished), errors.Is(err, fsm.ErrJobExists), errors.Is(err, fsm.ErrWrongNode):
 		return http.StatusConflict
-	case errors.Is(err, cluster.ErrNotLeader):
+	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, ErrNoLeader):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

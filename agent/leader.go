@@ -57,6 +57,12 @@ func (a *Agent) lead(stop <-chan struct{}) {
 		}
 	}
 	a.logger.Info("leading: scheduling started")
+	monitorDone := make(chan struct{})
+	defer func() { <-monitorDone }()
+	go func() {
+		defer close(monitorDone)
+		a.monitorNodes(stop, time.Now())
+	}()
 	for {
 		_, changed := a.fsm.Watch()
 		rejected, err := a.schedule()
@@ -90,6 +96,7 @@ func (a *Agent) schedule() (bool, error) {
 	if len(view.Queued) == 0 {
 		return false, nil
 	}
+	a.holdBackSilentNodes(view.Nodes)
 	plan := sched.Place(view, view.Queued)
 	at := now()
 	for i := range plan.Placements {
@@ -112,6 +119,20 @@ func (a *Agent) schedule() (bool, error) {
 		return true, nil
 	}
 	return false, nil
+}
+
+// holdBackSilentNodes keeps work off ready nodes the leader has not heard
+// from lately: one that died moments ago, or any node in the first instant
+// of a new leadership, before its heartbeats arrive. The view is a copy;
+// the committed status does not change, and the scheduler names the reason.
+func (a *Agent) holdBackSilentNodes(nodes []*structs.Node) {
+	recent := 4 * a.cfg.HeartbeatInterval
+	nowT := time.Now()
+	for _, n := range nodes {
+		if n.ID != a.nodeID && n.Status == structs.NodeReady && !a.live.heardWithin(n.ID, recent, nowT) {
+			n.Status = "unresponsive"
+		}
+	}
 }
 
 // changedReasons keeps only the blocked entries whose reason differs from

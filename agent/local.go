@@ -18,6 +18,7 @@ func (a *Agent) localLoop() {
 	for {
 		_, changed := a.fsm.Watch()
 		a.reconcileLocal()
+		a.refreshMeta()
 		select {
 		case <-a.ctx.Done():
 			return
@@ -37,8 +38,17 @@ func (a *Agent) reconcileLocal() {
 			delete(a.stopping, id)
 		}
 	}
+	fenced := a.isFenced()
 	for _, alloc := range a.fsm.NodeAllocs(a.nodeID) {
-		if !alloc.Live() || a.reports.inFlight(alloc.ID) {
+		if !alloc.Live() {
+			// Lost while this node was cut off: it is not ours any more.
+			if slices.Contains(tracked, alloc.ID) && !a.stopping[alloc.ID] {
+				a.stopping[alloc.ID] = true
+				a.runner.StopWithin(alloc.ID, "no longer owned by this node: "+alloc.Reason, a.cfg.FenceGrace)
+			}
+			continue
+		}
+		if a.reports.inFlight(alloc.ID) {
 			continue
 		}
 		isTracked := slices.Contains(tracked, alloc.ID)
@@ -56,6 +66,8 @@ func (a *Agent) reconcileLocal() {
 		case alloc.State == structs.AllocRunning:
 			a.reports.add(structs.AllocUpdate{AllocID: alloc.ID, State: structs.AllocLost,
 				ExitCode: -1, Reason: "lost: the agent restarted and found no trace of the process", At: now()})
+		case fenced:
+			// No leader: the allocation may already be running elsewhere.
 		default:
 			a.startAlloc(alloc)
 		}

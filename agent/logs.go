@@ -54,7 +54,12 @@ func (a *Agent) handleLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if alloc.NodeID != a.nodeID {
-		writeError(w, http.StatusNotImplemented, fmt.Errorf("rank %d of job %s ran on another node; ask that node's agent", rank, structs.ShortID(job.ID)))
+		addr := a.httpAddrOf(alloc.NodeID)
+		if addr == "" {
+			writeError(w, http.StatusBadGateway, fmt.Errorf("rank %d of job %s ran on node %s, whose address is unknown", rank, structs.ShortID(job.ID), structs.ShortID(alloc.NodeID)))
+			return
+		}
+		a.proxy(w, r, addr)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

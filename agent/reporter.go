@@ -44,6 +44,20 @@ func (r *reporter) inFlight(allocID string) bool {
 	return false
 }
 
+// flush waits (bounded) until every queued update has been sent.
+func (r *reporter) flush(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		n := len(r.pending)
+		r.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func (r *reporter) run() {
 	backoff := 50 * time.Millisecond
 	for {
@@ -58,7 +72,7 @@ func (r *reporter) run() {
 				continue
 			}
 		}
-		_, err := r.a.apply(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: r.a.nodeID, Updates: batch})
+		err := r.a.writeAllocUpdates(batch)
 		if err != nil && !isDomainError(err) {
 			r.a.logger.Warn("report allocation updates; will retry", "updates", len(batch), "error", err)
 			select {

@@ -29,6 +29,13 @@ func agentCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "advertise", Usage: "IP address other nodes reach this one at (default: the bind address)"},
 			&ucli.IntFlag{Name: "http-port", Value: agent.DefaultHTTPPort, Usage: "HTTP API port"},
 			&ucli.IntFlag{Name: "raft-port", Value: agent.DefaultRaftPort, Usage: "Raft port"},
+			&ucli.IntFlag{Name: "gossip-port", Value: agent.DefaultGossipPort, Usage: "gossip port (TCP and UDP)"},
+			&ucli.StringSliceFlag{Name: "join", Usage: "gossip address `HOST[:PORT]` of any member to join (repeatable; retried until one answers)"},
+			&ucli.IntFlag{Name: "bootstrap-expect", Usage: "wait for `N` nodes, then form one cluster with them as voters"},
+			&ucli.IntFlag{Name: "voters", Value: 3, Usage: "Raft voters to keep (odd); other nodes hold the state as non-voters"},
+			&ucli.StringFlag{Name: "encrypt", Usage: "gossip encryption key from `skein keygen`", EnvVars: []string{"SKEIN_ENCRYPT"}},
+			&ucli.DurationFlag{Name: "stop-after", Value: agent.DefaultStopAfter, Usage: "stop local jobs after this long without the leader"},
+			&ucli.DurationFlag{Name: "down-after", Value: agent.DefaultDownAfter, Usage: "run a silent node's jobs elsewhere after this long (must exceed --stop-after)"},
 			&ucli.StringFlag{Name: "gpus", Value: "auto", Usage: "GPU inventory: auto, nvml, none or sim:COUNTxMODEL[-MEMGB]"},
 			&ucli.StringSliceFlag{Name: "label", Usage: "node label `k=v` (repeatable), matched by submit --constraint"},
 			&ucli.IntFlag{Name: "cpus", Usage: "CPUs to offer to jobs (default: all)"},
@@ -63,21 +70,28 @@ func runAgent(c *ucli.Context) error {
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "skein", Level: level, Output: c.App.ErrWriter})
 	cfg := agent.Config{
-		Dev:           c.Bool("dev"),
-		Name:          c.String("name"),
-		DataDir:       c.String("data-dir"),
-		BindAddr:      c.String("bind"),
-		AdvertiseAddr: c.String("advertise"),
-		HTTPPort:      c.Int("http-port"),
-		RaftPort:      c.Int("raft-port"),
-		GPUs:          c.String("gpus"),
-		Labels:        labels,
-		CPUs:          c.Int("cpus"),
-		MemoryMiB:     memMiB,
-		Token:         c.String("token"),
-		Insecure:      c.Bool("insecure"),
-		KillGrace:     c.Duration("kill-grace"),
-		Logger:        logger,
+		Dev:             c.Bool("dev"),
+		Name:            c.String("name"),
+		DataDir:         c.String("data-dir"),
+		BindAddr:        c.String("bind"),
+		AdvertiseAddr:   c.String("advertise"),
+		HTTPPort:        c.Int("http-port"),
+		RaftPort:        c.Int("raft-port"),
+		GossipPort:      c.Int("gossip-port"),
+		Join:            c.StringSlice("join"),
+		BootstrapExpect: c.Int("bootstrap-expect"),
+		Voters:          c.Int("voters"),
+		EncryptKey:      c.String("encrypt"),
+		StopAfter:       c.Duration("stop-after"),
+		DownAfter:       c.Duration("down-after"),
+		GPUs:            c.String("gpus"),
+		Labels:          labels,
+		CPUs:            c.Int("cpus"),
+		MemoryMiB:       memMiB,
+		Token:           c.String("token"),
+		Insecure:        c.Bool("insecure"),
+		KillGrace:       c.Duration("kill-grace"),
+		Logger:          logger,
 	}
 	a, err := agent.New(cfg)
 	if err != nil {
@@ -87,8 +101,12 @@ func runAgent(c *ucli.Context) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
-	s := <-sig
-	logger.Info("shutting down", "signal", s.String())
+	select {
+	case s := <-sig:
+		logger.Info("shutting down", "signal", s.String())
+	case <-a.Done():
+		logger.Info("left the cluster; exiting")
+	}
 	a.Shutdown()
 	return nil
 }

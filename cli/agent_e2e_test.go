@@ -26,6 +26,7 @@ func startRealAgent(t *testing.T) string {
 		BindAddr:      "127.0.0.1",
 		HTTPPort:      -1,
 		RaftPort:      -1,
+		GossipPort:    -1,
 		GPUs:          "sim:2xA100-40",
 		KillGrace:     time.Second,
 		SupervisorCmd: []string{os.Args[0]},

@@ -90,6 +90,11 @@ func commands() []*ucli.Command {
 		logsCommand(),
 		nodesCommand(),
 		statusCommand(),
+		membersCommand(),
+		raftCommand(),
+		joinCommand(),
+		leaveCommand(),
+		keygenCommand(),
 		versionCommand(),
 		superviseCommand(),
 	}

@@ -1,0 +1,446 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/structs"
+)
+
+// testCluster is several agents in this process, on loopback, with real
+// Raft, gossip and HTTP transports and one fake switch to cut them apart.
+type testCluster struct {
+	t      *testing.T
+	net    *cluster.Partitioner
+	agents []*Agent // nil once killed
+	acked  []string // IDs of every job a submit acknowledged
+}
+
+// clusterConfig tightens liveness so node loss plays out in seconds.
+func clusterConfig(t *testing.T, name string, net *cluster.Partitioner) Config {
+	cfg := testConfig(t, t.TempDir())
+	cfg.Name = name
+	cfg.Logger = cfg.Logger.Named(name)
+	cfg.RaftPort = -1
+	cfg.GossipPort = -1
+	cfg.Network = net
+	cfg.HeartbeatInterval = 100 * time.Millisecond
+	cfg.StopAfter = time.Second
+	cfg.FenceGrace = 200 * time.Millisecond
+	cfg.DownAfter = 1500 * time.Millisecond
+	cfg.GossipTiming = cluster.GossipTiming{PushPullInterval: time.Second}
+	return cfg
+}
+
+// startCluster starts n agents: the first founds the cluster, each other
+// joins through the one started before it (a non-leader from the third on).
+func startCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	tc := &testCluster{t: t, net: &cluster.Partitioner{}}
+	for i := range n {
+		cfg := clusterConfig(t, fmt.Sprintf("node%d", i), tc.net)
+		if i > 0 {
+			cfg.Join = []string{tc.agents[i-1].raft.GossipAddr()}
+		}
+		a, err := New(cfg)
+		if err != nil {
+			t.Fatalf("start node%d: %v", i, err)
+		}
+		t.Cleanup(a.Shutdown)
+		tc.agents = append(tc.agents, a)
+	}
+	tc.waitReady(n)
+	tc.waitVoters(min(n, 3) - (1 - n%2)) // odd: 1 voter for 2 nodes
+	return tc
+}
+
+// waitVoters waits until the leader's Raft configuration has n voters.
+func (tc *testCluster) waitVoters(n int) {
+	tc.t.Helper()
+	waitFor(tc.t, 20*time.Second, func() error {
+		servers, err := tc.agents[tc.leader()].raft.Servers()
+		if err != nil {
+			return err
+		}
+		voters := 0
+		for _, s := range servers {
+			if s.Voter {
+				voters++
+			}
+		}
+		if voters != n {
+			return fmt.Errorf("%d voters, want %d", voters, n)
+		}
+		return nil
+	})
+}
+
+// live returns the agents still running.
+func (tc *testCluster) live() []*Agent {
+	var out []*Agent
+	for _, a := range tc.agents {
+		if a != nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (tc *testCluster) client(a *Agent) *api.Client {
+	c, err := api.NewClient(a.HTTPAddr(), "")
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	return c
+}
+
+// waitReady waits until every live agent sees n ready nodes.
+func (tc *testCluster) waitReady(n int) {
+	tc.t.Helper()
+	waitFor(tc.t, 20*time.Second, func() error {
+		for _, a := range tc.live() {
+			ready := 0
+			for _, node := range a.fsm.Nodes() {
+				if node.Status == structs.NodeReady {
+					ready++
+				}
+			}
+			if ready != n {
+				return fmt.Errorf("%s sees %d ready nodes, want %d", a.Name(), ready, n)
+			}
+		}
+		return nil
+	})
+}
+
+// leader returns the index of the agent that leads, waiting for one.
+func (tc *testCluster) leader() int {
+	tc.t.Helper()
+	idx := -1
+	waitFor(tc.t, 15*time.Second, func() error {
+		idx = -1
+		for i, a := range tc.agents {
+			if a != nil && a.raft.IsLeader() {
+				if idx >= 0 {
+					return fmt.Errorf("two leaders: %s and %s", tc.agents[idx].Name(), a.Name())
+				}
+				idx = i
+			}
+		}
+		if idx < 0 {
+			return fmt.Errorf("no leader")
+		}
+		return nil
+	})
+	return idx
+}
+
+func (tc *testCluster) kill(i int) {
+	tc.agents[i].Shutdown()
+	tc.agents[i] = nil
+}
+
+// isolate cuts agent i off from all others: Raft, gossip and HTTP.
+func (tc *testCluster) isolate(i int) {
+	a := tc.agents[i]
+	tc.net.Block(a.raft.Addr(), a.raft.GossipAddr(), a.listener.Addr().String())
+}
+
+// submit sends a job through agent a and remembers it as acknowledged.
+func (tc *testCluster) submit(a *Agent, spec structs.JobSpec) *structs.Job {
+	tc.t.Helper()
+	job, err := tc.client(a).SubmitJob(context.Background(), api.SubmitRequest{RequestID: structs.NewID(), Spec: spec})
+	if err != nil {
+		tc.t.Fatalf("submit through %s: %v", a.Name(), err)
+	}
+	tc.acked = append(tc.acked, job.ID)
+	return job
+}
+
+func (tc *testCluster) indexOf(nodeID string) int {
+	for i, a := range tc.agents {
+		if a != nil && a.nodeID == nodeID {
+			return i
+		}
+	}
+	return -1
+}
+
+// checkInvariants waits until every live agent has applied the same state,
+// then checks DESIGN.md §10's invariants on it.
+func (tc *testCluster) checkInvariants() {
+	tc.t.Helper()
+	live := tc.live()
+	waitFor(tc.t, 15*time.Second, func() error {
+		idx, hash := live[0].fsm.Index(), live[0].fsm.Hash()
+		for _, a := range live[1:] {
+			if a.fsm.Index() != idx || a.fsm.Hash() != hash {
+				return fmt.Errorf("%s at index %d, %s at %d, or their states differ", live[0].Name(), idx, a.Name(), a.fsm.Index())
+			}
+		}
+		return nil
+	})
+	f := live[0].fsm
+	for _, id := range tc.acked {
+		if _, ok := f.Job(id); !ok {
+			tc.t.Errorf("acknowledged job %s is lost", structs.ShortID(id))
+		}
+	}
+	holder := map[string]string{}
+	for _, alloc := range f.State().LiveAllocs {
+		for _, g := range alloc.GPUs {
+			if other, ok := holder[g]; ok {
+				tc.t.Errorf("GPU %s held by live allocations %s and %s", g, other, alloc.ID)
+			}
+			holder[g] = alloc.ID
+		}
+	}
+	for _, job := range f.Jobs() {
+		perAttempt := map[int]int{}
+		for _, alloc := range f.Allocs(job.ID) {
+			perAttempt[alloc.Attempt]++
+		}
+		for attempt, n := range perAttempt {
+			if n != job.Spec.Nodes {
+				tc.t.Errorf("job %s attempt %d has %d allocations, want %d (a replacement made twice?)", structs.ShortID(job.ID), attempt, n, job.Spec.Nodes)
+			}
+		}
+	}
+}
+
+func waitJob(t *testing.T, a *Agent, id string, ok func(*structs.Job, []*structs.Allocation) error) {
+	t.Helper()
+	waitFor(t, 20*time.Second, func() error {
+		job, found := a.fsm.Job(id)
+		if !found {
+			return fmt.Errorf("job %s not on %s", structs.ShortID(id), a.Name())
+		}
+		return ok(job, a.fsm.Allocs(id))
+	})
+}
+
+func jobState(want structs.JobState) func(*structs.Job, []*structs.Allocation) error {
+	return func(j *structs.Job, _ []*structs.Allocation) error {
+		if j.State != want {
+			return fmt.Errorf("job %s is %s (%s), want %s", structs.ShortID(j.ID), j.State, j.Reason, want)
+		}
+		return nil
+	}
+}
+
+func runningAlloc(j *structs.Job, allocs []*structs.Allocation) error {
+	for _, a := range allocs {
+		if a.Attempt == j.Attempts && a.State == structs.AllocRunning {
+			return nil
+		}
+	}
+	return fmt.Errorf("job %s has no running allocation (state %s, %s)", structs.ShortID(j.ID), j.State, j.Reason)
+}
+
+func TestCluster_JoinThroughAnyNode_SubmitThroughEveryNode(t *testing.T) {
+	tc := startCluster(t, 3)
+	peers, err := tc.client(tc.agents[2]).RaftPeers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(peers) != 3 {
+		t.Fatalf("raft peers = %+v, want 3 servers", peers)
+	}
+	for _, a := range tc.agents {
+		job := tc.submit(a, structs.JobSpec{Command: []string{"true"}, GPUs: 1})
+		waitJob(t, tc.agents[0], job.ID, jobState(structs.JobSucceeded))
+	}
+	members, err := tc.client(tc.agents[1]).Members(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 3 {
+		t.Fatalf("members = %+v, want 3", members)
+	}
+	tc.checkInvariants()
+}
+
+func TestCluster_LogsOfAJobOnAnotherNodeAreProxied(t *testing.T) {
+	tc := startCluster(t, 2)
+	// 4 GPUs fill a node, so two such jobs land on different nodes.
+	var jobs []*structs.Job
+	for range 2 {
+		jobs = append(jobs, tc.submit(tc.agents[0], structs.JobSpec{Command: []string{"sh", "-c", "echo from $SKEIN_NODE"}, GPUs: 4}))
+	}
+	for _, j := range jobs {
+		waitJob(t, tc.agents[0], j.ID, jobState(structs.JobSucceeded))
+		alloc := tc.agents[0].fsm.Allocs(j.ID)[0]
+		owner := tc.agents[tc.indexOf(alloc.NodeID)].Name()
+		for _, a := range tc.agents {
+			if got := logs(t, tc.client(a), j.ID, api.StreamStdout); got != "from "+owner+"\n" {
+				t.Errorf("logs of a job on %s read through %s = %q", owner, a.Name(), got)
+			}
+		}
+	}
+}
+
+func TestCluster_LeaderKilled_NewLeaderTakesWritesAndNoJobIsLost(t *testing.T) {
+	tc := startCluster(t, 3)
+	for range 3 {
+		tc.submit(tc.agents[0], structs.JobSpec{Command: []string{"sleep", "0.2"}, Restarts: 2})
+	}
+	old := tc.leader()
+	tc.kill(old)
+	next := tc.leader()
+	if next == old {
+		t.Fatal("the killed node still leads")
+	}
+	for _, a := range tc.live() {
+		tc.submit(a, structs.JobSpec{Command: []string{"true"}, GPUs: 1, Restarts: 2})
+	}
+	for _, id := range tc.acked {
+		waitJob(t, tc.agents[next], id, jobState(structs.JobSucceeded))
+	}
+	tc.checkInvariants()
+}
+
+func TestCluster_NodeCutOff_ItsJobRunsElsewhereOnceAndItDoesNotResume(t *testing.T) {
+	tc := startCluster(t, 3)
+	lead := tc.leader()
+	job := tc.submit(tc.agents[lead], structs.JobSpec{Command: []string{"sleep", "600"}, GPUs: 1, Restarts: 1})
+	waitJob(t, tc.agents[lead], job.ID, runningAlloc)
+	first := tc.agents[lead].fsm.Allocs(job.ID)[0]
+	// Cut off the node running it, whichever it is: if it is the leader,
+	// the majority elects another first.
+	victim := tc.indexOf(first.NodeID)
+
+	tc.isolate(victim)
+	var other int
+	for i := range tc.agents {
+		if i != victim {
+			other = i
+			break
+		}
+	}
+	waitJob(t, tc.agents[other], job.ID, func(j *structs.Job, allocs []*structs.Allocation) error {
+		if j.Attempts != 2 {
+			return fmt.Errorf("attempts %d, want 2 (%s)", j.Attempts, j.Reason)
+		}
+		return runningAlloc(j, allocs)
+	})
+	// The cut-off node stopped its copy by itself (its lease ran out).
+	waitFor(t, 10*time.Second, func() error {
+		if slices.Contains(tc.agents[victim].runner.Tracked(), first.ID) {
+			return fmt.Errorf("the cut-off node still runs allocation %s", structs.ShortID(first.ID))
+		}
+		return nil
+	})
+
+	tc.net.Heal()
+	tc.waitReady(3)
+	tc.checkInvariants()
+	f := tc.agents[victim].fsm
+	if a, _ := f.Alloc(first.ID); a.State != structs.AllocLost {
+		t.Fatalf("the first allocation is %s after healing, want lost", a.State)
+	}
+	if j, _ := f.Job(job.ID); j.Attempts != 2 || j.State != structs.JobRunning {
+		t.Fatalf("after healing the job is %s with %d attempts, want running with 2", j.State, j.Attempts)
+	}
+	if _, err := tc.client(tc.agents[0]).CancelJob(context.Background(), job.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCluster_LeaderCutOff_MajorityElectsAndTheClusterHeals(t *testing.T) {
+	tc := startCluster(t, 3)
+	old := tc.leader()
+	tc.isolate(old)
+	var next int
+	waitFor(t, 15*time.Second, func() error {
+		for i, a := range tc.agents {
+			if i != old && a.raft.IsLeader() {
+				next = i
+				return nil
+			}
+		}
+		return fmt.Errorf("no new leader on the majority side")
+	})
+	tc.submit(tc.agents[next], structs.JobSpec{Command: []string{"true"}})
+	tc.net.Heal()
+	tc.waitReady(3)
+	tc.leader() // fails on two leaders
+	tc.checkInvariants()
+}
+
+func TestCluster_GracefulLeaveOfTheLeader(t *testing.T) {
+	tc := startCluster(t, 3)
+	old := tc.leader()
+	leaving := tc.agents[old]
+	if _, err := tc.client(leaving).Leave(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-leaving.Done():
+	case <-time.After(40 * time.Second):
+		t.Fatal("the leaving agent did not finish leaving")
+	}
+	tc.kill(old)
+	next := tc.leader()
+	waitFor(t, 15*time.Second, func() error {
+		servers, err := tc.agents[next].raft.Servers()
+		if err != nil {
+			return err
+		}
+		for _, s := range servers {
+			if s.ID == leaving.nodeID {
+				return fmt.Errorf("the node that left is still a raft server")
+			}
+		}
+		n, _ := tc.agents[next].fsm.Node(leaving.nodeID)
+		if n.Status != structs.NodeLeft {
+			return fmt.Errorf("the node that left is %s", n.Status)
+		}
+		return nil
+	})
+	tc.submit(tc.agents[next], structs.JobSpec{Command: []string{"true"}})
+	tc.checkInvariants()
+}
+
+func TestCluster_FiveNodes_DeadVoterIsReplaced(t *testing.T) {
+	tc := startCluster(t, 5)
+	voters := func(a *Agent) (ids []string) {
+		servers, _ := a.raft.Servers()
+		for _, s := range servers {
+			if s.Voter {
+				ids = append(ids, s.ID)
+			}
+		}
+		return ids
+	}
+	lead := tc.leader()
+	waitFor(t, 20*time.Second, func() error {
+		if v := voters(tc.agents[lead]); len(v) != 3 {
+			return fmt.Errorf("%d voters, want 3", len(v))
+		}
+		return nil
+	})
+	var dead int
+	for _, id := range voters(tc.agents[lead]) {
+		if i := tc.indexOf(id); i != lead {
+			dead = i
+			break
+		}
+	}
+	deadID := tc.agents[dead].nodeID
+	tc.kill(dead)
+	lead = tc.leader()
+	waitFor(t, 30*time.Second, func() error {
+		v := voters(tc.agents[lead])
+		if len(v) != 3 || slices.Contains(v, deadID) {
+			return fmt.Errorf("voters %v: want 3 without the dead node", v)
+		}
+		return nil
+	})
+	tc.submit(tc.agents[lead], structs.JobSpec{Command: []string{"true"}})
+	tc.checkInvariants()
+}

@@ -1,0 +1,70 @@
+package agent
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/structs"
+)
+
+// errNotLeaderHere answers agent-to-agent writes sent to a node that does
+// not lead; the sender finds the leader again and retries.
+var errNotLeaderHere = errors.Join(cluster.ErrNotLeader, errors.New("this node is not the leader"))
+
+// handleHeartbeat renews a node's lease (liveness.go). Leader only.
+func (a *Agent) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
+	var req api.HeartbeatRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	if !a.raft.IsLeader() {
+		writeError(w, http.StatusServiceUnavailable, errNotLeaderHere)
+		return
+	}
+	a.live.heardFrom(req.NodeID, time.Now())
+	writeJSON(w, http.StatusOK, api.HeartbeatResponse{LeaderID: a.nodeID})
+}
+
+// handleRegister commits another node's inventory. Leader only.
+func (a *Agent) handleRegister(w http.ResponseWriter, r *http.Request) {
+	var req api.RegisterRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	if !a.raft.IsLeader() {
+		writeError(w, http.StatusServiceUnavailable, errNotLeaderHere)
+		return
+	}
+	_, err := a.apply(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: req.Node, At: now()})
+	if err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	a.live.heardFrom(req.Node.ID, time.Now())
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// handleAllocUpdates commits another node's allocation reports. Leader only;
+// the FSM accepts a node's reports only for its own allocations.
+func (a *Agent) handleAllocUpdates(w http.ResponseWriter, r *http.Request) {
+	var req api.AllocUpdatesRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	if !a.raft.IsLeader() {
+		writeError(w, http.StatusServiceUnavailable, errNotLeaderHere)
+		return
+	}
+	_, err := a.apply(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: req.NodeID, Updates: req.Updates})
+	if err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
