@@ -47,12 +47,13 @@ type agentProc struct {
 
 // startAgent runs `skein agent` on ip with the given data dir and waits
 // until its API answers.
-func startAgent(t *testing.T, ip, dataDir string, httpPort, raftPort int) *agentProc {
+func startAgent(t *testing.T, ip, dataDir string, httpPort, raftPort int, extra ...string) *agentProc {
 	t.Helper()
 	var log bytes.Buffer
-	cmd := exec.Command(skeinBin, "agent", "--name", "node-"+ip, "--data-dir", dataDir,
+	args := append([]string{"agent", "--name", "node-" + ip, "--data-dir", dataDir,
 		"--bind", ip, "--http-port", fmt.Sprint(httpPort), "--raft-port", fmt.Sprint(raftPort),
-		"--gpus", "sim:4xH100-80", "--kill-grace", "1s")
+		"--gpus", "sim:4xH100-80", "--kill-grace", "1s"}, extra...)
+	cmd := exec.Command(skeinBin, args...)
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -60,6 +61,7 @@ func startAgent(t *testing.T, ip, dataDir string, httpPort, raftPort int) *agent
 	p := &agentProc{cmd: cmd, addr: fmt.Sprintf("http://%s:%d", ip, httpPort), log: &log}
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Signal(syscall.SIGCONT) // in case a test froze it
 			_ = p.cmd.Process.Signal(syscall.SIGTERM)
 			_ = p.cmd.Wait()
 		}
@@ -89,22 +91,35 @@ func (p *agentProc) skein(t *testing.T, args ...string) (string, error) {
 
 func (p *agentProc) job(t *testing.T, id string) api.JobDetail {
 	t.Helper()
-	out, err := p.skein(t, "job", "--json", id)
+	d, err := p.tryJob(t, id)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var d api.JobDetail
-	if err := json.Unmarshal([]byte(out), &d); err != nil {
-		t.Fatalf("skein job --json: %v\n%s", err, out)
 	}
 	return d
 }
 
+func (p *agentProc) tryJob(t *testing.T, id string) (api.JobDetail, error) {
+	t.Helper()
+	var d api.JobDetail
+	out, err := p.skein(t, "job", "--json", id)
+	if err != nil {
+		return d, err
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		return d, fmt.Errorf("skein job --json: %v\n%s", err, out)
+	}
+	return d, nil
+}
+
+// waitJob waits until the job, once this agent has it, satisfies ok.
 func (p *agentProc) waitJob(t *testing.T, id string, ok func(api.JobDetail) error) api.JobDetail {
 	t.Helper()
 	var d api.JobDetail
 	waitFor(t, 20*time.Second, func() error {
-		d = p.job(t, id)
+		var err error
+		if d, err = p.tryJob(t, id); err != nil {
+			return err
+		}
 		return ok(d)
 	})
 	return d
