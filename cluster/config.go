@@ -107,16 +107,19 @@ type Timing struct {
 }
 
 // Defaults for a LAN. raft's own defaults (1s heartbeat and election, 500ms
-// lease, 50ms commit) are made for WANs and cost ~1.5s per failover; halving
-// them gives quick failover (DESIGN.md §11, B2) while a follower still
-// tolerates ~500ms of silence, so a loaded 2-core machine with GC pauses and
-// fsyncs does not hold spurious elections. Pre-vote (on by default in raft
-// v1.8, and supported by the TCP transport) keeps a node that was briefly cut
-// off from disrupting a healthy leader when it returns. Benchmarks will tune
-// these.
+// lease, 50ms commit) are made for WANs and cost ~1.5s per failover. With
+// 300ms, a follower notices a dead leader after 300-600ms (raft randomises
+// the timeout) and the election takes about as long again: failover p99
+// under 1s on 2 cores (BENCHMARKS.md, B2). The leader heartbeats every
+// 30ms (a tenth of the timeout), so a follower needs ten missed beats in a
+// row, and pre-vote (on by default in raft v1.8, and supported by the TCP
+// transport) stops a follower that was merely slow or cut off from winning
+// an election while the others still hear the leader: a stalled follower
+// on a loaded machine cannot depose a healthy leader. Only a leader that
+// itself stalls for 300ms is replaced, which is what failover is for.
 const (
-	DefaultHeartbeatTimeout   = 500 * time.Millisecond
-	DefaultElectionTimeout    = 500 * time.Millisecond
+	DefaultHeartbeatTimeout   = 300 * time.Millisecond
+	DefaultElectionTimeout    = 300 * time.Millisecond
 	DefaultLeaderLeaseTimeout = 250 * time.Millisecond
 	DefaultCommitTimeout      = 20 * time.Millisecond
 	DefaultSnapshotThreshold  = 8192
