@@ -46,6 +46,7 @@ type Agent struct {
 	done        chan struct{}
 	meta        atomic.Pointer[[]byte] // gossip metadata, see members.go
 	metaChanged chan struct{}
+	localKick   chan struct{} // see kickLocal
 	// stopping holds the allocations asked to stop; only localLoop uses it.
 	stopping map[string]bool
 
@@ -109,6 +110,7 @@ func (a *Agent) start() error {
 	a.registered = make(chan struct{})
 	a.done = make(chan struct{})
 	a.metaChanged = make(chan struct{}, 1)
+	a.localKick = make(chan struct{}, 1)
 	a.setMeta(a.localMeta())
 	// The API listens first: gossip metadata carries its address.
 	if err := a.listen(); err != nil {
@@ -386,10 +388,20 @@ func (a *Agent) gpuSummary() string {
 // Shutdown stops the agent. Jobs keep running under their supervisors and
 // are re-adopted by the next agent on the same data dir, except in dev mode
 // with a temporary data dir, where they are stopped and the dir is removed.
-func (a *Agent) Shutdown() {
+func (a *Agent) Shutdown() { a.stop(true) }
+
+// stop shuts the agent down; a leader hands leadership over first when
+// handover is set, so the cluster does not wait out an election. Tests
+// pass false to stop a node the way a crash would.
+func (a *Agent) stop(handover bool) {
 	a.shutdown.Do(func() {
 		if a.tempDir && a.runner != nil {
 			a.stopAllJobs("agent shutting down")
+		}
+		if handover && a.raft != nil && a.raft.IsLeader() && a.clusterSize() > 1 {
+			if err := a.raft.LeadershipTransfer(); err != nil {
+				a.logger.Warn("hand leadership over before shutting down", "error", err)
+			}
 		}
 		if a.server != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -140,8 +140,9 @@ func (tc *testCluster) leader() int {
 	return idx
 }
 
+// kill stops agent i the way a crash would: no leadership handover.
 func (tc *testCluster) kill(i int) {
-	tc.agents[i].Shutdown()
+	tc.agents[i].stop(false)
 	tc.agents[i] = nil
 }
 

@@ -25,8 +25,11 @@ type liveness struct {
 	fenced  bool
 }
 
+// newLiveness starts fenced: until its first heartbeat is answered, a node
+// has no valid lease (the one on disk may be a stale one from before a
+// restart) and starts no job.
 func newLiveness() *liveness {
-	return &liveness{heard: map[string]time.Time{}, lastAck: time.Now()}
+	return &liveness{heard: map[string]time.Time{}, lastAck: time.Now(), fenced: true}
 }
 
 // heardFrom records a heartbeat that reached the leader.
@@ -61,11 +64,13 @@ func (l *liveness) heardWithin(nodeID string, d time.Duration, now time.Time) bo
 func (a *Agent) heartbeatLoop() {
 	tick := time.NewTicker(a.cfg.HeartbeatInterval)
 	defer tick.Stop()
-	for {
-		select {
-		case <-a.ctx.Done():
-			return
-		case <-tick.C:
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-a.ctx.Done():
+				return
+			case <-tick.C:
+			}
 		}
 		sent := time.Now()
 		err := a.heartbeat()
@@ -73,12 +78,10 @@ func (a *Agent) heartbeatLoop() {
 			a.renewLease(sent)
 		}
 		a.live.mu.Lock()
+		unfenced := false
 		if err == nil {
 			a.live.lastAck = sent
-			if a.live.fenced {
-				a.live.fenced = false
-				a.logger.Info("contact with the leader is back")
-			}
+			unfenced, a.live.fenced = a.live.fenced, false
 		}
 		silent := time.Since(a.live.lastAck)
 		fence := err != nil && !a.live.fenced && silent > a.cfg.StopAfter
@@ -86,6 +89,10 @@ func (a *Agent) heartbeatLoop() {
 			a.live.fenced = true
 		}
 		a.live.mu.Unlock()
+		if unfenced {
+			a.logger.Info("in contact with the leader; the node lease is valid")
+			a.kickLocal() // start what waited for the lease
+		}
 		if fence {
 			a.logger.Warn("lost contact with the leader; local jobs are being stopped by their lease",
 				"silent", silent.Round(time.Millisecond), "jobs", len(a.runner.Tracked()), "error", err)

@@ -23,7 +23,16 @@ func (a *Agent) localLoop() {
 		case <-a.ctx.Done():
 			return
 		case <-changed:
+		case <-a.localKick:
 		}
+	}
+}
+
+// kickLocal makes the local loop look again without a state change.
+func (a *Agent) kickLocal() {
+	select {
+	case a.localKick <- struct{}{}:
+	default:
 	}
 }
 
