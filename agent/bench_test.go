@@ -2,11 +2,13 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -70,4 +72,176 @@ func report(b *testing.B, what string, d []time.Duration) {
 	}
 	b.ReportMetric(pct(0.50), what+"-p50-ms")
 	b.ReportMetric(pct(0.99), what+"-p99-ms")
+}
+
+// benchCluster starts an n-node cluster with production timings (only the
+// ports and data dirs are the tests'), for the failover benchmarks.
+func benchCluster(b *testing.B, n int) *testCluster {
+	tc := &testCluster{net: &cluster.Partitioner{}}
+	for i := range n {
+		cfg := testConfig(b, b.TempDir())
+		cfg.Name = fmt.Sprintf("node%d", i)
+		cfg.RaftPort, cfg.GossipPort = -1, -1
+		cfg.Network = tc.net
+		cfg.Timing = cluster.Timing{} // production Raft timings
+		if i > 0 {
+			cfg.Join = []string{tc.agents[i-1].raft.GossipAddr()}
+		}
+		a, err := New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tc.agents = append(tc.agents, a)
+	}
+	b.Cleanup(func() {
+		for _, a := range tc.live() {
+			a.Shutdown()
+		}
+	})
+	benchWait(b, 60*time.Second, func() error {
+		lead := -1
+		for i, a := range tc.agents {
+			if a.raft.IsLeader() {
+				lead = i
+			}
+		}
+		if lead < 0 {
+			return fmt.Errorf("no leader")
+		}
+		servers, err := tc.agents[lead].raft.Servers()
+		if err != nil {
+			return err
+		}
+		voters := 0
+		for _, s := range servers {
+			if s.Voter {
+				voters++
+			}
+		}
+		if voters != min(n, 3) || len(tc.agents[lead].fsm.Nodes()) != n {
+			return fmt.Errorf("%d voters, %d nodes", voters, len(tc.agents[lead].fsm.Nodes()))
+		}
+		return nil
+	})
+	return tc
+}
+
+// benchWait is waitFor for benchmarks.
+func benchWait(b *testing.B, timeout time.Duration, cond func() error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("not within %s: %v", timeout, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// BenchmarkLeaderFailover measures B2: the leader's node is stopped (its
+// Raft and API go away without a leadership transfer), and a client keeps
+// submitting through a surviving node; the figure is the time from the stop
+// to the first submission acknowledged (committed) after it. One fresh
+// cluster per iteration; -benchtime 20x gives 20 trials.
+func BenchmarkLeaderFailover(b *testing.B) {
+	for _, n := range []int{3, 5} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			var trials []time.Duration
+			for range b.N {
+				b.StopTimer()
+				tc := benchCluster(b, n)
+				lead := -1
+				for i, a := range tc.agents {
+					if a.raft.IsLeader() {
+						lead = i
+					}
+				}
+				survivor := tc.agents[(lead+1)%n]
+				c, _ := api.NewClient(survivor.HTTPAddr(), "")
+				b.StartTimer()
+				t0 := time.Now()
+				tc.kill(lead)
+				for {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					_, err := c.SubmitJob(ctx, api.SubmitRequest{RequestID: structs.NewID(), Spec: structs.JobSpec{Command: []string{"true"}}})
+					cancel()
+					if err == nil {
+						break
+					}
+					if time.Since(t0) > 30*time.Second {
+						b.Fatalf("no write accepted 30s after the leader stopped: %v", err)
+					}
+				}
+				trials = append(trials, time.Since(t0))
+				b.StopTimer()
+				for _, a := range tc.live() {
+					a.Shutdown()
+				}
+			}
+			report(b, "failover", trials)
+		})
+	}
+}
+
+// BenchmarkNodeLossRecovery measures B4: a worker running a job (with a
+// restart allowed) is cut off from the cluster without a word, as a dead or
+// frozen machine would be; the figure is the time from the cut to the job's
+// replacement allocation running on another node. Production liveness
+// timings (stop-after 2.5s, down-after 3.5s). -benchtime 10x gives 10 trials.
+func BenchmarkNodeLossRecovery(b *testing.B) {
+	var trials []time.Duration
+	for range b.N {
+		b.StopTimer()
+		tc := benchCluster(b, 3)
+		lead := -1
+		for i, a := range tc.agents {
+			if a.raft.IsLeader() {
+				lead = i
+			}
+		}
+		leader := tc.agents[lead]
+		c, _ := api.NewClient(leader.HTTPAddr(), "")
+		// Keep the leader's own GPUs busy so the job lands on a worker.
+		var job *structs.Job
+		for {
+			j, err := c.SubmitJob(context.Background(), api.SubmitRequest{Spec: structs.JobSpec{Command: []string{"sleep", "600"}, GPUs: 1, Restarts: 1}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var alloc *structs.Allocation
+			benchWait(b, 20*time.Second, func() error {
+				if as := leader.fsm.Allocs(j.ID); len(as) > 0 && as[0].State == structs.AllocRunning {
+					alloc = as[0]
+					return nil
+				}
+				return fmt.Errorf("job %s not running", structs.ShortID(j.ID))
+			})
+			if alloc.NodeID != leader.nodeID {
+				job = j
+				break
+			}
+		}
+		victim := tc.indexOf(leader.fsm.Allocs(job.ID)[0].NodeID)
+		b.StartTimer()
+		t0 := time.Now()
+		tc.isolate(victim)
+		benchWait(b, 60*time.Second, func() error {
+			for _, al := range leader.fsm.Allocs(job.ID) {
+				if al.Attempt == 2 && al.State == structs.AllocRunning {
+					return nil
+				}
+			}
+			return fmt.Errorf("no replacement running yet")
+		})
+		trials = append(trials, time.Since(t0))
+		b.StopTimer()
+		tc.net.Heal()
+		for _, a := range tc.live() {
+			a.Shutdown()
+		}
+	}
+	report(b, "recovery", trials)
 }

@@ -25,7 +25,7 @@ type node struct {
 
 func (n *node) gossip() string { return fmt.Sprintf("%s:%d", n.ip, n.gossipPort) }
 
-func (n *node) start(t *testing.T, join ...string) {
+func (n *node) start(t testing.TB, join ...string) {
 	t.Helper()
 	extra := []string{"--gossip-port", fmt.Sprint(n.gossipPort)}
 	for _, j := range join {
@@ -34,7 +34,7 @@ func (n *node) start(t *testing.T, join ...string) {
 	n.proc = startAgent(t, n.ip, n.dataDir, n.http, n.raft, extra...)
 }
 
-func newNodes(t *testing.T, ips ...string) []*node {
+func newNodes(t testing.TB, ips ...string) []*node {
 	var nodes []*node
 	for _, ip := range ips {
 		nodes = append(nodes, &node{ip: ip, dataDir: t.TempDir(), http: freePort(t, ip), raft: freePort(t, ip), gossipPort: freePort(t, ip)})
@@ -43,7 +43,7 @@ func newNodes(t *testing.T, ips ...string) []*node {
 }
 
 // nodesView is `skein nodes --json` through one agent.
-func nodesView(t *testing.T, p *agentProc) []api.NodeInfo {
+func nodesView(t testing.TB, p *agentProc) []api.NodeInfo {
 	t.Helper()
 	out, err := p.skein(t, "nodes", "--json")
 	if err != nil {
@@ -56,7 +56,7 @@ func nodesView(t *testing.T, p *agentProc) []api.NodeInfo {
 	return ns
 }
 
-func waitNodes(t *testing.T, p *agentProc, want map[string]structs.NodeStatus) {
+func waitNodes(t testing.TB, p *agentProc, want map[string]structs.NodeStatus) {
 	t.Helper()
 	waitFor(t, 30*time.Second, func() error {
 		got := map[string]structs.NodeStatus{}
@@ -72,7 +72,7 @@ func waitNodes(t *testing.T, p *agentProc, want map[string]structs.NodeStatus) {
 	})
 }
 
-func leaderOf(t *testing.T, nodes []*node) *node {
+func leaderOf(t testing.TB, nodes []*node) *node {
 	t.Helper()
 	var lead *node
 	waitFor(t, 15*time.Second, func() error {
@@ -95,7 +95,7 @@ func leaderOf(t *testing.T, nodes []*node) *node {
 	return lead
 }
 
-func submitJob(t *testing.T, p *agentProc, args ...string) string {
+func submitJob(t testing.TB, p *agentProc, args ...string) string {
 	t.Helper()
 	out, err := p.skein(t, append([]string{"submit"}, args...)...)
 	if err != nil {
@@ -216,7 +216,7 @@ func TestProcess_ThreeNodes_LeaderKilledWorkerFrozenNodeRestarted(t *testing.T) 
 }
 
 // lastBeats returns the last n lines of the beats file.
-func lastBeats(t *testing.T, path string, n int) string {
+func lastBeats(t testing.TB, path string, n int) string {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -47,7 +47,7 @@ type agentProc struct {
 
 // startAgent runs `skein agent` on ip with the given data dir and waits
 // until its API answers.
-func startAgent(t *testing.T, ip, dataDir string, httpPort, raftPort int, extra ...string) *agentProc {
+func startAgent(t testing.TB, ip, dataDir string, httpPort, raftPort int, extra ...string) *agentProc {
 	t.Helper()
 	var log bytes.Buffer
 	args := append([]string{"agent", "--name", "node-" + ip, "--data-dir", dataDir,
@@ -77,7 +77,7 @@ func startAgent(t *testing.T, ip, dataDir string, httpPort, raftPort int, extra 
 }
 
 // skein runs the CLI against this agent and returns its stdout.
-func (p *agentProc) skein(t *testing.T, args ...string) (string, error) {
+func (p *agentProc) skein(t testing.TB, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(skeinBin, args...)
 	cmd.Env = append(os.Environ(), "SKEIN_ADDR="+p.addr)
@@ -89,7 +89,7 @@ func (p *agentProc) skein(t *testing.T, args ...string) (string, error) {
 	return out.String(), nil
 }
 
-func (p *agentProc) job(t *testing.T, id string) api.JobDetail {
+func (p *agentProc) job(t testing.TB, id string) api.JobDetail {
 	t.Helper()
 	d, err := p.tryJob(t, id)
 	if err != nil {
@@ -98,7 +98,7 @@ func (p *agentProc) job(t *testing.T, id string) api.JobDetail {
 	return d
 }
 
-func (p *agentProc) tryJob(t *testing.T, id string) (api.JobDetail, error) {
+func (p *agentProc) tryJob(t testing.TB, id string) (api.JobDetail, error) {
 	t.Helper()
 	var d api.JobDetail
 	out, err := p.skein(t, "job", "--json", id)
@@ -112,7 +112,7 @@ func (p *agentProc) tryJob(t *testing.T, id string) (api.JobDetail, error) {
 }
 
 // waitJob waits until the job, once this agent has it, satisfies ok.
-func (p *agentProc) waitJob(t *testing.T, id string, ok func(api.JobDetail) error) api.JobDetail {
+func (p *agentProc) waitJob(t testing.TB, id string, ok func(api.JobDetail) error) api.JobDetail {
 	t.Helper()
 	var d api.JobDetail
 	waitFor(t, 20*time.Second, func() error {
@@ -141,7 +141,7 @@ func allocRunning(d api.JobDetail) error {
 	return nil
 }
 
-func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
+func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -156,7 +156,7 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
 	}
 }
 
-func freePort(t *testing.T, ip string) int {
+func freePort(t testing.TB, ip string) int {
 	t.Helper()
 	l, err := net.Listen("tcp", ip+":0")
 	if err != nil {
@@ -259,7 +259,7 @@ func TestProcess_CancelKillsTheWholeProcessGroup(t *testing.T) {
 	})
 }
 
-func countLines(t *testing.T, path string) int {
+func countLines(t testing.TB, path string) int {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil && !os.IsNotExist(err) {
