@@ -10,9 +10,14 @@ export CGO_CFLAGS ?= -Wno-deprecated-declarations
 TAGS        := hashicorpmetrics
 # Every package but gpu builds and tests without cgo.
 NOCGO_PKGS   = $(shell $(GO) list ./... | grep -v '/gpu$$')
+# The container image (chaos/Dockerfile), built FROM scratch without network.
+DOCKER      ?= docker
+IMAGE       ?= skein:dev
+BUSYBOX     ?= /bin/busybox
+IMAGE_CTX   := bin/image
 
 .DEFAULT_GOAL := help
-.PHONY: help build build-static run test check bench clean
+.PHONY: help build build-static run test check bench image demo-up demo-down clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -38,6 +43,21 @@ check: ## gofmt, go vet and the tests
 
 bench: ## run the benchmarks (record figures in BENCHMARKS.md)
 	CGO_ENABLED=0 $(GO) test -tags $(TAGS) -run '^$$' -bench . -benchtime 1x ./sched/ ./agent/
+
+image: ## build the container image skein:dev (static skein, skein-workload, busybox-static)
+	@if [ ! -x $(BUSYBOX) ] || ldd $(BUSYBOX) >/dev/null 2>&1; then \
+		echo "make image: $(BUSYBOX) is missing or not static; install it with: apt-get install busybox-static" >&2; exit 1; fi
+	rm -rf $(IMAGE_CTX) && mkdir -p $(IMAGE_CTX)
+	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o $(IMAGE_CTX)/skein .
+	CGO_ENABLED=0 $(GO) build -o $(IMAGE_CTX)/skein-workload ./chaos/workload
+	cp $(BUSYBOX) $(IMAGE_CTX)/busybox
+	$(DOCKER) build -q -t $(IMAGE) -f chaos/Dockerfile $(IMAGE_CTX)
+
+demo-up: ## start a 3-node cluster in containers skein-a, skein-b, skein-c (after make image)
+	SKEIN_DEMO_IMAGE=$(IMAGE) chaos/demo.sh up
+
+demo-down: ## remove the demo's containers and network
+	chaos/demo.sh down
 
 clean: ## remove build output
 	rm -rf bin

@@ -1,0 +1,156 @@
+#!/bin/sh
+# demo.sh up|down|status — a 3-node skein cluster in containers.
+#
+# up      creates the network (and empties the shared directory of a
+#         previous demo's events and locks), starts NAME-a, NAME-b and NAME-c
+#         from the image (make image), each with 8 simulated H100s, and waits
+#         for a leader; stopped containers are started again. Each node's API is published on 127.0.0.1 (PORT, PORT+10,
+#         PORT+20) and reachable at its IP (SUBNET.11-13) from a Linux host.
+# down    removes the containers and the network; the shared directory stays.
+# status  lists the containers, the cluster status and the workload's
+#         violations recorded in SHARED/events.log.
+#
+# Settings (environment):
+#   SKEIN_DEMO_NAME    container and node name prefix, network NAME-demo (skein)
+#   SKEIN_DEMO_IMAGE   image (skein:dev)
+#   SKEIN_DEMO_SUBNET  first three octets of the network's /24 (172.28.0)
+#   SKEIN_DEMO_PORT    first host port for the APIs; empty: publish none (7470)
+#   SKEIN_DEMO_TOKEN   API token of every node (demo)
+#   SKEIN_DEMO_SHARED  host directory mounted at /shared in every node (/tmp/NAME-demo)
+set -eu
+
+NAME=${SKEIN_DEMO_NAME:-skein}
+IMAGE=${SKEIN_DEMO_IMAGE:-skein:dev}
+SUBNET=${SKEIN_DEMO_SUBNET:-172.28.0}
+PORT=${SKEIN_DEMO_PORT-7470}
+TOKEN=${SKEIN_DEMO_TOKEN:-demo}
+SHARED=${SKEIN_DEMO_SHARED:-/tmp/$NAME-demo}
+NET=$NAME-demo
+NODES="a b c"
+LABEL=skein-demo=$NAME
+
+die() {
+	echo "demo.sh: $*" >&2
+	exit 1
+}
+
+ip_of() {
+	case $1 in
+	a) echo "$SUBNET.11" ;;
+	b) echo "$SUBNET.12" ;;
+	c) echo "$SUBNET.13" ;;
+	esac
+}
+
+port_of() {
+	case $1 in
+	a) echo "$PORT" ;;
+	b) echo $((PORT + 10)) ;;
+	c) echo $((PORT + 20)) ;;
+	esac
+}
+
+# running prints the names of this demo's running containers.
+running() {
+	docker ps --filter "label=$LABEL" --format '{{.Names}}' | sort
+}
+
+# count prints how many events of kind $1 the workload recorded.
+count() {
+	grep -c "\"event\":\"$1\"" "$SHARED/events.log" || true
+}
+
+# formed reports whether NAME-a sees a leader and three ready nodes.
+formed() {
+	st=$(docker exec "$NAME-a" skein status 2>/dev/null) || return 1
+	case $st in
+	*"none (no leader"*) return 1 ;;
+	*"3/3 ready"*) return 0 ;;
+	esac
+	return 1
+}
+
+up() {
+	docker image inspect "$IMAGE" >/dev/null 2>&1 || die "image $IMAGE not found; build it with: make image"
+	mkdir -p "$SHARED"
+	if ! docker network inspect "$NET" >/dev/null 2>&1; then
+		# A new demo starts with no events and no lock files.
+		rm -f "$SHARED/events.log" "$SHARED"/gpu-*.lock "$SHARED"/job-*.lock
+		docker network create --subnet "$SUBNET.0/24" --label "$LABEL" "$NET" >/dev/null
+	fi
+	for n in $NODES; do
+		c=$NAME-$n
+		state=$(docker inspect --format '{{.State.Status}}' "$c" 2>/dev/null || true)
+		case $state in
+		running) continue ;;
+		"") ;;
+		*)
+			docker start "$c" >/dev/null
+			continue
+			;;
+		esac
+		publish=
+		if [ -n "$PORT" ]; then
+			publish="-p 127.0.0.1:$(port_of "$n"):7470"
+		fi
+		joins=
+		for m in $NODES; do
+			[ "$m" = "$n" ] || joins="$joins --join $(ip_of "$m")"
+		done
+		# shellcheck disable=SC2086 # $publish and $joins are lists of words
+		docker run -d --name "$c" --hostname "$c" --label "$LABEL" \
+			--network "$NET" --ip "$(ip_of "$n")" $publish \
+			--user "$(id -u):$(id -g)" -v "$SHARED:/shared" -e "SKEIN_TOKEN=$TOKEN" \
+			"$IMAGE" agent --name "$c" --data-dir "/data/$n" --bind 0.0.0.0 \
+			--advertise "$(ip_of "$n")" --gpus sim:8xH100-80 --bootstrap-expect 3 $joins >/dev/null
+	done
+	# Wait for a leader and three nodes.
+	i=0
+	until formed; do
+		i=$((i + 1))
+		[ $i -lt 60 ] || die "no leader with 3 ready nodes after 30 s; see: docker logs $NAME-a"
+		sleep 0.5
+	done
+	docker exec "$NAME-a" skein nodes
+	echo
+	echo "shared directory: $SHARED (mounted at /shared)"
+	if [ -n "$PORT" ]; then
+		echo "export SKEIN_TOKEN=$TOKEN SKEIN_ADDR=http://127.0.0.1:$PORT   # $NAME-a; $NAME-b: $(port_of b), $NAME-c: $(port_of c)"
+	fi
+}
+
+down() {
+	ids=$(docker ps -aq --filter "label=$LABEL")
+	if [ -n "$ids" ]; then
+		# shellcheck disable=SC2086 # a list of IDs
+		docker rm -f $ids >/dev/null
+	fi
+	if docker network inspect "$NET" >/dev/null 2>&1; then
+		docker network rm "$NET" >/dev/null
+	fi
+	echo "removed $NAME-a, $NAME-b, $NAME-c and network $NET; $SHARED is kept"
+}
+
+status() {
+	docker ps -a --filter "label=$LABEL" --format 'table {{.Names}}\t{{.Status}}\t{{.Ports}}'
+	first=$(running | head -n 1)
+	if [ -n "$first" ]; then
+		echo
+		docker exec "$first" skein status || true
+	fi
+	if [ -f "$SHARED/events.log" ]; then
+		echo
+		echo "$SHARED/events.log: start $(count start), stop $(count stop), violation $(count violation)"
+		grep '"event":"violation"' "$SHARED/events.log" || true
+	fi
+}
+
+case ${1:-} in
+up) up ;;
+down) down ;;
+status) status ;;
+*)
+	echo "usage: $0 up|down|status" >&2
+	exit 2
+	;;
+esac

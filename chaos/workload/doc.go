@@ -1,0 +1,17 @@
+// Command skein-workload is the test workload of skein's container proving
+// ground: it proves physically that no GPU and no job is used twice at once.
+//
+// It takes an exclusive, non-blocking flock on DIR/gpu-<uuid>.lock for every
+// GPU UUID in CUDA_VISIBLE_DEVICES and on DIR/job-<id>.lock for its job,
+// where DIR is a directory shared by every node (a bind mount across the
+// containers of one host: flock works across containers on one kernel). It
+// appends one JSON line per event (start, stop, violation) to
+// DIR/events.log, runs for --for, and exits 0 when that time is up or on
+// SIGTERM or SIGINT. A lock that is already held is a violation: it is
+// recorded, naming the holder, and the workload exits 3.
+//
+//	skein submit --gpus 2 --restarts 2 -- skein-workload --dir /shared --for 5m
+//
+// The kernel drops a lock when its holder dies, so a killed workload (or a
+// killed container) frees its GPUs at once, as a real GPU would be freed.
+package main
