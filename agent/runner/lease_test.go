@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -54,5 +55,27 @@ func TestRunner_LeaseThatNeverExpiresNeverFences(t *testing.T) {
 	mustStart(t, r, tk)
 	if u := waitTerminal(t, rec, tk.Alloc.ID); u.State != structs.AllocSucceeded {
 		t.Fatalf("got %+v, want the job to finish undisturbed", u)
+	}
+}
+
+// TestRunner_VanishedLeaseFences: the lease disappears only with the node's
+// data directory; its jobs must not outlive it.
+func TestRunner_VanishedLeaseFences(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.leasePath = filepath.Join(t.TempDir(), "lease.json")
+	e.fenceGrace = 200 * time.Millisecond
+	r, rec := e.runner(t)
+	if err := r.RenewLease(time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	tk := sh(`echo ready; while :; do sleep 0.05; done`)
+	mustStart(t, r, tk)
+	waitFile(t, filepath.Join(e.allocDir, tk.Alloc.ID, stdoutFile), "ready")
+	if err := os.Remove(e.leasePath); err != nil {
+		t.Fatal(err)
+	}
+	if u := waitTerminal(t, rec, tk.Alloc.ID); u.State != structs.AllocKilled || u.Reason != "killed: "+fencedReason {
+		t.Fatalf("got %+v, want the job stopped for its vanished lease", u)
 	}
 }

@@ -66,6 +66,8 @@ type supervisor struct {
 	log   hclog.Logger
 	sigs  chan os.Signal
 	ready *os.File
+	// sawLease is set once the node's lease file has been read.
+	sawLease bool
 }
 
 func (s *supervisor) path(name string) string { return filepath.Join(s.dir, name) }
@@ -157,15 +159,21 @@ func (s *supervisor) signalReady() {
 	}
 }
 
-// leaseExpired reports whether the node's lease has run out. A missing or
-// unreadable lease never fences: only a lease the agent wrote can expire.
+// leaseExpired reports whether the node's lease has run out. A lease that
+// was never written never fences (the agent has not been in contact yet),
+// but one that disappears does: the agent replaces it atomically, so it
+// vanishes only with the node's data directory.
 func (s *supervisor) leaseExpired(path string) bool {
 	var l lease
 	found, err := readJSON(path, &l)
-	if !found || err != nil || l.ExpiresAt.IsZero() {
+	switch {
+	case !found:
+		return s.sawLease
+	case err != nil:
 		return false
 	}
-	return time.Now().After(l.ExpiresAt)
+	s.sawLease = true
+	return !l.ExpiresAt.IsZero() && time.Now().After(l.ExpiresAt)
 }
 
 // stopRequested reads stop.json: why the job is to stop and the kill grace
@@ -290,6 +298,18 @@ func (s *supervisor) wait(cmd *exec.Cmd, pgid int, sp spec) status {
 		t := time.NewTimer(grace)
 		kill = t.C
 	}
+	// fence stops the job when the node's lease has run out, with the
+	// (usually shorter) fence grace.
+	fence := func() {
+		stopped = true
+		if g := time.Duration(sp.FenceGrace); g > 0 && g < grace {
+			grace = g
+		}
+		terminate("killed: " + fencedReason)
+	}
+	if sp.LeasePath != "" && s.leaseExpired(sp.LeasePath) {
+		fence()
+	}
 	for done := false; !done; {
 		select {
 		case <-exited:
@@ -308,11 +328,7 @@ func (s *supervisor) wait(cmd *exec.Cmd, pgid int, sp spec) status {
 			}
 		case <-leaseCheck:
 			if why == "" && s.leaseExpired(sp.LeasePath) {
-				stopped = true
-				if g := time.Duration(sp.FenceGrace); g > 0 && g < grace {
-					grace = g
-				}
-				terminate("killed: " + fencedReason)
+				fence()
 			}
 		case <-limit:
 			if why == "" {
