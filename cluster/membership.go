@@ -246,6 +246,8 @@ func (p *promoter) CalculatePromotionsAndDemotions(conf *autopilot.Config, s *au
 			}
 		case srv.State == autopilot.RaftNonVoter && srv.Health.IsStable(now, stable):
 			v.candidates = append(v.candidates, string(id))
+		case srv.State == autopilot.RaftNonVoter:
+			v.waiting++
 		}
 	}
 	v.leader = string(s.Leader)
@@ -302,14 +304,18 @@ type voterSet struct {
 	leader     string
 	good, dead []string
 	candidates []string
+	// waiting counts non-voters not (yet) healthy and stable enough to
+	// be candidates.
+	waiting int
 }
 
 // planVoters decides which servers gain and lose their vote:
 //  1. each dead voter is replaced by a candidate, one for one, so the
 //     number of voters (and the quorum) stays the same;
 //  2. below the cap, grow to the largest odd count the candidates allow;
-//  3. above the cap or at an even count, shrink to the next odd count,
-//     dead voters first, then healthy ones by highest ID, never the leader.
+//  3. above the cap, or at an even count with no non-voter waiting to be
+//     promoted, shrink to the next odd count, dead voters first, then
+//     healthy ones by highest ID, never the leader.
 //
 // A dead voter without a replacement keeps its vote: removing it would
 // leave an even count, or shrink fault tolerance for nothing. No plan
@@ -336,6 +342,13 @@ func planVoters(cap int, v voterSet) (promote, demote []string) {
 		}
 	}
 
+	// An even count below the cap with a non-voter still waiting is a
+	// moment in growth, or a candidate whose stats were late this round
+	// (they travel by UDP): shrinking then would make voters flap with
+	// every lost packet. Shrink only above the cap, or when nobody waits.
+	if count <= cap && (count%2 == 1 || v.waiting > 0) {
+		return promote, demote
+	}
 	target := largestOdd(min(cap, count))
 	if target >= count {
 		return promote, demote

@@ -34,6 +34,8 @@ func TestPlanVoters_KeepsAnOddCappedNumberOfVoters(t *testing.T) {
 			wantDemote: []string{"e", "d"}},
 		{name: "over cap sheds dead down to the leader alone", cap: 1, v: voterSet{leader: "a", good: []string{"a"}, dead: []string{"b", "c"}},
 			wantDemote: []string{"b", "c"}},
+		{name: "even count waits for a non-voter not yet stable instead of shrinking", cap: 3,
+			v: voterSet{leader: "a", good: []string{"a", "b"}, waiting: 1}},
 		{name: "shrinking that leaves no alive quorum is refused", cap: 3, v: voterSet{leader: "a", good: []string{"a"}, dead: []string{"b", "c", "d", "e"}}},
 	}
 	for _, tc := range cases {
