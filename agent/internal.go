@@ -14,15 +14,24 @@ import (
 // not lead; the sender finds the leader again and retries.
 var errNotLeaderHere = errors.Join(cluster.ErrNotLeader, errors.New("this node is not the leader"))
 
-// handleHeartbeat renews a node's lease (liveness.go). Leader only.
-func (a *Agent) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
-	var req api.HeartbeatRequest
-	if err := decodeBody(w, r, &req); err != nil {
+// leaderRequest decodes an agent-to-agent request that only the leader
+// serves; on false it has answered already.
+func (a *Agent) leaderRequest(w http.ResponseWriter, r *http.Request, req any) bool {
+	if err := decodeBody(w, r, req); err != nil {
 		writeError(w, statusOf(err), err)
-		return
+		return false
 	}
 	if !a.raft.IsLeader() {
 		writeError(w, http.StatusServiceUnavailable, errNotLeaderHere)
+		return false
+	}
+	return true
+}
+
+// handleHeartbeat renews a node's lease (liveness.go). Leader only.
+func (a *Agent) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
+	var req api.HeartbeatRequest
+	if !a.leaderRequest(w, r, &req) {
 		return
 	}
 	a.live.heardFrom(req.NodeID, time.Now())
@@ -32,12 +41,7 @@ func (a *Agent) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 // handleRegister commits another node's inventory. Leader only.
 func (a *Agent) handleRegister(w http.ResponseWriter, r *http.Request) {
 	var req api.RegisterRequest
-	if err := decodeBody(w, r, &req); err != nil {
-		writeError(w, statusOf(err), err)
-		return
-	}
-	if !a.raft.IsLeader() {
-		writeError(w, http.StatusServiceUnavailable, errNotLeaderHere)
+	if !a.leaderRequest(w, r, &req) {
 		return
 	}
 	_, err := a.apply(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: req.Node, At: now()})
@@ -53,12 +57,7 @@ func (a *Agent) handleRegister(w http.ResponseWriter, r *http.Request) {
 // the FSM accepts a node's reports only for its own allocations.
 func (a *Agent) handleAllocUpdates(w http.ResponseWriter, r *http.Request) {
 	var req api.AllocUpdatesRequest
-	if err := decodeBody(w, r, &req); err != nil {
-		writeError(w, statusOf(err), err)
-		return
-	}
-	if !a.raft.IsLeader() {
-		writeError(w, http.StatusServiceUnavailable, errNotLeaderHere)
+	if !a.leaderRequest(w, r, &req) {
 		return
 	}
 	_, err := a.apply(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: req.NodeID, Updates: req.Updates})
