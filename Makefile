@@ -17,7 +17,7 @@ BUSYBOX     ?= /bin/busybox
 IMAGE_CTX   := bin/image
 
 .DEFAULT_GOAL := help
-.PHONY: help build build-static run test check bench image demo-up demo-down clean
+.PHONY: help build build-static run test lint check bench image demo-up demo-down clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -36,10 +36,11 @@ test: ## run every test: gpu with cgo (NVML mocks), the rest with CGO_ENABLED=0
 	$(GO) test -tags $(TAGS) -count=1 -timeout 5m ./gpu/
 	CGO_ENABLED=0 $(GO) test -tags $(TAGS) -count=1 -timeout 15m $(NOCGO_PKGS)
 
-check: ## gofmt, go vet and the tests
+lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags $(TAGS) ./...
-	$(MAKE) --no-print-directory test
+
+check: lint test ## lint and the tests (what CI runs)
 
 bench: ## run the benchmarks (record figures in BENCHMARKS.md)
 	CGO_ENABLED=0 $(GO) test -tags $(TAGS) -run '^$$' -bench . -benchtime 1x ./sched/ ./agent/
