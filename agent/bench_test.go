@@ -83,6 +83,7 @@ func benchCluster(b *testing.B, n int) *testCluster {
 		cfg.Name = fmt.Sprintf("node%d", i)
 		cfg.RaftPort, cfg.GossipPort = -1, -1
 		cfg.Network = tc.net
+		cfg.Token = clusterToken
 		cfg.Timing = cluster.Timing{} // production Raft timings
 		if i > 0 {
 			cfg.Join = []string{tc.agents[i-1].raft.GossipAddr()}
@@ -160,7 +161,7 @@ func BenchmarkLeaderFailover(b *testing.B) {
 					}
 				}
 				survivor := tc.agents[(lead+1)%n]
-				c, _ := api.NewClient(survivor.HTTPAddr(), "")
+				c, _ := api.NewClient(survivor.HTTPAddr(), clusterToken)
 				b.StartTimer()
 				t0 := time.Now()
 				tc.kill(lead)
@@ -203,7 +204,7 @@ func BenchmarkNodeLossRecovery(b *testing.B) {
 			}
 		}
 		leader := tc.agents[lead]
-		c, _ := api.NewClient(leader.HTTPAddr(), "")
+		c, _ := api.NewClient(leader.HTTPAddr(), clusterToken)
 		// Keep the leader's own GPUs busy so the job lands on a worker.
 		var job *structs.Job
 		for {

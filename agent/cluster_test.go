@@ -21,10 +21,14 @@ type testCluster struct {
 	acked  []string // IDs of every job a submit acknowledged
 }
 
+// clusterToken is the API token every test cluster uses.
+const clusterToken = "test-cluster-token"
+
 // clusterConfig tightens liveness so node loss plays out in seconds.
 func clusterConfig(t *testing.T, name string, net *cluster.Partitioner) Config {
 	cfg := testConfig(t, t.TempDir())
 	cfg.Name = name
+	cfg.Token = clusterToken // agents talk to each other with it too
 	cfg.Logger = cfg.Logger.Named(name)
 	cfg.RaftPort = -1
 	cfg.GossipPort = -1
@@ -92,7 +96,7 @@ func (tc *testCluster) live() []*Agent {
 }
 
 func (tc *testCluster) client(a *Agent) *api.Client {
-	c, err := api.NewClient(a.HTTPAddr(), "")
+	c, err := api.NewClient(a.HTTPAddr(), clusterToken)
 	if err != nil {
 		tc.t.Fatal(err)
 	}
@@ -443,5 +447,27 @@ func TestCluster_FiveNodes_DeadVoterIsReplaced(t *testing.T) {
 		return nil
 	})
 	tc.submit(tc.agents[lead], structs.JobSpec{Command: []string{"true"}})
+	tc.checkInvariants()
+}
+
+// TestCluster_JoinAtRuntime: a node started with a --join address nobody
+// answers keeps retrying; `skein join` (POST /v1/join) points it at a real
+// member and it becomes part of the cluster.
+func TestCluster_JoinAtRuntime(t *testing.T) {
+	tc := startCluster(t, 1)
+	cfg := clusterConfig(t, "late", tc.net)
+	cfg.Join = []string{"127.0.0.1:1"} // nothing listens there
+	late, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(late.Shutdown)
+	tc.agents = append(tc.agents, late)
+	resp, err := tc.client(late).Join(context.Background(), []string{tc.agents[0].raft.GossipAddr()})
+	if err != nil || resp.Joined != 1 {
+		t.Fatalf("join: %+v, %v", resp, err)
+	}
+	tc.waitReady(2)
+	tc.submit(late, structs.JobSpec{Command: []string{"true"}})
 	tc.checkInvariants()
 }
