@@ -182,10 +182,18 @@ func (tc *testCluster) checkInvariants() {
 	tc.t.Helper()
 	live := tc.live()
 	waitFor(tc.t, 15*time.Second, func() error {
-		idx, hash := live[0].fsm.Index(), live[0].fsm.Hash()
-		for _, a := range live[1:] {
-			if a.fsm.Index() != idx || a.fsm.Hash() != hash {
-				return fmt.Errorf("%s at index %d, %s at %d, or their states differ", live[0].Name(), idx, a.Name(), a.fsm.Index())
+		var first *api.Status
+		for _, a := range live {
+			s, err := tc.client(a).StatusWithHash(context.Background())
+			if err != nil {
+				return err
+			}
+			if first == nil {
+				first = s
+				continue
+			}
+			if s.HashIndex != first.HashIndex || s.StateHash != first.StateHash {
+				return fmt.Errorf("%s at index %d (%.8s), %s at %d (%.8s)", first.Node, first.HashIndex, first.StateHash, s.Node, s.HashIndex, s.StateHash)
 			}
 		}
 		return nil

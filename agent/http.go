@@ -258,6 +258,9 @@ func (a *Agent) handleStatus(w http.ResponseWriter, r *http.Request) {
 	for st, n := range a.fsm.JobCounts() {
 		s.Jobs[st] = n
 	}
+	if r.URL.Query().Get("hash") == "true" {
+		s.HashIndex, s.StateHash = a.fsm.IndexedHash()
+	}
 	writeJSON(w, http.StatusOK, s)
 }
 

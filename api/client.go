@@ -226,3 +226,10 @@ func (c *Client) WithHTTPClient(hc *http.Client) *Client {
 	cp.http = hc
 	return &cp
 }
+
+// StatusWithHash is Status plus a digest of the whole replicated state and
+// the index it was taken at, for comparing replicas.
+func (c *Client) StatusWithHash(ctx context.Context) (*Status, error) {
+	var s Status
+	return &s, c.do(ctx, http.MethodGet, "/v1/status", url.Values{"hash": {"true"}}, nil, &s)
+}

@@ -49,6 +49,10 @@ type Status struct {
 	Jobs          map[structs.JobState]int `json:"jobs"`
 	RaftIndex     uint64                   `json:"raft_index"`
 	Version       string                   `json:"version"`
+	// StateHash, asked for with ?hash=true, is a digest of the whole
+	// replicated state at HashIndex: replicas at one index must agree.
+	StateHash string `json:"state_hash,omitempty"`
+	HashIndex uint64 `json:"hash_index,omitempty"`
 }
 
 // ErrorBody is the JSON body of every error response.

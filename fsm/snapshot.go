@@ -63,6 +63,13 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // state. It leaves out the applied index, so a refused entry leaves it as it
 // was; replicas at the same Index must have the same Hash.
 func (f *FSM) Hash() string {
+	_, h := f.IndexedHash()
+	return h
+}
+
+// IndexedHash is Hash together with the applied index it describes, read
+// under one lock, so replicas can be compared at equal indexes.
+func (f *FSM) IndexedHash() (uint64, string) {
 	f.mu.RLock()
 	snap := f.st.snapshot()
 	f.mu.RUnlock()
@@ -75,7 +82,7 @@ func (f *FSM) Hash() string {
 	if err := w.Flush(); err != nil {
 		panic(fmt.Sprintf("fsm: hash state: %v", err))
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return snap.index, hex.EncodeToString(h.Sum(nil))
 }
 
 func (s *state) snapshot() *snapshot {
