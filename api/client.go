@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -33,31 +34,35 @@ func IsNotFound(err error) bool {
 	return errors.As(err, &e) && e.StatusCode == http.StatusNotFound
 }
 
-// Client talks to one agent's HTTP API.
+// Client talks to an agent's HTTP API. Given several agents, it uses the
+// first that accepts a connection, so a client keeps working while any
+// node of the cluster is up.
 type Client struct {
-	base  *url.URL
+	bases []*url.URL
 	token string
 	http  *http.Client
 }
 
 // NewClient returns a client for the agent at addr ("http://host:port" or
-// "host:port").
+// "host:port"), or for the first reachable of several, comma-separated.
 func NewClient(addr, token string) (*Client, error) {
 	if addr == "" {
 		addr = DefaultAddr
 	}
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
+	c := &Client{token: token, http: &http.Client{}}
+	for _, a := range strings.Split(addr, ",") {
+		a = strings.TrimSpace(a)
+		if !strings.Contains(a, "://") {
+			a = "http://" + a
+		}
+		u, err := url.Parse(a)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, fmt.Errorf("--addr %q: want http://HOST:PORT (several separated by commas)", a)
+		}
+		c.bases = append(c.bases, u)
 	}
-	u, err := url.Parse(addr)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, fmt.Errorf("--addr %q: want http://HOST:PORT", addr)
-	}
-	return &Client{base: u, token: token, http: &http.Client{}}, nil
+	return c, nil
 }
-
-// Addr is the agent's base URL.
-func (c *Client) Addr() string { return c.base.String() }
 
 // SubmitJob creates a job, or returns the job an earlier request with the
 // same RequestID created.
@@ -123,13 +128,12 @@ func (c *Client) Logs(ctx context.Context, id string, opts LogOptions, w io.Writ
 }
 
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {
-	var body io.Reader
+	var body []byte
 	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
 			return fmt.Errorf("encode request: %w", err)
 		}
-		body = bytes.NewReader(b)
 	}
 	resp, err := c.send(ctx, method, path, q, body)
 	if err != nil {
@@ -137,33 +141,30 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 	}
 	defer resp.Body.Close()
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("decode answer from %s: %w", c.base, err)
+		return fmt.Errorf("decode answer from %s: %w", resp.Request.URL.Host, err)
 	}
 	return nil
 }
 
 // send performs a request and turns transport failures and non-2xx answers
-// into errors that say what to do.
-func (c *Client) send(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Response, error) {
-	u := *c.base
-	u.Path = strings.TrimSuffix(u.Path, "/") + path
-	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
-	if err != nil {
-		return nil, fmt.Errorf("build request: %w", err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set(TokenHeader, c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("cannot reach a skein agent at %s: connection refused (is `skein agent` running? set --addr or SKEIN_ADDR)", c.base)
+// into errors that say what to do. It moves on to the next agent only when
+// a connection could not be made, so nothing was sent.
+func (c *Client) send(ctx context.Context, method, path string, q url.Values, body []byte) (*http.Response, error) {
+	var resp *http.Response
+	var err error
+	for _, base := range c.bases {
+		resp, err = c.sendTo(ctx, base, method, path, q, body)
+		var op *net.OpError
+		if err == nil || !errors.As(err, &op) || op.Op != "dial" {
+			break
 		}
-		return nil, fmt.Errorf("cannot reach a skein agent at %s: %w", c.base, err)
+	}
+	if err != nil {
+		where := c.bases[len(c.bases)-1]
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("cannot reach a skein agent at %s: connection refused (is `skein agent` running? set --addr or SKEIN_ADDR)", where)
+		}
+		return nil, fmt.Errorf("cannot reach a skein agent at %s: %w", where, err)
 	}
 	if resp.StatusCode/100 == 2 {
 		return resp, nil
@@ -178,6 +179,27 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, bo
 		}
 	}
 	return nil, &Error{StatusCode: resp.StatusCode, Message: eb.Error}
+}
+
+func (c *Client) sendTo(ctx context.Context, base *url.URL, method, path string, q url.Values, body []byte) (*http.Response, error) {
+	u := *base
+	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u.RawQuery = q.Encode()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set(TokenHeader, c.token)
+	}
+	return c.http.Do(req)
 }
 
 // Members lists the gossip members this agent knows.

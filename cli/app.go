@@ -58,7 +58,7 @@ func NewApp(stdout, stderr io.Writer) *ucli.App {
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{
 				Name:    "addr",
-				Usage:   "URL of the skein agent to talk to",
+				Usage:   "URL of the skein agent to talk to; several, comma-separated, are tried in order",
 				EnvVars: []string{"SKEIN_ADDR"},
 				Value:   api.DefaultAddr,
 			},
