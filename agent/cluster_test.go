@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -477,5 +479,48 @@ func TestCluster_JoinAtRuntime(t *testing.T) {
 	}
 	tc.waitReady(2)
 	tc.submit(late, structs.JobSpec{Command: []string{"true"}})
+	tc.checkInvariants()
+}
+
+// TestCluster_GangJobGetsTheLaunchEnvironment: a 2-node job runs on both
+// nodes at once and each rank sees what torchrun and Slurm-aware
+// frameworks read, consistently.
+func TestCluster_GangJobGetsTheLaunchEnvironment(t *testing.T) {
+	tc := startCluster(t, 2)
+	job := tc.submit(tc.agents[0], structs.JobSpec{
+		Name:    "gang",
+		Nodes:   2,
+		GPUs:    2,
+		Command: []string{"sh", "-c", `echo "$MASTER_ADDR:$MASTER_PORT nnodes=$NNODES rank=$NODE_RANK world=$WORLD_SIZE gpus=$GPUS_PER_NODE slurm=$SLURM_NNODES/$SLURM_NODEID/$SLURM_PROCID nodes=$SLURM_JOB_NODELIST"`},
+	})
+	waitJob(t, tc.agents[0], job.ID, jobState(structs.JobSucceeded))
+	allocs := tc.agents[0].fsm.Allocs(job.ID)
+	if len(allocs) != 2 || allocs[0].NodeID == allocs[1].NodeID {
+		t.Fatalf("allocations %+v: want two ranks on two nodes", allocs)
+	}
+	rank0 := tc.agents[tc.indexOf(allocs[0].NodeID)]
+	master, _, _ := strings.Cut(rank0.raft.Addr(), ":")
+	names := []string{tc.agents[tc.indexOf(allocs[0].NodeID)].Name(), tc.agents[tc.indexOf(allocs[1].NodeID)].Name()}
+	var port string
+	for rank := range 2 {
+		var out bytes.Buffer
+		err := tc.client(tc.agents[1]).Logs(context.Background(), job.ID, api.LogOptions{Rank: rank, Stream: api.StreamStdout}, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields := strings.Fields(out.String())
+		if len(fields) != 7 {
+			t.Fatalf("rank %d printed %q", rank, out.String())
+		}
+		addr, p, _ := strings.Cut(fields[0], ":")
+		if port == "" {
+			port = p
+		}
+		want := []string{master + ":" + port, "nnodes=2", fmt.Sprintf("rank=%d", rank), "world=4", "gpus=2",
+			fmt.Sprintf("slurm=2/%d/%d", rank, rank), "nodes=" + strings.Join(names, ",")}
+		if addr != master || p != port || !slices.Equal(fields, want) {
+			t.Errorf("rank %d sees %q, want %q", rank, fields, want)
+		}
+	}
 	tc.checkInvariants()
 }

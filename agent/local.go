@@ -2,6 +2,9 @@ package agent
 
 import (
 	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -88,12 +91,45 @@ func (a *Agent) startAlloc(alloc *structs.Allocation) {
 	if !ok {
 		return
 	}
-	err := a.runner.Start(runner.Task{Alloc: *alloc, Job: *job, NodeName: a.cfg.Name})
+	err := a.runner.Start(runner.Task{
+		Alloc: *alloc, Job: *job, NodeName: a.cfg.Name,
+		Peers: a.peers(alloc), MasterPort: masterPort(alloc.JobID, alloc.Attempt),
+	})
 	if err != nil {
 		a.logger.Error("start allocation", "alloc", structs.ShortID(alloc.ID), "error", err)
 		a.reports.add(structs.AllocUpdate{AllocID: alloc.ID, State: structs.AllocFailed,
 			ExitCode: -1, Reason: "start failed: " + err.Error(), At: now()})
 	}
+}
+
+// peers lists every rank of an allocation's attempt with its node's name
+// and address, for the launch environment.
+func (a *Agent) peers(alloc *structs.Allocation) []runner.Peer {
+	var ps []runner.Peer
+	for _, o := range a.fsm.Allocs(alloc.JobID) {
+		if o.Attempt != alloc.Attempt {
+			continue
+		}
+		p := runner.Peer{Rank: o.Rank, Node: o.NodeID}
+		if n, ok := a.fsm.Node(o.NodeID); ok {
+			p.Node = n.Name
+			if host, _, err := net.SplitHostPort(n.Addresses.Raft); err == nil {
+				p.Addr = host
+			}
+		}
+		ps = append(ps, p)
+	}
+	slices.SortFunc(ps, func(x, y runner.Peer) int { return x.Rank - y.Rank })
+	return ps
+}
+
+// masterPort is the rendezvous port of an attempt: spread over
+// 29500-39499 by job and attempt, so jobs sharing a rank-0 node rarely
+// meet, and the same on every rank without coordination.
+func masterPort(jobID string, attempt int) int {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s/%d", jobID, attempt)
+	return 29500 + int(h.Sum32()%10000)
 }
 
 func (a *Agent) hasAllocDir(id string) bool {

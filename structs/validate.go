@@ -3,6 +3,7 @@ package structs
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -43,9 +44,18 @@ var reservedEnv = map[string]bool{
 	"CUDA_DEVICE_ORDER":    true,
 }
 
+// LaunchEnv are the torchrun and Slurm variables skein sets for every job
+// so multi-node frameworks need no glue; a spec may not set them either.
+var LaunchEnv = []string{
+	"MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "GPUS_PER_NODE", "WORLD_SIZE",
+	"SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_NNODES", "SLURM_JOB_NUM_NODES", "SLURM_NODEID",
+	"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE",
+	"SLURM_JOB_NODELIST", "SLURM_GPUS_ON_NODE", "SLURMD_NODENAME",
+}
+
 // ReservedEnv reports whether a job spec may not set the variable.
 func ReservedEnv(name string) bool {
-	return reservedEnv[name] || strings.HasPrefix(name, "SKEIN_")
+	return reservedEnv[name] || strings.HasPrefix(name, "SKEIN_") || slices.Contains(LaunchEnv, name)
 }
 
 // Normalize fills defaults a user may leave out.

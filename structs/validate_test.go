@@ -34,6 +34,7 @@ func TestJobSpec_Validate(t *testing.T) {
 		{"bad env name", func(s *JobSpec) { s.Env = map[string]string{"1X": "y"} }, "env"},
 		{"cuda override", func(s *JobSpec) { s.Env = map[string]string{"CUDA_VISIBLE_DEVICES": "0"} }, "env"},
 		{"skein override", func(s *JobSpec) { s.Env = map[string]string{"SKEIN_JOB_ID": "x"} }, "env"},
+		{"launch variable override", func(s *JobSpec) { s.Env = map[string]string{"MASTER_PORT": "1"} }, "env"},
 		{"long name", func(s *JobSpec) { s.Name = strings.Repeat("n", MaxNameLen+1) }, "name"},
 		{"empty constraint key", func(s *JobSpec) { s.Constraints = map[string]string{"": "x"} }, "constraints"},
 	}

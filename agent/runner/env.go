@@ -1,10 +1,13 @@
 package runner
 
 import (
+	"hash/fnv"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/skein-dev/skein/structs"
 )
 
 // tokenEnv holds the API token; it never reaches a job or a supervisor.
@@ -12,10 +15,10 @@ const tokenEnv = "SKEIN_TOKEN"
 
 // ownEnv are the variables skein sets for every job. Inherited or requested
 // copies are dropped so that skein's values are the only ones.
-var ownEnv = []string{
+var ownEnv = append([]string{
 	"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SKEIN_JOB_ID", "SKEIN_ALLOC_ID",
 	"SKEIN_NODE", "SKEIN_RANK", "SKEIN_ATTEMPT", "SKEIN_JOB_NAME",
-}
+}, structs.LaunchEnv...)
 
 // BuildEnv returns the complete environment of a task's process: base, then
 // the job spec's env (sorted by name), then skein's own variables, which
@@ -24,7 +27,8 @@ var ownEnv = []string{
 // skein sets CUDA_VISIBLE_DEVICES to the allocated GPU UUIDs joined by commas
 // ("" for a job without GPUs), CUDA_DEVICE_ORDER=PCI_BUS_ID, SKEIN_JOB_ID,
 // SKEIN_ALLOC_ID, SKEIN_NODE, SKEIN_RANK, SKEIN_ATTEMPT and, when the job has
-// a name, SKEIN_JOB_NAME.
+// a name, SKEIN_JOB_NAME. With the task's peers known it also sets the
+// torchrun and Slurm variables (structs.LaunchEnv).
 func BuildEnv(t Task, base []string) []string {
 	env := newEnvList(len(base) + len(t.Job.Spec.Env) + len(ownEnv))
 	for _, kv := range base {
@@ -57,7 +61,49 @@ func BuildEnv(t Task, base []string) []string {
 	if t.Job.Spec.Name != "" {
 		env.set("SKEIN_JOB_NAME", t.Job.Spec.Name)
 	}
+	if len(t.Peers) > 0 {
+		setLaunchEnv(env, t, jobID)
+	}
 	return env.list
+}
+
+// setLaunchEnv sets what torchrun needs without glue, and the Slurm names
+// that frameworks detecting Slurm read: one task per node, rank 0's node
+// as the rendezvous host.
+func setLaunchEnv(env *envList, t Task, jobID string) {
+	spec := t.Job.Spec
+	perNode := max(spec.GPUs, 1)
+	names := make([]string, len(t.Peers))
+	for i, p := range t.Peers {
+		names[i] = p.Node
+	}
+	nodes, rank := strconv.Itoa(len(t.Peers)), strconv.Itoa(t.Alloc.Rank)
+	env.set("MASTER_ADDR", t.Peers[0].Addr)
+	env.set("MASTER_PORT", strconv.Itoa(t.MasterPort))
+	env.set("NNODES", nodes)
+	env.set("NODE_RANK", rank)
+	env.set("GPUS_PER_NODE", strconv.Itoa(spec.GPUs))
+	env.set("WORLD_SIZE", strconv.Itoa(len(t.Peers)*perNode))
+	env.set("SLURM_JOB_ID", slurmJobID(jobID))
+	env.set("SLURM_JOB_NAME", spec.Name)
+	env.set("SLURM_NNODES", nodes)
+	env.set("SLURM_JOB_NUM_NODES", nodes)
+	env.set("SLURM_NODEID", rank)
+	env.set("SLURM_PROCID", rank)
+	env.set("SLURM_LOCALID", "0")
+	env.set("SLURM_NTASKS", nodes)
+	env.set("SLURM_NTASKS_PER_NODE", "1")
+	env.set("SLURM_JOB_NODELIST", strings.Join(names, ","))
+	env.set("SLURM_GPUS_ON_NODE", strconv.Itoa(spec.GPUs))
+	env.set("SLURMD_NODENAME", t.NodeName)
+}
+
+// slurmJobID is a numeric stand-in for the job ID: some frameworks parse
+// SLURM_JOB_ID as a number (to derive ports, for instance).
+func slurmJobID(jobID string) string {
+	h := fnv.New32a()
+	h.Write([]byte(jobID))
+	return strconv.FormatUint(uint64(h.Sum32()%1_000_000_000), 10)
 }
 
 func skeinOwned(name string) bool {

@@ -3,6 +3,7 @@ package runner
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -160,5 +161,33 @@ func TestRunner_DefaultWorkdirIsInsideAllocDir(t *testing.T) {
 	}
 	if fi.Mode().Perm() != 0o700 {
 		t.Errorf("alloc dir mode = %v, want 0700", fi.Mode().Perm())
+	}
+}
+
+func TestBuildEnv_LaunchVariablesForEachRank(t *testing.T) {
+	peers := []Peer{{Rank: 0, Node: "gpu-a", Addr: "10.0.0.5"}, {Rank: 1, Node: "gpu-b", Addr: "10.0.0.6"}}
+	for rank := range 2 {
+		task := Task{
+			Alloc:    structs.Allocation{ID: "a1", JobID: "job-1", Rank: rank, GPUs: []string{"GPU-x", "GPU-y"}},
+			Job:      structs.Job{ID: "job-1", Spec: structs.JobSpec{Name: "train", Nodes: 2, GPUs: 8}},
+			NodeName: peers[rank].Node, Peers: peers, MasterPort: 29777,
+		}
+		// Inherited copies never win over skein's values.
+		env := envMap(t, BuildEnv(task, []string{"MASTER_ADDR=stale", "SLURM_PROCID=9"}))
+		want := map[string]string{
+			"MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29777", "NNODES": "2",
+			"NODE_RANK": strconv.Itoa(rank), "GPUS_PER_NODE": "8", "WORLD_SIZE": "16",
+			"SLURM_NNODES": "2", "SLURM_NODEID": strconv.Itoa(rank), "SLURM_PROCID": strconv.Itoa(rank),
+			"SLURM_NTASKS": "2", "SLURM_JOB_NODELIST": "gpu-a,gpu-b", "SLURM_GPUS_ON_NODE": "8",
+			"SLURM_JOB_NAME": "train", "SLURMD_NODENAME": peers[rank].Node, "SLURM_LOCALID": "0",
+		}
+		for k, v := range want {
+			if env[k] != v {
+				t.Errorf("rank %d: %s = %q, want %q", rank, k, env[k], v)
+			}
+		}
+		if _, err := strconv.Atoi(env["SLURM_JOB_ID"]); err != nil {
+			t.Errorf("SLURM_JOB_ID %q is not numeric", env["SLURM_JOB_ID"])
+		}
 	}
 }

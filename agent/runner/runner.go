@@ -72,6 +72,18 @@ type Task struct {
 	Alloc    structs.Allocation
 	Job      structs.Job
 	NodeName string
+	// Peers are every rank of this attempt, in rank order, and MasterPort
+	// the rendezvous port on rank 0's node; both feed the launch
+	// environment (MASTER_ADDR, NODE_RANK, SLURM_*).
+	Peers      []Peer
+	MasterPort int
+}
+
+// Peer is one rank of a job: the node it runs on and that node's address.
+type Peer struct {
+	Rank int
+	Node string
+	Addr string // host (IP) other ranks reach the node at
 }
 
 // Runner starts, watches and stops this node's allocations.
