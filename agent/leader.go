@@ -65,7 +65,7 @@ func (a *Agent) lead(stop <-chan struct{}) {
 	}()
 	for {
 		_, changed := a.fsm.Watch()
-		rejected, err := a.schedule()
+		rejected, wake, err := a.schedule()
 		if err != nil || rejected {
 			// A failed write, or placements the FSM refused: give the
 			// state a moment to move on instead of spinning on it.
@@ -79,25 +79,46 @@ func (a *Agent) lead(stop <-chan struct{}) {
 			}
 			continue
 		}
+		// Wake for the next state change, or when a job's restart
+		// backoff ends.
+		backoff := time.NewTimer(time.Until(wake))
+		if wake.IsZero() {
+			backoff.Stop()
+		}
 		select {
 		case <-stop:
+			backoff.Stop()
 			return
 		case <-changed:
+		case <-backoff.C:
 		}
+		backoff.Stop()
 	}
 }
 
 // schedule runs one pass: every queued job, one plan, one Raft entry. The
 // FSM re-checks the plan on committed state, so a stale view can only cost
 // a rejected placement, never a double-used GPU. It reports whether the
-// FSM rejected any placement.
-func (a *Agent) schedule() (bool, error) {
+// FSM rejected any placement, and when the earliest job still in its
+// restart backoff becomes placeable (zero: none waits).
+func (a *Agent) schedule() (rejected bool, wake time.Time, err error) {
 	view := a.fsm.State()
-	if len(view.Queued) == 0 {
-		return false, nil
+	nowT := time.Now()
+	var ready []*structs.Job
+	for _, j := range view.Queued {
+		if j.NotBefore.After(nowT) {
+			if wake.IsZero() || j.NotBefore.Before(wake) {
+				wake = j.NotBefore
+			}
+			continue
+		}
+		ready = append(ready, j)
+	}
+	if len(ready) == 0 {
+		return false, wake, nil
 	}
 	a.holdBackSilentNodes(view.Nodes)
-	plan := sched.Place(view, view.Queued)
+	plan := sched.Place(view, ready)
 	at := now()
 	for i := range plan.Placements {
 		for j := range plan.Placements[i].Allocations {
@@ -106,19 +127,19 @@ func (a *Agent) schedule() (bool, error) {
 			alloc.CreatedAt = at
 		}
 	}
-	plan.Blocked = changedReasons(view.Queued, plan.Blocked)
+	plan.Blocked = changedReasons(ready, plan.Blocked)
 	if len(plan.Placements) == 0 && len(plan.Blocked) == 0 {
-		return false, nil
+		return false, wake, nil
 	}
 	resp, err := a.apply(structs.PlanApplyType, structs.PlanApplyRequest{Plan: plan, At: at})
 	if err != nil {
-		return false, err
+		return false, wake, err
 	}
 	if res, ok := resp.(*structs.PlanResult); ok && len(res.Rejected) > 0 {
 		a.logger.Warn("placements rejected on commit", "count", len(res.Rejected), "first", res.Rejected[0].Reason)
-		return true, nil
+		return true, wake, nil
 	}
-	return false, nil
+	return false, wake, nil
 }
 
 // holdBackSilentNodes keeps work off ready nodes the leader has not heard

@@ -106,12 +106,30 @@ func (s *state) decideJob(a *structs.Allocation, at time.Time, index uint64) {
 		j.State = structs.JobQueued
 		j.StartedAt = time.Time{}
 		j.FinishedAt = time.Time{}
-		j.Reason = fmt.Sprintf("restarting after failure: %s (attempt %d of %d)",
-			failure(j, failed), j.Attempts+1, j.Spec.Restarts+1)
+		j.NotBefore = time.Time{}
+		wait := ""
+		if failed.State == structs.AllocFailed {
+			// The job itself failed: back off, so a crash loop does not
+			// spin. A lost or stopped rank is not the job's fault.
+			d := restartBackoff(j.Attempts)
+			j.NotBefore = at.Add(d)
+			wait = fmt.Sprintf(" in %s", d)
+		}
+		j.Reason = fmt.Sprintf("restarting%s after failure: %s (attempt %d of %d)",
+			wait, failure(j, failed), j.Attempts+1, j.Spec.Restarts+1)
 		j.ModifyIndex = index
 	default:
 		finishJob(j, structs.JobFailed, failure(j, failed), at, index)
 	}
+}
+
+// restartBackoff is the wait before attempt n+1 of a job whose attempt n
+// failed: 1s, 2s, 4s, ... up to a minute.
+func restartBackoff(n int) time.Duration {
+	if n > 6 {
+		return time.Minute
+	}
+	return min(time.Second<<max(n-1, 0), time.Minute)
 }
 
 // failure says what went wrong with an allocation, naming its rank when the

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"testing"
+	"time"
 
 	"github.com/skein-dev/skein/structs"
 )
@@ -145,8 +146,12 @@ func TestFSM_RestartPolicyRequeuesThenFails(t *testing.T) {
 	h.mustUpdate("n1", "a1", structs.AllocFailed, 3, "")
 	j := h.job("j")
 	if j.State != structs.JobQueued || j.Attempts != 1 || j.ExitCode != 3 || !j.StartedAt.IsZero() || !j.FinishedAt.IsZero() ||
-		j.Reason != "restarting after failure: exited with code 3 (attempt 2 of 2)" {
+		j.Reason != "restarting in 1s after failure: exited with code 3 (attempt 2 of 2)" {
 		t.Fatalf("job after the first failure: %+v", j)
+	}
+	// The backoff is stamped from the entry's time, never the clock.
+	if want := h.alloc("a1").FinishedAt.Add(time.Second); !j.NotBefore.Equal(want) {
+		t.Fatalf("not before %v, want %v", j.NotBefore, want)
 	}
 	if q := h.f.State().Queued; len(q) != 1 || q[0].ID != "j" {
 		t.Fatalf("requeued job not in the queue: %v", q)

@@ -113,6 +113,9 @@ type Job struct {
 	FinishedAt  time.Time `json:"finished_at,omitzero"`
 	// Attempts counts the times the job was placed.
 	Attempts int `json:"attempts"`
+	// NotBefore, on a queued job that failed and is to be restarted, is
+	// the earliest time it may be placed again (restart backoff).
+	NotBefore time.Time `json:"not_before,omitzero"`
 	// StopRequested is set by a cancel while allocations still run; the job
 	// becomes cancelled when the last of them has stopped.
 	StopRequested bool `json:"stop_requested,omitempty"`
