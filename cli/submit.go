@@ -62,6 +62,7 @@ func submitCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "time-limit", Usage: "stop the job after this long (90m, 2h)"},
 			&ucli.GenericFlag{Name: "env", Usage: "set K=V in the job's environment, or copy K from yours (repeatable)", Value: &listValue{}},
 			&ucli.GenericFlag{Name: "constraint", Usage: "only nodes with label K=V (repeatable)", Value: &listValue{}},
+			&ucli.BoolFlag{Name: "spread", Usage: "place on the emptiest nodes instead of packing the fullest"},
 			&ucli.StringFlag{Name: "workdir", Usage: "directory to run in (default: the current directory)"},
 			&ucli.StringFlag{Name: "request-id", Usage: "idempotency key: repeating it returns the same job (default: random)"},
 			&ucli.BoolFlag{Name: "wait", Usage: "wait for the job to end; exit 0 only if it succeeded"},
@@ -127,6 +128,7 @@ func submitRequest(c *ucli.Context) (api.SubmitRequest, error) {
 	if spec.Env, err = envFlag(c); err != nil {
 		return req, err
 	}
+	spec.Spread = c.Bool("spread")
 	if spec.Constraints, err = constraintFlag(c); err != nil {
 		return req, err
 	}

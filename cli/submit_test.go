@@ -57,7 +57,7 @@ func TestSubmit_BuildsSpecFromEveryFlag(t *testing.T) {
 		"--gpu-mem", "80G", "--cpus", "16", "--mem", "1.5T", "--priority", "-7",
 		"--restarts", "3", "--time-limit", "90m", "--env", "A=1", "--env", "B=x,y=z ",
 		"--constraint", "rack=r1", "--constraint", "zone=a,b", "--workdir", "/data/run",
-		"--request-id", "req-1",
+		"--request-id", "req-1", "--spread",
 		"--", "python", "train.py", "--lr", "3")
 	if r.code != exitOK {
 		t.Fatalf("exit code %d: %s", r.code, r.stderr)
@@ -84,6 +84,7 @@ func TestSubmit_BuildsSpecFromEveryFlag(t *testing.T) {
 		Restarts:        3,
 		TimeLimit:       structs.Duration(90 * time.Minute),
 		Constraints:     map[string]string{"rack": "r1", "zone": "a,b"},
+		Spread:          true,
 	}
 	if got := reqs[0].Spec; !reflect.DeepEqual(got, want) {
 		t.Errorf("spec = %+v\nwant %+v", got, want)

@@ -69,6 +69,8 @@ func job(id string, gpus int, opts ...func(*structs.JobSpec)) *structs.Job {
 
 func gang(n int) func(*structs.JobSpec)     { return func(s *structs.JobSpec) { s.Nodes = n } }
 func model(m string) func(*structs.JobSpec) { return func(s *structs.JobSpec) { s.GPUModel = m } }
+
+func spreadOut(s *structs.JobSpec) { s.Spread = true }
 func gpuMemGiB(m int64) func(*structs.JobSpec) {
 	return func(s *structs.JobSpec) { s.GPUMemoryMinMiB = m << 10 }
 }

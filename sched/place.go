@@ -20,7 +20,7 @@ func Place(s State, jobs []*structs.Job) structs.Plan {
 	if len(jobs) == 0 {
 		return plan
 	}
-	p := &placer{l: newLedger(s.AllNodes(), s.AllLiveAllocs()), score: binpack}
+	p := &placer{l: newLedger(s.AllNodes(), s.AllLiveAllocs())}
 	seen := make(map[string]bool, len(jobs))
 	for _, j := range jobs {
 		if j == nil || seen[j.ID] {
@@ -39,8 +39,7 @@ func Place(s State, jobs []*structs.Job) structs.Plan {
 
 // placer runs the pipeline for one pass.
 type placer struct {
-	l     *ledger
-	score scorer
+	l *ledger
 	// fits is reused between jobs to spare allocations.
 	fits []fit
 }
@@ -55,6 +54,7 @@ func (p *placer) place(j *structs.Job) ([]structs.Allocation, string) {
 		return nil, err.Error()
 	}
 	var t tally
+	score := scorerFor(j)
 	p.fits = p.fits[:0]
 	for i := range p.l.nodes {
 		f, code, arg := r.check(i, &p.l.nodes[i])
@@ -62,7 +62,7 @@ func (p *placer) place(j *structs.Job) ([]structs.Allocation, string) {
 			t.add(code, arg)
 			continue
 		}
-		f.score = p.score(f)
+		f.score = score(f)
 		if r.nodes == 1 && len(p.fits) == 1 {
 			if better(f, p.fits[0]) < 0 {
 				p.fits[0] = f

@@ -307,6 +307,16 @@ func TestPlace_ChoosesNodeAndGPUs(t *testing.T) {
 			want:   []string{"n2:[n2-g5 n2-g6]"},
 		},
 		{
+			name: "spread prefers the node left with most free GPUs",
+			nodes: []*structs.Node{
+				gpuNode("n1", 8, "A100", 80),
+				gpuNode("n2", 8, "A100", 80),
+			},
+			allocs: []*structs.Allocation{running("old", "n2", 0, 0, "n2-g0", "n2-g1", "n2-g2", "n2-g3", "n2-g4")},
+			job:    job("j", 2, spreadOut),
+			want:   []string{"n1:[n1-g0 n1-g1]"},
+		},
+		{
 			name: "binpack counts only matching GPUs",
 			nodes: []*structs.Node{
 				{ID: "n1", Status: structs.NodeReady, GPUs: []structs.GPU{

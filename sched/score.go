@@ -1,6 +1,10 @@
 package sched
 
-import "cmp"
+import (
+	"cmp"
+
+	"github.com/skein-dev/skein/structs"
+)
 
 // scorer rates a feasible node for one rank of a job. Every scorer returns a
 // score in [0, 1]; higher is better. A spread or topology scorer can be added
@@ -14,6 +18,22 @@ type scorer func(f fit) float64
 // goes to a node with no free GPUs when one fits.
 func binpack(f fit) float64 {
 	return 1 / (1 + float64(f.gpusLeft))
+}
+
+// spread prefers the node with the most free matching GPUs left after the
+// rank is placed, spreading load (and failure risk) across nodes. The score
+// is gpusLeft/(1+gpusLeft): 0 when the rank takes the node's last free
+// matching GPU, towards 1 as more stay free.
+func spread(f fit) float64 {
+	return float64(f.gpusLeft) / (1 + float64(f.gpusLeft))
+}
+
+// scorerFor is the scorer a job asks for.
+func scorerFor(j *structs.Job) scorer {
+	if j.Spec.Spread {
+		return spread
+	}
+	return binpack
 }
 
 // better orders fits best first: higher score, then fewer CPUs left (binpack

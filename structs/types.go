@@ -100,6 +100,9 @@ type JobSpec struct {
 	Restarts        int               `json:"restarts,omitempty"`
 	TimeLimit       Duration          `json:"time_limit,omitempty"`
 	Constraints     map[string]string `json:"constraints,omitempty"`
+	// Spread places ranks on the emptiest fitting nodes instead of
+	// packing them onto the fullest (the default, binpack).
+	Spread bool `json:"spread,omitempty"`
 }
 
 // Job is a submitted JobSpec and its progress.
