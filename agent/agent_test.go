@@ -290,3 +290,37 @@ func TestAgent_TimeLimitStopsTheJob(t *testing.T) {
 		t.Fatalf("reason %q, want it to name the time limit", d.Job.Reason)
 	}
 }
+
+func TestAgent_DependenciesOrderJobs(t *testing.T) {
+	dir := t.TempDir()
+	_, c := startAgent(t, testConfig(t, dir))
+	submitAfter := func(argv []string, after ...structs.Dependency) *structs.Job {
+		t.Helper()
+		job, err := c.SubmitJob(context.Background(), api.SubmitRequest{Spec: structs.JobSpec{Command: argv, After: after}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return job
+	}
+	marker := dir + "/first-done"
+	first := submitAfter([]string{"sh", "-c", fmt.Sprintf("sleep 0.3; touch %s", marker)})
+	bad := submitAfter([]string{"false"})
+	// A prefix of the ID works, as on the command line.
+	second := submitAfter([]string{"test", "-e", marker}, structs.Dependency{JobID: structs.ShortID(first.ID), Condition: structs.AfterOK})
+	never := submitAfter([]string{"true"}, structs.Dependency{JobID: bad.ID, Condition: structs.AfterOK})
+	anyway := submitAfter([]string{"true"}, structs.Dependency{JobID: bad.ID, Condition: structs.AfterAny})
+
+	// second only starts once first has succeeded, so its test finds the file.
+	waitJobState(t, c, second.ID, structs.JobSucceeded)
+	d := waitJobState(t, c, never.ID, structs.JobCancelled)
+	if !strings.Contains(d.Job.Reason, "dependency "+structs.ShortID(bad.ID)+" failed") {
+		t.Errorf("never-satisfied job's reason %q", d.Job.Reason)
+	}
+	waitJobState(t, c, anyway.ID, structs.JobSucceeded)
+
+	_, err := c.SubmitJob(context.Background(), api.SubmitRequest{Spec: structs.JobSpec{
+		Command: []string{"true"}, After: []structs.Dependency{{JobID: "ffffffff", Condition: structs.AfterOK}}}})
+	if err == nil || !strings.Contains(err.Error(), "after") {
+		t.Fatalf("dependency on an unknown job: %v, want an error naming after", err)
+	}
+}

@@ -81,6 +81,14 @@ func (a *Agent) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
+	for i, d := range req.Spec.After {
+		dep, err := a.fsm.FindJob(d.JobID)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, &structs.FieldError{Field: "after", Msg: err.Error()})
+			return
+		}
+		req.Spec.After[i].JobID = dep.ID // prefixes resolved once, here
+	}
 	// With no node registered yet (a cluster still forming) the job waits.
 	if err := sched.CheckFits(a.fsm.Nodes(), req.Spec); err != nil && !errors.Is(err, sched.ErrNoNodes) {
 		writeError(w, http.StatusBadRequest, err)
@@ -96,10 +104,10 @@ func (a *Agent) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		if req.RequestID == "" {
 			// Forwarding may be retried; a request ID keeps it to one job.
 			req.RequestID = structs.NewID()
-			if body, err = json.Marshal(req); err != nil {
-				writeError(w, http.StatusInternalServerError, err)
-				return
-			}
+		}
+		if body, err = json.Marshal(req); err != nil {
+			writeError(w, http.StatusInternalServerError, err)
+			return
 		}
 		if a.forward(w, r, body) {
 			return

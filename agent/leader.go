@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/skein-dev/skein/sched"
@@ -114,11 +115,13 @@ func (a *Agent) schedule() (rejected bool, wake time.Time, err error) {
 		}
 		ready = append(ready, j)
 	}
-	if len(ready) == 0 {
+	ready, waiting := a.gateDependencies(ready)
+	if len(ready) == 0 && len(waiting) == 0 {
 		return false, wake, nil
 	}
 	a.holdBackSilentNodes(view.Nodes)
 	plan := sched.Place(view, ready)
+	plan.Blocked = append(plan.Blocked, waiting...)
 	at := now()
 	for i := range plan.Placements {
 		for j := range plan.Placements[i].Allocations {
@@ -127,7 +130,7 @@ func (a *Agent) schedule() (rejected bool, wake time.Time, err error) {
 			alloc.CreatedAt = at
 		}
 	}
-	plan.Blocked = changedReasons(ready, plan.Blocked)
+	plan.Blocked = changedReasons(view.Queued, plan.Blocked)
 	if len(plan.Placements) == 0 && len(plan.Blocked) == 0 {
 		return false, wake, nil
 	}
@@ -140,6 +143,41 @@ func (a *Agent) schedule() (rejected bool, wake time.Time, err error) {
 		return true, wake, nil
 	}
 	return false, wake, nil
+}
+
+// gateDependencies keeps back jobs whose --after dependencies have not
+// ended, with a reason, and cancels those whose dependency ended in a way
+// that can never satisfy them (not succeeded, for :ok).
+func (a *Agent) gateDependencies(jobs []*structs.Job) (ready []*structs.Job, waiting []structs.JobBlocked) {
+	for _, j := range jobs {
+		var wait, never string
+		for _, d := range j.Spec.After {
+			dep, ok := a.fsm.Job(d.JobID)
+			switch {
+			case !ok:
+				never = fmt.Sprintf("dependency %s does not exist", structs.ShortID(d.JobID))
+			case !dep.State.Terminal():
+				wait = fmt.Sprintf("waiting for job %s (%s)", structs.ShortID(d.JobID), dep.State)
+			case d.Condition == structs.AfterOK && dep.State != structs.JobSucceeded:
+				never = fmt.Sprintf("dependency %s %s", structs.ShortID(d.JobID), dep.State)
+			}
+			if never != "" {
+				break
+			}
+		}
+		switch {
+		case never != "":
+			_, err := a.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: j.ID, Reason: never, At: now()})
+			if err != nil {
+				a.logger.Warn("cancel a job whose dependency failed", "job", structs.ShortID(j.ID), "error", err)
+			}
+		case wait != "":
+			waiting = append(waiting, structs.JobBlocked{JobID: j.ID, Reason: wait})
+		default:
+			ready = append(ready, j)
+		}
+	}
+	return ready, waiting
 }
 
 // holdBackSilentNodes keeps work off ready nodes the leader has not heard

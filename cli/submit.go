@@ -62,6 +62,7 @@ func submitCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "time-limit", Usage: "stop the job after this long (90m, 2h)"},
 			&ucli.GenericFlag{Name: "env", Usage: "set K=V in the job's environment, or copy K from yours (repeatable)", Value: &listValue{}},
 			&ucli.GenericFlag{Name: "constraint", Usage: "only nodes with label K=V (repeatable)", Value: &listValue{}},
+			&ucli.GenericFlag{Name: "after", Usage: "start only after job `ID[:ok|any]` has succeeded (ok, the default) or ended (any) (repeatable)", Value: &listValue{}},
 			&ucli.BoolFlag{Name: "spread", Usage: "place on the emptiest nodes instead of packing the fullest"},
 			&ucli.StringFlag{Name: "workdir", Usage: "directory to run in (default: the current directory)"},
 			&ucli.StringFlag{Name: "request-id", Usage: "idempotency key: repeating it returns the same job (default: random)"},
@@ -129,6 +130,9 @@ func submitRequest(c *ucli.Context) (api.SubmitRequest, error) {
 		return req, err
 	}
 	spec.Spread = c.Bool("spread")
+	if spec.After, err = afterFlag(c); err != nil {
+		return req, err
+	}
 	if spec.Constraints, err = constraintFlag(c); err != nil {
 		return req, err
 	}
@@ -210,6 +214,22 @@ func constraintFlag(c *ucli.Context) (map[string]string, error) {
 		m[k] = v
 	}
 	return m, nil
+}
+
+// afterFlag collects --after ID[:ok|any].
+func afterFlag(c *ucli.Context) ([]structs.Dependency, error) {
+	var deps []structs.Dependency
+	for _, v := range *c.Generic("after").(*listValue) {
+		id, cond, found := strings.Cut(v, ":")
+		if !found {
+			cond = structs.AfterOK
+		}
+		if id == "" || (cond != structs.AfterOK && cond != structs.AfterAny) {
+			return nil, usagef(c, "--after %q: want JOB_ID, JOB_ID:ok or JOB_ID:any", v)
+		}
+		deps = append(deps, structs.Dependency{JobID: id, Condition: cond})
+	}
+	return deps, nil
 }
 
 // submitJob submits req, repeating it with the same request ID when the

@@ -57,7 +57,7 @@ func TestSubmit_BuildsSpecFromEveryFlag(t *testing.T) {
 		"--gpu-mem", "80G", "--cpus", "16", "--mem", "1.5T", "--priority", "-7",
 		"--restarts", "3", "--time-limit", "90m", "--env", "A=1", "--env", "B=x,y=z ",
 		"--constraint", "rack=r1", "--constraint", "zone=a,b", "--workdir", "/data/run",
-		"--request-id", "req-1", "--spread",
+		"--request-id", "req-1", "--spread", "--after", "abc123", "--after", "def456:any",
 		"--", "python", "train.py", "--lr", "3")
 	if r.code != exitOK {
 		t.Fatalf("exit code %d: %s", r.code, r.stderr)
@@ -85,6 +85,7 @@ func TestSubmit_BuildsSpecFromEveryFlag(t *testing.T) {
 		TimeLimit:       structs.Duration(90 * time.Minute),
 		Constraints:     map[string]string{"rack": "r1", "zone": "a,b"},
 		Spread:          true,
+		After:           []structs.Dependency{{JobID: "abc123", Condition: "ok"}, {JobID: "def456", Condition: "any"}},
 	}
 	if got := reqs[0].Spec; !reflect.DeepEqual(got, want) {
 		t.Errorf("spec = %+v\nwant %+v", got, want)
@@ -191,6 +192,7 @@ func TestSubmit_BadValuesAreRejectedBeforeSending(t *testing.T) {
 		{"number that does not parse", []string{"--gpus", "two", "true"}, exitUsage, `invalid value "two" for flag -gpus`},
 		{"unknown flag", []string{"--gpu", "2", "true"}, exitUsage, "flag provided but not defined: -gpu"},
 		{"constraint without value", []string{"--constraint", "rack", "true"}, exitUsage, `--constraint "rack": want KEY=VALUE`},
+		{"after with an odd condition", []string{"--after", "abc:maybe", "true"}, exitUsage, `--after "abc:maybe": want JOB_ID, JOB_ID:ok or JOB_ID:any`},
 		{"gpus out of range", []string{"--gpus", "65", "true"}, exitError, "Error: --gpus: 65 is out of range 0..64"},
 		{"priority out of range", []string{"--priority", "5000", "true"}, exitError, "Error: --priority: 5000 is out of range"},
 		{"nodes out of range", []string{"--nodes", "5000", "true"}, exitError, "Error: --nodes: 5000 is out of range"},

@@ -24,12 +24,13 @@ func (n *Node) Copy() *Node {
 	return &c
 }
 
-// Copy returns a deep copy of the spec: its command, environment and
-// constraints are copied.
+// Copy returns a deep copy of the spec: its command, environment,
+// constraints and dependencies are copied.
 func (s JobSpec) Copy() JobSpec {
 	s.Command = slices.Clone(s.Command)
 	s.Env = maps.Clone(s.Env)
 	s.Constraints = maps.Clone(s.Constraints)
+	s.After = slices.Clone(s.After)
 	return s
 }
 

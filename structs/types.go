@@ -103,6 +103,20 @@ type JobSpec struct {
 	// Spread places ranks on the emptiest fitting nodes instead of
 	// packing them onto the fullest (the default, binpack).
 	Spread bool `json:"spread,omitempty"`
+	// After lists jobs that must end first (Slurm's --dependency).
+	After []Dependency `json:"after,omitempty"`
+}
+
+// Dependency conditions.
+const (
+	AfterOK  = "ok"  // the job must succeed; if it does not, the dependent is cancelled
+	AfterAny = "any" // the job must end, however it ends
+)
+
+// Dependency is one job another waits for.
+type Dependency struct {
+	JobID     string `json:"job_id"`
+	Condition string `json:"condition"`
 }
 
 // Job is a submitted JobSpec and its progress.

@@ -22,6 +22,7 @@ const (
 	MaxRestarts     = 1000
 	MaxRequestIDLen = 128
 	MaxLabels       = 64
+	MaxDependencies = 64
 )
 
 // FieldError names the field of a request that is wrong and why.
@@ -134,6 +135,17 @@ func (s *JobSpec) Validate() error {
 	for k := range s.Constraints {
 		if k == "" {
 			return fieldErr("constraints", "empty label name")
+		}
+	}
+	if len(s.After) > MaxDependencies {
+		return fieldErr("after", "%d dependencies, more than the limit of %d", len(s.After), MaxDependencies)
+	}
+	for _, d := range s.After {
+		if d.JobID == "" {
+			return fieldErr("after", "empty job ID")
+		}
+		if d.Condition != AfterOK && d.Condition != AfterAny {
+			return fieldErr("after", "condition %q for job %s: want ok or any", d.Condition, ShortID(d.JobID))
 		}
 	}
 	return nil

@@ -37,6 +37,9 @@ func TestJobSpec_Validate(t *testing.T) {
 		{"launch variable override", func(s *JobSpec) { s.Env = map[string]string{"MASTER_PORT": "1"} }, "env"},
 		{"long name", func(s *JobSpec) { s.Name = strings.Repeat("n", MaxNameLen+1) }, "name"},
 		{"empty constraint key", func(s *JobSpec) { s.Constraints = map[string]string{"": "x"} }, "constraints"},
+		{"dependency without job", func(s *JobSpec) { s.After = []Dependency{{Condition: AfterOK}} }, "after"},
+		{"dependency with odd condition", func(s *JobSpec) { s.After = []Dependency{{JobID: "x", Condition: "maybe"}} }, "after"},
+		{"dependency ok", func(s *JobSpec) { s.After = []Dependency{{JobID: "x", Condition: AfterAny}} }, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
