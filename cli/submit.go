@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -62,6 +63,7 @@ func submitCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "time-limit", Usage: "stop the job after this long (90m, 2h)"},
 			&ucli.GenericFlag{Name: "env", Usage: "set K=V in the job's environment, or copy K from yours (repeatable)", Value: &listValue{}},
 			&ucli.GenericFlag{Name: "constraint", Usage: "only nodes with label K=V (repeatable)", Value: &listValue{}},
+			&ucli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the job from a YAML `FILE` (- for stdin); flags override it"},
 			&ucli.GenericFlag{Name: "after", Usage: "start only after job `ID[:ok|any]` has succeeded (ok, the default) or ended (any) (repeatable)", Value: &listValue{}},
 			&ucli.BoolFlag{Name: "spread", Usage: "place on the emptiest nodes instead of packing the fullest"},
 			&ucli.StringFlag{Name: "workdir", Usage: "directory to run in (default: the current directory)"},
@@ -97,46 +99,66 @@ func submitAction(c *ucli.Context) error {
 	return waitJob(c, cl, job.ID)
 }
 
-// submitRequest builds and checks the request from the flags and arguments.
+// submitRequest builds and checks the request from the job file, if any,
+// then the flags and arguments, which override it.
 func submitRequest(c *ucli.Context) (api.SubmitRequest, error) {
 	var req api.SubmitRequest
-	if c.NArg() == 0 {
+	var spec structs.JobSpec
+	var err error
+	if path := c.String("file"); path != "" {
+		if spec, err = readJobFile(path, c.App.Reader); err != nil {
+			return req, err
+		}
+	}
+	if c.NArg() > 0 {
+		spec.Command = c.Args().Slice()
+	}
+	if len(spec.Command) == 0 {
 		return req, usagef(c, "missing command: give the program and its arguments after the flags")
 	}
-	spec := structs.JobSpec{
-		Name:     c.String("name"),
-		Command:  c.Args().Slice(),
-		Workdir:  c.String("workdir"),
-		Nodes:    c.Int("nodes"),
-		GPUs:     c.Int("gpus"),
-		GPUModel: c.String("gpu-model"),
-		CPUs:     c.Int("cpus"),
-		Priority: c.Int("priority"),
-		Restarts: c.Int("restarts"),
+	for name, dst := range map[string]*string{"name": &spec.Name, "workdir": &spec.Workdir, "gpu-model": &spec.GPUModel} {
+		if c.IsSet(name) {
+			*dst = c.String(name)
+		}
 	}
-	var err error
-	if spec.GPUMemoryMinMiB, err = sizeFlag(c, "gpu-mem"); err != nil {
-		return req, err
+	for name, dst := range map[string]*int{"nodes": &spec.Nodes, "gpus": &spec.GPUs, "cpus": &spec.CPUs,
+		"priority": &spec.Priority, "restarts": &spec.Restarts} {
+		if c.IsSet(name) {
+			*dst = c.Int(name)
+		}
 	}
-	if spec.MemoryMiB, err = sizeFlag(c, "mem"); err != nil {
-		return req, err
+	for name, dst := range map[string]*int64{"gpu-mem": &spec.GPUMemoryMinMiB, "mem": &spec.MemoryMiB} {
+		if c.IsSet(name) {
+			if *dst, err = sizeFlag(c, name); err != nil {
+				return req, err
+			}
+		}
 	}
-	if s := c.String("time-limit"); s != "" {
+	if c.IsSet("time-limit") {
+		s := c.String("time-limit")
 		if spec.TimeLimit, err = structs.ParseDuration(s); err != nil {
 			return req, usagef(c, "--time-limit %q: %v", s, err)
 		}
 	}
-	if spec.Env, err = envFlag(c); err != nil {
+	env, err := envFlag(c)
+	if err != nil {
 		return req, err
 	}
-	spec.Spread = c.Bool("spread")
-	if spec.After, err = afterFlag(c); err != nil {
+	spec.Env = merged(spec.Env, env)
+	if c.IsSet("spread") {
+		spec.Spread = c.Bool("spread")
+	}
+	after, err := afterFlag(c)
+	if err != nil {
 		return req, err
 	}
-	if spec.Constraints, err = constraintFlag(c); err != nil {
+	spec.After = append(spec.After, after...)
+	constraints, err := constraintFlag(c)
+	if err != nil {
 		return req, err
 	}
-	if !c.IsSet("workdir") {
+	spec.Constraints = merged(spec.Constraints, constraints)
+	if spec.Workdir == "" {
 		if spec.Workdir, err = os.Getwd(); err != nil {
 			return req, fmt.Errorf("find the current directory for --workdir: %w", err)
 		}
@@ -154,6 +176,18 @@ func submitRequest(c *ucli.Context) (api.SubmitRequest, error) {
 	}
 	req.Spec = spec
 	return req, nil
+}
+
+// merged returns base with over's entries added, over winning.
+func merged(base, over map[string]string) map[string]string {
+	if len(over) == 0 {
+		return base
+	}
+	if base == nil {
+		base = make(map[string]string, len(over))
+	}
+	maps.Copy(base, over)
+	return base
 }
 
 // flagError renames the field of a *structs.FieldError to the flag that sets it.
@@ -220,14 +254,11 @@ func constraintFlag(c *ucli.Context) (map[string]string, error) {
 func afterFlag(c *ucli.Context) ([]structs.Dependency, error) {
 	var deps []structs.Dependency
 	for _, v := range *c.Generic("after").(*listValue) {
-		id, cond, found := strings.Cut(v, ":")
-		if !found {
-			cond = structs.AfterOK
+		d, err := parseDependency(v)
+		if err != nil {
+			return nil, usagef(c, "--after %v", err)
 		}
-		if id == "" || (cond != structs.AfterOK && cond != structs.AfterAny) {
-			return nil, usagef(c, "--after %q: want JOB_ID, JOB_ID:ok or JOB_ID:any", v)
-		}
-		deps = append(deps, structs.Dependency{JobID: id, Condition: cond})
+		deps = append(deps, d)
 	}
 	return deps, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -311,5 +312,70 @@ func TestSubmit_WaitExitCodeFollowsOutcome(t *testing.T) {
 				t.Errorf("polled %d times, want 2", n)
 			}
 		})
+	}
+}
+
+func TestSubmit_FileDescribesTheJobAndFlagsOverrideIt(t *testing.T) {
+	f := newFakeAgent(t)
+	acceptSubmit(f)
+	path := filepath.Join(t.TempDir(), "job.yaml")
+	writeTestFile(t, path, `
+name: train
+command: [torchrun, train.py]
+workdir: /data
+nodes: 2
+gpus: 8
+gpu_model: H100
+gpu_mem: 80G
+cpus: 32
+mem: 512G
+priority: 5
+restarts: 2
+time_limit: 2h
+env: {LR: "3e-4"}
+constraints: {zone: a}
+after: [abc123, "def456:any"]
+spread: true
+`)
+	r := runCLI(t, "--addr", f.URL, "submit", "--file", path, "--gpus", "4", "--env", "SEED=1")
+	if r.code != exitOK {
+		t.Fatalf("exit code %d: %s", r.code, r.stderr)
+	}
+	want := structs.JobSpec{
+		Name: "train", Command: []string{"torchrun", "train.py"}, Workdir: "/data", Nodes: 2, GPUs: 4,
+		GPUModel: "H100", GPUMemoryMinMiB: 80 * 1024, CPUs: 32, MemoryMiB: 512 * 1024, Priority: 5, Restarts: 2,
+		TimeLimit: structs.Duration(2 * time.Hour), Env: map[string]string{"LR": "3e-4", "SEED": "1"},
+		Constraints: map[string]string{"zone": "a"}, Spread: true,
+		After: []structs.Dependency{{JobID: "abc123", Condition: "ok"}, {JobID: "def456", Condition: "any"}},
+	}
+	if got := submitted(t, f)[0].Spec; !reflect.DeepEqual(got, want) {
+		t.Errorf("spec = %+v\nwant %+v", got, want)
+	}
+}
+
+func TestSubmit_FileErrorsNameTheField(t *testing.T) {
+	cases := []struct{ name, yaml, want string }{
+		{"unknown field", "command: [x]\ngpus_per_node: 2\n", "field gpus_per_node not found"},
+		{"bad size", "command: [x]\nmem: 12Q\n", "mem: invalid size"},
+		{"bad duration", "command: [x]\ntime_limit: soon\n", "time_limit: invalid duration"},
+		{"bad dependency", "command: [x]\nafter: [\"a:maybe\"]\n", "after:"},
+		{"not yaml", "command: [x\n", "job.yaml"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "job.yaml")
+			writeTestFile(t, path, tc.yaml)
+			r := runCLI(t, "--addr", "http://127.0.0.1:1", "submit", "--file", path)
+			if r.code != exitError || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want 1 and %q", r.code, r.stderr, tc.want)
+			}
+		})
+	}
+}
+
+func writeTestFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
