@@ -49,14 +49,6 @@ func (rec *recorder) of(id string) []structs.AllocUpdate {
 	return out
 }
 
-func (rec *recorder) last(id string) (structs.AllocUpdate, bool) {
-	ups := rec.of(id)
-	if len(ups) == 0 {
-		return structs.AllocUpdate{}, false
-	}
-	return ups[len(ups)-1], true
-}
-
 func (rec *recorder) count(id string, state structs.AllocState) int {
 	n := 0
 	for _, u := range rec.of(id) {
