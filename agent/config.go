@@ -19,6 +19,10 @@ const (
 	DefaultGossipPort = 7472
 )
 
+// DefaultRaftTimeout is the Raft heartbeat and election timeout
+// (--raft-timeout); see cluster.DefaultHeartbeatTimeout for why.
+const DefaultRaftTimeout = cluster.DefaultHeartbeatTimeout
+
 // Liveness defaults (DESIGN.md §6). A node renews its lease with the leader
 // every HeartbeatInterval. One that has had no answer for StopAfter stops
 // its jobs, giving them FenceGrace between SIGTERM and SIGKILL; the leader
@@ -85,8 +89,11 @@ type Config struct {
 	StopAfter         time.Duration
 	FenceGrace        time.Duration
 	DownAfter         time.Duration
-	// Timing overrides the Raft timeouts (tests tighten them).
-	Timing cluster.Timing
+	// RaftTimeout, when set, is the Raft heartbeat and election timeout
+	// (--raft-timeout); the leader lease scales with it. Timing, when set,
+	// overrides every Raft timeout (tests tighten them).
+	RaftTimeout time.Duration
+	Timing      cluster.Timing
 	// GossipTiming overrides memberlist's probe timings (tests tighten them).
 	GossipTiming cluster.GossipTiming
 	// Network lets tests cut this node off from others; nil in production.
@@ -179,6 +186,17 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.FenceGrace < 0 || cfg.DownAfter <= cfg.StopAfter+cfg.FenceGrace {
 		return cfg, fmt.Errorf("--down-after %s: must exceed --stop-after (%s) plus the fence grace (%s), so a cut-off node has stopped its jobs before they run elsewhere",
 			cfg.DownAfter, cfg.StopAfter, cfg.FenceGrace)
+	}
+	if cfg.RaftTimeout != 0 && cfg.Timing == (cluster.Timing{}) {
+		if cfg.RaftTimeout < 50*time.Millisecond || cfg.RaftTimeout > time.Minute {
+			return cfg, fmt.Errorf("--raft-timeout %s: out of range 50ms..1m", cfg.RaftTimeout)
+		}
+		cfg.Timing = cluster.Timing{
+			HeartbeatTimeout: cfg.RaftTimeout,
+			ElectionTimeout:  cfg.RaftTimeout,
+			// The default lease is 5/6 of the default timeout; keep that ratio.
+			LeaderLeaseTimeout: cfg.RaftTimeout * cluster.DefaultLeaderLeaseTimeout / cluster.DefaultHeartbeatTimeout,
+		}
 	}
 	if cfg.GPUs == "" {
 		cfg.GPUs = "auto"

@@ -1,0 +1,43 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skein-dev/skein/cluster"
+)
+
+func TestConfig_RejectsBadSettingsNamingTheFlag(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"raft timeout too short", Config{DataDir: "x", BindAddr: "127.0.0.1", RaftTimeout: 10 * time.Millisecond}, "--raft-timeout"},
+		{"even voters", Config{DataDir: "x", BindAddr: "127.0.0.1", Voters: 2}, "--voters"},
+		{"down-after too short", Config{DataDir: "x", BindAddr: "127.0.0.1", StopAfter: 2 * time.Second, DownAfter: 2 * time.Second}, "--down-after"},
+		{"dev with join", Config{Dev: true, Join: []string{"x"}}, "--dev"},
+		{"bad bind", Config{BindAddr: "not-an-ip"}, "--bind"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.cfg.withDefaults()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("withDefaults() = %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfig_RaftTimeoutSetsTheRaftTimings(t *testing.T) {
+	cfg, err := Config{DataDir: "x", BindAddr: "127.0.0.1", RaftTimeout: time.Second}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := cluster.Timing{HeartbeatTimeout: time.Second, ElectionTimeout: time.Second,
+		LeaderLeaseTimeout: time.Second * cluster.DefaultLeaderLeaseTimeout / cluster.DefaultHeartbeatTimeout}
+	if cfg.Timing != want {
+		t.Fatalf("timing %+v, want %+v", cfg.Timing, want)
+	}
+}
