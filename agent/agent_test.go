@@ -324,3 +324,53 @@ func TestAgent_DependenciesOrderJobs(t *testing.T) {
 		t.Fatalf("dependency on an unknown job: %v, want an error naming after", err)
 	}
 }
+
+func TestAgent_JobArrayRunsEveryIndexWithinItsCap(t *testing.T) {
+	_, c := startAgent(t, testConfig(t, t.TempDir()))
+	first, err := c.SubmitJob(context.Background(), api.SubmitRequest{Spec: structs.JobSpec{
+		GPUs:    1, // 4 GPUs would let all four run at once but for the cap
+		Command: []string{"sh", "-c", "echo $SKEIN_ARRAY_INDEX $SLURM_ARRAY_TASK_ID; sleep 0.3"},
+		Array:   &structs.ArraySpec{Start: 0, End: 3, MaxRunning: 2},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type span struct{ start, end time.Time }
+	var spans []span
+	for i := range 4 {
+		id := structs.ArrayTaskID(first.ArrayID, i)
+		d := waitJobState(t, c, id, structs.JobSucceeded)
+		if got, want := logs(t, c, id, api.StreamStdout), fmt.Sprintf("%d %d\n", i, i); got != want {
+			t.Errorf("task %d printed %q, want %q", i, got, want)
+		}
+		spans = append(spans, span{d.Allocations[0].StartedAt, d.Allocations[0].FinishedAt})
+	}
+	for _, s := range spans {
+		overlapping := 0
+		for _, o := range spans {
+			if o.start.Before(s.end) && s.start.Before(o.end) {
+				overlapping++
+			}
+		}
+		if overlapping > 2 {
+			t.Fatalf("%d tasks ran at once, the cap is 2: %v", overlapping, spans)
+		}
+	}
+}
+
+func TestAgent_CancellingAnArrayCancelsEveryTask(t *testing.T) {
+	_, c := startAgent(t, testConfig(t, t.TempDir()))
+	first, err := c.SubmitJob(context.Background(), api.SubmitRequest{Spec: structs.JobSpec{
+		Command: []string{"sleep", "60"}, Array: &structs.ArraySpec{Start: 0, End: 2, MaxRunning: 1},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitJobState(t, c, first.ID, structs.JobRunning)
+	if _, err := c.CancelJob(context.Background(), structs.ShortID(first.ArrayID)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		waitJobState(t, c, structs.ArrayTaskID(first.ArrayID, i), structs.JobCancelled)
+	}
+}

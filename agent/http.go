@@ -162,20 +162,37 @@ func (a *Agent) handleJob(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Agent) handleCancel(w http.ResponseWriter, r *http.Request) {
-	job, err := a.fsm.FindJob(r.PathValue("id"))
-	if err != nil {
+	id := r.PathValue("id")
+	jobs := []*structs.Job{}
+	job, err := a.fsm.FindJob(id)
+	if err == nil {
+		jobs = append(jobs, job)
+	} else if tasks, aerr := a.fsm.ArrayTasks(id); aerr == nil {
+		jobs = tasks // cancelling an array cancels every task still going
+	} else {
 		writeError(w, statusOf(err), err)
 		return
 	}
 	if !a.raft.IsLeader() && a.forward(w, r, nil) {
 		return
 	}
-	resp, err := a.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: job.ID, At: now()})
-	if err != nil {
-		writeError(w, statusOf(err), err)
+	var last any
+	for _, j := range jobs {
+		if len(jobs) > 1 && j.State.Terminal() {
+			continue
+		}
+		resp, err := a.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: j.ID, At: now()})
+		if err != nil {
+			writeError(w, statusOf(err), err)
+			return
+		}
+		last = resp
+	}
+	if last == nil {
+		writeError(w, http.StatusConflict, fmt.Errorf("job array %s: %w", id, fsm.ErrJobFinished))
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeJSON(w, http.StatusOK, last)
 }
 
 func (a *Agent) handleNodes(w http.ResponseWriter, r *http.Request) {

@@ -116,6 +116,8 @@ func (a *Agent) schedule() (rejected bool, wake time.Time, err error) {
 		ready = append(ready, j)
 	}
 	ready, waiting := a.gateDependencies(ready)
+	ready, capped := capArrays(ready, view.LiveAllocs)
+	waiting = append(waiting, capped...)
 	if len(ready) == 0 && len(waiting) == 0 {
 		return false, wake, nil
 	}
@@ -176,6 +178,38 @@ func (a *Agent) gateDependencies(jobs []*structs.Job) (ready []*structs.Job, wai
 		default:
 			ready = append(ready, j)
 		}
+	}
+	return ready, waiting
+}
+
+// capArrays keeps back tasks of job arrays that already run as many tasks
+// as their --array ...%N allows, counting the ones let through this pass.
+func capArrays(jobs []*structs.Job, live []*structs.Allocation) (ready []*structs.Job, waiting []structs.JobBlocked) {
+	running := map[string]map[string]bool{} // array ID -> running task IDs
+	for _, al := range live {
+		if arr := structs.ArrayOf(al.JobID); arr != "" {
+			if running[arr] == nil {
+				running[arr] = map[string]bool{}
+			}
+			running[arr][al.JobID] = true
+		}
+	}
+	for _, j := range jobs {
+		a := j.Spec.Array
+		if j.ArrayID == "" || a == nil || a.MaxRunning == 0 {
+			ready = append(ready, j)
+			continue
+		}
+		if len(running[j.ArrayID]) >= a.MaxRunning {
+			waiting = append(waiting, structs.JobBlocked{JobID: j.ID,
+				Reason: fmt.Sprintf("array %s runs its limit of %d tasks", structs.ShortID(j.ArrayID), a.MaxRunning)})
+			continue
+		}
+		if running[j.ArrayID] == nil {
+			running[j.ArrayID] = map[string]bool{}
+		}
+		running[j.ArrayID][j.ID] = true
+		ready = append(ready, j)
 	}
 	return ready, waiting
 }

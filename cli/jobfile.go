@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -35,6 +36,7 @@ type jobFile struct {
 	Env         map[string]string `yaml:"env"`
 	Constraints map[string]string `yaml:"constraints"`
 	After       []string          `yaml:"after"`
+	Array       string            `yaml:"array"`
 	Spread      bool              `yaml:"spread"`
 }
 
@@ -81,6 +83,11 @@ func readJobFile(path string, stdin io.Reader) (structs.JobSpec, error) {
 	if spec.TimeLimit, err = structs.ParseDuration(jf.TimeLimit); err != nil {
 		return spec, fmt.Errorf("%s: time_limit: %w", path, err)
 	}
+	if jf.Array != "" {
+		if spec.Array, err = parseArray(jf.Array); err != nil {
+			return spec, fmt.Errorf("%s: array: %w", path, err)
+		}
+	}
 	for _, a := range jf.After {
 		d, err := parseDependency(a)
 		if err != nil {
@@ -89,6 +96,27 @@ func readJobFile(path string, stdin io.Reader) (structs.JobSpec, error) {
 		spec.After = append(spec.After, d)
 	}
 	return spec, nil
+}
+
+// parseArray reads START-END or START-END%MAX.
+func parseArray(s string) (*structs.ArraySpec, error) {
+	rng, maxRun, capped := strings.Cut(s, "%")
+	lo, hi, ok := strings.Cut(rng, "-")
+	a := &structs.ArraySpec{}
+	var err error
+	if ok {
+		a.Start, err = strconv.Atoi(lo)
+		if err == nil {
+			a.End, err = strconv.Atoi(hi)
+		}
+	}
+	if err == nil && capped {
+		a.MaxRunning, err = strconv.Atoi(maxRun)
+	}
+	if !ok || err != nil {
+		return nil, fmt.Errorf("%q: want START-END or START-END%%MAX, like 0-99%%8", s)
+	}
+	return a, nil
 }
 
 // parseDependency reads ID, ID:ok or ID:any.

@@ -65,6 +65,7 @@ func submitCommand() *ucli.Command {
 			&ucli.GenericFlag{Name: "constraint", Usage: "only nodes with label K=V (repeatable)", Value: &listValue{}},
 			&ucli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the job from a YAML `FILE` (- for stdin); flags override it"},
 			&ucli.GenericFlag{Name: "after", Usage: "start only after job `ID[:ok|any]` has succeeded (ok, the default) or ended (any) (repeatable)", Value: &listValue{}},
+			&ucli.StringFlag{Name: "array", Usage: "a job array: one task per index of `START-END[%MAX]`, at most MAX running at once"},
 			&ucli.BoolFlag{Name: "spread", Usage: "place on the emptiest nodes instead of packing the fullest"},
 			&ucli.StringFlag{Name: "workdir", Usage: "directory to run in (default: the current directory)"},
 			&ucli.StringFlag{Name: "request-id", Usage: "idempotency key: repeating it returns the same job (default: random)"},
@@ -88,9 +89,12 @@ func submitAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
+	switch {
+	case c.Bool("json"):
 		err = printJSON(c.App.Writer, job)
-	} else {
+	case job.ArrayID != "":
+		_, err = fmt.Fprintln(c.App.Writer, job.ArrayID) // cancel takes it; tasks are ID-INDEX
+	default:
 		_, err = fmt.Fprintln(c.App.Writer, job.ID)
 	}
 	if err != nil || !c.Bool("wait") {
@@ -147,6 +151,14 @@ func submitRequest(c *ucli.Context) (api.SubmitRequest, error) {
 	spec.Env = merged(spec.Env, env)
 	if c.IsSet("spread") {
 		spec.Spread = c.Bool("spread")
+	}
+	if c.IsSet("array") {
+		if spec.Array, err = parseArray(c.String("array")); err != nil {
+			return req, usagef(c, "--array %v", err)
+		}
+		if c.Bool("wait") {
+			return req, usagef(c, "--wait waits for one job; it cannot be used with --array")
+		}
 	}
 	after, err := afterFlag(c)
 	if err != nil {

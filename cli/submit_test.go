@@ -379,3 +379,29 @@ func writeTestFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+func TestSubmit_ArrayFlag(t *testing.T) {
+	f := newFakeAgent(t)
+	acceptSubmit(f)
+	r := runCLI(t, "--addr", f.URL, "submit", "--array", "0-99%8", "--", "train.sh")
+	if r.code != exitOK {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if got := submitted(t, f)[0].Spec.Array; got == nil || *got != (structs.ArraySpec{Start: 0, End: 99, MaxRunning: 8}) {
+		t.Fatalf("array = %+v", got)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--array", "ten", "x"}, exitUsage, `--array "ten": want START-END`},
+		{[]string{"--array", "5-2", "x"}, exitError, "array: 5-2"},
+		{[]string{"--array", "0-3", "--wait", "x"}, exitUsage, "cannot be used with --array"},
+	} {
+		r := runCLI(t, append([]string{"--addr", f.URL, "submit"}, tc.args...)...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("submit %v: exit %d %q; want %d and %q", tc.args, r.code, r.stderr, tc.code, tc.want)
+		}
+	}
+}

@@ -40,17 +40,40 @@ func (s *state) applyJobSubmit(l *raft.Log) any {
 	if err := req.Spec.Validate(); err != nil {
 		return fmt.Errorf("job %s: %w", short, err)
 	}
-	j := &structs.Job{
-		ID:          req.JobID,
-		RequestID:   req.RequestID,
-		Spec:        req.Spec,
-		State:       structs.JobQueued,
-		SubmittedAt: req.SubmittedAt,
-		CreateIndex: l.Index,
-		ModifyIndex: l.Index,
+	newJob := func(id string) *structs.Job {
+		return &structs.Job{
+			ID:          id,
+			Spec:        req.Spec.Copy(),
+			State:       structs.JobQueued,
+			SubmittedAt: req.SubmittedAt,
+			CreateIndex: l.Index,
+			ModifyIndex: l.Index,
+		}
 	}
-	s.addJob(j)
-	return j.Copy()
+	a := req.Spec.Array
+	if a == nil {
+		j := newJob(req.JobID)
+		j.RequestID = req.RequestID
+		s.addJob(j)
+		return j.Copy()
+	}
+	// A job array: one job per index, the first answering for the request.
+	var first *structs.Job
+	for i := a.Start; i <= a.End; i++ {
+		if _, ok := s.jobs[structs.ArrayTaskID(req.JobID, i)]; ok {
+			return fmt.Errorf("job %s: %w", structs.ArrayTaskID(short, i), ErrJobExists)
+		}
+	}
+	for i := a.Start; i <= a.End; i++ {
+		j := newJob(structs.ArrayTaskID(req.JobID, i))
+		j.ArrayID, j.ArrayIndex = req.JobID, i
+		if first == nil {
+			first = j
+			j.RequestID = req.RequestID
+		}
+		s.addJob(j)
+	}
+	return first.Copy()
 }
 
 // applyJobCancel ends a queued job at once. A running job's live allocations

@@ -216,3 +216,32 @@ func TestFSM_Cancel_RejectsUnknownAndFinishedJobs(t *testing.T) {
 		})
 	}
 }
+
+func TestFSM_SubmitArrayCreatesOneJobPerIndex(t *testing.T) {
+	h := newHarness(t)
+	s := spec(1, 1)
+	s.Array = &structs.ArraySpec{Start: 3, End: 5, MaxRunning: 2}
+	resp := h.apply(structs.JobSubmitType, structs.JobSubmitRequest{RequestID: "r", JobID: "arr", Spec: s, SubmittedAt: h.at()})
+	first, ok := resp.(*structs.Job)
+	if !ok || first.ID != "arr-3" || first.ArrayID != "arr" || first.ArrayIndex != 3 {
+		t.Fatalf("submit returned %+v", resp)
+	}
+	for i := 3; i <= 5; i++ {
+		j := h.job(structs.ArrayTaskID("arr", i))
+		if j.ArrayID != "arr" || j.ArrayIndex != i || j.State != structs.JobQueued {
+			t.Fatalf("task %d: %+v", i, j)
+		}
+		if structs.ArrayOf(j.ID) != "arr" {
+			t.Fatalf("ArrayOf(%s) = %q", j.ID, structs.ArrayOf(j.ID))
+		}
+	}
+	// Idempotent like any submission; the request answers with the first task.
+	before := h.f.Hash()
+	again := h.apply(structs.JobSubmitType, structs.JobSubmitRequest{RequestID: "r", JobID: "arr2", Spec: s, SubmittedAt: h.at()})
+	if j, ok := again.(*structs.Job); !ok || j.ID != "arr-3" || h.f.Hash() != before {
+		t.Fatalf("repeated array submit: %+v", again)
+	}
+	if n := len(h.f.Jobs()); n != 3 {
+		t.Fatalf("%d jobs, want 3", n)
+	}
+}

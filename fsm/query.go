@@ -69,6 +69,34 @@ func (f *FSM) FindJob(idOrPrefix string) (*structs.Job, error) {
 	return nil, fmt.Errorf("job %s: %w: matches %d jobs (%s)", idOrPrefix, ErrAmbiguousID, len(ids), strings.Join(shown, ", "))
 }
 
+// ArrayTasks returns the tasks of the job array whose ID is arrayID or
+// starts with it, in index order; ErrJobNotFound or ErrAmbiguousID
+// otherwise.
+func (f *FSM) ArrayTasks(arrayID string) ([]*structs.Job, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	byArray := map[string][]*structs.Job{}
+	for _, j := range f.st.jobs {
+		if j.ArrayID != "" && arrayID != "" && strings.HasPrefix(j.ArrayID, arrayID) {
+			byArray[j.ArrayID] = append(byArray[j.ArrayID], j)
+		}
+	}
+	if len(byArray) == 0 {
+		return nil, fmt.Errorf("job array %s: %w", arrayID, ErrJobNotFound)
+	}
+	if len(byArray) > 1 {
+		return nil, fmt.Errorf("job array %s: %w: matches %d arrays", arrayID, ErrAmbiguousID, len(byArray))
+	}
+	var tasks []*structs.Job
+	for _, ts := range byArray {
+		for _, j := range ts {
+			tasks = append(tasks, j.Copy())
+		}
+	}
+	slices.SortFunc(tasks, func(a, b *structs.Job) int { return a.ArrayIndex - b.ArrayIndex })
+	return tasks, nil
+}
+
 // JobByRequestID returns a copy of the job a submit with this request ID created.
 func (f *FSM) JobByRequestID(rid string) (*structs.Job, bool) {
 	f.mu.RLock()

@@ -31,6 +31,10 @@ func (s JobSpec) Copy() JobSpec {
 	s.Env = maps.Clone(s.Env)
 	s.Constraints = maps.Clone(s.Constraints)
 	s.After = slices.Clone(s.After)
+	if s.Array != nil {
+		a := *s.Array
+		s.Array = &a
+	}
 	return s
 }
 

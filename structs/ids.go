@@ -19,8 +19,12 @@ func NewID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// ShortID returns the displayed prefix of an ID.
+// ShortID returns the displayed prefix of an ID; a job array task keeps
+// its index ("3f2a9c1b-7").
 func ShortID(id string) string {
+	if arr := ArrayOf(id); arr != "" {
+		return ShortID(arr) + id[len(arr):]
+	}
 	if len(id) > ShortIDLen {
 		return id[:ShortIDLen]
 	}

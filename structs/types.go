@@ -1,6 +1,8 @@
 package structs
 
 import (
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -105,6 +107,33 @@ type JobSpec struct {
 	Spread bool `json:"spread,omitempty"`
 	// After lists jobs that must end first (Slurm's --dependency).
 	After []Dependency `json:"after,omitempty"`
+	// Array, when set, makes the submission a job array: one job (task)
+	// per index, each seeing its index in SKEIN_ARRAY_INDEX.
+	Array *ArraySpec `json:"array,omitempty"`
+}
+
+// ArraySpec is a job array's index range, Start to End inclusive, and the
+// most tasks that may run at once (0: no cap).
+type ArraySpec struct {
+	Start      int `json:"start"`
+	End        int `json:"end"`
+	MaxRunning int `json:"max_running,omitempty"`
+}
+
+// Len is the number of tasks.
+func (a ArraySpec) Len() int { return a.End - a.Start + 1 }
+
+// ArrayTaskID is the job ID of one task of the array submitted as arrayID.
+func ArrayTaskID(arrayID string, index int) string {
+	return fmt.Sprintf("%s-%d", arrayID, index)
+}
+
+// ArrayOf returns the array a job ID belongs to, or "" for a plain job.
+func ArrayOf(jobID string) string {
+	if i := strings.LastIndexByte(jobID, '-'); i > 0 {
+		return jobID[:i]
+	}
+	return ""
 }
 
 // Dependency conditions.
@@ -141,7 +170,10 @@ type Job struct {
 	Reason string `json:"reason,omitempty"`
 	// ExitCode is the exit code of the last finished attempt: 0 when every
 	// rank succeeded, else that of the lowest-ranked failed allocation.
-	ExitCode    int    `json:"exit_code"`
+	ExitCode int `json:"exit_code"`
+	// ArrayID and ArrayIndex place a task in its job array.
+	ArrayID     string `json:"array_id,omitempty"`
+	ArrayIndex  int    `json:"array_index,omitempty"`
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`
 }

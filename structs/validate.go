@@ -23,6 +23,7 @@ const (
 	MaxRequestIDLen = 128
 	MaxLabels       = 64
 	MaxDependencies = 64
+	MaxArrayTasks   = 10000
 )
 
 // FieldError names the field of a request that is wrong and why.
@@ -52,6 +53,7 @@ var LaunchEnv = []string{
 	"SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_NNODES", "SLURM_JOB_NUM_NODES", "SLURM_NODEID",
 	"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE",
 	"SLURM_JOB_NODELIST", "SLURM_GPUS_ON_NODE", "SLURMD_NODENAME",
+	"SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID",
 }
 
 // ReservedEnv reports whether a job spec may not set the variable.
@@ -139,6 +141,17 @@ func (s *JobSpec) Validate() error {
 	}
 	if len(s.After) > MaxDependencies {
 		return fieldErr("after", "%d dependencies, more than the limit of %d", len(s.After), MaxDependencies)
+	}
+	if a := s.Array; a != nil {
+		if a.Start < 0 || a.End < a.Start {
+			return fieldErr("array", "%d-%d: want START-END with 0 <= START <= END", a.Start, a.End)
+		}
+		if a.Len() > MaxArrayTasks {
+			return fieldErr("array", "%d tasks, more than the limit of %d", a.Len(), MaxArrayTasks)
+		}
+		if a.MaxRunning < 0 {
+			return fieldErr("array", "at most %d running: must not be negative", a.MaxRunning)
+		}
 	}
 	for _, d := range s.After {
 		if d.JobID == "" {

@@ -18,6 +18,7 @@ const tokenEnv = "SKEIN_TOKEN"
 var ownEnv = append([]string{
 	"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SKEIN_JOB_ID", "SKEIN_ALLOC_ID",
 	"SKEIN_NODE", "SKEIN_RANK", "SKEIN_ATTEMPT", "SKEIN_JOB_NAME",
+	"SKEIN_ARRAY_ID", "SKEIN_ARRAY_INDEX",
 }, structs.LaunchEnv...)
 
 // BuildEnv returns the complete environment of a task's process: base, then
@@ -63,6 +64,13 @@ func BuildEnv(t Task, base []string) []string {
 	}
 	if len(t.Peers) > 0 {
 		setLaunchEnv(env, t, jobID)
+	}
+	if t.Job.ArrayID != "" {
+		index := strconv.Itoa(t.Job.ArrayIndex)
+		env.set("SKEIN_ARRAY_ID", t.Job.ArrayID)
+		env.set("SKEIN_ARRAY_INDEX", index)
+		env.set("SLURM_ARRAY_JOB_ID", slurmJobID(t.Job.ArrayID))
+		env.set("SLURM_ARRAY_TASK_ID", index)
 	}
 	return env.list
 }
