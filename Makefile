@@ -17,7 +17,7 @@ BUSYBOX     ?= /bin/busybox
 IMAGE_CTX   := bin/image
 
 .DEFAULT_GOAL := help
-.PHONY: help build build-static run test lint check bench image demo-up demo-down clean
+.PHONY: help build build-static run test lint check bench image demo-up demo-down chaos chaos-short clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -59,6 +59,16 @@ demo-up: ## start a 3-node cluster in containers skein-a, skein-b, skein-c (afte
 
 demo-down: ## remove the demo's containers and network
 	chaos/demo.sh down
+
+chaos-short: ## the short chaos run: 3 nodes, ~6 faults (needs Docker and busybox-static; SKEIN_CHAOS_SEED replays)
+	@if [ ! -x $(BUSYBOX) ] || ldd $(BUSYBOX) >/dev/null 2>&1; then \
+		echo "make chaos-short: $(BUSYBOX) is missing or not static; install it with: apt-get install busybox-static" >&2; exit 1; fi
+	SKEIN_CHAOS=short CGO_ENABLED=0 $(GO) test -tags $(TAGS) -run TestChaos -timeout 30m -count=1 -v ./chaos/
+
+chaos: ## the long chaos run: 5 nodes, ~30 faults, every nemesis (needs Docker; failures kept in chaos/results/SEED)
+	@if [ ! -x $(BUSYBOX) ] || ldd $(BUSYBOX) >/dev/null 2>&1; then \
+		echo "make chaos: $(BUSYBOX) is missing or not static; install it with: apt-get install busybox-static" >&2; exit 1; fi
+	SKEIN_CHAOS=long CGO_ENABLED=0 $(GO) test -tags $(TAGS) -run TestChaos -timeout 60m -count=1 -v ./chaos/
 
 clean: ## remove build output
 	rm -rf bin

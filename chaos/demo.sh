@@ -1,11 +1,13 @@
 #!/bin/sh
-# demo.sh up|down|status — a 3-node skein cluster in containers.
+# demo.sh up|down|status — a 3-node (up to 5) skein cluster in containers.
 #
 # up      creates the network (and empties the shared directory of a
-#         previous demo's events and locks), starts NAME-a, NAME-b and NAME-c
-#         from the image (make image), each with 8 simulated H100s, and waits
-#         for a leader; stopped containers are started again. Each node's API is published on 127.0.0.1 (PORT, PORT+10,
-#         PORT+20) and reachable at its IP (SUBNET.11-13) from a Linux host.
+#         previous demo's events and locks), starts NAME-a, NAME-b, NAME-c
+#         (and NAME-d, NAME-e) from the image (make image), each with 8
+#         simulated H100s, and waits for a leader; stopped containers are
+#         started again. Each node's API is published on 127.0.0.1 (PORT,
+#         PORT+10, PORT+20, ...) and reachable at its IP (SUBNET.11, .12, ...)
+#         from a Linux host.
 # down    removes the containers and the network; the shared directory stays.
 # status  lists the containers, the cluster status and the workload's
 #         violations recorded in SHARED/events.log.
@@ -17,6 +19,7 @@
 #   SKEIN_DEMO_PORT    first host port for the APIs; empty: publish none (7470)
 #   SKEIN_DEMO_TOKEN   API token of every node (demo)
 #   SKEIN_DEMO_SHARED  host directory mounted at /shared in every node (/tmp/NAME-demo)
+#   SKEIN_DEMO_NODES   number of nodes, 3 to 5 (3)
 set -eu
 
 NAME=${SKEIN_DEMO_NAME:-skein}
@@ -26,7 +29,16 @@ PORT=${SKEIN_DEMO_PORT-7470}
 TOKEN=${SKEIN_DEMO_TOKEN:-demo}
 SHARED=${SKEIN_DEMO_SHARED:-/tmp/$NAME-demo}
 NET=$NAME-demo
-NODES="a b c"
+COUNT=${SKEIN_DEMO_NODES:-3}
+case $COUNT in
+3) NODES="a b c" ;;
+4) NODES="a b c d" ;;
+5) NODES="a b c d e" ;;
+*)
+	echo "demo.sh: SKEIN_DEMO_NODES=$COUNT: want 3, 4 or 5" >&2
+	exit 2
+	;;
+esac
 LABEL=skein-demo=$NAME
 
 die() {
@@ -34,20 +46,23 @@ die() {
 	exit 1
 }
 
-ip_of() {
+# index prints the position of node $1 in a..e, from 0.
+index() {
 	case $1 in
-	a) echo "$SUBNET.11" ;;
-	b) echo "$SUBNET.12" ;;
-	c) echo "$SUBNET.13" ;;
+	a) echo 0 ;;
+	b) echo 1 ;;
+	c) echo 2 ;;
+	d) echo 3 ;;
+	e) echo 4 ;;
 	esac
 }
 
+ip_of() {
+	echo "$SUBNET.$((11 + $(index "$1")))"
+}
+
 port_of() {
-	case $1 in
-	a) echo "$PORT" ;;
-	b) echo $((PORT + 10)) ;;
-	c) echo $((PORT + 20)) ;;
-	esac
+	echo $((PORT + 10 * $(index "$1")))
 }
 
 # running prints the names of this demo's running containers.
@@ -60,12 +75,12 @@ count() {
 	grep -c "\"event\":\"$1\"" "$SHARED/events.log" || true
 }
 
-# formed reports whether NAME-a sees a leader and three ready nodes.
+# formed reports whether NAME-a sees a leader and every node ready.
 formed() {
 	st=$(docker exec "$NAME-a" skein status 2>/dev/null) || return 1
 	case $st in
 	*"none (no leader"*) return 1 ;;
-	*"3/3 ready"*) return 0 ;;
+	*"$COUNT/$COUNT ready"*) return 0 ;;
 	esac
 	return 1
 }
@@ -102,13 +117,13 @@ up() {
 			--network "$NET" --ip "$(ip_of "$n")" $publish \
 			--user "$(id -u):$(id -g)" -v "$SHARED:/shared" -e "SKEIN_TOKEN=$TOKEN" \
 			"$IMAGE" agent --name "$c" --data-dir "/data/$n" --bind 0.0.0.0 \
-			--advertise "$(ip_of "$n")" --gpus sim:8xH100-80 --bootstrap-expect 3 $joins >/dev/null
+			--advertise "$(ip_of "$n")" --gpus sim:8xH100-80 --bootstrap-expect "$COUNT" $joins >/dev/null
 	done
-	# Wait for a leader and three nodes.
+	# Wait for a leader and every node.
 	i=0
 	until formed; do
 		i=$((i + 1))
-		[ $i -lt 60 ] || die "no leader with 3 ready nodes after 30 s; see: docker logs $NAME-a"
+		[ $i -lt 60 ] || die "no leader with $COUNT ready nodes after 30 s; see: docker logs $NAME-a"
 		sleep 0.5
 	done
 	docker exec "$NAME-a" skein nodes
@@ -128,7 +143,7 @@ down() {
 	if docker network inspect "$NET" >/dev/null 2>&1; then
 		docker network rm "$NET" >/dev/null
 	fi
-	echo "removed $NAME-a, $NAME-b, $NAME-c and network $NET; $SHARED is kept"
+	echo "removed the containers of $NAME and network $NET; $SHARED is kept"
 }
 
 status() {

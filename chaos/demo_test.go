@@ -20,12 +20,15 @@ import (
 
 const busybox = "/bin/busybox"
 
-// demo is one 3-node cluster started by demo.sh under its own names.
+// demo is one cluster started by demo.sh under its own names.
 type demo struct {
 	t      *testing.T
 	name   string
 	env    []string
 	shared string
+	token  string
+	subnet string   // first three octets of the network's /24
+	nodes  []string // a, b, c, ...
 }
 
 // jobDetail and status are the parts of `skein job --json` and
@@ -61,7 +64,7 @@ func TestDemo_LeaderContainerKilled_JobsRecoverWithoutDoubleUse(t *testing.T) {
 		t.Skip("starts containers; skipped with -short")
 	}
 	requireDocker(t)
-	d := startDemo(t, buildImage(t))
+	d := startDemo(t, buildImage(t), 3)
 
 	var jobs []string
 	for range 3 {
@@ -216,22 +219,26 @@ func buildImage(t *testing.T) string {
 	return tag
 }
 
-// startDemo runs demo.sh up with names, subnet and token of its own, no
-// published ports, and a shared directory in t.TempDir; demo.sh down runs
-// when the test ends.
-func startDemo(t *testing.T, image string) *demo {
+// startDemo runs demo.sh up for nodes nodes (3 to 5) with names, subnet
+// and token of its own, no published ports, and a shared directory in
+// t.TempDir; demo.sh down runs when the test ends.
+func startDemo(t *testing.T, image string, nodes int) *demo {
 	t.Helper()
-	d := &demo{t: t, name: "skeintest" + randomHex(t, 3), shared: filepath.Join(t.TempDir(), "shared")}
+	d := &demo{t: t, name: "skeintest" + randomHex(t, 3), shared: filepath.Join(t.TempDir(), "shared"), token: randomHex(t, 16)}
+	for i := range nodes {
+		d.nodes = append(d.nodes, string(rune('a'+i)))
+	}
 	base := []string{
 		"SKEIN_DEMO_NAME=" + d.name,
 		"SKEIN_DEMO_IMAGE=" + image,
 		"SKEIN_DEMO_PORT=",
-		"SKEIN_DEMO_TOKEN=" + randomHex(t, 16),
+		"SKEIN_DEMO_TOKEN=" + d.token,
 		"SKEIN_DEMO_SHARED=" + d.shared,
+		fmt.Sprintf("SKEIN_DEMO_NODES=%d", nodes),
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, n := range []string{"a", "b", "c"} {
+			for _, n := range d.nodes {
 				out, _ := exec.Command("docker", "logs", "--tail", "30", d.name+"-"+n).CombinedOutput()
 				t.Logf("docker logs %s-%s:\n%s", d.name, n, out)
 			}
@@ -246,7 +253,8 @@ func startDemo(t *testing.T, image string) *demo {
 		if _, err := rand.Read(octet[:]); err != nil {
 			t.Fatal(err)
 		}
-		d.env = append(base, fmt.Sprintf("SKEIN_DEMO_SUBNET=172.30.%d", octet[0]))
+		d.subnet = fmt.Sprintf("172.30.%d", octet[0])
+		d.env = append(base, "SKEIN_DEMO_SUBNET="+d.subnet)
 		out, err := d.script("up")
 		if err == nil {
 			t.Logf("demo.sh up:\n%s", out)

@@ -446,7 +446,7 @@ func (r *Runner) lostStatus(a *alloc) status {
 			Reason: "killed: " + req.Reason, FinishedAt: now}
 	}
 	r.killOrphan(a)
-	return status{State: structs.AllocFailed, ExitCode: exitUnknown, Reason: lostReason, FinishedAt: now}
+	return status{State: structs.AllocLost, ExitCode: exitUnknown, Reason: lostReason, FinishedAt: now}
 }
 
 // killOrphan kills the process group of a job whose supervisor died.

@@ -465,8 +465,8 @@ func TestRunner_RestartReportsLostSupervisorAndKillsItsJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := waitTerminal(t, rec2, tk.Alloc.ID)
-	if u.State != structs.AllocFailed || u.Reason != lostReason || u.ExitCode != exitUnknown {
-		t.Errorf("got %+v, want failed: %s", u, lostReason)
+	if u.State != structs.AllocLost || u.Reason != lostReason || u.ExitCode != exitUnknown {
+		t.Errorf("got %+v, want lost: %s", u, lostReason)
 	}
 	waitFor(t, 5*time.Second, "orphaned job to be killed", func() (bool, string) {
 		return !job.alive(), "job alive"
