@@ -18,11 +18,7 @@ func cancelCommand() *ucli.Command {
 }
 
 func cancelAction(c *ucli.Context) error {
-	args, err := cmdArgs(c, "ID")
-	if err != nil {
-		return err
-	}
-	cl, err := newClient(c)
+	args, cl, err := commandClient(c, "ID")
 	if err != nil {
 		return err
 	}

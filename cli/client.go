@@ -17,6 +17,17 @@ func newClient(c *ucli.Context) (*api.Client, error) {
 	return cl, nil
 }
 
+// commandClient is cmdArgs and newClient, what almost every command starts
+// with.
+func commandClient(c *ucli.Context, want ...string) ([]string, *api.Client, error) {
+	args, err := cmdArgs(c, want...)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := newClient(c)
+	return args, cl, err
+}
+
 // cmdArgs returns the positional arguments of the command running in c,
 // exactly one per name in want, and applies flags given after them, so that
 // `skein job ID --json` works like `skein job --json ID`.

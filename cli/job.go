@@ -27,11 +27,7 @@ func jobCommand() *ucli.Command {
 }
 
 func jobAction(c *ucli.Context) error {
-	args, err := cmdArgs(c, "ID")
-	if err != nil {
-		return err
-	}
-	cl, err := newClient(c)
+	args, cl, err := commandClient(c, "ID")
 	if err != nil {
 		return err
 	}

@@ -26,10 +26,7 @@ func jobsCommand() *ucli.Command {
 }
 
 func jobsAction(c *ucli.Context) error {
-	if _, err := cmdArgs(c); err != nil {
-		return err
-	}
-	cl, err := newClient(c)
+	_, cl, err := commandClient(c)
 	if err != nil {
 		return err
 	}

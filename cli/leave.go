@@ -17,10 +17,7 @@ func leaveCommand() *ucli.Command {
 }
 
 func leaveAction(c *ucli.Context) error {
-	if _, err := cmdArgs(c); err != nil {
-		return err
-	}
-	cl, err := newClient(c)
+	_, cl, err := commandClient(c)
 	if err != nil {
 		return err
 	}

@@ -21,10 +21,7 @@ func membersCommand() *ucli.Command {
 }
 
 func membersAction(c *ucli.Context) error {
-	if _, err := cmdArgs(c); err != nil {
-		return err
-	}
-	cl, err := newClient(c)
+	_, cl, err := commandClient(c)
 	if err != nil {
 		return err
 	}

@@ -25,10 +25,7 @@ func raftCommand() *ucli.Command {
 }
 
 func raftPeersAction(c *ucli.Context) error {
-	if _, err := cmdArgs(c); err != nil {
-		return err
-	}
-	cl, err := newClient(c)
+	_, cl, err := commandClient(c)
 	if err != nil {
 		return err
 	}

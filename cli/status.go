@@ -22,10 +22,7 @@ func statusCommand() *ucli.Command {
 }
 
 func statusAction(c *ucli.Context) error {
-	if _, err := cmdArgs(c); err != nil {
-		return err
-	}
-	cl, err := newClient(c)
+	_, cl, err := commandClient(c)
 	if err != nil {
 		return err
 	}
