@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -49,7 +50,7 @@ func TestAgent_CancelStopsARunningJob(t *testing.T) {
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
 	job := submit(t, c, 1, "sleep", "60")
 	waitJobState(t, c, job.ID, structs.JobRunning)
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		d, err := c.Job(context.Background(), job.ID)
 		if err != nil {
 			return err
@@ -77,7 +78,7 @@ func TestAgent_JobThatCannotFitNowWaitsAndSaysWhy(t *testing.T) {
 	waitJobState(t, c, first.ID, structs.JobRunning)
 	second := submit(t, c, 2, "true")
 	var d *api.JobDetail
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		var err error
 		d, err = c.Job(context.Background(), second.ID)
 		if err != nil {
@@ -226,7 +227,7 @@ func TestAgent_RestartKeepsHistoryAndAdoptsRunningJobs(t *testing.T) {
 	marker := dir + "/release"
 	running := submit(t, c, 2, "sh", "-c", fmt.Sprintf(`while [ ! -e %s ]; do sleep 0.05; done; exit 7`, marker))
 	waitJobState(t, c, running.ID, structs.JobRunning)
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		d, err := c.Job(context.Background(), running.ID)
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -99,7 +100,7 @@ func benchCluster(b *testing.B, n int) *testCluster {
 			a.Shutdown()
 		}
 	})
-	benchWait(b, 60*time.Second, func() error {
+	testutil.WaitFor(b, 60*time.Second, func() error {
 		lead := -1
 		for i, a := range tc.agents {
 			if a.raft.IsLeader() {
@@ -125,21 +126,6 @@ func benchCluster(b *testing.B, n int) *testCluster {
 		return nil
 	})
 	return tc
-}
-
-// benchWait is waitFor for benchmarks.
-func benchWait(b *testing.B, timeout time.Duration, cond func() error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("not within %s: %v", timeout, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // BenchmarkLeaderFailover measures B2: the leader's node is stopped (its
@@ -213,7 +199,7 @@ func BenchmarkNodeLossRecovery(b *testing.B) {
 				b.Fatal(err)
 			}
 			var alloc *structs.Allocation
-			benchWait(b, 20*time.Second, func() error {
+			testutil.WaitFor(b, 20*time.Second, func() error {
 				if as := leader.fsm.Allocs(j.ID); len(as) > 0 && as[0].State == structs.AllocRunning {
 					alloc = as[0]
 					return nil
@@ -229,7 +215,7 @@ func BenchmarkNodeLossRecovery(b *testing.B) {
 		b.StartTimer()
 		t0 := time.Now()
 		tc.isolate(victim)
-		benchWait(b, 60*time.Second, func() error {
+		testutil.WaitFor(b, 60*time.Second, func() error {
 			for _, al := range leader.fsm.Allocs(job.ID) {
 				if al.Attempt == 2 && al.State == structs.AllocRunning {
 					return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -68,7 +69,7 @@ func startCluster(t *testing.T, n int) *testCluster {
 // waitVoters waits until the leader's Raft configuration has n voters.
 func (tc *testCluster) waitVoters(n int) {
 	tc.t.Helper()
-	waitFor(tc.t, 20*time.Second, func() error {
+	testutil.WaitFor(tc.t, 20*time.Second, func() error {
 		servers, err := tc.agents[tc.leader()].raft.Servers()
 		if err != nil {
 			return err
@@ -108,7 +109,7 @@ func (tc *testCluster) client(a *Agent) *api.Client {
 // waitReady waits until every live agent sees n ready nodes.
 func (tc *testCluster) waitReady(n int) {
 	tc.t.Helper()
-	waitFor(tc.t, 20*time.Second, func() error {
+	testutil.WaitFor(tc.t, 20*time.Second, func() error {
 		for _, a := range tc.live() {
 			ready := 0
 			for _, node := range a.fsm.Nodes() {
@@ -128,7 +129,7 @@ func (tc *testCluster) waitReady(n int) {
 func (tc *testCluster) leader() int {
 	tc.t.Helper()
 	idx := -1
-	waitFor(tc.t, 15*time.Second, func() error {
+	testutil.WaitFor(tc.t, 15*time.Second, func() error {
 		idx = -1
 		for i, a := range tc.agents {
 			if a != nil && a.raft.IsLeader() {
@@ -183,7 +184,7 @@ func (tc *testCluster) indexOf(nodeID string) int {
 func (tc *testCluster) checkInvariants() {
 	tc.t.Helper()
 	live := tc.live()
-	waitFor(tc.t, 15*time.Second, func() error {
+	testutil.WaitFor(tc.t, 15*time.Second, func() error {
 		var first *api.Status
 		for _, a := range live {
 			s, err := tc.client(a).StatusWithHash(context.Background())
@@ -230,7 +231,7 @@ func (tc *testCluster) checkInvariants() {
 
 func waitJob(t *testing.T, a *Agent, id string, ok func(*structs.Job, []*structs.Allocation) error) {
 	t.Helper()
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		job, found := a.fsm.Job(id)
 		if !found {
 			return fmt.Errorf("job %s not on %s", structs.ShortID(id), a.Name())
@@ -344,7 +345,7 @@ func TestCluster_NodeCutOff_ItsJobRunsElsewhereOnceAndItDoesNotResume(t *testing
 		return runningAlloc(j, allocs)
 	})
 	// The cut-off node stopped its copy by itself (its lease ran out).
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		if slices.Contains(tc.agents[victim].runner.Tracked(), first.ID) {
 			return fmt.Errorf("the cut-off node still runs allocation %s", structs.ShortID(first.ID))
 		}
@@ -371,7 +372,7 @@ func TestCluster_LeaderCutOff_MajorityElectsAndTheClusterHeals(t *testing.T) {
 	old := tc.leader()
 	tc.isolate(old)
 	var next int
-	waitFor(t, 15*time.Second, func() error {
+	testutil.WaitFor(t, 15*time.Second, func() error {
 		for i, a := range tc.agents {
 			if i != old && a.raft.IsLeader() {
 				next = i
@@ -401,7 +402,7 @@ func TestCluster_GracefulLeaveOfTheLeader(t *testing.T) {
 	}
 	tc.kill(old)
 	next := tc.leader()
-	waitFor(t, 15*time.Second, func() error {
+	testutil.WaitFor(t, 15*time.Second, func() error {
 		servers, err := tc.agents[next].raft.Servers()
 		if err != nil {
 			return err
@@ -433,7 +434,7 @@ func TestCluster_FiveNodes_DeadVoterIsReplaced(t *testing.T) {
 		return ids
 	}
 	lead := tc.leader()
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		if v := voters(tc.agents[lead]); len(v) != 3 {
 			return fmt.Errorf("%d voters, want 3", len(v))
 		}
@@ -449,7 +450,7 @@ func TestCluster_FiveNodes_DeadVoterIsReplaced(t *testing.T) {
 	deadID := tc.agents[dead].nodeID
 	tc.kill(dead)
 	lead = tc.leader()
-	waitFor(t, 30*time.Second, func() error {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		v := voters(tc.agents[lead])
 		if len(v) != 3 || slices.Contains(v, deadID) {
 			return fmt.Errorf("voters %v: want 3 without the dead node", v)

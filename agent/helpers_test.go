@@ -16,6 +16,7 @@ import (
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -92,27 +93,10 @@ func submit(t *testing.T, c *api.Client, gpus int, argv ...string) *structs.Job 
 	return job
 }
 
-// waitFor polls cond until it returns nil or the deadline passes, then fails
-// with cond's last error.
-func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func waitJobState(t *testing.T, c *api.Client, id string, want structs.JobState) *api.JobDetail {
 	t.Helper()
 	var d *api.JobDetail
-	waitFor(t, 15*time.Second, func() error {
+	testutil.WaitFor(t, 15*time.Second, func() error {
 		var err error
 		d, err = c.Job(context.Background(), id)
 		if err != nil {

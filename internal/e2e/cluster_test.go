@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -58,7 +59,7 @@ func nodesView(t testing.TB, p *agentProc) []api.NodeInfo {
 
 func waitNodes(t testing.TB, p *agentProc, want map[string]structs.NodeStatus) {
 	t.Helper()
-	waitFor(t, 30*time.Second, func() error {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		got := map[string]structs.NodeStatus{}
 		for _, n := range nodesView(t, p) {
 			got[n.Name] = n.Status
@@ -75,7 +76,7 @@ func waitNodes(t testing.TB, p *agentProc, want map[string]structs.NodeStatus) {
 func leaderOf(t testing.TB, nodes []*node) *node {
 	t.Helper()
 	var lead *node
-	waitFor(t, 15*time.Second, func() error {
+	testutil.WaitFor(t, 15*time.Second, func() error {
 		for _, n := range nodes {
 			if n.proc == nil || n.proc.cmd.ProcessState != nil {
 				continue
@@ -117,7 +118,7 @@ func TestProcess_ThreeNodes_LeaderKilledWorkerFrozenNodeRestarted(t *testing.T) 
 	nodes[2].start(t, nodes[1].gossip()) // through a non-leader
 	all := map[string]structs.NodeStatus{"node-127.0.0.21": "ready", "node-127.0.0.22": "ready", "node-127.0.0.23": "ready"}
 	waitNodes(t, nodes[2].proc, all)
-	waitFor(t, 30*time.Second, func() error {
+	testutil.WaitFor(t, 30*time.Second, func() error {
 		out, err := nodes[0].proc.skein(t, "raft", "peers", "--json")
 		if err != nil {
 			return err
@@ -192,7 +193,7 @@ func TestProcess_ThreeNodes_LeaderKilledWorkerFrozenNodeRestarted(t *testing.T) 
 	}
 	second := d.Allocations[1].ID
 	// Only the replacement still writes beats.
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitFor(t, 10*time.Second, func() error {
 		before := lastBeats(t, beats, 40)
 		if strings.Contains(before, first.ID) {
 			return fmt.Errorf("the frozen node's copy still runs")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -69,7 +70,7 @@ func startAgent(t testing.TB, ip, dataDir string, httpPort, raftPort int, extra 
 			t.Logf("agent %s output:\n%s", p.addr, p.log.String())
 		}
 	})
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		_, err := p.skein(t, "status")
 		return err
 	})
@@ -115,7 +116,7 @@ func (p *agentProc) tryJob(t testing.TB, id string) (api.JobDetail, error) {
 func (p *agentProc) waitJob(t testing.TB, id string, ok func(api.JobDetail) error) api.JobDetail {
 	t.Helper()
 	var d api.JobDetail
-	waitFor(t, 20*time.Second, func() error {
+	testutil.WaitFor(t, 20*time.Second, func() error {
 		var err error
 		if d, err = p.tryJob(t, id); err != nil {
 			return err
@@ -139,21 +140,6 @@ func allocRunning(d api.JobDetail) error {
 		return fmt.Errorf("job %s has no running allocation yet", structs.ShortID(d.Job.ID))
 	}
 	return nil
-}
-
-func waitFor(t testing.TB, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %v", timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func freePort(t testing.TB, ip string) int {
@@ -199,7 +185,7 @@ func TestProcess_AgentKilledAndRestarted_JobAdoptedAndHistoryKept(t *testing.T) 
 	_ = a.cmd.Wait()
 	// The job keeps running with no agent at all.
 	before := countLines(t, beats)
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if n := countLines(t, beats); n <= before {
 			return fmt.Errorf("job made no progress while the agent was down (%d beats)", n)
 		}
@@ -236,7 +222,7 @@ func TestProcess_CancelKillsTheWholeProcessGroup(t *testing.T) {
 	id := strings.TrimSpace(out)
 	a.waitJob(t, id, allocRunning)
 	var child int
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		b, err := os.ReadFile(pidFile)
 		if err != nil {
 			return err
@@ -251,7 +237,7 @@ func TestProcess_CancelKillsTheWholeProcessGroup(t *testing.T) {
 	if st := d.Allocations[0].State; st != structs.AllocKilled {
 		t.Fatalf("allocation is %s after cancel, want killed", st)
 	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitFor(t, 5*time.Second, func() error {
 		if err := syscall.Kill(child, 0); err == nil {
 			return fmt.Errorf("child %d of the cancelled job is still alive", child)
 		}
