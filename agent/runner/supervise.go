@@ -246,6 +246,11 @@ func (s *supervisor) runJob(sp spec) status {
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if sp.LeasePath != "" {
+		// Read the lease before the job exists, so that a lease removed
+		// from then on counts as vanished (wait checks expiry itself).
+		s.leaseExpired(sp.LeasePath)
+	}
 	startedAt := time.Now().UTC()
 	if err := cmd.Start(); err != nil {
 		return startFailed(execFailureCode(err), err)
