@@ -388,6 +388,28 @@ func TestCluster_LeaderCutOff_MajorityElectsAndTheClusterHeals(t *testing.T) {
 	tc.checkInvariants()
 }
 
+// A follower that forwards a write to a leader that was just cut off
+// (its dials hang, as across a pulled cable) gives up on it as soon as
+// another leader is elected and delivers the write there, well inside the
+// time it holds a write.
+func TestCluster_WriteForwardedToACutOffLeaderReachesTheNewOne(t *testing.T) {
+	tc := startCluster(t, 3)
+	old := tc.leader()
+	follower := (old + 1) % 3
+	tc.isolate(old)
+	job := tc.submit(tc.agents[follower], structs.JobSpec{Command: []string{"true"}})
+	waitJob(t, tc.agents[follower], job.ID, jobState(structs.JobSucceeded))
+	if tc.agents[old].raft.IsLeader() {
+		// It may still think so, cut off; the majority must have moved on.
+		if _, id := tc.agents[follower].raft.Leader(); id == tc.agents[old].nodeID {
+			t.Fatal("the follower still follows the cut-off leader")
+		}
+	}
+	tc.net.Heal()
+	tc.waitReady(3)
+	tc.checkInvariants()
+}
+
 func TestCluster_GracefulLeaveOfTheLeader(t *testing.T) {
 	tc := startCluster(t, 3)
 	old := tc.leader()

@@ -27,9 +27,21 @@ func (a *Agent) peerHTTP(timeout time.Duration) *http.Client {
 		from := a.listener.Addr().String()
 		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if p.Cut(from, addr) {
+				// A cut drops packets, as a dead host or a pulled cable
+				// does: the dial hangs until it times out.
+				timeout := time.NewTimer(dialer.Timeout)
+				defer timeout.Stop()
+				select {
+				case <-ctx.Done():
+				case <-timeout.C:
+				}
 				return nil, fmt.Errorf("dial %s: partitioned", addr)
 			}
-			return dialer.DialContext(ctx, network, addr)
+			conn, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return p.Track(conn, from, addr)
 		}
 	}
 	return &http.Client{Timeout: timeout, Transport: tr}
@@ -133,7 +145,7 @@ func (a *Agent) forward(w http.ResponseWriter, r *http.Request, body []byte) boo
 	defer cancel()
 	var lastErr error
 	for {
-		_, addr, self, err := a.leader(ctx)
+		id, addr, self, err := a.leader(ctx)
 		switch {
 		case err != nil && lastErr != nil:
 			writeError(w, http.StatusServiceUnavailable, fmt.Errorf("%w (last attempt: %v)", err, lastErr))
@@ -144,21 +156,36 @@ func (a *Agent) forward(w http.ResponseWriter, r *http.Request, body []byte) boo
 		case self:
 			return false
 		}
-		req, err := http.NewRequestWithContext(ctx, r.Method, addr+r.URL.RequestURI(), bytes.NewReader(body))
+		attempt, abandon := context.WithCancel(ctx)
+		stopWatch := a.abandonOnNewLeader(attempt, abandon, id)
+		req, err := http.NewRequestWithContext(attempt, r.Method, addr+r.URL.RequestURI(), bytes.NewReader(body))
 		if err != nil {
+			stopWatch()
+			abandon()
 			writeError(w, http.StatusInternalServerError, err)
 			return true
 		}
 		copyHeaders(req.Header, r.Header, "Content-Type", api.TokenHeader, "Authorization")
 		req.Header.Set(api.ForwardedHeader, a.cfg.Name)
 		resp, err := a.forwardHTTP.Do(req)
-		if err == nil {
+		if err == nil && resp.StatusCode != http.StatusServiceUnavailable {
+			// Answered: a leadership change from now on must not cut the
+			// answer short.
+			stopWatch()
+			defer abandon()
 			defer resp.Body.Close()
 			relay(w, resp)
 			return true
 		}
-		// The leader this node knew is unreachable, most likely dead: wait
-		// for Raft to notice and elect another.
+		stopWatch()
+		if err == nil {
+			// The node stopped leading before or while it wrote: try
+			// the leader Raft names next.
+			err = api.ReadError(resp)
+		}
+		abandon()
+		// The leader this node knew is unreachable, most likely dead, or
+		// no longer leads: wait for Raft to name another.
 		lastErr = fmt.Errorf("forward to the leader at %s: %w", addr, err)
 		select {
 		case <-ctx.Done():
@@ -166,6 +193,38 @@ func (a *Agent) forward(w http.ResponseWriter, r *http.Request, body []byte) boo
 			return true
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// abandonOnNewLeader cancels a forwarded attempt to the leader leaderID as
+// soon as Raft names another leader, or this node, so a write sent to a
+// leader that died or was cut off is retried at the new one the moment it
+// is elected, instead of after the dial times out. The retried body is idempotent (see forward). The returned func stops the
+// watch and must be called once the attempt is answered or has failed.
+func (a *Agent) abandonOnNewLeader(attempt context.Context, abandon context.CancelFunc, leaderID string) (stop func()) {
+	done := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-attempt.Done():
+				return
+			case <-tick.C:
+			}
+			if _, id := a.raft.Leader(); (id != "" && id != leaderID) || a.raft.IsLeader() {
+				abandon()
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-watched
 	}
 }
 

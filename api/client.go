@@ -169,6 +169,12 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, bo
 	if resp.StatusCode/100 == 2 {
 		return resp, nil
 	}
+	return nil, ReadError(resp)
+}
+
+// ReadError reads a non-2xx answer's {"error"} body (or, failing that, its
+// text or status line) into an *Error, and closes the body.
+func ReadError(resp *http.Response) error {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var eb ErrorBody
@@ -178,7 +184,7 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, bo
 			eb.Error = resp.Status
 		}
 	}
-	return nil, &Error{StatusCode: resp.StatusCode, Message: eb.Error}
+	return &Error{StatusCode: resp.StatusCode, Message: eb.Error}
 }
 
 func (c *Client) sendTo(ctx context.Context, base *url.URL, method, path string, q url.Values, body []byte) (*http.Response, error) {

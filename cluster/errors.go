@@ -15,6 +15,9 @@ var (
 	ErrShutdown error = &raftError{msg: "cluster is shut down", cause: raft.ErrRaftShutdown}
 	// ErrTimeout means raft did not accept the operation within its timeout.
 	ErrTimeout error = &raftError{msg: "timed out waiting for raft", cause: raft.ErrEnqueueTimeout}
+	// ErrLeadershipLost means this node stopped leading while the operation
+	// was being committed: it may or may not have been applied.
+	ErrLeadershipLost error = &raftError{msg: "leadership lost while committing; the write may or may not have been applied", cause: raft.ErrLeadershipLost}
 	// ErrNoLeader means no leader became known before the caller gave up.
 	ErrNoLeader = errors.New("no leader")
 	// ErrInvalidConfig means a Config field is missing or malformed.
@@ -48,7 +51,7 @@ func (e *raftError) Error() string { return e.msg }
 func (e *raftError) Unwrap() error { return e.cause }
 
 // translate maps raft's errors onto this package's sentinels and leaves all
-// others (leadership lost, transfer in progress, ...) as they are.
+// others (transfer in progress, ...) as they are.
 func translate(err error) error {
 	switch {
 	case errors.Is(err, raft.ErrNotLeader):
@@ -57,6 +60,8 @@ func translate(err error) error {
 		return ErrShutdown
 	case errors.Is(err, raft.ErrEnqueueTimeout):
 		return ErrTimeout
+	case errors.Is(err, raft.ErrLeadershipLost):
+		return ErrLeadershipLost
 	}
 	return err
 }

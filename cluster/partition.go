@@ -60,6 +60,14 @@ func (p *Partitioner) Heal() {
 // transports outside this package (the agents' HTTP clients in tests).
 func (p *Partitioner) Cut(from, to string) bool { return p.cut(from, to) }
 
+// Track registers a connection dialed from one address to another outside
+// this package (the agents' HTTP clients in tests), so that a later Block
+// closes it like the raft and gossip streams it cuts. A cut that appeared
+// during the dial closes it at once and returns an error.
+func (p *Partitioner) Track(conn net.Conn, from, to string) (net.Conn, error) {
+	return p.track(conn, from, to)
+}
+
 // cut reports whether traffic from one address to another is dropped.
 func (p *Partitioner) cut(from, to string) bool {
 	p.mu.Lock()
