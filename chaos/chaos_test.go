@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -66,7 +68,7 @@ func TestChaos(t *testing.T) {
 	began := time.Now()
 
 	d := startDemo(t, buildImage(t), p.nodes)
-	r := &run{t: t, d: d, seed: seed, rng: rand.New(rand.NewPCG(seed, 1))}
+	r := &run{t: t, d: d, seed: seed, rng: rand.New(rand.NewPCG(seed, 1)), failovers: map[string][]time.Duration{}}
 	// Registered after startDemo, so it runs before demo.sh down.
 	t.Cleanup(r.keepResults)
 
@@ -83,10 +85,12 @@ func TestChaos(t *testing.T) {
 	}
 	stop()
 	wg.Wait()
+	r.probes.Wait()
 	r.logf("faults over; %d requests made", len(cl.history))
 
 	r.waitAllTerminal(cl)
 	r.check(cl)
+	r.reportTimings()
 	t.Logf("seed %d: %d faults, %d requests, %s", seed, p.faults, len(cl.history), time.Since(began).Round(time.Second))
 }
 
@@ -101,6 +105,19 @@ type run struct {
 	mu     sync.Mutex
 	events []string // the nemesis' log, events.log of results
 	final  map[string][]structs.Job
+	// faults are the faults injected, for the recovery timings.
+	faults []injected
+	// failovers are the times from a fault on the leader to the first
+	// write accepted again, by nemesis.
+	failovers map[string][]time.Duration
+	probes    sync.WaitGroup
+}
+
+// injected is one fault: which nodes it silenced and when.
+type injected struct {
+	op      string
+	victims []string
+	at      time.Time
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -146,8 +163,8 @@ func each(nodes []string, f func(n string)) {
 	wg.Wait()
 }
 
-// leader returns the node that the cluster names leader, or a random node
-// when none answers.
+// leader returns the node that the cluster names leader, or "" when none
+// answers.
 func (r *run) leader() string {
 	for _, n := range r.d.nodes {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -159,7 +176,56 @@ func (r *run) leader() string {
 			}
 		}
 	}
-	return r.d.nodes[r.rng.IntN(len(r.d.nodes))]
+	return ""
+}
+
+// injected records a fault that silenced victims just now. When the
+// leader is among them, a probe times how long the others take to accept
+// a write again.
+func (r *run) injected(op, leader string, victims ...string) {
+	at := time.Now()
+	r.mu.Lock()
+	r.faults = append(r.faults, injected{op: op, victims: victims, at: at})
+	r.mu.Unlock()
+	if leader == "" || !slices.Contains(victims, leader) {
+		return
+	}
+	var others []string
+	for _, n := range r.d.nodes {
+		if !slices.Contains(victims, n) {
+			others = append(others, n)
+		}
+	}
+	if len(others) == 0 {
+		// Every node restarts: time the cluster as a whole.
+		others = r.d.nodes
+	}
+	r.probes.Go(func() { r.probeWrites(op, others, at) })
+}
+
+// probeWrites submits a no-op job through the given nodes in turn until
+// one is acknowledged, and records how long after the fault that was.
+func (r *run) probeWrites(op string, nodes []string, at time.Time) {
+	spec := structs.JobSpec{Name: "probe", Command: []string{"true"}, Workdir: "/tmp", Nodes: 1}
+	for try := 0; time.Since(at) < time.Minute; try++ {
+		node := nodes[try%len(nodes)]
+		// As long as a user would wait: longer than an agent holds a
+		// write while no leader is known.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := r.api(node).SubmitJob(ctx, api.SubmitRequest{
+			RequestID: fmt.Sprintf("probe-%d-%d-%d", r.seed, at.UnixNano(), try), Spec: spec})
+		cancel()
+		if err == nil {
+			took := time.Since(at)
+			r.mu.Lock()
+			r.failovers[op] = append(r.failovers[op], took)
+			r.mu.Unlock()
+			r.logf("%s of the leader: writes accepted again through %s after %s", op, node, took.Round(time.Millisecond))
+			return
+		}
+		pauseFor(20 * time.Millisecond)
+	}
+	r.logf("%s of the leader: no write accepted within a minute", op)
 }
 
 // hold draws a duration in [lo, hi) from the schedule.
@@ -178,14 +244,16 @@ func (r *run) fault(i int, op string) {
 	nodes := r.d.nodes
 	// Half the faults aim at the leader, whatever it is then.
 	victim := nodes[r.rng.IntN(len(nodes))]
-	if op == "leader+worker" || r.rng.IntN(2) == 0 {
-		victim = r.leader()
+	leader := r.leader()
+	if (op == "leader+worker" || r.rng.IntN(2) == 0) && leader != "" {
+		victim = leader
 	}
 	switch op {
 	case "kill":
 		down := r.hold(2*time.Second, 8*time.Second)
 		r.logf("fault %d: kill %s for %s", i, victim, down)
 		r.docker("kill", r.container(victim))
+		r.injected(op, leader, victim)
 		pauseFor(down)
 		r.docker("start", r.container(victim))
 	case "pause":
@@ -195,20 +263,27 @@ func (r *run) fault(i int, op string) {
 		down := r.hold(500*time.Millisecond, 2500*time.Millisecond)
 		r.logf("fault %d: pause %s for %s", i, victim, down)
 		r.docker("pause", r.container(victim))
+		r.injected(op, leader, victim)
 		pauseFor(down)
 		r.docker("unpause", r.container(victim))
 	case "partition":
 		down := r.hold(2*time.Second, 10*time.Second)
 		r.logf("fault %d: partition %s away for %s", i, victim, down)
 		r.docker("network", "disconnect", r.d.name+"-demo", r.container(victim))
+		r.injected(op, leader, victim)
 		pauseFor(down)
 		r.docker("network", "connect", "--ip", r.ip(victim), r.d.name+"-demo", r.container(victim))
 	case "restart":
 		r.logf("fault %d: restart %s, data kept", i, victim)
+		// A graceful stop hands leadership over first; no failover is
+		// timed.
+		r.injected(op, "", victim)
 		r.docker("restart", "-t", "2", r.container(victim))
 	case "restart-all":
 		r.logf("fault %d: restart every node at once, data kept", i)
 		each(nodes, func(n string) { r.docker("restart", "-t", "2", r.container(n)) })
+		// Timed from the moment every container runs again.
+		r.injected(op, leader, nodes...)
 	case "leader+worker":
 		worker := nodes[r.rng.IntN(len(nodes))]
 		for worker == victim {
@@ -218,6 +293,7 @@ func (r *run) fault(i int, op string) {
 		r.logf("fault %d: kill leader %s and worker %s at once for %s", i, victim, worker, down)
 		pair := []string{victim, worker}
 		each(pair, func(n string) { r.docker("kill", r.container(n)) })
+		r.injected(op, leader, pair...)
 		pauseFor(down)
 		each(pair, func(n string) { r.docker("start", r.container(n)) })
 	default:
@@ -633,4 +709,86 @@ func (r *run) keepResults() {
 		write("jobs-"+n+".json", b)
 	}
 	r.t.Logf("results kept in chaos/%s", dir)
+}
+
+// reportTimings logs, per nemesis, how long the cluster took to accept
+// writes again after a fault on the leader, and how long a lost
+// allocation took to be placed and to run again elsewhere, counted from
+// the fault. Containers share the host's clock, so the allocations'
+// committed times compare with the test's. The figures go to
+// BENCHMARKS.md; the run does not assert them.
+func (r *run) reportTimings() {
+	r.t.Helper()
+	r.mu.Lock()
+	faults := slices.Clone(r.faults)
+	failovers := r.failovers
+	final := r.final[r.d.nodes[0]]
+	r.mu.Unlock()
+	for _, op := range slices.Sorted(maps.Keys(failovers)) {
+		r.logf("timing: leader %s -> writes accepted: %s", op, summarize(failovers[op]))
+	}
+	placed, running := map[string][]time.Duration{}, map[string][]time.Duration{}
+	for _, j := range final {
+		if j.Attempts < 2 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		jd, err := r.api(r.d.nodes[0]).Job(ctx, j.ID)
+		cancel()
+		if err != nil {
+			r.t.Fatalf("job %s: %v", j.ID, err)
+		}
+		for _, lost := range jd.Allocations {
+			if lost.State != structs.AllocLost {
+				continue
+			}
+			node := strings.TrimPrefix(jd.Nodes[lost.NodeID], r.d.name+"-")
+			f, ok := causeOf(faults, node, lost)
+			if !ok {
+				continue
+			}
+			for _, next := range jd.Allocations {
+				if next.Attempt != lost.Attempt+1 || next.Rank != lost.Rank {
+					continue
+				}
+				placed[f.op] = append(placed[f.op], next.CreatedAt.Sub(f.at))
+				if !next.StartedAt.IsZero() {
+					running[f.op] = append(running[f.op], next.StartedAt.Sub(f.at))
+				}
+			}
+		}
+	}
+	for _, op := range slices.Sorted(maps.Keys(placed)) {
+		r.logf("timing: %s -> lost allocation placed again: %s; running again: %s", op, summarize(placed[op]), summarize(running[op]))
+	}
+}
+
+// causeOf finds the fault that lost an allocation: the last one before the
+// loss was committed that silenced the allocation's node after it was
+// placed.
+func causeOf(faults []injected, node string, lost structs.Allocation) (injected, bool) {
+	for i := len(faults) - 1; i >= 0; i-- {
+		f := faults[i]
+		if f.at.After(lost.FinishedAt) || f.at.Before(lost.CreatedAt) {
+			continue
+		}
+		if slices.Contains(f.victims, node) {
+			return f, true
+		}
+	}
+	return injected{}, false
+}
+
+// summarize gives the count, median, 99th percentile and maximum.
+func summarize(d []time.Duration) string {
+	if len(d) == 0 {
+		return "n=0"
+	}
+	d = slices.Clone(d)
+	slices.Sort(d)
+	pct := func(q float64) time.Duration {
+		return d[max(0, int(math.Ceil(q*float64(len(d))))-1)]
+	}
+	return fmt.Sprintf("n=%d p50=%s p99=%s max=%s", len(d),
+		pct(0.50).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond))
 }
