@@ -102,13 +102,17 @@ func (s *state) decideJob(a *structs.Allocation, at time.Time, index uint64) {
 		finishJob(j, structs.JobCancelled, cancelReason(j), at, index)
 	case failed == nil:
 		finishJob(j, structs.JobSucceeded, "", at, index)
-	case j.Attempts <= j.Spec.Restarts:
-		j.State = structs.JobQueued
-		j.StartedAt = time.Time{}
-		j.FinishedAt = time.Time{}
-		j.NotBefore = time.Time{}
+	case s.faulted(j) != nil && j.GPUFaults < structs.MaxFreeGPUFaultRestarts:
+		// A GPU failed under the attempt: the hardware's fault, so the
+		// job goes back to the queue at once without using a restart.
+		j.GPUFaults++
+		requeue(j, index)
+		j.Reason = fmt.Sprintf("restarting: attempt %d stopped: %s (a GPU fault uses no restart)",
+			j.Attempts, failure(j, s.faulted(j)))
+	case j.Attempts-j.GPUFaults <= j.Spec.Restarts:
+		requeue(j, index)
 		wait := ""
-		if failed.State == structs.AllocFailed {
+		if failed.State == structs.AllocFailed && failed.GPUFault == "" {
 			// The job itself failed: back off, so a crash loop does not
 			// spin. A lost or stopped rank is not the job's fault.
 			d := restartBackoff(j.Attempts)
@@ -116,11 +120,31 @@ func (s *state) decideJob(a *structs.Allocation, at time.Time, index uint64) {
 			wait = fmt.Sprintf(" in %s", d)
 		}
 		j.Reason = fmt.Sprintf("restarting%s after failure: %s (attempt %d of %d)",
-			wait, failure(j, failed), j.Attempts+1, j.Spec.Restarts+1)
-		j.ModifyIndex = index
+			wait, failure(j, failed), j.Attempts-j.GPUFaults+1, j.Spec.Restarts+1)
 	default:
 		finishJob(j, structs.JobFailed, failure(j, failed), at, index)
 	}
+}
+
+// requeue puts a running job whose attempt is over back in the queue.
+func requeue(j *structs.Job, index uint64) {
+	j.State = structs.JobQueued
+	j.StartedAt = time.Time{}
+	j.FinishedAt = time.Time{}
+	j.NotBefore = time.Time{}
+	j.ModifyIndex = index
+}
+
+// faulted returns the lowest-ranked allocation of the job's current
+// attempt that was stopped for a GPU fault, or nil.
+func (s *state) faulted(j *structs.Job) *structs.Allocation {
+	var f *structs.Allocation
+	for _, o := range s.jobAllocs[j.ID] {
+		if o.Attempt == j.Attempts && o.GPUFault != "" && (f == nil || o.Rank < f.Rank) {
+			f = o
+		}
+	}
+	return f
 }
 
 // restartBackoff is the wait before attempt n+1 of a job whose attempt n
@@ -137,6 +161,8 @@ func restartBackoff(n int) time.Duration {
 func failure(j *structs.Job, a *structs.Allocation) string {
 	var what string
 	switch {
+	case a.GPUFault != "":
+		what = a.GPUFault
 	case a.Reason != "":
 		what = a.Reason
 	case a.State == structs.AllocFailed:

@@ -9,7 +9,8 @@ import (
 )
 
 // applyNodeRegister adds a node or replaces its inventory. The first
-// registration's time is kept; the role is never stored (the serving agent
+// registration's time is kept, and so is the health of every GPU the state
+// already knows (keepHealth); the role is never stored (the serving agent
 // fills it in from the Raft configuration).
 func (s *state) applyNodeRegister(l *raft.Log) any {
 	var req structs.NodeRegisterRequest
@@ -24,6 +25,7 @@ func (s *state) applyNodeRegister(l *raft.Log) any {
 	n.Role = ""
 	if old, ok := s.nodes[n.ID]; ok {
 		n.RegisteredAt = old.RegisteredAt
+		keepHealth(old, n)
 	} else if !req.At.IsZero() {
 		n.RegisteredAt = req.At
 	}

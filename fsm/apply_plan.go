@@ -126,27 +126,18 @@ func (s *state) checkAlloc(j *structs.Job, a *structs.Allocation, c *placementCh
 }
 
 // checkGPU checks that one GPU of an allocation exists on its node, is
-// healthy and is free.
+// placeable (healthy, not cordoned, not used by foreign processes) and is
+// free.
 func (s *state) checkGPU(n *structs.Node, uuid string, c *placementCheck) string {
 	if c.gpus[uuid] {
 		return fmt.Sprintf("GPU %s given twice", uuid)
 	}
-	var gpu *structs.GPU
-	for i := range n.GPUs {
-		if n.GPUs[i].UUID == uuid {
-			gpu = &n.GPUs[i]
-			break
-		}
-	}
+	gpu := findGPU(n, uuid)
 	if gpu == nil {
 		return fmt.Sprintf("GPU %s is not on node %s", uuid, nodeName(n))
 	}
-	if !gpu.Healthy {
-		reason := fmt.Sprintf("GPU %s on node %s is unhealthy", uuid, nodeName(n))
-		if gpu.Reason != "" {
-			reason += ": " + gpu.Reason
-		}
-		return reason
+	if ok, why := gpu.Placeable(); !ok {
+		return fmt.Sprintf("GPU %s on node %s is %s", uuid, nodeName(n), why)
 	}
 	if holder, ok := s.gpuHolder[uuid]; ok {
 		return fmt.Sprintf("GPU %s on node %s is held by allocation %s of job %s",

@@ -77,6 +77,10 @@ func (f *FSM) Apply(l *raft.Log) any {
 		resp = f.st.applyNodeStatus(l)
 	case structs.NodeAllocsLostType:
 		resp = f.st.applyNodeAllocsLost(l)
+	case structs.NodeGPUHealthType:
+		resp = f.st.applyNodeGPUHealth(l)
+	case structs.GPUCordonType:
+		resp = f.st.applyGPUCordon(l)
 	default:
 		if !skippable {
 			panic(fmt.Sprintf("fsm: log entry %d has unknown type %d", l.Index, uint8(t)))

@@ -84,6 +84,11 @@ const (
 	reasonGPUs
 	reasonCPUs
 	reasonMem
+	// GPUs out of service: the node would have enough free matching GPUs
+	// if these were in service; the most common cause on the node counts.
+	reasonUnhealthy
+	reasonCordoned
+	reasonForeign
 	numReasons
 )
 
@@ -136,7 +141,7 @@ func (r *request) check(i int, ns *nodeState) (fit, reasonCode, string) {
 		}
 	}
 	if matching < r.gpus {
-		return fit{}, reasonGPUs, ""
+		return fit{}, r.shortOf(ns, matching), ""
 	}
 	cpusLeft := math.MaxInt
 	if ns.cpuTracked {
@@ -149,6 +154,30 @@ func (r *request) check(i int, ns *nodeState) (fit, reasonCode, string) {
 		return fit{}, reasonMem, ""
 	}
 	return fit{node: i, gpusLeft: matching - r.gpus, cpusLeft: cpusLeft}, reasonNone, ""
+}
+
+// shortOf names why a node has too few free matching GPUs: the most common
+// out-of-service cause among its matching GPUs (ties to the lower code)
+// when putting them back in service would be enough, else plain usage.
+func (r *request) shortOf(ns *nodeState, matching int) reasonCode {
+	var out [numReasons]int
+	total := 0
+	for s := range ns.gpus {
+		if g := &ns.gpus[s]; g.out != reasonNone && r.matches(g) {
+			out[g.out]++
+			total++
+		}
+	}
+	if matching+total < r.gpus {
+		return reasonGPUs
+	}
+	best := reasonUnhealthy
+	for _, c := range []reasonCode{reasonCordoned, reasonForeign} {
+		if out[c] > out[best] {
+			best = c
+		}
+	}
+	return best
 }
 
 // tally counts, for one job, how many nodes each filter rejected.
@@ -220,6 +249,12 @@ func reasonText(r *request, code reasonCode, arg string) string {
 		return "not enough free CPUs"
 	case reasonMem:
 		return "not enough free memory"
+	case reasonUnhealthy:
+		return "not enough free GPUs: some unhealthy"
+	case reasonCordoned:
+		return "not enough free GPUs: some cordoned"
+	case reasonForeign:
+		return "not enough free GPUs: some in use by processes skein did not start"
 	}
 	return "unknown reason"
 }

@@ -56,6 +56,26 @@ func withUnhealthy(idx ...int) func(*structs.Node) {
 	}
 }
 
+func withCordoned(idx ...int) func(*structs.Node) {
+	return func(n *structs.Node) {
+		for _, i := range idx {
+			n.GPUs[i].Cordoned = true
+			n.GPUs[i].CordonReason = "bad fan"
+		}
+	}
+}
+
+// withForeign puts one process skein did not start on each GPU; allowed
+// says the node allows placing next to them.
+func withForeign(allowed bool, idx ...int) func(*structs.Node) {
+	return func(n *structs.Node) {
+		for _, i := range idx {
+			n.GPUs[i].ForeignProcesses = 1
+			n.GPUs[i].ForeignAllowed = allowed
+		}
+	}
+}
+
 // job returns a queued job asking for gpus GPUs on one node.
 func job(id string, gpus int, opts ...func(*structs.JobSpec)) *structs.Job {
 	j := &structs.Job{ID: id, State: structs.JobQueued, Spec: structs.JobSpec{

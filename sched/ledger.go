@@ -45,9 +45,13 @@ type gpuSlot struct {
 	uuid   string
 	model  int // index into ledger.models
 	memMiB int64
-	// free is set for a healthy GPU with a UUID unique in the cluster that no
-	// live allocation and no grant of this pass holds.
+	// free is set for a placeable GPU (healthy, not cordoned, no foreign
+	// processes) with a UUID unique in the cluster that no live allocation
+	// and no grant of this pass holds.
 	free bool
+	// out names why a GPU is out of service (reasonUnhealthy,
+	// reasonCordoned, reasonForeign), reasonNone when it is in service.
+	out reasonCode
 }
 
 // newLedger builds the accounting for a pass. Nil entries are ignored; of
@@ -104,8 +108,9 @@ func newLedger(nodes []*structs.Node, allocs []*structs.Allocation) *ledger {
 				modelIDs[m] = id
 				l.models = append(l.models, m)
 			}
-			free := g.Healthy && g.UUID != "" && seen[g.UUID] == 1 && !held[g.UUID]
-			ns.gpus[j] = gpuSlot{index: g.Index, uuid: g.UUID, model: id, memMiB: g.MemoryMiB, free: free}
+			out := outOfService(g)
+			free := out == reasonNone && g.UUID != "" && seen[g.UUID] == 1 && !held[g.UUID]
+			ns.gpus[j] = gpuSlot{index: g.Index, uuid: g.UUID, model: id, memMiB: g.MemoryMiB, free: free, out: out}
 			if free {
 				ns.freeGPUs++
 			}
@@ -125,6 +130,19 @@ func newLedger(nodes []*structs.Node, allocs []*structs.Allocation) *ledger {
 		}
 	}
 	return l
+}
+
+// outOfService names the health state that keeps work off a GPU.
+func outOfService(g *structs.GPU) reasonCode {
+	switch g.HealthState() {
+	case structs.GPUUnhealthy:
+		return reasonUnhealthy
+	case structs.GPUCordoned:
+		return reasonCordoned
+	case structs.GPUForeign:
+		return reasonForeign
+	}
+	return reasonNone
 }
 
 // grant is what one take handed out, kept so a rollback can return it.

@@ -89,6 +89,30 @@ func TestPlace_BlockedReasonNamesEveryFilter(t *testing.T) {
 			name:  "unhealthy GPUs are not free",
 			nodes: []*structs.Node{gpuNode("n1", 4, "A100", 80, withUnhealthy(0, 3))},
 			job:   job("j", 3),
+			want:  "1 node: not enough free GPUs: some unhealthy",
+		},
+		{
+			name:  "cordoned GPUs are not free",
+			nodes: []*structs.Node{gpuNode("n1", 4, "A100", 80, withCordoned(1, 2))},
+			job:   job("j", 3),
+			want:  "1 node: not enough free GPUs: some cordoned",
+		},
+		{
+			name:  "GPUs with foreign processes are not free",
+			nodes: []*structs.Node{gpuNode("n1", 2, "A100", 80, withForeign(false, 0))},
+			job:   job("j", 2),
+			want:  "1 node: not enough free GPUs: some in use by processes skein did not start",
+		},
+		{
+			name:  "the most common out-of-service cause is named",
+			nodes: []*structs.Node{gpuNode("n1", 4, "A100", 80, withCordoned(0), withForeign(false, 1, 2))},
+			job:   job("j", 4),
+			want:  "1 node: not enough free GPUs: some in use by processes skein did not start",
+		},
+		{
+			name:  "out-of-service GPUs that would not be enough anyway",
+			nodes: []*structs.Node{gpuNode("n1", 2, "A100", 80, withCordoned(0))},
+			job:   job("j", 3),
 			want:  "1 node: not enough free GPUs",
 		},
 		{
@@ -102,7 +126,7 @@ func TestPlace_BlockedReasonNamesEveryFilter(t *testing.T) {
 			name:  "unhealthy GPUs of the model are not free",
 			nodes: []*structs.Node{gpuNode("n1", 2, "A100", 80, withUnhealthy(0, 1))},
 			job:   job("j", 1, model("a100")),
-			want:  "1 node: not enough free GPUs",
+			want:  "1 node: not enough free GPUs: some unhealthy",
 		},
 		{
 			name:  "not enough CPUs",
@@ -244,6 +268,18 @@ func TestPlace_ChoosesNodeAndGPUs(t *testing.T) {
 			nodes: []*structs.Node{gpuNode("n1", 4, "A100", 80, withUnhealthy(0, 1))},
 			job:   job("j", 2),
 			want:  []string{"n1:[n1-g2 n1-g3]"},
+		},
+		{
+			name:  "cordoned GPUs and GPUs with foreign processes never chosen",
+			nodes: []*structs.Node{gpuNode("n1", 4, "A100", 80, withCordoned(0), withForeign(false, 1))},
+			job:   job("j", 2),
+			want:  []string{"n1:[n1-g2 n1-g3]"},
+		},
+		{
+			name:  "foreign processes allowed by the node",
+			nodes: []*structs.Node{gpuNode("n1", 2, "A100", 80, withForeign(true, 0))},
+			job:   job("j", 2),
+			want:  []string{"n1:[n1-g0 n1-g1]"},
 		},
 		{
 			name:  "terminal allocations hold nothing",

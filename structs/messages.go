@@ -15,6 +15,9 @@ const (
 	AllocUpdateType    MessageType = 5
 	NodeStatusType     MessageType = 6
 	NodeAllocsLostType MessageType = 7
+	NodeGPUHealthType  MessageType = 8
+	GPUCordonType      MessageType = 9
+	// 10 is taken by preemption.
 )
 
 // IgnoreUnknownTypeFlag marks an entry that a replica which does not know its
@@ -38,6 +41,10 @@ func (t MessageType) String() string {
 		return "node-status"
 	case NodeAllocsLostType:
 		return "node-allocs-lost"
+	case NodeGPUHealthType:
+		return "node-gpu-health"
+	case GPUCordonType:
+		return "gpu-cordon"
 	}
 	return "unknown"
 }
@@ -130,5 +137,41 @@ type NodeStatusRequest struct {
 type NodeAllocsLostRequest struct {
 	NodeID string    `json:"node_id"`
 	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// NodeGPUHealthRequest is a node's own view of the health of its GPUs,
+// sent by its agent when that view changes. Only the GPUs listed change.
+type NodeGPUHealthRequest struct {
+	NodeID string      `json:"node_id"`
+	GPUs   []GPUHealth `json:"gpus"`
+	At     time.Time   `json:"at"`
+}
+
+// GPUHealth is one GPU's health as its node sees it. A GPU that turns
+// unhealthy stops the live allocations holding it. A report whose
+// LastFaultAt is not after the GPU's ClearedAt is stale (a person returned
+// the GPU to service since) and leaves the GPU healthy.
+type GPUHealth struct {
+	UUID           string    `json:"uuid"`
+	Healthy        bool      `json:"healthy"`
+	Reason         string    `json:"reason,omitempty"`
+	UnhealthySince time.Time `json:"unhealthy_since,omitzero"`
+	LastFaultAt    time.Time `json:"last_fault_at,omitzero"`
+	Warning        string    `json:"warning,omitempty"`
+	// ForeignProcesses counts processes on the GPU that no live allocation
+	// of this node accounts for.
+	ForeignProcesses int  `json:"foreign_processes,omitempty"`
+	ForeignAllowed   bool `json:"foreign_allowed,omitempty"`
+}
+
+// GPUCordonRequest takes a GPU out of service by hand (Cordon) or returns
+// it (!Cordon). Cordoning never stops work already on the GPU. Returning a
+// GPU also ends a fault quarantine: a person has decided it is fine.
+type GPUCordonRequest struct {
+	NodeID string    `json:"node_id"`
+	UUID   string    `json:"uuid"`
+	Cordon bool      `json:"cordon"`
+	Reason string    `json:"reason,omitempty"`
 	At     time.Time `json:"at"`
 }

@@ -67,6 +67,81 @@ type GPU struct {
 	Reason      string `json:"reason,omitempty"`
 	NVLinkPeers []int  `json:"nvlink_peers,omitempty"`
 	Simulated   bool   `json:"simulated,omitempty"`
+
+	// Health. Healthy=false means a fault took the GPU out of service
+	// (Reason says which); Cordoned means a person did; ForeignProcesses
+	// counts processes on it that skein did not start. Any of the three
+	// keeps new work off the GPU (see Placeable); only a fault stops the
+	// work already on it. The node's agent reports faults, warnings and
+	// foreign processes (NodeGPUHealth); cordons come from people
+	// (GPUCordon). Registration never overwrites these fields of a GPU the
+	// state already knows.
+	Cordoned     bool      `json:"cordoned,omitempty"`
+	CordonReason string    `json:"cordon_reason,omitempty"`
+	CordonedAt   time.Time `json:"cordoned_at,omitzero"`
+	// UnhealthySince is when the current fault episode began; LastFaultAt
+	// is the newest fatal event the agent has committed. ClearedAt is when
+	// a person last returned the GPU to service (uncordon): faults seen
+	// before it no longer count.
+	UnhealthySince time.Time `json:"unhealthy_since,omitzero"`
+	LastFaultAt    time.Time `json:"last_fault_at,omitzero"`
+	ClearedAt      time.Time `json:"cleared_at,omitzero"`
+	// Warning is a condition worth showing that leaves the GPU in service.
+	Warning          string `json:"warning,omitempty"`
+	ForeignProcesses int    `json:"foreign_processes,omitempty"`
+	// ForeignAllowed says the node's agent runs with
+	// --allow-foreign-gpu-use: foreign processes are shown, not avoided.
+	ForeignAllowed bool `json:"foreign_allowed,omitempty"`
+}
+
+// GPU health states, as `skein gpus` shows them.
+const (
+	GPUHealthy   = "healthy"
+	GPUUnhealthy = "unhealthy"
+	GPUCordoned  = "cordoned"
+	GPUForeign   = "foreign"
+)
+
+// MaxHealthReasonLen bounds a GPU health or cordon reason.
+const MaxHealthReasonLen = 512
+
+// HealthState names the first thing that keeps new work off the GPU
+// (unhealthy, then cordoned, then foreign processes), else healthy.
+func (g *GPU) HealthState() string {
+	switch {
+	case !g.Healthy:
+		return GPUUnhealthy
+	case g.Cordoned:
+		return GPUCordoned
+	case g.ForeignProcesses > 0 && !g.ForeignAllowed:
+		return GPUForeign
+	}
+	return GPUHealthy
+}
+
+// Placeable reports whether new work may be placed on the GPU, and if not,
+// why, in words: "unhealthy: XID 79 ...", "cordoned: bad fan",
+// "in use by 2 processes skein did not start".
+func (g *GPU) Placeable() (bool, string) {
+	switch g.HealthState() {
+	case GPUUnhealthy:
+		if g.Reason == "" {
+			return false, "unhealthy"
+		}
+		return false, "unhealthy: " + g.Reason
+	case GPUCordoned:
+		if g.CordonReason == "" {
+			return false, "cordoned"
+		}
+		return false, "cordoned: " + g.CordonReason
+	case GPUForeign:
+		n := "1 process"
+		if g.ForeignProcesses != 1 {
+			n = fmt.Sprintf("%d processes", g.ForeignProcesses)
+		}
+		return false, "in use by " + n + " skein did not start"
+	}
+	return true, ""
 }
 
 // JobState is where a job is in its life.
@@ -148,6 +223,11 @@ type Dependency struct {
 	Condition string `json:"condition"`
 }
 
+// MaxFreeGPUFaultRestarts is how many attempts of one job a GPU fault may
+// end without using one of the job's restarts; past it, a job that keeps
+// meeting failing GPUs (or making them fail) spends its restarts.
+const MaxFreeGPUFaultRestarts = 3
+
 // Job is a submitted JobSpec and its progress.
 type Job struct {
 	ID          string    `json:"id"`
@@ -171,6 +251,10 @@ type Job struct {
 	// ExitCode is the exit code of the last finished attempt: 0 when every
 	// rank succeeded, else that of the lowest-ranked failed allocation.
 	ExitCode int `json:"exit_code"`
+	// GPUFaults counts attempts that ended because a GPU they held failed.
+	// Up to MaxFreeGPUFaultRestarts of them do not use a restart: the
+	// fault was the hardware's, not the job's.
+	GPUFaults int `json:"gpu_faults,omitempty"`
 	// ArrayID and ArrayIndex place a task in its job array.
 	ArrayID     string `json:"array_id,omitempty"`
 	ArrayIndex  int    `json:"array_index,omitempty"`
@@ -221,9 +305,12 @@ type Allocation struct {
 	DesiredState DesiredState `json:"desired_state"`
 	ExitCode     int          `json:"exit_code"`
 	Reason       string       `json:"reason,omitempty"`
-	CreatedAt    time.Time    `json:"created_at"`
-	StartedAt    time.Time    `json:"started_at,omitzero"`
-	FinishedAt   time.Time    `json:"finished_at,omitzero"`
+	// GPUFault, when set, says the cluster stopped the allocation because
+	// a GPU it held failed: "GPU 3 on node b unhealthy: XID 79 ...".
+	GPUFault   string    `json:"gpu_fault,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 	// CreateIndex is the Raft index that created the allocation; it is the
 	// fencing token a node uses to tell its allocations from older ones.
 	CreateIndex uint64 `json:"create_index"`
