@@ -34,7 +34,11 @@ type Agent struct {
 	dataDir string
 	tempDir bool // dataDir was made for this run and is removed at shutdown
 
-	inv     gpu.Inventory
+	inv    gpu.Inventory
+	health *healthTracker
+	// sim is the monitor of simulated GPUs, into which `skein gpu fault`
+	// injects; nil for real GPUs.
+	sim     *gpu.SimMonitor
 	fsm     *fsm.FSM
 	raft    *cluster.Cluster
 	runner  *runner.Runner
@@ -47,6 +51,7 @@ type Agent struct {
 	meta        atomic.Pointer[[]byte] // gossip metadata, see members.go
 	metaChanged chan struct{}
 	localKick   chan struct{} // see kickLocal
+	schedKick   chan struct{} // see kickSchedule
 	// stopping holds the allocations asked to stop; only localLoop uses it.
 	stopping map[string]bool
 
@@ -97,6 +102,7 @@ func (a *Agent) start() error {
 	if inv.Note != "" {
 		a.logger.Warn(inv.Note)
 	}
+	a.health = newHealthTracker(inv.GPUs, a.cfg.GPUCleanPeriod, a.cfg.AllowForeignGPUUse, now())
 
 	var key []byte
 	if a.cfg.EncryptKey != "" {
@@ -111,6 +117,7 @@ func (a *Agent) start() error {
 	a.done = make(chan struct{})
 	a.metaChanged = make(chan struct{}, 1)
 	a.localKick = make(chan struct{}, 1)
+	a.schedKick = make(chan struct{}, 1)
 	a.setMeta(a.localMeta())
 	// The API listens first: gossip metadata carries its address.
 	if err := a.listen(); err != nil {
@@ -167,6 +174,12 @@ func (a *Agent) start() error {
 	a.goLoop(a.metaLoop)
 	a.goLoop(a.heartbeatLoop)
 	a.goLoop(a.registerLoop)
+	healthEvents := make(chan gpu.Event, 64)
+	if mon := a.newMonitor(); mon != nil {
+		a.sim, _ = mon.(*gpu.SimMonitor)
+		a.goLoop(func() { mon.Run(a.ctx, healthEvents) })
+	}
+	a.goLoop(func() { a.healthLoop(healthEvents) })
 	if len(a.cfg.Join) > 0 {
 		a.goLoop(a.joinLoop)
 	}

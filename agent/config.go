@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/gpu"
 )
 
 // Default ports (DESIGN.md §8).
@@ -38,6 +39,10 @@ const (
 	// forwardWait is how long a write waits for a leader during an election.
 	forwardWait = 5 * time.Second
 )
+
+// DefaultGPUCleanPeriod is how long a GPU must go without a fatal health
+// event before it returns to service by itself (--gpu-clean-period).
+const DefaultGPUCleanPeriod = 10 * time.Minute
 
 // DevGPUs is the simulated inventory a dev agent uses when NVML is absent.
 const DevGPUs = "sim:8xH100-80"
@@ -96,6 +101,15 @@ type Config struct {
 	Timing      cluster.Timing
 	// GossipTiming overrides memberlist's probe timings (tests tighten them).
 	GossipTiming cluster.GossipTiming
+	// GPUCleanPeriod is how long a GPU must go without a fatal health event
+	// before it returns to service by itself; 0 = DefaultGPUCleanPeriod.
+	GPUCleanPeriod time.Duration
+	// AllowForeignGPUUse lets work be placed on GPUs that processes skein
+	// did not start are using; they are still shown.
+	AllowForeignGPUUse bool
+	// GPUMonitor watches this node's GPUs; nil picks one for the inventory
+	// (see newMonitor).
+	GPUMonitor gpu.Monitor
 	// Network lets tests cut this node off from others; nil in production.
 	Network *cluster.Partitioner
 	Logger  hclog.Logger
@@ -200,6 +214,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.GPUs == "" {
 		cfg.GPUs = "auto"
+	}
+	if cfg.GPUCleanPeriod == 0 {
+		cfg.GPUCleanPeriod = DefaultGPUCleanPeriod
+	}
+	if cfg.GPUCleanPeriod < time.Second {
+		return cfg, fmt.Errorf("--gpu-clean-period %s: must be at least 1s", cfg.GPUCleanPeriod)
 	}
 	if cfg.Name == "" {
 		h, err := os.Hostname()

@@ -19,6 +19,7 @@ func TestConfig_RejectsBadSettingsNamingTheFlag(t *testing.T) {
 		{"down-after too short", Config{DataDir: "x", BindAddr: "127.0.0.1", StopAfter: 2 * time.Second, DownAfter: 2 * time.Second}, "--down-after"},
 		{"dev with join", Config{Dev: true, Join: []string{"x"}}, "--dev"},
 		{"bad bind", Config{BindAddr: "not-an-ip"}, "--bind"},
+		{"clean period too short", Config{DataDir: "x", BindAddr: "127.0.0.1", GPUCleanPeriod: time.Millisecond}, "--gpu-clean-period"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -129,6 +129,19 @@ func (a *Agent) writeAllocUpdates(updates []structs.AllocUpdate) error {
 	return c.UpdateAllocs(a.ctx, a.nodeID, updates)
 }
 
+// writeGPUHealth commits this node's GPU health through the leader.
+func (a *Agent) writeGPUHealth(req structs.NodeGPUHealthRequest) error {
+	c, err := a.leaderClient(a.ctx)
+	if err != nil {
+		return err
+	}
+	if c == nil {
+		_, err := a.apply(structs.NodeGPUHealthType, req)
+		return err
+	}
+	return c.UpdateGPUHealth(a.ctx, req)
+}
+
 // forward passes a client's write to the leader, once: a request that was
 // already forwarded is never passed on again. body is the request body
 // already read, which must make the write idempotent (submissions carry a
@@ -199,8 +212,9 @@ func (a *Agent) forward(w http.ResponseWriter, r *http.Request, body []byte) boo
 // abandonOnNewLeader cancels a forwarded attempt to the leader leaderID as
 // soon as Raft names another leader, or this node, so a write sent to a
 // leader that died or was cut off is retried at the new one the moment it
-// is elected, instead of after the dial times out. The retried body is idempotent (see forward). The returned func stops the
-// watch and must be called once the attempt is answered or has failed.
+// is elected, instead of after the dial times out. The retried body is
+// idempotent (see forward). The returned func stops the watch and must be
+// called once the attempt is answered or has failed.
 func (a *Agent) abandonOnNewLeader(attempt context.Context, abandon context.CancelFunc, leaderID string) (stop func()) {
 	done := make(chan struct{})
 	watched := make(chan struct{})
@@ -228,19 +242,20 @@ func (a *Agent) abandonOnNewLeader(attempt context.Context, abandon context.Canc
 	}
 }
 
-// proxy passes a read that only another node can answer (its logs) to that
-// node and streams the answer back.
-func (a *Agent) proxy(w http.ResponseWriter, r *http.Request, addr string) {
+// proxy passes a request that only another node can answer (its logs, a
+// fault injected into its simulated GPUs) to that node, with body, and
+// streams the answer back.
+func (a *Agent) proxy(w http.ResponseWriter, r *http.Request, addr string, body []byte) {
 	if r.Header.Get(api.ForwardedHeader) != "" {
 		writeError(w, http.StatusMisdirectedRequest, errors.New("the request was forwarded to a node that does not hold the data"))
 		return
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, addr+r.URL.RequestURI(), nil)
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, addr+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
-	copyHeaders(req.Header, r.Header, api.TokenHeader, "Authorization")
+	copyHeaders(req.Header, r.Header, "Content-Type", api.TokenHeader, "Authorization")
 	req.Header.Set(api.ForwardedHeader, a.cfg.Name)
 	resp, err := a.proxyHTTP.Do(req)
 	if err != nil {

@@ -37,6 +37,11 @@ func (a *Agent) routes() http.Handler {
 	mux.HandleFunc("POST /v1/internal/heartbeat", a.handleHeartbeat)
 	mux.HandleFunc("POST /v1/internal/register", a.handleRegister)
 	mux.HandleFunc("POST /v1/internal/alloc-updates", a.handleAllocUpdates)
+	mux.HandleFunc("POST /v1/internal/gpu-health", a.handleGPUHealth)
+	mux.HandleFunc("GET /v1/gpus", a.handleGPUs)
+	mux.HandleFunc("POST /v1/gpus/cordon", a.handleGPUCordon)
+	mux.HandleFunc("POST /v1/gpus/uncordon", a.handleGPUCordon)
+	mux.HandleFunc("POST /v1/gpus/fault", a.handleGPUFault)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
@@ -347,7 +352,7 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, fsm.ErrJobNotFound), errors.Is(err, fsm.ErrAllocNotFound):
+	case errors.Is(err, fsm.ErrJobNotFound), errors.Is(err, fsm.ErrAllocNotFound), errors.Is(err, fsm.ErrNodeNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, fsm.ErrJobFinished), errors.Is(err, fsm.ErrJobExists), errors.Is(err, fsm.ErrWrongNode):
 		return http.StatusConflict

@@ -67,3 +67,17 @@ func (a *Agent) handleAllocUpdates(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, struct{}{})
 }
+
+// handleGPUHealth commits another node's GPU health. Leader only; the FSM
+// accepts a node's report only for its own GPUs.
+func (a *Agent) handleGPUHealth(w http.ResponseWriter, r *http.Request) {
+	var req structs.NodeGPUHealthRequest
+	if !a.leaderRequest(w, r, &req) {
+		return
+	}
+	if _, err := a.apply(structs.NodeGPUHealthType, req); err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}

@@ -92,6 +92,7 @@ func (a *Agent) lead(stop <-chan struct{}) {
 			return
 		case <-changed:
 		case <-backoff.C:
+		case <-a.schedKick:
 		}
 		backoff.Stop()
 	}
@@ -122,6 +123,7 @@ func (a *Agent) schedule() (rejected bool, wake time.Time, err error) {
 		return false, wake, nil
 	}
 	a.holdBackSilentNodes(view.Nodes)
+	a.holdBackGossipUnhealthy(view.Nodes)
 	plan := sched.Place(view, ready)
 	plan.Blocked = append(plan.Blocked, waiting...)
 	at := now()
@@ -224,6 +226,39 @@ func (a *Agent) holdBackSilentNodes(nodes []*structs.Node) {
 	for _, n := range nodes {
 		if n.ID != a.nodeID && n.Status == structs.NodeReady && !a.live.heardWithin(n.ID, recent, nowT) {
 			n.Status = "unresponsive"
+		}
+	}
+}
+
+// kickSchedule makes the leader plan again without a state change: gossip
+// said something that changes what may be placed (a GPU mask).
+func (a *Agent) kickSchedule() {
+	select {
+	case a.schedKick <- struct{}{}:
+	default:
+	}
+}
+
+// holdBackGossipUnhealthy keeps work off GPUs a node announces as unhealthy
+// by gossip before its health report has committed. The view is a copy;
+// the committed health does not change, and the FSM re-checks every plan.
+func (a *Agent) holdBackGossipUnhealthy(nodes []*structs.Node) {
+	masks := map[string]uint64{}
+	for _, m := range a.members() {
+		if m.Unhealthy != 0 {
+			masks[m.ID] = m.Unhealthy
+		}
+	}
+	if len(masks) == 0 {
+		return
+	}
+	for _, n := range nodes {
+		mask := masks[n.ID]
+		for i := range n.GPUs {
+			g := &n.GPUs[i]
+			if g.Healthy && g.Index >= 0 && g.Index < 64 && mask&(1<<g.Index) != 0 {
+				g.Healthy, g.Reason = false, "reported unhealthy by its node"
+			}
 		}
 	}
 }

@@ -59,7 +59,7 @@ func (a *Agent) handleLogs(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadGateway, fmt.Errorf("rank %d of job %s ran on node %s, whose address is unknown", rank, structs.ShortID(job.ID), structs.ShortID(alloc.NodeID)))
 			return
 		}
-		a.proxy(w, r, addr)
+		a.proxy(w, r, addr, nil)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

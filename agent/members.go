@@ -29,7 +29,9 @@ type gossipMeta struct {
 	Version   string `json:"v"`
 }
 
-// localMeta describes this node from its inventory and the local FSM.
+// localMeta describes this node from its inventory, the GPU health it
+// sees itself (ahead of the commit) and the local FSM. Free GPUs are the
+// placeable ones no live allocation holds.
 func (a *Agent) localMeta() gossipMeta {
 	m := gossipMeta{Name: a.cfg.Name, GPUsTotal: len(a.inv.GPUs), Version: structs.Version}
 	if a.listener != nil {
@@ -43,13 +45,14 @@ func (a *Agent) localMeta() gossipMeta {
 			}
 		}
 	}
-	for _, g := range a.inv.GPUs {
-		switch {
-		case !g.Healthy:
-			if g.Index >= 0 && g.Index < 64 {
-				m.Unhealthy |= 1 << g.Index
-			}
-		case !used[g.UUID]:
+	m.Unhealthy = a.health.mask.Load()
+	gpus := a.inv.GPUs
+	if n, ok := a.fsm.Node(a.nodeID); ok {
+		gpus = n.GPUs
+	}
+	for _, g := range gpus {
+		unhealthy := g.Index >= 0 && g.Index < 64 && m.Unhealthy&(1<<g.Index) != 0
+		if ok, _ := g.Placeable(); ok && !unhealthy && !used[g.UUID] {
 			m.GPUsFree++
 		}
 	}
@@ -81,6 +84,7 @@ func (a *Agent) gossipMetaBytes() []byte {
 // The broadcast can wait on the network, so metaLoop sends it.
 func (a *Agent) refreshMeta() {
 	if a.setMeta(a.localMeta()) {
+		a.kickSchedule()
 		select {
 		case a.metaChanged <- struct{}{}:
 		default: // a broadcast is already due; it will carry the new value
@@ -132,6 +136,9 @@ func (a *Agent) memberLoop() {
 		case <-a.ctx.Done():
 			return
 		case ev := <-a.raft.MemberEvents():
+			if ev.Type == cluster.EventUpdate && a.raft.IsLeader() {
+				a.kickSchedule() // a GPU mask may have changed
+			}
 			if ev.Type != cluster.EventLeft || !a.raft.IsLeader() {
 				continue
 			}

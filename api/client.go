@@ -261,3 +261,31 @@ func (c *Client) StatusWithHash(ctx context.Context) (*Status, error) {
 	var s Status
 	return &s, c.do(ctx, http.MethodGet, "/v1/status", url.Values{"hash": {"true"}}, nil, &s)
 }
+
+// UpdateGPUHealth sends a node's GPU health to the leader.
+func (c *Client) UpdateGPUHealth(ctx context.Context, req structs.NodeGPUHealthRequest) error {
+	return c.do(ctx, http.MethodPost, "/v1/internal/gpu-health", nil, req, &struct{}{})
+}
+
+// GPUs lists every GPU of every node.
+func (c *Client) GPUs(ctx context.Context) ([]GPUInfo, error) {
+	var gpus []GPUInfo
+	return gpus, c.do(ctx, http.MethodGet, "/v1/gpus", nil, nil, &gpus)
+}
+
+// CordonGPU takes a GPU out of service by hand (cordon) or returns it to
+// service (!cordon), which also ends a fault quarantine.
+func (c *Client) CordonGPU(ctx context.Context, req GPURequest, cordon bool) (*GPUInfo, error) {
+	path := "/v1/gpus/uncordon"
+	if cordon {
+		path = "/v1/gpus/cordon"
+	}
+	var g GPUInfo
+	return &g, c.do(ctx, http.MethodPost, path, nil, req, &g)
+}
+
+// InjectGPUFault reports a health event on a simulated GPU, as if the GPU
+// had produced it.
+func (c *Client) InjectGPUFault(ctx context.Context, req GPUFaultRequest) error {
+	return c.do(ctx, http.MethodPost, "/v1/gpus/fault", nil, req, &struct{}{})
+}

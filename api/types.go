@@ -138,6 +138,37 @@ type AllocUpdatesRequest struct {
 	Updates []structs.AllocUpdate `json:"updates"`
 }
 
+// GPUInfo is one entry of GET /v1/gpus: a GPU, its node, the health state
+// that decides whether work may be placed on it, and the job using it.
+type GPUInfo struct {
+	Node   string `json:"node"`
+	NodeID string `json:"node_id"`
+	structs.GPU
+	// Health is healthy, unhealthy, cordoned or foreign (structs.GPU.HealthState).
+	Health string `json:"health"`
+	// Job is the ID of the job whose live allocation holds the GPU.
+	Job string `json:"job,omitempty"`
+}
+
+// GPURequest names one GPU for POST /v1/gpus/cordon and /v1/gpus/uncordon.
+// Node is a node name, ID or unique ID prefix.
+type GPURequest struct {
+	Node   string `json:"node"`
+	Index  int    `json:"index"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// GPUFaultRequest is the body of POST /v1/gpus/fault: a health event to
+// inject into a simulated GPU (a development and test control). Kind is
+// fatal (the default), warning or processes; PIDs go with processes.
+type GPUFaultRequest struct {
+	Node   string   `json:"node"`
+	Index  int      `json:"index"`
+	Kind   string   `json:"kind,omitempty"`
+	Reason string   `json:"reason,omitempty"`
+	PIDs   []uint32 `json:"pids,omitempty"`
+}
+
 // ForwardedHeader marks a request one agent passed to another, so it is never
 // passed on again.
 const ForwardedHeader = "X-Skein-Forwarded"

@@ -1,0 +1,309 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/gpu"
+	"github.com/skein-dev/skein/internal/testutil"
+	"github.com/skein-dev/skein/structs"
+)
+
+// trackerNode is a committed node with n healthy GPUs.
+func trackerNode(n int) (*structs.Node, []structs.GPU) {
+	inv := make([]structs.GPU, n)
+	for i := range inv {
+		inv[i] = structs.GPU{Index: i, UUID: fmt.Sprintf("GPU-%d", i), Healthy: true, Simulated: true}
+	}
+	return &structs.Node{ID: "n1", GPUs: append([]structs.GPU(nil), inv...)}, inv
+}
+
+// commit applies reports to a committed node the way the FSM would (the
+// parts the tracker reads back).
+func commit(n *structs.Node, hs []structs.GPUHealth) {
+	for _, h := range hs {
+		for i := range n.GPUs {
+			g := &n.GPUs[i]
+			if g.UUID == h.UUID {
+				g.Healthy, g.Reason, g.UnhealthySince, g.LastFaultAt = h.Healthy, h.Reason, h.UnhealthySince, h.LastFaultAt
+				g.Warning, g.ForeignProcesses, g.ForeignAllowed = h.Warning, h.ForeignProcesses, h.ForeignAllowed
+			}
+		}
+	}
+}
+
+func TestHealthTracker_FaultLastsTheCleanPeriodFromTheLastFatalEvent(t *testing.T) {
+	n, inv := trackerNode(2)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tr := newHealthTracker(inv, time.Minute, false, t0)
+	if ch := tr.changes(n, nil, t0); len(ch) != 0 {
+		t.Fatalf("healthy GPUs reported: %+v", ch)
+	}
+	tr.observe(gpu.Event{Index: 1, Kind: gpu.Fatal, Reason: "XID 79", At: t0}, t0)
+	ch := tr.changes(n, nil, t0)
+	if len(ch) != 1 || ch[0].UUID != "GPU-1" || ch[0].Healthy || ch[0].Reason != "XID 79" || !ch[0].LastFaultAt.Equal(t0) {
+		t.Fatalf("report after a fault: %+v", ch)
+	}
+	if tr.mask.Load() != 1<<1 {
+		t.Fatalf("gossip mask %b, want GPU 1", tr.mask.Load())
+	}
+	commit(n, ch)
+	// The condition persists and is re-reported: no new write until the
+	// fault time moved by a quarter of the clean period.
+	tr.observe(gpu.Event{Index: 1, Kind: gpu.Fatal, Reason: "XID 79", At: t0.Add(5 * time.Second)}, t0)
+	if ch := tr.changes(n, nil, t0.Add(5*time.Second)); len(ch) != 0 {
+		t.Fatalf("a re-reported fault wrote again at once: %+v", ch)
+	}
+	later := t0.Add(20 * time.Second)
+	tr.observe(gpu.Event{Index: 1, Kind: gpu.Fatal, Reason: "XID 79", At: later}, later)
+	ch = tr.changes(n, nil, later)
+	if len(ch) != 1 || !ch[0].LastFaultAt.Equal(later) || !ch[0].UnhealthySince.Equal(t0) {
+		t.Fatalf("report after a long-lasting fault: %+v", ch)
+	}
+	commit(n, ch)
+	// Clean for less than the period from the last fatal event: still out.
+	if ch := tr.changes(n, nil, later.Add(59*time.Second)); len(ch) != 0 {
+		t.Fatalf("GPU back before its clean period: %+v", ch)
+	}
+	ch = tr.changes(n, nil, later.Add(time.Minute))
+	if len(ch) != 1 || !ch[0].Healthy || tr.mask.Load() != 0 {
+		t.Fatalf("report after the clean period: %+v, mask %b", ch, tr.mask.Load())
+	}
+}
+
+func TestHealthTracker_UncordonEndsTheQuarantine(t *testing.T) {
+	n, inv := trackerNode(1)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tr := newHealthTracker(inv, time.Hour, false, t0)
+	tr.observe(gpu.Event{Index: 0, Kind: gpu.Fatal, Reason: "XID 79", At: t0}, t0)
+	commit(n, tr.changes(n, nil, t0))
+	// A person uncordons the GPU.
+	n.GPUs[0].Healthy, n.GPUs[0].Reason, n.GPUs[0].ClearedAt = true, "", t0.Add(time.Second)
+	if ch := tr.changes(n, nil, t0.Add(2*time.Second)); len(ch) != 0 {
+		t.Fatalf("the node re-reported a fault a person cleared: %+v", ch)
+	}
+	tr.observe(gpu.Event{Index: 0, Kind: gpu.Fatal, Reason: "XID 79", At: t0.Add(3 * time.Second)}, t0)
+	if ch := tr.changes(n, nil, t0.Add(3*time.Second)); len(ch) != 1 || ch[0].Healthy {
+		t.Fatalf("a new fault after the uncordon: %+v", ch)
+	}
+}
+
+func TestHealthTracker_ProcessesOnGPUsNoAllocationHoldsAreForeign(t *testing.T) {
+	n, inv := trackerNode(2)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tr := newHealthTracker(inv, time.Minute, false, t0)
+	tr.observe(gpu.Event{Index: 0, Kind: gpu.Processes, PIDs: []uint32{10, 11}}, t0)
+	tr.observe(gpu.Event{Index: 1, Kind: gpu.Processes, PIDs: []uint32{12}}, t0)
+	ch := tr.changes(n, map[string]bool{"GPU-1": true}, t0)
+	if len(ch) != 1 || ch[0].UUID != "GPU-0" || ch[0].ForeignProcesses != 2 || ch[0].ForeignAllowed || !ch[0].Healthy {
+		t.Fatalf("report with processes: %+v", ch)
+	}
+	commit(n, ch)
+	tr.observe(gpu.Event{Index: 0, Kind: gpu.Processes}, t0)
+	if ch := tr.changes(n, map[string]bool{"GPU-1": true}, t0); len(ch) != 1 || ch[0].ForeignProcesses != 0 || ch[0].UUID != "GPU-0" {
+		t.Fatalf("report after the processes left: %+v", ch)
+	}
+	allowed := newHealthTracker(inv, time.Minute, true, t0)
+	allowed.observe(gpu.Event{Index: 0, Kind: gpu.Processes, PIDs: []uint32{10}}, t0)
+	n2, _ := trackerNode(2)
+	if ch := allowed.changes(n2, nil, t0); len(ch) != 1 || !ch[0].ForeignAllowed {
+		t.Fatalf("report with --allow-foreign-gpu-use: %+v", ch)
+	}
+	if tr.observe(gpu.Event{Index: 7, Kind: gpu.Fatal}, t0) {
+		t.Fatal("an event for a GPU the node lacks was taken")
+	}
+}
+
+func TestHealthTracker_SeedKeepsAQuarantineOverARestart(t *testing.T) {
+	n, inv := trackerNode(1)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	n.GPUs[0].Healthy, n.GPUs[0].Reason, n.GPUs[0].UnhealthySince, n.GPUs[0].LastFaultAt = false, "XID 79", t0, t0
+	tr := newHealthTracker(inv, time.Minute, false, t0.Add(10*time.Second))
+	tr.seed(n)
+	if ch := tr.changes(n, nil, t0.Add(30*time.Second)); len(ch) != 0 {
+		t.Fatalf("a restarted agent changed a running quarantine: %+v", ch)
+	}
+	if ch := tr.changes(n, nil, t0.Add(time.Minute)); len(ch) != 1 || !ch[0].Healthy {
+		t.Fatalf("the quarantine did not end after its clean period: %+v", ch)
+	}
+}
+
+// startGPUCluster starts n agents with gpus each (a sim: spec) and a GPU
+// clean period, the way startCluster does.
+func startGPUCluster(t *testing.T, n int, gpus string, clean time.Duration) *testCluster {
+	t.Helper()
+	tc := &testCluster{t: t}
+	for i := range n {
+		cfg := clusterConfig(t, fmt.Sprintf("node%d", i), nil)
+		cfg.GPUs = gpus
+		cfg.GPUCleanPeriod = clean
+		if i > 0 {
+			cfg.Join = []string{tc.agents[i-1].raft.GossipAddr()}
+		}
+		a, err := New(cfg)
+		if err != nil {
+			t.Fatalf("start node%d: %v", i, err)
+		}
+		t.Cleanup(a.Shutdown)
+		tc.agents = append(tc.agents, a)
+	}
+	tc.waitReady(n)
+	return tc
+}
+
+// gpuOf returns what GET /v1/gpus says of one GPU.
+func gpuOf(c *api.Client, node string, index int) (api.GPUInfo, error) {
+	gpus, err := c.GPUs(context.Background())
+	if err != nil {
+		return api.GPUInfo{}, err
+	}
+	for _, g := range gpus {
+		if g.Node == node && g.Index == index {
+			return g, nil
+		}
+	}
+	return api.GPUInfo{}, fmt.Errorf("GPU %s/%d not listed", node, index)
+}
+
+func TestCluster_GPUFaultUnderARunningJob_JobRunsElsewhereAndTheGPUWaitsOutItsCleanPeriod(t *testing.T) {
+	const clean = 3 * time.Second
+	tc := startGPUCluster(t, 2, "sim:1xH100-80", clean)
+	c := tc.client(tc.agents[0])
+	ctx := context.Background()
+	job := tc.submit(tc.agents[0], structs.JobSpec{Command: []string{"sleep", "600"}, GPUs: 1})
+	waitJob(t, tc.agents[0], job.ID, runningAlloc)
+	first := tc.agents[0].fsm.Allocs(job.ID)[0]
+	victim := tc.agents[tc.indexOf(first.NodeID)]
+
+	// Inject through the other node: the request is passed to the owner.
+	other := tc.agents[1-tc.indexOf(first.NodeID)]
+	if err := tc.client(other).InjectGPUFault(ctx, api.GPUFaultRequest{Node: victim.Name(), Index: 0, Reason: "XID 79: GPU has fallen off the bus"}); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, tc.agents[0], job.ID, func(j *structs.Job, allocs []*structs.Allocation) error {
+		if j.Attempts != 2 || allocs[len(allocs)-1].NodeID != other.NodeID() {
+			return fmt.Errorf("attempts %d (%s), want a second attempt on %s", j.Attempts, j.Reason, other.Name())
+		}
+		return runningAlloc(j, allocs)
+	})
+	d, err := c.Job(ctx, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a0 := d.Allocations[0]
+	want := "GPU 0 on node " + victim.Name() + " unhealthy: XID 79: GPU has fallen off the bus"
+	if a0.State != structs.AllocKilled || a0.GPUFault != want || !strings.Contains(a0.Reason, want) || d.Job.GPUFaults != 1 {
+		t.Fatalf("first attempt: %s, fault %q, reason %q; job gpu_faults %d", a0.State, a0.GPUFault, a0.Reason, d.Job.GPUFaults)
+	}
+	g, err := gpuOf(c, victim.Name(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Health != structs.GPUUnhealthy || g.Reason != "XID 79: GPU has fallen off the bus" || !g.Simulated {
+		t.Fatalf("failed GPU as listed: %+v", g)
+	}
+	// Another job does not get the failed GPU: it waits, and says why.
+	second := tc.submit(tc.agents[0], structs.JobSpec{Command: []string{"sleep", "600"}, GPUs: 1})
+	waitJob(t, tc.agents[0], second.ID, func(j *structs.Job, _ []*structs.Allocation) error {
+		if j.State != structs.JobQueued || !strings.Contains(j.Reason, "some unhealthy") {
+			return fmt.Errorf("second job %s (%s), want queued for an unhealthy GPU", j.State, j.Reason)
+		}
+		return nil
+	})
+	// After the clean period the GPU is back and the job runs on it.
+	waitJob(t, tc.agents[0], second.ID, func(j *structs.Job, allocs []*structs.Allocation) error {
+		if err := runningAlloc(j, allocs); err != nil {
+			return err
+		}
+		if allocs[0].NodeID != victim.NodeID() {
+			return fmt.Errorf("second job on %s", allocs[0].NodeID)
+		}
+		return nil
+	})
+	if g, err := gpuOf(c, victim.Name(), 0); err != nil || g.Health != structs.GPUHealthy || g.Job != second.ID {
+		t.Fatalf("GPU after its clean period: %+v, %v", g, err)
+	}
+	tc.checkInvariants()
+}
+
+func TestCluster_UncordonReturnsAFailedGPUAndCordonKeepsWorkOff(t *testing.T) {
+	tc := startGPUCluster(t, 2, "sim:1xH100-80", time.Hour)
+	ctx := context.Background()
+	c := tc.client(tc.agents[1]) // not the leader: writes are forwarded
+	if err := c.InjectGPUFault(ctx, api.GPUFaultRequest{Node: "node0", Index: 0, Reason: "XID 48"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CordonGPU(ctx, api.GPURequest{Node: "node1", Index: 0, Reason: "fan noise"}, true); err != nil {
+		t.Fatal(err)
+	}
+	job := tc.submit(tc.agents[1], structs.JobSpec{Command: []string{"sleep", "600"}, GPUs: 1})
+	waitJob(t, tc.agents[1], job.ID, func(j *structs.Job, _ []*structs.Allocation) error {
+		if j.State != structs.JobQueued || !strings.Contains(j.Reason, "some unhealthy") || !strings.Contains(j.Reason, "some cordoned") {
+			return fmt.Errorf("job %s (%s), want queued naming both GPUs", j.State, j.Reason)
+		}
+		return nil
+	})
+	g, err := c.CordonGPU(ctx, api.GPURequest{Node: "node0", Index: 0}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Health != structs.GPUHealthy {
+		t.Fatalf("uncordoned GPU: %+v", g)
+	}
+	waitJob(t, tc.agents[1], job.ID, runningAlloc)
+	// A cordon keeps running work running.
+	if _, err := c.CordonGPU(ctx, api.GPURequest{Node: "node0", Index: 0}, true); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error { // node1 reads its own copy of the state
+		g, err := gpuOf(c, "node0", 0)
+		if err == nil && (g.Health != structs.GPUCordoned || g.Job != job.ID) {
+			err = fmt.Errorf("cordoned GPU: %s, job %s", g.Health, g.Job)
+		}
+		return err
+	})
+	if alloc := tc.agents[1].fsm.Allocs(job.ID)[0]; alloc.DesiredState != structs.DesiredRun {
+		t.Fatal("a cordon stopped the job on the GPU")
+	}
+	// Bad names are refused naming the field.
+	if _, err := c.CordonGPU(ctx, api.GPURequest{Node: "node0", Index: 5}, true); err == nil || !strings.Contains(err.Error(), "index: 5: node node0 has GPUs 0..0") {
+		t.Fatalf("cordon of a GPU the node lacks: %v", err)
+	}
+	if _, err := c.CordonGPU(ctx, api.GPURequest{Node: "nope", Index: 0}, true); !api.IsNotFound(err) {
+		t.Fatalf("cordon on an unknown node: %v", err)
+	}
+}
+
+func TestCluster_ForeignProcessesKeepWorkOffAGPU(t *testing.T) {
+	tc := startGPUCluster(t, 1, "sim:1xH100-80", time.Hour)
+	ctx := context.Background()
+	c := tc.client(tc.agents[0])
+	if err := c.InjectGPUFault(ctx, api.GPUFaultRequest{Node: "node0", Index: 0, Kind: "processes", PIDs: []uint32{4242, 4243}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		g, err := gpuOf(c, "node0", 0)
+		if err == nil && (g.Health != structs.GPUForeign || g.ForeignProcesses != 2) {
+			err = fmt.Errorf("GPU %s with %d foreign processes", g.Health, g.ForeignProcesses)
+		}
+		return err
+	})
+	job := tc.submit(tc.agents[0], structs.JobSpec{Command: []string{"sleep", "600"}, GPUs: 1})
+	waitJob(t, tc.agents[0], job.ID, func(j *structs.Job, _ []*structs.Allocation) error {
+		if j.State != structs.JobQueued || !strings.Contains(j.Reason, "processes skein did not start") {
+			return fmt.Errorf("job %s (%s), want queued for foreign processes", j.State, j.Reason)
+		}
+		return nil
+	})
+	if err := c.InjectGPUFault(ctx, api.GPUFaultRequest{Node: "node0", Index: 0, Kind: "processes"}); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, tc.agents[0], job.ID, runningAlloc)
+	if err := c.InjectGPUFault(ctx, api.GPUFaultRequest{Node: "node0", Index: 0, Kind: "sometimes"}); err == nil || !strings.Contains(err.Error(), "kind") {
+		t.Fatalf("unknown event kind: %v", err)
+	}
+}
