@@ -89,6 +89,8 @@ func commands() []*ucli.Command {
 		cancelCommand(),
 		logsCommand(),
 		nodesCommand(),
+		gpusCommand(),
+		gpuCommand(),
 		statusCommand(),
 		membersCommand(),
 		raftCommand(),

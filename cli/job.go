@@ -67,6 +67,9 @@ func printJobDetail(c *ucli.Context, d *api.JobDetail, now time.Time) error {
 		field{"Finished", timeWithAge(now, j.FinishedAt)},
 		field{"Attempts", strconv.Itoa(j.Attempts)},
 	)
+	if j.GPUFaults > 0 {
+		fields = append(fields, field{"GPU faults", strconv.Itoa(j.GPUFaults) + " (restarted without using a restart)"})
+	}
 	if err := printFields(w, "", fields); err != nil {
 		return err
 	}
