@@ -247,6 +247,22 @@ func TestCluster_UncordonReturnsAFailedGPUAndCordonKeepsWorkOff(t *testing.T) {
 		}
 		return nil
 	})
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		nodes, err := c.Nodes(ctx)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			if n.GPUsFree != 0 || n.GPUsUnhealthy+n.GPUsHeldBack != 1 {
+				return fmt.Errorf("node %s: %d free, %d unhealthy, %d held back", n.Name, n.GPUsFree, n.GPUsUnhealthy, n.GPUsHeldBack)
+			}
+		}
+		s, err := c.Status(ctx)
+		if err == nil && s.GPUsFree != 0 {
+			err = fmt.Errorf("status counts %d free GPUs", s.GPUsFree)
+		}
+		return err
+	})
 	g, err := c.CordonGPU(ctx, api.GPURequest{Node: "node0", Index: 0}, false)
 	if err != nil {
 		t.Fatal(err)

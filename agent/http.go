@@ -224,6 +224,8 @@ func (a *Agent) handleNodes(w http.ResponseWriter, r *http.Request) {
 				info.GPUJobs[g.UUID] = job
 			case !g.Healthy:
 				info.GPUsUnhealthy++
+			case g.HealthState() != structs.GPUHealthy:
+				info.GPUsHeldBack++
 			default:
 				info.GPUsFree++
 			}
@@ -277,7 +279,7 @@ func (a *Agent) handleStatus(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, g := range n.GPUs {
 			s.GPUsTotal++
-			if g.Healthy && !used[g.UUID] && n.Status == structs.NodeReady {
+			if ok, _ := g.Placeable(); ok && !used[g.UUID] && n.Status == structs.NodeReady {
 				s.GPUsFree++
 			}
 		}

@@ -30,6 +30,9 @@ type NodeInfo struct {
 	GPUsTotal     int `json:"gpus_total"`
 	GPUsFree      int `json:"gpus_free"`
 	GPUsUnhealthy int `json:"gpus_unhealthy"`
+	// GPUsHeldBack counts idle GPUs kept out of service by a cordon or by
+	// processes skein did not start (skein gpus says which).
+	GPUsHeldBack int `json:"gpus_held_back,omitempty"`
 	// GPUJobs maps the UUID of each GPU in use to the job using it.
 	GPUJobs map[string]string `json:"gpu_jobs,omitempty"`
 	// LiveAllocs counts allocations pending or running on the node.

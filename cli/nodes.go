@@ -46,6 +46,9 @@ func nodesAction(c *ucli.Context) error {
 		if n.GPUsUnhealthy > 0 {
 			gpus += fmt.Sprintf(", %d unhealthy", n.GPUsUnhealthy)
 		}
+		if n.GPUsHeldBack > 0 {
+			gpus += fmt.Sprintf(", %d held back", n.GPUsHeldBack)
+		}
 		model, gpuMem := "-", "-"
 		if len(n.GPUs) > 0 {
 			model, gpuMem = n.GPUs[0].Model, structs.FormatMiB(n.GPUs[0].MemoryMiB)
