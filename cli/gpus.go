@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -58,6 +59,7 @@ func gpusAction(c *ucli.Context) error {
 // gpuReason says why a GPU is in its health state, with any warning.
 func gpuReason(g *structs.GPU) string {
 	_, why := g.Placeable()
+	why = strings.TrimPrefix(strings.TrimPrefix(why, structs.GPUUnhealthy+": "), structs.GPUCordoned+": ")
 	if g.Warning == "" {
 		return why
 	}

@@ -42,8 +42,8 @@ func TestGPUs_TableShowsHealthReasonAndJob(t *testing.T) {
 	want := []string{
 		"NODE IDX MODEL MEM HEALTH REASON JOB",
 		"gpu-01 0 NVIDIA H100 80G healthy - 01234567",
-		"gpu-01 1 NVIDIA H100 80G unhealthy unhealthy: XID 79: GPU has fallen off the bus -",
-		"gpu-01 2 NVIDIA H100 80G cordoned cordoned: bad fan; warning: clocks throttled -",
+		"gpu-01 1 NVIDIA H100 80G unhealthy XID 79: GPU has fallen off the bus -",
+		"gpu-01 2 NVIDIA H100 80G cordoned bad fan; warning: clocks throttled -",
 		"gpu-01 3 NVIDIA H100 80G foreign in use by 2 processes skein did not start -",
 		"dev 0 NVIDIA A100 (simulated) 40G healthy - -",
 	}
@@ -149,7 +149,7 @@ func TestCLI_GPUFaultAgainstARealAgent(t *testing.T) {
 		t.Fatal("the job runs again on the failed GPU")
 	}
 	r = runCLI(t, "gpus")
-	if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), fmt.Sprintf("e2e %d NVIDIA A100 (simulated) 40G unhealthy unhealthy: XID 79", idx)) {
+	if !strings.Contains(strings.Join(strings.Fields(r.stdout), " "), fmt.Sprintf("e2e %d NVIDIA A100 (simulated) 40G unhealthy XID 79", idx)) {
 		t.Fatalf("skein gpus does not show the failed GPU:\n%s", r.stdout)
 	}
 	if r := runCLI(t, "gpu", "uncordon", target); r.code != 0 || !strings.Contains(r.stdout, "returned to service (now healthy)") {
@@ -158,4 +158,5 @@ func TestCLI_GPUFaultAgainstARealAgent(t *testing.T) {
 	if r := runCLI(t, "cancel", id); r.code != 0 {
 		t.Fatalf("cancel: %d %s", r.code, r.stderr)
 	}
+	waitJobState(t, id, structs.JobCancelled) // its supervisor is done with the data dir
 }
