@@ -323,3 +323,44 @@ func TestCluster_ForeignProcessesKeepWorkOffAGPU(t *testing.T) {
 		t.Fatalf("unknown event kind: %v", err)
 	}
 }
+
+func TestAgent_RestartKeepsACordonAndAQuarantine(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, dir)
+	cfg.GPUCleanPeriod = time.Hour
+	first, c := startAgent(t, cfg)
+	ctx := context.Background()
+	if err := c.InjectGPUFault(ctx, api.GPUFaultRequest{Node: cfg.Name, Index: 0, Reason: "XID 79"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CordonGPU(ctx, api.GPURequest{Node: cfg.Name, Index: 1, Reason: "bad fan"}, true); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		g, err := gpuOf(c, cfg.Name, 0)
+		if err == nil && g.Health != structs.GPUUnhealthy {
+			err = fmt.Errorf("GPU 0 is %s", g.Health)
+		}
+		return err
+	})
+	first.Shutdown()
+
+	second, c := startAgent(t, cfg)
+	// The restarted health loop has judged GPU 0 (gossip carries its view)...
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if m := second.health.mask.Load(); m != 1 {
+			return fmt.Errorf("unhealthy mask %b, want GPU 0", m)
+		}
+		return nil
+	})
+	// ...and neither the new registration nor the new loop cleared anything.
+	for i, want := range []string{structs.GPUUnhealthy, structs.GPUCordoned, structs.GPUHealthy} {
+		g, err := gpuOf(c, cfg.Name, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Health != want {
+			t.Fatalf("GPU %d after the restart: %s (%s), want %s", i, g.Health, g.Reason, want)
+		}
+	}
+}
