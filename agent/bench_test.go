@@ -232,3 +232,84 @@ func BenchmarkNodeLossRecovery(b *testing.B) {
 	}
 	report(b, "recovery", trials)
 }
+
+// BenchmarkGPUFaultToRestarted measures, on an idle one-node agent with 4
+// simulated GPUs, the time from a fatal fault injected into the GPU of a
+// running job to (a) the fault being committed (the GPU is out of service)
+// and (b) the job's next attempt committed as running on another GPU. Each
+// iteration uncordons the GPU and cancels the job before the next.
+func BenchmarkGPUFaultToRestarted(b *testing.B) {
+	cfg := testConfig(b, b.TempDir())
+	a, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Shutdown()
+	c, err := api.NewClient(a.HTTPAddr(), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	faulted := make([]time.Duration, 0, b.N)
+	restarted := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		job, err := c.SubmitJob(ctx, api.SubmitRequest{Spec: structs.JobSpec{Command: []string{"sleep", "600"}, GPUs: 1}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		first := waitAlloc(b, a, job.ID, func(al *structs.Allocation) bool { return al.State == structs.AllocRunning })
+		var index int
+		n, _ := a.fsm.Node(a.NodeID())
+		for _, g := range n.GPUs {
+			if g.UUID == first.GPUs[0] {
+				index = g.Index
+			}
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		if err := c.InjectGPUFault(ctx, api.GPUFaultRequest{Node: cfg.Name, Index: index, Reason: "XID 79"}); err != nil {
+			b.Fatal(err)
+		}
+		waitAlloc(b, a, job.ID, func(al *structs.Allocation) bool { return al.GPUFault != "" })
+		faulted = append(faulted, time.Since(t0))
+		waitJobRunning(b, a, job.ID, 2)
+		restarted = append(restarted, time.Since(t0))
+		b.StopTimer()
+		if _, err := c.CordonGPU(ctx, api.GPURequest{Node: cfg.Name, Index: index}, false); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.CancelJob(ctx, job.ID); err != nil {
+			b.Fatal(err)
+		}
+		testutil.WaitFor(b, 30*time.Second, func() error {
+			if j, _ := a.fsm.Job(job.ID); !j.State.Terminal() {
+				return fmt.Errorf("job %s", j.State)
+			}
+			return nil
+		})
+		b.StartTimer()
+	}
+	b.StopTimer()
+	report(b, "fault-committed", faulted)
+	report(b, "restarted", restarted)
+}
+
+// waitJobRunning blocks until the job's attempt is committed as running.
+func waitJobRunning(b *testing.B, a *Agent, jobID string, attempt int) {
+	deadline := time.After(30 * time.Second)
+	for {
+		_, changed := a.fsm.Watch()
+		for _, al := range a.fsm.Allocs(jobID) {
+			if al.Attempt == attempt && al.State == structs.AllocRunning {
+				return
+			}
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			b.Fatalf("job %s: attempt %d not running in 30s", structs.ShortID(jobID), attempt)
+		}
+	}
+}
