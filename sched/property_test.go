@@ -37,6 +37,10 @@ func genCluster(t *rapid.T) ([]*structs.Node, []*structs.Allocation, []*structs.
 				Model:     rapid.SampledFrom(models).Draw(t, "model"),
 				MemoryMiB: rapid.SampledFrom([]int64{40 << 10, 80 << 10}).Draw(t, "gpuMem"),
 				Healthy:   rapid.IntRange(0, 4).Draw(t, "healthy") > 0,
+				Cordoned:  rapid.IntRange(0, 5).Draw(t, "cordoned") == 0,
+				// One foreign process, which the node allows half the time.
+				ForeignProcesses: rapid.IntRange(0, 5).Draw(t, "foreign") / 5,
+				ForeignAllowed:   rapid.Bool().Draw(t, "foreignAllowed"),
 			})
 			uuids = append(uuids, uuid)
 		}
@@ -153,7 +157,7 @@ func TestPlace_PropertyPlanRespectsEveryInvariant(t *testing.T) {
 					if g == nil || inventory[u] != 1 {
 						t.Fatalf("GPU %s of job %s is not exactly one GPU of node %s", u, j.ID, n.ID)
 					}
-					if !g.Healthy || !strings.Contains(strings.ToLower(g.Model), strings.ToLower(j.Spec.GPUModel)) ||
+					if ok, _ := g.Placeable(); !ok || !strings.Contains(strings.ToLower(g.Model), strings.ToLower(j.Spec.GPUModel)) ||
 						g.MemoryMiB < j.Spec.GPUMemoryMinMiB {
 						t.Fatalf("GPU %+v does not suit job %s", *g, j.ID)
 					}
