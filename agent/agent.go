@@ -34,11 +34,7 @@ type Agent struct {
 	dataDir string
 	tempDir bool // dataDir was made for this run and is removed at shutdown
 
-	inv    gpu.Inventory
-	health *healthTracker
-	// sim is the monitor of simulated GPUs, into which `skein gpu fault`
-	// injects; nil for real GPUs.
-	sim     *gpu.SimMonitor
+	inv     gpu.Inventory
 	fsm     *fsm.FSM
 	raft    *cluster.Cluster
 	runner  *runner.Runner
@@ -54,6 +50,12 @@ type Agent struct {
 	schedKick   chan struct{} // see kickSchedule
 	// stopping holds the allocations asked to stop; only localLoop uses it.
 	stopping map[string]bool
+
+	// health turns GPU health events into reports (health.go); sim is the
+	// monitor of simulated GPUs, into which `skein gpu fault` injects (nil
+	// for real GPUs).
+	health *healthTracker
+	sim    *gpu.SimMonitor
 
 	listener net.Listener
 	server   *http.Server
