@@ -170,7 +170,7 @@ func gpuOf(c *api.Client, node string, index int) (api.GPUInfo, error) {
 }
 
 func TestCluster_GPUFaultUnderARunningJob_JobRunsElsewhereAndTheGPUWaitsOutItsCleanPeriod(t *testing.T) {
-	const clean = 3 * time.Second
+	const clean = 5 * time.Second
 	tc := startGPUCluster(t, 2, "sim:1xH100-80", clean)
 	c := tc.client(tc.agents[0])
 	ctx := context.Background()
