@@ -348,3 +348,16 @@ func TestFSM_GPUHealthIsDeterministic(t *testing.T) {
 		t.Fatal("the same health entries gave different states")
 	}
 }
+
+func TestFSM_ReRegisterWithAGPUDiscoveredUnhealthyStopsItsWork(t *testing.T) {
+	h := newHarness(t)
+	n := node("n1", 2)
+	h.register(n)
+	h.submit("j1", spec(1, 1))
+	h.place("j1", alloc("a1", "n1", 0, gpuID("n1", 1)))
+	n.GPUs[1].Healthy, n.GPUs[1].Reason = false, "NVML: GPU is lost"
+	h.register(n)
+	if a := h.alloc("a1"); a.DesiredState != structs.DesiredStop || a.GPUFault != "GPU 1 on node name-n1 unhealthy: NVML: GPU is lost" {
+		t.Fatalf("allocation on a GPU registered unhealthy: %s, fault %q", a.DesiredState, a.GPUFault)
+	}
+}

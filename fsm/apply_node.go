@@ -11,7 +11,8 @@ import (
 // applyNodeRegister adds a node or replaces its inventory. The first
 // registration's time is kept, and so is the health of every GPU the state
 // already knows (keepHealth); the role is never stored (the serving agent
-// fills it in from the Raft configuration).
+// fills it in from the Raft configuration). Work on a GPU registered
+// unhealthy is stopped, as for a health report.
 func (s *state) applyNodeRegister(l *raft.Log) any {
 	var req structs.NodeRegisterRequest
 	decode(l, &req)
@@ -31,6 +32,11 @@ func (s *state) applyNodeRegister(l *raft.Log) any {
 	}
 	n.ModifyIndex = l.Index
 	s.nodes[n.ID] = n
+	for i := range n.GPUs {
+		if !n.GPUs[i].Healthy {
+			s.stopOnFault(n, &n.GPUs[i], l.Index)
+		}
+	}
 	return nil
 }
 

@@ -16,7 +16,7 @@ func TestFSM_GPUExclusivity(t *testing.T) {
 		m := newModel(rt)
 		steps := rapid.IntRange(10, 60).Draw(rt, "steps")
 		// Weighted so that jobs get placed and run before they are cancelled.
-		ops := []func(){m.register, m.submit, m.submit, m.plan, m.plan, m.plan, m.update, m.update, m.update, m.cancel, m.nodeDown}
+		ops := []func(){m.register, m.submit, m.submit, m.plan, m.plan, m.plan, m.update, m.update, m.update, m.cancel, m.nodeDown, m.gpuHealth}
 		for range steps {
 			ops[rapid.IntRange(0, len(ops)-1).Draw(rt, "op")]()
 			m.check()
@@ -60,6 +60,28 @@ func (m *model) nodeDown() {
 	if rapid.Bool().Draw(m.rt, "lose") {
 		_ = m.h.applyErr(structs.NodeAllocsLostType, structs.NodeAllocsLostRequest{NodeID: n.ID, Reason: "lost", At: m.h.at()})
 	}
+}
+
+// gpuHealth reports a random GPU failed, back, or used by foreign
+// processes, or cordons or uncordons it by hand.
+func (m *model) gpuHealth() {
+	n := m.nodes[rapid.IntRange(0, len(m.nodes)-1).Draw(m.rt, "node")]
+	if len(n.GPUs) == 0 {
+		return
+	}
+	uuid := n.GPUs[rapid.IntRange(0, len(n.GPUs)-1).Draw(m.rt, "gpu")].UUID
+	h := structs.GPUHealth{UUID: uuid, Healthy: true}
+	switch rapid.IntRange(0, 4).Draw(m.rt, "health op") {
+	case 0:
+		h.Healthy, h.Reason, h.LastFaultAt = false, "XID 79", m.h.at()
+	case 1:
+		h.ForeignProcesses = 1
+	case 2, 3:
+		cordon := rapid.Bool().Draw(m.rt, "cordon")
+		_ = m.h.applyErr(structs.GPUCordonType, structs.GPUCordonRequest{NodeID: n.ID, UUID: uuid, Cordon: cordon, At: m.h.at()})
+		return
+	}
+	_ = m.h.applyErr(structs.NodeGPUHealthType, structs.NodeGPUHealthRequest{NodeID: n.ID, GPUs: []structs.GPUHealth{h}, At: m.h.at()})
 }
 
 func (m *model) id(prefix string) string {
@@ -138,7 +160,7 @@ func (m *model) plan() {
 }
 
 // nodeGPUs returns a node's GPUs as committed state has them; careful
-// keeps only the healthy ones no live allocation holds.
+// keeps only the placeable ones no live allocation holds.
 func (m *model) nodeGPUs(nodeID string, careful bool) []structs.GPU {
 	n, _ := m.h.f.Node(nodeID)
 	if !careful {
@@ -152,7 +174,7 @@ func (m *model) nodeGPUs(nodeID string, careful bool) []structs.GPU {
 	}
 	var free []structs.GPU
 	for _, g := range n.GPUs {
-		if g.Healthy && !held[g.UUID] {
+		if ok, _ := g.Placeable(); ok && !held[g.UUID] {
 			free = append(free, g)
 		}
 	}
@@ -202,6 +224,9 @@ func (m *model) check() {
 			holder[g] = a.ID
 			if !nodeHasGPU(n, g) {
 				m.rt.Fatalf("live alloc %s holds GPU %s, not on its node %s", a.ID, g, n.ID)
+			}
+			if gpu := findGPU(n, g); !gpu.Healthy && (a.DesiredState != structs.DesiredStop || a.GPUFault == "") {
+				m.rt.Fatalf("live alloc %s holds failed GPU %s but is not being stopped for it", a.ID, g)
 			}
 		}
 	}
