@@ -51,8 +51,10 @@ type Inventory struct {
 	// GPUs is never nil. Simulated is true on every simulated GPU; Healthy
 	// is true unless known otherwise.
 	GPUs []structs.GPU
-	// Driver is the NVML driver version, "" for other sources.
+	// Driver is the NVML driver version and CUDA the highest CUDA version
+	// that driver supports ("12.4"); both "" for other sources.
 	Driver string
+	CUDA   string
 	// Note is one line for the agent's log and console when something is
 	// worth saying, such as a fallback to simulated GPUs.
 	Note string

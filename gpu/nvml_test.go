@@ -17,8 +17,10 @@ import (
 )
 
 // wire fills in what go-nvml's mock servers leave out: GetPciInfo carries no
-// bus ID and GetNvLinkState is unset. Each device reports its mock bus ID in
-// the legacy field and no NVLink support.
+// bus ID, and NVLink, NUMA and PCIe topology queries are unset. Each device
+// reports its mock bus ID in the legacy field and no NVLink support, and
+// the node is laid out like a DGX: two GPUs per PCIe switch, four per NUMA
+// node.
 func wire(srv *server.Server) *server.Server {
 	for _, d := range srv.Devices {
 		dev := d.(*server.Device)
@@ -29,6 +31,20 @@ func wire(srv *server.Server) *server.Server {
 		}
 		dev.GetNvLinkStateFunc = func(int) (nvml.EnableState, nvml.Return) {
 			return nvml.FEATURE_DISABLED, nvml.ERROR_NOT_SUPPORTED
+		}
+		dev.GetNvLinkRemoteDeviceTypeFunc = func(int) (nvml.IntNvLinkDeviceType, nvml.Return) {
+			return nvml.NVLINK_DEVICE_TYPE_GPU, nvml.SUCCESS
+		}
+		dev.GetNumaNodeIdFunc = func() (int, nvml.Return) { return dev.Index / 4, nvml.SUCCESS }
+		dev.GetTopologyCommonAncestorFunc = func(other nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
+			o := other.(*server.Device)
+			switch {
+			case o.Index/2 == dev.Index/2:
+				return nvml.TOPOLOGY_SINGLE, nvml.SUCCESS
+			case o.Index/4 == dev.Index/4:
+				return nvml.TOPOLOGY_NODE, nvml.SUCCESS
+			}
+			return nvml.TOPOLOGY_SYSTEM, nvml.SUCCESS
 		}
 	}
 	return srv
@@ -50,11 +66,13 @@ func TestFromNVML_ReadsMockServers(t *testing.T) {
 		srv       *server.Server
 		model     string
 		memoryMiB int64
+		cc        string
+		cuda      string
 	}{
-		{name: "DGX H100", srv: dgxh100.New(), model: "NVIDIA H100 80GB HBM3", memoryMiB: 81920},
-		{name: "DGX A100", srv: dgxa100.New(), model: "Mock NVIDIA A100-SXM4-40GB", memoryMiB: 40960},
-		{name: "DGX H200", srv: dgxh200.New(), model: "NVIDIA H200 141GB HBM3e", memoryMiB: 144384},
-		{name: "DGX B200", srv: dgxb200.New(), model: "NVIDIA B200 180GB HBM3e", memoryMiB: 184320},
+		{name: "DGX H100", srv: dgxh100.New(), model: "NVIDIA H100 80GB HBM3", memoryMiB: 81920, cc: "9.0", cuda: "12.4"},
+		{name: "DGX A100", srv: dgxa100.New(), model: "Mock NVIDIA A100-SXM4-40GB", memoryMiB: 40960, cc: "8.0", cuda: "12.4"},
+		{name: "DGX H200", srv: dgxh200.New(), model: "NVIDIA H200 141GB HBM3e", memoryMiB: 144384, cc: "9.0", cuda: "12.4"},
+		{name: "DGX B200", srv: dgxb200.New(), model: "NVIDIA B200 180GB HBM3e", memoryMiB: 184320, cc: "10.0", cuda: "12.6"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,9 +81,9 @@ func TestFromNVML_ReadsMockServers(t *testing.T) {
 			if err != nil {
 				t.Fatalf("FromNVML: %v", err)
 			}
-			if inv.Source != SourceNVML || inv.Driver != srv.DriverVersion || inv.Note != "" {
-				t.Errorf("got source %q, driver %q, note %q; want %q, %q, no note",
-					inv.Source, inv.Driver, inv.Note, SourceNVML, srv.DriverVersion)
+			if inv.Source != SourceNVML || inv.Driver != srv.DriverVersion || inv.CUDA != tc.cuda || inv.Note != "" {
+				t.Errorf("got source %q, driver %q, CUDA %q, note %q; want %q, %q, %q, no note",
+					inv.Source, inv.Driver, inv.CUDA, inv.Note, SourceNVML, srv.DriverVersion, tc.cuda)
 			}
 			if len(inv.GPUs) != 8 {
 				t.Fatalf("got %d GPUs, want 8", len(inv.GPUs))
@@ -82,6 +100,12 @@ func TestFromNVML_ReadsMockServers(t *testing.T) {
 				if g.UUID != device(srv, i).UUID {
 					t.Errorf("GPU %d UUID = %q, want the device's %q", i, g.UUID, device(srv, i).UUID)
 				}
+				wantSwitch := fmt.Sprintf("switch-%d", i&^1)
+				if g.ComputeCapability != tc.cc || g.MIGMode != "disabled" || g.NUMANode != i/4 ||
+					g.PCIeSwitch != wantSwitch || g.NVSwitch {
+					t.Errorf("GPU %d: compute capability %q, MIG %q, NUMA node %d, PCIe switch %q, NVSwitch %t; want %q, disabled, %d, %q, false",
+						i, g.ComputeCapability, g.MIGMode, g.NUMANode, g.PCIeSwitch, g.NVSwitch, tc.cc, i/4, wantSwitch)
+				}
 				uuids[g.UUID], buses[g.PCIBusID] = true, true
 			}
 			if len(uuids) != 8 || len(buses) != 8 {
@@ -94,39 +118,112 @@ func TestFromNVML_ReadsMockServers(t *testing.T) {
 	}
 }
 
-func TestFromNVML_FindsNVLinkPeers(t *testing.T) {
+func TestFromNVML_FindsNVLinkPeersAndNVSwitch(t *testing.T) {
 	// GPUs are paired (0-1, 2-3, ...) over link 0, reported in the current
 	// bus ID form while GetPciInfo uses the legacy one. Link 1 reaches an
 	// NVSwitch, link 2 is down, and there are no further links.
-	srv := wire(dgxh100.New())
+	tests := []struct {
+		name       string
+		remoteType func(link int) (nvml.IntNvLinkDeviceType, nvml.Return)
+		nvswitch   bool
+	}{
+		{
+			name: "driver names the far end",
+			remoteType: func(link int) (nvml.IntNvLinkDeviceType, nvml.Return) {
+				if link == 1 {
+					return nvml.NVLINK_DEVICE_TYPE_SWITCH, nvml.SUCCESS
+				}
+				return nvml.NVLINK_DEVICE_TYPE_GPU, nvml.SUCCESS
+			},
+			nvswitch: true,
+		},
+		{
+			name: "driver cannot name the far end",
+			remoteType: func(int) (nvml.IntNvLinkDeviceType, nvml.Return) {
+				return nvml.NVLINK_DEVICE_TYPE_UNKNOWN, nvml.ERROR_FUNCTION_NOT_FOUND
+			},
+			nvswitch: false,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := wire(dgxh100.New())
+			for i := range srv.Devices {
+				dev := device(srv, i)
+				dev.GetNvLinkStateFunc = func(link int) (nvml.EnableState, nvml.Return) {
+					switch link {
+					case 0, 1:
+						return nvml.FEATURE_ENABLED, nvml.SUCCESS
+					case 2:
+						return nvml.FEATURE_DISABLED, nvml.SUCCESS
+					}
+					return nvml.FEATURE_DISABLED, nvml.ERROR_INVALID_ARGUMENT
+				}
+				dev.GetNvLinkRemoteDeviceTypeFunc = tc.remoteType
+				dev.GetNvLinkRemotePciInfoFunc = func(link int) (nvml.PciInfo, nvml.Return) {
+					var p nvml.PciInfo
+					remote := "00000000:C0:00.0"
+					if link == 0 {
+						remote = fmt.Sprintf("00000000:%02X:00.0", i^1)
+					}
+					putCString(p.BusId[:], remote)
+					return p, nvml.SUCCESS
+				}
+			}
+			inv, err := FromNVML(srv)
+			if err != nil {
+				t.Fatalf("FromNVML: %v", err)
+			}
+			for i, g := range inv.GPUs {
+				if want := []int{i ^ 1}; !slices.Equal(g.NVLinkPeers, want) || g.NVSwitch != tc.nvswitch {
+					t.Errorf("GPU %d NVLinkPeers = %v, NVSwitch %t; want %v, %t", i, g.NVLinkPeers, g.NVSwitch, want, tc.nvswitch)
+				}
+			}
+		})
+	}
+}
+
+func TestFromNVML_UnsupportedQueriesLeaveFieldsUnknown(t *testing.T) {
+	srv := wire(dgxa100.New())
+	srv.SystemGetCudaDriverVersionFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_FUNCTION_NOT_FOUND }
 	for i := range srv.Devices {
 		dev := device(srv, i)
-		dev.GetNvLinkStateFunc = func(link int) (nvml.EnableState, nvml.Return) {
-			switch link {
-			case 0, 1:
-				return nvml.FEATURE_ENABLED, nvml.SUCCESS
-			case 2:
-				return nvml.FEATURE_DISABLED, nvml.SUCCESS
-			}
-			return nvml.FEATURE_DISABLED, nvml.ERROR_INVALID_ARGUMENT
-		}
-		dev.GetNvLinkRemotePciInfoFunc = func(link int) (nvml.PciInfo, nvml.Return) {
-			var p nvml.PciInfo
-			remote := "00000000:C0:00.0"
-			if link == 0 {
-				remote = fmt.Sprintf("00000000:%02X:00.0", i^1)
-			}
-			putCString(p.BusId[:], remote)
-			return p, nvml.SUCCESS
+		dev.GetCudaComputeCapabilityFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED }
+		dev.GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED }
+		dev.GetNumaNodeIdFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+		dev.GetTopologyCommonAncestorFunc = func(nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
+			return 0, nvml.ERROR_NOT_SUPPORTED
 		}
 	}
 	inv, err := FromNVML(srv)
 	if err != nil {
 		t.Fatalf("FromNVML: %v", err)
 	}
+	if inv.CUDA != "" {
+		t.Errorf("CUDA = %q, want unknown", inv.CUDA)
+	}
 	for i, g := range inv.GPUs {
-		if want := []int{i ^ 1}; !slices.Equal(g.NVLinkPeers, want) {
-			t.Errorf("GPU %d NVLinkPeers = %v, want %v", i, g.NVLinkPeers, want)
+		if g.ComputeCapability != "" || g.MIGMode != "" || g.NUMANode != -1 || g.PCIeSwitch != "" {
+			t.Errorf("GPU %d: compute capability %q, MIG %q, NUMA node %d, PCIe switch %q; want all unknown",
+				i, g.ComputeCapability, g.MIGMode, g.NUMANode, g.PCIeSwitch)
+		}
+	}
+}
+
+func TestFromNVML_ReadsMIGMode(t *testing.T) {
+	srv := wire(dgxh100.New())
+	device(srv, 2).MigMode = nvml.DEVICE_MIG_ENABLE
+	inv, err := FromNVML(srv)
+	if err != nil {
+		t.Fatalf("FromNVML: %v", err)
+	}
+	for i, g := range inv.GPUs {
+		want := "disabled"
+		if i == 2 {
+			want = "enabled"
+		}
+		if g.MIGMode != want {
+			t.Errorf("GPU %d MIGMode = %q, want %q", i, g.MIGMode, want)
 		}
 	}
 }
@@ -187,6 +284,36 @@ func TestFromNVML_ErrorsNameTheCall(t *testing.T) {
 				device(srv, 7).GetNameFunc = func() (string, nvml.Return) { return "", nvml.ERROR_UNKNOWN }
 			},
 			sentinel: ErrNVML, want: "nvml: device 7: GetName: ERROR_UNKNOWN", shutdowns: 1,
+		},
+		{
+			name: "CUDA version",
+			inject: func(srv *server.Server) {
+				srv.SystemGetCudaDriverVersionFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
+			},
+			sentinel: ErrNVML, want: "nvml: SystemGetCudaDriverVersion: ERROR_UNKNOWN", shutdowns: 1,
+		},
+		{
+			name: "compute capability of one device",
+			inject: func(srv *server.Server) {
+				device(srv, 1).GetCudaComputeCapabilityFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_GPU_IS_LOST }
+			},
+			sentinel: ErrNVML, want: "nvml: device 1: GetCudaComputeCapability: ERROR_GPU_IS_LOST", shutdowns: 1,
+		},
+		{
+			name: "NUMA node of one device",
+			inject: func(srv *server.Server) {
+				device(srv, 4).GetNumaNodeIdFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
+			},
+			sentinel: ErrNVML, want: "nvml: device 4: GetNumaNodeId: ERROR_UNKNOWN", shutdowns: 1,
+		},
+		{
+			name: "PCIe topology of one device",
+			inject: func(srv *server.Server) {
+				device(srv, 6).GetTopologyCommonAncestorFunc = func(nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
+					return 0, nvml.ERROR_UNKNOWN
+				}
+			},
+			sentinel: ErrNVML, want: "nvml: device 6: GetTopologyCommonAncestor(7): ERROR_UNKNOWN", shutdowns: 1,
 		},
 		{
 			name: "NVLink state of one device",

@@ -66,7 +66,19 @@ type GPU struct {
 	Healthy     bool   `json:"healthy"`
 	Reason      string `json:"reason,omitempty"`
 	NVLinkPeers []int  `json:"nvlink_peers,omitempty"`
-	Simulated   bool   `json:"simulated,omitempty"`
+	// Discovery details: what the GPU is and where it sits in the node.
+	// NVSwitch is set when the GPU has an active NVLink to an NVSwitch;
+	// all such GPUs of a node reach one another at full NVLink bandwidth.
+	// NUMANode is the CPU socket's memory node, -1 when unknown. PCIeSwitch
+	// is an opaque label shared by the GPUs behind one PCIe switch, ""
+	// when unknown. ComputeCapability reads "9.0"; MIGMode is "enabled",
+	// "disabled" or "" where MIG is not supported.
+	NVSwitch          bool   `json:"nvswitch,omitempty"`
+	NUMANode          int    `json:"numa_node"`
+	PCIeSwitch        string `json:"pcie_switch,omitempty"`
+	ComputeCapability string `json:"compute_capability,omitempty"`
+	MIGMode           string `json:"mig_mode,omitempty"`
+	Simulated         bool   `json:"simulated,omitempty"`
 
 	// Health. Healthy=false means a fault took the GPU out of service
 	// (Reason says which); Cordoned means a person did; ForeignProcesses
