@@ -5,7 +5,8 @@
 // goroutines and no randomness, so the same state and jobs always give the
 // same plan. Each job goes through a short pipeline: cheap filters (node
 // ready, constraints, GPU model and memory, free GPUs, CPUs, memory), a
-// scorer (binpack), and a pick. One accounting object, the ledger, hands out
+// scorer (binpack), and a pick; inside the chosen node, BestGPUs picks the
+// best-connected free GPUs (NVLink, then PCIe switch, then NUMA node). One accounting object, the ledger, hands out
 // GPUs and can never hand one out twice. Every node a filter rejects is
 // counted under a named reason, which becomes the job's blocked reason.
 //

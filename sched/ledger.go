@@ -42,6 +42,7 @@ type nodeState struct {
 // gpuSlot is one GPU of a node as the ledger sees it.
 type gpuSlot struct {
 	index  int
+	pos    int // in node.GPUs
 	uuid   string
 	model  int // index into ledger.models
 	memMiB int64
@@ -110,7 +111,7 @@ func newLedger(nodes []*structs.Node, allocs []*structs.Allocation) *ledger {
 			}
 			out := outOfService(g)
 			free := out == reasonNone && g.UUID != "" && seen[g.UUID] == 1 && !held[g.UUID]
-			ns.gpus[j] = gpuSlot{index: g.Index, uuid: g.UUID, model: id, memMiB: g.MemoryMiB, free: free, out: out}
+			ns.gpus[j] = gpuSlot{index: g.Index, pos: j, uuid: g.UUID, model: id, memMiB: g.MemoryMiB, free: free, out: out}
 			if free {
 				ns.freeGPUs++
 			}

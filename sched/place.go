@@ -117,17 +117,20 @@ func (p *placer) commit(r *request, fits []fit) ([]structs.Allocation, string) {
 }
 
 // chooseGPUs picks the GPUs for one rank on a node that passed the filters:
-// the lowest-indexed free GPUs that match the job's model and memory.
-// Topology-aware choice (NVLink islands) will replace this function.
+// of the free GPUs that match the job's model and memory, the set with the
+// best interconnect (BestGPUs), in index order.
 func chooseGPUs(r *request, ns *nodeState) []int {
-	slots := make([]int, 0, r.gpus)
+	slots := make([]int, 0, len(ns.gpus))
+	cand := make([]int, 0, len(ns.gpus))
 	for s := range ns.gpus {
-		if len(slots) == r.gpus {
-			break
-		}
 		if g := &ns.gpus[s]; g.free && r.matches(g) {
 			slots = append(slots, s)
+			cand = append(cand, g.pos)
 		}
 	}
-	return slots
+	chosen := BestGPUs(ns.node.GPUs, cand, r.gpus)
+	for i, c := range chosen {
+		slots[i] = slots[c]
+	}
+	return slots[:len(chosen)]
 }
