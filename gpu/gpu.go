@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -61,10 +62,10 @@ type Inventory struct {
 }
 
 // Discover resolves the --gpus flag. mode is "auto" ("" means the same),
-// "nvml", "none" or "sim:COUNTxMODEL[-MEMGB]". seed makes simulated UUIDs
-// unique per node and stable across restarts: pass the node ID. fallback is
-// what "auto" uses when NVML does not initialise: "none", or a sim: spec in
-// dev mode.
+// "nvml", "none" or "sim:COUNTxMODEL[-MEMGB][:TOPOLOGY]" (see ParseSim).
+// seed makes simulated UUIDs unique per node and stable across restarts:
+// pass the node ID. fallback is what "auto" uses when NVML does not
+// initialise: "none", or a sim: spec in dev mode.
 //
 // "nvml" fails when NVML cannot initialise; "auto" never fails for that
 // reason: it falls back and says so in Note.
@@ -82,7 +83,7 @@ func Discover(mode, seed, fallback string) (Inventory, error) {
 		return withNVMLNote(inv), nil
 	case mode == ModeAuto || mode == "":
 		if fallback != ModeNone && !strings.HasPrefix(fallback, simPrefix) {
-			return Inventory{}, fmt.Errorf("%w: fallback %q: use none or sim:COUNTxMODEL[-MEMGB]", ErrInvalidFlag, fallback)
+			return Inventory{}, fmt.Errorf("%w: fallback %q: use none or sim:COUNTxMODEL[-MEMGB][:TOPOLOGY]", ErrInvalidFlag, fallback)
 		}
 		inv, nvmlErr := discoverNVML()
 		if nvmlErr == nil {
@@ -102,7 +103,7 @@ func Discover(mode, seed, fallback string) (Inventory, error) {
 		}
 		return inv, nil
 	}
-	return Inventory{}, fmt.Errorf("%w: unknown mode %q: use auto, nvml, none or sim:COUNTxMODEL[-MEMGB]", ErrInvalidFlag, mode)
+	return Inventory{}, fmt.Errorf("%w: unknown mode %q: use auto, nvml, none or sim:COUNTxMODEL[-MEMGB][:TOPOLOGY]", ErrInvalidFlag, mode)
 }
 
 // withNVMLNote says so when NVML works but finds nothing.
@@ -127,17 +128,44 @@ func simInventory(spec, seed string) (Inventory, error) {
 	return Inventory{Source: SourceSimulated, GPUs: gpus, Note: note}, nil
 }
 
-var simSpec = regexp.MustCompile(`^sim:([0-9]+)x([A-Za-z0-9][A-Za-z0-9_.]*)(?:-([0-9]+))?$`)
+// Simulated topologies, the optional last field of a sim: spec.
+const (
+	// SimNVSwitch links every GPU through an NVSwitch, like an HGX board.
+	// It is the default.
+	SimNVSwitch = "nvswitch"
+	// SimNVLinkPairs links GPUs in pairs: 0-1, 2-3, ...
+	SimNVLinkPairs = "nvlink-pairs"
+	// SimPCIe has no NVLink at all.
+	SimPCIe = "pcie"
+)
 
-// ParseSim parses a simulated-GPU spec such as "sim:8xH100-80" or
-// "sim:4xA100" (80G each when -MEMGB is absent) into that many healthy GPUs
-// marked Simulated. The model is upper-cased and reads "NVIDIA <MODEL>".
-// UUIDs derive from seed and the index, so they are stable and differ
-// between nodes with different seeds.
+// simTopologies are the topologies a sim: spec may name, default first.
+var simTopologies = []string{SimNVSwitch, SimNVLinkPairs, SimPCIe}
+
+// simComputeCapability is the compute capability of well-known models.
+var simComputeCapability = map[string]string{
+	"V100": "7.0", "T4": "7.5", "A100": "8.0", "A30": "8.0", "A10": "8.6",
+	"L4": "8.9", "L40": "8.9", "L40S": "8.9", "H100": "9.0", "H200": "9.0",
+	"GH200": "9.0", "B100": "10.0", "B200": "10.0", "GB200": "10.0",
+}
+
+var simSpec = regexp.MustCompile(`^sim:([0-9]+)x([A-Za-z0-9][A-Za-z0-9_.]*)(?:-([0-9]+))?(?::(.*))?$`)
+
+// ParseSim parses a simulated-GPU spec, sim:COUNTxMODEL[-MEMGB][:TOPOLOGY],
+// such as "sim:8xH100-80" or "sim:4xA100:nvlink-pairs", into that many
+// healthy GPUs marked Simulated. Memory is 80G each when -MEMGB is absent.
+// The model is upper-cased and reads "NVIDIA <MODEL>"; well-known models
+// get their compute capability. UUIDs derive from seed and the index, so
+// they are stable and differ between nodes with different seeds.
+//
+// Every simulated node has two NUMA nodes (the lower half of the GPUs on
+// node 0) and one PCIe switch per pair of GPUs (0-1, 2-3, ...). TOPOLOGY
+// adds NVLink: "nvswitch" (the default) puts every GPU on an NVSwitch,
+// "nvlink-pairs" links the GPUs of each PCIe pair, "pcie" has none.
 func ParseSim(spec, seed string) ([]structs.GPU, error) {
 	m := simSpec.FindStringSubmatch(spec)
 	if m == nil {
-		return nil, fmt.Errorf("%w %q: expected sim:COUNTxMODEL[-MEMGB], like sim:8xH100-80", ErrInvalidFlag, spec)
+		return nil, fmt.Errorf("%w %q: expected sim:COUNTxMODEL[-MEMGB][:TOPOLOGY], like sim:8xH100-80", ErrInvalidFlag, spec)
 	}
 	count, err := strconv.Atoi(m[1])
 	if err != nil || count > structs.MaxGPUsPerNode {
@@ -150,18 +178,39 @@ func ParseSim(spec, seed string) ([]structs.GPU, error) {
 			return nil, fmt.Errorf("%w %q: memory must be 1..%d GB", ErrInvalidFlag, spec, maxSimMemGB)
 		}
 	}
-	model := "NVIDIA " + strings.ToUpper(m[2])
+	topology := SimNVSwitch
+	if strings.Contains(spec[len(simPrefix):], ":") {
+		topology = m[4]
+		if !slices.Contains(simTopologies, topology) {
+			return nil, fmt.Errorf("%w %q: topology must be %s", ErrInvalidFlag, spec, strings.Join(simTopologies, ", "))
+		}
+	}
+	upper := strings.ToUpper(m[2])
 	gpus := make([]structs.GPU, count)
 	for i := range gpus {
-		gpus[i] = structs.GPU{
-			Index:     i,
-			UUID:      simUUID(seed, i),
-			Model:     model,
-			MemoryMiB: memGB * 1024,
-			PCIBusID:  fmt.Sprintf("00000000:%02X:00.0", i+0x10),
-			Healthy:   true,
-			Simulated: true,
+		g := structs.GPU{
+			Index:             i,
+			UUID:              simUUID(seed, i),
+			Model:             "NVIDIA " + upper,
+			MemoryMiB:         memGB * 1024,
+			PCIBusID:          fmt.Sprintf("00000000:%02X:00.0", i+0x10),
+			Healthy:           true,
+			NUMANode:          i * 2 / count,
+			ComputeCapability: simComputeCapability[upper],
+			Simulated:         true,
 		}
+		if count > 1 {
+			g.PCIeSwitch = fmt.Sprintf("switch-%d", i&^1)
+		}
+		switch topology {
+		case SimNVSwitch:
+			g.NVSwitch = count > 1
+		case SimNVLinkPairs:
+			if i^1 < count {
+				g.NVLinkPeers = []int{i ^ 1}
+			}
+		}
+		gpus[i] = g
 	}
 	return gpus, nil
 }

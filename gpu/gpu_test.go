@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,7 +52,7 @@ func TestParseSim_BuildsSimulatedGPUs(t *testing.T) {
 }
 
 func TestParseSim_RejectsBadSpecsNamingTheLimit(t *testing.T) {
-	const syntax = `: expected sim:COUNTxMODEL[-MEMGB], like sim:8xH100-80`
+	const syntax = `: expected sim:COUNTxMODEL[-MEMGB][:TOPOLOGY], like sim:8xH100-80`
 	tests := []struct {
 		name string
 		spec string
@@ -69,6 +70,9 @@ func TestParseSim_RejectsBadSpecsNamingTheLimit(t *testing.T) {
 		{name: "no sim prefix", spec: "8xH100", want: `--gpus "8xH100"` + syntax},
 		{name: "space in model", spec: "sim:8xH 100", want: `--gpus "sim:8xH 100"` + syntax},
 		{name: "empty", spec: "", want: `--gpus ""` + syntax},
+		{name: "unknown topology", spec: "sim:8xH100-80:mesh", want: `--gpus "sim:8xH100-80:mesh": topology must be nvswitch, nvlink-pairs, pcie`},
+		{name: "empty topology", spec: "sim:8xH100:", want: `--gpus "sim:8xH100:": topology must be nvswitch, nvlink-pairs, pcie`},
+		{name: "topology is lower case", spec: "sim:8xH100:PCIE", want: `--gpus "sim:8xH100:PCIE": topology must be nvswitch, nvlink-pairs, pcie`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,6 +87,56 @@ func TestParseSim_RejectsBadSpecsNamingTheLimit(t *testing.T) {
 				t.Errorf("error %q does not wrap ErrInvalidFlag", err)
 			}
 		})
+	}
+}
+
+func TestParseSim_DescribesTheTopology(t *testing.T) {
+	tests := []struct {
+		name     string
+		spec     string
+		nvswitch bool
+		peers    func(i int) []int
+	}{
+		{name: "NVSwitch by default", spec: "sim:8xH100-80", nvswitch: true, peers: func(int) []int { return nil }},
+		{name: "NVSwitch", spec: "sim:8xH100:nvswitch", nvswitch: true, peers: func(int) []int { return nil }},
+		{name: "NVLink pairs", spec: "sim:8xA100-40:nvlink-pairs", peers: func(i int) []int { return []int{i ^ 1} }},
+		{name: "PCIe only", spec: "sim:8xL40S-48:pcie", peers: func(int) []int { return nil }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			gpus, err := ParseSim(tc.spec, "node-1")
+			if err != nil {
+				t.Fatalf("ParseSim(%q): %v", tc.spec, err)
+			}
+			for i, g := range gpus {
+				wantSwitch := fmt.Sprintf("switch-%d", i&^1)
+				if g.NVSwitch != tc.nvswitch || !slices.Equal(g.NVLinkPeers, tc.peers(i)) ||
+					g.NUMANode != i/4 || g.PCIeSwitch != wantSwitch {
+					t.Errorf("GPU %d: NVSwitch %t, peers %v, NUMA node %d, PCIe switch %q; want %t, %v, %d, %q",
+						i, g.NVSwitch, g.NVLinkPeers, g.NUMANode, g.PCIeSwitch, tc.nvswitch, tc.peers(i), i/4, wantSwitch)
+				}
+			}
+		})
+	}
+}
+
+func TestParseSim_OddCountsAndKnownModels(t *testing.T) {
+	gpus, err := ParseSim("sim:3xh100:nvlink-pairs", "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]int{{1}, {0}, nil}
+	for i, g := range gpus {
+		if !slices.Equal(g.NVLinkPeers, want[i]) || g.ComputeCapability != "9.0" {
+			t.Errorf("GPU %d: peers %v, compute capability %q; want %v, 9.0", i, g.NVLinkPeers, g.ComputeCapability, want[i])
+		}
+	}
+	one, err := ParseSim("sim:1xMI300X", "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := one[0]; g.NVSwitch || g.PCIeSwitch != "" || g.NUMANode != 0 || g.ComputeCapability != "" {
+		t.Errorf("a lone GPU of an unknown model = %+v, want no NVSwitch, no PCIe switch, NUMA node 0, no compute capability", g)
 	}
 }
 
@@ -129,11 +183,11 @@ func TestDiscover_ResolvesExplicitModes(t *testing.T) {
 		{name: "sim with zero GPUs", mode: "sim:0xH100", source: SourceSimulated, count: 0, note: "using 0 simulated GPUs"},
 		{name: "bad sim spec", mode: "sim:99xH100", wantErr: `--gpus "sim:99xH100": count must be 0..64`},
 		{name: "unknown mode", mode: "foo",
-			wantErr: `--gpus: unknown mode "foo": use auto, nvml, none or sim:COUNTxMODEL[-MEMGB]`},
+			wantErr: `--gpus: unknown mode "foo": use auto, nvml, none or sim:COUNTxMODEL[-MEMGB][:TOPOLOGY]`},
 		{name: "modes are lower case", mode: "NVML",
-			wantErr: `--gpus: unknown mode "NVML": use auto, nvml, none or sim:COUNTxMODEL[-MEMGB]`},
+			wantErr: `--gpus: unknown mode "NVML": use auto, nvml, none or sim:COUNTxMODEL[-MEMGB][:TOPOLOGY]`},
 		{name: "sim without a spec", mode: "sim",
-			wantErr: `--gpus: unknown mode "sim": use auto, nvml, none or sim:COUNTxMODEL[-MEMGB]`},
+			wantErr: `--gpus: unknown mode "sim": use auto, nvml, none or sim:COUNTxMODEL[-MEMGB][:TOPOLOGY]`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,7 +214,7 @@ func TestDiscover_ResolvesExplicitModes(t *testing.T) {
 
 func TestDiscover_AutoRejectsBadFallback(t *testing.T) {
 	_, err := Discover(ModeAuto, "node-1", ModeNVML)
-	want := `--gpus: fallback "nvml": use none or sim:COUNTxMODEL[-MEMGB]`
+	want := `--gpus: fallback "nvml": use none or sim:COUNTxMODEL[-MEMGB][:TOPOLOGY]`
 	if err == nil || err.Error() != want {
 		t.Fatalf("error = %v, want %q", err, want)
 	}
