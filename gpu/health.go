@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/skein-dev/skein/structs"
 )
 
 // EventKind says what a health event means for the GPU it names.
@@ -83,4 +85,65 @@ func (m *SimMonitor) Run(ctx context.Context, out chan<- Event) {
 			}
 		}
 	}
+}
+
+// DefaultCheckInterval is how often a monitor runs its periodic checks when
+// its config does not say.
+const DefaultCheckInterval = 10 * time.Second
+
+// MonitorConfig tunes an NVML monitor. Zero values mean production
+// defaults; tests shorten them.
+type MonitorConfig struct {
+	// Interval is the time between periodic checks (DefaultCheckInterval).
+	Interval time.Duration
+	// EventWait is how long one wait for an NVML event blocks, which bounds
+	// how long Run takes to return after ctx ends (one second).
+	EventWait time.Duration
+	// Now stamps events (time.Now).
+	Now func() time.Time
+}
+
+func (c MonitorConfig) withDefaults() MonitorConfig {
+	if c.Interval <= 0 {
+		c.Interval = DefaultCheckInterval
+	}
+	if c.EventWait <= 0 {
+		c.EventWait = time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// NewMonitor returns the monitor that fits inv: an NVML monitor for GPUs
+// NVML found, checking every interval (DefaultCheckInterval when 0), and a
+// *SimMonitor otherwise, into which faults can be injected. A binary built
+// without NVML support reports NVML GPUs as Fatal at every check.
+func NewMonitor(inv Inventory, interval time.Duration) Monitor {
+	if inv.Source == SourceNVML {
+		return newNVMLMonitor(inv.GPUs, MonitorConfig{Interval: interval})
+	}
+	return NewSimMonitor(len(inv.GPUs))
+}
+
+// reportAll is one event of the same kind and reason for every GPU.
+func reportAll(gpus []structs.GPU, kind EventKind, reason string, at time.Time) []Event {
+	evs := make([]Event, len(gpus))
+	for i, g := range gpus {
+		evs[i] = Event{Index: g.Index, UUID: g.UUID, Kind: kind, Reason: reason, At: at}
+	}
+	return evs
+}
+
+// send delivers evs in order and reports false when ctx ended first.
+func send(ctx context.Context, out chan<- Event, evs ...Event) bool {
+	for _, ev := range evs {
+		select {
+		case out <- ev:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }

@@ -2,8 +2,11 @@ package gpu
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/skein-dev/skein/structs"
 )
 
 func TestSimMonitor_ForwardsInjectedEvents(t *testing.T) {
@@ -41,4 +44,46 @@ func TestSimMonitor_RejectsUnknownIndex(t *testing.T) {
 			t.Errorf("Inject(index %d) = %v, want %q", idx, err, want)
 		}
 	}
+}
+
+func TestNewMonitor_SimulatedAndEmptyInventoriesTakeInjectedFaults(t *testing.T) {
+	for _, mode := range []string{"sim:4xH100", "none"} {
+		inv, err := Discover(mode, "node-1", ModeNone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, ok := NewMonitor(inv, 0).(*SimMonitor)
+		if !ok {
+			t.Fatalf("%s: NewMonitor = %T, want *SimMonitor", mode, NewMonitor(inv, 0))
+		}
+		err = m.Inject(Event{Index: 3, Kind: Fatal})
+		if wantErr := len(inv.GPUs) == 0; (err != nil) != wantErr {
+			t.Errorf("%s: Inject(GPU 3) = %v, want error %t", mode, err, wantErr)
+		}
+	}
+}
+
+func TestNewMonitor_NVMLGPUsAreFatalWithoutNVML(t *testing.T) {
+	skipIfNVMLWorks(t)
+	inv := Inventory{Source: SourceNVML, GPUs: []structs.GPU{{Index: 0, UUID: "GPU-a"}, {Index: 1, UUID: "GPU-b"}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan Event, 2)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		NewMonitor(inv, time.Hour).Run(ctx, out)
+	}()
+	for i := range 2 {
+		select {
+		case ev := <-out:
+			if ev.Index != i || ev.UUID != inv.GPUs[i].UUID || ev.Kind != Fatal || !strings.HasPrefix(ev.Reason, "NVML unavailable: ") {
+				t.Errorf("event %d = %+v, want GPU %d Fatal because NVML is unavailable", i, ev, i)
+			}
+			t.Logf("reason: %s", ev.Reason)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no event for GPU %d within 10s", i)
+		}
+	}
+	cancel()
+	<-done
 }
