@@ -232,3 +232,48 @@ func TestBestGPUs_Properties(t *testing.T) {
 		}
 	})
 }
+
+func TestPlace_TopologyNeverHandsOutABusyGPU(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := &structs.Node{ID: "n1", Status: structs.NodeReady, GPUs: genTopology(t)}
+		for i := range n.GPUs {
+			n.GPUs[i].UUID = fmt.Sprintf("g%d", i)
+			n.GPUs[i].Model = "H100"
+			n.GPUs[i].Healthy = rapid.IntRange(0, 4).Draw(t, "healthy") > 0
+		}
+		var held []string
+		for _, g := range n.GPUs {
+			if rapid.IntRange(0, 3).Draw(t, "held") == 0 {
+				held = append(held, g.UUID)
+			}
+		}
+		st := fakeState{nodes: []*structs.Node{n}, allocs: []*structs.Allocation{running("old", "n1", 0, 0, held...)}}
+		k := rapid.IntRange(1, len(n.GPUs)+1).Draw(t, "k")
+		plan := Place(st, []*structs.Job{job("j", k)})
+		free := 0
+		for _, g := range n.GPUs {
+			if g.Healthy && !slices.Contains(held, g.UUID) {
+				free++
+			}
+		}
+		if len(plan.Placements) == 0 {
+			if free >= k {
+				t.Fatalf("%d GPUs free, job of %d not placed: %+v", free, k, plan.Blocked)
+			}
+			return
+		}
+		got := plan.Placements[0].Allocations[0].GPUs
+		if len(got) != k {
+			t.Fatalf("got GPUs %v, want exactly %d", got, k)
+		}
+		for _, u := range got {
+			g := n.GPUs[slices.IndexFunc(n.GPUs, func(g structs.GPU) bool { return g.UUID == u })]
+			if !g.Healthy || slices.Contains(held, u) {
+				t.Fatalf("handed out %s (healthy %t, held %t)", u, g.Healthy, slices.Contains(held, u))
+			}
+		}
+		if again := Place(st, []*structs.Job{job("j", k)}); !slices.Equal(again.Placements[0].Allocations[0].GPUs, got) {
+			t.Fatalf("same state placed %v, then %v", got, again.Placements[0].Allocations[0].GPUs)
+		}
+	})
+}
