@@ -277,3 +277,21 @@ func TestPlace_TopologyNeverHandsOutABusyGPU(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkBestGPUs chooses k of 8 free GPUs, the most a rank looks at on
+// the nodes of BenchmarkPlace, and k of 32 (the greedy search for k=16).
+func BenchmarkBestGPUs(b *testing.B) {
+	for _, n := range []int{8, 32} {
+		for _, topology := range []string{"nvswitch", "pairs"} {
+			gpus := layout(n, topology)
+			cand := firstK(n)
+			for _, k := range []int{1, 2, 4, n/2 + n/8*3} {
+				b.Run(fmt.Sprintf("%d GPUs/%s/k=%d", n, topology, k), func(b *testing.B) {
+					for b.Loop() {
+						BestGPUs(gpus, cand, k)
+					}
+				})
+			}
+		}
+	}
+}
