@@ -60,7 +60,7 @@ type Config struct {
 	AdvertiseAddr string
 	HTTPPort      int // 0 = DefaultHTTPPort; -1 = any free port (tests)
 	RaftPort      int // 0 = DefaultRaftPort; -1 = any free port (tests)
-	// GPUs is the --gpus mode: auto, nvml, none or sim:COUNTxMODEL[-MEMGB].
+	// GPUs is the --gpus mode: auto, nvml, none or sim:COUNTxMODEL[-MEMGB][:TOPOLOGY].
 	GPUs   string
 	Labels map[string]string
 	// CPUs and MemoryMiB override the detected node capacity (0 = detect).

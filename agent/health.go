@@ -9,19 +9,16 @@ import (
 )
 
 // newMonitor picks the health monitor for this node's GPUs when the config
-// gives none: the simulated-GPU monitor (into which `skein gpu fault`
-// injects) for simulated GPUs. This is the one place the NVML monitor is
-// to be plugged in; until it is, NVML GPUs are not watched.
+// gives none: NVML's events and periodic checks for real GPUs, and for
+// simulated ones the monitor that `skein gpu fault` injects into.
 func (a *Agent) newMonitor() gpu.Monitor {
 	switch {
 	case a.cfg.GPUMonitor != nil:
 		return a.cfg.GPUMonitor
-	case a.inv.Source == gpu.SourceSimulated && len(a.inv.GPUs) > 0:
-		return gpu.NewSimMonitor(len(a.inv.GPUs))
-	case a.inv.Source == gpu.SourceNVML:
-		a.logger.Warn("GPU health monitoring is not available for NVML GPUs yet; faults are not detected")
+	case len(a.inv.GPUs) == 0:
+		return nil
 	}
-	return nil
+	return gpu.NewMonitor(a.inv, gpu.DefaultCheckInterval)
 }
 
 // gpuTrack is what the health loop knows of one GPU.

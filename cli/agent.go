@@ -37,7 +37,7 @@ func agentCommand() *ucli.Command {
 			&ucli.DurationFlag{Name: "raft-timeout", Value: agent.DefaultRaftTimeout, Usage: "Raft heartbeat and election timeout: how fast a dead leader is replaced (raise it on slow or distant networks)"},
 			&ucli.DurationFlag{Name: "stop-after", Value: agent.DefaultStopAfter, Usage: "stop local jobs after this long without the leader"},
 			&ucli.DurationFlag{Name: "down-after", Value: agent.DefaultDownAfter, Usage: "run a silent node's jobs elsewhere after this long (must exceed --stop-after)"},
-			&ucli.StringFlag{Name: "gpus", Value: "auto", Usage: "GPU inventory: auto, nvml, none or sim:COUNTxMODEL[-MEMGB]"},
+			&ucli.StringFlag{Name: "gpus", Value: "auto", Usage: "GPU inventory: auto, nvml, none or sim:COUNTxMODEL[-MEMGB][:TOPOLOGY] (TOPOLOGY: nvswitch, nvlink-pairs, pcie)"},
 			&ucli.DurationFlag{Name: "gpu-clean-period", Value: agent.DefaultGPUCleanPeriod, Usage: "a failed GPU returns to service after this long without a new fault"},
 			&ucli.BoolFlag{Name: "allow-foreign-gpu-use", Usage: "place jobs on GPUs that processes skein did not start are using (they are still shown)"},
 			&ucli.StringSliceFlag{Name: "label", Usage: "node label `k=v` (repeatable), matched by submit --constraint"},
