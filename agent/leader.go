@@ -124,7 +124,7 @@ func (a *Agent) schedule() (rejected bool, wake time.Time, err error) {
 	}
 	a.holdBackSilentNodes(view.Nodes)
 	a.holdBackGossipUnhealthy(view.Nodes)
-	plan := sched.Place(view, ready)
+	plan := sched.Schedule(view, ready, sched.Options{Now: nowT})
 	plan.Blocked = append(plan.Blocked, waiting...)
 	at := now()
 	for i := range plan.Placements {

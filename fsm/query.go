@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/skein-dev/skein/structs"
 )
@@ -179,6 +180,9 @@ type StateView struct {
 	// Queued are the queued jobs in queue order: priority (highest first),
 	// then submission time, then ID.
 	Queued []*structs.Job
+	// TimeLimits are the time limits of the jobs that have live
+	// allocations and a limit, by job ID.
+	TimeLimits map[string]time.Duration
 }
 
 // AllNodes returns v.Nodes.
@@ -187,6 +191,10 @@ func (v *StateView) AllNodes() []*structs.Node { return v.Nodes }
 // AllLiveAllocs returns v.LiveAllocs.
 func (v *StateView) AllLiveAllocs() []*structs.Allocation { return v.LiveAllocs }
 
+// JobTimeLimit returns the time limit of a job with live allocations, 0
+// for none.
+func (v *StateView) JobTimeLimit(jobID string) time.Duration { return v.TimeLimits[jobID] }
+
 // State returns a consistent deep copy of the scheduler's view, taken under
 // one read lock.
 func (f *FSM) State() *StateView {
@@ -194,8 +202,12 @@ func (f *FSM) State() *StateView {
 	defer f.mu.RUnlock()
 	v := &StateView{Index: f.st.index, Nodes: f.st.sortedNodes()}
 	v.LiveAllocs = make([]*structs.Allocation, 0, len(f.st.live))
+	v.TimeLimits = make(map[string]time.Duration)
 	for _, a := range f.st.live {
 		v.LiveAllocs = append(v.LiveAllocs, a.Copy())
+		if j, ok := f.st.jobs[a.JobID]; ok && j.Spec.TimeLimit > 0 {
+			v.TimeLimits[a.JobID] = time.Duration(j.Spec.TimeLimit)
+		}
 	}
 	slices.SortFunc(v.LiveAllocs, byCreation)
 	for _, j := range f.st.jobs {

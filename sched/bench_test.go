@@ -2,7 +2,9 @@ package sched
 
 import (
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/skein-dev/skein/structs"
 )
@@ -52,4 +54,79 @@ func BenchmarkPlace(b *testing.B) {
 		b.Fatal("nothing placed")
 	}
 	b.ReportMetric(float64(placed)/b.Elapsed().Seconds(), "placements/s")
+}
+
+// queueBench builds the B1 queue workload: 5,000 8-GPU nodes (two GPU
+// models, four zones), half of them running a 4-GPU job (some with a time
+// limit, so a blocked head gets a reservation), and 100,000 queued jobs:
+// 1-8 GPUs with CPUs and memory in proportion, about 5% gangs of 2-8
+// whole nodes, 10% with a zone constraint, a third asking for a GPU model,
+// 20% with a time limit, four priorities, submitted over the last hours.
+func queueBench() (fakeState, []*structs.Job, time.Time) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	models := []string{"A100", "H100"}
+	st := fakeState{limits: map[string]time.Duration{}}
+	for i := range 5000 {
+		id := fmt.Sprintf("node-%04d", i)
+		st.nodes = append(st.nodes, gpuNode(id, 8, models[i%2], 80, withLabels("zone", fmt.Sprint(i%4))))
+		if i%2 == 0 {
+			a := running(fmt.Sprintf("old-%d", i), id, 32, 256<<10, id+"-g0", id+"-g1", id+"-g2", id+"-g3")
+			a.StartedAt = now.Add(-time.Duration(i%60) * time.Minute)
+			if i%3 != 0 {
+				st.limits[a.JobID] = time.Duration(1+i%4) * time.Hour
+			}
+			st.allocs = append(st.allocs, a)
+		}
+	}
+	jobs := make([]*structs.Job, 100_000)
+	for i := range jobs {
+		g := []int{1, 1, 2, 4, 8}[i%5]
+		var opts []func(*structs.JobSpec)
+		if i%20 == 7 {
+			g = 8
+			opts = append(opts, gang(2+i%7))
+		}
+		if i%10 == 3 {
+			opts = append(opts, constraint("zone", fmt.Sprint(i%4)))
+		}
+		if i%3 == 0 {
+			opts = append(opts, model(models[(i/3)%2]))
+		}
+		opts = append(opts, cpus(8*g), memGiB(int64(64*g)), func(s *structs.JobSpec) {
+			s.Priority = []int{0, 0, 5, 10}[(i/7)%4]
+			if (i/5)%5 == 1 {
+				s.TimeLimit = structs.Duration(time.Duration(1+i%8) * 15 * time.Minute)
+			}
+		})
+		j := job(fmt.Sprintf("job-%06d", i), g, opts...)
+		j.SubmittedAt = now.Add(-time.Duration(100_000-i) * 100 * time.Millisecond)
+		jobs[i] = j
+	}
+	return st, jobs, now
+}
+
+// BenchmarkPlaceQueue is B1 at queue scale: one Schedule pass (ordering,
+// aging, placement and backfill around the head's reservation) over the
+// queueBench workload per iteration. It reports placements (allocations)
+// per second and the 99th-percentile time of one pass.
+func BenchmarkPlaceQueue(b *testing.B) {
+	st, jobs, now := queueBench()
+	placed := 0
+	var passes []time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		start := time.Now()
+		plan := Schedule(st, jobs, Options{Now: now})
+		passes = append(passes, time.Since(start))
+		for _, jp := range plan.Placements {
+			placed += len(jp.Allocations)
+		}
+	}
+	if placed == 0 {
+		b.Fatal("nothing placed")
+	}
+	slices.Sort(passes)
+	b.ReportMetric(float64(placed)/b.Elapsed().Seconds(), "placements/s")
+	b.ReportMetric(float64(passes[len(passes)*99/100])/float64(time.Millisecond), "p99-pass-ms")
 }

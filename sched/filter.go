@@ -25,6 +25,12 @@ type request struct {
 	constraints []label
 	// modelOK says, per ledger model, whether it matches model.
 	modelOK []bool
+	// end is when the job would end if it started now (unix nanoseconds;
+	// endUnknown without a time limit, and in a pass without backfill).
+	end int64
+	// mayUseReserved is set when the pass has no reservation or the job
+	// ends before the reservation starts.
+	mayUseReserved bool
 }
 
 type label struct{ key, value string }
@@ -89,6 +95,9 @@ const (
 	reasonUnhealthy
 	reasonCordoned
 	reasonForeign
+	// reasonReserved: the node passes every filter, but the job would take
+	// what is reserved for the first job in line and may outlast the wait.
+	reasonReserved
 	numReasons
 )
 
@@ -183,7 +192,8 @@ func (r *request) shortOf(ns *nodeState, matching int) reasonCode {
 // tally counts, for one job, how many nodes each filter rejected.
 type tally struct {
 	counts [numReasons]int
-	// byArg splits the reasons that carry an argument (status, constraint).
+	// byArg splits the reasons that carry an argument (status, constraint,
+	// the reservation's text).
 	byArg map[reasonKey]int
 }
 
@@ -193,7 +203,7 @@ type reasonKey struct {
 }
 
 func (t *tally) add(code reasonCode, arg string) {
-	if code == reasonStatus || code == reasonConstraint {
+	if code == reasonStatus || code == reasonConstraint || code == reasonReserved {
 		if t.byArg == nil {
 			t.byArg = make(map[reasonKey]int)
 		}
@@ -255,6 +265,8 @@ func reasonText(r *request, code reasonCode, arg string) string {
 		return "not enough free GPUs: some cordoned"
 	case reasonForeign:
 		return "not enough free GPUs: some in use by processes skein did not start"
+	case reasonReserved:
+		return arg
 	}
 	return "unknown reason"
 }

@@ -2,18 +2,22 @@ package sched
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/skein-dev/skein/structs"
 )
 
-// fakeState is a State over fixed slices.
+// fakeState is a State over fixed slices; limits are the time limits of the
+// jobs whose allocations run.
 type fakeState struct {
 	nodes  []*structs.Node
 	allocs []*structs.Allocation
+	limits map[string]time.Duration
 }
 
-func (s fakeState) AllNodes() []*structs.Node            { return s.nodes }
-func (s fakeState) AllLiveAllocs() []*structs.Allocation { return s.allocs }
+func (s fakeState) AllNodes() []*structs.Node               { return s.nodes }
+func (s fakeState) AllLiveAllocs() []*structs.Allocation    { return s.allocs }
+func (s fakeState) JobTimeLimit(jobID string) time.Duration { return s.limits[jobID] }
 
 // gpuNode returns a ready node with n healthy GPUs of one model, 64 CPUs and
 // 512G of memory. GPU UUIDs are "<id>-g<index>".

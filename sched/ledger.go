@@ -3,6 +3,7 @@ package sched
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -21,6 +22,13 @@ type ledger struct {
 	// models are the distinct lower-case GPU models of the inventory; a
 	// request matches each once per job, not once per GPU.
 	models []string
+	// uniform is set when every node's GPUs share one model and one memory
+	// size, so a node's free matching GPUs are all its free GPUs or none.
+	uniform bool
+	// byFree indexes the ready nodes by free GPU count: byFree[k] holds the
+	// nodes with k free GPUs, ordered by (cpuKey, ledger index), which is
+	// the order better ranks fits of equal score in.
+	byFree [][]int32
 }
 
 // nodeState is what one node has left in this pass.
@@ -37,7 +45,21 @@ type nodeState struct {
 	freeCPUs   int
 	memTracked bool
 	freeMem    int64
+	// holds are the CPUs and memory that live allocations and grants of
+	// this pass hold on the node, with when they are expected back.
+	holds []hold
 }
+
+// hold is CPUs and memory held on a node until a time (unix nanoseconds;
+// endUnknown when the holder has no time limit).
+type hold struct {
+	until int64
+	cpus  int
+	mem   int64
+}
+
+// endUnknown is the end of work without a time limit: it may never end.
+const endUnknown int64 = math.MaxInt64
 
 // gpuSlot is one GPU of a node as the ledger sees it.
 type gpuSlot struct {
@@ -46,10 +68,16 @@ type gpuSlot struct {
 	uuid   string
 	model  int // index into ledger.models
 	memMiB int64
-	// free is set for a placeable GPU (healthy, not cordoned, no foreign
-	// processes) with a UUID unique in the cluster that no live allocation
-	// and no grant of this pass holds.
+	// usable is set for a placeable GPU (healthy, not cordoned, no foreign
+	// processes) with a UUID unique in the cluster: one that is free now
+	// or will be when its holder ends.
+	usable bool
+	// free is set for a usable GPU that no live allocation and no grant of
+	// this pass holds.
 	free bool
+	// until, on a usable GPU that is not free, is when its holder is
+	// expected to end (unix nanoseconds, or endUnknown).
+	until int64
 	// out names why a GPU is out of service (reasonUnhealthy,
 	// reasonCordoned, reasonForeign), reasonNone when it is in service.
 	out reasonCode
@@ -61,6 +89,13 @@ type gpuSlot struct {
 // out, because an allocation could not say which device it means. A GPU held
 // by a live allocation is busy wherever that allocation claims to run.
 func newLedger(nodes []*structs.Node, allocs []*structs.Allocation) *ledger {
+	return buildLedger(nodes, allocs, nil)
+}
+
+// buildLedger is newLedger that also records when each live allocation is
+// expected to give its resources back: end(a), in unix nanoseconds or
+// endUnknown. A nil end makes every end unknown.
+func buildLedger(nodes []*structs.Node, allocs []*structs.Allocation, end func(*structs.Allocation) int64) *ledger {
 	list := make([]*structs.Node, 0, len(nodes))
 	for _, n := range nodes {
 		if n != nil {
@@ -76,17 +111,25 @@ func newLedger(nodes []*structs.Node, allocs []*structs.Allocation) *ledger {
 			seen[n.GPUs[i].UUID]++
 		}
 	}
-	held := make(map[string]bool)
-	for _, a := range allocs {
+	// held maps each held GPU to the latest end of its holders.
+	held := make(map[string]int64)
+	ends := make([]int64, len(allocs))
+	for i, a := range allocs {
 		if a == nil || !a.Live() {
 			continue
 		}
+		ends[i] = endUnknown
+		if end != nil {
+			ends[i] = end(a)
+		}
 		for _, u := range a.GPUs {
-			held[u] = true
+			if until, ok := held[u]; !ok || ends[i] > until {
+				held[u] = ends[i]
+			}
 		}
 	}
 
-	l := &ledger{nodes: make([]nodeState, len(list))}
+	l := &ledger{nodes: make([]nodeState, len(list)), uniform: true}
 	byID := make(map[string]*nodeState, len(list))
 	modelIDs := make(map[string]int)
 	for i, n := range list {
@@ -110,10 +153,16 @@ func newLedger(nodes []*structs.Node, allocs []*structs.Allocation) *ledger {
 				l.models = append(l.models, m)
 			}
 			out := outOfService(g)
-			free := out == reasonNone && g.UUID != "" && seen[g.UUID] == 1 && !held[g.UUID]
-			ns.gpus[j] = gpuSlot{index: g.Index, pos: j, uuid: g.UUID, model: id, memMiB: g.MemoryMiB, free: free, out: out}
+			usable := out == reasonNone && g.UUID != "" && seen[g.UUID] == 1
+			until, isHeld := held[g.UUID]
+			free := usable && !isHeld
+			ns.gpus[j] = gpuSlot{index: g.Index, pos: j, uuid: g.UUID, model: id, memMiB: g.MemoryMiB,
+				usable: usable, free: free, until: until, out: out}
 			if free {
 				ns.freeGPUs++
+			}
+			if first := &ns.gpus[0]; first.model != id || first.memMiB != g.MemoryMiB {
+				l.uniform = false
 			}
 		}
 		slices.SortStableFunc(ns.gpus, func(a, b gpuSlot) int {
@@ -121,15 +170,19 @@ func newLedger(nodes []*structs.Node, allocs []*structs.Allocation) *ledger {
 		})
 		byID[n.ID] = ns
 	}
-	for _, a := range allocs {
+	for i, a := range allocs {
 		if a == nil || !a.Live() {
 			continue
 		}
 		if ns, ok := byID[a.NodeID]; ok {
 			ns.freeCPUs -= a.CPUs
 			ns.freeMem -= a.MemoryMiB
+			if a.CPUs != 0 || a.MemoryMiB != 0 {
+				ns.holds = append(ns.holds, hold{until: ends[i], cpus: a.CPUs, mem: a.MemoryMiB})
+			}
 		}
 	}
+	l.buildIndex()
 	return l
 }
 
@@ -175,6 +228,8 @@ func (t *txn) take(node int, slots []int, cpus int, mem int64) ([]string, error)
 	if ns.memTracked && mem > 0 && mem > ns.freeMem {
 		return nil, fmt.Errorf("take %s memory on node %s: %w", structs.FormatMiB(mem), ns.node.ID, errNotFree)
 	}
+	t.l.unindex(node)
+	defer t.l.index(node)
 	uuids := make([]string, 0, len(slots))
 	for i, s := range slots {
 		if s < 0 || s >= len(ns.gpus) || !ns.gpus[s].free {
@@ -198,9 +253,11 @@ func (t *txn) commit() { t.grants = nil }
 func (t *txn) rollback() {
 	for i := len(t.grants) - 1; i >= 0; i-- {
 		g := t.grants[i]
+		t.l.unindex(g.node)
 		t.l.release(g.node, g.slots)
 		t.l.nodes[g.node].freeCPUs += g.cpus
 		t.l.nodes[g.node].freeMem += g.mem
+		t.l.index(g.node)
 	}
 	t.grants = nil
 }

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"errors"
+	"time"
 
 	"github.com/skein-dev/skein/structs"
 )
@@ -23,4 +24,7 @@ var (
 type State interface {
 	AllNodes() []*structs.Node
 	AllLiveAllocs() []*structs.Allocation
+	// JobTimeLimit is the time limit of the job a live allocation belongs
+	// to; 0 means none, and the allocation's end is unknown.
+	JobTimeLimit(jobID string) time.Duration
 }
