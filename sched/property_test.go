@@ -94,99 +94,106 @@ func genCluster(t *rapid.T) ([]*structs.Node, []*structs.Allocation, []*structs.
 func TestPlace_PropertyPlanRespectsEveryInvariant(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		nodes, allocs, jobs := genCluster(t)
-		plan := Place(fakeState{nodes: nodes, allocs: allocs}, jobs)
-
-		byID := map[string]*structs.Node{}
-		inventory := map[string]int{}
-		for _, n := range nodes {
-			byID[n.ID] = n
-			for _, g := range n.GPUs {
-				inventory[g.UUID]++
-			}
-		}
-		held := map[string]string{}
-		for _, a := range allocs {
-			for _, u := range a.GPUs {
-				held[u] = a.JobID
-			}
-		}
-		usedCPUs, usedMem := map[string]int{}, map[string]int64{}
-		for _, a := range allocs {
-			usedCPUs[a.NodeID] += a.CPUs
-			usedMem[a.NodeID] += a.MemoryMiB
-		}
-
-		seen := map[string]bool{}
-		jobsByID := map[string]*structs.Job{}
-		for _, j := range jobs {
-			jobsByID[j.ID] = j
-		}
-		placedCPUs, placedMem := map[string]int{}, map[string]int64{}
-		for _, jp := range plan.Placements {
-			j := jobsByID[jp.JobID]
-			if j == nil || seen[jp.JobID] {
-				t.Fatalf("placement for unknown or repeated job %s", jp.JobID)
-			}
-			seen[jp.JobID] = true
-			// A gang is placed whole: one allocation per rank, on distinct nodes.
-			if len(jp.Allocations) != j.Spec.Nodes {
-				t.Fatalf("job %s has %d allocations, want %d", j.ID, len(jp.Allocations), j.Spec.Nodes)
-			}
-			onNode := map[string]bool{}
-			for rank, a := range jp.Allocations {
-				if a.Rank != rank || a.JobID != j.ID || onNode[a.NodeID] {
-					t.Fatalf("job %s allocation %d: rank %d job %s node %s", j.ID, rank, a.Rank, a.JobID, a.NodeID)
-				}
-				onNode[a.NodeID] = true
-				n := byID[a.NodeID]
-				if n == nil || n.Status != structs.NodeReady {
-					t.Fatalf("job %s placed on missing or unready node %s", j.ID, a.NodeID)
-				}
-				if j.Spec.Constraints != nil && n.Labels["zone"] != j.Spec.Constraints["zone"] {
-					t.Fatalf("job %s placed on node %s against its constraints", j.ID, n.ID)
-				}
-				if len(a.GPUs) != j.Spec.GPUs {
-					t.Fatalf("job %s rank %d got %d GPUs, want %d", j.ID, rank, len(a.GPUs), j.Spec.GPUs)
-				}
-				for _, u := range a.GPUs {
-					if owner, ok := held[u]; ok {
-						t.Fatalf("GPU %s given to %s and %s", u, owner, j.ID)
-					}
-					held[u] = j.ID
-					g := findGPU(n, u)
-					if g == nil || inventory[u] != 1 {
-						t.Fatalf("GPU %s of job %s is not exactly one GPU of node %s", u, j.ID, n.ID)
-					}
-					if ok, _ := g.Placeable(); !ok || !strings.Contains(strings.ToLower(g.Model), strings.ToLower(j.Spec.GPUModel)) ||
-						g.MemoryMiB < j.Spec.GPUMemoryMinMiB {
-						t.Fatalf("GPU %+v does not suit job %s", *g, j.ID)
-					}
-				}
-				placedCPUs[n.ID] += a.CPUs
-				placedMem[n.ID] += a.MemoryMiB
-			}
-		}
-		// Never more CPUs or memory than were free.
-		for id, c := range placedCPUs {
-			if n := byID[id]; n.CPUs > 0 && c > max(0, n.CPUs-usedCPUs[id]) {
-				t.Fatalf("node %s: placed %d CPUs, %d were free", id, c, n.CPUs-usedCPUs[id])
-			}
-		}
-		for id, m := range placedMem {
-			if n := byID[id]; n.MemoryMiB > 0 && m > max(0, n.MemoryMiB-usedMem[id]) {
-				t.Fatalf("node %s: placed %d MiB, %d were free", id, m, n.MemoryMiB-usedMem[id])
-			}
-		}
-		for _, b := range plan.Blocked {
-			if seen[b.JobID] || b.Reason == "" {
-				t.Fatalf("job %s blocked twice, after placement or without reason (%q)", b.JobID, b.Reason)
-			}
-			seen[b.JobID] = true
-		}
-		if len(seen) != len(jobs) {
-			t.Fatalf("%d jobs in, %d accounted for in the plan", len(jobs), len(seen))
-		}
+		checkPlan(t, nodes, allocs, jobs, Place(fakeState{nodes: nodes, allocs: allocs}, jobs))
 	})
+}
+
+// checkPlan fails t unless the plan keeps every invariant: a gang is placed
+// whole on distinct ready nodes that meet its constraints, no GPU is handed
+// out twice or while held, each GPU suits its job, no node gives more CPUs
+// or memory than it has free, and every job is placed or blocked (with a
+// reason) exactly once.
+func checkPlan(t *rapid.T, nodes []*structs.Node, allocs []*structs.Allocation, jobs []*structs.Job, plan structs.Plan) {
+	byID := map[string]*structs.Node{}
+	inventory := map[string]int{}
+	for _, n := range nodes {
+		byID[n.ID] = n
+		for _, g := range n.GPUs {
+			inventory[g.UUID]++
+		}
+	}
+	held := map[string]string{}
+	for _, a := range allocs {
+		for _, u := range a.GPUs {
+			held[u] = a.JobID
+		}
+	}
+	usedCPUs, usedMem := map[string]int{}, map[string]int64{}
+	for _, a := range allocs {
+		usedCPUs[a.NodeID] += a.CPUs
+		usedMem[a.NodeID] += a.MemoryMiB
+	}
+
+	seen := map[string]bool{}
+	jobsByID := map[string]*structs.Job{}
+	for _, j := range jobs {
+		jobsByID[j.ID] = j
+	}
+	placedCPUs, placedMem := map[string]int{}, map[string]int64{}
+	for _, jp := range plan.Placements {
+		j := jobsByID[jp.JobID]
+		if j == nil || seen[jp.JobID] {
+			t.Fatalf("placement for unknown or repeated job %s", jp.JobID)
+		}
+		seen[jp.JobID] = true
+		// A gang is placed whole: one allocation per rank, on distinct nodes.
+		if len(jp.Allocations) != j.Spec.Nodes {
+			t.Fatalf("job %s has %d allocations, want %d", j.ID, len(jp.Allocations), j.Spec.Nodes)
+		}
+		onNode := map[string]bool{}
+		for rank, a := range jp.Allocations {
+			if a.Rank != rank || a.JobID != j.ID || onNode[a.NodeID] {
+				t.Fatalf("job %s allocation %d: rank %d job %s node %s", j.ID, rank, a.Rank, a.JobID, a.NodeID)
+			}
+			onNode[a.NodeID] = true
+			n := byID[a.NodeID]
+			if n == nil || n.Status != structs.NodeReady {
+				t.Fatalf("job %s placed on missing or unready node %s", j.ID, a.NodeID)
+			}
+			if j.Spec.Constraints != nil && n.Labels["zone"] != j.Spec.Constraints["zone"] {
+				t.Fatalf("job %s placed on node %s against its constraints", j.ID, n.ID)
+			}
+			if len(a.GPUs) != j.Spec.GPUs {
+				t.Fatalf("job %s rank %d got %d GPUs, want %d", j.ID, rank, len(a.GPUs), j.Spec.GPUs)
+			}
+			for _, u := range a.GPUs {
+				if owner, ok := held[u]; ok {
+					t.Fatalf("GPU %s given to %s and %s", u, owner, j.ID)
+				}
+				held[u] = j.ID
+				g := findGPU(n, u)
+				if g == nil || inventory[u] != 1 {
+					t.Fatalf("GPU %s of job %s is not exactly one GPU of node %s", u, j.ID, n.ID)
+				}
+				if ok, _ := g.Placeable(); !ok || !strings.Contains(strings.ToLower(g.Model), strings.ToLower(j.Spec.GPUModel)) ||
+					g.MemoryMiB < j.Spec.GPUMemoryMinMiB {
+					t.Fatalf("GPU %+v does not suit job %s", *g, j.ID)
+				}
+			}
+			placedCPUs[n.ID] += a.CPUs
+			placedMem[n.ID] += a.MemoryMiB
+		}
+	}
+	// Never more CPUs or memory than were free.
+	for id, c := range placedCPUs {
+		if n := byID[id]; n.CPUs > 0 && c > max(0, n.CPUs-usedCPUs[id]) {
+			t.Fatalf("node %s: placed %d CPUs, %d were free", id, c, n.CPUs-usedCPUs[id])
+		}
+	}
+	for id, m := range placedMem {
+		if n := byID[id]; n.MemoryMiB > 0 && m > max(0, n.MemoryMiB-usedMem[id]) {
+			t.Fatalf("node %s: placed %d MiB, %d were free", id, m, n.MemoryMiB-usedMem[id])
+		}
+	}
+	for _, b := range plan.Blocked {
+		if seen[b.JobID] || b.Reason == "" {
+			t.Fatalf("job %s blocked twice, after placement or without reason (%q)", b.JobID, b.Reason)
+		}
+		seen[b.JobID] = true
+	}
+	if len(seen) != len(jobs) {
+		t.Fatalf("%d jobs in, %d accounted for in the plan", len(jobs), len(seen))
+	}
 }
 
 func findGPU(n *structs.Node, uuid string) *structs.GPU {
