@@ -154,3 +154,26 @@ func allocIDs(as []*structs.Allocation) []string {
 	}
 	return out
 }
+
+func TestFSM_StateCarriesTheTimeLimitsOfRunningJobs(t *testing.T) {
+	h := newHarness(t)
+	h.register(node("n1", 3))
+	limited := spec(1, 1)
+	limited.TimeLimit = structs.Duration(90 * time.Minute)
+	h.submit("limited", limited)
+	h.submit("open", spec(1, 1))
+	h.submit("waiting", limited)
+	h.place("limited", alloc("a", "n1", 0, gpuID("n1", 0)))
+	h.place("open", alloc("b", "n1", 0, gpuID("n1", 1)))
+
+	view := h.f.State()
+	if got := view.JobTimeLimit("limited"); got != 90*time.Minute {
+		t.Errorf("limit of the running limited job = %v, want 1h30m", got)
+	}
+	if got := view.JobTimeLimit("open"); got != 0 {
+		t.Errorf("limit of the running job without one = %v, want 0", got)
+	}
+	if _, ok := view.TimeLimits["waiting"]; ok || len(view.TimeLimits) != 1 {
+		t.Errorf("TimeLimits = %v, want only the running limited job", view.TimeLimits)
+	}
+}
