@@ -190,12 +190,22 @@ func (p *placer) place(j *structs.Job) ([]structs.Allocation, string) {
 // index when it ranks nodes exactly as scoring them would, else, and to
 // count the reasons of a job that does not fit, by checking every node.
 func (p *placer) fit(r *request) ([]structs.Allocation, string) {
-	if !p.reference && (p.l.uniform || (r.model == "" && r.gpuMem == 0)) {
+	if p.indexRanksExactly(r) {
 		if fits := p.scanIndex(r); len(fits) == r.nodes {
 			return p.commit(r, fits)
 		}
 	}
 	return p.scanAll(r)
+}
+
+// indexRanksExactly reports whether walking the free-GPU index ranks nodes
+// for r exactly as scoring every node would: the score must depend only on
+// the node's free matching GPUs, which must be all its free GPUs (no model
+// or GPU-memory filter, or a uniform inventory), and ties must fall to free
+// CPUs, then node index. A scorer that looks at anything else must return
+// false here for the jobs it scores.
+func (p *placer) indexRanksExactly(r *request) bool {
+	return !p.reference && (p.l.uniform || (r.model == "" && r.gpuMem == 0))
 }
 
 // scanIndex walks the free-GPU buckets from the best score (binpack: the
