@@ -2,6 +2,7 @@ package sched
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/skein-dev/skein/structs"
@@ -146,4 +147,52 @@ func equalStates(a, b []nodeState) bool {
 		}
 	}
 	return true
+}
+
+func TestLedger_IndexFollowsTakesAndRollbacks(t *testing.T) {
+	nodes := []*structs.Node{
+		gpuNode("n1", 4, "A100", 80), gpuNode("n2", 4, "A100", 80, withCPUs(0)),
+		gpuNode("n3", 2, "A100", 80), gpuNode("n4", 4, "A100", 80, withStatus(structs.NodeDown)),
+	}
+	l := newLedger(nodes, []*structs.Allocation{running("a", "n3", 8, 0, "n3-g0")})
+	check := func(step string) {
+		t.Helper()
+		want := newLedger(nil, nil)
+		want.nodes = l.nodes
+		want.buildIndex()
+		if !slices.EqualFunc(l.byFree, want.byFree, slices.Equal) {
+			t.Fatalf("after %s the index is %v, rebuilt it is %v", step, l.byFree, want.byFree)
+		}
+		for k, b := range l.byFree {
+			for _, i := range b {
+				if ns := &l.nodes[i]; !ns.ready || ns.freeGPUs != k {
+					t.Fatalf("after %s node %s sits in bucket %d with %d free GPUs", step, ns.node.ID, k, ns.freeGPUs)
+				}
+			}
+		}
+	}
+	check("building")
+	tx := l.begin()
+	if _, err := tx.take(0, []int{0, 1}, 16, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.take(1, []int{3}, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	check("two takes")
+	if _, err := tx.take(0, []int{1}, 0, 0); err == nil {
+		t.Fatal("took a GPU twice")
+	}
+	check("a refused take")
+	tx.rollback()
+	check("a rollback")
+	if l.nodes[0].freeGPUs != 4 || len(l.byFree[4]) != 2 {
+		t.Fatalf("rollback left n1 with %d free GPUs and bucket 4 = %v", l.nodes[0].freeGPUs, l.byFree[4])
+	}
+	tx = l.begin()
+	if _, err := tx.take(2, []int{1}, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	tx.commit()
+	check("a commit")
 }

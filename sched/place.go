@@ -87,7 +87,9 @@ func endAfter(start int64, limit time.Duration) int64 {
 
 // run plans the jobs in the order given.
 func (p *placer) run(jobs []*structs.Job) structs.Plan {
-	var plan structs.Plan
+	// Most jobs of a long queue wait: room for all of them up front spares
+	// growing the list over and over.
+	plan := structs.Plan{Blocked: make([]structs.JobBlocked, 0, len(jobs))}
 	seen := make(map[string]bool, len(jobs))
 	for _, j := range jobs {
 		if j == nil || seen[j.ID] {
