@@ -33,10 +33,9 @@ type placer struct {
 	// fits is reused between jobs to spare allocations.
 	fits []fit
 	// backfill turns on the reservation for the first job that does not
-	// fit; now (unix nanoseconds) and nowT are the pass's time.
+	// fit; now is the pass's time in unix nanoseconds.
 	backfill bool
 	now      int64
-	nowT     time.Time
 	// res is the reservation of the first job that did not fit, once one
 	// was made.
 	res *reservation
@@ -54,7 +53,7 @@ type placer struct {
 // allocation's end is estimated as its start (or creation, before it
 // started) plus its job's time limit.
 func newPlacer(s State, now time.Time, backfill bool) *placer {
-	p := &placer{backfill: backfill, nowT: now, blocked: make(map[shape]string)}
+	p := &placer{backfill: backfill, blocked: make(map[shape]string)}
 	var end func(*structs.Allocation) int64
 	if backfill {
 		p.now = now.UnixNano()

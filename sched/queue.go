@@ -30,6 +30,9 @@ type Options struct {
 // not delay it (EASY backfill; see DESIGN.md). The input order does not
 // matter.
 func Schedule(s State, jobs []*structs.Job, o Options) structs.Plan {
+	if len(jobs) == 0 {
+		return structs.Plan{}
+	}
 	p := newPlacer(s, o.Now, true)
 	return p.run(queueOrder(jobs, o.Now, o.AgeStep))
 }
