@@ -107,7 +107,7 @@ func TestQueueOrder_AgeStepIsConfigurable(t *testing.T) {
 }
 
 // A job that has waited long enough is ahead of every job that joins the
-// queue after it, whatever their priorities: the aging bonus has no cap, so
+// queue after it (later, not at the same instant), whatever their priorities: the aging bonus has no cap, so
 // nothing is overtaken forever. "Long enough" is one step per point of
 // priority it lacks against the highest allowed.
 func TestQueueOrder_PropertyWaitingJobsEndUpAheadOfLaterArrivals(t *testing.T) {
@@ -121,7 +121,7 @@ func TestQueueOrder_PropertyWaitingJobsEndUpAheadOfLaterArrivals(t *testing.T) {
 		n := rapid.IntRange(1, 20).Draw(t, "later")
 		jobs := []*structs.Job{old}
 		for i := range n {
-			after := lead + time.Duration(rapid.Int64Range(0, int64(100*step)).Draw(t, "after"))
+			after := lead + time.Duration(rapid.Int64Range(1, int64(100*step)).Draw(t, "after"))
 			jobs = append(jobs, queuedJob(fmt.Sprintf("later%d", i), prio("priority"), after))
 		}
 		now := t0.Add(lead + time.Duration(rapid.Int64Range(0, int64(200*step)).Draw(t, "now")))
