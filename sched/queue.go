@@ -74,7 +74,14 @@ func queueOrder(jobs []*structs.Job, now time.Time, step time.Duration) []*struc
 		}
 	}
 	slices.SortFunc(entries, func(a, b entry) int {
-		return cmp.Or(cmp.Compare(b.eff, a.eff), cmp.Compare(a.since, b.since), cmp.Compare(a.job.ID, b.job.ID))
+		// Not cmp.Or: it would compare the IDs of every pair.
+		if a.eff != b.eff {
+			return cmp.Compare(b.eff, a.eff)
+		}
+		if a.since != b.since {
+			return cmp.Compare(a.since, b.since)
+		}
+		return cmp.Compare(a.job.ID, b.job.ID)
 	})
 	out := make([]*structs.Job, len(entries))
 	for i, e := range entries {
