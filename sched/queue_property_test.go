@@ -286,3 +286,24 @@ func TestSchedule_BigJobIsNotStarvedBySmallOnes(t *testing.T) {
 		t.Fatalf("big job started at minute %d (started: %v), want within 10 minutes", at, ok)
 	}
 }
+
+// The same on a slice of the benchmark's workload, where nearly every job
+// goes through the index: 200 uniform nodes, 2,000 jobs of every shape.
+func TestSchedule_IndexPlacesLikeCheckingEveryNodeOnTheBenchmarkWorkload(t *testing.T) {
+	st, jobs, now := smallQueue()
+	ordered := queueOrder(jobs, now, 0)
+	fast := newPlacer(st, now, true)
+	got := fast.run(ordered)
+	slow := newPlacer(st, now, true)
+	slow.reference = true
+	want := slow.run(ordered)
+	if !reflect.DeepEqual(got.Placements, want.Placements) || !slices.Equal(blockedIDs(got), blockedIDs(want)) {
+		t.Fatalf("index placed %d jobs, reference %d; the plans differ", len(got.Placements), len(want.Placements))
+	}
+	if fast.res == nil || slow.res == nil || fast.res.job != slow.res.job || fast.res.start != slow.res.start {
+		t.Fatalf("reservations differ: index %+v, reference %+v", fast.res, slow.res)
+	}
+	if len(got.Placements) < 100 {
+		t.Fatalf("only %d jobs placed; the workload no longer exercises the index", len(got.Placements))
+	}
+}
