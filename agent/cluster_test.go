@@ -66,22 +66,26 @@ func startCluster(t *testing.T, n int) *testCluster {
 	return tc
 }
 
-// waitVoters waits until the leader's Raft configuration has n voters.
+// waitVoters waits until every live agent's Raft configuration has n
+// voters: the leader's alone may hold a promotion not yet replicated, and
+// a partition then leaves the others disagreeing on who may vote.
 func (tc *testCluster) waitVoters(n int) {
 	tc.t.Helper()
 	testutil.WaitFor(tc.t, 20*time.Second, func() error {
-		servers, err := tc.agents[tc.leader()].raft.Servers()
-		if err != nil {
-			return err
-		}
-		voters := 0
-		for _, s := range servers {
-			if s.Voter {
-				voters++
+		for _, a := range tc.live() {
+			servers, err := a.raft.Servers()
+			if err != nil {
+				return err
 			}
-		}
-		if voters != n {
-			return fmt.Errorf("%d voters, want %d", voters, n)
+			voters := 0
+			for _, s := range servers {
+				if s.Voter {
+					voters++
+				}
+			}
+			if voters != n {
+				return fmt.Errorf("%s sees %d voters, want %d", a.Name(), voters, n)
+			}
 		}
 		return nil
 	})

@@ -83,7 +83,7 @@ func (c *Cluster) openRaft(conf *raft.Config, advertise net.Addr) error {
 		}
 		c.hasState.Store(true)
 	}
-	r, err := raft.NewRaft(conf, c.cfg.FSM, logs, store, snaps, trans)
+	r, err := raft.NewRaft(conf, c.cfg.FSM, logs, store, snaps, noPipeline{trans})
 	if err != nil {
 		return fail(fmt.Errorf("start raft: %w", err))
 	}
@@ -307,3 +307,27 @@ func checkServer(id, addr string) error {
 	}
 	return nil
 }
+
+// noPipeline is the network transport without pipelined replication.
+// hashicorp/raft's pipeline can deadlock when a follower rejects an
+// append while another is in flight: the leader then never sends that
+// follower another entry (its heartbeats still flow, so no election heals
+// it), and Shutdown hangs waiting for the pipeline. We saw the hang in
+// tests. Refusing pipelines makes raft replicate one batch at a time
+// (up to MaxAppendEntries entries each), which costs a little commit
+// throughput and takes the deadlock away.
+type noPipeline struct {
+	*raft.NetworkTransport
+}
+
+// AppendEntriesPipeline tells raft to replicate without a pipeline.
+func (noPipeline) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
+}
+
+// The wrapper keeps what raft looks for on its transport: pre-vote, and
+// closing on shutdown.
+var (
+	_ raft.WithPreVote = noPipeline{}
+	_ raft.WithClose   = noPipeline{}
+)
