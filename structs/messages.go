@@ -17,7 +17,7 @@ const (
 	NodeAllocsLostType MessageType = 7
 	NodeGPUHealthType  MessageType = 8
 	GPUCordonType      MessageType = 9
-	// 10 is taken by preemption.
+	JobPreemptType     MessageType = 10
 )
 
 // IgnoreUnknownTypeFlag marks an entry that a replica which does not know its
@@ -45,6 +45,8 @@ func (t MessageType) String() string {
 		return "node-gpu-health"
 	case GPUCordonType:
 		return "gpu-cordon"
+	case JobPreemptType:
+		return "job-preempt"
 	}
 	return "unknown"
 }
@@ -174,4 +176,19 @@ type GPUCordonRequest struct {
 	Cordon bool      `json:"cordon"`
 	Reason string    `json:"reason,omitempty"`
 	At     time.Time `json:"at"`
+}
+
+// JobPreemptRequest stops running preemptible jobs (Victims) to make room
+// for a queued job of higher priority (For). Each victim's live
+// allocations are asked to stop, with the victim's PreemptGrace between
+// SIGTERM and SIGKILL, and the victim goes back to the queue when they
+// have stopped, without using a restart. Attempts[i], when given, is the
+// attempt of Victims[i] the leader chose; a victim that has moved on to
+// another attempt is left alone, so a repeated request stops nothing twice.
+type JobPreemptRequest struct {
+	Victims  []string  `json:"victims"`
+	Attempts []int     `json:"attempts,omitempty"`
+	For      string    `json:"for"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
 }

@@ -197,6 +197,13 @@ type JobSpec struct {
 	// Array, when set, makes the submission a job array: one job (task)
 	// per index, each seeing its index in SKEIN_ARRAY_INDEX.
 	Array *ArraySpec `json:"array,omitempty"`
+	// Preemptible lets the job be stopped for queued work of strictly
+	// higher priority; it goes back to the queue without using a restart.
+	Preemptible bool `json:"preemptible,omitempty"`
+	// PreemptGrace is the time between the warning signal (SIGTERM) and
+	// SIGKILL when the job is preempted; Normalize sets
+	// DefaultPreemptGrace for a preemptible job that gives none.
+	PreemptGrace Duration `json:"preempt_grace,omitempty"`
 }
 
 // ArraySpec is a job array's index range, Start to End inclusive, and the
@@ -257,6 +264,16 @@ type Job struct {
 	// StopRequested is set by a cancel while allocations still run; the job
 	// becomes cancelled when the last of them has stopped.
 	StopRequested bool `json:"stop_requested,omitempty"`
+	// PreemptedBy, while the job's allocations stop because it was
+	// preempted, is the job it makes room for; the job goes back to the
+	// queue when they have stopped, and PreemptedBy is cleared.
+	PreemptedBy string `json:"preempted_by,omitempty"`
+	// Preemptions counts the times the job was preempted. Attempts that
+	// ended in a preemption do not count against Spec.Restarts.
+	Preemptions int `json:"preemptions,omitempty"`
+	// PreemptReason says why the job was last preempted; it stays after
+	// the job runs again.
+	PreemptReason string `json:"preempt_reason,omitempty"`
 	// Reason says why the job is in its state: why a queued job waits, why a
 	// job failed or was cancelled.
 	Reason string `json:"reason,omitempty"`
@@ -319,7 +336,11 @@ type Allocation struct {
 	Reason       string       `json:"reason,omitempty"`
 	// GPUFault, when set, says the cluster stopped the allocation because
 	// a GPU it held failed: "GPU 3 on node b unhealthy: XID 79 ...".
-	GPUFault   string    `json:"gpu_fault,omitempty"`
+	GPUFault string `json:"gpu_fault,omitempty"`
+	// StopGrace, when set on an allocation asked to stop, is the time its
+	// process gets between SIGTERM and SIGKILL instead of the node's kill
+	// grace (a preempted job's PreemptGrace).
+	StopGrace  Duration  `json:"stop_grace,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Limits on what a job may ask for. They bound what a client can make the
@@ -24,7 +25,13 @@ const (
 	MaxLabels       = 64
 	MaxDependencies = 64
 	MaxArrayTasks   = 10000
+	// MaxPreemptGrace bounds a preemptible job's warning time: the
+	// preempting job waits this long at most for its GPUs.
+	MaxPreemptGrace = Duration(10 * time.Minute)
 )
+
+// DefaultPreemptGrace is the PreemptGrace of a preemptible job that gives none.
+const DefaultPreemptGrace = Duration(30 * time.Second)
 
 // FieldError names the field of a request that is wrong and why.
 type FieldError struct {
@@ -65,6 +72,9 @@ func ReservedEnv(name string) bool {
 func (s *JobSpec) Normalize() {
 	if s.Nodes == 0 {
 		s.Nodes = 1
+	}
+	if s.Preemptible && s.PreemptGrace == 0 {
+		s.PreemptGrace = DefaultPreemptGrace
 	}
 }
 
@@ -130,6 +140,12 @@ func (s *JobSpec) Validate() error {
 	}
 	if s.TimeLimit < 0 {
 		return fieldErr("time_limit", "must not be negative")
+	}
+	if s.PreemptGrace < 0 || s.PreemptGrace > MaxPreemptGrace {
+		return fieldErr("preempt_grace", "%s is out of range 0s..%s", s.PreemptGrace, MaxPreemptGrace)
+	}
+	if s.PreemptGrace > 0 && !s.Preemptible {
+		return fieldErr("preempt_grace", "set, but the job is not preemptible")
 	}
 	if len(s.Constraints) > MaxLabels {
 		return fieldErr("constraints", "%d constraints, more than the limit of %d", len(s.Constraints), MaxLabels)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func validSpec() JobSpec {
@@ -40,6 +41,10 @@ func TestJobSpec_Validate(t *testing.T) {
 		{"dependency without job", func(s *JobSpec) { s.After = []Dependency{{Condition: AfterOK}} }, "after"},
 		{"dependency with odd condition", func(s *JobSpec) { s.After = []Dependency{{JobID: "x", Condition: "maybe"}} }, "after"},
 		{"dependency ok", func(s *JobSpec) { s.After = []Dependency{{JobID: "x", Condition: AfterAny}} }, ""},
+		{"preemptible with grace", func(s *JobSpec) { s.Preemptible = true; s.PreemptGrace = MaxPreemptGrace }, ""},
+		{"preempt grace too long", func(s *JobSpec) { s.Preemptible = true; s.PreemptGrace = MaxPreemptGrace + 1 }, "preempt_grace"},
+		{"negative preempt grace", func(s *JobSpec) { s.Preemptible = true; s.PreemptGrace = -1 }, "preempt_grace"},
+		{"preempt grace without preemptible", func(s *JobSpec) { s.PreemptGrace = Duration(time.Second) }, "preempt_grace"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -68,5 +73,18 @@ func TestJobSpec_NormalizeDefaultsToOneNode(t *testing.T) {
 	s.Normalize()
 	if s.Nodes != 1 {
 		t.Fatalf("Nodes = %d after Normalize, want 1", s.Nodes)
+	}
+}
+
+func TestJobSpec_NormalizeGivesAPreemptibleJobTheDefaultGrace(t *testing.T) {
+	s := JobSpec{Command: []string{"true"}, Preemptible: true}
+	s.Normalize()
+	if s.PreemptGrace != DefaultPreemptGrace {
+		t.Fatalf("PreemptGrace = %s after Normalize, want %s", s.PreemptGrace, DefaultPreemptGrace)
+	}
+	s = JobSpec{Command: []string{"true"}}
+	s.Normalize()
+	if s.PreemptGrace != 0 {
+		t.Fatalf("PreemptGrace of a job that is not preemptible = %s after Normalize, want 0", s.PreemptGrace)
 	}
 }
