@@ -100,6 +100,8 @@ func (s *state) decideJob(a *structs.Allocation, at time.Time, index uint64) {
 	switch {
 	case j.StopRequested:
 		finishJob(j, structs.JobCancelled, cancelReason(j), at, index)
+	case j.PreemptedBy != "":
+		requeuePreempted(j, index)
 	case failed == nil:
 		finishJob(j, structs.JobSucceeded, "", at, index)
 	case s.faulted(j) != nil && j.GPUFaults < structs.MaxFreeGPUFaultRestarts:
@@ -109,18 +111,18 @@ func (s *state) decideJob(a *structs.Allocation, at time.Time, index uint64) {
 		requeue(j, index)
 		j.Reason = fmt.Sprintf("restarting: attempt %d stopped: %s (a GPU fault uses no restart)",
 			j.Attempts, failure(j, s.faulted(j)))
-	case j.Attempts-j.GPUFaults <= j.Spec.Restarts:
+	case restartsUsed(j) < j.Spec.Restarts:
 		requeue(j, index)
 		wait := ""
 		if failed.State == structs.AllocFailed && failed.GPUFault == "" {
 			// The job itself failed: back off, so a crash loop does not
 			// spin. A lost or stopped rank is not the job's fault.
-			d := restartBackoff(j.Attempts)
+			d := restartBackoff(restartsUsed(j) + 1)
 			j.NotBefore = at.Add(d)
 			wait = fmt.Sprintf(" in %s", d)
 		}
 		j.Reason = fmt.Sprintf("restarting%s after failure: %s (attempt %d of %d)",
-			wait, failure(j, failed), j.Attempts-j.GPUFaults+1, j.Spec.Restarts+1)
+			wait, failure(j, failed), restartsUsed(j)+2, j.Spec.Restarts+1)
 	default:
 		finishJob(j, structs.JobFailed, failure(j, failed), at, index)
 	}

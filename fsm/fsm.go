@@ -22,6 +22,7 @@ var (
 	ErrNodeNotFound   = errors.New("no such node")
 	ErrWrongNode      = errors.New("allocation belongs to another node")
 	ErrInvalidRequest = errors.New("invalid request")
+	ErrNotPreemptible = errors.New("cannot be preempted")
 	ErrBadSnapshot    = errors.New("invalid snapshot")
 )
 
@@ -81,6 +82,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 		resp = f.st.applyNodeGPUHealth(l)
 	case structs.GPUCordonType:
 		resp = f.st.applyGPUCordon(l)
+	case structs.JobPreemptType:
+		resp = f.st.applyJobPreempt(l)
 	default:
 		if !skippable {
 			panic(fmt.Sprintf("fsm: log entry %d has unknown type %d", l.Index, uint8(t)))
