@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/skein-dev/skein/agent/runner"
 	"github.com/skein-dev/skein/structs"
@@ -68,7 +69,7 @@ func (a *Agent) reconcileLocal() {
 		case isTracked && alloc.DesiredState == structs.DesiredStop:
 			if !a.stopping[alloc.ID] {
 				a.stopping[alloc.ID] = true
-				a.runner.Stop(alloc.ID, stopReason(alloc))
+				a.runner.StopAfter(alloc.ID, stopReason(alloc), time.Duration(alloc.StopGrace))
 			}
 		case isTracked || a.hasAllocDir(alloc.ID):
 			// Running, or its outcome is on its way from the runner.

@@ -70,8 +70,10 @@ type stopRequest struct {
 	Reason string    `json:"reason"`
 	At     time.Time `json:"at"`
 	// Grace, when set and shorter than the spec's kill grace, replaces it
-	// (fencing stops jobs faster than a user's cancel).
+	// (fencing stops jobs faster than a user's cancel). With Exact it
+	// replaces it even when longer (a preempted job's own grace).
 	Grace structs.Duration `json:"grace,omitempty"`
+	Exact bool             `json:"exact,omitempty"`
 }
 
 // status is the outcome of an allocation, written once.

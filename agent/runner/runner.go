@@ -484,6 +484,17 @@ func (r *Runner) Stop(allocID, reason string) {
 // StopWithin is Stop with a kill grace of at most grace (0: the configured
 // kill grace).
 func (r *Runner) StopWithin(allocID, reason string, grace time.Duration) {
+	r.stop(allocID, stopRequest{Reason: reason, Grace: structs.Duration(grace)})
+}
+
+// StopAfter is Stop with a kill grace of exactly grace, longer or shorter
+// than the configured one (0: the configured kill grace): a preempted job
+// gets the grace it asked for.
+func (r *Runner) StopAfter(allocID, reason string, grace time.Duration) {
+	r.stop(allocID, stopRequest{Reason: reason, Grace: structs.Duration(grace), Exact: grace > 0})
+}
+
+func (r *Runner) stop(allocID string, req stopRequest) {
 	if checkID(allocID) != nil {
 		return
 	}
@@ -493,14 +504,14 @@ func (r *Runner) StopWithin(allocID, reason string, grace time.Duration) {
 	if a == nil {
 		return
 	}
-	if reason == "" {
-		reason = "stop requested"
+	if req.Reason == "" {
+		req.Reason = "stop requested"
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	// The request goes to disk first: a supervisor that has not started the
 	// job yet finds it there and never starts it.
-	req := stopRequest{Reason: reason, At: time.Now().UTC(), Grace: structs.Duration(grace)}
+	req.At = time.Now().UTC()
 	if err := writeJSONAtomic(filepath.Join(a.dir, stopFile), req); err != nil {
 		r.log.Warn("cannot record stop request", "alloc", a.id, "error", err)
 	}
@@ -514,7 +525,7 @@ func (r *Runner) StopWithin(allocID, reason string, grace time.Duration) {
 	if !sup.alive() {
 		return
 	}
-	r.log.Info("stopping allocation", "alloc", a.id, "reason", reason)
+	r.log.Info("stopping allocation", "alloc", a.id, "reason", req.Reason)
 	if err := syscall.Kill(sup.PID, syscall.SIGTERM); err != nil {
 		r.log.Warn("cannot signal supervisor", "alloc", a.id, "pid", sup.PID, "error", err)
 	}

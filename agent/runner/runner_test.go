@@ -511,3 +511,24 @@ func TestRunner_StopWithinShortensTheGrace(t *testing.T) {
 		t.Errorf("got %+v, want killed by SIGKILL well before the hour-long grace", u)
 	}
 }
+
+// TestRunner_StopAfterGivesALongerGraceThanTheNodes: a preempted job gets
+// its own warning time even when the node's kill grace is shorter, so it
+// can finish its checkpoint after SIGTERM.
+func TestRunner_StopAfterGivesALongerGraceThanTheNodes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.grace = 100 * time.Millisecond
+	r, rec := e.runner(t)
+	tk := sh(`trap 'sleep 0.5; echo saved; exit 0' TERM; echo ready; while :; do sleep 0.05; done`)
+	mustStart(t, r, tk)
+	waitFile(t, filepath.Join(e.allocDir, tk.Alloc.ID, stdoutFile), "ready")
+	r.StopAfter(tk.Alloc.ID, "preempted by job x (priority 5)", time.Minute)
+	u := waitTerminal(t, rec, tk.Alloc.ID)
+	if u.State != structs.AllocKilled || u.ExitCode != 0 || u.Reason != "killed: preempted by job x (priority 5)" {
+		t.Errorf("got %+v, want killed with the job's own exit code 0 after its checkpoint", u)
+	}
+	if out := readFile(t, filepath.Join(e.allocDir, tk.Alloc.ID, stdoutFile)); !strings.Contains(out, "saved") {
+		t.Errorf("the job did not finish its TERM handler; stdout %q", out)
+	}
+}

@@ -110,7 +110,7 @@ func (s *supervisor) run() int {
 	if err != nil {
 		return s.record(startFailed(exitNotFound, fmt.Errorf("read spec: %w", err)))
 	}
-	if reason, _, ok := s.stopRequested(); ok {
+	if reason, _, _, ok := s.stopRequested(); ok {
 		now := time.Now().UTC()
 		return s.record(status{State: structs.AllocKilled, ExitCode: exitUnknown,
 			Reason: "killed: " + reason, FinishedAt: now})
@@ -177,21 +177,22 @@ func (s *supervisor) leaseExpired(path string) bool {
 }
 
 // stopRequested reads stop.json: why the job is to stop and the kill grace
-// the request asks for (0: the spec's).
-func (s *supervisor) stopRequested() (string, time.Duration, bool) {
+// the request asks for (0: the spec's), and whether that grace applies even
+// when longer than the spec's.
+func (s *supervisor) stopRequested() (string, time.Duration, bool, bool) {
 	var req stopRequest
 	found, err := readJSON(s.path(stopFile), &req)
 	if err != nil {
 		s.log.Warn("unreadable stop request", "error", err)
-		return "stop requested", 0, true
+		return "stop requested", 0, false, true
 	}
 	if !found {
-		return "", 0, false
+		return "", 0, false, false
 	}
 	if req.Reason == "" {
 		req.Reason = "stop requested"
 	}
-	return req.Reason, time.Duration(req.Grace), true
+	return req.Reason, time.Duration(req.Grace), req.Exact, true
 }
 
 func (s *supervisor) record(st status) int {
@@ -321,11 +322,11 @@ func (s *supervisor) wait(cmd *exec.Cmd, pgid int, sp spec) status {
 			done = true
 		case <-s.sigs:
 			if why == "" {
-				reason, g, _ := s.stopRequested()
+				reason, g, exact, _ := s.stopRequested()
 				if reason == "" {
 					reason = "stop requested"
 				}
-				if g > 0 && g < grace {
+				if g > 0 && (g < grace || exact) {
 					grace = g
 				}
 				stopped = true
