@@ -70,6 +70,9 @@ func printJobDetail(c *ucli.Context, d *api.JobDetail, now time.Time) error {
 	if j.GPUFaults > 0 {
 		fields = append(fields, field{"GPU faults", strconv.Itoa(j.GPUFaults) + " (restarted without using a restart)"})
 	}
+	if j.Preemptions > 0 {
+		fields = append(fields, field{"Preemptions", fmt.Sprintf("%d, last %s", j.Preemptions, j.PreemptReason)})
+	}
 	if err := printFields(w, "", fields); err != nil {
 		return err
 	}
@@ -140,8 +143,17 @@ func specFields(s structs.JobSpec) []field {
 		{"Priority", strconv.Itoa(s.Priority)},
 		{"Restarts", strconv.Itoa(s.Restarts)},
 		{"Time limit", limit},
+		{"Preemptible", preemptible(s)},
 		{"Env", orDash(strings.Join(slices.Sorted(maps.Keys(s.Env)), ", "))},
 		{"Constraints", orDash(strings.Join(constraints, ", "))},
 		{"Workdir", orDash(s.Workdir)},
 	}
+}
+
+// preemptible says whether a job may be preempted, and with what warning.
+func preemptible(s structs.JobSpec) string {
+	if !s.Preemptible {
+		return "no"
+	}
+	return "yes, " + s.PreemptGrace.String() + " between SIGTERM and SIGKILL"
 }

@@ -38,6 +38,9 @@ type jobFile struct {
 	After       []string          `yaml:"after"`
 	Array       string            `yaml:"array"`
 	Spread      bool              `yaml:"spread"`
+
+	Preemptible  bool   `yaml:"preemptible"`
+	PreemptGrace string `yaml:"preempt_grace"`
 }
 
 // readJobFile parses a job file into a spec; "-" reads standard input.
@@ -68,7 +71,7 @@ func readJobFile(path string, stdin io.Reader) (structs.JobSpec, error) {
 	spec = structs.JobSpec{
 		Name: jf.Name, Command: jf.Command, Workdir: jf.Workdir, Nodes: jf.Nodes, GPUs: jf.GPUs,
 		GPUModel: jf.GPUModel, CPUs: jf.CPUs, Priority: jf.Priority, Restarts: jf.Restarts,
-		Env: jf.Env, Constraints: jf.Constraints, Spread: jf.Spread,
+		Env: jf.Env, Constraints: jf.Constraints, Spread: jf.Spread, Preemptible: jf.Preemptible,
 	}
 	if jf.GPUMem != "" {
 		if spec.GPUMemoryMinMiB, err = structs.ParseSizeMiB(jf.GPUMem); err != nil {
@@ -82,6 +85,9 @@ func readJobFile(path string, stdin io.Reader) (structs.JobSpec, error) {
 	}
 	if spec.TimeLimit, err = structs.ParseDuration(jf.TimeLimit); err != nil {
 		return spec, fmt.Errorf("%s: time_limit: %w", path, err)
+	}
+	if spec.PreemptGrace, err = structs.ParseDuration(jf.PreemptGrace); err != nil {
+		return spec, fmt.Errorf("%s: preempt_grace: %w", path, err)
 	}
 	if jf.Array != "" {
 		if spec.Array, err = parseArray(jf.Array); err != nil {

@@ -38,6 +38,7 @@ var specFlags = map[string]string{
 	"priority":           "--priority",
 	"restarts":           "--restarts",
 	"time_limit":         "--time-limit",
+	"preempt_grace":      "--preempt-grace",
 	"constraints":        "--constraint",
 	"request_id":         "--request-id",
 }
@@ -67,6 +68,8 @@ func submitCommand() *ucli.Command {
 			&ucli.GenericFlag{Name: "after", Usage: "start only after job `ID[:ok|any]` has succeeded (ok, the default) or ended (any) (repeatable)", Value: &listValue{}},
 			&ucli.StringFlag{Name: "array", Usage: "a job array: one task per index of `START-END[%MAX]`, at most MAX running at once"},
 			&ucli.BoolFlag{Name: "spread", Usage: "place on the emptiest nodes instead of packing the fullest"},
+			&ucli.BoolFlag{Name: "preemptible", Usage: "may be stopped (SIGTERM, grace, SIGKILL) and requeued for higher-priority work"},
+			&ucli.StringFlag{Name: "preempt-grace", Usage: "time between SIGTERM and SIGKILL when preempted (default 30s, at most 10m)"},
 			&ucli.StringFlag{Name: "workdir", Usage: "directory to run in (default: the current directory)"},
 			&ucli.StringFlag{Name: "request-id", Usage: "idempotency key: repeating it returns the same job (default: random)"},
 			&ucli.BoolFlag{Name: "wait", Usage: "wait for the job to end; exit 0 only if it succeeded"},
@@ -151,6 +154,15 @@ func submitRequest(c *ucli.Context) (api.SubmitRequest, error) {
 	spec.Env = merged(spec.Env, env)
 	if c.IsSet("spread") {
 		spec.Spread = c.Bool("spread")
+	}
+	if c.IsSet("preemptible") {
+		spec.Preemptible = c.Bool("preemptible")
+	}
+	if c.IsSet("preempt-grace") {
+		s := c.String("preempt-grace")
+		if spec.PreemptGrace, err = structs.ParseDuration(s); err != nil {
+			return req, usagef(c, "--preempt-grace %q: %v", s, err)
+		}
 	}
 	if c.IsSet("array") {
 		if spec.Array, err = parseArray(c.String("array")); err != nil {
