@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/skein-dev/skein/sched"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -124,7 +123,7 @@ func (a *Agent) schedule() (rejected bool, wake time.Time, err error) {
 	}
 	a.holdBackSilentNodes(view.Nodes)
 	a.holdBackGossipUnhealthy(view.Nodes)
-	plan := sched.Schedule(view, ready, sched.Options{Now: nowT})
+	plan := a.placeAndPreempt(view, ready, nowT)
 	plan.Blocked = append(plan.Blocked, waiting...)
 	at := now()
 	for i := range plan.Placements {
