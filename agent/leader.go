@@ -224,7 +224,7 @@ func (a *Agent) holdBackSilentNodes(nodes []*structs.Node) {
 	nowT := time.Now()
 	for _, n := range nodes {
 		if n.ID != a.nodeID && n.Status == structs.NodeReady && !a.live.heardWithin(n.ID, recent, nowT) {
-			n.Status = "unresponsive"
+			n.Status = nodeUnresponsive
 		}
 	}
 }

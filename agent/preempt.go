@@ -36,7 +36,9 @@ func (a *Agent) placeAndPreempt(view *fsm.StateView, ready []*structs.Job, nowT 
 	plan := sched.Schedule(view, ready, sched.Options{Now: nowT})
 	blocked := len(plan.Blocked)
 	plan.Blocked = append(plan.Blocked, held...)
-	if blocked == 0 {
+	if blocked == 0 || slices.ContainsFunc(view.Nodes, isSilent) {
+		// A node held back for silence may be back in a moment, and a job
+		// that would fit on it must not preempt anyone.
 		return plan
 	}
 	queued := make(map[string]*structs.Job, len(view.Queued))
@@ -80,6 +82,14 @@ func (a *Agent) placeAndPreempt(view *fsm.StateView, ready []*structs.Job, nowT 
 	}
 	return plan
 }
+
+// isSilent reports whether holdBackSilentNodes marked the node in this
+// pass's view because the leader has not heard from it lately.
+func isSilent(n *structs.Node) bool { return n.Status == nodeUnresponsive }
+
+// nodeUnresponsive is the status holdBackSilentNodes gives, in the view
+// only, to a ready node the leader has not heard from lately.
+const nodeUnresponsive structs.NodeStatus = "unresponsive"
 
 // lowestPreemptible returns the lowest priority of the running jobs that
 // may be preempted, or MaxPriority when none may.
