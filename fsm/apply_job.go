@@ -132,6 +132,7 @@ func finishJob(j *structs.Job, st structs.JobState, reason string, at time.Time,
 	j.State = st
 	j.Reason = reason
 	j.FinishedAt = at
+	j.PreemptedBy = ""
 	j.ModifyIndex = index
 }
 

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"pgregory.net/rapid"
+
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -219,8 +221,8 @@ func TestFSM_CancelDuringPreemptionCancels(t *testing.T) {
 	}
 	h.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: "low", At: h.at()})
 	h.mustUpdate("n1", "low0", structs.AllocKilled, 137, "")
-	if j := h.job("low"); j.State != structs.JobCancelled {
-		t.Fatalf("a preempted job cancelled while stopping is %s, want cancelled", j.State)
+	if j := h.job("low"); j.State != structs.JobCancelled || j.PreemptedBy != "" {
+		t.Fatalf("a preempted job cancelled while stopping is %s, preempted by %q; want cancelled, none", j.State, j.PreemptedBy)
 	}
 }
 
@@ -246,5 +248,89 @@ func TestFSM_SnapshotRoundTripsAPreemptionUnderWay(t *testing.T) {
 	h2.mustUpdate("n1", "low0", structs.AllocKilled, 137, "")
 	if j := h2.job("low"); j.State != structs.JobQueued {
 		t.Fatalf("restored replica: victim is %s after its allocation ended, want queued", j.State)
+	}
+}
+
+// TestFSM_PreemptionKeepsEveryInvariant drives the FSM as
+// TestFSM_GPUExclusivity does, with preemptible jobs of random priority
+// and random, often stale or wrong preemptions in the mix.
+func TestFSM_PreemptionKeepsEveryInvariant(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		m := newModel(rt)
+		steps := rapid.IntRange(10, 60).Draw(rt, "steps")
+		ops := []func(){m.register, m.submitPreemptible, m.submitPreemptible, m.plan, m.plan, m.plan,
+			m.update, m.update, m.update, m.cancel, m.nodeDown, m.preempt, m.preempt}
+		for range steps {
+			ops[rapid.IntRange(0, len(ops)-1).Draw(rt, "op")]()
+			m.check()
+			m.checkPreemptions()
+		}
+	})
+}
+
+func (m *model) submitPreemptible() {
+	id := m.id("j")
+	s := spec(rapid.IntRange(1, 2).Draw(m.rt, "ranks"), rapid.IntRange(0, 2).Draw(m.rt, "gpus"))
+	s.Restarts = rapid.IntRange(0, 1).Draw(m.rt, "restarts")
+	s.Priority = rapid.IntRange(0, 2).Draw(m.rt, "priority")
+	s.Preemptible = rapid.Bool().Draw(m.rt, "preemptible")
+	req := structs.JobSubmitRequest{JobID: id, RequestID: "r" + id, Spec: s, SubmittedAt: m.h.at()}
+	if _, ok := m.h.apply(structs.JobSubmitType, req).(*structs.Job); !ok {
+		m.rt.Fatalf("valid submit %s refused", id)
+	}
+	m.jobs = append(m.jobs, id)
+}
+
+// preempt sends a preemption for any job, of any jobs, sometimes naming
+// the attempt (right or wrong).
+func (m *model) preempt() {
+	if len(m.jobs) == 0 {
+		return
+	}
+	req := structs.JobPreemptRequest{For: rapid.SampledFrom(m.jobs).Draw(m.rt, "for"), At: m.h.at()}
+	withAttempts := rapid.Bool().Draw(m.rt, "attempts")
+	for range rapid.IntRange(1, 3).Draw(m.rt, "victims") {
+		req.Victims = append(req.Victims, rapid.SampledFrom(m.jobs).Draw(m.rt, "victim"))
+		if withAttempts {
+			req.Attempts = append(req.Attempts, rapid.IntRange(0, 3).Draw(m.rt, "attempt"))
+		}
+	}
+	before := map[string]*structs.Job{}
+	for _, id := range req.Victims {
+		before[id] = m.h.job(id)
+	}
+	forJob := m.h.job(req.For)
+	_ = m.h.applyErr(structs.JobPreemptType, req)
+	for id, b := range before {
+		j := m.h.job(id)
+		if j.Preemptions == b.Preemptions {
+			continue
+		}
+		if j.Preemptions != b.Preemptions+1 || !b.Spec.Preemptible || b.Spec.Priority >= forJob.Spec.Priority ||
+			b.State != structs.JobRunning || forJob.State != structs.JobQueued {
+			m.rt.Fatalf("job %s (%s, priority %d, preemptible %v) preempted for %s (%s, priority %d): %d -> %d preemptions",
+				id, b.State, b.Spec.Priority, b.Spec.Preemptible, forJob.ID, forJob.State, forJob.Spec.Priority,
+				b.Preemptions, j.Preemptions)
+		}
+	}
+}
+
+// checkPreemptions asserts what preemption must keep true after every entry.
+func (m *model) checkPreemptions() {
+	for _, j := range m.h.f.Jobs() {
+		if used := j.Attempts - 1 - j.Preemptions; used > j.Spec.Restarts {
+			m.rt.Fatalf("job %s used %d restarts of %d (%d attempts, %d preemptions)", j.ID, used, j.Spec.Restarts, j.Attempts, j.Preemptions)
+		}
+		if j.PreemptedBy == "" {
+			continue
+		}
+		if j.State != structs.JobRunning {
+			m.rt.Fatalf("job %s is %s but still marked preempted by %s", j.ID, j.State, j.PreemptedBy)
+		}
+		for _, a := range m.h.f.Allocs(j.ID) {
+			if a.Live() && a.DesiredState != structs.DesiredStop {
+				m.rt.Fatalf("preempted job %s has live allocation %s still meant to run", j.ID, a.ID)
+			}
+		}
 	}
 }
