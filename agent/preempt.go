@@ -46,7 +46,8 @@ func (a *Agent) placeAndPreempt(view *fsm.StateView, ready []*structs.Job, nowT 
 		queued[j.ID] = j
 	}
 	var running []*structs.Job
-	var state *preemptView
+	fetched := false
+	var preemptor *sched.Preemptor
 	lowest := 0 // the lowest priority of a running preemptible job
 	committed, checked := 0, 0
 	for i := range plan.Blocked[:blocked] {
@@ -59,25 +60,24 @@ func (a *Agent) placeAndPreempt(view *fsm.StateView, ready []*structs.Job, nowT 
 		if j == nil || committed == maxPreemptsPerPass || checked == maxPreemptChecksPerPass {
 			continue
 		}
-		if state == nil {
+		if !fetched {
+			fetched = true
 			running = jobs.running(view.LiveAllocs)
 			lowest = lowestPreemptible(running)
-			state = &preemptView{StateView: view, live: withPlacements(view.LiveAllocs, plan)}
 		}
 		if j.Spec.Priority <= lowest {
 			continue // no running job it may preempt
 		}
+		if preemptor == nil {
+			preemptor = sched.NewPreemptor(&preemptView{StateView: view, live: withPlacements(view.LiveAllocs, plan)}, running)
+		}
 		checked++
-		victims := sched.Preemptions(state, j, running)
+		victims := preemptor.Victims(j)
 		if len(victims) == 0 || !a.commitPreemption(j, victims, running) {
 			continue
 		}
 		committed++
-		for _, r := range running {
-			if slices.Contains(victims, r.ID) {
-				r.PreemptedBy = j.ID // not a candidate again in this pass
-			}
-		}
+		preemptor.Exclude(victims) // not a candidate again in this pass
 		b.Reason = fmt.Sprintf("waiting for %s to stop", plural(len(victims), "preempted job"))
 	}
 	return plan

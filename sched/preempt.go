@@ -10,13 +10,21 @@ import (
 // Preemptions answers, for a queued job that does not fit now, which
 // running jobs to stop so that it would: the IDs of the victims, cheapest
 // first, or nil when the job fits already or when stopping every candidate
-// would still not make room.
+// would still not make room. It is NewPreemptor(s, running).Victims(job).
+func Preemptions(s State, job *structs.Job, running []*structs.Job) []string {
+	return NewPreemptor(s, running).Victims(job)
+}
+
+// Preemptor answers preemption questions on one view of the cluster: the
+// ledger and the candidates are built once, for every blocked job of a
+// scheduling pass.
 //
-// A candidate is a running job of running, other than job, that is
-// Preemptible, has a strictly lower priority than job, is not being
-// cancelled or preempted already, and whose live allocations in s are all
-// still meant to run (one being stopped frees its resources anyway). A
-// candidate is taken whole: every rank of a gang is stopped.
+// A candidate is a running job of running that is Preemptible, is not
+// being cancelled or preempted already, and whose live allocations in s
+// are all still meant to run (one being stopped frees its resources
+// anyway). For a given job, only candidates of strictly lower priority
+// count, and only those holding something on a node the job could ever
+// use. A candidate is taken whole: every rank of a gang is stopped.
 //
 // Cheapest means lowest priority first, then least work lost (the most
 // recently started), then job ID. Candidates are added in that order until
@@ -24,47 +32,127 @@ import (
 // again when the job still fits without it. So every victim returned is
 // needed: without any one of them the job does not fit.
 //
-// Like Place, Preemptions is pure and deterministic; it does not check a
+// Like Place, a Preemptor is pure and deterministic; it does not check a
 // job's queue position or backoff, which are the caller's business.
-func Preemptions(s State, job *structs.Job, running []*structs.Job) []string {
-	if job == nil {
-		return nil
-	}
+type Preemptor struct {
+	l *ledger
+	// cands are sorted cheapest first.
+	cands []*candidate
+}
+
+// NewPreemptor builds the ledger of s and the candidates among running.
+func NewPreemptor(s State, running []*structs.Job) *Preemptor {
 	l := newLedger(s.AllNodes(), s.AllLiveAllocs())
-	if len(l.nodes) == 0 {
+	return &Preemptor{l: l, cands: candidates(l, s.AllLiveAllocs(), running)}
+}
+
+// Exclude makes jobs no longer candidates, such as victims the caller has
+// just chosen for another job.
+func (p *Preemptor) Exclude(jobIDs []string) {
+	p.cands = slices.DeleteFunc(p.cands, func(c *candidate) bool { return slices.Contains(jobIDs, c.job.ID) })
+}
+
+// Victims returns the cheapest victims that let job fit, cheapest first, or
+// nil (see Preemptor). The Preemptor is left as it was.
+func (p *Preemptor) Victims(job *structs.Job) []string {
+	l := p.l
+	if job == nil || len(l.nodes) == 0 {
 		return nil
 	}
 	r, err := newRequest(job, l)
-	if err != nil || fitsNow(r, l) {
+	if err != nil {
 		return nil
 	}
-	cands := candidates(l, r, s.AllLiveAllocs(), running)
+	f := newFitCount(r, l)
+	if f.fits() {
+		return nil
+	}
+	var eligible []*candidate
+	for _, c := range p.cands {
+		if c.job.Spec.Priority >= job.Spec.Priority {
+			break // cheapest first: the rest are not lower either
+		}
+		if c.job.ID != job.ID && c.usableBy(r, l) {
+			eligible = append(eligible, c)
+		}
+	}
+	// Can all of them together make room? If not, no set can.
+	for _, c := range eligible {
+		f.giveBack(c)
+	}
+	enough := f.fits()
+	for _, c := range eligible {
+		f.takeBack(c)
+	}
+	if !enough {
+		return nil
+	}
 	var chosen []*candidate
-	fits := false
-	for _, c := range cands {
-		l.giveBack(c)
+	for _, c := range eligible {
+		f.giveBack(c)
 		chosen = append(chosen, c)
-		if fitsNow(r, l) {
-			fits = true
+		if f.fits() {
 			break
 		}
 	}
-	if !fits {
-		return nil
-	}
 	for i := len(chosen) - 1; i >= 0; i-- {
-		l.takeBack(chosen[i])
-		if fitsNow(r, l) {
+		f.takeBack(chosen[i])
+		if f.fits() {
 			chosen = slices.Delete(chosen, i, i+1)
 			continue
 		}
-		l.giveBack(chosen[i])
+		f.giveBack(chosen[i])
 	}
 	ids := make([]string, len(chosen))
 	for i, c := range chosen {
+		f.takeBack(c)
 		ids[i] = c.job.ID
 	}
 	return ids
+}
+
+// fitCount keeps, while candidates are given back and taken back, which
+// nodes one rank of r fits on, re-checking only the nodes a candidate
+// touches.
+type fitCount struct {
+	r  *request
+	l  *ledger
+	ok []bool
+	n  int
+}
+
+func newFitCount(r *request, l *ledger) *fitCount {
+	f := &fitCount{r: r, l: l, ok: make([]bool, len(l.nodes))}
+	for i := range l.nodes {
+		f.recheck(i)
+	}
+	return f
+}
+
+// fits reports whether every rank of r would find a node, as the placement
+// filters see the ledger now.
+func (f *fitCount) fits() bool { return f.n >= f.r.nodes }
+
+func (f *fitCount) recheck(i int) {
+	_, code, _ := f.r.check(i, &f.l.nodes[i])
+	if ok := code == reasonNone; ok != f.ok[i] {
+		f.ok[i] = ok
+		if ok {
+			f.n++
+		} else {
+			f.n--
+		}
+	}
+}
+
+func (f *fitCount) giveBack(c *candidate) {
+	f.l.shift(c, true)
+	c.eachNode(f.recheck)
+}
+
+func (f *fitCount) takeBack(c *candidate) {
+	f.l.shift(c, false)
+	c.eachNode(f.recheck)
 }
 
 // candidate is a job that may be preempted and what stopping it would give
@@ -87,23 +175,23 @@ type nodeUse struct {
 	mem  int64
 }
 
-// candidates returns the jobs of running that may be preempted for r, with
-// what each holds, cheapest first. A job whose allocations are all on nodes
-// r could never use is left out: stopping it could not help.
-func candidates(l *ledger, r *request, live []*structs.Allocation, running []*structs.Job) []*candidate {
-	prio := r.job.Spec.Priority
-	byJob := map[string]*candidate{}
+// candidates returns the jobs of running that may be preempted at all,
+// with what each holds, cheapest first.
+func candidates(l *ledger, live []*structs.Allocation, running []*structs.Job) []*candidate {
+	byJob := make(map[string]*candidate, len(running))
 	var out []*candidate
 	for _, j := range running {
-		if j == nil || j.ID == r.job.ID || byJob[j.ID] != nil || j.State != structs.JobRunning ||
-			!j.Spec.Preemptible || j.Spec.Priority >= prio || j.StopRequested || j.PreemptedBy != "" {
+		if j == nil || byJob[j.ID] != nil || j.State != structs.JobRunning ||
+			!j.Spec.Preemptible || j.StopRequested || j.PreemptedBy != "" {
 			continue
 		}
 		c := &candidate{job: j}
 		byJob[j.ID] = c
 		out = append(out, c)
 	}
-	usable := map[*candidate]bool{}
+	if len(out) == 0 {
+		return nil
+	}
 	stopping := map[*candidate]bool{}
 	slots := l.freeableSlots()
 	for _, a := range live {
@@ -120,24 +208,39 @@ func candidates(l *ledger, r *request, live []*structs.Allocation, running []*st
 		for _, u := range a.GPUs {
 			if ref, ok := slots[u]; ok && !l.nodes[ref.node].gpus[ref.slot].free {
 				c.gpus = append(c.gpus, ref)
-				if r.couldUse(&l.nodes[ref.node]) {
-					usable[c] = true
-				}
 			}
 		}
 		if n := l.nodeIndex(a.NodeID); n >= 0 {
 			c.uses = append(c.uses, nodeUse{node: n, cpus: a.CPUs, mem: a.MemoryMiB})
-			if r.couldUse(&l.nodes[n]) {
-				usable[c] = true
-			}
 		}
 	}
-	out = slices.DeleteFunc(out, func(c *candidate) bool { return !usable[c] || stopping[c] })
+	out = slices.DeleteFunc(out, func(c *candidate) bool {
+		return stopping[c] || (len(c.gpus) == 0 && len(c.uses) == 0)
+	})
 	slices.SortFunc(out, func(a, b *candidate) int {
 		return cmp.Or(cmp.Compare(a.job.Spec.Priority, b.job.Spec.Priority),
 			b.job.StartedAt.Compare(a.job.StartedAt), cmp.Compare(a.job.ID, b.job.ID))
 	})
 	return out
+}
+
+// eachNode calls f once for every ledger node the candidate holds
+// something on (a node may come more than once).
+func (c *candidate) eachNode(f func(node int)) {
+	for _, ref := range c.gpus {
+		f(ref.node)
+	}
+	for _, u := range c.uses {
+		f(u.node)
+	}
+}
+
+// usableBy reports whether the candidate holds something on a node r could
+// ever use: stopping it could help.
+func (c *candidate) usableBy(r *request, l *ledger) bool {
+	usable := false
+	c.eachNode(func(n int) { usable = usable || r.couldUse(&l.nodes[n]) })
+	return usable
 }
 
 // couldUse reports whether a rank of r could ever run on the node, its
@@ -158,20 +261,6 @@ func (r *request) couldUse(ns *nodeState) bool {
 	return slices.ContainsFunc(ns.gpus, func(g gpuSlot) bool { return r.matches(&g) })
 }
 
-// fitsNow reports whether every rank of r would find a node in the ledger
-// as it stands, without taking anything.
-func fitsNow(r *request, l *ledger) bool {
-	n := 0
-	for i := range l.nodes {
-		if _, code, _ := r.check(i, &l.nodes[i]); code == reasonNone {
-			if n++; n == r.nodes {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // nodeIndex returns the ledger index of the node with the given ID, or -1.
 func (l *ledger) nodeIndex(id string) int {
 	i, ok := slices.BinarySearchFunc(l.nodes, id, func(ns nodeState, id string) int {
@@ -187,13 +276,17 @@ func (l *ledger) nodeIndex(id string) int {
 // in the inventory (the GPUs the ledger may hand out once no allocation
 // holds them) to its slot.
 func (l *ledger) freeableSlots() map[string]slotRef {
-	count := map[string]int{}
+	total := 0
+	for i := range l.nodes {
+		total += len(l.nodes[i].gpus)
+	}
+	count := make(map[string]int, total)
 	for i := range l.nodes {
 		for _, g := range l.nodes[i].node.GPUs {
 			count[g.UUID]++
 		}
 	}
-	out := map[string]slotRef{}
+	out := make(map[string]slotRef, total)
 	for i := range l.nodes {
 		ns := &l.nodes[i]
 		for s, g := range ns.gpus {
@@ -208,12 +301,8 @@ func (l *ledger) freeableSlots() map[string]slotRef {
 	return out
 }
 
-// giveBack frees in the ledger what a candidate holds, as if it had stopped.
-func (l *ledger) giveBack(c *candidate) { l.shift(c, true) }
-
-// takeBack undoes giveBack.
-func (l *ledger) takeBack(c *candidate) { l.shift(c, false) }
-
+// shift frees in the ledger what a candidate holds, as if it had stopped
+// (free), or takes it again.
 func (l *ledger) shift(c *candidate, free bool) {
 	sign := -1
 	if free {

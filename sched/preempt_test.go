@@ -222,6 +222,26 @@ func TestPreemptions(t *testing.T) {
 	}
 }
 
+func TestPreemptor_ExcludedJobsAreNotChosenAgain(t *testing.T) {
+	nodes := []*structs.Node{gpuNode("n1", 4, "H100", 80), gpuNode("n2", 4, "H100", 80)}
+	allocs := []*structs.Allocation{rank("a", 0, "n1", gpus("n1", 0, 4)), rank("b", 0, "n2", gpus("n2", 0, 4))}
+	running := []*structs.Job{runningJob("a", 0, true, 0), runningJob("b", 1, true, 0)}
+	p := NewPreemptor(fakeState{nodes: nodes, allocs: allocs}, running)
+	first := job("first", 4, func(s *structs.JobSpec) { s.Priority = 10 })
+	second := job("second", 4, func(s *structs.JobSpec) { s.Priority = 10 })
+	if v := p.Victims(first); !slices.Equal(v, []string{"a"}) {
+		t.Fatalf("first job: victims %v, want [a]", v)
+	}
+	p.Exclude([]string{"a"})
+	if v := p.Victims(second); !slices.Equal(v, []string{"b"}) {
+		t.Fatalf("second job, a excluded: victims %v, want [b]", v)
+	}
+	p.Exclude([]string{"b"})
+	if v := p.Victims(second); v != nil {
+		t.Fatalf("every candidate excluded: victims %v, want none", v)
+	}
+}
+
 func TestPreemptions_PropertyVictimsAreEligibleSufficientAndEachNeeded(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		nodes, allocs, jobs := genCluster(t)
@@ -242,7 +262,11 @@ func TestPreemptions_PropertyVictimsAreEligibleSufficientAndEachNeeded(t *testin
 			byID[j.ID] = j
 		}
 		s := fakeState{nodes: nodes, allocs: allocs}
-		victims := Preemptions(s, want, runningJobs)
+		p := NewPreemptor(s, runningJobs)
+		victims := p.Victims(want)
+		if again := p.Victims(want); !slices.Equal(again, victims) {
+			t.Fatalf("asked twice, the preemptor answered %v, then %v", victims, again)
+		}
 
 		without := func(gone []string) fakeState {
 			var rest []*structs.Allocation
@@ -301,4 +325,44 @@ func TestPreemptions_PropertyVictimsAreEligibleSufficientAndEachNeeded(t *testin
 			}
 		}
 	})
+}
+
+// fullCluster is 5,000 8-GPU nodes, each running one preemptible job on
+// all its GPUs (priorities 0-2), and a 4-node gang of priority 10 that
+// needs all the GPUs of 4 nodes.
+func fullCluster() (fakeState, []*structs.Job, *structs.Job) {
+	nodes := make([]*structs.Node, 5000)
+	allocs := make([]*structs.Allocation, len(nodes))
+	running := make([]*structs.Job, len(nodes))
+	for i := range nodes {
+		id := fmt.Sprintf("node-%04d", i)
+		nodes[i] = gpuNode(id, 8, "H100", 80)
+		jobID := fmt.Sprintf("low-%04d", i)
+		allocs[i] = rank(jobID, 0, id, gpus(id, 0, 8))
+		running[i] = runningJob(jobID, i%3, true, i%60)
+	}
+	high := job("high", 8, gang(4), func(s *structs.JobSpec) { s.Priority = 10 })
+	return fakeState{nodes: nodes, allocs: allocs}, running, high
+}
+
+// BenchmarkPreemptor_New is the once-per-pass cost: the ledger and the
+// candidates of a full 5,000-node cluster.
+func BenchmarkPreemptor_New(b *testing.B) {
+	st, running, _ := fullCluster()
+	b.ReportAllocs()
+	for b.Loop() {
+		NewPreemptor(st, running)
+	}
+}
+
+// BenchmarkPreemptor_Victims is the cost per blocked job looked at.
+func BenchmarkPreemptor_Victims(b *testing.B) {
+	st, running, high := fullCluster()
+	p := NewPreemptor(st, running)
+	b.ReportAllocs()
+	for b.Loop() {
+		if v := p.Victims(high); len(v) != 4 {
+			b.Fatalf("%d victims, want 4", len(v))
+		}
+	}
 }
