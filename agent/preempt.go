@@ -36,11 +36,12 @@ func (a *Agent) placeAndPreempt(view *fsm.StateView, ready []*structs.Job, nowT 
 	plan := sched.Schedule(view, ready, sched.Options{Now: nowT})
 	blocked := len(plan.Blocked)
 	plan.Blocked = append(plan.Blocked, held...)
-	if blocked == 0 || slices.ContainsFunc(view.Nodes, isSilent) {
-		// A node held back for silence may be back in a moment, and a job
-		// that would fit on it must not preempt anyone.
+	if blocked == 0 {
 		return plan
 	}
+	// A node held back for silence may be back in a moment, and a job that
+	// would fit on it must not preempt anyone.
+	silent := slices.ContainsFunc(view.Nodes, isSilent)
 	queued := make(map[string]*structs.Job, len(view.Queued))
 	for _, j := range view.Queued {
 		queued[j.ID] = j
@@ -57,7 +58,7 @@ func (a *Agent) placeAndPreempt(view *fsm.StateView, ready []*structs.Job, nowT 
 			continue
 		}
 		j := queued[b.JobID]
-		if j == nil || committed == maxPreemptsPerPass || checked == maxPreemptChecksPerPass {
+		if j == nil || silent || committed == maxPreemptsPerPass || checked == maxPreemptChecksPerPass {
 			continue
 		}
 		if !fetched {
@@ -163,16 +164,21 @@ func (a *Agent) preemptionsUnderWay(view *fsm.StateView, jobs *jobCache) map[str
 }
 
 // holdBehindPreemptions keeps back the ready jobs that come after the
-// first queued job with a preemption under way, except jobs that are
-// preempting themselves: the GPUs being freed are that job's.
+// first queued job with a preemption under way (in the order of queued,
+// the queue order), except jobs that are preempting themselves: the GPUs
+// being freed are that job's.
 func holdBehindPreemptions(queued, ready []*structs.Job, preempting map[string]int) (keep []*structs.Job, held []structs.JobBlocked) {
 	first := slices.IndexFunc(queued, func(j *structs.Job) bool { return preempting[j.ID] > 0 })
 	if first < 0 {
 		return ready, nil
 	}
 	waitFor := queued[first]
+	ahead := make(map[string]bool, first+1)
+	for _, j := range queued[:first+1] {
+		ahead[j.ID] = true
+	}
 	for _, j := range ready {
-		if preempting[j.ID] > 0 || queueOrder(j, waitFor) <= 0 {
+		if ahead[j.ID] || preempting[j.ID] > 0 {
 			keep = append(keep, j)
 			continue
 		}
@@ -181,13 +187,6 @@ func holdBehindPreemptions(queued, ready []*structs.Job, preempting map[string]i
 			structs.ShortID(waitFor.ID), waitFor.Spec.Priority)})
 	}
 	return keep, held
-}
-
-// queueOrder is the order of fsm.StateView.Queued: priority (highest
-// first), then submission time, then ID.
-func queueOrder(a, b *structs.Job) int {
-	return cmp.Or(cmp.Compare(b.Spec.Priority, a.Spec.Priority),
-		a.SubmittedAt.Compare(b.SubmittedAt), cmp.Compare(a.ID, b.ID))
 }
 
 // jobCache looks jobs up in the FSM at most once per pass.
