@@ -101,7 +101,7 @@ func (s *state) decideJob(a *structs.Allocation, at time.Time, index uint64) {
 	case j.StopRequested:
 		finishJob(j, structs.JobCancelled, cancelReason(j), at, index)
 	case j.PreemptedBy != "":
-		requeuePreempted(j, index)
+		requeuePreempted(j, at, index)
 	case failed == nil:
 		finishJob(j, structs.JobSucceeded, "", at, index)
 	case s.faulted(j) != nil && j.GPUFaults < structs.MaxFreeGPUFaultRestarts:

@@ -97,12 +97,15 @@ func (s *state) preempt(id string, attempt int, forJob *structs.Job, reason stri
 }
 
 // requeuePreempted puts a preempted job whose allocations have all ended
-// back in the queue, at once and without using a restart.
-func requeuePreempted(j *structs.Job, index uint64) {
+// back in the queue, at once and without using a restart. NotBefore is
+// the moment it was requeued: its wait for the queue's aging starts again
+// there (it has had its turn), so the age it had before it ran cannot lift
+// it above the job it made room for and start a preemption loop.
+func requeuePreempted(j *structs.Job, at time.Time, index uint64) {
 	j.State = structs.JobQueued
 	j.StartedAt = time.Time{}
 	j.FinishedAt = time.Time{}
-	j.NotBefore = time.Time{}
+	j.NotBefore = at
 	j.PreemptedBy = ""
 	j.Reason = j.PreemptReason
 	j.ModifyIndex = index

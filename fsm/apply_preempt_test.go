@@ -74,10 +74,12 @@ func TestFSM_PreemptRequeuesWithoutUsingARestart(t *testing.T) {
 	if err := h.preempt("high", "low"); err != nil {
 		t.Fatalf("preempt: %v", err)
 	}
-	// The job exits with an error on SIGTERM: still a preemption, no backoff.
+	// The job exits with an error on SIGTERM: still a preemption, no
+	// backoff. It waits again from the moment it was requeued, so the age
+	// it had cannot lift it over the job it made room for.
 	h.mustUpdate("n1", "low0", structs.AllocFailed, 143, "")
 	j := h.job("low")
-	if j.State != structs.JobQueued || !j.NotBefore.IsZero() || j.PreemptedBy != "" ||
+	if j.State != structs.JobQueued || j.NotBefore.IsZero() || j.NotBefore.After(h.at()) || j.PreemptedBy != "" ||
 		j.Reason != "preempted by job high (priority 10)" {
 		t.Fatalf("preempted job after its allocation ended: %+v", j)
 	}
