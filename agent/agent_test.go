@@ -277,18 +277,29 @@ func TestAgent_FailingJobIsRestartedThenFails(t *testing.T) {
 	}
 }
 
-func TestAgent_TimeLimitStopsTheJob(t *testing.T) {
+func TestAgent_TimeLimitEndsTheJobTimedOutWithoutRestart(t *testing.T) {
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
 	job, err := c.SubmitJob(context.Background(), api.SubmitRequest{Spec: structs.JobSpec{
 		Command:   []string{"sleep", "60"},
 		TimeLimit: structs.Duration(300 * time.Millisecond),
+		Restarts:  2,
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := waitJobState(t, c, job.ID, structs.JobFailed)
-	if !strings.Contains(d.Job.Reason, "time limit") {
-		t.Fatalf("reason %q, want it to name the time limit", d.Job.Reason)
+	d := waitJobState(t, c, job.ID, structs.JobTimedOut)
+	if !strings.Contains(d.Job.Reason, "time limit") || d.Job.Attempts != 1 {
+		t.Fatalf("job %+v, want one attempt and a reason naming the time limit", d.Job)
+	}
+	if len(d.Allocations) != 1 || d.Allocations[0].State != structs.AllocTimedOut {
+		t.Fatalf("allocations %+v, want one timed out", d.Allocations)
+	}
+	st, err := c.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Jobs[structs.JobTimedOut] != 1 {
+		t.Fatalf("status counts %v, want one timed_out", st.Jobs)
 	}
 }
 

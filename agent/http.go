@@ -284,7 +284,7 @@ func (a *Agent) handleStatus(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	for _, st := range []structs.JobState{structs.JobQueued, structs.JobRunning, structs.JobSucceeded, structs.JobFailed, structs.JobCancelled} {
+	for _, st := range structs.JobStates {
 		s.Jobs[st] = 0
 	}
 	for st, n := range a.fsm.JobCounts() {

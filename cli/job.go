@@ -92,7 +92,7 @@ func printJobDetail(c *ucli.Context, d *api.JobDetail, now time.Time) error {
 			node = structs.ShortID(a.NodeID)
 		}
 		exit := "-"
-		if a.State == structs.AllocSucceeded || a.State == structs.AllocFailed || a.State == structs.AllocKilled {
+		if a.State == structs.AllocSucceeded || a.State == structs.AllocFailed || a.State == structs.AllocKilled || a.State == structs.AllocTimedOut {
 			exit = strconv.Itoa(a.ExitCode)
 		}
 		rows = append(rows, []string{
@@ -123,6 +123,9 @@ func specFields(s structs.JobSpec) []field {
 	}
 	if s.TimeLimit > 0 {
 		limit = s.TimeLimit.String()
+		if s.Signal != nil {
+			limit += fmt.Sprintf(" (SIG%s %s before)", s.Signal.Name, s.Signal.Before)
+		}
 	}
 	model := s.GPUModel
 	if model == "" {

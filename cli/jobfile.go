@@ -33,6 +33,7 @@ type jobFile struct {
 	Priority    int               `yaml:"priority"`
 	Restarts    int               `yaml:"restarts"`
 	TimeLimit   string            `yaml:"time_limit"`
+	Signal      string            `yaml:"signal"`
 	Env         map[string]string `yaml:"env"`
 	Constraints map[string]string `yaml:"constraints"`
 	After       []string          `yaml:"after"`
@@ -88,6 +89,11 @@ func readJobFile(path string, stdin io.Reader) (structs.JobSpec, error) {
 	}
 	if spec.PreemptGrace, err = structs.ParseDuration(jf.PreemptGrace); err != nil {
 		return spec, fmt.Errorf("%s: preempt_grace: %w", path, err)
+	}
+	if jf.Signal != "" {
+		if spec.Signal, err = structs.ParseTimeSignal(jf.Signal); err != nil {
+			return spec, fmt.Errorf("%s: signal: %w", path, err)
+		}
 	}
 	if jf.Array != "" {
 		if spec.Array, err = parseArray(jf.Array); err != nil {

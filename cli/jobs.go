@@ -71,7 +71,7 @@ func gpuShape(s structs.JobSpec) string {
 // cancelled, else what it runs.
 func jobInfo(j structs.Job) string {
 	switch j.State {
-	case structs.JobQueued, structs.JobFailed, structs.JobCancelled:
+	case structs.JobQueued, structs.JobFailed, structs.JobCancelled, structs.JobTimedOut:
 		if j.Reason != "" {
 			return j.Reason
 		}

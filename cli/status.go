@@ -37,7 +37,7 @@ func statusAction(c *ucli.Context) error {
 	if s.GPUsSimulated {
 		gpus += " (simulated)"
 	}
-	states := []structs.JobState{structs.JobQueued, structs.JobRunning, structs.JobSucceeded, structs.JobFailed, structs.JobCancelled}
+	states := structs.JobStates
 	jobs := make([]string, len(states))
 	for i, st := range states {
 		jobs[i] = fmt.Sprintf("%d %s", s.Jobs[st], st)

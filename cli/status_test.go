@@ -27,7 +27,7 @@ func TestStatus_PrintsAlignedSummary(t *testing.T) {
 			"leader:     gpu-01\n" +
 			"nodes:      2/3 ready\n" +
 			"GPUs:       5/16 free (simulated)\n" +
-			"jobs:       1 queued, 2 running, 0 succeeded, 4 failed, 0 cancelled\n" +
+			"jobs:       1 queued, 2 running, 0 succeeded, 4 failed, 0 cancelled, 0 timed_out\n" +
 			"raft index: 1234\n" +
 			"version:    0.1.0\n"},
 		{"no leader, real GPUs", func(s *api.Status) { s.Leader, s.GPUsSimulated, s.Jobs = "", false, nil }, "" +
@@ -35,7 +35,7 @@ func TestStatus_PrintsAlignedSummary(t *testing.T) {
 			"leader:     none (no leader elected)\n" +
 			"nodes:      2/3 ready\n" +
 			"GPUs:       5/16 free\n" +
-			"jobs:       0 queued, 0 running, 0 succeeded, 0 failed, 0 cancelled\n" +
+			"jobs:       0 queued, 0 running, 0 succeeded, 0 failed, 0 cancelled, 0 timed_out\n" +
 			"raft index: 1234\n" +
 			"version:    0.1.0\n"},
 	}

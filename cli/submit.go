@@ -39,6 +39,7 @@ var specFlags = map[string]string{
 	"restarts":           "--restarts",
 	"time_limit":         "--time-limit",
 	"preempt_grace":      "--preempt-grace",
+	"signal":             "--signal",
 	"constraints":        "--constraint",
 	"request_id":         "--request-id",
 }
@@ -61,7 +62,8 @@ func submitCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "mem", Usage: "memory per node (SIZE: 512M, 80G)"},
 			&ucli.IntFlag{Name: "priority", Usage: "higher runs first (-1000..1000)"},
 			&ucli.IntFlag{Name: "restarts", Usage: "times to restart the job when it fails"},
-			&ucli.StringFlag{Name: "time-limit", Usage: "stop the job after this long (90m, 2h)"},
+			&ucli.StringFlag{Name: "time-limit", Usage: "stop the job after this long (90m, 2h); it ends timed_out"},
+			&ucli.StringFlag{Name: "signal", Usage: "send `SIG[@TIME]` to the job TIME (default 60s) before its time limit, like USR1@90s"},
 			&ucli.GenericFlag{Name: "env", Usage: "set K=V in the job's environment, or copy K from yours (repeatable)", Value: &listValue{}},
 			&ucli.GenericFlag{Name: "constraint", Usage: "only nodes with label K=V (repeatable)", Value: &listValue{}},
 			&ucli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the job from a YAML `FILE` (- for stdin); flags override it"},
@@ -145,6 +147,12 @@ func submitRequest(c *ucli.Context) (api.SubmitRequest, error) {
 		s := c.String("time-limit")
 		if spec.TimeLimit, err = structs.ParseDuration(s); err != nil {
 			return req, usagef(c, "--time-limit %q: %v", s, err)
+		}
+	}
+	if c.IsSet("signal") {
+		s := c.String("signal")
+		if spec.Signal, err = structs.ParseTimeSignal(s); err != nil {
+			return req, usagef(c, "--signal %v", err)
 		}
 	}
 	env, err := envFlag(c)

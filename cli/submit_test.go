@@ -56,7 +56,7 @@ func TestSubmit_BuildsSpecFromEveryFlag(t *testing.T) {
 	r := runCLI(t, "--addr", f.URL, "submit",
 		"--name", "train", "--gpus", "4", "--nodes", "2", "--gpu-model", "H100",
 		"--gpu-mem", "80G", "--cpus", "16", "--mem", "1.5T", "--priority", "-7",
-		"--restarts", "3", "--time-limit", "90m", "--env", "A=1", "--env", "B=x,y=z ",
+		"--restarts", "3", "--time-limit", "90m", "--signal", "sigusr1@2m", "--env", "A=1", "--env", "B=x,y=z ",
 		"--constraint", "rack=r1", "--constraint", "zone=a,b", "--workdir", "/data/run",
 		"--request-id", "req-1", "--spread", "--after", "abc123", "--after", "def456:any",
 		"--", "python", "train.py", "--lr", "3")
@@ -84,6 +84,7 @@ func TestSubmit_BuildsSpecFromEveryFlag(t *testing.T) {
 		Priority:        -7,
 		Restarts:        3,
 		TimeLimit:       structs.Duration(90 * time.Minute),
+		Signal:          &structs.TimeSignal{Name: "USR1", Before: structs.Duration(2 * time.Minute)},
 		Constraints:     map[string]string{"rack": "r1", "zone": "a,b"},
 		Spread:          true,
 		After:           []structs.Dependency{{JobID: "abc123", Condition: "ok"}, {JobID: "def456", Condition: "any"}},
@@ -191,6 +192,9 @@ func TestSubmit_BadValuesAreRejectedBeforeSending(t *testing.T) {
 		{"gpu size that does not parse", []string{"--gpus", "1", "--gpu-mem", "lots", "true"}, exitUsage, `--gpu-mem "lots": invalid size`},
 		{"duration that does not parse", []string{"--time-limit", "soon", "true"}, exitUsage, `--time-limit "soon": invalid duration`},
 		{"number that does not parse", []string{"--gpus", "two", "true"}, exitUsage, `invalid value "two" for flag -gpus`},
+		{"unknown signal", []string{"--time-limit", "1h", "--signal", "KILL", "true"}, exitUsage, `--signal "KILL": unknown signal`},
+		{"signal without time limit", []string{"--signal", "USR1@30s", "true"}, exitError, "Error: --signal: is sent before the time limit, but time_limit is not set"},
+		{"signal after the limit", []string{"--time-limit", "1m", "--signal", "USR1@5m", "true"}, exitError, "Error: --signal: 5m0s before the limit: must be less than time_limit 1m0s"},
 		{"unknown flag", []string{"--gpu", "2", "true"}, exitUsage, "flag provided but not defined: -gpu"},
 		{"constraint without value", []string{"--constraint", "rack", "true"}, exitUsage, `--constraint "rack": want KEY=VALUE`},
 		{"after with an odd condition", []string{"--after", "abc:maybe", "true"}, exitUsage, `--after "abc:maybe": want JOB_ID, JOB_ID:ok or JOB_ID:any`},
@@ -332,6 +336,7 @@ mem: 512G
 priority: 5
 restarts: 2
 time_limit: 2h
+signal: USR2@10m
 env: {LR: "3e-4"}
 constraints: {zone: a}
 after: [abc123, "def456:any"]
@@ -345,6 +350,7 @@ spread: true
 		Name: "train", Command: []string{"torchrun", "train.py"}, Workdir: "/data", Nodes: 2, GPUs: 4,
 		GPUModel: "H100", GPUMemoryMinMiB: 80 * 1024, CPUs: 32, MemoryMiB: 512 * 1024, Priority: 5, Restarts: 2,
 		TimeLimit: structs.Duration(2 * time.Hour), Env: map[string]string{"LR": "3e-4", "SEED": "1"},
+		Signal:      &structs.TimeSignal{Name: "USR2", Before: structs.Duration(10 * time.Minute)},
 		Constraints: map[string]string{"zone": "a"}, Spread: true,
 		After: []structs.Dependency{{JobID: "abc123", Condition: "ok"}, {JobID: "def456", Condition: "any"}},
 	}
@@ -358,6 +364,7 @@ func TestSubmit_FileErrorsNameTheField(t *testing.T) {
 		{"unknown field", "command: [x]\ngpus_per_node: 2\n", "field gpus_per_node not found"},
 		{"bad size", "command: [x]\nmem: 12Q\n", "mem: invalid size"},
 		{"bad duration", "command: [x]\ntime_limit: soon\n", "time_limit: invalid duration"},
+		{"bad signal", "command: [x]\ntime_limit: 1h\nsignal: STOP\n", "signal: \"STOP\": unknown signal"},
 		{"bad dependency", "command: [x]\nafter: [\"a:maybe\"]\n", "after:"},
 		{"not yaml", "command: [x\n", "job.yaml"},
 	}

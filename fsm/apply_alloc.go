@@ -46,7 +46,7 @@ func (s *state) updateAlloc(nodeID string, u *structs.AllocUpdate, index uint64)
 			a.ModifyIndex = index
 		}
 		return nil
-	case structs.AllocSucceeded, structs.AllocFailed, structs.AllocLost, structs.AllocKilled:
+	case structs.AllocSucceeded, structs.AllocFailed, structs.AllocLost, structs.AllocKilled, structs.AllocTimedOut:
 		if a.Live() {
 			s.endAlloc(a, u, index)
 		}
@@ -81,7 +81,8 @@ func (s *state) decideJob(a *structs.Allocation, at time.Time, index uint64) {
 	if !ok || j.State != structs.JobRunning || a.Attempt != j.Attempts {
 		return
 	}
-	var failed *structs.Allocation // the lowest rank that did not succeed
+	var failed *structs.Allocation   // the lowest rank that did not succeed
+	var timedOut *structs.Allocation // the lowest rank stopped at the time limit
 	for _, o := range s.jobAllocs[j.ID] {
 		if o.Attempt != j.Attempts {
 			continue
@@ -91,6 +92,9 @@ func (s *state) decideJob(a *structs.Allocation, at time.Time, index uint64) {
 		}
 		if o.State != structs.AllocSucceeded && (failed == nil || o.Rank < failed.Rank) {
 			failed = o
+		}
+		if o.State == structs.AllocTimedOut && (timedOut == nil || o.Rank < timedOut.Rank) {
+			timedOut = o
 		}
 	}
 	j.ExitCode = 0
@@ -104,6 +108,10 @@ func (s *state) decideJob(a *structs.Allocation, at time.Time, index uint64) {
 		requeuePreempted(j, at, index)
 	case failed == nil:
 		finishJob(j, structs.JobSucceeded, "", at, index)
+	case timedOut != nil:
+		// Never restarted: the next attempt would run out of time too.
+		j.ExitCode = timedOut.ExitCode
+		finishJob(j, structs.JobTimedOut, failure(j, timedOut), at, index)
 	case s.faulted(j) != nil && j.GPUFaults < structs.MaxFreeGPUFaultRestarts:
 		// A GPU failed under the attempt: the hardware's fault, so the
 		// job goes back to the queue at once without using a restart.

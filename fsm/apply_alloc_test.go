@@ -161,10 +161,43 @@ func TestFSM_RestartPolicyRequeuesThenFails(t *testing.T) {
 	if a := h.alloc("a2"); a.Attempt != 2 {
 		t.Fatalf("second placement has attempt %d, want 2", a.Attempt)
 	}
-	h.mustUpdate("n1", "a2", structs.AllocKilled, 137, "killed: time limit 1h exceeded")
+	h.mustUpdate("n1", "a2", structs.AllocKilled, 137, "killed: node drained")
 	j = h.job("j")
-	if j.State != structs.JobFailed || j.Attempts != 2 || j.ExitCode != 137 || j.Reason != "killed: time limit 1h exceeded" || j.FinishedAt.IsZero() {
+	if j.State != structs.JobFailed || j.Attempts != 2 || j.ExitCode != 137 || j.Reason != "killed: node drained" || j.FinishedAt.IsZero() {
 		t.Fatalf("job after the last failure: %+v", j)
+	}
+}
+
+func TestFSM_TimedOutJobEndsTimedOutWithoutUsingARestart(t *testing.T) {
+	h := newHarness(t)
+	h.register(node("n1", 1))
+	h.register(node("n2", 1))
+	s := spec(2, 1)
+	s.Restarts = 3
+	s.TimeLimit = structs.Duration(time.Hour)
+	h.apply(structs.JobSubmitType, structs.JobSubmitRequest{JobID: "j", Spec: s, SubmittedAt: t0})
+	h.place("j", alloc("a0", "n1", 0, gpuID("n1", 0)), alloc("a1", "n2", 1, gpuID("n2", 0)))
+	h.mustUpdate("n1", "a0", structs.AllocRunning, 0, "")
+	h.mustUpdate("n2", "a1", structs.AllocRunning, 0, "")
+	// Rank 1's limit fires first; rank 0 is asked to stop with it.
+	h.mustUpdate("n2", "a1", structs.AllocTimedOut, 143, "time limit 1h0m0s exceeded")
+	if a := h.alloc("a0"); a.DesiredState != structs.DesiredStop {
+		t.Fatalf("rank 0 after rank 1 timed out: %+v, want asked to stop", a)
+	}
+	if j := h.job("j"); j.State != structs.JobRunning {
+		t.Fatalf("job is %s before its last rank ended, want running", j.State)
+	}
+	h.mustUpdate("n1", "a0", structs.AllocKilled, 143, "killed: rank 1 timed out")
+	j := h.job("j")
+	if j.State != structs.JobTimedOut || j.Attempts != 1 || j.ExitCode != 143 ||
+		j.Reason != "rank 1 time limit 1h0m0s exceeded" || j.FinishedAt.IsZero() {
+		t.Fatalf("job: %+v, want timed out after one attempt", j)
+	}
+	if q := h.f.State().Queued; len(q) != 0 {
+		t.Fatalf("a timed out job was requeued: %v", q)
+	}
+	if c := h.f.JobCounts(); c[structs.JobTimedOut] != 1 {
+		t.Fatalf("counts %v, want one timed out", c)
 	}
 }
 

@@ -157,12 +157,9 @@ func (f *FSM) NodeAllocs(nodeID string) []*structs.Allocation {
 func (f *FSM) JobCounts() map[structs.JobState]int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	counts := map[structs.JobState]int{
-		structs.JobQueued:    0,
-		structs.JobRunning:   0,
-		structs.JobSucceeded: 0,
-		structs.JobFailed:    0,
-		structs.JobCancelled: 0,
+	counts := make(map[structs.JobState]int, len(structs.JobStates))
+	for _, st := range structs.JobStates {
+		counts[st] = 0
 	}
 	for _, j := range f.st.jobs {
 		counts[j.State]++

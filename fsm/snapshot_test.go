@@ -60,7 +60,14 @@ func richState(t *testing.T) *harness {
 
 	h.submit("killed", spec(1, 0))
 	h.place("killed", alloc("killed0", "n1", 0))
-	h.mustUpdate("n1", "killed0", structs.AllocKilled, 137, "killed: time limit 1h exceeded")
+	h.mustUpdate("n1", "killed0", structs.AllocKilled, 137, "killed: node drained")
+
+	late := spec(1, 0)
+	late.TimeLimit = structs.Duration(time.Hour)
+	late.Signal = &structs.TimeSignal{Name: "USR1", Before: structs.Duration(time.Minute)}
+	h.apply(structs.JobSubmitType, structs.JobSubmitRequest{JobID: "late", Spec: late, SubmittedAt: t0})
+	h.place("late", alloc("late0", "n1", 0))
+	h.mustUpdate("n1", "late0", structs.AllocTimedOut, 143, "time limit 1h0m0s exceeded")
 	return h
 }
 

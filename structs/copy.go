@@ -35,6 +35,10 @@ func (s JobSpec) Copy() JobSpec {
 		a := *s.Array
 		s.Array = &a
 	}
+	if s.Signal != nil {
+		sig := *s.Signal
+		s.Signal = &sig
+	}
 	return s
 }
 

@@ -46,7 +46,13 @@ type Node struct {
 	GPUs      []GPU             `json:"gpus"`
 	// GPUSource says where the GPU inventory came from: "nvml", "simulated"
 	// or "none". Simulated GPUs are labelled as such everywhere they are shown.
-	GPUSource    string     `json:"gpu_source"`
+	GPUSource string `json:"gpu_source"`
+	// LinkMbps is the speed of the network link the node is reached on
+	// (0: unknown); rank 0 of a gang goes to the fastest (sched/rank.go).
+	// MasterPorts is the range the leader picks a gang's MASTER_PORT from
+	// when rank 0 runs here (zero: DefaultMasterPorts).
+	LinkMbps     int        `json:"link_mbps,omitempty"`
+	MasterPorts  PortRange  `json:"master_ports,omitzero"`
 	Status       NodeStatus `json:"status"`
 	StatusReason string     `json:"status_reason,omitempty"`
 	StatusAt     time.Time  `json:"status_at,omitzero"`
@@ -159,18 +165,24 @@ func (g *GPU) Placeable() (bool, string) {
 // JobState is where a job is in its life.
 type JobState string
 
-// Job states. Succeeded, failed and cancelled are terminal.
+// Job states. Succeeded, failed, cancelled and timed out are terminal.
 const (
 	JobQueued    JobState = "queued"
 	JobRunning   JobState = "running"
 	JobSucceeded JobState = "succeeded"
 	JobFailed    JobState = "failed"
 	JobCancelled JobState = "cancelled"
+	// JobTimedOut: the job ran past its time limit and was stopped. It is
+	// not restarted: another attempt would run out of time again.
+	JobTimedOut JobState = "timed_out"
 )
+
+// JobStates lists every job state, in the order status counts show them.
+var JobStates = []JobState{JobQueued, JobRunning, JobSucceeded, JobFailed, JobCancelled, JobTimedOut}
 
 // Terminal reports whether a job in this state will never run again.
 func (s JobState) Terminal() bool {
-	return s == JobSucceeded || s == JobFailed || s == JobCancelled
+	return s == JobSucceeded || s == JobFailed || s == JobCancelled || s == JobTimedOut
 }
 
 // JobSpec is what a user asks for. Sizes are in MiB, durations as Duration.
@@ -188,7 +200,10 @@ type JobSpec struct {
 	Priority        int               `json:"priority,omitempty"`
 	Restarts        int               `json:"restarts,omitempty"`
 	TimeLimit       Duration          `json:"time_limit,omitempty"`
-	Constraints     map[string]string `json:"constraints,omitempty"`
+	// Signal, with a time limit, is sent to the job's process group that
+	// long before the limit (Slurm's --signal), so it can checkpoint.
+	Signal      *TimeSignal       `json:"signal,omitempty"`
+	Constraints map[string]string `json:"constraints,omitempty"`
 	// Spread places ranks on the emptiest fitting nodes instead of
 	// packing them onto the fullest (the default, binpack).
 	Spread bool `json:"spread,omitempty"`
@@ -204,6 +219,19 @@ type JobSpec struct {
 	// SIGKILL when the job is preempted; Normalize sets
 	// DefaultPreemptGrace for a preemptible job that gives none.
 	PreemptGrace Duration `json:"preempt_grace,omitempty"`
+}
+
+// TimeSignal is a signal sent Before the time limit. Name is a signal name
+// without the SIG prefix (USR1, TERM; see TimeSignals).
+type TimeSignal struct {
+	Name   string   `json:"name"`
+	Before Duration `json:"before"`
+}
+
+// PortRange is an inclusive range of TCP ports.
+type PortRange struct {
+	Min int `json:"min"`
+	Max int `json:"max"`
 }
 
 // ArraySpec is a job array's index range, Start to End inclusive, and the
@@ -302,6 +330,8 @@ const (
 	AllocFailed    AllocState = "failed"
 	AllocLost      AllocState = "lost"
 	AllocKilled    AllocState = "killed"
+	// AllocTimedOut: the supervisor stopped the job at its time limit.
+	AllocTimedOut AllocState = "timed_out"
 )
 
 // Terminal reports whether the allocation's process is gone for good.
@@ -344,6 +374,10 @@ type Allocation struct {
 	CreatedAt  time.Time `json:"created_at"`
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// MasterPort is the gang's rendezvous port on rank 0's node, the same
+	// on every rank, stamped by the leader (0 in entries of leaders before
+	// it; the runner then derives one).
+	MasterPort int `json:"master_port,omitempty"`
 	// CreateIndex is the Raft index that created the allocation; it is the
 	// fencing token a node uses to tell its allocations from older ones.
 	CreateIndex uint64 `json:"create_index"`

@@ -68,13 +68,17 @@ func ReservedEnv(name string) bool {
 	return reservedEnv[name] || strings.HasPrefix(name, "SKEIN_") || slices.Contains(LaunchEnv, name)
 }
 
-// Normalize fills defaults a user may leave out.
+// Normalize fills defaults a user may leave out and spells a signal name
+// the one way Validate accepts ("sigusr1" becomes "USR1").
 func (s *JobSpec) Normalize() {
 	if s.Nodes == 0 {
 		s.Nodes = 1
 	}
 	if s.Preemptible && s.PreemptGrace == 0 {
 		s.PreemptGrace = DefaultPreemptGrace
+	}
+	if s.Signal != nil {
+		s.Signal.Name = strings.TrimPrefix(strings.ToUpper(s.Signal.Name), "SIG")
 	}
 }
 
@@ -146,6 +150,9 @@ func (s *JobSpec) Validate() error {
 	}
 	if s.PreemptGrace > 0 && !s.Preemptible {
 		return fieldErr("preempt_grace", "set, but the job is not preemptible")
+	}
+	if err := s.validateSignal(); err != nil {
+		return err
 	}
 	if len(s.Constraints) > MaxLabels {
 		return fieldErr("constraints", "%d constraints, more than the limit of %d", len(s.Constraints), MaxLabels)

@@ -32,6 +32,23 @@ func TestJobSpec_Validate(t *testing.T) {
 		{"priority too high", func(s *JobSpec) { s.Priority = MaxPriority + 1 }, "priority"},
 		{"negative restarts", func(s *JobSpec) { s.Restarts = -1 }, "restarts"},
 		{"negative time limit", func(s *JobSpec) { s.TimeLimit = -1 }, "time_limit"},
+		{"signal before the limit", func(s *JobSpec) {
+			s.TimeLimit = Duration(time.Hour)
+			s.Signal = &TimeSignal{Name: "USR1", Before: Duration(time.Minute)}
+		}, ""},
+		{"signal without time limit", func(s *JobSpec) { s.Signal = &TimeSignal{Name: "USR1", Before: Duration(time.Second)} }, "signal"},
+		{"signal as long as the limit", func(s *JobSpec) {
+			s.TimeLimit = Duration(time.Minute)
+			s.Signal = &TimeSignal{Name: "USR1", Before: Duration(time.Minute)}
+		}, "signal"},
+		{"signal at zero", func(s *JobSpec) {
+			s.TimeLimit = Duration(time.Minute)
+			s.Signal = &TimeSignal{Name: "USR1"}
+		}, "signal"},
+		{"unknown signal", func(s *JobSpec) {
+			s.TimeLimit = Duration(time.Minute)
+			s.Signal = &TimeSignal{Name: "KILL", Before: Duration(time.Second)}
+		}, "signal"},
 		{"bad env name", func(s *JobSpec) { s.Env = map[string]string{"1X": "y"} }, "env"},
 		{"cuda override", func(s *JobSpec) { s.Env = map[string]string{"CUDA_VISIBLE_DEVICES": "0"} }, "env"},
 		{"skein override", func(s *JobSpec) { s.Env = map[string]string{"SKEIN_JOB_ID": "x"} }, "env"},
@@ -86,5 +103,40 @@ func TestJobSpec_NormalizeGivesAPreemptibleJobTheDefaultGrace(t *testing.T) {
 	s.Normalize()
 	if s.PreemptGrace != 0 {
 		t.Fatalf("PreemptGrace of a job that is not preemptible = %s after Normalize, want 0", s.PreemptGrace)
+	}
+}
+
+func TestParseTimeSignal_AcceptsSlurmFormsAndNamesWhatIsWrong(t *testing.T) {
+	cases := []struct {
+		in   string
+		want TimeSignal
+		err  string // "" = valid
+	}{
+		{"USR1@60s", TimeSignal{Name: "USR1", Before: Duration(time.Minute)}, ""},
+		{"sigusr2@5m", TimeSignal{Name: "USR2", Before: Duration(5 * time.Minute)}, ""},
+		{"TERM@90", TimeSignal{Name: "TERM", Before: Duration(90 * time.Second)}, ""},
+		{"HUP", TimeSignal{Name: "HUP", Before: Duration(DefaultSignalBefore)}, ""},
+		{"KILL@10s", TimeSignal{}, "unknown signal"},
+		{"USR1@soon", TimeSignal{}, "time \"soon\""},
+	}
+	for _, c := range cases {
+		got, err := ParseTimeSignal(c.in)
+		switch {
+		case c.err == "" && (err != nil || *got != c.want):
+			t.Errorf("ParseTimeSignal(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("ParseTimeSignal(%q) error %v, want one saying %q", c.in, err, c.err)
+		}
+	}
+}
+
+func TestJobSpec_NormalizeSpellsTheSignalOneWay(t *testing.T) {
+	s := JobSpec{Command: []string{"true"}, TimeLimit: Duration(time.Hour), Signal: &TimeSignal{Name: "sigusr1", Before: Duration(time.Minute)}}
+	s.Normalize()
+	if s.Signal.Name != "USR1" {
+		t.Fatalf("signal name %q after Normalize, want USR1", s.Signal.Name)
+	}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }

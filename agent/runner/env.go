@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/skein-dev/skein/structs"
 )
@@ -18,7 +19,7 @@ const tokenEnv = "SKEIN_TOKEN"
 var ownEnv = append([]string{
 	"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SKEIN_JOB_ID", "SKEIN_ALLOC_ID",
 	"SKEIN_NODE", "SKEIN_RANK", "SKEIN_ATTEMPT", "SKEIN_JOB_NAME",
-	"SKEIN_ARRAY_ID", "SKEIN_ARRAY_INDEX",
+	"SKEIN_ARRAY_ID", "SKEIN_ARRAY_INDEX", "SKEIN_TIME_LIMIT", "SKEIN_TIME_SIGNAL",
 }, structs.LaunchEnv...)
 
 // BuildEnv returns the complete environment of a task's process: base, then
@@ -28,8 +29,10 @@ var ownEnv = append([]string{
 // skein sets CUDA_VISIBLE_DEVICES to the allocated GPU UUIDs joined by commas
 // ("" for a job without GPUs), CUDA_DEVICE_ORDER=PCI_BUS_ID, SKEIN_JOB_ID,
 // SKEIN_ALLOC_ID, SKEIN_NODE, SKEIN_RANK, SKEIN_ATTEMPT and, when the job has
-// a name, SKEIN_JOB_NAME. With the task's peers known it also sets the
-// torchrun and Slurm variables (structs.LaunchEnv).
+// a name, SKEIN_JOB_NAME. A job with a time limit sees it in whole seconds
+// in SKEIN_TIME_LIMIT, and its --signal as SKEIN_TIME_SIGNAL (USR1@1m0s).
+// With the task's peers known it also sets the torchrun and Slurm
+// variables (structs.LaunchEnv).
 func BuildEnv(t Task, base []string) []string {
 	env := newEnvList(len(base) + len(t.Job.Spec.Env) + len(ownEnv))
 	for _, kv := range base {
@@ -61,6 +64,12 @@ func BuildEnv(t Task, base []string) []string {
 	env.set("SKEIN_ATTEMPT", strconv.Itoa(t.Alloc.Attempt))
 	if t.Job.Spec.Name != "" {
 		env.set("SKEIN_JOB_NAME", t.Job.Spec.Name)
+	}
+	if limit := t.Job.Spec.TimeLimit; limit > 0 {
+		env.set("SKEIN_TIME_LIMIT", strconv.FormatInt(int64(time.Duration(limit).Seconds()), 10))
+		if sig := t.Job.Spec.Signal; sig != nil {
+			env.set("SKEIN_TIME_SIGNAL", sig.String())
+		}
 	}
 	if len(t.Peers) > 0 {
 		setLaunchEnv(env, t, jobID)

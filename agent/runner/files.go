@@ -40,7 +40,11 @@ type spec struct {
 	Env       []string         `json:"env"`
 	Workdir   string           `json:"workdir"`
 	TimeLimit structs.Duration `json:"time_limit,omitempty"`
-	KillGrace structs.Duration `json:"kill_grace"`
+	// Signal names the signal (structs.TimeSignals) sent to the job's
+	// process group SignalBefore its time limit; "" sends none.
+	Signal       string           `json:"signal,omitempty"`
+	SignalBefore structs.Duration `json:"signal_before,omitempty"`
+	KillGrace    structs.Duration `json:"kill_grace"`
 	// LeasePath names the node's lease file; "" means the job never
 	// fences itself. FenceGrace is the kill grace when the lease expires.
 	LeasePath  string           `json:"lease_path,omitempty"`
@@ -78,12 +82,15 @@ type stopRequest struct {
 
 // status is the outcome of an allocation, written once.
 type status struct {
-	State      structs.AllocState `json:"state"`
-	ExitCode   int                `json:"exit_code"`
-	Signal     string             `json:"signal,omitempty"`
-	Reason     string             `json:"reason"`
-	StartedAt  time.Time          `json:"started_at,omitzero"`
-	FinishedAt time.Time          `json:"finished_at"`
+	State    structs.AllocState `json:"state"`
+	ExitCode int                `json:"exit_code"`
+	Signal   string             `json:"signal,omitempty"`
+	Reason   string             `json:"reason"`
+	// SignalledAt is when the spec's signal went out before the time
+	// limit (zero: it did not).
+	SignalledAt time.Time `json:"signalled_at,omitzero"`
+	StartedAt   time.Time `json:"started_at,omitzero"`
+	FinishedAt  time.Time `json:"finished_at"`
 }
 
 func (s status) update(allocID string) structs.AllocUpdate {
@@ -202,6 +209,14 @@ func lockHeld(dir string) (bool, error) {
 	}
 	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	return false, nil
+}
+
+// timeSignals maps structs.TimeSignals to their numbers.
+var timeSignals = map[string]syscall.Signal{
+	"HUP": syscall.SIGHUP, "INT": syscall.SIGINT, "QUIT": syscall.SIGQUIT,
+	"USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2, "ALRM": syscall.SIGALRM,
+	"TERM": syscall.SIGTERM, "URG": syscall.SIGURG, "WINCH": syscall.SIGWINCH,
+	"CONT": syscall.SIGCONT,
 }
 
 // signalNames names the signals a job is commonly ended by.

@@ -264,6 +264,9 @@ func (r *Runner) launch(a *alloc, t Task) error {
 		LeasePath:  r.leasePath,
 		FenceGrace: structs.Duration(r.fenceGrace),
 	}
+	if sig := t.Job.Spec.Signal; sig != nil && sp.TimeLimit > 0 {
+		sp.Signal, sp.SignalBefore = sig.Name, sig.Before
+	}
 	if sp.Workdir == "" {
 		sp.Workdir = filepath.Join(a.dir, workDirName)
 		if err := os.Mkdir(sp.Workdir, 0o700); err != nil {

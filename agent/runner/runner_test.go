@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -126,7 +127,7 @@ func TestRunner_StopKillsWholeGroupAfterGrace(t *testing.T) {
 	})
 }
 
-func TestRunner_TimeLimitKillsAndSaysSo(t *testing.T) {
+func TestRunner_TimeLimitEndsTheJobTimedOut(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.grace = 5 * time.Second
@@ -135,10 +136,86 @@ func TestRunner_TimeLimitKillsAndSaysSo(t *testing.T) {
 	tk.Job.Spec.TimeLimit = structs.Duration(300 * time.Millisecond)
 	mustStart(t, r, tk)
 	u := waitTerminal(t, rec, tk.Alloc.ID)
-	want := structs.AllocUpdate{AllocID: tk.Alloc.ID, State: structs.AllocFailed, ExitCode: 128 + 15,
-		Reason: "killed: time limit 300ms exceeded", At: u.At}
+	want := structs.AllocUpdate{AllocID: tk.Alloc.ID, State: structs.AllocTimedOut, ExitCode: 128 + 15,
+		Reason: "time limit 300ms exceeded", At: u.At}
 	if u != want {
 		t.Errorf("got %+v, want %+v", u, want)
+	}
+}
+
+// trapScript is a job whose shell and background child each append a line
+// to $1 when they get SIGUSR1, and which would run for 30s.
+const trapScript = `out=$1
+trap 'echo parent >> "$out"' USR1
+sh -c 'trap "echo child >> \"$0\"" USR1; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done' "$out" &
+echo "limit=$SKEIN_TIME_LIMIT signal=$SKEIN_TIME_SIGNAL"
+i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done`
+
+func TestRunner_SignalBeforeTheLimitReachesTheWholeGroupOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r, rec := e.runner(t)
+	out := filepath.Join(t.TempDir(), "signals")
+	tk := task("/bin/sh", "-c", trapScript, "job", out)
+	tk.Job.Spec.TimeLimit = structs.Duration(2 * time.Second)
+	tk.Job.Spec.Signal = &structs.TimeSignal{Name: "USR1", Before: structs.Duration(1500 * time.Millisecond)}
+	mustStart(t, r, tk)
+	u := waitTerminal(t, rec, tk.Alloc.ID)
+	if u.State != structs.AllocTimedOut {
+		t.Fatalf("got %+v, want timed out", u)
+	}
+	lines := strings.Fields(readFile(t, out))
+	slices.Sort(lines)
+	if !slices.Equal(lines, []string{"child", "parent"}) {
+		t.Errorf("signal file holds %q, want one line from the job and one from its child", lines)
+	}
+	if got := readFile(t, filepath.Join(e.allocDir, tk.Alloc.ID, stdoutFile)); got != "limit=2 signal=USR1@1.5s\n" {
+		t.Errorf("job printed %q", got)
+	}
+	var st status
+	if _, err := readJSON(filepath.Join(e.allocDir, tk.Alloc.ID, statusFile), &st); err != nil || st.SignalledAt.IsZero() {
+		t.Errorf("status.json %+v (%v): want the signal's time recorded", st, err)
+	}
+	if d := st.FinishedAt.Sub(st.StartedAt); d < 2*time.Second {
+		t.Errorf("the job ran %s, less than its 2s limit", d)
+	}
+}
+
+// A supervisor keeps the job's deadline across an agent restart: the new
+// runner adopts it and the job still ends at its first start plus the limit,
+// signalled once.
+func TestRunner_ReadoptedJobKeepsItsDeadlineAndSignalsOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r1, rec1 := e.runner(t)
+	out := filepath.Join(t.TempDir(), "signals")
+	tk := task("/bin/sh", "-c", trapScript, "job", out)
+	tk.Job.Spec.TimeLimit = structs.Duration(2 * time.Second)
+	tk.Job.Spec.Signal = &structs.TimeSignal{Name: "USR1", Before: structs.Duration(time.Second)}
+	mustStart(t, r1, tk)
+	first := waitState(t, rec1, tk.Alloc.ID, structs.AllocRunning)
+	r1.Shutdown()
+
+	r2, rec2 := e.runner(t)
+	if _, err := r2.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	u := waitTerminal(t, rec2, tk.Alloc.ID)
+	if u.State != structs.AllocTimedOut {
+		t.Fatalf("got %+v, want timed out", u)
+	}
+	var st status
+	if _, err := readJSON(filepath.Join(e.allocDir, tk.Alloc.ID, statusFile), &st); err != nil {
+		t.Fatal(err)
+	}
+	if !st.StartedAt.Equal(first.At) {
+		t.Errorf("status says the job started at %s, first report said %s", st.StartedAt, first.At)
+	}
+	if d := st.FinishedAt.Sub(st.StartedAt); d < 2*time.Second {
+		t.Errorf("the job ran %s, less than its 2s limit", d)
+	}
+	if lines := strings.Fields(readFile(t, out)); len(lines) != 2 {
+		t.Errorf("signal file holds %q, want the signal delivered once to each process", lines)
 	}
 }
 

@@ -282,12 +282,21 @@ func (s *supervisor) wait(cmd *exec.Cmd, pgid int, sp spec) status {
 		close(exited)
 	}()
 	grace := time.Duration(sp.KillGrace)
-	var limit <-chan time.Time
+	// The limit counts from the job's start, in this process, which
+	// outlives agent restarts and leader changes: neither can reset it.
+	var limit, warn <-chan time.Time
 	if sp.TimeLimit > 0 {
 		t := time.NewTimer(time.Duration(sp.TimeLimit))
 		defer t.Stop()
 		limit = t.C
 	}
+	warnSig, warnOK := timeSignals[sp.Signal]
+	if warnOK && sp.SignalBefore > 0 && sp.SignalBefore < sp.TimeLimit {
+		t := time.NewTimer(time.Duration(sp.TimeLimit - sp.SignalBefore))
+		defer t.Stop()
+		warn = t.C
+	}
+	var signalledAt time.Time
 	var leaseCheck <-chan time.Time
 	if sp.LeasePath != "" {
 		t := time.NewTicker(leasePoll)
@@ -336,10 +345,16 @@ func (s *supervisor) wait(cmd *exec.Cmd, pgid int, sp spec) status {
 			if why == "" && s.leaseExpired(sp.LeasePath) {
 				fence()
 			}
+		case <-warn:
+			if why == "" {
+				s.log.Info("time limit near; signalling the job", "signal", sp.Signal, "before", sp.SignalBefore)
+				_ = syscall.Kill(-pgid, warnSig)
+				signalledAt = time.Now().UTC()
+			}
 		case <-limit:
 			if why == "" {
 				timedOut = true
-				terminate(fmt.Sprintf("killed: time limit %s exceeded", sp.TimeLimit))
+				terminate(fmt.Sprintf("time limit %s exceeded", sp.TimeLimit))
 			}
 		case <-kill:
 			s.log.Info("kill grace over; killing the process group")
@@ -349,7 +364,7 @@ func (s *supervisor) wait(cmd *exec.Cmd, pgid int, sp spec) status {
 	// The leader is gone; take whatever it left in its group with it.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 
-	st := status{FinishedAt: time.Now().UTC()}
+	st := status{FinishedAt: time.Now().UTC(), SignalledAt: signalledAt}
 	var ws syscall.WaitStatus
 	if cmd.ProcessState != nil {
 		ws, _ = cmd.ProcessState.Sys().(syscall.WaitStatus)
@@ -370,7 +385,7 @@ func (s *supervisor) wait(cmd *exec.Cmd, pgid int, sp spec) status {
 	case stopped:
 		st.State, st.Reason = structs.AllocKilled, why
 	case timedOut:
-		st.State, st.Reason = structs.AllocFailed, why
+		st.State, st.Reason = structs.AllocTimedOut, why
 	case st.ExitCode == 0:
 		st.State = structs.AllocSucceeded
 	default:
