@@ -320,6 +320,10 @@ func (a *Agent) register() error {
 	if mem == 0 {
 		mem = hostMemoryMiB()
 	}
+	link := a.cfg.LinkMbps
+	if link == 0 {
+		link = linkMbps(a.cfg.AdvertiseAddr)
+	}
 	node := structs.Node{
 		ID:   a.nodeID,
 		Name: a.cfg.Name,
@@ -327,13 +331,15 @@ func (a *Agent) register() error {
 			HTTP: a.HTTPAddr(),
 			Raft: a.raft.Addr(),
 		},
-		Labels:    a.cfg.Labels,
-		CPUs:      cpus,
-		MemoryMiB: mem,
-		GPUs:      a.inv.GPUs,
-		GPUSource: a.inv.Source,
-		Status:    structs.NodeReady,
-		Version:   structs.Version,
+		Labels:      a.cfg.Labels,
+		CPUs:        cpus,
+		MemoryMiB:   mem,
+		GPUs:        a.inv.GPUs,
+		GPUSource:   a.inv.Source,
+		LinkMbps:    link,
+		MasterPorts: a.cfg.MasterPorts,
+		Status:      structs.NodeReady,
+		Version:     structs.Version,
 	}
 	if err := a.writeRegister(node); err != nil {
 		return fmt.Errorf("register node: %w", err)

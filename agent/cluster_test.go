@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -548,6 +549,9 @@ func TestCluster_GangJobGetsTheLaunchEnvironment(t *testing.T) {
 		if addr != master || p != port || !slices.Equal(fields, want) {
 			t.Errorf("rank %d sees %q, want %q", rank, fields, want)
 		}
+	}
+	if n, err := strconv.Atoi(port); err != nil || !structs.DefaultMasterPorts.Contains(n) || n != allocs[0].MasterPort {
+		t.Errorf("MASTER_PORT %s, want the committed port %d from %s", port, allocs[0].MasterPort, structs.DefaultMasterPorts)
 	}
 	tc.checkInvariants()
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/gpu"
+	"github.com/skein-dev/skein/structs"
 )
 
 // Default ports (DESIGN.md §8).
@@ -66,6 +67,14 @@ type Config struct {
 	// CPUs and MemoryMiB override the detected node capacity (0 = detect).
 	CPUs      int
 	MemoryMiB int64
+	// LinkMbps overrides the detected speed of the advertised network
+	// link (0 = detect from /sys/class/net), e.g. for an InfiniBand fabric
+	// the kernel's Ethernet view does not show. Rank 0 of a gang goes to
+	// the fastest node.
+	LinkMbps int
+	// MasterPorts is the range gangs with rank 0 here get MASTER_PORT
+	// from (zero: structs.DefaultMasterPorts).
+	MasterPorts structs.PortRange
 	// Token, when set, is required on every API request. A non-loopback API
 	// without a token is refused unless Insecure is set.
 	Token    string
@@ -236,6 +245,14 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.CPUs < 0 || cfg.MemoryMiB < 0 {
 		return cfg, errors.New("--cpus and --memory must not be negative")
+	}
+	if cfg.LinkMbps < 0 {
+		return cfg, fmt.Errorf("--link-mbps %d: must not be negative", cfg.LinkMbps)
+	}
+	if cfg.MasterPorts != (structs.PortRange{}) {
+		if err := cfg.MasterPorts.Validate(); err != nil {
+			return cfg, fmt.Errorf("--master-ports: %w", err)
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "skein", Level: hclog.Info})

@@ -133,6 +133,7 @@ func (a *Agent) schedule() (rejected bool, wake time.Time, err error) {
 			alloc.CreatedAt = at
 		}
 	}
+	assignMasterPorts(view, &plan)
 	plan.Blocked = changedReasons(view.Queued, plan.Blocked)
 	if len(plan.Placements) == 0 && len(plan.Blocked) == 0 {
 		return false, wake, nil

@@ -2,8 +2,6 @@ package agent
 
 import (
 	"errors"
-	"fmt"
-	"hash/fnv"
 	"net"
 	"os"
 	"path/filepath"
@@ -92,10 +90,16 @@ func (a *Agent) startAlloc(alloc *structs.Allocation) {
 	if !ok {
 		return
 	}
-	err := a.runner.Start(runner.Task{
-		Alloc: *alloc, Job: *job, NodeName: a.cfg.Name,
-		Peers: a.peers(alloc), MasterPort: masterPort(alloc.JobID, alloc.Attempt),
-	})
+	var err error
+	if alloc.Rank == 0 && alloc.MasterPort != 0 {
+		err = checkMasterPortFree(alloc.MasterPort)
+	}
+	if err == nil {
+		err = a.runner.Start(runner.Task{
+			Alloc: *alloc, Job: *job, NodeName: a.cfg.Name,
+			Peers: a.peers(alloc), MasterPort: masterPortOf(alloc),
+		})
+	}
 	if err != nil {
 		a.logger.Error("start allocation", "alloc", structs.ShortID(alloc.ID), "error", err)
 		a.reports.add(structs.AllocUpdate{AllocID: alloc.ID, State: structs.AllocFailed,
@@ -122,15 +126,6 @@ func (a *Agent) peers(alloc *structs.Allocation) []runner.Peer {
 	}
 	slices.SortFunc(ps, func(x, y runner.Peer) int { return x.Rank - y.Rank })
 	return ps
-}
-
-// masterPort is the rendezvous port of an attempt: spread over
-// 29500-39499 by job and attempt, so jobs sharing a rank-0 node rarely
-// meet, and the same on every rank without coordination.
-func masterPort(jobID string, attempt int) int {
-	h := fnv.New32a()
-	fmt.Fprintf(h, "%s/%d", jobID, attempt)
-	return 29500 + int(h.Sum32()%10000)
 }
 
 func (a *Agent) hasAllocDir(id string) bool {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -12,6 +13,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/skein-dev/skein/agent"
+	"github.com/skein-dev/skein/structs"
 )
 
 func agentCommand() *ucli.Command {
@@ -43,6 +45,8 @@ func agentCommand() *ucli.Command {
 			&ucli.StringSliceFlag{Name: "label", Usage: "node label `k=v` (repeatable), matched by submit --constraint"},
 			&ucli.IntFlag{Name: "cpus", Usage: "CPUs to offer to jobs (default: all)"},
 			&ucli.StringFlag{Name: "memory", Usage: "memory to offer to jobs, like 512G (default: all)"},
+			&ucli.IntFlag{Name: "link-mbps", Usage: "speed of this node's network link in Mb/s (default: read from /sys/class/net); rank 0 of a gang goes to the fastest node"},
+			&ucli.StringFlag{Name: "master-ports", Usage: "`MIN-MAX` ports to give gangs with rank 0 here as MASTER_PORT (default 29500-29999)"},
 			&ucli.DurationFlag{Name: "kill-grace", Value: 10 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping a job"},
 			&ucli.BoolFlag{Name: "insecure", Usage: "allow an API beyond loopback without a token"},
 			&ucli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
@@ -66,6 +70,16 @@ func runAgent(c *ucli.Context) error {
 	memMiB, err := sizeFlag(c, "memory")
 	if err != nil {
 		return err
+	}
+	var masterPorts structs.PortRange
+	if s := c.String("master-ports"); s != "" {
+		lo, hi, ok := strings.Cut(s, "-")
+		var err1, err2 error
+		masterPorts.Min, err1 = strconv.Atoi(lo)
+		masterPorts.Max, err2 = strconv.Atoi(hi)
+		if !ok || err1 != nil || err2 != nil {
+			return usagef(c, "--master-ports %q: want MIN-MAX, like 29500-29999", s)
+		}
 	}
 	level := hclog.LevelFromString(c.String("log-level"))
 	if level == hclog.NoLevel {
@@ -93,6 +107,8 @@ func runAgent(c *ucli.Context) error {
 		Labels:          labels,
 		CPUs:            c.Int("cpus"),
 		MemoryMiB:       memMiB,
+		LinkMbps:        c.Int("link-mbps"),
+		MasterPorts:     masterPorts,
 		Token:           c.String("token"),
 		Insecure:        c.Bool("insecure"),
 		KillGrace:       c.Duration("kill-grace"),

@@ -49,6 +49,14 @@ func validateNode(n *structs.Node) error {
 	default:
 		return fmt.Errorf("node %s: %w: unknown status %q", n.ID, ErrInvalidRequest, n.Status)
 	}
+	if n.MasterPorts != (structs.PortRange{}) {
+		if err := n.MasterPorts.Validate(); err != nil {
+			return fmt.Errorf("node %s: %w: master ports: %w", n.ID, ErrInvalidRequest, err)
+		}
+	}
+	if n.LinkMbps < 0 {
+		return fmt.Errorf("node %s: %w: link speed %d Mb/s is negative", n.ID, ErrInvalidRequest, n.LinkMbps)
+	}
 	seen := make(map[string]bool, len(n.GPUs))
 	for _, g := range n.GPUs {
 		if g.UUID == "" {

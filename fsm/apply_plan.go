@@ -59,6 +59,35 @@ func (s *state) checkPlacement(p *structs.JobPlacement) string {
 			return fmt.Sprintf("allocation %d: %s", i, reason)
 		}
 	}
+	return s.checkMasterPort(p)
+}
+
+// checkMasterPort checks the gang's rendezvous port: the same on every
+// rank, and, when set, in rank 0's node's range and used by no other live
+// gang whose rank 0 is on that node. 0 (a plan from a leader that did not
+// stamp ports) is accepted.
+func (s *state) checkMasterPort(p *structs.JobPlacement) string {
+	port := p.Allocations[0].MasterPort
+	var rank0 *structs.Allocation
+	for i := range p.Allocations {
+		a := &p.Allocations[i]
+		if a.MasterPort != port {
+			return fmt.Sprintf("ranks have different master ports (%d and %d)", port, a.MasterPort)
+		}
+		if a.Rank == 0 {
+			rank0 = a
+		}
+	}
+	if port == 0 || rank0 == nil {
+		return ""
+	}
+	n := s.nodes[rank0.NodeID]
+	if r := n.MasterPortRange(); !r.Contains(port) {
+		return fmt.Sprintf("master port %d is outside node %s's range %s", port, nodeName(n), r)
+	}
+	if holder, ok := s.portHolder[nodePort{n.ID, port}]; ok {
+		return fmt.Sprintf("master port %d on node %s is used by job %s", port, nodeName(n), structs.ShortID(s.allocs[holder].JobID))
+	}
 	return ""
 }
 
@@ -159,6 +188,7 @@ func (s *state) place(p *structs.JobPlacement, at time.Time, index uint64) {
 			Rank:         pa.Rank,
 			Attempt:      attempt,
 			GPUs:         append([]string{}, pa.GPUs...),
+			MasterPort:   pa.MasterPort,
 			CPUs:         j.Spec.CPUs,
 			MemoryMiB:    j.Spec.MemoryMiB,
 			State:        structs.AllocPending,

@@ -24,6 +24,7 @@ func richState(t *testing.T) *harness {
 	n1.GPUs[0].NVLinkPeers = []int{1, 2, 3}
 	n1.GPUs[3].Healthy, n1.GPUs[3].Reason = false, "XID 79"
 	n1.GPUSource, n1.Version = "simulated", "0.1.0"
+	n1.LinkMbps, n1.MasterPorts = 100000, structs.PortRange{Min: 29000, Max: 29999}
 	h.register(n1)
 	h.register(node("n2", 2))
 	n3 := node("n3", 0)
@@ -51,7 +52,7 @@ func richState(t *testing.T) *harness {
 	h.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: "gone", Reason: "typo", At: h.at()})
 
 	h.submit("run", spec(1, 2))
-	h.place("run", alloc("run0", "n1", 0, gpuID("n1", 1), gpuID("n1", 2)))
+	h.place("run", withPort(29517, alloc("run0", "n1", 0, gpuID("n1", 1), gpuID("n1", 2)))...)
 	h.mustUpdate("n1", "run0", structs.AllocRunning, 0, "")
 
 	h.submit("stop", spec(1, 1))
@@ -244,6 +245,8 @@ func checkIndexes(s *state) error {
 		return fmt.Errorf("GPU holders %v, want %v", s.gpuHolder, want.gpuHolder)
 	case !maps.Equal(s.nodeUsed, want.nodeUsed):
 		return fmt.Errorf("node usage %v, want %v", s.nodeUsed, want.nodeUsed)
+	case !maps.Equal(s.portHolder, want.portHolder):
+		return fmt.Errorf("master port holders %v, want %v", s.portHolder, want.portHolder)
 	}
 	return nil
 }

@@ -21,6 +21,13 @@ type state struct {
 	live         map[string]*structs.Allocation   // alloc ID -> allocation still holding resources
 	gpuHolder    map[string]string                // GPU UUID -> ID of the live allocation holding it
 	nodeUsed     map[string]usage                 // node ID -> what its live allocations hold
+	portHolder   map[nodePort]string              // rank 0's node and MASTER_PORT -> ID of the live rank 0 using it
+}
+
+// nodePort is a TCP port on one node.
+type nodePort struct {
+	node string
+	port int
 }
 
 // usage is the CPUs and memory live allocations hold on one node.
@@ -40,6 +47,7 @@ func newState() *state {
 		live:         map[string]*structs.Allocation{},
 		gpuHolder:    map[string]string{},
 		nodeUsed:     map[string]usage{},
+		portHolder:   map[nodePort]string{},
 	}
 }
 
@@ -68,6 +76,9 @@ func (s *state) hold(a *structs.Allocation) {
 	for _, g := range a.GPUs {
 		s.gpuHolder[g] = a.ID
 	}
+	if a.Rank == 0 && a.MasterPort != 0 {
+		s.portHolder[nodePort{a.NodeID, a.MasterPort}] = a.ID
+	}
 	u := s.nodeUsed[a.NodeID]
 	u.cpus += a.CPUs
 	u.memoryMiB += a.MemoryMiB
@@ -81,6 +92,9 @@ func (s *state) release(a *structs.Allocation) {
 		if s.gpuHolder[g] == a.ID {
 			delete(s.gpuHolder, g)
 		}
+	}
+	if p := (nodePort{a.NodeID, a.MasterPort}); s.portHolder[p] == a.ID {
+		delete(s.portHolder, p)
 	}
 	u := s.nodeUsed[a.NodeID]
 	u.cpus -= a.CPUs
