@@ -292,8 +292,8 @@ func joinReasons(a, b string) string {
 	return a + "; " + b
 }
 
-// commit takes the resources of every rank, rank 0 on the first fit, and
-// keeps them only when all ranks got theirs. In a backfill pass it records
+// commit takes the resources of every rank, rank 0 on the best-connected
+// fit (rank.go), and keeps them only when all ranks got theirs. In a backfill pass it records
 // when the job is expected to give them back, for the reservation, and
 // charges a job that may outlast the reservation to the reserved nodes'
 // spare.
@@ -301,6 +301,7 @@ func (p *placer) commit(r *request, fits []fit) ([]structs.Allocation, string) {
 	t := p.l.begin()
 	allocs := make([]structs.Allocation, 0, len(fits))
 	taken := make([][]int, 0, len(fits))
+	fits = rankZeroFirst(p.l, fits)
 	for rank, f := range fits {
 		ns := &p.l.nodes[f.node]
 		slots := chooseGPUs(r, ns)
