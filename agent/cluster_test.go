@@ -49,9 +49,19 @@ func clusterConfig(t *testing.T, name string, net *cluster.Partitioner) Config {
 // joins through the one started before it (a non-leader from the third on).
 func startCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
+	return startClusterWith(t, n, nil)
+}
+
+// startClusterWith is startCluster with each node's config changed by
+// mutate (nil: none) before it starts.
+func startClusterWith(t *testing.T, n int, mutate func(i int, cfg *Config)) *testCluster {
+	t.Helper()
 	tc := &testCluster{t: t, net: &cluster.Partitioner{}}
 	for i := range n {
 		cfg := clusterConfig(t, fmt.Sprintf("node%d", i), tc.net)
+		if mutate != nil {
+			mutate(i, &cfg)
+		}
 		if i > 0 {
 			cfg.Join = []string{tc.agents[i-1].raft.GossipAddr()}
 		}
