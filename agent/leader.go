@@ -97,7 +97,8 @@ func (a *Agent) lead(stop <-chan struct{}) {
 	}
 }
 
-// schedule runs one pass: every queued job, one plan, one Raft entry. The
+// schedule runs one pass: every queued job, one plan, committed in entries
+// of bounded size (applyPlan). The
 // FSM re-checks the plan on committed state, so a stale view can only cost
 // a rejected placement, never a double-used GPU. It reports whether the
 // FSM rejected any placement, and when the earliest job still in its
@@ -138,15 +139,8 @@ func (a *Agent) schedule() (rejected bool, wake time.Time, err error) {
 	if len(plan.Placements) == 0 && len(plan.Blocked) == 0 {
 		return false, wake, nil
 	}
-	resp, err := a.apply(structs.PlanApplyType, structs.PlanApplyRequest{Plan: plan, At: at})
-	if err != nil {
-		return false, wake, err
-	}
-	if res, ok := resp.(*structs.PlanResult); ok && len(res.Rejected) > 0 {
-		a.logger.Warn("placements rejected on commit", "count", len(res.Rejected), "first", res.Rejected[0].Reason)
-		return true, wake, nil
-	}
-	return false, wake, nil
+	rejected, err = a.applyPlan(plan, at)
+	return rejected, wake, err
 }
 
 // gateDependencies keeps back jobs whose --after dependencies have not

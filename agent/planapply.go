@@ -1,0 +1,87 @@
+package agent
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// Bounds on one PlanApply entry. A pass over a large queue can place tens
+// of thousands of jobs; one entry holding them all would be tens of
+// megabytes that every follower must receive, store and decode before it
+// applies anything, and one slow fsync for the leader. An allocation
+// encodes to about 300 bytes plus 45 per GPU and a blocked reason to about
+// 150, so a full entry stays near or under half a megabyte.
+const (
+	maxEntryAllocs  = 1024
+	maxEntryBlocked = 4096
+)
+
+// splitPlan cuts a plan into plans of at most maxAllocs allocations (a
+// job's placement is never cut: all or nothing stays one entry) and at most
+// maxBlocked blocked reasons, in order. Blocked reasons ride in the entries
+// that carry placements while room is left. An empty plan gives none.
+func splitPlan(p structs.Plan, maxAllocs, maxBlocked int) []structs.Plan {
+	var out []structs.Plan
+	var cur structs.Plan
+	allocs := 0
+	for _, pl := range p.Placements {
+		if allocs > 0 && allocs+len(pl.Allocations) > maxAllocs {
+			out = append(out, cur)
+			cur, allocs = structs.Plan{}, 0
+		}
+		cur.Placements = append(cur.Placements, pl)
+		allocs += len(pl.Allocations)
+	}
+	blocked := p.Blocked
+	for len(blocked) > 0 || len(cur.Placements) > 0 {
+		n := min(len(blocked), maxBlocked-len(cur.Blocked))
+		cur.Blocked = append(cur.Blocked, blocked[:n]...)
+		blocked = blocked[n:]
+		out = append(out, cur)
+		cur = structs.Plan{}
+	}
+	return out
+}
+
+// applyPlan commits a plan as several PlanApply entries (splitPlan), all
+// in flight at once so that Raft batches them into few disk writes and
+// replication rounds. Each entry is checked by the FSM on its own; since
+// they come from one pass over one view, their order does not matter. It
+// reports whether the FSM rejected any placement, and the first error.
+func (a *Agent) applyPlan(plan structs.Plan, at time.Time) (rejected bool, err error) {
+	parts := splitPlan(plan, maxEntryAllocs, maxEntryBlocked)
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		first structs.JobBlocked
+		n     int
+		errs  []error
+	)
+	for _, part := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := a.apply(structs.PlanApplyType, structs.PlanApplyRequest{Plan: part, At: at})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			if res, ok := resp.(*structs.PlanResult); ok && len(res.Rejected) > 0 {
+				if n == 0 {
+					first = res.Rejected[0]
+				}
+				n += len(res.Rejected)
+			}
+		}()
+	}
+	wg.Wait()
+	if n > 0 {
+		a.logger.Warn("placements rejected on commit", "count", n, "first", first.Reason)
+	}
+	return n > 0, errors.Join(errs...)
+}
