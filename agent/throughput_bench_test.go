@@ -1,0 +1,311 @@
+package agent
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/sched"
+	"github.com/skein-dev/skein/structs"
+)
+
+// benchShape is one kind of job in the throughput benchmark's queue: how
+// many per 100,000 jobs, and its size. Bigger jobs get a higher priority,
+// so they are placed first and the queue fits the 5,000 x 8 GPUs whole
+// (88% of the GPUs) without fragmentation leaving any behind.
+var benchShapes = []struct {
+	per100k, nodes, gpus, cpus int
+}{
+	{200, 2, 8, 32},  // 2-node gangs
+	{500, 1, 8, 32},  // whole nodes
+	{1000, 1, 4, 16}, // half nodes
+	{4000, 1, 2, 8},
+	{16000, 1, 1, 4},
+	{78300, 1, 0, 1}, // CPU-only: data loading, evaluation, preprocessing
+}
+
+// BenchmarkCommittedPlacements measures B1 end to end: a 3-node cluster of
+// real agents (Raft over TCP, bbolt with fsync, production Raft timings),
+// 5,000 simulated 8-GPU nodes registered through Raft and kept alive by
+// feeding the leader their heartbeats, and a queue of mixed jobs held back
+// by a dependency on one gate job. The clock starts when the gate is
+// cancelled, which releases the whole queue at once, and stops when the
+// leader's FSM holds no queued job: every job placed and committed. It
+// also times, on a copy of the same state, the parts of the leader's work
+// (state copy, sched.Place, JSON encoding, FSM apply) and the sizes of the
+// PlanApply entries. -benchtime 1x; one sub-benchmark per queue size.
+func BenchmarkCommittedPlacements(b *testing.B) {
+	for _, jobs := range []int{20000, 100000} {
+		b.Run(fmt.Sprintf("nodes=5000/jobs=%d", jobs), func(b *testing.B) {
+			for range b.N {
+				benchCommittedPlacements(b, 5000, jobs)
+			}
+		})
+	}
+}
+
+func benchCommittedPlacements(b *testing.B, nodes, jobs int) {
+	b.StopTimer()
+	tc := benchCluster(b, 3)
+	lead := -1
+	for i, a := range tc.agents {
+		if a.raft.IsLeader() {
+			lead = i
+		}
+	}
+	leader := tc.agents[lead]
+
+	// Heartbeats of the simulated nodes, on every agent, so whoever leads
+	// neither holds them back nor marks them down.
+	ids := make([]string, nodes)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("sim-%05d", i)
+	}
+	stopFeed := make(chan struct{})
+	var feed sync.WaitGroup
+	feed.Add(1)
+	go func() {
+		defer feed.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			now := time.Now()
+			for _, a := range tc.live() {
+				for _, id := range ids {
+					a.live.heardFrom(id, now)
+				}
+			}
+			select {
+			case <-stopFeed:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	defer func() { close(stopFeed); feed.Wait() }()
+
+	parallel(b, nodes, func(i int) error {
+		_, err := leader.apply(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: simNode(ids[i], i), At: now()})
+		return err
+	})
+	gate := structs.NewID()
+	if _, err := leader.apply(structs.JobSubmitType, structs.JobSubmitRequest{JobID: gate, SubmittedAt: now(),
+		Spec: structs.JobSpec{Command: []string{"true"}, Nodes: 1, Constraints: map[string]string{"nowhere": "1"}}}); err != nil {
+		b.Fatal(err)
+	}
+	specs := benchQueue(jobs, gate)
+	parallel(b, len(specs), func(i int) error {
+		_, err := leader.apply(structs.JobSubmitType, structs.JobSubmitRequest{JobID: structs.NewID(), Spec: specs[i], SubmittedAt: now()})
+		return err
+	})
+	waitQuiet(b, leader, jobs)
+
+	parts := benchParts(b, leader)
+
+	var first time.Time
+	b.StartTimer()
+	t0 := time.Now()
+	if _, err := leader.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: gate, At: now()}); err != nil {
+		b.Fatal(err)
+	}
+	deadline := time.After(10 * time.Minute)
+	for {
+		_, changed := leader.fsm.Watch()
+		counts := leader.fsm.JobCounts()
+		if first.IsZero() && counts[structs.JobRunning] > 0 {
+			first = time.Now()
+		}
+		if counts[structs.JobQueued] == 0 {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			b.Fatalf("%d jobs still queued after 10 minutes", counts[structs.JobQueued])
+		}
+	}
+	total := time.Since(t0)
+	b.StopTimer()
+	placed := leader.fsm.JobCounts()[structs.JobRunning]
+	if placed != jobs {
+		b.Fatalf("%d jobs placed, want all %d", placed, jobs)
+	}
+	b.ReportMetric(float64(placed)/total.Seconds(), "placements/s")
+	b.ReportMetric(float64(placed)/time.Since(first).Seconds(), "commit-window-placements/s")
+	b.ReportMetric(float64(total.Milliseconds()), "total-ms")
+	for k, v := range parts {
+		b.ReportMetric(v, k)
+	}
+	for _, a := range tc.live() {
+		a.Shutdown()
+	}
+}
+
+// simNode is one simulated 8-GPU node.
+func simNode(id string, i int) structs.Node {
+	gpus := make([]structs.GPU, 8)
+	for g := range gpus {
+		gpus[g] = structs.GPU{Index: g, UUID: fmt.Sprintf("GPU-%s-%d", id, g), Model: "H100", MemoryMiB: 81559,
+			PCIBusID: fmt.Sprintf("0000:%02x:00.0", g), Healthy: true, Simulated: true}
+	}
+	return structs.Node{
+		ID: id, Name: id, Labels: map[string]string{"bench": "1"},
+		Addresses: structs.Addresses{HTTP: fmt.Sprintf("http://10.%d.%d.%d:7470", i>>16, i>>8&255, i&255),
+			Raft: fmt.Sprintf("10.%d.%d.%d:7471", i>>16, i>>8&255, i&255)},
+		CPUs: 128, MemoryMiB: 2 << 20, GPUs: gpus, GPUSource: "simulated", LinkMbps: []int{100000, 200000, 400000}[i%3],
+		Status: structs.NodeReady, Version: structs.Version,
+	}
+}
+
+// benchQueue is the mixed queue, every job waiting for the gate.
+func benchQueue(jobs int, gate string) []structs.JobSpec {
+	var specs []structs.JobSpec
+	for _, s := range benchShapes {
+		for range s.per100k * jobs / 100000 {
+			specs = append(specs, structs.JobSpec{
+				Name:    fmt.Sprintf("bench-%dx%d", s.nodes, s.gpus),
+				Command: []string{"python", "train.py", "--config", "bench.yaml"},
+				Nodes:   s.nodes, GPUs: s.gpus, CPUs: s.cpus, Priority: s.nodes * s.gpus,
+				Constraints: map[string]string{"bench": "1"},
+				After:       []structs.Dependency{{JobID: gate, Condition: structs.AfterAny}},
+			})
+		}
+	}
+	for len(specs) < jobs {
+		specs = append(specs, specs[len(specs)-1])
+	}
+	return specs
+}
+
+// parallel runs f(0..n-1) on 64 workers: concurrent writes let Raft batch
+// them as a busy cluster's clients would.
+func parallel(b *testing.B, n int, f func(i int) error) {
+	work := make(chan int)
+	errs := make(chan error, 64)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := f(i); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+}
+
+// waitQuiet waits until every queued job says it waits for the gate, so
+// the leader has nothing left to write before the clock starts.
+func waitQuiet(b *testing.B, a *Agent, jobs int) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		waiting := 0
+		for _, j := range a.fsm.State().Queued {
+			if len(j.Spec.After) > 0 && j.Reason != "" {
+				waiting++
+			}
+		}
+		if waiting == jobs {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d jobs wait for the gate after 5 minutes", waiting, jobs)
+		}
+		_, changed := a.fsm.Watch()
+		select {
+		case <-changed:
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// benchParts times the leader's own steps for the released queue on a
+// copy of the leader's state: the state copy a pass starts from,
+// sched.Place, encoding the entries, and applying them to an FSM. It also
+// reports how many entries the plan takes and the largest one's size.
+func benchParts(b *testing.B, leader *Agent) map[string]float64 {
+	snap, err := leader.fsm.Snapshot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		b.Fatal(err)
+	}
+	f := fsm.New(nil)
+	if err := f.Restore(io.NopCloser(&sink.buf)); err != nil {
+		b.Fatal(err)
+	}
+	t := time.Now()
+	view := f.State()
+	stateMs := time.Since(t)
+	var ready []*structs.Job
+	for _, j := range view.Queued {
+		if len(j.Spec.After) > 0 {
+			ready = append(ready, j)
+		}
+	}
+	t = time.Now()
+	plan := sched.Place(view, ready)
+	placeMs := time.Since(t)
+	for i := range plan.Placements {
+		for j := range plan.Placements[i].Allocations {
+			plan.Placements[i].Allocations[j].ID = structs.NewID()
+		}
+	}
+	assignMasterPorts(view, &plan)
+	t = time.Now()
+	var bufs [][]byte
+	maxBytes, totalBytes := 0, 0
+	for _, p := range splitPlan(plan, maxEntryAllocs, maxEntryBlocked) {
+		buf, err := structs.Encode(structs.PlanApplyType, structs.PlanApplyRequest{Plan: p, At: now()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		bufs = append(bufs, buf)
+		maxBytes = max(maxBytes, len(buf))
+		totalBytes += len(buf)
+	}
+	encodeMs := time.Since(t)
+	t = time.Now()
+	index := f.Index()
+	for _, buf := range bufs {
+		index++
+		f.Apply(&raft.Log{Index: index, Data: buf})
+	}
+	applyMs := time.Since(t)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return map[string]float64{
+		"state-copy-ms": ms(stateMs), "place-ms": ms(placeMs), "encode-ms": ms(encodeMs), "fsm-apply-ms": ms(applyMs),
+		"entries": float64(len(bufs)), "max-entry-KB": float64(maxBytes) / 1024, "plan-MB": float64(totalBytes) / (1 << 20),
+	}
+}
+
+// memSink keeps a snapshot in memory.
+type memSink struct{ buf bytes.Buffer }
+
+func (s *memSink) Write(p []byte) (int, error) { return s.buf.Write(p) }
+func (s *memSink) Close() error                { return nil }
+func (s *memSink) ID() string                  { return "bench" }
+func (s *memSink) Cancel() error               { return nil }
