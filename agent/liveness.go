@@ -173,12 +173,8 @@ func (a *Agent) monitorNodes(stop <-chan struct{}, since time.Time) {
 
 func (a *Agent) checkNodes(since time.Time) {
 	nowT := time.Now()
-	view := a.fsm.State()
-	live := map[string]int{}
-	for _, alloc := range view.LiveAllocs {
-		live[alloc.NodeID]++
-	}
-	for _, n := range view.Nodes {
+	live := a.fsm.LiveAllocCounts()
+	for _, n := range a.fsm.Nodes() {
 		if n.ID == a.nodeID {
 			continue
 		}

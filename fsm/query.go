@@ -167,6 +167,19 @@ func (f *FSM) JobCounts() map[structs.JobState]int {
 	return counts
 }
 
+// LiveAllocCounts returns how many live allocations each node holds; nodes
+// holding none are absent. Unlike State, it copies no job, so a leader can
+// call it often whatever the size of the queue.
+func (f *FSM) LiveAllocCounts() map[string]int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	counts := make(map[string]int, len(f.st.nodeUsed))
+	for _, a := range f.st.live {
+		counts[a.NodeID]++
+	}
+	return counts
+}
+
 // StateView is one consistent copy of what the scheduler reads, taken at Index.
 type StateView struct {
 	Index uint64

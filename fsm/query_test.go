@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -175,5 +176,21 @@ func TestFSM_StateCarriesTheTimeLimitsOfRunningJobs(t *testing.T) {
 	}
 	if _, ok := view.TimeLimits["waiting"]; ok || len(view.TimeLimits) != 1 {
 		t.Errorf("TimeLimits = %v, want only the running limited job", view.TimeLimits)
+	}
+}
+
+func TestFSM_LiveAllocCountsCountsOnlyLiveAllocationsPerNode(t *testing.T) {
+	h := newHarness(t)
+	h.register(node("n1", 2))
+	h.register(node("n2", 2))
+	h.submit("a", spec(2, 1))
+	h.submit("b", spec(1, 1))
+	h.submit("c", spec(1, 0))
+	h.place("a", alloc("a0", "n1", 0, gpuID("n1", 0)), alloc("a1", "n2", 1, gpuID("n2", 0)))
+	h.place("b", alloc("b0", "n1", 0, gpuID("n1", 1)))
+	h.place("c", alloc("c0", "n2", 0))
+	h.mustUpdate("n2", "c0", structs.AllocSucceeded, 0, "")
+	if got, want := h.f.LiveAllocCounts(), map[string]int{"n1": 2, "n2": 1}; !maps.Equal(got, want) {
+		t.Fatalf("live counts %v, want %v", got, want)
 	}
 }
