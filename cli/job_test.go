@@ -119,3 +119,30 @@ func TestJob_UnknownJobPrintsAgentMessage(t *testing.T) {
 		t.Fatalf("got code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 }
+
+func TestJob_TimedOutJobShowsItsLimitSignalAndExitCode(t *testing.T) {
+	f := newFakeAgent(t)
+	f.reply("GET /v1/jobs/{id}", http.StatusOK, api.JobDetail{
+		Job: structs.Job{
+			ID: testJobID, State: structs.JobTimedOut, Reason: "time limit 2h0m0s exceeded", ExitCode: 143, Attempts: 1,
+			Spec: structs.JobSpec{Command: []string{"train"}, Nodes: 1, TimeLimit: structs.Duration(2 * time.Hour),
+				Signal: &structs.TimeSignal{Name: "USR1", Before: structs.Duration(time.Minute)}},
+		},
+		Allocations: []structs.Allocation{{ID: "a0a0a0a0ffff", NodeID: "n1", Attempt: 1, State: structs.AllocTimedOut, ExitCode: 143,
+			Reason: "time limit 2h0m0s exceeded"}},
+	})
+	r := runCLI(t, "--addr", f.URL, "job", testJobID)
+	if r.code != exitOK {
+		t.Fatalf("exit code %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{
+		`State:\s+timed_out\nReason:\s+time limit 2h0m0s exceeded\n`,
+		`Exit code:\s+143`,
+		`Time limit:\s+2h0m0s \(SIGUSR1 1m0s before\)`,
+		`a0a0a0a0\s+0\s+1\s+n1\s+timed_out\s+143\s+-\s+time limit 2h0m0s exceeded`,
+	} {
+		if !regexp.MustCompile(want).MatchString(r.stdout) {
+			t.Errorf("output does not match %s:\n%s", want, r.stdout)
+		}
+	}
+}

@@ -10,6 +10,11 @@
 // directory. That directory is the only record: the agent can die and come
 // back, and Restore re-adopts live supervisors from it.
 //
+// The time limit is the supervisor's too, counted from the job's start: the
+// spec's signal goes to the job's process group that long before the limit,
+// and at the limit the job is stopped and recorded as timed_out. An agent
+// restart or a new leader therefore neither resets nor loses it.
+//
 // A supervisor is alive exactly while it holds an exclusive flock on
 // supervisor.lock. The runner takes that lock before it forks and the
 // supervisor inherits it, so there is no moment at which a supervisor exists
@@ -20,7 +25,7 @@
 //
 // Layout of <AllocDir>/<allocID>/ (0700):
 //
-//	spec.json        what to run (argv, final env, workdir, time limit, kill grace)
+//	spec.json        what to run (argv, final env, workdir, time limit and signal, kill grace)
 //	supervisor.lock  held by the live supervisor
 //	supervisor.pid   supervisor pid and start time
 //	supervisor.log   the supervisor's own diagnostics
