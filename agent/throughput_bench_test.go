@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/sched"
@@ -246,7 +248,10 @@ func waitQuiet(b *testing.B, a *Agent, jobs int) {
 
 // benchParts times the leader's own steps for the released queue on a
 // copy of the leader's state: the state copy a pass starts from,
-// sched.Place, encoding the entries, and applying them to an FSM. It also
+// sched.Place, encoding the entries, writing them to a bbolt log store as
+// one batch (one fsync, as the leader's batched applies do), applying them
+// to an FSM, and one JobCounts (which the clock loop calls on every
+// change). It also
 // reports how many entries the plan takes and the largest one's size.
 func benchParts(b *testing.B, leader *Agent) map[string]float64 {
 	snap, err := leader.fsm.Snapshot()
@@ -292,16 +297,33 @@ func benchParts(b *testing.B, leader *Agent) map[string]float64 {
 		totalBytes += len(buf)
 	}
 	encodeMs := time.Since(t)
-	t = time.Now()
 	index := f.Index()
-	for _, buf := range bufs {
-		index++
-		f.Apply(&raft.Log{Index: index, Data: buf})
+	logs := make([]*raft.Log, len(bufs))
+	for i, buf := range bufs {
+		logs[i] = &raft.Log{Index: index + uint64(i) + 1, Type: raft.LogCommand, Data: buf}
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(b.TempDir(), "raft.db")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	t = time.Now()
+	if err := store.StoreLogs(logs); err != nil {
+		b.Fatal(err)
+	}
+	storeMs := time.Since(t)
+	t = time.Now()
+	for _, l := range logs {
+		f.Apply(l)
 	}
 	applyMs := time.Since(t)
+	t = time.Now()
+	f.JobCounts()
+	countMs := time.Since(t)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	return map[string]float64{
 		"state-copy-ms": ms(stateMs), "place-ms": ms(placeMs), "encode-ms": ms(encodeMs), "fsm-apply-ms": ms(applyMs),
+		"bolt-store-ms": ms(storeMs), "job-counts-ms": ms(countMs),
 		"entries": float64(len(bufs)), "max-entry-KB": float64(maxBytes) / 1024, "plan-MB": float64(totalBytes) / (1 << 20),
 	}
 }
