@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
@@ -156,4 +158,41 @@ func TestCluster_LeaderKilledDuringACappedArray_EveryTaskRunsOnceWithinTheCap(t 
 		}
 	}
 	tc.checkInvariants()
+}
+
+// TestCluster_GangRankZeroOnTheNodeWithTheFastestLink: the link speed each
+// agent registers decides where rank 0 of a gang goes; every rank sees that
+// node first in the node list and the same committed MASTER_PORT.
+func TestCluster_GangRankZeroOnTheNodeWithTheFastestLink(t *testing.T) {
+	tc := startClusterWith(t, 3, func(i int, cfg *Config) {
+		if i == 2 {
+			cfg.LinkMbps = 400000
+		}
+	})
+	fast := tc.agents[2]
+	job := tc.submit(tc.agents[0], structs.JobSpec{
+		Nodes: 3, GPUs: 1,
+		Command: []string{"sh", "-c", `echo "$SLURM_JOB_NODELIST $MASTER_PORT"`},
+	})
+	waitJob(t, tc.agents[0], job.ID, jobState(structs.JobSucceeded))
+	allocs := tc.agents[0].fsm.Allocs(job.ID)
+	var rank0 *structs.Allocation
+	for _, a := range allocs {
+		if a.Rank == 0 {
+			rank0 = a
+		}
+	}
+	if rank0 == nil || rank0.NodeID != fast.nodeID {
+		t.Fatalf("rank 0 is %+v, want it on %s, the node with the fastest link", rank0, fast.Name())
+	}
+	for rank := range 3 {
+		var out strings.Builder
+		if err := tc.client(tc.agents[1]).Logs(context.Background(), job.ID, api.LogOptions{Rank: rank, Stream: api.StreamStdout}, &out); err != nil {
+			t.Fatal(err)
+		}
+		nodes, port, _ := strings.Cut(strings.TrimSpace(out.String()), " ")
+		if !strings.HasPrefix(nodes, fast.Name()+",") || port != fmt.Sprint(rank0.MasterPort) {
+			t.Errorf("rank %d sees nodes %q and port %s, want %s first and port %d", rank, nodes, port, fast.Name(), rank0.MasterPort)
+		}
+	}
 }
