@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +25,11 @@ import (
 // GPUs, fast Raft timings and the test binary as supervisor.
 func testConfig(t testing.TB, dataDir string) Config {
 	t.Helper()
+	// Registered first, so it runs after every other cleanup: from then on
+	// the agent's stray goroutines (memberlist's probes) log nowhere
+	// instead of into a finished test, which panics.
+	logs := hclogWriter{t: t, done: &atomic.Bool{}}
+	t.Cleanup(func() { logs.done.Store(true) })
 	os.Setenv(superviseEnv, "1") // inherited by supervisors the runner starts
 	t.Cleanup(func() { os.Unsetenv(superviseEnv) })
 	// Jobs outlive their agent by design; stop them before the data dir
@@ -45,15 +51,21 @@ func testConfig(t testing.TB, dataDir string) Config {
 			LeaderLeaseTimeout: 100 * time.Millisecond,
 			CommitTimeout:      5 * time.Millisecond,
 		},
-		Logger: hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Warn, Output: hclogWriter{t}}),
+		Logger: hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Warn, Output: logs}),
 	}
 }
 
-// hclogWriter sends agent logs to the test log, shown only on failure.
-type hclogWriter struct{ t testing.TB }
+// hclogWriter sends agent logs to the test log, shown only on failure,
+// until done is set.
+type hclogWriter struct {
+	t    testing.TB
+	done *atomic.Bool
+}
 
 func (w hclogWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(p))
+	if !w.done.Load() {
+		w.t.Log(string(p))
+	}
 	return len(p), nil
 }
 
