@@ -135,6 +135,8 @@ func (m *model) plan() {
 		pl := structs.JobPlacement{JobID: jobID}
 		nodes := rapid.Permutation(m.nodes).Draw(m.rt, "nodes")
 		careful := rapid.Bool().Draw(m.rt, "careful")
+		// Few ports, so gangs with rank 0 on one node often ask for the same.
+		port := rapid.SampledFrom([]int{0, 29500, 29501}).Draw(m.rt, "master port")
 		for rank := range j.Spec.Nodes {
 			n := nodes[rank%len(nodes)]
 			var pool []string
@@ -149,7 +151,9 @@ func (m *model) plan() {
 				perm := rapid.Permutation(pool).Draw(m.rt, "gpus")
 				chosen = perm[:min(len(perm), j.Spec.GPUs)]
 			}
-			pl.Allocations = append(pl.Allocations, alloc(m.id("a"), n.ID, rank, chosen...))
+			a := alloc(m.id("a"), n.ID, rank, chosen...)
+			a.MasterPort = port
+			pl.Allocations = append(pl.Allocations, a)
 		}
 		p.Placements = append(p.Placements, pl)
 	}
@@ -195,7 +199,7 @@ func (m *model) update() {
 		nodeID = m.nodes[rapid.IntRange(0, len(m.nodes)-1).Draw(m.rt, "reporter")].ID
 	}
 	st := rapid.SampledFrom([]structs.AllocState{
-		structs.AllocRunning, structs.AllocSucceeded, structs.AllocFailed, structs.AllocKilled, structs.AllocLost,
+		structs.AllocRunning, structs.AllocSucceeded, structs.AllocFailed, structs.AllocKilled, structs.AllocLost, structs.AllocTimedOut,
 	}).Draw(m.rt, "state")
 	_ = m.h.update(nodeID, a.ID, st, rapid.IntRange(0, 3).Draw(m.rt, "exit"), "")
 }
@@ -212,7 +216,15 @@ func (m *model) cancel() {
 func (m *model) check() {
 	f := m.h.f
 	holder := map[string]string{}
+	ports := map[nodePort]string{}
 	for _, a := range f.State().LiveAllocs {
+		if a.Rank == 0 && a.MasterPort != 0 {
+			p := nodePort{a.NodeID, a.MasterPort}
+			if other, ok := ports[p]; ok {
+				m.rt.Fatalf("master port %d on node %s used by live rank 0s %s and %s", a.MasterPort, a.NodeID, other, a.ID)
+			}
+			ports[p] = a.ID
+		}
 		n, ok := f.Node(a.NodeID)
 		if !ok {
 			m.rt.Fatalf("live alloc %s on unknown node %s", a.ID, a.NodeID)
