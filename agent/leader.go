@@ -100,9 +100,9 @@ func (a *Agent) lead(stop <-chan struct{}) {
 // schedule runs one pass: every queued job, one plan, committed in entries
 // of bounded size (applyPlan). The FSM re-checks the plan on committed
 // state, so a stale view can only cost a rejected placement, never a
-// double-used GPU. It reports whether the
-// FSM rejected any placement, and when the earliest job still in its
-// restart backoff becomes placeable (zero: none waits).
+// double-used GPU. It reports whether the FSM rejected any placement, and
+// when the earliest job still in its restart backoff becomes placeable
+// (zero: none waits).
 func (a *Agent) schedule() (rejected bool, wake time.Time, err error) {
 	view := a.fsm.State()
 	nowT := time.Now()
