@@ -152,3 +152,30 @@ func TestCLI_SubmitWaitFollowsTheJobToItsEnd(t *testing.T) {
 		t.Fatal("submit --wait did not return")
 	}
 }
+
+// TestCLI_TimeLimitWithSignalEndsTimedOut: from the command line to the
+// job's processes and back: the signal arrives before the limit, the job
+// ends timed_out, and jobs, job and status say so.
+func TestCLI_TimeLimitWithSignalEndsTimedOut(t *testing.T) {
+	startRealAgent(t)
+	out := t.TempDir() + "/signalled"
+	r := runCLI(t, "submit", "--time-limit", "2s", "--signal", "USR1@1500ms", "--restarts", "1", "--wait", "--",
+		"sh", "-c", `trap 'echo usr1 >> "$0"' USR1; while :; do sleep 0.05; done`, out)
+	if r.code != 1 || !strings.Contains(r.stderr, "timed_out: time limit 2s exceeded") {
+		t.Fatalf("submit --wait: %d %q, want exit 1 saying timed_out", r.code, r.stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil || string(b) != "usr1\n" {
+		t.Fatalf("the job got the signal %q (%v), want once", b, err)
+	}
+	r = runCLI(t, "jobs")
+	if r.code != 0 || !strings.Contains(r.stdout, "timed_out") || !strings.Contains(r.stdout, "time limit 2s exceeded") {
+		t.Fatalf("jobs: %d\n%s", r.code, r.stdout)
+	}
+	r = runCLI(t, "status", "--json")
+	var s api.Status
+	mustDecode(t, r.stdout, &s)
+	if s.Jobs[structs.JobTimedOut] != 1 {
+		t.Fatalf("status counts %v, want one timed_out", s.Jobs)
+	}
+}
