@@ -1,7 +1,7 @@
 package agent
 
 import (
-	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -50,15 +50,16 @@ func splitPlan(p structs.Plan, maxAllocs, maxBlocked int) []structs.Plan {
 // in flight at once so that Raft batches them into few disk writes and
 // replication rounds. Each entry is checked by the FSM on its own; since
 // they come from one pass over one view, their order does not matter. It
-// reports whether the FSM rejected any placement, and the first error.
+// reports whether the FSM rejected any placement, and the first error (the
+// others are the same, typically: leadership lost).
 func (a *Agent) applyPlan(plan structs.Plan, at time.Time) (rejected bool, err error) {
 	parts := splitPlan(plan, maxEntryAllocs, maxEntryBlocked)
 	var (
-		mu    sync.Mutex
-		wg    sync.WaitGroup
-		first structs.JobBlocked
-		n     int
-		errs  []error
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		reject structs.JobBlocked
+		n      int
+		first  error
 	)
 	for _, part := range parts {
 		wg.Add(1)
@@ -68,12 +69,14 @@ func (a *Agent) applyPlan(plan structs.Plan, at time.Time) (rejected bool, err e
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				errs = append(errs, err)
+				if first == nil {
+					first = err
+				}
 				return
 			}
 			if res, ok := resp.(*structs.PlanResult); ok && len(res.Rejected) > 0 {
 				if n == 0 {
-					first = res.Rejected[0]
+					reject = res.Rejected[0]
 				}
 				n += len(res.Rejected)
 			}
@@ -81,7 +84,10 @@ func (a *Agent) applyPlan(plan structs.Plan, at time.Time) (rejected bool, err e
 	}
 	wg.Wait()
 	if n > 0 {
-		a.logger.Warn("placements rejected on commit", "count", n, "first", first.Reason)
+		a.logger.Warn("placements rejected on commit", "count", n, "first", reject.Reason)
 	}
-	return n > 0, errors.Join(errs...)
+	if first != nil {
+		return n > 0, fmt.Errorf("commit plan (%d entries): %w", len(parts), first)
+	}
+	return n > 0, nil
 }
