@@ -13,22 +13,28 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
+// benchAgent starts an idle one-node agent with test timings, stopped when
+// the benchmark ends, and a client for it.
+func benchAgent(b *testing.B) (*Agent, *api.Client) {
+	a, err := New(testConfig(b, b.TempDir()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(a.Shutdown)
+	c, err := api.NewClient(a.HTTPAddr(), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return a, c
+}
+
 // BenchmarkSubmitToRunning measures, on an idle one-node agent, the time from
 // a client's submit call to (a) the job's process being started by its
 // supervisor and (b) the allocation being committed as running, which is
 // what `skein job` shows. One job per iteration, each finished before the
 // next is submitted; run with -benchtime 200x for p99 over 200 jobs.
 func BenchmarkSubmitToRunning(b *testing.B) {
-	cfg := testConfig(b, b.TempDir())
-	a, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer a.Shutdown()
-	c, err := api.NewClient(a.HTTPAddr(), "")
-	if err != nil {
-		b.Fatal(err)
-	}
+	a, c := benchAgent(b)
 	ctx := context.Background()
 	started := make([]time.Duration, 0, b.N)
 	committed := make([]time.Duration, 0, b.N)
@@ -247,16 +253,7 @@ func BenchmarkNodeLossRecovery(b *testing.B) {
 // and (b) the job's next attempt committed as running on another GPU. Each
 // iteration uncordons the GPU and cancels the job before the next.
 func BenchmarkGPUFaultToRestarted(b *testing.B) {
-	cfg := testConfig(b, b.TempDir())
-	a, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer a.Shutdown()
-	c, err := api.NewClient(a.HTTPAddr(), "")
-	if err != nil {
-		b.Fatal(err)
-	}
+	a, c := benchAgent(b)
 	ctx := context.Background()
 	faulted := make([]time.Duration, 0, b.N)
 	restarted := make([]time.Duration, 0, b.N)
@@ -277,7 +274,7 @@ func BenchmarkGPUFaultToRestarted(b *testing.B) {
 		}
 		b.StartTimer()
 		t0 := time.Now()
-		if err := c.InjectGPUFault(ctx, api.GPUFaultRequest{Node: cfg.Name, Index: index, Reason: "XID 79"}); err != nil {
+		if err := c.InjectGPUFault(ctx, api.GPUFaultRequest{Node: a.Name(), Index: index, Reason: "XID 79"}); err != nil {
 			b.Fatal(err)
 		}
 		waitAlloc(b, a, job.ID, func(al *structs.Allocation) bool { return al.GPUFault != "" })
@@ -285,7 +282,7 @@ func BenchmarkGPUFaultToRestarted(b *testing.B) {
 		waitJobRunning(b, a, job.ID, 2)
 		restarted = append(restarted, time.Since(t0))
 		b.StopTimer()
-		if _, err := c.CordonGPU(ctx, api.GPURequest{Node: cfg.Name, Index: index}, false); err != nil {
+		if _, err := c.CordonGPU(ctx, api.GPURequest{Node: a.Name(), Index: index}, false); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := c.CancelJob(ctx, job.ID); err != nil {
