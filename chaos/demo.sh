@@ -20,6 +20,7 @@
 #   SKEIN_DEMO_TOKEN   API token of every node (demo)
 #   SKEIN_DEMO_SHARED  host directory mounted at /shared in every node (/tmp/NAME-demo)
 #   SKEIN_DEMO_NODES   number of nodes, 3 to 5 (3)
+#   SKEIN_DEMO_VOTERS  Raft voters among them, odd (3)
 set -eu
 
 NAME=${SKEIN_DEMO_NAME:-skein}
@@ -30,6 +31,7 @@ TOKEN=${SKEIN_DEMO_TOKEN:-demo}
 SHARED=${SKEIN_DEMO_SHARED:-/tmp/$NAME-demo}
 NET=$NAME-demo
 COUNT=${SKEIN_DEMO_NODES:-3}
+VOTERS=${SKEIN_DEMO_VOTERS:-3}
 case $COUNT in
 3) NODES="a b c" ;;
 4) NODES="a b c d" ;;
@@ -117,7 +119,7 @@ up() {
 			--network "$NET" --ip "$(ip_of "$n")" $publish \
 			--user "$(id -u):$(id -g)" -v "$SHARED:/shared" -e "SKEIN_TOKEN=$TOKEN" \
 			"$IMAGE" agent --name "$c" --data-dir "/data/$n" --bind 0.0.0.0 \
-			--advertise "$(ip_of "$n")" --gpus sim:8xH100-80 --bootstrap-expect "$COUNT" $joins >/dev/null
+			--advertise "$(ip_of "$n")" --gpus sim:8xH100-80 --bootstrap-expect "$COUNT" --voters "$VOTERS" $joins >/dev/null
 	done
 	# Wait for a leader and every node.
 	i=0
