@@ -104,6 +104,9 @@ func (a *Agent) start() error {
 	if inv.Note != "" {
 		a.logger.Warn(inv.Note)
 	}
+	if inv.Source == gpu.SourceNVML {
+		a.logger.Info("GPUs found through NVML", "count", len(inv.GPUs), "driver", inv.Driver, "cuda", inv.CUDA)
+	}
 	a.health = newHealthTracker(inv.GPUs, a.cfg.GPUCleanPeriod, a.cfg.AllowForeignGPUUse, now())
 
 	var key []byte
@@ -336,6 +339,8 @@ func (a *Agent) register() error {
 		MemoryMiB:   mem,
 		GPUs:        a.inv.GPUs,
 		GPUSource:   a.inv.Source,
+		GPUDriver:   a.inv.Driver,
+		CUDAVersion: a.inv.CUDA,
 		LinkMbps:    link,
 		MasterPorts: a.cfg.MasterPorts,
 		Status:      structs.NodeReady,

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/skein-dev/skein/structs"
@@ -41,6 +42,7 @@ func TestFSM_NodeRegister_RejectsInvalidNode(t *testing.T) {
 		{"unknown status", func(n *structs.Node) { n.Status = "asleep" }, `unknown status "asleep"`},
 		{"gpu without uuid", func(n *structs.Node) { n.GPUs[1].UUID = "" }, "GPU 1 has no UUID"},
 		{"gpu listed twice", func(n *structs.Node) { n.GPUs[1].UUID = n.GPUs[0].UUID }, "listed twice"},
+		{"driver version too long", func(n *structs.Node) { n.GPUDriver = strings.Repeat("5", 65) }, "longer than 64 bytes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

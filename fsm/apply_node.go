@@ -40,6 +40,9 @@ func (s *state) applyNodeRegister(l *raft.Log) any {
 	return nil
 }
 
+// maxVersionLen bounds the driver and CUDA version strings of a node.
+const maxVersionLen = 64
+
 func validateNode(n *structs.Node) error {
 	if n.ID == "" {
 		return fmt.Errorf("node register: %w: empty node id", ErrInvalidRequest)
@@ -53,6 +56,9 @@ func validateNode(n *structs.Node) error {
 		if err := n.MasterPorts.Validate(); err != nil {
 			return fmt.Errorf("node %s: %w: master ports: %w", n.ID, ErrInvalidRequest, err)
 		}
+	}
+	if len(n.GPUDriver) > maxVersionLen || len(n.CUDAVersion) > maxVersionLen {
+		return fmt.Errorf("node %s: %w: GPU driver or CUDA version longer than %d bytes", n.ID, ErrInvalidRequest, maxVersionLen)
 	}
 	if n.LinkMbps < 0 {
 		return fmt.Errorf("node %s: %w: link speed %d Mb/s is negative", n.ID, ErrInvalidRequest, n.LinkMbps)

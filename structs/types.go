@@ -47,6 +47,10 @@ type Node struct {
 	// GPUSource says where the GPU inventory came from: "nvml", "simulated"
 	// or "none". Simulated GPUs are labelled as such everywhere they are shown.
 	GPUSource string `json:"gpu_source"`
+	// GPUDriver and CUDAVersion are what NVML reports ("550.54.15",
+	// "12.4"); empty for other sources.
+	GPUDriver   string `json:"gpu_driver,omitempty"`
+	CUDAVersion string `json:"cuda_version,omitempty"`
 	// LinkMbps is the speed of the network link the node is reached on
 	// (0: unknown); rank 0 of a gang goes to the fastest (sched/rank.go).
 	// MasterPorts is the range the leader picks a gang's MASTER_PORT from
