@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -101,16 +102,29 @@ func (a *Agent) heartbeatLoop() {
 }
 
 // renewLease extends the lease the supervisors check to StopAfter past the
-// moment the renewed heartbeat was sent. In a one-node cluster nobody else
-// could run the jobs, so the lease never expires.
+// moment the renewed heartbeat was sent.
 func (a *Agent) renewLease(sent time.Time) {
-	until := sent.Add(a.cfg.StopAfter)
-	if a.clusterSize() <= 1 {
-		until = time.Time{}
+	servers, err := a.raft.Servers()
+	if err != nil {
+		servers = nil // unknown: let the lease expire, the safe side
 	}
-	if err := a.runner.RenewLease(until); err != nil {
+	if err := a.runner.RenewLease(leaseUntil(sent, a.cfg.StopAfter, servers, a.nodeID)); err != nil {
 		a.logger.Error("renew the node lease", "error", err)
 	}
+}
+
+// leaseUntil is when a lease renewed at sent runs out: StopAfter later, or
+// never (zero) when this node is the only server of its Raft configuration,
+// since nobody else could run its jobs. It asks Raft's configuration, not
+// the FSM: Raft knows every server the moment it starts, while a restarted
+// node's FSM may not have replayed the log yet, and a node that took
+// itself for alone would write a lease that never runs out and keep its
+// jobs through a partition that got them replaced elsewhere.
+func leaseUntil(sent time.Time, stopAfter time.Duration, servers []cluster.Server, self string) time.Time {
+	if len(servers) == 1 && servers[0].ID == self {
+		return time.Time{}
+	}
+	return sent.Add(stopAfter)
 }
 
 // clusterSize counts the nodes that have not left.

@@ -713,7 +713,8 @@ func (r *run) keepResults() {
 
 // reportTimings logs, per nemesis, how long the cluster took to accept
 // writes again after a fault on the leader, and how long a lost
-// allocation took to be placed and to run again elsewhere, counted from
+// allocation took to be declared lost (detection), placed and running
+// again elsewhere (detection plus any wait for free GPUs), counted from
 // the fault. Containers share the host's clock, so the allocations'
 // committed times compare with the test's. The figures go to
 // BENCHMARKS.md; the run does not assert them.
@@ -727,7 +728,7 @@ func (r *run) reportTimings() {
 	for _, op := range slices.Sorted(maps.Keys(failovers)) {
 		r.logf("timing: leader %s -> writes accepted: %s", op, summarize(failovers[op]))
 	}
-	placed, running := map[string][]time.Duration{}, map[string][]time.Duration{}
+	declared, placed, running := map[string][]time.Duration{}, map[string][]time.Duration{}, map[string][]time.Duration{}
 	for _, j := range final {
 		if j.Attempts < 2 {
 			continue
@@ -747,6 +748,7 @@ func (r *run) reportTimings() {
 			if !ok {
 				continue
 			}
+			declared[f.op] = append(declared[f.op], lost.FinishedAt.Sub(f.at))
 			for _, next := range jd.Allocations {
 				if next.Attempt != lost.Attempt+1 || next.Rank != lost.Rank {
 					continue
@@ -758,8 +760,9 @@ func (r *run) reportTimings() {
 			}
 		}
 	}
-	for _, op := range slices.Sorted(maps.Keys(placed)) {
-		r.logf("timing: %s -> lost allocation placed again: %s; running again: %s", op, summarize(placed[op]), summarize(running[op]))
+	for _, op := range slices.Sorted(maps.Keys(declared)) {
+		r.logf("timing: %s -> allocation declared lost: %s; placed again: %s; running again: %s",
+			op, summarize(declared[op]), summarize(placed[op]), summarize(running[op]))
 	}
 }
 
