@@ -90,5 +90,10 @@ func (r *reporter) run() {
 		r.mu.Lock()
 		r.pending = r.pending[len(batch):]
 		r.mu.Unlock()
+		// The local loop skips allocations with a report in flight, and
+		// the state change this write made may have woken it before the
+		// batch left pending: let it look again, or a stop that arrived
+		// meanwhile waits for the next unrelated change.
+		r.a.kickLocal()
 	}
 }
