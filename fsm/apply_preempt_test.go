@@ -320,8 +320,10 @@ func (m *model) preempt() {
 // checkPreemptions asserts what preemption must keep true after every entry.
 func (m *model) checkPreemptions() {
 	for _, j := range m.h.f.Jobs() {
-		if used := j.Attempts - 1 - j.Preemptions; used > j.Spec.Restarts {
-			m.rt.Fatalf("job %s used %d restarts of %d (%d attempts, %d preemptions)", j.ID, used, j.Spec.Restarts, j.Attempts, j.Preemptions)
+		// Preemptions and the first GPU faults use no restart.
+		if used := j.Attempts - 1 - j.Preemptions - j.GPUFaults; used > j.Spec.Restarts {
+			m.rt.Fatalf("job %s used %d restarts of %d (%d attempts, %d preemptions, %d GPU faults)",
+				j.ID, used, j.Spec.Restarts, j.Attempts, j.Preemptions, j.GPUFaults)
 		}
 		if j.PreemptedBy == "" {
 			continue
