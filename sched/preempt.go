@@ -272,28 +272,19 @@ func (l *ledger) nodeIndex(id string) int {
 	return i
 }
 
-// freeableSlots maps the UUID of every healthy GPU whose UUID appears once
-// in the inventory (the GPUs the ledger may hand out once no allocation
-// holds them) to its slot.
+// freeableSlots maps the UUID of every usable GPU (placeable, its UUID
+// once in the inventory: the GPUs the ledger may hand out once no
+// allocation holds them) to its slot. A victim's GPU that is not usable,
+// say cordoned or failed, frees nothing by stopping.
 func (l *ledger) freeableSlots() map[string]slotRef {
 	total := 0
 	for i := range l.nodes {
 		total += len(l.nodes[i].gpus)
 	}
-	count := make(map[string]int, total)
-	for i := range l.nodes {
-		for _, g := range l.nodes[i].node.GPUs {
-			count[g.UUID]++
-		}
-	}
 	out := make(map[string]slotRef, total)
 	for i := range l.nodes {
-		ns := &l.nodes[i]
-		for s, g := range ns.gpus {
-			if g.uuid == "" || count[g.uuid] != 1 {
-				continue
-			}
-			if k := slices.IndexFunc(ns.node.GPUs, func(x structs.GPU) bool { return x.UUID == g.uuid }); k >= 0 && ns.node.GPUs[k].Healthy {
+		for s, g := range l.nodes[i].gpus {
+			if g.usable {
 				out[g.uuid] = slotRef{node: i, slot: s}
 			}
 		}
