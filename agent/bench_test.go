@@ -82,13 +82,9 @@ func report(b *testing.B, what string, d []time.Duration) {
 }
 
 // benchCluster starts an n-node cluster with production timings (only the
-// ports and data dirs are the tests'), for the failover benchmarks.
+// ports and data dirs are the tests'), for the failover and throughput
+// benchmarks.
 func benchCluster(b *testing.B, n int) *testCluster {
-	return benchClusterWith(b, n, nil)
-}
-
-// benchClusterWith is benchCluster with each config changed by mutate.
-func benchClusterWith(b *testing.B, n int, mutate func(cfg *Config)) *testCluster {
 	tc := &testCluster{net: &cluster.Partitioner{}}
 	for i := range n {
 		cfg := testConfig(b, b.TempDir())
@@ -97,9 +93,6 @@ func benchClusterWith(b *testing.B, n int, mutate func(cfg *Config)) *testCluste
 		cfg.Network = tc.net
 		cfg.Token = clusterToken
 		cfg.Timing = cluster.Timing{} // production Raft timings
-		if mutate != nil {
-			mutate(&cfg)
-		}
 		if i > 0 {
 			cfg.Join = []string{tc.agents[i-1].raft.GossipAddr()}
 		}
