@@ -424,7 +424,7 @@ func (a *Agent) stop(handover bool) {
 		if a.tempDir && a.runner != nil {
 			a.stopAllJobs("agent shutting down")
 		}
-		if handover && a.raft != nil && a.raft.IsLeader() && a.clusterSize() > 1 {
+		if handover && a.raft != nil && a.raft.IsLeader() && !a.alone() {
 			if err := a.raft.LeadershipTransfer(); err != nil {
 				a.logger.Warn("hand leadership over before shutting down", "error", err)
 			}

@@ -121,21 +121,23 @@ func (a *Agent) renewLease(sent time.Time) {
 // itself for alone would write a lease that never runs out and keep its
 // jobs through a partition that got them replaced elsewhere.
 func leaseUntil(sent time.Time, stopAfter time.Duration, servers []cluster.Server, self string) time.Time {
-	if len(servers) == 1 && servers[0].ID == self {
+	if soleServer(servers, self) {
 		return time.Time{}
 	}
 	return sent.Add(stopAfter)
 }
 
-// clusterSize counts the nodes that have not left.
-func (a *Agent) clusterSize() int {
-	n := 0
-	for _, node := range a.fsm.Nodes() {
-		if node.Status != structs.NodeLeft {
-			n++
-		}
-	}
-	return n
+// alone reports whether this node is the only server of its Raft
+// configuration; one that cannot be read counts as not alone.
+func (a *Agent) alone() bool {
+	servers, err := a.raft.Servers()
+	return err == nil && soleServer(servers, a.nodeID)
+}
+
+// soleServer reports whether self is the only server of a Raft
+// configuration.
+func soleServer(servers []cluster.Server, self string) bool {
+	return len(servers) == 1 && servers[0].ID == self
 }
 
 // heartbeat renews the lease once: locally on the leader, else by asking it.
