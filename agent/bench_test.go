@@ -74,11 +74,11 @@ func waitAlloc(b *testing.B, a *Agent, jobID string, ok func(*structs.Allocation
 
 func report(b *testing.B, what string, d []time.Duration) {
 	slices.Sort(d)
-	pct := func(p float64) float64 {
-		return float64(d[int(p*float64(len(d)-1))]) / float64(time.Millisecond)
+	ms := func(q float64) float64 {
+		return float64(testutil.Percentile(d, q)) / float64(time.Millisecond)
 	}
-	b.ReportMetric(pct(0.50), what+"-p50-ms")
-	b.ReportMetric(pct(0.99), what+"-p99-ms")
+	b.ReportMetric(ms(0.50), what+"-p50-ms")
+	b.ReportMetric(ms(0.99), what+"-p99-ms")
 }
 
 // benchCluster starts an n-node cluster with production timings (only the

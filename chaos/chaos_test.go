@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -789,9 +789,7 @@ func summarize(d []time.Duration) string {
 	}
 	d = slices.Clone(d)
 	slices.Sort(d)
-	pct := func(q float64) time.Duration {
-		return d[max(0, int(math.Ceil(q*float64(len(d))))-1)]
-	}
 	return fmt.Sprintf("n=%d p50=%s p99=%s max=%s", len(d),
-		pct(0.50).Round(time.Millisecond), pct(0.99).Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond))
+		testutil.Percentile(d, 0.50).Round(time.Millisecond), testutil.Percentile(d, 0.99).Round(time.Millisecond),
+		d[len(d)-1].Round(time.Millisecond))
 }

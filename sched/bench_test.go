@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -129,5 +130,5 @@ func BenchmarkPlaceQueue(b *testing.B) {
 	slices.Sort(passes)
 	b.ReportMetric(float64(placed)/b.Elapsed().Seconds(), "placements/s")
 	b.ReportMetric(float64(placed)/float64(len(passes)), "placements/pass")
-	b.ReportMetric(float64(passes[len(passes)*99/100])/float64(time.Millisecond), "p99-pass-ms")
+	b.ReportMetric(float64(testutil.Percentile(passes, 0.99))/float64(time.Millisecond), "p99-pass-ms")
 }
