@@ -28,9 +28,19 @@ var allowed = map[string][]string{
 	"":         {"cli"},     // main.go
 }
 
+// testAllowed lists what tests of a top-level package may import besides
+// what the package itself may: every test may use internal/testutil, and
+// the chaos tests drive the cluster through its API client.
+var testAllowed = map[string][]string{
+	"*":     {"internal/testutil"},
+	"chaos": {"api"},
+}
+
 type pkg struct {
-	ImportPath string
-	Imports    []string
+	ImportPath   string
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
 }
 
 func top(importPath string) (string, bool) {
@@ -77,19 +87,29 @@ func TestArch_ImportsFollowDesign(t *testing.T) {
 		from, _ := top(p.ImportPath)
 		rules, known := allowed[from]
 		if !known {
-			t.Errorf("package %s is not in the dependency table; add it to DESIGN.md §2 and this test", p.ImportPath)
+			t.Errorf("package %s is not in the dependency table; add it to the README's architecture table and this test", p.ImportPath)
 			continue
 		}
-		for _, imp := range p.Imports {
-			to, internal := top(imp)
-			if !internal || to == from {
-				continue
-			}
-			if !slices.Contains(rules, to) {
-				t.Errorf("%s imports %s: %q may import only %v", p.ImportPath, imp, from, rules)
+		check := func(imports []string, rules []string, what string) {
+			for _, imp := range imports {
+				to, internal := top(imp)
+				if !internal || to == from || slices.Contains(rules, to) || slices.Contains(rules, rel(imp)) {
+					continue
+				}
+				t.Errorf("%s%s imports %s: %q may import only %v", p.ImportPath, what, imp, from, rules)
 			}
 		}
+		check(p.Imports, rules, "")
+		testRules := slices.Concat(rules, testAllowed["*"], testAllowed[from])
+		check(p.TestImports, testRules, " (tests)")
+		check(p.XTestImports, testRules, " (tests)")
 	}
+}
+
+// rel is an import path inside the module without the module's prefix:
+// "internal/testutil".
+func rel(importPath string) string {
+	return strings.TrimPrefix(importPath, module+"/")
 }
 
 // TestArch_OnlyGPUImportsNVML keeps cgo confined to package gpu, so every
