@@ -18,6 +18,7 @@ const (
 	NodeGPUHealthType  MessageType = 8
 	GPUCordonType      MessageType = 9
 	JobPreemptType     MessageType = 10
+	JobGCType          MessageType = 11
 )
 
 // IgnoreUnknownTypeFlag marks an entry that a replica which does not know its
@@ -47,6 +48,8 @@ func (t MessageType) String() string {
 		return "gpu-cordon"
 	case JobPreemptType:
 		return "job-preempt"
+	case JobGCType:
+		return "job-gc"
 	}
 	return "unknown"
 }
@@ -68,19 +71,46 @@ type JobSubmitRequest struct {
 }
 
 // JobCancelRequest cancels a job: a queued job ends at once, a running job's
-// allocations are asked to stop and the job ends when they have.
+// allocations are asked to stop and the job ends when they have. With
+// ArrayID instead of JobID it cancels every task of that job array that
+// has not ended, in one entry.
 type JobCancelRequest struct {
-	JobID  string    `json:"job_id"`
-	Reason string    `json:"reason,omitempty"`
-	At     time.Time `json:"at"`
+	JobID   string    `json:"job_id,omitempty"`
+	ArrayID string    `json:"array_id,omitempty"`
+	Reason  string    `json:"reason,omitempty"`
+	At      time.Time `json:"at"`
 }
 
-// Plan is the scheduler's answer for a set of queued jobs.
+// Plan is the whole decision of one scheduling pass. The leader commits it
+// in entries of bounded size; each entry is checked and applied on its own.
 type Plan struct {
 	// Placements are applied per job, all or nothing.
 	Placements []JobPlacement `json:"placements,omitempty"`
 	// Blocked lists jobs that could not be placed, with the reason.
 	Blocked []JobBlocked `json:"blocked,omitempty"`
+	// Cancels end queued jobs that can never run (a dependency that
+	// failed or does not exist), with why.
+	Cancels []JobCancel `json:"cancels,omitempty"`
+	// Preemptions stop running preemptible jobs to make room for queued
+	// jobs of higher priority.
+	Preemptions []Preemption `json:"preemptions,omitempty"`
+}
+
+// JobCancel ends one queued job that can never run.
+type JobCancel struct {
+	JobID  string `json:"job_id"`
+	Reason string `json:"reason"`
+}
+
+// Preemption stops the running preemptible jobs Victims to make room for
+// the queued job For. Attempts[i] is the attempt of Victims[i] the leader
+// chose; a victim that has moved on to another attempt is left alone, so
+// a repeated decision stops nothing twice. Victims are stopped as
+// JobPreemptRequest describes.
+type Preemption struct {
+	For      string   `json:"for"`
+	Victims  []string `json:"victims"`
+	Attempts []int    `json:"attempts,omitempty"`
 }
 
 // JobPlacement is the allocations, one per rank, that start one attempt of a job.
@@ -191,4 +221,15 @@ type JobPreemptRequest struct {
 	For      string    `json:"for"`
 	Reason   string    `json:"reason,omitempty"`
 	At       time.Time `json:"at"`
+}
+
+// JobGCRequest removes finished jobs, with their allocations, from the
+// state once they have been finished for Retention at At (both stamped by
+// the leader). Apply re-checks every job: finished for that long, no job
+// that has not ended depends on it, and no task of its array is still
+// going; jobs that fail a check are kept and listed in the returned error.
+type JobGCRequest struct {
+	JobIDs    []string  `json:"job_ids"`
+	Retention Duration  `json:"retention"`
+	At        time.Time `json:"at"`
 }
