@@ -5,28 +5,47 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/skein-dev/skein/agent/leader"
+	"github.com/skein-dev/skein/agent/node"
+	"github.com/skein-dev/skein/agent/peer"
 	"github.com/skein-dev/skein/agent/runner"
+	"github.com/skein-dev/skein/agent/server"
 	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/gpu"
 	"github.com/skein-dev/skein/structs"
 )
 
-// applyTimeout bounds one Raft write.
-const applyTimeout = 10 * time.Second
+// Timeouts of the agent's own start and stop.
+const (
+	// applyTimeout bounds one Raft write.
+	applyTimeout = 10 * time.Second
+	// registerWait bounds how long a one-node cluster waits at start for
+	// its own registration.
+	registerWait = 30 * time.Second
+	// serverDrain bounds how long requests in flight get at shutdown.
+	serverDrain = 2 * time.Second
+	// leaveTimeout bounds a graceful leave: handing over leadership and
+	// waiting to be removed from Raft.
+	leaveTimeout = 30 * time.Second
+	// reportFlush bounds how long a leaving node waits for its last
+	// allocation reports to be sent.
+	reportFlush = 5 * time.Second
+)
 
-// Agent is one running skein node.
+// Agent is one running skein node. It wires the parts together: the
+// replicated state (fsm) and Raft with gossip (cluster), the leader's
+// duties (agent/leader), this node's own duties (agent/node, with
+// agent/runner), the HTTP surface (agent/server), and how nodes reach one
+// another (agent/peer).
 type Agent struct {
 	cfg     Config
 	logger  hclog.Logger
@@ -34,35 +53,18 @@ type Agent struct {
 	dataDir string
 	tempDir bool // dataDir was made for this run and is removed at shutdown
 
-	inv     gpu.Inventory
-	fsm     *fsm.FSM
-	raft    *cluster.Cluster
-	runner  *runner.Runner
-	reports *reporter
-	live    *liveness
-	// registered is closed once this node's inventory is committed.
-	registered chan struct{}
-	// done is closed when the agent has left the cluster.
-	done        chan struct{}
-	meta        atomic.Pointer[[]byte] // gossip metadata, see members.go
-	metaChanged chan struct{}
-	localKick   chan struct{} // see kickLocal
-	schedKick   chan struct{} // see kickSchedule
-	// stopping holds the allocations asked to stop; only localLoop uses it.
-	stopping map[string]bool
-
-	// health turns GPU health events into reports (health.go); sim is the
-	// monitor of simulated GPUs, into which `skein gpu fault` injects (nil
-	// for real GPUs).
-	health *healthTracker
-	sim    *gpu.SimMonitor
-
+	inv      gpu.Inventory
+	fsm      *fsm.FSM
+	raft     *cluster.Cluster
+	runner   *runner.Runner
+	peers    *peer.Peers
+	announce *peer.Announcer
+	leader   *leader.Leader
+	node     *node.Node
+	server   *server.Server
 	listener net.Listener
-	server   *http.Server
-	// forwardHTTP carries agent-to-agent requests, bounded by a timeout;
-	// proxyHTTP streams other nodes' logs, unbounded.
-	forwardHTTP *http.Client
-	proxyHTTP   *http.Client
+	// done is closed when the agent has left the cluster.
+	done chan struct{}
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -79,7 +81,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, logger: cfg.Logger}
+	a := &Agent{cfg: cfg, logger: cfg.Logger, done: make(chan struct{})}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	if err := a.start(); err != nil {
 		a.Shutdown()
@@ -107,8 +109,6 @@ func (a *Agent) start() error {
 	if inv.Source == gpu.SourceNVML {
 		a.logger.Info("GPUs found through NVML", "count", len(inv.GPUs), "driver", inv.Driver, "cuda", inv.CUDA)
 	}
-	a.health = newHealthTracker(inv.GPUs, a.cfg.GPUCleanPeriod, a.cfg.AllowForeignGPUUse, now())
-
 	var key []byte
 	if a.cfg.EncryptKey != "" {
 		if key, err = cluster.ParseKey(a.cfg.EncryptKey); err != nil {
@@ -116,20 +116,11 @@ func (a *Agent) start() error {
 		}
 	}
 	a.fsm = fsm.New(a.logger.Named("fsm"))
-	a.reports = newReporter(a)
-	a.live = newLiveness()
-	a.registered = make(chan struct{})
-	a.done = make(chan struct{})
-	a.metaChanged = make(chan struct{}, 1)
-	a.localKick = make(chan struct{}, 1)
-	a.schedKick = make(chan struct{}, 1)
-	a.setMeta(a.localMeta())
 	// The API listens first: gossip metadata carries its address.
 	if err := a.listen(); err != nil {
 		return err
 	}
-	a.forwardHTTP = a.peerHTTP(applyTimeout + 5*time.Second)
-	a.proxyHTTP = a.peerHTTP(0)
+	a.announce = peer.NewAnnouncer(node.InventoryMeta(a.cfg.Name, a.HTTPAddr(), inv))
 	a.raft, err = cluster.New(cluster.Config{
 		NodeID:          a.nodeID,
 		DataDir:         a.dataDir,
@@ -143,7 +134,7 @@ func (a *Agent) start() error {
 		BootstrapExpect: a.cfg.BootstrapExpect,
 		Voters:          a.cfg.Voters,
 		EncryptKey:      key,
-		Meta:            a.gossipMetaBytes,
+		Meta:            a.announce.Bytes,
 		Timing:          a.cfg.Timing,
 		GossipTiming:    a.cfg.GossipTiming,
 		Network:         a.cfg.Network,
@@ -151,19 +142,32 @@ func (a *Agent) start() error {
 	if err != nil {
 		return err
 	}
-
-	a.runner, err = runner.New(runner.Config{
-		AllocDir:      a.allocDir(),
-		SupervisorCmd: a.supervisorCmd(),
-		KillGrace:     a.cfg.KillGrace,
-		Report:        a.reports.add,
-		Logger:        a.logger.Named("runner"),
-		LeasePath:     filepath.Join(a.dataDir, "lease.json"),
-		FenceGrace:    a.cfg.FenceGrace,
-	})
-	if err != nil {
+	if a.runner, err = runner.New(a.runnerConfig()); err != nil {
 		return err
 	}
+	a.peers = peer.New(peer.Config{
+		NodeID:      a.nodeID,
+		HTTPAddr:    a.HTTPAddr(),
+		Local:       a.listener.Addr().String(),
+		Raft:        a.raft,
+		FSM:         a.fsm,
+		Token:       a.cfg.Token,
+		CallTimeout: applyTimeout + 5*time.Second,
+		Network:     a.cfg.Network,
+		Done:        a.ctx.Done(),
+	})
+	a.leader = leader.New(leader.Config{
+		NodeID:            a.nodeID,
+		FSM:               a.fsm,
+		Raft:              a.raft,
+		Apply:             a.apply,
+		GossipUnhealthy:   a.gossipUnhealthy,
+		HeartbeatInterval: a.cfg.HeartbeatInterval,
+		StopAfter:         a.cfg.StopAfter,
+		DownAfter:         a.cfg.DownAfter,
+		Logger:            a.logger.Named("leader"),
+	})
+	a.node = node.New(a.nodeConfig())
 	adopted, err := a.runner.Restore()
 	if err != nil {
 		return fmt.Errorf("restore running jobs: %w", err)
@@ -171,20 +175,27 @@ func (a *Agent) start() error {
 	if len(adopted) > 0 {
 		a.logger.Info("re-adopted running jobs", "allocations", len(adopted))
 	}
+	a.server = server.New(server.Config{
+		Listener:   a.listener,
+		NodeID:     a.nodeID,
+		NodeName:   a.cfg.Name,
+		FSM:        a.fsm,
+		Raft:       a.raft,
+		Apply:      a.apply,
+		Peers:      a.peers,
+		Heartbeats: a.leader,
+		Logs:       a.runner,
+		Faults:     a.node,
+		Leave:      a.Leave,
+		UserAuth:   server.TokenAuth(a.cfg.Token),
+		NodeAuth:   server.TokenAuth(a.cfg.Token),
+		Logger:     a.logger.Named("http"),
+	})
 
-	a.goLoop(a.reports.run)
-	a.goLoop(a.localLoop)
-	a.goLoop(a.leaderLoop)
+	a.node.Run(a.ctx)
+	a.goLoop(func() { a.leader.Follow(a.ctx) })
 	a.goLoop(a.memberLoop)
 	a.goLoop(a.metaLoop)
-	a.goLoop(a.heartbeatLoop)
-	a.goLoop(a.registerLoop)
-	healthEvents := make(chan gpu.Event, 64)
-	if mon := a.newMonitor(); mon != nil {
-		a.sim, _ = mon.(*gpu.SimMonitor)
-		a.goLoop(func() { mon.Run(a.ctx, healthEvents) })
-	}
-	a.goLoop(func() { a.healthLoop(healthEvents) })
 	if len(a.cfg.Join) > 0 {
 		a.goLoop(a.joinLoop)
 	}
@@ -192,15 +203,62 @@ func (a *Agent) start() error {
 		// A one-node cluster is ready once it has registered itself, so
 		// the first submit after start finds its GPUs.
 		select {
-		case <-a.registered:
-		case <-time.After(30 * time.Second):
-			return errors.New("the node did not register within 30s: see the raft log above")
+		case <-a.node.Registered():
+		case <-time.After(registerWait):
+			return fmt.Errorf("the node did not register within %s: see the raft log above", registerWait)
 		}
 	}
-	a.goLoop(a.serve)
+	a.goLoop(a.server.Serve)
 	a.logger.Info("agent started", "node", a.cfg.Name, "id", structs.ShortID(a.nodeID),
 		"api", a.HTTPAddr(), "gossip", a.raft.GossipAddr(), "data_dir", a.dataDir, "gpus", a.gpuSummary())
 	return nil
+}
+
+// runnerConfig is the configuration of the job runner. Its reports go to
+// this node's reporter, which exists before the runner reports anything
+// (Restore, after the node is made).
+func (a *Agent) runnerConfig() runner.Config {
+	return runner.Config{
+		AllocDir:      a.allocDir(),
+		SupervisorCmd: a.supervisorCmd(),
+		KillGrace:     a.cfg.KillGrace,
+		Report:        func(u structs.AllocUpdate) { a.node.Report(u) },
+		Logger:        a.logger.Named("runner"),
+		LeasePath:     filepath.Join(a.dataDir, "lease.json"),
+		FenceGrace:    a.cfg.FenceGrace,
+	}
+}
+
+// nodeConfig is the configuration of this node's own duties.
+func (a *Agent) nodeConfig() node.Config {
+	return node.Config{
+		NodeID:             a.nodeID,
+		Name:               a.cfg.Name,
+		Inventory:          a.inv,
+		HTTPAddr:           a.HTTPAddr(),
+		RaftAddr:           a.raft.Addr(),
+		AdvertiseAddr:      a.cfg.AdvertiseAddr,
+		Labels:             a.cfg.Labels,
+		CPUs:               a.cfg.CPUs,
+		MemoryMiB:          a.cfg.MemoryMiB,
+		LinkMbps:           a.cfg.LinkMbps,
+		MasterPorts:        a.cfg.MasterPorts,
+		FSM:                a.fsm,
+		Raft:               a.raft,
+		Runner:             a.runner,
+		AllocDir:           a.allocDir(),
+		Peers:              a.peers,
+		Announce:           a.announce,
+		Apply:              a.apply,
+		HeartbeatInterval:  a.cfg.HeartbeatInterval,
+		StopAfter:          a.cfg.StopAfter,
+		FenceGrace:         a.cfg.FenceGrace,
+		KillGrace:          a.cfg.KillGrace,
+		GPUCleanPeriod:     a.cfg.GPUCleanPeriod,
+		AllowForeignGPUUse: a.cfg.AllowForeignGPUUse,
+		GPUMonitor:         a.cfg.GPUMonitor,
+		Logger:             a.logger,
+	}
 }
 
 func (a *Agent) goLoop(f func()) {
@@ -288,18 +346,7 @@ func (a *Agent) listen() error {
 		return fmt.Errorf("listen for the API on %s: %w", addr, err)
 	}
 	a.listener = l
-	a.server = &http.Server{
-		Handler:           a.routes(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          a.logger.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
-	}
 	return nil
-}
-
-func (a *Agent) serve() {
-	if err := a.server.Serve(a.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		a.logger.Error("api server stopped", "error", err)
-	}
 }
 
 // HTTPAddr is the base URL of this agent's API.
@@ -314,82 +361,8 @@ func (a *Agent) NodeID() string { return a.nodeID }
 // DataDir is where this agent keeps its state.
 func (a *Agent) DataDir() string { return a.dataDir }
 
-// register records this node's inventory in the replicated state.
-func (a *Agent) register() error {
-	cpus, mem := a.cfg.CPUs, a.cfg.MemoryMiB
-	if cpus == 0 {
-		cpus = runtime.NumCPU()
-	}
-	if mem == 0 {
-		mem = hostMemoryMiB()
-	}
-	link := a.cfg.LinkMbps
-	if link == 0 {
-		link = linkMbps(a.cfg.AdvertiseAddr)
-	}
-	node := structs.Node{
-		ID:   a.nodeID,
-		Name: a.cfg.Name,
-		Addresses: structs.Addresses{
-			HTTP: a.HTTPAddr(),
-			Raft: a.raft.Addr(),
-		},
-		Labels:      a.cfg.Labels,
-		CPUs:        cpus,
-		MemoryMiB:   mem,
-		GPUs:        a.inv.GPUs,
-		GPUSource:   a.inv.Source,
-		GPUDriver:   a.inv.Driver,
-		CUDAVersion: a.inv.CUDA,
-		LinkMbps:    link,
-		MasterPorts: a.cfg.MasterPorts,
-		Status:      structs.NodeReady,
-		Version:     structs.Version,
-	}
-	if err := a.writeRegister(node); err != nil {
-		return fmt.Errorf("register node: %w", err)
-	}
-	return nil
-}
-
-// registerLoop records this node's inventory, retrying until a leader takes it.
-func (a *Agent) registerLoop() {
-	backoff := 100 * time.Millisecond
-	for {
-		err := a.register()
-		if err == nil {
-			close(a.registered)
-			return
-		}
-		a.logger.Debug("registration not accepted yet; retrying", "error", err)
-		select {
-		case <-a.ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
-	}
-}
-
-// joinLoop joins the cluster through the --join addresses, retrying with
-// backoff until one of them answers.
-func (a *Agent) joinLoop() {
-	backoff := 250 * time.Millisecond
-	for {
-		n, err := a.raft.Join(a.cfg.Join)
-		if n > 0 {
-			a.logger.Info("joined the cluster", "through", n)
-			return
-		}
-		a.logger.Warn("cannot join yet; retrying", "addrs", a.cfg.Join, "error", err, "retry_in", backoff)
-		select {
-		case <-a.ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 10*time.Second)
-	}
-}
+// Name is this node's name.
+func (a *Agent) Name() string { return a.cfg.Name }
 
 // apply writes one message through Raft and returns what the FSM returned.
 func (a *Agent) apply(t structs.MessageType, msg any) (any, error) {
@@ -405,7 +378,7 @@ func (a *Agent) gpuSummary() string {
 		return "none"
 	}
 	s := fmt.Sprintf("%d x %s (%s)", len(a.inv.GPUs), a.inv.GPUs[0].Model, structs.FormatMiB(a.inv.GPUs[0].MemoryMiB))
-	if a.inv.Source == "simulated" {
+	if a.inv.Source == gpu.SourceSimulated {
 		s += ", simulated"
 	}
 	return s
@@ -421,23 +394,26 @@ func (a *Agent) Shutdown() { a.stop(true) }
 // pass false to stop a node the way a crash would.
 func (a *Agent) stop(handover bool) {
 	a.shutdown.Do(func() {
-		if a.tempDir && a.runner != nil {
-			a.stopAllJobs("agent shutting down")
+		if a.tempDir && a.node != nil {
+			a.node.StopAll("agent shutting down")
 		}
-		if handover && a.raft != nil && a.raft.IsLeader() && !a.alone() {
+		if handover && a.node != nil && a.raft.IsLeader() && !a.node.Alone() {
 			if err := a.raft.LeadershipTransfer(); err != nil {
 				a.logger.Warn("hand leadership over before shutting down", "error", err)
 			}
 		}
 		if a.server != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = a.server.Shutdown(ctx)
+			ctx, cancel := context.WithTimeout(context.Background(), serverDrain)
+			a.server.Shutdown(ctx)
 			cancel()
 		} else if a.listener != nil {
 			_ = a.listener.Close()
 		}
 		a.cancel()
 		a.wg.Wait()
+		if a.node != nil {
+			a.node.Wait()
+		}
 		if a.runner != nil {
 			a.runner.Shutdown()
 		}
@@ -452,21 +428,18 @@ func (a *Agent) stop(handover bool) {
 	})
 }
 
-// stopAllJobs stops every local job and waits (bounded) for them to end.
-func (a *Agent) stopAllJobs(reason string) {
-	for _, id := range a.runner.Tracked() {
-		a.runner.Stop(id, reason)
-	}
-	deadline := time.Now().Add(a.cfg.KillGrace + 2*time.Second)
-	for len(a.runner.Tracked()) > 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+// Leave stops local jobs, leaves the cluster gracefully and closes Done.
+func (a *Agent) Leave() {
+	a.leaving.Do(func() {
+		defer close(a.done)
+		a.logger.Info("leaving the cluster")
+		a.node.StopAll("node leaving the cluster")
+		a.node.FlushReports(reportFlush)
+		if err := a.raft.Leave(leaveTimeout); err != nil {
+			a.logger.Warn("leave was not clean", "error", err)
+		}
+	})
 }
-
-func now() time.Time { return time.Now().UTC() }
 
 // GenerateKey returns a new gossip encryption key for --encrypt.
 func GenerateKey() (string, error) { return cluster.GenerateKey() }
-
-// Name is this node's name.
-func (a *Agent) Name() string { return a.cfg.Name }

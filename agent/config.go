@@ -37,8 +37,6 @@ const (
 	DefaultStopAfter         = 2500 * time.Millisecond
 	DefaultFenceGrace        = 500 * time.Millisecond
 	DefaultDownAfter         = 3500 * time.Millisecond
-	// forwardWait is how long a write waits for a leader during an election.
-	forwardWait = 5 * time.Second
 )
 
 // DefaultGPUCleanPeriod is how long a GPU must go without a fatal health

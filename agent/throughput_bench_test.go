@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/skein-dev/skein/agent/leader"
 	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/sched"
 	"github.com/skein-dev/skein/structs"
@@ -64,7 +65,7 @@ func benchCommittedPlacements(b *testing.B, nodes, jobs int) {
 			lead = i
 		}
 	}
-	leader := tc.agents[lead]
+	head := tc.agents[lead]
 
 	// Heartbeats of the simulated nodes, on every agent, so whoever leads
 	// neither holds them back nor marks them down.
@@ -83,7 +84,7 @@ func benchCommittedPlacements(b *testing.B, nodes, jobs int) {
 			now := time.Now()
 			for _, a := range tc.live() {
 				for _, id := range ids {
-					a.live.heardFrom(id, now)
+					a.leader.HeardFrom(id, now)
 				}
 			}
 			select {
@@ -96,33 +97,33 @@ func benchCommittedPlacements(b *testing.B, nodes, jobs int) {
 	defer func() { close(stopFeed); feed.Wait() }()
 
 	parallel(b, nodes, func(i int) error {
-		_, err := leader.apply(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: simNode(ids[i], i), At: now()})
+		_, err := head.apply(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: simNode(ids[i], i), At: time.Now().UTC()})
 		return err
 	})
 	gate := structs.NewID()
-	if _, err := leader.apply(structs.JobSubmitType, structs.JobSubmitRequest{JobID: gate, SubmittedAt: now(),
+	if _, err := head.apply(structs.JobSubmitType, structs.JobSubmitRequest{JobID: gate, SubmittedAt: time.Now().UTC(),
 		Spec: structs.JobSpec{Command: []string{"true"}, Nodes: 1, Constraints: map[string]string{"nowhere": "1"}}}); err != nil {
 		b.Fatal(err)
 	}
 	specs := benchQueue(jobs, gate)
 	parallel(b, len(specs), func(i int) error {
-		_, err := leader.apply(structs.JobSubmitType, structs.JobSubmitRequest{JobID: structs.NewID(), Spec: specs[i], SubmittedAt: now()})
+		_, err := head.apply(structs.JobSubmitType, structs.JobSubmitRequest{JobID: structs.NewID(), Spec: specs[i], SubmittedAt: time.Now().UTC()})
 		return err
 	})
-	waitQuiet(b, leader, jobs)
+	waitQuiet(b, head, jobs)
 
-	parts := benchParts(b, leader)
+	parts := benchParts(b, head)
 
 	var first time.Time
 	b.StartTimer()
 	t0 := time.Now()
-	if _, err := leader.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: gate, At: now()}); err != nil {
+	if _, err := head.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: gate, At: time.Now().UTC()}); err != nil {
 		b.Fatal(err)
 	}
 	deadline := time.After(10 * time.Minute)
 	for {
-		_, changed := leader.fsm.Watch()
-		counts := leader.fsm.JobCounts()
+		_, changed := head.fsm.Watch()
+		counts := head.fsm.JobCounts()
 		if first.IsZero() && counts[structs.JobRunning] > 0 {
 			first = time.Now()
 		}
@@ -137,7 +138,7 @@ func benchCommittedPlacements(b *testing.B, nodes, jobs int) {
 	}
 	total := time.Since(t0)
 	b.StopTimer()
-	placed := leader.fsm.JobCounts()[structs.JobRunning]
+	placed := head.fsm.JobCounts()[structs.JobRunning]
 	if placed != jobs {
 		b.Fatalf("%d jobs placed, want all %d", placed, jobs)
 	}
@@ -252,8 +253,8 @@ func waitQuiet(b *testing.B, a *Agent, jobs int) {
 // to an FSM, and one JobCounts (which the clock loop calls on every
 // change). It also
 // reports how many entries the plan takes and the largest one's size.
-func benchParts(b *testing.B, leader *Agent) map[string]float64 {
-	snap, err := leader.fsm.Snapshot()
+func benchParts(b *testing.B, lead *Agent) map[string]float64 {
+	snap, err := lead.fsm.Snapshot()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -282,12 +283,12 @@ func benchParts(b *testing.B, leader *Agent) map[string]float64 {
 			plan.Placements[i].Allocations[j].ID = structs.NewID()
 		}
 	}
-	assignMasterPorts(view, &plan)
+	leader.AssignMasterPorts(view, &plan)
 	t = time.Now()
 	var bufs [][]byte
 	maxBytes, totalBytes := 0, 0
-	for _, p := range splitPlan(plan, maxEntryAllocs, maxEntryBlocked) {
-		buf, err := structs.Encode(structs.PlanApplyType, structs.PlanApplyRequest{Plan: p, At: now()})
+	for _, p := range leader.SplitPlan(plan, leader.MaxEntryAllocs, leader.MaxEntryBlocked) {
+		buf, err := structs.Encode(structs.PlanApplyType, structs.PlanApplyRequest{Plan: p, At: time.Now().UTC()})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -43,6 +43,9 @@ var (
 	ErrNVMLUnavailable = errors.New("NVML unavailable")
 	// ErrNVML is an NVML call that failed after initialisation.
 	ErrNVML = errors.New("nvml")
+	// ErrNotSimulated refuses a fault injected into a GPU that is not
+	// simulated.
+	ErrNotSimulated = errors.New("faults can only be injected into simulated GPUs")
 )
 
 // Inventory is what a node offers.

@@ -12,20 +12,29 @@ import (
 
 const module = "github.com/skein-dev/skein"
 
-// allowed lists, for each top-level package, the skein packages it may
-// import (directly or not). Subpackages follow their top-level package.
+// allowed lists, for each unit, the skein units it may import (directly or
+// not). A unit is a top-level package, or one of the subpackages named
+// here; other subpackages belong to their top-level package's unit. It is
+// the README's architecture table.
 var allowed = map[string][]string{
-	"structs":  {},
-	"sched":    {"structs"},
-	"fsm":      {"structs"},
-	"gpu":      {"structs"},
-	"cluster":  {},
-	"api":      {"structs"},
-	"agent":    {"structs", "fsm", "sched", "cluster", "gpu", "api"},
-	"cli":      {"api", "structs", "agent"}, // agent only for the agent and supervise commands
-	"internal": {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent", "cli"},
-	"chaos":    {"structs"}, // the container demo's test reads job states; the workload imports nothing
-	"":         {"cli"},     // main.go
+	"structs":      {},
+	"sched":        {"structs"},
+	"fsm":          {"structs"},
+	"gpu":          {"structs"},
+	"cluster":      {},
+	"api":          {"structs"},
+	"agent/runner": {"structs"},
+	"agent/peer":   {"structs", "fsm", "cluster", "api"},
+	"agent/leader": {"structs", "fsm", "sched", "cluster"},
+	"agent/node":   {"structs", "fsm", "cluster", "gpu", "api", "agent/peer", "agent/runner"},
+	"agent/server": {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer"},
+	"agent": {"structs", "fsm", "sched", "cluster", "gpu", "api",
+		"agent/runner", "agent/peer", "agent/leader", "agent/node", "agent/server"},
+	"cli": {"api", "structs", "agent", "agent/runner"}, // agent only for the agent and supervise commands
+	"internal": {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent", "cli",
+		"agent/runner", "agent/peer", "agent/leader", "agent/node", "agent/server"},
+	"chaos": {"structs"}, // the container demo's test reads job states; the workload imports nothing
+	"":      {"cli"},     // main.go
 }
 
 // testAllowed lists what tests of a top-level package may import besides
@@ -43,7 +52,9 @@ type pkg struct {
 	XTestImports []string
 }
 
-func top(importPath string) (string, bool) {
+// unit returns the unit an import path belongs to, and false for a path
+// outside the module.
+func unit(importPath string) (string, bool) {
 	if importPath == module {
 		return "", true
 	}
@@ -51,8 +62,14 @@ func top(importPath string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	t, _, _ := strings.Cut(rest, "/")
-	return t, true
+	top, sub, _ := strings.Cut(rest, "/")
+	if sub != "" {
+		name, _, _ := strings.Cut(sub, "/")
+		if _, own := allowed[top+"/"+name]; own {
+			return top + "/" + name, true
+		}
+	}
+	return top, true
 }
 
 func listPackages(t *testing.T) []pkg {
@@ -84,7 +101,7 @@ func listPackages(t *testing.T) []pkg {
 
 func TestArch_ImportsFollowDesign(t *testing.T) {
 	for _, p := range listPackages(t) {
-		from, _ := top(p.ImportPath)
+		from, _ := unit(p.ImportPath)
 		rules, known := allowed[from]
 		if !known {
 			t.Errorf("package %s is not in the dependency table; add it to the README's architecture table and this test", p.ImportPath)
@@ -92,7 +109,7 @@ func TestArch_ImportsFollowDesign(t *testing.T) {
 		}
 		check := func(imports []string, rules []string, what string) {
 			for _, imp := range imports {
-				to, internal := top(imp)
+				to, internal := unit(imp)
 				if !internal || to == from || slices.Contains(rules, to) || slices.Contains(rules, rel(imp)) {
 					continue
 				}
@@ -106,17 +123,11 @@ func TestArch_ImportsFollowDesign(t *testing.T) {
 	}
 }
 
-// rel is an import path inside the module without the module's prefix:
-// "internal/testutil".
-func rel(importPath string) string {
-	return strings.TrimPrefix(importPath, module+"/")
-}
-
 // TestArch_OnlyGPUImportsNVML keeps cgo confined to package gpu, so every
 // other package builds with CGO_ENABLED=0.
 func TestArch_OnlyGPUImportsNVML(t *testing.T) {
 	for _, p := range listPackages(t) {
-		from, _ := top(p.ImportPath)
+		from, _ := unit(p.ImportPath)
 		for _, imp := range p.Imports {
 			if strings.HasPrefix(imp, "github.com/NVIDIA/go-nvml") && from != "gpu" {
 				t.Errorf("%s imports %s: only package gpu may use go-nvml", p.ImportPath, imp)
@@ -135,4 +146,10 @@ func TestArch_StaticBuildExcludesNVML(t *testing.T) {
 	if strings.Contains(string(out), "github.com/NVIDIA/go-nvml") {
 		t.Error("a CGO_ENABLED=0 build of skein links go-nvml; keep NVML behind the cgo build constraint in package gpu")
 	}
+}
+
+// rel is an import path inside the module without the module's prefix:
+// "internal/testutil".
+func rel(importPath string) string {
+	return strings.TrimPrefix(importPath, module+"/")
 }

@@ -1,4 +1,4 @@
-package agent
+package leader
 
 import (
 	"fmt"
@@ -15,15 +15,15 @@ import (
 // encodes to about 300 bytes plus 45 per GPU and a blocked reason to about
 // 150, so a full entry stays near or under half a megabyte.
 const (
-	maxEntryAllocs  = 1024
-	maxEntryBlocked = 4096
+	MaxEntryAllocs  = 1024
+	MaxEntryBlocked = 4096
 )
 
-// splitPlan cuts a plan into plans of at most maxAllocs allocations (a
+// SplitPlan cuts a plan into plans of at most maxAllocs allocations (a
 // job's placement is never cut: all or nothing stays one entry) and at most
 // maxBlocked blocked reasons, in order. Blocked reasons ride in the entries
 // that carry placements while room is left. An empty plan gives none.
-func splitPlan(p structs.Plan, maxAllocs, maxBlocked int) []structs.Plan {
+func SplitPlan(p structs.Plan, maxAllocs, maxBlocked int) []structs.Plan {
 	var out []structs.Plan
 	var cur structs.Plan
 	allocs := 0
@@ -52,8 +52,8 @@ func splitPlan(p structs.Plan, maxAllocs, maxBlocked int) []structs.Plan {
 // they come from one pass over one view, their order does not matter. It
 // reports whether the FSM rejected any placement, and the first error (the
 // others are the same, typically: leadership lost).
-func (a *Agent) applyPlan(plan structs.Plan, at time.Time) (rejected bool, err error) {
-	parts := splitPlan(plan, maxEntryAllocs, maxEntryBlocked)
+func (l *Leader) applyPlan(plan structs.Plan, at time.Time) (rejected bool, err error) {
+	parts := SplitPlan(plan, MaxEntryAllocs, MaxEntryBlocked)
 	var (
 		mu     sync.Mutex
 		wg     sync.WaitGroup
@@ -65,7 +65,7 @@ func (a *Agent) applyPlan(plan structs.Plan, at time.Time) (rejected bool, err e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := a.apply(structs.PlanApplyType, structs.PlanApplyRequest{Plan: part, At: at})
+			resp, err := l.cfg.Apply(structs.PlanApplyType, structs.PlanApplyRequest{Plan: part, At: at})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -84,7 +84,7 @@ func (a *Agent) applyPlan(plan structs.Plan, at time.Time) (rejected bool, err e
 	}
 	wg.Wait()
 	if n > 0 {
-		a.logger.Warn("placements rejected on commit", "count", n, "first", reject.Reason)
+		l.log.Warn("placements rejected on commit", "count", n, "first", reject.Reason)
 	}
 	if first != nil {
 		return n > 0, fmt.Errorf("commit plan (%d entries): %w", len(parts), first)

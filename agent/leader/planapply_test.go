@@ -1,4 +1,4 @@
-package agent
+package leader
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ func TestSplitPlan_BoundsEveryEntryAndKeepsGangsWhole(t *testing.T) {
 	for i := range 11 {
 		plan.Blocked = append(plan.Blocked, structs.JobBlocked{JobID: fmt.Sprint("b", i)})
 	}
-	parts := splitPlan(plan, 4, 3)
+	parts := SplitPlan(plan, 4, 3)
 
 	var placed, blocked []string
 	for i, p := range parts {
@@ -43,7 +43,7 @@ func TestSplitPlan_BoundsEveryEntryAndKeepsGangsWhole(t *testing.T) {
 	if !slices.Equal(placed, wantPlaced) || !slices.Equal(blocked, wantBlocked) {
 		t.Fatalf("entries carry placements %v and blocked %v, want every one once, in order", placed, blocked)
 	}
-	if len(splitPlan(structs.Plan{}, 4, 3)) != 0 {
+	if len(SplitPlan(structs.Plan{}, 4, 3)) != 0 {
 		t.Fatal("an empty plan made an entry")
 	}
 }

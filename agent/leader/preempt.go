@@ -1,4 +1,4 @@
-package agent
+package leader
 
 import (
 	"cmp"
@@ -29,9 +29,9 @@ const (
 // behind it in the queue is held back, so the GPUs its victims free go to
 // it and not to lower-priority work. Jobs that preempt are not held back
 // by each other; they get the freed GPUs in queue order.
-func (a *Agent) placeAndPreempt(view *fsm.StateView, ready []*structs.Job, nowT time.Time) structs.Plan {
-	jobs := &jobCache{a: a, got: map[string]*structs.Job{}}
-	preempting := a.preemptionsUnderWay(view, jobs)
+func (l *Leader) placeAndPreempt(view *fsm.StateView, ready []*structs.Job, nowT time.Time) structs.Plan {
+	jobs := &jobCache{l: l, got: map[string]*structs.Job{}}
+	preempting := l.preemptionsUnderWay(view, jobs)
 	ready, held := holdBehindPreemptions(view.Queued, ready, preempting)
 	plan := sched.Schedule(view, ready, sched.Options{Now: nowT})
 	blocked := len(plan.Blocked)
@@ -74,7 +74,7 @@ func (a *Agent) placeAndPreempt(view *fsm.StateView, ready []*structs.Job, nowT 
 		}
 		checked++
 		victims := preemptor.Victims(j)
-		if len(victims) == 0 || !a.commitPreemption(j, victims, running) {
+		if len(victims) == 0 || !l.commitPreemption(j, victims, running) {
 			continue
 		}
 		committed++
@@ -117,7 +117,7 @@ func withPlacements(live []*structs.Allocation, plan structs.Plan) []*structs.Al
 
 // commitPreemption writes the decision to stop victims for j; false when
 // the write failed or the FSM refused every victim.
-func (a *Agent) commitPreemption(j *structs.Job, victims []string, running []*structs.Job) bool {
+func (l *Leader) commitPreemption(j *structs.Job, victims []string, running []*structs.Job) bool {
 	req := structs.JobPreemptRequest{Victims: victims, For: j.ID, At: now()}
 	for _, id := range victims {
 		attempt := 0
@@ -130,25 +130,25 @@ func (a *Agent) commitPreemption(j *structs.Job, victims []string, running []*st
 	for i, id := range victims {
 		short[i] = structs.ShortID(id)
 	}
-	_, err := a.apply(structs.JobPreemptType, req)
+	_, err := l.cfg.Apply(structs.JobPreemptType, req)
 	if err != nil {
-		a.logger.Warn("preemption refused or failed", "job", structs.ShortID(j.ID), "victims", short, "error", err)
+		l.log.Warn("preemption refused or failed", "job", structs.ShortID(j.ID), "victims", short, "error", err)
 		stopped := 0
 		for _, id := range victims {
-			if v, ok := a.fsm.Job(id); ok && v.PreemptedBy == j.ID {
+			if v, ok := l.fsm.Job(id); ok && v.PreemptedBy == j.ID {
 				stopped++
 			}
 		}
 		return stopped > 0
 	}
-	a.logger.Info("preempting lower-priority jobs", "job", structs.ShortID(j.ID), "priority", j.Spec.Priority, "victims", short)
+	l.log.Info("preempting lower-priority jobs", "job", structs.ShortID(j.ID), "priority", j.Spec.Priority, "victims", short)
 	return true
 }
 
 // preemptionsUnderWay counts, per preempting job, its victims that are
 // still stopping: running jobs with PreemptedBy set. Only jobs with an
 // allocation asked to stop are looked at, so an idle pass costs little.
-func (a *Agent) preemptionsUnderWay(view *fsm.StateView, jobs *jobCache) map[string]int {
+func (l *Leader) preemptionsUnderWay(view *fsm.StateView, jobs *jobCache) map[string]int {
 	out := map[string]int{}
 	seen := map[string]bool{}
 	for _, al := range view.LiveAllocs {
@@ -191,7 +191,7 @@ func holdBehindPreemptions(queued, ready []*structs.Job, preempting map[string]i
 
 // jobCache looks jobs up in the FSM at most once per pass.
 type jobCache struct {
-	a   *Agent
+	l   *Leader
 	got map[string]*structs.Job
 }
 
@@ -199,7 +199,7 @@ func (c *jobCache) get(id string) *structs.Job {
 	if j, ok := c.got[id]; ok {
 		return j
 	}
-	j, _ := c.a.fsm.Job(id)
+	j, _ := c.l.fsm.Job(id)
 	c.got[id] = j
 	return j
 }

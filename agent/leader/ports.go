@@ -1,23 +1,21 @@
-package agent
+package leader
 
 import (
 	"fmt"
 	"hash/fnv"
-	"net"
-	"strconv"
 
 	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/structs"
 )
 
-// assignMasterPorts gives every placement of a plan its MASTER_PORT, the
+// AssignMasterPorts gives every placement of a plan its MASTER_PORT, the
 // same on every rank: a port of rank 0's node's range (Node.MasterPorts)
 // that no live gang with rank 0 on that node uses, nor an earlier
 // placement of this plan. The search starts at a point derived from the
 // job and attempt, so consecutive jobs do not reuse a port that may still
 // linger in TIME_WAIT. A placement whose rank-0 node has no free port
 // left is moved to Blocked. The FSM checks the same rule on commit.
-func assignMasterPorts(view *fsm.StateView, plan *structs.Plan) {
+func AssignMasterPorts(view *fsm.StateView, plan *structs.Plan) {
 	nodes := make(map[string]*structs.Node, len(view.Nodes))
 	for _, n := range view.Nodes {
 		nodes[n.ID] = n
@@ -75,31 +73,4 @@ func portHash(jobID string, attempt int) uint32 {
 	h := fnv.New32a()
 	fmt.Fprintf(h, "%s/%d", jobID, attempt)
 	return h.Sum32()
-}
-
-// legacyMasterPort is the rendezvous port of an allocation committed
-// without one (by a leader from before ports were stamped): spread over
-// 29500-39499 by job and attempt, the same on every rank.
-func legacyMasterPort(jobID string, attempt int) int {
-	return 29500 + int(portHash(jobID, attempt)%10000)
-}
-
-// masterPortOf is the MASTER_PORT of an allocation's gang.
-func masterPortOf(alloc *structs.Allocation) int {
-	if alloc.MasterPort != 0 {
-		return alloc.MasterPort
-	}
-	return legacyMasterPort(alloc.JobID, alloc.Attempt)
-}
-
-// checkMasterPortFree makes sure, on rank 0's node, that a process skein
-// does not run does not hold the gang's MASTER_PORT: it binds the port on
-// every address for a moment. A port taken between this check and the
-// job's own bind still fails the job, as it would without skein.
-func checkMasterPortFree(port int) error {
-	l, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
-	if err != nil {
-		return fmt.Errorf("MASTER_PORT %d is in use on this node by a program skein does not run: %w", port, err)
-	}
-	return l.Close()
 }

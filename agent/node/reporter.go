@@ -1,9 +1,12 @@
-package agent
+package node
 
 import (
+	"errors"
 	"sync"
 	"time"
 
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -11,14 +14,14 @@ import (
 // calls add from its goroutines; run sends what is pending in batches and
 // retries until the write commits, so a leaderless moment loses nothing.
 type reporter struct {
-	a       *Agent
+	n       *Node
 	mu      sync.Mutex
 	pending []structs.AllocUpdate
 	wake    chan struct{}
 }
 
-func newReporter(a *Agent) *reporter {
-	return &reporter{a: a, wake: make(chan struct{}, 1)}
+func newReporter(n *Node) *reporter {
+	return &reporter{n: n, wake: make(chan struct{}, 1)}
 }
 
 // add queues an update; it never blocks.
@@ -66,17 +69,17 @@ func (r *reporter) run() {
 		r.mu.Unlock()
 		if len(batch) == 0 {
 			select {
-			case <-r.a.ctx.Done():
+			case <-r.n.ctx.Done():
 				return
 			case <-r.wake:
 				continue
 			}
 		}
-		err := r.a.writeAllocUpdates(batch)
-		if err != nil && !isDomainError(err) {
-			r.a.logger.Warn("report allocation updates; will retry", "updates", len(batch), "error", err)
+		err := r.n.writeAllocUpdates(batch)
+		if err != nil && !refused(err) {
+			r.n.log.Warn("report allocation updates; will retry", "updates", len(batch), "error", err)
 			select {
-			case <-r.a.ctx.Done():
+			case <-r.n.ctx.Done():
 				return
 			case <-time.After(backoff):
 			}
@@ -84,7 +87,7 @@ func (r *reporter) run() {
 			continue
 		}
 		if err != nil {
-			r.a.logger.Debug("some allocation updates were not applied", "error", err)
+			r.n.log.Debug("some allocation updates were not applied", "error", err)
 		}
 		backoff = 50 * time.Millisecond
 		r.mu.Lock()
@@ -94,6 +97,17 @@ func (r *reporter) run() {
 		// the state change this write made may have woken it before the
 		// batch left pending: let it look again, or a stop that arrived
 		// meanwhile waits for the next unrelated change.
-		r.a.kickLocal()
+		r.n.kickLocal()
 	}
+}
+
+// refused reports whether the state machine refused a report on its
+// merits (an allocation unknown or not this node's), as opposed to the
+// report not reaching it: sending it again would not help.
+func refused(err error) bool {
+	var remote *api.Error
+	if errors.As(err, &remote) {
+		return remote.StatusCode >= 400 && remote.StatusCode < 500
+	}
+	return errors.Is(err, fsm.ErrAllocNotFound) || errors.Is(err, fsm.ErrWrongNode) || errors.Is(err, fsm.ErrInvalidRequest)
 }

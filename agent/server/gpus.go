@@ -1,6 +1,7 @@
-package agent
+package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -13,8 +14,8 @@ import (
 )
 
 // handleGPUs lists every GPU of every node, by node name and GPU index.
-func (a *Agent) handleGPUs(w http.ResponseWriter, r *http.Request) {
-	view := a.fsm.State()
+func (s *Server) handleGPUs(w http.ResponseWriter, r *http.Request) {
+	view := s.fsm.State()
 	jobs := map[string]string{} // GPU UUID -> job ID
 	for _, alloc := range view.LiveAllocs {
 		for _, g := range alloc.GPUs {
@@ -32,7 +33,7 @@ func (a *Agent) handleGPUs(w http.ResponseWriter, r *http.Request) {
 
 // handleGPUCordon takes a GPU out of service by hand or returns it; a
 // write, so it is served by the leader.
-func (a *Agent) handleGPUCordon(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleGPUCordon(w http.ResponseWriter, r *http.Request) {
 	var req api.GPURequest
 	body, err := readBody(w, r)
 	if err == nil {
@@ -44,16 +45,16 @@ func (a *Agent) handleGPUCordon(w http.ResponseWriter, r *http.Request) {
 	var n *structs.Node
 	var g *structs.GPU
 	if err == nil {
-		n, g, err = a.findGPU(req.Node, req.Index)
+		n, g, err = s.findGPU(req.Node, req.Index)
 	}
 	if err != nil {
 		writeError(w, statusOf(err), err)
 		return
 	}
-	if !a.raft.IsLeader() && a.forward(w, r, body) {
+	if !s.cfg.Raft.IsLeader() && s.forward(w, r, body) {
 		return
 	}
-	resp, err := a.apply(structs.GPUCordonType, structs.GPUCordonRequest{
+	resp, err := s.cfg.Apply(structs.GPUCordonType, structs.GPUCordonRequest{
 		NodeID: n.ID, UUID: g.UUID, Cordon: strings.HasSuffix(r.URL.Path, "/cordon"), Reason: req.Reason, At: now(),
 	})
 	if err != nil {
@@ -66,7 +67,7 @@ func (a *Agent) handleGPUCordon(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	info := api.GPUInfo{Node: n.Name, NodeID: n.ID, GPU: *got, Health: got.HealthState()}
-	for _, alloc := range a.fsm.NodeAllocs(n.ID) {
+	for _, alloc := range s.fsm.NodeAllocs(n.ID) {
 		if alloc.Live() && slices.Contains(alloc.GPUs, got.UUID) {
 			info.Job = alloc.JobID
 		}
@@ -76,7 +77,7 @@ func (a *Agent) handleGPUCordon(w http.ResponseWriter, r *http.Request) {
 
 // handleGPUFault injects a health event into a simulated GPU, on the node
 // that owns it (other nodes pass the request on). Real GPUs refuse it.
-func (a *Agent) handleGPUFault(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleGPUFault(w http.ResponseWriter, r *http.Request) {
 	var req api.GPUFaultRequest
 	body, err := readBody(w, r)
 	if err == nil {
@@ -88,31 +89,36 @@ func (a *Agent) handleGPUFault(w http.ResponseWriter, r *http.Request) {
 	var n *structs.Node
 	var g *structs.GPU
 	if err == nil {
-		n, g, err = a.findGPU(req.Node, req.Index)
+		n, g, err = s.findGPU(req.Node, req.Index)
 	}
 	if err != nil {
 		writeError(w, statusOf(err), err)
 		return
 	}
-	if n.ID != a.nodeID {
-		addr := a.httpAddrOf(n.ID)
+	if n.ID != s.cfg.NodeID {
+		addr := s.cfg.Peers.HTTPAddrOf(n.ID)
 		if addr == "" {
 			writeError(w, http.StatusBadGateway, fmt.Errorf("node %s: address unknown", n.Name))
 			return
 		}
-		a.proxy(w, r, addr, body)
+		s.proxy(w, r, addr, body)
 		return
 	}
-	if !g.Simulated || a.sim == nil {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("GPU %d on node %s is not simulated: faults can only be injected into simulated GPUs", g.Index, n.Name))
+	notSimulated := fmt.Errorf("GPU %d on node %s is not simulated: faults can only be injected into simulated GPUs", g.Index, n.Name)
+	if !g.Simulated {
+		writeError(w, http.StatusBadRequest, notSimulated)
 		return
 	}
 	ev := gpu.Event{Index: g.Index, UUID: g.UUID, Kind: gpu.EventKind(req.Kind), Reason: req.Reason, PIDs: req.PIDs, At: now()}
-	if err := a.sim.Inject(ev); err != nil {
+	switch err := s.cfg.Faults.InjectFault(ev); {
+	case errors.Is(err, gpu.ErrNotSimulated):
+		writeError(w, http.StatusBadRequest, notSimulated)
+		return
+	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, err)
 		return
 	}
-	a.logger.Info("injected a GPU health event", "index", g.Index, "kind", ev.Kind, "reason", ev.Reason)
+	s.log.Info("injected a GPU health event", "index", g.Index, "kind", ev.Kind, "reason", ev.Reason)
 	writeJSON(w, http.StatusAccepted, struct{}{})
 }
 
@@ -141,8 +147,8 @@ func checkFault(req *api.GPUFaultRequest) error {
 
 // findGPU resolves a node (name, ID or unique ID prefix) and one of its
 // GPUs by index.
-func (a *Agent) findGPU(node string, index int) (*structs.Node, *structs.GPU, error) {
-	n, err := a.resolveNode(node)
+func (s *Server) findGPU(node string, index int) (*structs.Node, *structs.GPU, error) {
+	n, err := s.resolveNode(node)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -158,20 +164,20 @@ func (a *Agent) findGPU(node string, index int) (*structs.Node, *structs.GPU, er
 }
 
 // resolveNode finds a node by exact name, exact ID, or unique ID prefix.
-func (a *Agent) resolveNode(s string) (*structs.Node, error) {
-	if s == "" {
+func (s *Server) resolveNode(name string) (*structs.Node, error) {
+	if name == "" {
 		return nil, &structs.FieldError{Field: "node", Msg: "empty: give a node name or ID"}
 	}
-	nodes := a.fsm.Nodes()
+	nodes := s.fsm.Nodes()
 	var byName, byPrefix []*structs.Node
 	for _, n := range nodes {
-		if n.ID == s {
+		if n.ID == name {
 			return n, nil
 		}
-		if n.Name == s {
+		if n.Name == name {
 			byName = append(byName, n)
 		}
-		if strings.HasPrefix(n.ID, s) {
+		if strings.HasPrefix(n.ID, name) {
 			byPrefix = append(byPrefix, n)
 		}
 	}
@@ -182,7 +188,7 @@ func (a *Agent) resolveNode(s string) (*structs.Node, error) {
 		case 1:
 			return found[0], nil
 		}
-		return nil, &structs.FieldError{Field: "node", Msg: fmt.Sprintf("%q matches %d nodes: use the node ID", s, len(found))}
+		return nil, &structs.FieldError{Field: "node", Msg: fmt.Sprintf("%q matches %d nodes: use the node ID", name, len(found))}
 	}
-	return nil, fmt.Errorf("node %q: %w", s, fsm.ErrNodeNotFound)
+	return nil, fmt.Errorf("node %q: %w", name, fsm.ErrNodeNotFound)
 }

@@ -1,4 +1,4 @@
-package agent
+package leader
 
 import (
 	"fmt"
@@ -7,70 +7,18 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// leaderLoop follows Raft leadership events: while this node leads it runs
-// the scheduler; when leadership goes, scheduling stops with it.
-func (a *Agent) leaderLoop() {
-	var stop chan struct{}
-	var done chan struct{}
-	stopLeading := func() {
-		if stop != nil {
-			close(stop)
-			<-done
-			stop, done = nil, nil
-			a.logger.Info("leadership lost; scheduling stopped")
-		}
-	}
-	defer stopLeading()
-	// Leadership gained before this loop started is not lost: check once.
-	leading := a.raft.IsLeader()
+// scheduleLoop runs a scheduling pass whenever the state changes, a job's
+// restart backoff ends or gossip says something that changes what may be
+// placed, until stop closes.
+func (l *Leader) scheduleLoop(stop <-chan struct{}, since time.Time) {
 	for {
-		if leading && stop == nil {
-			stop, done = make(chan struct{}), make(chan struct{})
-			go func(stop, done chan struct{}) {
-				defer close(done)
-				a.lead(stop)
-			}(stop, done)
-		} else if !leading {
-			stopLeading()
-		}
-		select {
-		case <-a.ctx.Done():
-			return
-		case leading = <-a.raft.LeaderEvents():
-		}
-	}
-}
-
-// lead runs the leader's duties until stop closes: a barrier so the FSM holds
-// every committed entry, then the scheduling loop.
-func (a *Agent) lead(stop <-chan struct{}) {
-	for {
-		err := a.raft.Barrier(applyTimeout)
-		if err == nil {
-			break
-		}
-		a.logger.Warn("leader barrier failed; retrying", "error", err)
-		select {
-		case <-stop:
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	a.logger.Info("leading: scheduling started")
-	monitorDone := make(chan struct{})
-	defer func() { <-monitorDone }()
-	go func() {
-		defer close(monitorDone)
-		a.monitorNodes(stop, time.Now())
-	}()
-	for {
-		_, changed := a.fsm.Watch()
-		rejected, wake, err := a.schedule()
+		_, changed := l.fsm.Watch()
+		rejected, wake, err := l.schedule()
 		if err != nil || rejected {
 			// A failed write, or placements the FSM refused: give the
 			// state a moment to move on instead of spinning on it.
 			if err != nil {
-				a.logger.Warn("scheduling pass failed", "error", err)
+				l.log.Warn("scheduling pass failed", "error", err)
 			}
 			select {
 			case <-stop:
@@ -91,7 +39,7 @@ func (a *Agent) lead(stop <-chan struct{}) {
 			return
 		case <-changed:
 		case <-backoff.C:
-		case <-a.schedKick:
+		case <-l.kick:
 		}
 		backoff.Stop()
 	}
@@ -103,8 +51,8 @@ func (a *Agent) lead(stop <-chan struct{}) {
 // double-used GPU. It reports whether the FSM rejected any placement, and
 // when the earliest job still in its restart backoff becomes placeable
 // (zero: none waits).
-func (a *Agent) schedule() (rejected bool, wake time.Time, err error) {
-	view := a.fsm.State()
+func (l *Leader) schedule() (rejected bool, wake time.Time, err error) {
+	view := l.fsm.State()
 	nowT := time.Now()
 	var ready []*structs.Job
 	for _, j := range view.Queued {
@@ -116,15 +64,15 @@ func (a *Agent) schedule() (rejected bool, wake time.Time, err error) {
 		}
 		ready = append(ready, j)
 	}
-	ready, waiting := a.gateDependencies(ready)
+	ready, waiting := l.gateDependencies(ready)
 	ready, capped := capArrays(ready, view.LiveAllocs)
 	waiting = append(waiting, capped...)
 	if len(ready) == 0 && len(waiting) == 0 {
 		return false, wake, nil
 	}
-	a.holdBackSilentNodes(view.Nodes)
-	a.holdBackGossipUnhealthy(view.Nodes)
-	plan := a.placeAndPreempt(view, ready, nowT)
+	l.holdBackSilentNodes(view.Nodes)
+	l.holdBackGossipUnhealthy(view.Nodes)
+	plan := l.placeAndPreempt(view, ready, nowT)
 	plan.Blocked = append(plan.Blocked, waiting...)
 	at := now()
 	for i := range plan.Placements {
@@ -134,23 +82,23 @@ func (a *Agent) schedule() (rejected bool, wake time.Time, err error) {
 			alloc.CreatedAt = at
 		}
 	}
-	assignMasterPorts(view, &plan)
+	AssignMasterPorts(view, &plan)
 	plan.Blocked = changedReasons(view.Queued, plan.Blocked)
 	if len(plan.Placements) == 0 && len(plan.Blocked) == 0 {
 		return false, wake, nil
 	}
-	rejected, err = a.applyPlan(plan, at)
+	rejected, err = l.applyPlan(plan, at)
 	return rejected, wake, err
 }
 
 // gateDependencies keeps back jobs whose --after dependencies have not
 // ended, with a reason, and cancels those whose dependency ended in a way
 // that can never satisfy them (not succeeded, for :ok).
-func (a *Agent) gateDependencies(jobs []*structs.Job) (ready []*structs.Job, waiting []structs.JobBlocked) {
+func (l *Leader) gateDependencies(jobs []*structs.Job) (ready []*structs.Job, waiting []structs.JobBlocked) {
 	for _, j := range jobs {
 		var wait, never string
 		for _, d := range j.Spec.After {
-			dep, ok := a.fsm.Job(d.JobID)
+			dep, ok := l.fsm.Job(d.JobID)
 			switch {
 			case !ok:
 				never = fmt.Sprintf("dependency %s does not exist", structs.ShortID(d.JobID))
@@ -165,9 +113,9 @@ func (a *Agent) gateDependencies(jobs []*structs.Job) (ready []*structs.Job, wai
 		}
 		switch {
 		case never != "":
-			_, err := a.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: j.ID, Reason: never, At: now()})
+			_, err := l.cfg.Apply(structs.JobCancelType, structs.JobCancelRequest{JobID: j.ID, Reason: never, At: now()})
 			if err != nil {
-				a.logger.Warn("cancel a job whose dependency failed", "job", structs.ShortID(j.ID), "error", err)
+				l.log.Warn("cancel a job whose dependency failed", "job", structs.ShortID(j.ID), "error", err)
 			}
 		case wait != "":
 			waiting = append(waiting, structs.JobBlocked{JobID: j.ID, Reason: wait})
@@ -214,35 +162,21 @@ func capArrays(jobs []*structs.Job, live []*structs.Allocation) (ready []*struct
 // from lately: one that died moments ago, or any node in the first instant
 // of a new leadership, before its heartbeats arrive. The view is a copy;
 // the committed status does not change, and the scheduler names the reason.
-func (a *Agent) holdBackSilentNodes(nodes []*structs.Node) {
-	recent := 4 * a.cfg.HeartbeatInterval
+func (l *Leader) holdBackSilentNodes(nodes []*structs.Node) {
+	recent := 4 * l.cfg.HeartbeatInterval
 	nowT := time.Now()
 	for _, n := range nodes {
-		if n.ID != a.nodeID && n.Status == structs.NodeReady && !a.live.heardWithin(n.ID, recent, nowT) {
+		if n.ID != l.cfg.NodeID && n.Status == structs.NodeReady && !l.heardWithin(n.ID, recent, nowT) {
 			n.Status = nodeUnresponsive
 		}
-	}
-}
-
-// kickSchedule makes the leader plan again without a state change: gossip
-// said something that changes what may be placed (a GPU mask).
-func (a *Agent) kickSchedule() {
-	select {
-	case a.schedKick <- struct{}{}:
-	default:
 	}
 }
 
 // holdBackGossipUnhealthy keeps work off GPUs a node announces as unhealthy
 // by gossip before its health report has committed. The view is a copy;
 // the committed health does not change, and the FSM re-checks every plan.
-func (a *Agent) holdBackGossipUnhealthy(nodes []*structs.Node) {
-	masks := map[string]uint64{}
-	for _, m := range a.members() {
-		if m.Unhealthy != 0 {
-			masks[m.ID] = m.Unhealthy
-		}
-	}
+func (l *Leader) holdBackGossipUnhealthy(nodes []*structs.Node) {
+	masks := l.cfg.GossipUnhealthy()
 	if len(masks) == 0 {
 		return
 	}

@@ -1,4 +1,4 @@
-package agent
+package server
 
 import (
 	"errors"
@@ -16,12 +16,12 @@ var errNotLeaderHere = errors.Join(cluster.ErrNotLeader, errors.New("this node i
 
 // leaderRequest decodes an agent-to-agent request that only the leader
 // serves; on false it has answered already.
-func (a *Agent) leaderRequest(w http.ResponseWriter, r *http.Request, req any) bool {
+func (s *Server) leaderRequest(w http.ResponseWriter, r *http.Request, req any) bool {
 	if err := decodeBody(w, r, req); err != nil {
 		writeError(w, statusOf(err), err)
 		return false
 	}
-	if !a.raft.IsLeader() {
+	if !s.cfg.Raft.IsLeader() {
 		writeError(w, http.StatusServiceUnavailable, errNotLeaderHere)
 		return false
 	}
@@ -29,38 +29,38 @@ func (a *Agent) leaderRequest(w http.ResponseWriter, r *http.Request, req any) b
 }
 
 // handleHeartbeat renews a node's lease (liveness.go). Leader only.
-func (a *Agent) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	var req api.HeartbeatRequest
-	if !a.leaderRequest(w, r, &req) {
+	if !s.leaderRequest(w, r, &req) {
 		return
 	}
-	a.live.heardFrom(req.NodeID, time.Now())
-	writeJSON(w, http.StatusOK, api.HeartbeatResponse{LeaderID: a.nodeID})
+	s.cfg.Heartbeats.HeardFrom(req.NodeID, time.Now())
+	writeJSON(w, http.StatusOK, api.HeartbeatResponse{LeaderID: s.cfg.NodeID})
 }
 
 // handleRegister commits another node's inventory. Leader only.
-func (a *Agent) handleRegister(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	var req api.RegisterRequest
-	if !a.leaderRequest(w, r, &req) {
+	if !s.leaderRequest(w, r, &req) {
 		return
 	}
-	_, err := a.apply(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: req.Node, At: now()})
+	_, err := s.cfg.Apply(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: req.Node, At: now()})
 	if err != nil {
 		writeError(w, statusOf(err), err)
 		return
 	}
-	a.live.heardFrom(req.Node.ID, time.Now())
+	s.cfg.Heartbeats.HeardFrom(req.Node.ID, time.Now())
 	writeJSON(w, http.StatusOK, struct{}{})
 }
 
 // handleAllocUpdates commits another node's allocation reports. Leader only;
 // the FSM accepts a node's reports only for its own allocations.
-func (a *Agent) handleAllocUpdates(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleAllocUpdates(w http.ResponseWriter, r *http.Request) {
 	var req api.AllocUpdatesRequest
-	if !a.leaderRequest(w, r, &req) {
+	if !s.leaderRequest(w, r, &req) {
 		return
 	}
-	_, err := a.apply(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: req.NodeID, Updates: req.Updates})
+	_, err := s.cfg.Apply(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: req.NodeID, Updates: req.Updates})
 	if err != nil {
 		writeError(w, statusOf(err), err)
 		return
@@ -70,12 +70,12 @@ func (a *Agent) handleAllocUpdates(w http.ResponseWriter, r *http.Request) {
 
 // handleGPUHealth commits another node's GPU health. Leader only; the FSM
 // accepts a node's report only for its own GPUs.
-func (a *Agent) handleGPUHealth(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleGPUHealth(w http.ResponseWriter, r *http.Request) {
 	var req structs.NodeGPUHealthRequest
-	if !a.leaderRequest(w, r, &req) {
+	if !s.leaderRequest(w, r, &req) {
 		return
 	}
-	if _, err := a.apply(structs.NodeGPUHealthType, req); err != nil {
+	if _, err := s.cfg.Apply(structs.NodeGPUHealthType, req); err != nil {
 		writeError(w, statusOf(err), err)
 		return
 	}

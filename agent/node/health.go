@@ -1,4 +1,4 @@
-package agent
+package node
 
 import (
 	"sync/atomic"
@@ -11,14 +11,14 @@ import (
 // newMonitor picks the health monitor for this node's GPUs when the config
 // gives none: NVML's events and periodic checks for real GPUs, and for
 // simulated ones the monitor that `skein gpu fault` injects into.
-func (a *Agent) newMonitor() gpu.Monitor {
+func (n *Node) newMonitor() gpu.Monitor {
 	switch {
-	case a.cfg.GPUMonitor != nil:
-		return a.cfg.GPUMonitor
-	case len(a.inv.GPUs) == 0:
+	case n.cfg.GPUMonitor != nil:
+		return n.cfg.GPUMonitor
+	case len(n.cfg.Inventory.GPUs) == 0:
 		return nil
 	}
-	return gpu.NewMonitor(a.inv, gpu.DefaultCheckInterval)
+	return gpu.NewMonitor(n.cfg.Inventory, gpu.DefaultCheckInterval)
 }
 
 // gpuTrack is what the health loop knows of one GPU.
@@ -172,37 +172,37 @@ func (t *healthTracker) discovered(uuid string) *structs.GPU {
 // GPU back after its clean period, foreign processes coming or going. It
 // compares with the state instead of remembering what it sent, so a lost
 // write, a new leader or an uncordon all converge by themselves.
-func (a *Agent) healthLoop(events chan gpu.Event) {
+func (n *Node) healthLoop(events chan gpu.Event) {
 	select {
-	case <-a.registered:
-	case <-a.ctx.Done():
+	case <-n.registered:
+	case <-n.ctx.Done():
 		return
 	}
-	if n, ok := a.fsm.Node(a.nodeID); ok {
-		a.health.seed(n)
+	if self, ok := n.fsm.Node(n.cfg.NodeID); ok {
+		n.health.seed(self)
 	}
-	tick := min(a.cfg.GPUCleanPeriod/4, time.Second)
+	tick := min(n.cfg.GPUCleanPeriod/4, time.Second)
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
 	retry := time.Time{}
 	for {
-		_, changed := a.fsm.Watch()
+		_, changed := n.fsm.Watch()
 		if nowT := time.Now(); !nowT.Before(retry) {
-			if err := a.reportHealth(nowT); err != nil {
-				a.logger.Warn("report GPU health; will retry", "error", err)
+			if err := n.reportHealth(nowT); err != nil {
+				n.log.Warn("report GPU health; will retry", "error", err)
 				retry = nowT.Add(500 * time.Millisecond)
 			} else {
 				retry = time.Time{}
 			}
 		}
 		select {
-		case <-a.ctx.Done():
+		case <-n.ctx.Done():
 			return
 		case ev := <-events:
-			if !a.health.observe(ev, time.Now()) {
-				a.logger.Warn("health event for an unknown GPU", "index", ev.Index, "uuid", ev.UUID)
+			if !n.health.observe(ev, time.Now()) {
+				n.log.Warn("health event for an unknown GPU", "index", ev.Index, "uuid", ev.UUID)
 			} else if ev.Kind == gpu.Fatal {
-				a.logger.Warn("GPU fault", "index", ev.Index, "reason", ev.Reason)
+				n.log.Warn("GPU fault", "index", ev.Index, "reason", ev.Reason)
 			}
 		case <-changed:
 		case <-ticker.C:
@@ -213,23 +213,33 @@ func (a *Agent) healthLoop(events chan gpu.Event) {
 // reportHealth sends the GPUs whose health changed, if any. Gossip goes
 // first: the leader reads the unhealthy mask and stops placing on a failed
 // GPU before the report has committed.
-func (a *Agent) reportHealth(nowT time.Time) error {
-	n, ok := a.fsm.Node(a.nodeID)
+func (n *Node) reportHealth(nowT time.Time) error {
+	self, ok := n.fsm.Node(n.cfg.NodeID)
 	if !ok {
 		return nil
 	}
 	held := map[string]bool{}
-	for _, alloc := range a.fsm.NodeAllocs(a.nodeID) {
+	for _, alloc := range n.fsm.NodeAllocs(n.cfg.NodeID) {
 		if alloc.Live() {
 			for _, g := range alloc.GPUs {
 				held[g] = true
 			}
 		}
 	}
-	changes := a.health.changes(n, held, nowT)
-	a.refreshMeta()
+	changes := n.health.changes(self, held, nowT)
+	n.refreshMeta()
 	if len(changes) == 0 {
 		return nil
 	}
-	return a.writeGPUHealth(structs.NodeGPUHealthRequest{NodeID: a.nodeID, GPUs: changes, At: now()})
+	return n.writeGPUHealth(structs.NodeGPUHealthRequest{NodeID: n.cfg.NodeID, GPUs: changes, At: now()})
+}
+
+// InjectFault injects a health event into this node's simulated GPUs
+// (`skein gpu fault`, a development and test control); gpu.ErrNotSimulated
+// when it has none.
+func (n *Node) InjectFault(ev gpu.Event) error {
+	if n.sim == nil {
+		return gpu.ErrNotSimulated
+	}
+	return n.sim.Inject(ev)
 }

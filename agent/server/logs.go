@@ -1,4 +1,4 @@
-package agent
+package server
 
 import (
 	"errors"
@@ -18,7 +18,7 @@ import (
 const logPoll = 200 * time.Millisecond
 
 // handleLogs streams one stream of one rank of a job's newest attempt.
-func (a *Agent) handleLogs(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	rank := 0
 	if s := q.Get("rank"); s != "" {
@@ -38,7 +38,7 @@ func (a *Agent) handleLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	follow := q.Get("follow") == "true"
-	job, err := a.fsm.FindJob(r.PathValue("id"))
+	job, err := s.fsm.FindJob(r.PathValue("id"))
 	if err != nil {
 		writeError(w, statusOf(err), err)
 		return
@@ -48,34 +48,34 @@ func (a *Agent) handleLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	alloc, err := a.waitForAlloc(r, job.ID, rank, follow)
+	alloc, err := s.waitForAlloc(r, job.ID, rank, follow)
 	if err != nil {
 		writeError(w, http.StatusNotFound, err)
 		return
 	}
-	if alloc.NodeID != a.nodeID {
-		addr := a.httpAddrOf(alloc.NodeID)
+	if alloc.NodeID != s.cfg.NodeID {
+		addr := s.cfg.Peers.HTTPAddrOf(alloc.NodeID)
 		if addr == "" {
 			writeError(w, http.StatusBadGateway, fmt.Errorf("rank %d of job %s ran on node %s, whose address is unknown", rank, structs.ShortID(job.ID), structs.ShortID(alloc.NodeID)))
 			return
 		}
-		a.proxy(w, r, addr, nil)
+		s.proxy(w, r, addr, nil)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
-	if err := a.copyLog(w, r, alloc.ID, stream, follow); err != nil {
-		a.logger.Debug("log stream ended", "alloc", structs.ShortID(alloc.ID), "error", err)
+	if err := s.copyLog(w, r, alloc.ID, stream, follow); err != nil {
+		s.log.Debug("log stream ended", "alloc", structs.ShortID(alloc.ID), "error", err)
 	}
 }
 
 // waitForAlloc finds the newest allocation of a rank; when following a job
 // that is still queued it waits for one to be placed.
-func (a *Agent) waitForAlloc(r *http.Request, jobID string, rank int, follow bool) (*structs.Allocation, error) {
+func (s *Server) waitForAlloc(r *http.Request, jobID string, rank int, follow bool) (*structs.Allocation, error) {
 	for {
-		_, changed := a.fsm.Watch()
+		_, changed := s.fsm.Watch()
 		var newest *structs.Allocation
-		for _, alloc := range a.fsm.Allocs(jobID) {
+		for _, alloc := range s.fsm.Allocs(jobID) {
 			if alloc.Rank == rank && (newest == nil || alloc.Attempt > newest.Attempt) {
 				newest = alloc
 			}
@@ -83,14 +83,14 @@ func (a *Agent) waitForAlloc(r *http.Request, jobID string, rank int, follow boo
 		if newest != nil {
 			return newest, nil
 		}
-		job, ok := a.fsm.Job(jobID)
+		job, ok := s.fsm.Job(jobID)
 		if !follow || !ok || job.State.Terminal() {
 			return nil, fmt.Errorf("job %s has not started, so it has no logs yet", structs.ShortID(jobID))
 		}
 		select {
 		case <-r.Context().Done():
 			return nil, r.Context().Err()
-		case <-a.ctx.Done():
+		case <-s.ctx.Done():
 			return nil, errors.New("agent shutting down")
 		case <-changed:
 		}
@@ -99,7 +99,7 @@ func (a *Agent) waitForAlloc(r *http.Request, jobID string, rank int, follow boo
 
 // copyLog writes the log file to w; when following it keeps writing new
 // output until the allocation is over and everything was sent.
-func (a *Agent) copyLog(w http.ResponseWriter, r *http.Request, allocID, stream string, follow bool) error {
+func (s *Server) copyLog(w http.ResponseWriter, r *http.Request, allocID, stream string, follow bool) error {
 	flusher, _ := w.(http.Flusher)
 	var f *os.File
 	defer func() {
@@ -108,11 +108,11 @@ func (a *Agent) copyLog(w http.ResponseWriter, r *http.Request, allocID, stream 
 		}
 	}()
 	for {
-		_, changed := a.fsm.Watch()
-		alloc, ok := a.fsm.Alloc(allocID)
+		_, changed := s.fsm.Watch()
+		alloc, ok := s.fsm.Alloc(allocID)
 		done := !ok || !alloc.Live()
 		if f == nil {
-			path, err := a.runner.LogPath(allocID, stream)
+			path, err := s.cfg.Logs.LogPath(allocID, stream)
 			if err == nil {
 				f, err = os.Open(path)
 			}
@@ -134,7 +134,7 @@ func (a *Agent) copyLog(w http.ResponseWriter, r *http.Request, allocID, stream 
 		select {
 		case <-r.Context().Done():
 			return r.Context().Err()
-		case <-a.ctx.Done():
+		case <-s.ctx.Done():
 			return nil
 		case <-changed:
 		case <-time.After(logPoll):

@@ -1,0 +1,8 @@
+// Package leader holds what a node does while it leads the cluster: the
+// scheduling loop (one sched pass per state change, its plan verified and
+// committed in bounded entries), the node monitor (nodes that stop
+// heartbeating are marked down, and their allocations declared lost once
+// they have certainly stopped them), and the record of graceful leaves.
+// Everything it decides is a Raft entry; it keeps no state a new leader
+// would need, only the heartbeats it has heard since it began to lead.
+package leader

@@ -1,0 +1,154 @@
+package leader
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/structs"
+)
+
+// A new leader's barrier waits barrierTimeout for the entries before its
+// term to apply, and barrierRetry between tries.
+const (
+	barrierTimeout = 10 * time.Second
+	barrierRetry   = 100 * time.Millisecond
+)
+
+// Raft is what the leader needs of Raft.
+type Raft interface {
+	Barrier(timeout time.Duration) error
+	IsLeader() bool
+	LeaderEvents() <-chan bool
+}
+
+// Config configures a Leader.
+type Config struct {
+	// NodeID is this node's ID: its own liveness is not judged.
+	NodeID string
+	FSM    *fsm.FSM
+	Raft   Raft
+	// Apply writes one entry through Raft and returns what the FSM
+	// returned.
+	Apply func(structs.MessageType, any) (any, error)
+	// GossipUnhealthy returns, per node ID, the mask of GPU indexes the
+	// node announces by gossip as unhealthy, ahead of its commit.
+	GossipUnhealthy func() map[string]uint64
+	// Liveness timings (see the agent's Config).
+	HeartbeatInterval time.Duration
+	StopAfter         time.Duration
+	DownAfter         time.Duration
+	Logger            hclog.Logger
+}
+
+// Leader carries out the leader's duties while this node leads.
+type Leader struct {
+	cfg  Config
+	log  hclog.Logger
+	fsm  *fsm.FSM
+	kick chan struct{}
+
+	mu sync.Mutex
+	// heard is when each node's heartbeat last reached this node.
+	heard map[string]time.Time
+}
+
+// New returns a Leader; Follow runs it.
+func New(cfg Config) *Leader {
+	return &Leader{cfg: cfg, log: cfg.Logger, fsm: cfg.FSM, kick: make(chan struct{}, 1), heard: map[string]time.Time{}}
+}
+
+// Follow follows Raft's leadership events until ctx ends: while this node
+// leads, it runs the leader's duties; when leadership goes, they stop
+// with it.
+func (l *Leader) Follow(ctx context.Context) {
+	var stop, done chan struct{}
+	stopLeading := func() {
+		if stop != nil {
+			close(stop)
+			<-done
+			stop, done = nil, nil
+			l.log.Info("leadership lost; scheduling stopped")
+		}
+	}
+	defer stopLeading()
+	// Leadership gained before this loop started is not lost: check once.
+	leading := l.cfg.Raft.IsLeader()
+	for {
+		if leading && stop == nil {
+			stop, done = make(chan struct{}), make(chan struct{})
+			go func(stop, done chan struct{}) {
+				defer close(done)
+				l.lead(stop)
+			}(stop, done)
+		} else if !leading {
+			stopLeading()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case leading = <-l.cfg.Raft.LeaderEvents():
+		}
+	}
+}
+
+// lead runs the leader's duties until stop closes: a barrier so the FSM
+// holds every committed entry, then the node monitor and the scheduling
+// loop.
+func (l *Leader) lead(stop <-chan struct{}) {
+	for {
+		err := l.cfg.Raft.Barrier(barrierTimeout)
+		if err == nil {
+			break
+		}
+		l.log.Warn("leader barrier failed; retrying", "error", err)
+		select {
+		case <-stop:
+			return
+		case <-time.After(barrierRetry):
+		}
+	}
+	l.log.Info("leading: scheduling started")
+	since := time.Now()
+	monitorDone := make(chan struct{})
+	defer func() { <-monitorDone }()
+	go func() {
+		defer close(monitorDone)
+		l.monitorNodes(stop, since)
+	}()
+	l.scheduleLoop(stop, since)
+}
+
+// Kick makes the leader plan again without a state change: gossip said
+// something that changes what may be placed (a GPU mask).
+func (l *Leader) Kick() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// MemberEvent records in the state, while this node leads, that a node
+// left the cluster gracefully; gossip changes of metadata make it plan
+// again (a GPU mask may have changed).
+func (l *Leader) MemberEvent(ev cluster.MemberEvent) {
+	if !l.cfg.Raft.IsLeader() {
+		return
+	}
+	switch ev.Type {
+	case cluster.EventUpdate:
+		l.Kick()
+	case cluster.EventLeft:
+		if n, ok := l.fsm.Node(ev.Member.ID); ok && n.Status != structs.NodeLeft {
+			if err := l.setNodeStatus(n, structs.NodeLeft, "left the cluster"); err != nil {
+				l.log.Warn("record node leave", "node", n.Name, "error", err)
+			}
+		}
+	}
+}
+
+func now() time.Time { return time.Now().UTC() }

@@ -1,0 +1,87 @@
+package leader
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// HeardFrom records a node's heartbeat reaching this node. Only the
+// leader's record counts; a node that stops leading forgets nothing it
+// needs, because a new leader counts silence from its own start.
+func (l *Leader) HeardFrom(nodeID string, at time.Time) {
+	l.mu.Lock()
+	l.heard[nodeID] = at
+	l.mu.Unlock()
+}
+
+// silence is how long the leader has not heard from a node. A node the
+// leader never heard from counts from since, the start of its leadership.
+func (l *Leader) silence(nodeID string, now, since time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.heard[nodeID]
+	if !ok || t.Before(since) {
+		t = since
+	}
+	return now.Sub(t)
+}
+
+// heardWithin reports whether the leader heard from a node in the last d.
+func (l *Leader) heardWithin(nodeID string, d time.Duration, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.heard[nodeID]
+	return ok && now.Sub(t) <= d
+}
+
+// monitorNodes marks silent nodes down, declares the allocations of nodes
+// silent past DownAfter lost, and marks nodes ready again when their
+// heartbeats resume, until stop closes.
+func (l *Leader) monitorNodes(stop <-chan struct{}, since time.Time) {
+	tick := time.NewTicker(l.cfg.HeartbeatInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		l.checkNodes(since)
+	}
+}
+
+func (l *Leader) checkNodes(since time.Time) {
+	nowT := time.Now()
+	live := l.fsm.LiveAllocCounts()
+	for _, n := range l.fsm.Nodes() {
+		if n.ID == l.cfg.NodeID {
+			continue
+		}
+		silent := l.silence(n.ID, nowT, since)
+		var err error
+		switch {
+		case n.Status == structs.NodeReady && silent > l.cfg.StopAfter:
+			err = l.setNodeStatus(n, structs.NodeDown, fmt.Sprintf("no heartbeat for %s", silent.Round(100*time.Millisecond)))
+		case n.Status == structs.NodeDown && silent < l.cfg.StopAfter:
+			err = l.setNodeStatus(n, structs.NodeReady, "heartbeats resumed")
+		case (n.Status == structs.NodeDown || n.Status == structs.NodeLeft) && silent > l.cfg.DownAfter && live[n.ID] > 0:
+			l.log.Warn("node silent past down-after; its allocations are lost", "node", n.Name, "allocations", live[n.ID])
+			_, err = l.cfg.Apply(structs.NodeAllocsLostType, structs.NodeAllocsLostRequest{
+				NodeID: n.ID,
+				Reason: fmt.Sprintf("lost: node %s stopped answering (no heartbeat for %s)", n.Name, silent.Round(100*time.Millisecond)),
+				At:     now(),
+			})
+		}
+		if err != nil {
+			l.log.Warn("node status change failed", "node", n.Name, "error", err)
+		}
+	}
+}
+
+func (l *Leader) setNodeStatus(n *structs.Node, st structs.NodeStatus, reason string) error {
+	l.log.Info("node status", "node", n.Name, "status", st, "reason", reason)
+	_, err := l.cfg.Apply(structs.NodeStatusType, structs.NodeStatusRequest{NodeID: n.ID, Status: st, Reason: reason, At: now()})
+	return err
+}

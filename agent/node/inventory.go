@@ -1,0 +1,65 @@
+package node
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// register records this node's inventory in the replicated state.
+func (n *Node) register() error {
+	cpus, mem := n.cfg.CPUs, n.cfg.MemoryMiB
+	if cpus == 0 {
+		cpus = runtime.NumCPU()
+	}
+	if mem == 0 {
+		mem = hostMemoryMiB()
+	}
+	link := n.cfg.LinkMbps
+	if link == 0 {
+		link = linkMbps(n.cfg.AdvertiseAddr)
+	}
+	inv := n.cfg.Inventory
+	node := structs.Node{
+		ID:          n.cfg.NodeID,
+		Name:        n.cfg.Name,
+		Addresses:   structs.Addresses{HTTP: n.cfg.HTTPAddr, Raft: n.cfg.RaftAddr},
+		Labels:      n.cfg.Labels,
+		CPUs:        cpus,
+		MemoryMiB:   mem,
+		GPUs:        inv.GPUs,
+		GPUSource:   inv.Source,
+		GPUDriver:   inv.Driver,
+		CUDAVersion: inv.CUDA,
+		LinkMbps:    link,
+		MasterPorts: n.cfg.MasterPorts,
+		Status:      structs.NodeReady,
+		Version:     structs.Version,
+	}
+	if err := n.writeRegister(node); err != nil {
+		return fmt.Errorf("register node: %w", err)
+	}
+	return nil
+}
+
+// registerLoop records this node's inventory, retrying until a leader
+// takes it.
+func (n *Node) registerLoop() {
+	backoff := 100 * time.Millisecond
+	for {
+		err := n.register()
+		if err == nil {
+			close(n.registered)
+			return
+		}
+		n.log.Debug("registration not accepted yet; retrying", "error", err)
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}

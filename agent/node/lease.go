@@ -1,0 +1,117 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/skein-dev/skein/cluster"
+)
+
+// The lease between this node and the leader (DESIGN.md §6). Every
+// HeartbeatInterval the node renews it with a heartbeat and writes it down
+// for its supervisors; when it cannot renew it for StopAfter, the
+// supervisors stop their jobs by themselves (fencing, which works even if
+// the agent is frozen or dead). The leader, which hears the same
+// heartbeats, marks a silent node down and declares its allocations lost
+// (agent/leader).
+
+// heartbeatLoop renews this node's lease and fences the node when it
+// cannot.
+func (n *Node) heartbeatLoop() {
+	tick := time.NewTicker(n.cfg.HeartbeatInterval)
+	defer tick.Stop()
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-n.ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+		sent := time.Now()
+		err := n.heartbeat()
+		if err == nil {
+			n.renewLease(sent)
+		}
+		n.mu.Lock()
+		unfenced := false
+		if err == nil {
+			n.lastAck = sent
+			unfenced, n.fenced = n.fenced, false
+		}
+		silent := time.Since(n.lastAck)
+		fence := err != nil && !n.fenced && silent > n.cfg.StopAfter
+		if fence {
+			n.fenced = true
+		}
+		n.mu.Unlock()
+		if unfenced {
+			n.log.Info("in contact with the leader; the node lease is valid")
+			n.kickLocal() // start what waited for the lease
+		}
+		if fence {
+			n.log.Warn("lost contact with the leader; local jobs are being stopped by their lease",
+				"silent", silent.Round(time.Millisecond), "jobs", len(n.runner.Tracked()), "error", err)
+		}
+	}
+}
+
+// renewLease extends the lease the supervisors check to StopAfter past the
+// moment the renewed heartbeat was sent.
+func (n *Node) renewLease(sent time.Time) {
+	servers, err := n.cfg.Raft.Servers()
+	if err != nil {
+		servers = nil // unknown: let the lease expire, the safe side
+	}
+	if err := n.runner.RenewLease(leaseUntil(sent, n.cfg.StopAfter, servers, n.cfg.NodeID)); err != nil {
+		n.log.Error("renew the node lease", "error", err)
+	}
+}
+
+// leaseUntil is when a lease renewed at sent runs out: StopAfter later, or
+// never (zero) when this node is the only server of its Raft configuration,
+// since nobody else could run its jobs. It asks Raft's configuration, not
+// the FSM: Raft knows every server the moment it starts, while a restarted
+// node's FSM may not have replayed the log yet, and a node that took
+// itself for alone would write a lease that never runs out and keep its
+// jobs through a partition that got them replaced elsewhere.
+func leaseUntil(sent time.Time, stopAfter time.Duration, servers []cluster.Server, self string) time.Time {
+	if soleServer(servers, self) {
+		return time.Time{}
+	}
+	return sent.Add(stopAfter)
+}
+
+// Alone reports whether this node is the only server of its Raft
+// configuration; one that cannot be read counts as not alone.
+func (n *Node) Alone() bool {
+	servers, err := n.cfg.Raft.Servers()
+	return err == nil && soleServer(servers, n.cfg.NodeID)
+}
+
+// soleServer reports whether self is the only server of a Raft
+// configuration.
+func soleServer(servers []cluster.Server, self string) bool {
+	return len(servers) == 1 && servers[0].ID == self
+}
+
+// heartbeat renews the lease once: at once on the leader, else by asking
+// it.
+func (n *Node) heartbeat() error {
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.StopAfter/2)
+	defer cancel()
+	c, err := n.cfg.Peers.LeaderClient(ctx)
+	if err != nil || c == nil {
+		return err
+	}
+	_, err = c.Heartbeat(ctx, n.cfg.NodeID)
+	return err
+}
+
+// isFenced reports whether this node has stopped its jobs for want of a
+// leader; it starts none until contact is back.
+func (n *Node) isFenced() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.fenced
+}

@@ -1,0 +1,160 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/skein-dev/skein/agent/peer"
+	"github.com/skein-dev/skein/agent/runner"
+	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/gpu"
+	"github.com/skein-dev/skein/structs"
+)
+
+// Raft is what a node needs of Raft.
+type Raft interface {
+	IsLeader() bool
+	Servers() ([]cluster.Server, error)
+}
+
+// Config configures a Node.
+type Config struct {
+	NodeID string
+	Name   string
+	// Inventory is what discovery found: GPUs and their source.
+	Inventory gpu.Inventory
+	// What the node registers besides its GPUs (see register).
+	HTTPAddr      string
+	RaftAddr      string
+	AdvertiseAddr string
+	Labels        map[string]string
+	CPUs          int   // 0: detect
+	MemoryMiB     int64 // 0: detect
+	LinkMbps      int   // 0: detect
+	MasterPorts   structs.PortRange
+
+	FSM    *fsm.FSM
+	Raft   Raft
+	Runner *runner.Runner
+	// AllocDir is the runner's allocation directory.
+	AllocDir string
+	Peers    *peer.Peers
+	// Announce carries the metadata this node announces by gossip.
+	Announce *peer.Announcer
+	// Apply writes an entry through Raft when this node leads.
+	Apply func(structs.MessageType, any) (any, error)
+
+	// Liveness timings (see the agent's Config).
+	HeartbeatInterval time.Duration
+	StopAfter         time.Duration
+	FenceGrace        time.Duration
+	// KillGrace is the time between SIGTERM and SIGKILL of a stopped job.
+	KillGrace time.Duration
+	// GPU health.
+	GPUCleanPeriod     time.Duration
+	AllowForeignGPUUse bool
+	// GPUMonitor watches this node's GPUs; nil picks one for the inventory.
+	GPUMonitor gpu.Monitor
+	Logger     hclog.Logger
+}
+
+// Node carries out this node's duties.
+type Node struct {
+	cfg     Config
+	log     hclog.Logger
+	fsm     *fsm.FSM
+	runner  *runner.Runner
+	reports *reporter
+	// health turns GPU health events into reports; sim is the monitor of
+	// simulated GPUs, into which faults are injected (nil for real GPUs).
+	health *healthTracker
+	sim    *gpu.SimMonitor
+	// registered is closed once this node's inventory is committed.
+	registered chan struct{}
+	localKick  chan struct{}
+	// stopping holds the allocations asked to stop; only localLoop uses it.
+	stopping map[string]bool
+
+	mu sync.Mutex
+	// lastAck is when this node's lease was last renewed; fenced is set
+	// while it has no valid lease (see lease.go).
+	lastAck time.Time
+	fenced  bool
+
+	ctx context.Context
+	wg  sync.WaitGroup
+}
+
+// New returns a Node; Run starts its loops. It starts fenced: until its
+// first heartbeat is answered a node has no valid lease (the one on disk
+// may be a stale one from before a restart) and starts no job.
+func New(cfg Config) *Node {
+	n := &Node{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		fsm:        cfg.FSM,
+		runner:     cfg.Runner,
+		health:     newHealthTracker(cfg.Inventory.GPUs, cfg.GPUCleanPeriod, cfg.AllowForeignGPUUse, now()),
+		registered: make(chan struct{}),
+		localKick:  make(chan struct{}, 1),
+		stopping:   map[string]bool{},
+		lastAck:    time.Now(),
+		fenced:     true,
+	}
+	n.reports = newReporter(n)
+	return n
+}
+
+// Run starts the node's loops; they stop when ctx ends, and Wait waits
+// for them.
+func (n *Node) Run(ctx context.Context) {
+	n.ctx = ctx
+	n.goLoop(n.reports.run)
+	n.goLoop(n.localLoop)
+	n.goLoop(n.heartbeatLoop)
+	n.goLoop(n.registerLoop)
+	events := make(chan gpu.Event, 64)
+	if mon := n.newMonitor(); mon != nil {
+		n.sim, _ = mon.(*gpu.SimMonitor)
+		n.goLoop(func() { mon.Run(ctx, events) })
+	}
+	n.goLoop(func() { n.healthLoop(events) })
+}
+
+// Wait waits for the loops Run started.
+func (n *Node) Wait() { n.wg.Wait() }
+
+func (n *Node) goLoop(f func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+}
+
+// Registered is closed once this node's inventory is committed.
+func (n *Node) Registered() <-chan struct{} { return n.registered }
+
+// StopAll stops every local job and waits (bounded) for them to end.
+func (n *Node) StopAll(reason string) {
+	for _, id := range n.runner.Tracked() {
+		n.runner.Stop(id, reason)
+	}
+	deadline := time.Now().Add(n.cfg.KillGrace + 2*time.Second)
+	for len(n.runner.Tracked()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Report queues an allocation's progress for the leader; it never blocks.
+func (n *Node) Report(u structs.AllocUpdate) { n.reports.add(u) }
+
+// FlushReports waits (bounded) until every queued allocation report has
+// been sent.
+func (n *Node) FlushReports(timeout time.Duration) { n.reports.flush(timeout) }
+
+func now() time.Time { return time.Now().UTC() }

@@ -1,0 +1,86 @@
+package peer
+
+import (
+	"encoding/json"
+	"sync/atomic"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/cluster"
+)
+
+// Meta is what a node tells every other node by gossip, kept short:
+// memberlist allows cluster.MaxAppMetaBytes. GPUsFree are the placeable
+// GPUs no live allocation holds; bit i of Unhealthy is set while GPU i is
+// unhealthy as the node itself sees it, ahead of the commit.
+type Meta struct {
+	Name      string `json:"n"`
+	HTTP      string `json:"h"`
+	GPUsFree  int    `json:"f"`
+	GPUsTotal int    `json:"t"`
+	Unhealthy uint64 `json:"u,omitempty"`
+	Version   string `json:"v"`
+}
+
+// Announcer holds the encoded metadata this node announces and says when
+// it changed, so that one loop can broadcast it.
+type Announcer struct {
+	meta    atomic.Pointer[[]byte]
+	changed chan struct{}
+}
+
+// NewAnnouncer returns an Announcer announcing m.
+func NewAnnouncer(m Meta) *Announcer {
+	a := &Announcer{changed: make(chan struct{}, 1)}
+	a.Set(m)
+	return a
+}
+
+// Set replaces the announced metadata; it reports whether it changed.
+func (a *Announcer) Set(m Meta) bool {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return false
+	}
+	if old := a.meta.Load(); old != nil && string(*old) == string(b) {
+		return false
+	}
+	a.meta.Store(&b)
+	select {
+	case a.changed <- struct{}{}:
+	default: // a broadcast is already due; it will carry the new value
+	}
+	return true
+}
+
+// Bytes is memberlist's view of the metadata.
+func (a *Announcer) Bytes() []byte {
+	if b := a.meta.Load(); b != nil {
+		return *b
+	}
+	return nil
+}
+
+// Changed receives after the metadata changed.
+func (a *Announcer) Changed() <-chan struct{} { return a.changed }
+
+// decodeMembers is the gossip view with each member's metadata decoded.
+func decodeMembers(members []cluster.Member, self string) []api.Member {
+	var out []api.Member
+	for _, m := range members {
+		var meta Meta
+		_ = json.Unmarshal(m.Meta, &meta) // a peer's odd metadata only leaves fields empty
+		out = append(out, api.Member{
+			ID:         m.ID,
+			Name:       meta.Name,
+			Addr:       m.Addr,
+			Status:     m.Status.String(),
+			HTTP:       meta.HTTP,
+			GPUsFree:   meta.GPUsFree,
+			GPUsTotal:  meta.GPUsTotal,
+			Unhealthy:  meta.Unhealthy,
+			Version:    meta.Version,
+			IsThisNode: m.ID == self,
+		})
+	}
+	return out
+}

@@ -1,0 +1,197 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/fsm"
+)
+
+// ErrNoLeader is returned when no leader appears within LeaderWait.
+var ErrNoLeader = errors.New("no leader: the cluster is electing one or has lost quorum; try again")
+
+// LeaderWait is how long a call to the leader waits for one during an
+// election before it fails with ErrNoLeader.
+const LeaderWait = 5 * time.Second
+
+// leaderPoll is how often a wait for a leader looks again.
+const leaderPoll = 20 * time.Millisecond
+
+// Raft is what Peers reads of Raft and gossip.
+type Raft interface {
+	IsLeader() bool
+	Leader() (addr, id string)
+	Members() []cluster.Member
+}
+
+// Config configures Peers.
+type Config struct {
+	NodeID string
+	// HTTPAddr is this node's API base URL; Local is the address its
+	// listener is bound to, which test partitions know it by.
+	HTTPAddr string
+	Local    string
+	Raft     Raft
+	// FSM holds the registered addresses of the nodes.
+	FSM *fsm.FSM
+	// Token is sent on calls to other nodes.
+	Token string
+	// CallTimeout bounds one call to another node (not a log stream).
+	CallTimeout time.Duration
+	// Network lets tests cut this node off from others; nil in production.
+	Network *cluster.Partitioner
+	// Done is closed when the agent stops; it ends every wait.
+	Done <-chan struct{}
+}
+
+// Peers finds the leader and other nodes and makes clients for them.
+type Peers struct {
+	cfg Config
+	// calls carries calls between nodes, bounded by CallTimeout; streams
+	// carries unbounded ones (followed logs).
+	calls   *http.Client
+	streams *http.Client
+}
+
+// New returns Peers for cfg.
+func New(cfg Config) *Peers {
+	p := &Peers{cfg: cfg}
+	p.calls = p.httpClient(cfg.CallTimeout)
+	p.streams = p.httpClient(0)
+	return p
+}
+
+// httpClient returns an HTTP client for calls between nodes with the given
+// overall timeout (0: none). In tests it honours Config.Network.
+func (p *Peers) httpClient(timeout time.Duration) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if n := p.cfg.Network; n != nil {
+		dialer := &net.Dialer{Timeout: 5 * time.Second}
+		from := p.cfg.Local
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if n.Cut(from, addr) {
+				// A cut drops packets, as a dead host or a pulled cable
+				// does: the dial hangs until it times out.
+				timeout := time.NewTimer(dialer.Timeout)
+				defer timeout.Stop()
+				select {
+				case <-ctx.Done():
+				case <-timeout.C:
+				}
+				return nil, fmt.Errorf("dial %s: partitioned", addr)
+			}
+			conn, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return n.Track(conn, from, addr)
+		}
+	}
+	return &http.Client{Timeout: timeout, Transport: tr}
+}
+
+// Calls is the HTTP client for bounded calls between nodes.
+func (p *Peers) Calls() *http.Client { return p.calls }
+
+// Streams is the HTTP client for unbounded streams between nodes.
+func (p *Peers) Streams() *http.Client { return p.streams }
+
+// Leader waits (up to LeaderWait, or ctx) until a leader is known and
+// returns its node ID and API address; self is true when it is this node.
+func (p *Peers) Leader(ctx context.Context) (id, httpAddr string, self bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, LeaderWait)
+	defer cancel()
+	for {
+		if p.cfg.Raft.IsLeader() {
+			return p.cfg.NodeID, p.cfg.HTTPAddr, true, nil
+		}
+		if _, id := p.cfg.Raft.Leader(); id != "" {
+			if addr := p.HTTPAddrOf(id); addr != "" {
+				return id, addr, false, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", "", false, ErrNoLeader
+		case <-p.cfg.Done:
+			return "", "", false, ErrNoLeader
+		case <-time.After(leaderPoll):
+		}
+	}
+}
+
+// HTTPAddrOf finds a node's API address: from its registration, or, for a
+// node not registered yet, from gossip; "" when unknown.
+func (p *Peers) HTTPAddrOf(nodeID string) string {
+	if n, ok := p.cfg.FSM.Node(nodeID); ok && n.Addresses.HTTP != "" {
+		return n.Addresses.HTTP
+	}
+	for _, m := range p.Members() {
+		if m.ID == nodeID {
+			return m.HTTP
+		}
+	}
+	return ""
+}
+
+// LeaderClient returns an API client for the leader, or nil when this node
+// leads.
+func (p *Peers) LeaderClient(ctx context.Context) (*api.Client, error) {
+	_, addr, self, err := p.Leader(ctx)
+	if err != nil || self {
+		return nil, err
+	}
+	return p.Client(addr)
+}
+
+// Client returns an API client for the node at addr, with bounded calls.
+func (p *Peers) Client(addr string) (*api.Client, error) {
+	c, err := api.NewClient(addr, p.cfg.Token)
+	if err != nil {
+		return nil, err
+	}
+	return c.WithHTTPClient(p.calls), nil
+}
+
+// Members is the gossip view with each member's metadata decoded.
+func (p *Peers) Members() []api.Member {
+	return decodeMembers(p.cfg.Raft.Members(), p.cfg.NodeID)
+}
+
+// CancelOnLeaderChange calls cancel as soon as Raft names a leader other
+// than leaderID, or this node, so that a call to a leader that died or was
+// cut off is abandoned the moment another is elected instead of after its
+// dial times out. It watches until ctx ends or the returned stop is
+// called; stop must be called once the call is answered or has failed.
+func (p *Peers) CancelOnLeaderChange(ctx context.Context, cancel context.CancelFunc, leaderID string) (stop func()) {
+	done := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		tick := time.NewTicker(leaderPoll)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if _, id := p.cfg.Raft.Leader(); (id != "" && id != leaderID) || p.cfg.Raft.IsLeader() {
+				cancel()
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-watched
+	}
+}

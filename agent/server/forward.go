@@ -1,0 +1,140 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/skein-dev/skein/agent/peer"
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/cluster"
+)
+
+// forwardRetry is the pause before a forwarded write tries the next leader.
+const forwardRetry = 50 * time.Millisecond
+
+// forward passes a client's write to the leader, once: a request that was
+// already forwarded is never passed on again. body is the request body
+// already read, which must make the write idempotent (submissions carry a
+// request ID), because a leader that died mid-request is retried: the write
+// waits up to peer.LeaderWait for a leader that answers. It returns false,
+// having written nothing, when this node became the leader meanwhile: the
+// caller then serves the write itself.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	if r.Header.Get(api.ForwardedHeader) != "" {
+		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("%w: leadership moved while the request was forwarded; try again", cluster.ErrNotLeader))
+		return true
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), peer.LeaderWait)
+	defer cancel()
+	var lastErr error
+	for {
+		id, addr, self, err := s.cfg.Peers.Leader(ctx)
+		switch {
+		case err != nil && lastErr != nil:
+			writeError(w, http.StatusServiceUnavailable, fmt.Errorf("%w (last attempt: %v)", err, lastErr))
+			return true
+		case err != nil:
+			writeError(w, http.StatusServiceUnavailable, err)
+			return true
+		case self:
+			return false
+		}
+		attempt, abandon := context.WithCancel(ctx)
+		stopWatch := s.cfg.Peers.CancelOnLeaderChange(attempt, abandon, id)
+		req, err := http.NewRequestWithContext(attempt, r.Method, addr+r.URL.RequestURI(), bytes.NewReader(body))
+		if err != nil {
+			stopWatch()
+			abandon()
+			writeError(w, http.StatusInternalServerError, err)
+			return true
+		}
+		copyHeaders(req.Header, r.Header, "Content-Type", api.TokenHeader, "Authorization")
+		req.Header.Set(api.ForwardedHeader, s.cfg.NodeName)
+		resp, err := s.cfg.Peers.Calls().Do(req)
+		if err == nil && resp.StatusCode != http.StatusServiceUnavailable {
+			// Answered: a leadership change from now on must not cut the
+			// answer short.
+			stopWatch()
+			defer abandon()
+			defer resp.Body.Close()
+			relay(w, resp)
+			return true
+		}
+		stopWatch()
+		if err == nil {
+			// The node stopped leading before or while it wrote: try
+			// the leader Raft names next.
+			err = api.ReadError(resp)
+		}
+		abandon()
+		// The leader this node knew is unreachable, most likely dead, or
+		// no longer leads: wait for Raft to name another.
+		lastErr = fmt.Errorf("forward to the leader at %s: %w", addr, err)
+		select {
+		case <-ctx.Done():
+			writeError(w, http.StatusServiceUnavailable, fmt.Errorf("%w (last attempt: %v)", peer.ErrNoLeader, lastErr))
+			return true
+		case <-time.After(forwardRetry):
+		}
+	}
+}
+
+// proxy passes a request that only another node can answer (its logs, a
+// fault injected into its simulated GPUs) to that node, with body, and
+// streams the answer back.
+func (s *Server) proxy(w http.ResponseWriter, r *http.Request, addr string, body []byte) {
+	if r.Header.Get(api.ForwardedHeader) != "" {
+		writeError(w, http.StatusMisdirectedRequest, errors.New("the request was forwarded to a node that does not hold the data"))
+		return
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, addr+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	copyHeaders(req.Header, r.Header, "Content-Type", api.TokenHeader, "Authorization")
+	req.Header.Set(api.ForwardedHeader, s.cfg.NodeName)
+	resp, err := s.cfg.Peers.Streams().Do(req)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, fmt.Errorf("reach the node at %s: %w", addr, err))
+		return
+	}
+	defer resp.Body.Close()
+	relay(w, resp)
+}
+
+func copyHeaders(dst, src http.Header, names ...string) {
+	for _, n := range names {
+		if v := src.Get(n); v != "" {
+			dst.Set(n, v)
+		}
+	}
+}
+
+// relay copies a response to w, flushing as data arrives so streams stay live.
+func relay(w http.ResponseWriter, resp *http.Response) {
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	w.WriteHeader(resp.StatusCode)
+	flusher, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if err != nil { // io.EOF or a broken stream: either way, done
+			return
+		}
+	}
+}

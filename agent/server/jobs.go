@@ -1,0 +1,150 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/sched"
+	"github.com/skein-dev/skein/structs"
+)
+
+// recentWindow is how long a finished job stays in `skein jobs` without --all.
+const recentWindow = time.Hour
+
+func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
+	var req api.SubmitRequest
+	body, err := readBody(w, r)
+	if err == nil {
+		err = decodeStrict(body, &req)
+	}
+	if err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	if err := structs.ValidateRequestID(req.RequestID); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	req.Spec.Normalize()
+	if err := req.Spec.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	for i, d := range req.Spec.After {
+		dep, err := s.fsm.FindJob(d.JobID)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, &structs.FieldError{Field: "after", Msg: err.Error()})
+			return
+		}
+		req.Spec.After[i].JobID = dep.ID // prefixes resolved once, here
+	}
+	// With no node registered yet (a cluster still forming) the job waits.
+	if err := sched.CheckFits(s.fsm.Nodes(), req.Spec); err != nil && !errors.Is(err, sched.ErrNoNodes) {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	if req.RequestID != "" {
+		if job, ok := s.fsm.JobByRequestID(req.RequestID); ok {
+			writeJSON(w, http.StatusOK, job)
+			return
+		}
+	}
+	if !s.cfg.Raft.IsLeader() {
+		if req.RequestID == "" {
+			// Forwarding may be retried; a request ID keeps it to one job.
+			req.RequestID = structs.NewID()
+		}
+		if body, err = json.Marshal(req); err != nil {
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		if s.forward(w, r, body) {
+			return
+		}
+	}
+	id := structs.NewID()
+	resp, err := s.cfg.Apply(structs.JobSubmitType, structs.JobSubmitRequest{
+		RequestID: req.RequestID, JobID: id, Spec: req.Spec, SubmittedAt: now(),
+	})
+	if err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	job, ok := resp.(*structs.Job)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, fmt.Errorf("submit: unexpected answer %T from the state machine", resp))
+		return
+	}
+	code := http.StatusCreated
+	if job.ID != id {
+		code = http.StatusOK // an earlier request with this ID won
+	}
+	writeJSON(w, code, job)
+}
+
+func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
+	all := r.URL.Query().Get("all") == "true"
+	cutoff := now().Add(-recentWindow)
+	jobs := []*structs.Job{}
+	for _, j := range s.fsm.Jobs() {
+		if all || !j.State.Terminal() || j.FinishedAt.After(cutoff) {
+			jobs = append(jobs, j)
+		}
+	}
+	writeJSON(w, http.StatusOK, jobs)
+}
+
+func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
+	job, err := s.fsm.FindJob(r.PathValue("id"))
+	if err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	d := api.JobDetail{Job: *job, Allocations: []structs.Allocation{}, Nodes: map[string]string{}}
+	for _, alloc := range s.fsm.Allocs(job.ID) {
+		d.Allocations = append(d.Allocations, *alloc)
+		if n, ok := s.fsm.Node(alloc.NodeID); ok {
+			d.Nodes[alloc.NodeID] = n.Name
+		}
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	jobs := []*structs.Job{}
+	job, err := s.fsm.FindJob(id)
+	if err == nil {
+		jobs = append(jobs, job)
+	} else if tasks, aerr := s.fsm.ArrayTasks(id); aerr == nil {
+		jobs = tasks // cancelling an array cancels every task still going
+	} else {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	if !s.cfg.Raft.IsLeader() && s.forward(w, r, nil) {
+		return
+	}
+	var last any
+	for _, j := range jobs {
+		if len(jobs) > 1 && j.State.Terminal() {
+			continue
+		}
+		resp, err := s.cfg.Apply(structs.JobCancelType, structs.JobCancelRequest{JobID: j.ID, At: now()})
+		if err != nil {
+			writeError(w, statusOf(err), err)
+			return
+		}
+		last = resp
+	}
+	if last == nil {
+		writeError(w, http.StatusConflict, fmt.Errorf("job array %s: %w", id, fsm.ErrJobFinished))
+		return
+	}
+	writeJSON(w, http.StatusOK, last)
+}

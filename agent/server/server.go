@@ -1,0 +1,144 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/skein-dev/skein/agent/peer"
+	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/gpu"
+	"github.com/skein-dev/skein/structs"
+)
+
+// readHeaderTimeout bounds how long a client may take to send its
+// request's headers.
+const readHeaderTimeout = 10 * time.Second
+
+// internalPrefix is where the node-to-node API lives.
+const internalPrefix = "/v1/internal/"
+
+// Raft is what the server needs of Raft and gossip.
+type Raft interface {
+	IsLeader() bool
+	Leader() (addr, id string)
+	Servers() ([]cluster.Server, error)
+	Join(addrs []string) (int, error)
+}
+
+// Config configures a Server.
+type Config struct {
+	Listener net.Listener
+	NodeID   string
+	NodeName string
+	FSM      *fsm.FSM
+	Raft     Raft
+	// Apply writes one entry through Raft (this node must lead) and
+	// returns what the FSM returned.
+	Apply func(structs.MessageType, any) (any, error)
+	Peers *peer.Peers
+	// Heartbeats records the heartbeats that reach this node; only the
+	// leader's record counts (agent/leader).
+	Heartbeats interface {
+		HeardFrom(nodeID string, at time.Time)
+	}
+	// Logs finds the output files of this node's allocations.
+	Logs interface {
+		LogPath(allocID, stream string) (string, error)
+	}
+	// Faults injects health events into this node's simulated GPUs.
+	Faults interface {
+		InjectFault(gpu.Event) error
+	}
+	// Leave makes this node leave the cluster, in the background.
+	Leave func()
+	// UserAuth guards the user API, NodeAuth the node-to-node API.
+	UserAuth Authenticator
+	NodeAuth Authenticator
+	Logger   hclog.Logger
+}
+
+// Server serves a node's two APIs.
+type Server struct {
+	cfg  Config
+	log  hclog.Logger
+	fsm  *fsm.FSM
+	http *http.Server
+	// ctx ends with Shutdown; followed log streams stop with it.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// New returns a Server for cfg.Listener; Serve serves it.
+func New(cfg Config) *Server {
+	s := &Server{cfg: cfg, log: cfg.Logger, fsm: cfg.FSM}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	top := http.NewServeMux()
+	top.Handle(internalPrefix, guard(cfg.NodeAuth, s.internalRoutes()))
+	top.Handle("/", guard(cfg.UserAuth, s.userRoutes()))
+	s.http = &http.Server{
+		Handler:           top,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ErrorLog:          cfg.Logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+	}
+	return s
+}
+
+// userRoutes is the user API.
+func (s *Server) userRoutes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/jobs", s.handleSubmit)
+	mux.HandleFunc("GET /v1/jobs", s.handleJobs)
+	mux.HandleFunc("GET /v1/jobs/{id}", s.handleJob)
+	mux.HandleFunc("DELETE /v1/jobs/{id}", s.handleCancel)
+	mux.HandleFunc("GET /v1/jobs/{id}/logs", s.handleLogs)
+	mux.HandleFunc("GET /v1/nodes", s.handleNodes)
+	mux.HandleFunc("GET /v1/status", s.handleStatus)
+	mux.HandleFunc("GET /v1/members", s.handleMembers)
+	mux.HandleFunc("GET /v1/raft/peers", s.handleRaftPeers)
+	mux.HandleFunc("POST /v1/join", s.handleJoin)
+	mux.HandleFunc("POST /v1/leave", s.handleLeave)
+	mux.HandleFunc("GET /v1/gpus", s.handleGPUs)
+	mux.HandleFunc("POST /v1/gpus/cordon", s.handleGPUCordon)
+	mux.HandleFunc("POST /v1/gpus/uncordon", s.handleGPUCordon)
+	mux.HandleFunc("POST /v1/gpus/fault", s.handleGPUFault)
+	mux.HandleFunc("/", notFound)
+	return mux
+}
+
+// internalRoutes is the node-to-node API.
+func (s *Server) internalRoutes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+internalPrefix+"heartbeat", s.handleHeartbeat)
+	mux.HandleFunc("POST "+internalPrefix+"register", s.handleRegister)
+	mux.HandleFunc("POST "+internalPrefix+"alloc-updates", s.handleAllocUpdates)
+	mux.HandleFunc("POST "+internalPrefix+"gpu-health", s.handleGPUHealth)
+	mux.HandleFunc(internalPrefix, notFound)
+	return mux
+}
+
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path))
+}
+
+// Serve serves until Shutdown.
+func (s *Server) Serve() {
+	if err := s.http.Serve(s.cfg.Listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		s.log.Error("api server stopped", "error", err)
+	}
+}
+
+// Shutdown stops accepting requests, ends followed log streams and waits
+// (up to ctx) for requests in flight.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.cancel()
+	_ = s.http.Shutdown(ctx)
+}
+
+func now() time.Time { return time.Now().UTC() }

@@ -1,0 +1,104 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/skein-dev/skein/agent/peer"
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/structs"
+)
+
+// decodeBody reads a JSON body strictly: at most api.MaxBodyBytes, no
+// unknown fields, nothing after the value.
+func decodeBody(w http.ResponseWriter, r *http.Request, out any) error {
+	b, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(b, out)
+}
+
+// readBody reads at most api.MaxBodyBytes of a request body.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, fmt.Errorf("%w: request body larger than %d bytes", errTooLarge, api.MaxBodyBytes)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: read body: %v", errBadRequest, err)
+	}
+	return b, nil
+}
+
+// decodeStrict decodes one JSON value with no unknown fields and nothing after it.
+func decodeStrict(b []byte, out any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: empty request body", errBadRequest)
+		}
+		return fmt.Errorf("%w: %s", errBadRequest, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: unexpected data after the JSON body", errBadRequest)
+	}
+	return nil
+}
+
+// HTTP-level errors.
+var (
+	errBadRequest = errors.New("bad request")
+	errTooLarge   = errors.New("request too large")
+)
+
+// statusOf maps an error to the HTTP status that tells the client what kind
+// of failure it was.
+func statusOf(err error) int {
+	var fe *structs.FieldError
+	var remote *api.Error
+	switch {
+	case errors.As(err, &remote):
+		return remote.StatusCode
+	case errors.As(err, &fe), errors.Is(err, errBadRequest), errors.Is(err, fsm.ErrAmbiguousID),
+		errors.Is(err, fsm.ErrInvalidRequest):
+		return http.StatusBadRequest
+	case errors.Is(err, errTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, fsm.ErrJobNotFound), errors.Is(err, fsm.ErrAllocNotFound), errors.Is(err, fsm.ErrNodeNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, fsm.ErrJobFinished), errors.Is(err, fsm.ErrJobExists), errors.Is(err, fsm.ErrWrongNode):
+		return http.StatusConflict
+	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, peer.ErrNoLeader), errors.Is(err, cluster.ErrLeadershipLost):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// isDomainError reports whether the FSM refused a write on its merits, as
+// opposed to the write not reaching the FSM at all.
+func isDomainError(err error) bool {
+	code := statusOf(err)
+	return code >= 400 && code < 500
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, api.ErrorBody{Error: err.Error()})
+}
