@@ -73,7 +73,7 @@ func (n *Node) reconcileLocal() {
 			// Running, or its outcome is on its way from the runner.
 		case alloc.DesiredState == structs.DesiredStop:
 			n.reports.add(structs.AllocUpdate{AllocID: alloc.ID, State: structs.AllocKilled,
-				ExitCode: -1, Reason: "stopped before it started", At: now()})
+				ExitCode: -1, Reason: "stopped before it started: " + stopReason(alloc), At: now()})
 		case alloc.State == structs.AllocRunning:
 			n.reports.add(structs.AllocUpdate{AllocID: alloc.ID, State: structs.AllocLost,
 				ExitCode: -1, Reason: "lost: the agent restarted and found no trace of the process", At: now()})
