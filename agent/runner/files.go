@@ -43,8 +43,8 @@ type spec struct {
 	Env       []string         `json:"env"`
 	Workdir   string           `json:"workdir"`
 	TimeLimit structs.Duration `json:"time_limit,omitempty"`
-	// Signal names the signal (structs.TimeSignals) sent to the job's
-	// process group SignalBefore its time limit; "" sends none.
+	// Signal names the signal (structs.TimeSignals) sent to the job
+	// SignalBefore its time limit; "" sends none.
 	Signal       string           `json:"signal,omitempty"`
 	SignalBefore structs.Duration `json:"signal_before,omitempty"`
 	KillGrace    structs.Duration `json:"kill_grace"`

@@ -497,10 +497,10 @@ func (r *Runner) RenewLease(until time.Time) error {
 	return writeJSONAtomic(r.leasePath, lease{ExpiresAt: until.UTC()})
 }
 
-// Stop asks an allocation's supervisor to stop its job: SIGTERM to the job's
-// process group, SIGKILL after the kill grace. The terminal state
-// (AllocKilled, reason "killed: <reason>") is reported when the job is gone.
-// An unknown allocation is left alone.
+// Stop asks an allocation's supervisor to stop its job: SIGTERM to the job
+// (a process job's whole process group), SIGKILL after the kill grace. The
+// terminal state (AllocKilled, reason "killed: <reason>") is reported when
+// the job is gone. An unknown allocation is left alone.
 func (r *Runner) Stop(allocID, reason string) {
 	r.StopWithin(allocID, reason, 0)
 }
