@@ -1,19 +1,32 @@
-// Package runner is a skein node's local job runner: it starts one process
-// for each allocation the node owns, captures its output, stops it on
-// request, enforces its time limit and reports every state change.
+// Package runner is a skein node's local job runner: it starts one job for
+// each allocation the node owns, captures its output, stops it on request,
+// enforces its time limit and reports every state change.
 //
 // Every allocation runs under a small supervisor process: the skein binary
 // re-executed with a hidden subcommand (see Supervise), in its own session so
-// that it outlives the agent. The supervisor starts the job in its own process
-// group, waits for it, stops it (SIGTERM to the group, SIGKILL after the kill
-// grace) and writes the outcome atomically to status.json in the allocation's
-// directory. That directory is the only record: the agent can die and come
-// back, and Restore re-adopts live supervisors from it.
+// that it outlives the agent. The supervisor starts the job, waits for it,
+// stops it (SIGTERM, then SIGKILL after the kill grace) and writes the outcome
+// atomically to status.json in the allocation's directory. That directory is
+// the only record: the agent can die and come back, and Restore re-adopts
+// live supervisors from it.
 //
 // The time limit is the supervisor's too, counted from the job's start: the
-// spec's signal goes to the job's process group that long before the limit,
-// and at the limit the job is stopped and recorded as timed_out. An agent
-// restart or a new leader therefore neither resets nor loses it.
+// spec's signal goes to the job that long before the limit, and at the limit
+// the job is stopped and recorded as timed_out. An agent restart or a new
+// leader therefore neither resets nor loses it.
+//
+// How a job runs is its driver's business (driver.go). The runner names the
+// driver in spec.json; the supervisor asks that driver to start the job and
+// then reaches the job only through the handle it got back: signal it, wait
+// for its end, and record in job.pid what finds it again. Everything else
+// (time limit, lease, stop requests and their grace, the outcome) is the
+// supervisor's, the same for every driver. When a supervisor dies, the
+// runner asks the spec's driver to kill whatever the job left. The process
+// driver (driver_process.go) runs the job as a process in its own process
+// group: signals go to the whole group, and the group is killed when its
+// leader exits. A container driver will sit beside it, in a file of its own,
+// for tasks that name an image. A spec that names no driver was written
+// before specs named one, and runs a process.
 //
 // A supervisor is alive exactly while it holds an exclusive flock on
 // supervisor.lock. The runner takes that lock before it forks and the
@@ -25,11 +38,12 @@
 //
 // Layout of <AllocDir>/<allocID>/ (0700):
 //
-//	spec.json        what to run (argv, final env, workdir, time limit and signal, kill grace)
+//	spec.json        what to run (driver, argv, final env, workdir, time limit and signal, kill grace)
 //	supervisor.lock  held by the live supervisor
 //	supervisor.pid   supervisor pid and start time
 //	supervisor.log   the supervisor's own diagnostics
-//	job.pid          job pid, process group and start time, once started
+//	job.pid          once started: the job's start time and how its driver finds it
+//	                 (a process: pid, process group and /proc start time)
 //	stdout.log       the job's standard output
 //	stderr.log       the job's standard error
 //	stop.json        why a stop was requested, written before signalling

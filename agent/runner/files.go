@@ -35,13 +35,16 @@ const exitUnknown = -1
 // spec is what a supervisor runs. The runner writes it before it starts the
 // supervisor; the env is final (BuildEnv) so the supervisor adds nothing.
 type spec struct {
-	AllocID   string           `json:"alloc_id"`
+	AllocID string `json:"alloc_id"`
+	// Driver names the driver that runs the job (driver.go); a spec
+	// written before specs named one has none, and runs a process.
+	Driver    string           `json:"driver"`
 	Argv      []string         `json:"argv"`
 	Env       []string         `json:"env"`
 	Workdir   string           `json:"workdir"`
 	TimeLimit structs.Duration `json:"time_limit,omitempty"`
-	// Signal names the signal (structs.TimeSignals) sent to the job's
-	// process group SignalBefore its time limit; "" sends none.
+	// Signal names the signal (structs.TimeSignals) sent to the job
+	// SignalBefore its time limit; "" sends none.
 	Signal       string           `json:"signal,omitempty"`
 	SignalBefore structs.Duration `json:"signal_before,omitempty"`
 	KillGrace    structs.Duration `json:"kill_grace"`
@@ -64,7 +67,6 @@ type lease struct {
 // it: StartTime is field 22 of /proc/<pid>/stat (clock ticks after boot).
 type procRecord struct {
 	PID       int       `json:"pid"`
-	PGID      int       `json:"pgid,omitempty"`
 	StartTime uint64    `json:"start_time"`
 	StartedAt time.Time `json:"started_at"`
 }

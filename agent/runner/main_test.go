@@ -19,6 +19,8 @@ import (
 const superviseEnv = "SKEIN_TEST_SUPERVISE"
 
 func TestMain(m *testing.M) {
+	// Both the supervisors and the runners under test know the fake driver.
+	drivers[fakeDriverName] = fakeDriver{}
 	if os.Getenv(superviseEnv) != "" {
 		os.Exit(Supervise(os.Args[len(os.Args)-1]))
 	}
@@ -172,13 +174,17 @@ var idSeq struct {
 	n int
 }
 
+// newAllocID returns an allocation ID no other test uses.
+func newAllocID() string {
+	idSeq.Lock()
+	defer idSeq.Unlock()
+	idSeq.n++
+	return fmt.Sprintf("alloc%04d", idSeq.n)
+}
+
 // task builds a task running argv with a unique allocation ID.
 func task(argv ...string) Task {
-	idSeq.Lock()
-	idSeq.n++
-	n := idSeq.n
-	idSeq.Unlock()
-	id := fmt.Sprintf("alloc%04d", n)
+	id := newAllocID()
 	return Task{
 		Alloc:    structs.Allocation{ID: id, JobID: "job" + id, Rank: 0, Attempt: 1},
 		Job:      structs.Job{ID: "job" + id, Spec: structs.JobSpec{Command: argv, Nodes: 1}},

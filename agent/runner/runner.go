@@ -28,6 +28,7 @@ var (
 	ErrClosed         = errors.New("runner is shut down")
 	ErrSupervised     = errors.New("held by another supervisor")
 	ErrSupervisor     = errors.New("cannot start supervisor")
+	ErrUnknownDriver  = errors.New("unknown driver")
 	errBadStat        = errors.New("unexpected /proc stat format")
 )
 
@@ -255,7 +256,10 @@ func (r *Runner) spawn(f func()) bool {
 // launch writes the spec and starts the supervisor for a new allocation.
 func (r *Runner) launch(a *alloc, t Task) error {
 	sp := spec{
-		AllocID:    a.id,
+		AllocID: a.id,
+		// Every task runs as a process; this is where a task that names
+		// an image will choose the container driver.
+		Driver:     processDriverName,
 		Argv:       slices.Clone(t.Job.Spec.Command),
 		Env:        BuildEnv(t, r.baseEnv),
 		Workdir:    t.Job.Spec.Workdir,
@@ -404,10 +408,10 @@ func (r *Runner) check(a *alloc, running *bool) bool {
 		return true
 	}
 	if !*running {
-		var job procRecord
+		var job jobRecord
 		if found, err := readJSON(filepath.Join(a.dir, jobPIDFile), &job); found && err == nil {
 			*running = true
-			r.log.Info("job running", "alloc", a.id, "pid", job.PID)
+			r.log.Info("job running", "alloc", a.id)
 			r.report(structs.AllocUpdate{AllocID: a.id, State: structs.AllocRunning, At: job.StartedAt})
 		}
 	}
@@ -452,19 +456,36 @@ func (r *Runner) lostStatus(a *alloc) status {
 	return status{State: structs.AllocLost, ExitCode: exitUnknown, Reason: lostReason, FinishedAt: now}
 }
 
-// killOrphan kills the process group of a job whose supervisor died.
+// killOrphan kills, through the driver its spec names, whatever a job whose
+// supervisor died still runs.
 func (r *Runner) killOrphan(a *alloc) {
-	var job procRecord
-	found, err := readJSON(filepath.Join(a.dir, jobPIDFile), &job)
-	if !found || err != nil || !job.alive() {
+	var job jobRecord
+	if found, err := readJSON(filepath.Join(a.dir, jobPIDFile), &job); !found || err != nil {
 		return
 	}
-	r.log.Warn("killing job left without a supervisor", "alloc", a.id, "pid", job.PID)
-	pgid := job.PGID
-	if pgid <= 0 {
-		pgid = job.PID
+	sp, d, err := specDriver(a.dir)
+	if err != nil {
+		r.log.Error("cannot kill the job left without a supervisor", "alloc", a.id, "error", err)
+		return
 	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	r.log.Warn("job left without a supervisor; killing what remains of it", "alloc", a.id, "driver", sp.Driver)
+	if err := d.killOrphan(sp, job); err != nil {
+		r.log.Error("cannot kill the job left without a supervisor", "alloc", a.id, "error", err)
+	}
+}
+
+// specDriver reads an allocation's spec and the driver it names.
+func specDriver(dir string) (spec, driver, error) {
+	var sp spec
+	found, err := readJSON(filepath.Join(dir, specFile), &sp)
+	if err == nil && !found {
+		err = fmt.Errorf("read %s: %w", specFile, fs.ErrNotExist)
+	}
+	if err != nil {
+		return spec{}, nil, err
+	}
+	d, err := driverNamed(sp.Driver)
+	return sp, d, err
 }
 
 // RenewLease extends the node's lease until the given time, or forever for
@@ -476,10 +497,10 @@ func (r *Runner) RenewLease(until time.Time) error {
 	return writeJSONAtomic(r.leasePath, lease{ExpiresAt: until.UTC()})
 }
 
-// Stop asks an allocation's supervisor to stop its job: SIGTERM to the job's
-// process group, SIGKILL after the kill grace. The terminal state
-// (AllocKilled, reason "killed: <reason>") is reported when the job is gone.
-// An unknown allocation is left alone.
+// Stop asks an allocation's supervisor to stop its job: SIGTERM to the job
+// (a process job's whole process group), SIGKILL after the kill grace. The
+// terminal state (AllocKilled, reason "killed: <reason>") is reported when
+// the job is gone. An unknown allocation is left alone.
 func (r *Runner) Stop(allocID, reason string) {
 	r.StopWithin(allocID, reason, 0)
 }

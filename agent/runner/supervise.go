@@ -3,13 +3,10 @@ package runner
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -32,16 +29,12 @@ const (
 	fencedReason = "node lease expired: lost contact with the leader"
 )
 
-// Exit codes of a job that could not be started, as shells use them.
-const (
-	exitCannotExec = 126
-	exitNotFound   = 127
-)
-
 // Supervise runs the allocation in allocDir to its end and records the
 // outcome in status.json. It is meant to be the whole of a process (the
-// hidden `skein supervise ALLOCDIR` command): it changes into the job's
-// working directory and handles SIGTERM and SIGINT, which stop the job.
+// hidden `skein supervise ALLOCDIR` command): it runs the job through the
+// driver its spec names, which may make the process the job's (the process
+// driver changes into the job's working directory), and it handles SIGTERM
+// and SIGINT, which stop the job.
 //
 // It returns the supervisor's own exit code: 0 when an outcome is recorded,
 // 1 when none could be (another supervisor holds the directory, or the
@@ -110,12 +103,16 @@ func (s *supervisor) run() int {
 	if err != nil {
 		return s.record(startFailed(exitNotFound, fmt.Errorf("read spec: %w", err)))
 	}
+	d, err := driverNamed(sp.Driver)
+	if err != nil {
+		return s.record(startFailed(exitNotFound, err))
+	}
 	if reason, _, _, ok := s.stopRequested(); ok {
 		now := time.Now().UTC()
 		return s.record(status{State: structs.AllocKilled, ExitCode: exitUnknown,
 			Reason: "killed: " + reason, FinishedAt: now})
 	}
-	return s.record(s.runJob(sp))
+	return s.record(s.runJob(sp, d))
 }
 
 // lock takes supervisor.lock: the inherited, already locked descriptor when
@@ -209,9 +206,9 @@ func startFailed(code int, err error) status {
 		Reason: "start failed: " + err.Error(), FinishedAt: time.Now().UTC()}
 }
 
-// runJob starts the job, waits for it and stops it when asked or when its
-// time is up.
-func (s *supervisor) runJob(sp spec) status {
+// runJob starts the job through its driver, waits for it and stops it when
+// asked or when its time is up.
+func (s *supervisor) runJob(sp spec, d driver) status {
 	stdout, err := openLog(s.path(stdoutFile))
 	if err != nil {
 		return startFailed(exitNotFound, err)
@@ -223,62 +220,48 @@ func (s *supervisor) runJob(sp spec) status {
 	}
 	defer stderr.Close()
 
-	if sp.Workdir != "" {
-		if err := os.Chdir(sp.Workdir); err != nil {
-			var pe *fs.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err
-			}
-			return startFailed(exitNotFound, fmt.Errorf("workdir %s: %w", sp.Workdir, err))
-		}
-	}
-	// exec.Command looks the program up in this process's PATH: make it the
-	// job's, so "python" means what it would mean to the job.
-	if path, ok := lookupEnv(sp.Env, "PATH"); ok {
-		_ = os.Setenv("PATH", path)
-	} else {
-		_ = os.Unsetenv("PATH")
-	}
-	cmd := exec.Command(sp.Argv[0], sp.Argv[1:]...)
-	if cmd.Err != nil {
-		return startFailed(execFailureCode(cmd.Err), cmd.Err)
-	}
-	cmd.Env = append([]string{}, sp.Env...)
-	cmd.Stdout = stdout
-	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if sp.LeasePath != "" {
 		// Read the lease before the job exists, so that a lease removed
 		// from then on counts as vanished (wait checks expiry itself).
 		s.leaseExpired(sp.LeasePath)
 	}
-	startedAt := time.Now().UTC()
-	if err := cmd.Start(); err != nil {
-		return startFailed(execFailureCode(err), err)
-	}
-	pgid := cmd.Process.Pid
-	job, err := newProcRecord(pgid, startedAt)
-	job.PGID = pgid
-	if err == nil {
-		err = writeJSONAtomic(s.path(jobPIDFile), job)
-	}
+	job, err := d.start(sp, stdout, stderr)
 	if err != nil {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		_ = cmd.Wait()
+		code := exitNotFound
+		var se *startError
+		if errors.As(err, &se) {
+			code = se.code
+		}
+		return startFailed(code, err)
+	}
+	rec := job.record()
+	if err := writeJSONAtomic(s.path(jobPIDFile), rec); err != nil {
+		s.signal(job, syscall.SIGKILL)
+		_, _ = job.wait()
 		return startFailed(exitUnknown, fmt.Errorf("record job pid: %w", err))
 	}
 	s.signalReady()
-	s.log.Info("job started", "pid", pgid, "argv0", sp.Argv[0])
+	s.log.Info("job started", "driver", sp.Driver, "argv0", sp.Argv[0])
 
-	st := s.wait(cmd, pgid, sp)
-	st.StartedAt = startedAt
+	st := s.wait(job, sp)
+	st.StartedAt = rec.StartedAt
 	return st
 }
 
-func (s *supervisor) wait(cmd *exec.Cmd, pgid int, sp spec) status {
+// signal sends sig to the job; a signal that cannot be sent is logged, and
+// the job's end (or the kill grace) decides what happens next.
+func (s *supervisor) signal(job jobHandle, sig syscall.Signal) {
+	if err := job.signal(sig); err != nil {
+		s.log.Warn("cannot signal the job", "signal", signalName(sig), "error", err)
+	}
+}
+
+func (s *supervisor) wait(job jobHandle, sp spec) status {
 	exited := make(chan struct{})
+	var end exit
+	var endErr error
 	go func() {
-		_ = cmd.Wait() // the outcome is in cmd.ProcessState
+		end, endErr = job.wait()
 		close(exited)
 	}()
 	grace := time.Duration(sp.KillGrace)
@@ -309,7 +292,7 @@ func (s *supervisor) wait(cmd *exec.Cmd, pgid int, sp spec) status {
 	terminate := func(reason string) {
 		why = reason
 		s.log.Info("stopping job", "reason", reason, "grace", grace)
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		s.signal(job, syscall.SIGTERM)
 		t := time.NewTimer(grace)
 		kill = t.C
 	}
@@ -348,7 +331,7 @@ func (s *supervisor) wait(cmd *exec.Cmd, pgid int, sp spec) status {
 		case <-warn:
 			if why == "" {
 				s.log.Info("time limit near; signalling the job", "signal", sp.Signal, "before", sp.SignalBefore)
-				_ = syscall.Kill(-pgid, warnSig)
+				s.signal(job, warnSig)
 				signalledAt = time.Now().UTC()
 			}
 		case <-limit:
@@ -357,28 +340,23 @@ func (s *supervisor) wait(cmd *exec.Cmd, pgid int, sp spec) status {
 				terminate(fmt.Sprintf("time limit %s exceeded", sp.TimeLimit))
 			}
 		case <-kill:
-			s.log.Info("kill grace over; killing the process group")
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			s.log.Info("kill grace over; killing the job")
+			s.signal(job, syscall.SIGKILL)
 		}
 	}
-	// The leader is gone; take whatever it left in its group with it.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 
 	st := status{FinishedAt: time.Now().UTC(), SignalledAt: signalledAt}
-	var ws syscall.WaitStatus
-	if cmd.ProcessState != nil {
-		ws, _ = cmd.ProcessState.Sys().(syscall.WaitStatus)
-	}
 	switch {
-	case cmd.ProcessState == nil:
+	case endErr != nil:
+		s.log.Warn("cannot tell how the job ended", "error", endErr)
 		st.ExitCode = exitUnknown
 		st.Reason = "exit status unknown"
-	case ws.Signaled():
-		st.ExitCode = 128 + int(ws.Signal())
-		st.Signal = signalName(ws.Signal())
+	case end.Signal != 0:
+		st.ExitCode = 128 + int(end.Signal)
+		st.Signal = signalName(end.Signal)
 		st.Reason = "killed by signal " + st.Signal
 	default:
-		st.ExitCode = ws.ExitStatus()
+		st.ExitCode = end.Code
 		st.Reason = "exited with code " + strconv.Itoa(st.ExitCode)
 	}
 	switch {
@@ -400,22 +378,4 @@ func openLog(path string) (*os.File, error) {
 		return nil, fmt.Errorf("open log: %w", err)
 	}
 	return f, nil
-}
-
-// execFailureCode is 126 when the program exists but may not be run, else 127.
-func execFailureCode(err error) int {
-	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
-		return exitCannotExec
-	}
-	return exitNotFound
-}
-
-// lookupEnv finds the last value of name in env.
-func lookupEnv(env []string, name string) (string, bool) {
-	for i := len(env) - 1; i >= 0; i-- {
-		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
-			return v, true
-		}
-	}
-	return "", false
 }

@@ -1,0 +1,94 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// fakeDriverName is the driver of jobs that run inside the supervisor
+// itself (fakeDriver); TestMain makes it known.
+const fakeDriverName = "fake"
+
+// orphanMarker is the file fakeDriver.killOrphan leaves in the job's
+// workdir to show that it was asked.
+const orphanMarker = "orphan-killed"
+
+// Modes of a fake job, its argv[0].
+const (
+	fakeUntilTerm   = "until-term"   // ends on SIGTERM, killed by it
+	fakeUntilKill   = "until-kill"   // ends on SIGKILL only
+	fakeCannotStart = "cannot-start" // fails to start, as a program that may not be run
+	fakeExitPrefix  = "exit:"        // "exit:N" ends at once with code N
+)
+
+var errFakeOver = errors.New("fake job is over")
+
+// fakeDriver runs a job that is nothing but the supervisor's calls: it
+// writes the name of every signal it gets to its stdout, one a line, and
+// ends as its mode says. It shows what the supervisor does with a job it
+// reaches only through the driver interface.
+type fakeDriver struct{}
+
+func (fakeDriver) start(sp spec, stdout, _ *os.File) (jobHandle, error) {
+	mode := sp.Argv[0]
+	if mode == fakeCannotStart {
+		return nil, &startError{code: exitCannotExec, err: errors.New("fake: cannot start")}
+	}
+	j := &fakeJob{mode: mode, out: stdout, ended: make(chan exit, 1),
+		rec: jobRecord{StartedAt: time.Now().UTC()}}
+	if s, ok := strings.CutPrefix(mode, fakeExitPrefix); ok {
+		code, err := strconv.Atoi(s)
+		if err != nil {
+			return nil, fmt.Errorf("fake mode %q: %w", mode, err)
+		}
+		j.end(exit{Code: code})
+	}
+	return j, nil
+}
+
+// killOrphan leaves orphanMarker in the job's workdir.
+func (fakeDriver) killOrphan(sp spec, rec jobRecord) error {
+	return os.WriteFile(filepath.Join(sp.Workdir, orphanMarker),
+		[]byte(rec.StartedAt.Format(time.RFC3339Nano)), 0o600)
+}
+
+type fakeJob struct {
+	mode  string
+	out   *os.File
+	rec   jobRecord
+	ended chan exit // holds the exit once the job is over
+
+	mu   sync.Mutex
+	over bool
+}
+
+func (j *fakeJob) end(e exit) {
+	j.over = true
+	j.ended <- e
+}
+
+func (j *fakeJob) signal(sig syscall.Signal) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.over {
+		return errFakeOver
+	}
+	if _, err := fmt.Fprintln(j.out, signalName(sig)); err != nil {
+		return err
+	}
+	if sig == syscall.SIGKILL || sig == syscall.SIGTERM && j.mode == fakeUntilTerm {
+		j.end(exit{Signal: sig})
+	}
+	return nil
+}
+
+func (j *fakeJob) wait() (exit, error) { return <-j.ended, nil }
+
+func (j *fakeJob) record() jobRecord { return j.rec }

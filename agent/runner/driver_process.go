@@ -1,0 +1,126 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// processDriver runs a job as a process of its own process group, which
+// stands for the job: signals go to the whole group, and whatever is left
+// in it when the leader exits is killed with it.
+//
+// The supervisor is a process of its own for one job, so the driver makes
+// it the job's: it changes into the job's working directory and takes the
+// job's PATH to look the program up.
+type processDriver struct{}
+
+func (processDriver) start(sp spec, stdout, stderr *os.File) (jobHandle, error) {
+	if sp.Workdir != "" {
+		if err := os.Chdir(sp.Workdir); err != nil {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, &startError{code: exitNotFound, err: fmt.Errorf("workdir %s: %w", sp.Workdir, err)}
+		}
+	}
+	// exec.Command looks the program up in this process's PATH: make it the
+	// job's, so "python" means what it would mean to the job.
+	if path, ok := lookupEnv(sp.Env, "PATH"); ok {
+		_ = os.Setenv("PATH", path)
+	} else {
+		_ = os.Unsetenv("PATH")
+	}
+	cmd := exec.Command(sp.Argv[0], sp.Argv[1:]...)
+	if cmd.Err != nil {
+		return nil, &startError{code: execFailureCode(cmd.Err), err: cmd.Err}
+	}
+	cmd.Env = append([]string{}, sp.Env...)
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	startedAt := time.Now().UTC()
+	if err := cmd.Start(); err != nil {
+		return nil, &startError{code: execFailureCode(err), err: err}
+	}
+	j := &processJob{cmd: cmd, pgid: cmd.Process.Pid}
+	_, start, err := procStat(j.pgid)
+	if err != nil {
+		_ = j.signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		return nil, &startError{code: exitUnknown, err: fmt.Errorf("record job pid: %w", err)}
+	}
+	j.rec = jobRecord{PID: j.pgid, PGID: j.pgid, StartTime: start, StartedAt: startedAt}
+	return j, nil
+}
+
+// killOrphan kills the job's process group, if its leader still runs.
+func (processDriver) killOrphan(_ spec, rec jobRecord) error {
+	leader := procRecord{PID: rec.PID, StartTime: rec.StartTime}
+	if !leader.alive() {
+		return nil
+	}
+	pgid := rec.PGID
+	if pgid <= 0 {
+		pgid = rec.PID
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill process group %d: %w", pgid, err)
+	}
+	return nil
+}
+
+// processJob is a job started by processDriver.
+type processJob struct {
+	cmd  *exec.Cmd
+	pgid int
+	rec  jobRecord
+}
+
+func (j *processJob) signal(sig syscall.Signal) error {
+	if err := syscall.Kill(-j.pgid, sig); err != nil {
+		return fmt.Errorf("signal process group %d: %w", j.pgid, err)
+	}
+	return nil
+}
+
+func (j *processJob) wait() (exit, error) {
+	err := j.cmd.Wait()
+	// The leader is gone; take whatever it left in its group with it.
+	_ = syscall.Kill(-j.pgid, syscall.SIGKILL)
+	ps := j.cmd.ProcessState
+	if ps == nil {
+		return exit{}, fmt.Errorf("wait for process %d: %w", j.pgid, err)
+	}
+	ws, _ := ps.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		return exit{Signal: ws.Signal()}, nil
+	}
+	return exit{Code: ws.ExitStatus()}, nil
+}
+
+func (j *processJob) record() jobRecord { return j.rec }
+
+// execFailureCode is 126 when the program exists but may not be run, else 127.
+func execFailureCode(err error) int {
+	if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOEXEC) {
+		return exitCannotExec
+	}
+	return exitNotFound
+}
+
+// lookupEnv finds the last value of name in env.
+func lookupEnv(env []string, name string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(env[i], name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
