@@ -106,7 +106,7 @@ func runAgent(c *ucli.Context) error {
 		GPUCleanPeriod:  c.Duration("gpu-clean-period"),
 		Labels:          labels,
 		CPUs:            c.Int("cpus"),
-		MemoryMiB:       memMiB,
+		MemoryMiB:       int64(memMiB),
 		LinkMbps:        c.Int("link-mbps"),
 		MasterPorts:     masterPorts,
 		Token:           c.String("token"),

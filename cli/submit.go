@@ -136,7 +136,7 @@ func submitRequest(c *ucli.Context) (api.SubmitRequest, error) {
 			*dst = c.Int(name)
 		}
 	}
-	for name, dst := range map[string]*int64{"gpu-mem": &spec.GPUMemoryMinMiB, "mem": &spec.MemoryMiB} {
+	for name, dst := range map[string]*structs.SizeMiB{"gpu-mem": &spec.GPUMemoryMinMiB, "mem": &spec.MemoryMiB} {
 		if c.IsSet(name) {
 			if *dst, err = sizeFlag(c, name); err != nil {
 				return req, err
@@ -234,7 +234,7 @@ func flagError(err error) error {
 }
 
 // sizeFlag parses a memory size flag into MiB; 0 when it is not given.
-func sizeFlag(c *ucli.Context, name string) (int64, error) {
+func sizeFlag(c *ucli.Context, name string) (structs.SizeMiB, error) {
 	if !c.IsSet(name) {
 		return 0, nil
 	}

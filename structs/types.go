@@ -198,9 +198,9 @@ type JobSpec struct {
 	Nodes           int               `json:"nodes"`
 	GPUs            int               `json:"gpus"`
 	GPUModel        string            `json:"gpu_model,omitempty"`
-	GPUMemoryMinMiB int64             `json:"gpu_memory_min_mib,omitempty"`
+	GPUMemoryMinMiB SizeMiB           `json:"gpu_memory_min_mib,omitempty"`
 	CPUs            int               `json:"cpus,omitempty"`
-	MemoryMiB       int64             `json:"memory_mib,omitempty"`
+	MemoryMiB       SizeMiB           `json:"memory_mib,omitempty"`
 	Priority        int               `json:"priority,omitempty"`
 	Restarts        int               `json:"restarts,omitempty"`
 	TimeLimit       Duration          `json:"time_limit,omitempty"`
