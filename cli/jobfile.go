@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -96,49 +95,16 @@ func readJobFile(path string, stdin io.Reader) (structs.JobSpec, error) {
 		}
 	}
 	if jf.Array != "" {
-		if spec.Array, err = parseArray(jf.Array); err != nil {
+		if spec.Array, err = structs.ParseArraySpec(jf.Array); err != nil {
 			return spec, fmt.Errorf("%s: array: %w", path, err)
 		}
 	}
 	for _, a := range jf.After {
-		d, err := parseDependency(a)
+		d, err := structs.ParseDependency(a)
 		if err != nil {
 			return spec, fmt.Errorf("%s: after: %w", path, err)
 		}
 		spec.After = append(spec.After, d)
 	}
 	return spec, nil
-}
-
-// parseArray reads START-END or START-END%MAX.
-func parseArray(s string) (*structs.ArraySpec, error) {
-	rng, maxRun, capped := strings.Cut(s, "%")
-	lo, hi, ok := strings.Cut(rng, "-")
-	a := &structs.ArraySpec{}
-	var err error
-	if ok {
-		a.Start, err = strconv.Atoi(lo)
-		if err == nil {
-			a.End, err = strconv.Atoi(hi)
-		}
-	}
-	if err == nil && capped {
-		a.MaxRunning, err = strconv.Atoi(maxRun)
-	}
-	if !ok || err != nil {
-		return nil, fmt.Errorf("%q: want START-END or START-END%%MAX, like 0-99%%8", s)
-	}
-	return a, nil
-}
-
-// parseDependency reads ID, ID:ok or ID:any.
-func parseDependency(s string) (structs.Dependency, error) {
-	id, cond, found := strings.Cut(s, ":")
-	if !found {
-		cond = structs.AfterOK
-	}
-	if id == "" || (cond != structs.AfterOK && cond != structs.AfterAny) {
-		return structs.Dependency{}, fmt.Errorf("%q: want JOB_ID, JOB_ID:ok or JOB_ID:any", s)
-	}
-	return structs.Dependency{JobID: id, Condition: cond}, nil
 }

@@ -188,16 +188,16 @@ func TestSubmit_BadValuesAreRejectedBeforeSending(t *testing.T) {
 	}{
 		{"empty command", nil, exitUsage, "missing command"},
 		{"empty command after separator", []string{"--"}, exitUsage, "missing command"},
-		{"size that does not parse", []string{"--mem", "12Q", "true"}, exitUsage, `--mem "12Q": invalid size`},
-		{"gpu size that does not parse", []string{"--gpus", "1", "--gpu-mem", "lots", "true"}, exitUsage, `--gpu-mem "lots": invalid size`},
-		{"duration that does not parse", []string{"--time-limit", "soon", "true"}, exitUsage, `--time-limit "soon": invalid duration`},
+		{"size that does not parse", []string{"--mem", "12Q", "true"}, exitUsage, `Error: --mem: invalid size "12Q": use a number with an optional unit, like 512M or 80G`},
+		{"gpu size that does not parse", []string{"--gpus", "1", "--gpu-mem", "lots", "true"}, exitUsage, `Error: --gpu-mem: invalid size "lots"`},
+		{"duration that does not parse", []string{"--time-limit", "soon", "true"}, exitUsage, `Error: --time-limit: invalid duration "soon"`},
 		{"number that does not parse", []string{"--gpus", "two", "true"}, exitUsage, `invalid value "two" for flag -gpus`},
-		{"unknown signal", []string{"--time-limit", "1h", "--signal", "KILL", "true"}, exitUsage, `--signal "KILL": unknown signal`},
+		{"unknown signal", []string{"--time-limit", "1h", "--signal", "KILL", "true"}, exitUsage, `Error: --signal: invalid signal "KILL": want one of HUP, INT`},
 		{"signal without time limit", []string{"--signal", "USR1@30s", "true"}, exitError, "Error: --signal: is sent before the time limit, but time_limit is not set"},
 		{"signal after the limit", []string{"--time-limit", "1m", "--signal", "USR1@5m", "true"}, exitError, "Error: --signal: 5m0s before the limit: must be less than time_limit 1m0s"},
 		{"unknown flag", []string{"--gpu", "2", "true"}, exitUsage, "flag provided but not defined: -gpu"},
 		{"constraint without value", []string{"--constraint", "rack", "true"}, exitUsage, `--constraint "rack": want KEY=VALUE`},
-		{"after with an odd condition", []string{"--after", "abc:maybe", "true"}, exitUsage, `--after "abc:maybe": want JOB_ID, JOB_ID:ok or JOB_ID:any`},
+		{"after with an odd condition", []string{"--after", "abc:maybe", "true"}, exitUsage, `Error: --after: invalid dependency "abc:maybe": want JOB_ID, JOB_ID:ok or JOB_ID:any`},
 		{"gpus out of range", []string{"--gpus", "65", "true"}, exitError, "Error: --gpus: 65 is out of range 0..64"},
 		{"priority out of range", []string{"--priority", "5000", "true"}, exitError, "Error: --priority: 5000 is out of range"},
 		{"nodes out of range", []string{"--nodes", "5000", "true"}, exitError, "Error: --nodes: 5000 is out of range"},
@@ -364,7 +364,7 @@ func TestSubmit_FileErrorsNameTheField(t *testing.T) {
 		{"unknown field", "command: [x]\ngpus_per_node: 2\n", "field gpus_per_node not found"},
 		{"bad size", "command: [x]\nmem: 12Q\n", "mem: invalid size"},
 		{"bad duration", "command: [x]\ntime_limit: soon\n", "time_limit: invalid duration"},
-		{"bad signal", "command: [x]\ntime_limit: 1h\nsignal: STOP\n", "signal: \"STOP\": unknown signal"},
+		{"bad signal", "command: [x]\ntime_limit: 1h\nsignal: STOP\n", `signal: invalid signal "STOP": want one of`},
 		{"bad dependency", "command: [x]\nafter: [\"a:maybe\"]\n", "after:"},
 		{"not yaml", "command: [x\n", "job.yaml"},
 	}
@@ -402,7 +402,7 @@ func TestSubmit_ArrayFlag(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--array", "ten", "x"}, exitUsage, `--array "ten": want START-END`},
+		{[]string{"--array", "ten", "x"}, exitUsage, `Error: --array: invalid array "ten": want START-END`},
 		{[]string{"--array", "5-2", "x"}, exitError, "array: 5-2"},
 		{[]string{"--array", "0-3", "--wait", "x"}, exitUsage, "cannot be used with --array"},
 	} {
