@@ -367,6 +367,14 @@ func TestSubmit_FileErrorsNameTheField(t *testing.T) {
 		{"bad signal", "command: [x]\ntime_limit: 1h\nsignal: STOP\n", `signal: invalid signal "STOP": want one of`},
 		{"bad dependency", "command: [x]\nafter: [\"a:maybe\"]\n", "after:"},
 		{"not yaml", "command: [x\n", "job.yaml"},
+		{"line and key of a bad value", "command: [x]\ngpus: 1\ngpu_mem: lots\n", `job.yaml: line 3: gpu_mem: invalid size "lots": use a number`},
+		{"empty size", "command: [x]\nmem: \"\"\n", `job.yaml: line 2: mem: invalid size "": empty`},
+		{"bad array", "command: [x]\narray: ten\n", `job.yaml: line 2: array: invalid array "ten": want START-END`},
+		{"array as a map", "command: [x]\narray: {start: 0, end: 3}\n", "job.yaml: line 2: array: want one value written as the flag takes it, not a list or map"},
+		{"dependency in a list", "command: [x]\nafter:\n  - abc\n  - \"a:maybe\"\n", `job.yaml: line 2: after: invalid dependency "a:maybe"`},
+		{"wrong type", "command: [x]\ngpus: two\n", "job.yaml: line 2: cannot unmarshal !!str `two` into int"},
+		{"bad value after a wrong type", "command: [x]\ngpus: two\nmem: 12Q\n", `job.yaml: line 3: mem: invalid size "12Q"`},
+		{"key given twice", "command: [x]\ngpus: 1\ngpus: 2\n", `job.yaml: line 3: mapping key "gpus" already defined at line 2`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
