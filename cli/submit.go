@@ -156,11 +156,10 @@ func submitRequest(c *ucli.Context) (api.SubmitRequest, error) {
 		return req, err
 	}
 	spec.Env = merged(spec.Env, env)
-	if c.IsSet("spread") {
-		spec.Spread = c.Bool("spread")
-	}
-	if c.IsSet("preemptible") {
-		spec.Preemptible = c.Bool("preemptible")
+	for name, dst := range map[string]*bool{"spread": &spec.Spread, "preemptible": &spec.Preemptible} {
+		if c.IsSet(name) {
+			*dst = c.Bool(name)
+		}
 	}
 	after, err := afterFlag(c)
 	if err != nil {

@@ -359,6 +359,68 @@ spread: true
 	}
 }
 
+func TestSubmit_FileWithEveryKeyGivesTheSpecOfTheSameFlags(t *testing.T) {
+	file := `
+name: train
+command: [torchrun, train.py]
+workdir: /data
+nodes: 2
+gpus: 8
+gpu_model: H100
+gpu_mem: 80G
+cpus: 32
+mem: 1.5T
+priority: -7
+restarts: 2
+time_limit: 2h
+signal: sigusr2@10m
+env: {LR: "3e-4", SEED: "1"}
+constraints: {zone: a}
+after: [abc123, "def456:any"]
+array: 0-99%8
+spread: true
+preemptible: true
+preempt_grace: 45s
+`
+	flags := []string{
+		"--name", "train", "--workdir", "/data", "--nodes", "2", "--gpus", "8", "--gpu-model", "H100",
+		"--gpu-mem", "80G", "--cpus", "32", "--mem", "1.5T", "--priority", "-7", "--restarts", "2",
+		"--time-limit", "2h", "--signal", "sigusr2@10m", "--env", "LR=3e-4", "--env", "SEED=1",
+		"--constraint", "zone=a", "--after", "abc123", "--after", "def456:any", "--array", "0-99%8",
+		"--spread", "--preemptible", "--preempt-grace", "45s", "--", "torchrun", "train.py",
+	}
+	// The file must say every key a job file has: a field added to
+	// JobSpec belongs in this test.
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[structs.JobSpec]()) {
+		if key := f.Tag.Get("yaml"); !strings.Contains(file, "\n"+key+": ") {
+			t.Errorf("the job file of this test lacks the key %q (JobSpec.%s)", key, f.Name)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "job.yaml")
+	writeTestFile(t, path, file)
+	f := newFakeAgent(t)
+	acceptSubmit(f)
+	for _, args := range [][]string{{"--file", path}, flags} {
+		if r := runCLI(t, append([]string{"--addr", f.URL, "submit"}, args...)...); r.code != exitOK {
+			t.Fatalf("submit %q: exit code %d: %s", args, r.code, r.stderr)
+		}
+	}
+	reqs := submitted(t, f)
+	if len(reqs) != 2 {
+		t.Fatalf("got %d submit requests, want 2", len(reqs))
+	}
+	fromFile, fromFlags := reqs[0].Spec, reqs[1].Spec
+	if !reflect.DeepEqual(fromFile, fromFlags) {
+		t.Fatalf("the file gave\n%+v\nthe flags gave\n%+v", fromFile, fromFlags)
+	}
+	v := reflect.ValueOf(fromFile)
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			t.Errorf("JobSpec.%s is zero: the test does not set it", v.Type().Field(i).Name)
+		}
+	}
+}
+
 func TestSubmit_FileErrorsNameTheField(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
 		{"unknown field", "command: [x]\ngpus_per_node: 2\n", "field gpus_per_node not found"},
