@@ -35,8 +35,8 @@ func usagef(c *ucli.Context, format string, args ...any) error {
 }
 
 // decodeFlag sets *dst from flag name when it is given, with parse: the
-// decoder the job file and the API use for the same value. A value that
-// does not parse is a usage error naming the flag.
+// structs decoder a job file uses for the same value. A value that does
+// not parse is a usage error naming the flag.
 func decodeFlag[T any](c *ucli.Context, name string, dst *T, parse func(string) (T, error)) error {
 	if !c.IsSet(name) {
 		return nil

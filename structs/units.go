@@ -29,8 +29,8 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return d.UnmarshalText([]byte(s))
 }
 
-// UnmarshalText reads a duration as ParseDuration does; flags and job
-// files decode through it.
+// UnmarshalText reads a duration as ParseDuration does; a job file's
+// durations decode through it.
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := ParseDuration(string(b))
 	if err != nil {
@@ -63,7 +63,7 @@ func ParseDuration(s string) (Duration, error) {
 // number of MiB.
 type SizeMiB int64
 
-// UnmarshalText reads a size as ParseSizeMiB does; flags and job files
+// UnmarshalText reads a size as ParseSizeMiB does; a job file's sizes
 // decode through it.
 func (m *SizeMiB) UnmarshalText(b []byte) error {
 	v, err := ParseSizeMiB(string(b))
