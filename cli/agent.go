@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -67,19 +66,13 @@ func runAgent(c *ucli.Context) error {
 		}
 		labels[k] = v
 	}
-	memMiB, err := sizeFlag(c, "memory")
-	if err != nil {
+	var memMiB structs.SizeMiB
+	if err := decodeFlag(c, "memory", &memMiB, structs.ParseSizeMiB); err != nil {
 		return err
 	}
 	var masterPorts structs.PortRange
-	if s := c.String("master-ports"); s != "" {
-		lo, hi, ok := strings.Cut(s, "-")
-		var err1, err2 error
-		masterPorts.Min, err1 = strconv.Atoi(lo)
-		masterPorts.Max, err2 = strconv.Atoi(hi)
-		if !ok || err1 != nil || err2 != nil {
-			return usagef(c, "--master-ports %q: want MIN-MAX, like 29500-29999", s)
-		}
+	if err := decodeFlag(c, "master-ports", &masterPorts, structs.ParsePortRange); err != nil {
+		return err
 	}
 	level := hclog.LevelFromString(c.String("log-level"))
 	if level == hclog.NoLevel {
@@ -106,7 +99,7 @@ func runAgent(c *ucli.Context) error {
 		GPUCleanPeriod:  c.Duration("gpu-clean-period"),
 		Labels:          labels,
 		CPUs:            c.Int("cpus"),
-		MemoryMiB:       memMiB,
+		MemoryMiB:       int64(memMiB),
 		LinkMbps:        c.Int("link-mbps"),
 		MasterPorts:     masterPorts,
 		Token:           c.String("token"),

@@ -34,6 +34,21 @@ func usagef(c *ucli.Context, format string, args ...any) error {
 	return &usageError{cmd: c.Command.HelpName, err: fmt.Errorf(format, args...)}
 }
 
+// decodeFlag sets *dst from flag name when it is given, with parse: the
+// structs decoder a job file uses for the same value. A value that does
+// not parse is a usage error naming the flag.
+func decodeFlag[T any](c *ucli.Context, name string, dst *T, parse func(string) (T, error)) error {
+	if !c.IsSet(name) {
+		return nil
+	}
+	v, err := parse(c.String(name))
+	if err != nil {
+		return usagef(c, "--%s: %v", name, err)
+	}
+	*dst = v
+	return nil
+}
+
 // exitStatus ends the program with a code; the action has already said why.
 type exitStatus int
 

@@ -116,10 +116,10 @@ func specFields(s structs.JobSpec) []field {
 		cpus = strconv.Itoa(s.CPUs)
 	}
 	if s.GPUMemoryMinMiB > 0 {
-		gpuMem = structs.FormatMiB(s.GPUMemoryMinMiB)
+		gpuMem = structs.FormatMiB(int64(s.GPUMemoryMinMiB))
 	}
 	if s.MemoryMiB > 0 {
-		mem = structs.FormatMiB(s.MemoryMiB)
+		mem = structs.FormatMiB(int64(s.MemoryMiB))
 	}
 	if s.TimeLimit > 0 {
 		limit = s.TimeLimit.String()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -17,34 +16,10 @@ import (
 // maxJobFileBytes bounds a --file job description, like the API's body cap.
 const maxJobFileBytes = 1 << 20
 
-// jobFile is a job described in YAML (`skein submit --file job.yaml`). Its
-// fields are the submit flags, spelled with underscores; unknown fields are
-// refused.
-type jobFile struct {
-	Name        string            `yaml:"name"`
-	Command     []string          `yaml:"command"`
-	Workdir     string            `yaml:"workdir"`
-	Nodes       int               `yaml:"nodes"`
-	GPUs        int               `yaml:"gpus"`
-	GPUModel    string            `yaml:"gpu_model"`
-	GPUMem      string            `yaml:"gpu_mem"`
-	CPUs        int               `yaml:"cpus"`
-	Mem         string            `yaml:"mem"`
-	Priority    int               `yaml:"priority"`
-	Restarts    int               `yaml:"restarts"`
-	TimeLimit   string            `yaml:"time_limit"`
-	Signal      string            `yaml:"signal"`
-	Env         map[string]string `yaml:"env"`
-	Constraints map[string]string `yaml:"constraints"`
-	After       []string          `yaml:"after"`
-	Array       string            `yaml:"array"`
-	Spread      bool              `yaml:"spread"`
-
-	Preemptible  bool   `yaml:"preemptible"`
-	PreemptGrace string `yaml:"preempt_grace"`
-}
-
-// readJobFile parses a job file into a spec; "-" reads standard input.
+// readJobFile reads a job file (`skein submit --file job.yaml`) into a
+// spec; "-" reads standard input. The file's keys are the yaml names of
+// structs.JobSpec, its values written as the submit flags take them;
+// unknown keys are refused.
 func readJobFile(path string, stdin io.Reader) (structs.JobSpec, error) {
 	var spec structs.JobSpec
 	r := stdin
@@ -65,80 +40,37 @@ func readJobFile(path string, stdin io.Reader) (structs.JobSpec, error) {
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
-	var jf jobFile
-	if err := dec.Decode(&jf); err != nil && !errors.Is(err, io.EOF) {
-		return spec, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	spec = structs.JobSpec{
-		Name: jf.Name, Command: jf.Command, Workdir: jf.Workdir, Nodes: jf.Nodes, GPUs: jf.GPUs,
-		GPUModel: jf.GPUModel, CPUs: jf.CPUs, Priority: jf.Priority, Restarts: jf.Restarts,
-		Env: jf.Env, Constraints: jf.Constraints, Spread: jf.Spread, Preemptible: jf.Preemptible,
-	}
-	if jf.GPUMem != "" {
-		if spec.GPUMemoryMinMiB, err = structs.ParseSizeMiB(jf.GPUMem); err != nil {
-			return spec, fmt.Errorf("%s: gpu_mem: %w", path, err)
+	err = dec.Decode(&spec)
+	var typeErr *yaml.TypeError
+	switch {
+	case err == nil || errors.Is(err, io.EOF):
+		return spec, nil
+	case errors.As(err, &typeErr):
+		errs := make([]error, len(typeErr.Errors))
+		for i, e := range typeErr.Errors {
+			errs[i] = fmt.Errorf("%s: %s", path, e)
 		}
+		return spec, errors.Join(errs...)
 	}
-	if jf.Mem != "" {
-		if spec.MemoryMiB, err = structs.ParseSizeMiB(jf.Mem); err != nil {
-			return spec, fmt.Errorf("%s: mem: %w", path, err)
-		}
-	}
-	if spec.TimeLimit, err = structs.ParseDuration(jf.TimeLimit); err != nil {
-		return spec, fmt.Errorf("%s: time_limit: %w", path, err)
-	}
-	if spec.PreemptGrace, err = structs.ParseDuration(jf.PreemptGrace); err != nil {
-		return spec, fmt.Errorf("%s: preempt_grace: %w", path, err)
-	}
-	if jf.Signal != "" {
-		if spec.Signal, err = structs.ParseTimeSignal(jf.Signal); err != nil {
-			return spec, fmt.Errorf("%s: signal: %w", path, err)
-		}
-	}
-	if jf.Array != "" {
-		if spec.Array, err = parseArray(jf.Array); err != nil {
-			return spec, fmt.Errorf("%s: array: %w", path, err)
-		}
-	}
-	for _, a := range jf.After {
-		d, err := parseDependency(a)
-		if err != nil {
-			return spec, fmt.Errorf("%s: after: %w", path, err)
-		}
-		spec.After = append(spec.After, d)
-	}
-	return spec, nil
+	return spec, fmt.Errorf("%s: %w", path, whereInJobFile(b, err))
 }
 
-// parseArray reads START-END or START-END%MAX.
-func parseArray(s string) (*structs.ArraySpec, error) {
-	rng, maxRun, capped := strings.Cut(s, "%")
-	lo, hi, ok := strings.Cut(rng, "-")
-	a := &structs.ArraySpec{}
-	var err error
-	if ok {
-		a.Start, err = strconv.Atoi(lo)
-		if err == nil {
-			a.End, err = strconv.Atoi(hi)
+// whereInJobFile puts the line and key in front of err, an error a value's
+// own decoder returned for the job file b: yaml.v3 stops at such an error
+// without saying where it was. Each top-level key is decoded alone until
+// one fails that way. Errors of the YAML syntax already say their line.
+func whereInJobFile(b []byte, err error) error {
+	var doc yaml.Node
+	if yaml.Unmarshal(b, &doc) == nil && len(doc.Content) > 0 && doc.Content[0].Kind == yaml.MappingNode {
+		m := doc.Content[0].Content
+		for i := 0; i+1 < len(m); i += 2 {
+			one := yaml.Node{Kind: yaml.MappingNode, Content: m[i : i+2]}
+			var spec structs.JobSpec
+			var typeErr *yaml.TypeError
+			if e := one.Decode(&spec); e != nil && !errors.As(e, &typeErr) {
+				return fmt.Errorf("line %d: %s: %w", m[i].Line, m[i].Value, e)
+			}
 		}
 	}
-	if err == nil && capped {
-		a.MaxRunning, err = strconv.Atoi(maxRun)
-	}
-	if !ok || err != nil {
-		return nil, fmt.Errorf("%q: want START-END or START-END%%MAX, like 0-99%%8", s)
-	}
-	return a, nil
-}
-
-// parseDependency reads ID, ID:ok or ID:any.
-func parseDependency(s string) (structs.Dependency, error) {
-	id, cond, found := strings.Cut(s, ":")
-	if !found {
-		cond = structs.AfterOK
-	}
-	if id == "" || (cond != structs.AfterOK && cond != structs.AfterAny) {
-		return structs.Dependency{}, fmt.Errorf("%q: want JOB_ID, JOB_ID:ok or JOB_ID:any", s)
-	}
-	return structs.Dependency{JobID: id, Condition: cond}, nil
+	return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
 }

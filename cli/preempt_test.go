@@ -24,7 +24,7 @@ func TestSubmit_PreemptibleFlagsAndTheirLimits(t *testing.T) {
 		{"preemptible gets the default grace", []string{"--preemptible"}, exitOK, "", 30 * time.Second},
 		{"grace without preemptible", []string{"--preempt-grace", "1m"}, exitError, "Error: --preempt-grace: set, but the job is not preemptible", 0},
 		{"grace over the limit", []string{"--preemptible", "--preempt-grace", "11m"}, exitError, "Error: --preempt-grace: 11m0s is out of range 0s..10m0s", 0},
-		{"grace that does not parse", []string{"--preemptible", "--preempt-grace", "soon"}, exitUsage, `--preempt-grace "soon": invalid duration`, 0},
+		{"grace that does not parse", []string{"--preemptible", "--preempt-grace", "soon"}, exitUsage, `Error: --preempt-grace: invalid duration "soon"`, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -136,48 +136,29 @@ func submitRequest(c *ucli.Context) (api.SubmitRequest, error) {
 			*dst = c.Int(name)
 		}
 	}
-	for name, dst := range map[string]*int64{"gpu-mem": &spec.GPUMemoryMinMiB, "mem": &spec.MemoryMiB} {
-		if c.IsSet(name) {
-			if *dst, err = sizeFlag(c, name); err != nil {
-				return req, err
-			}
+	for _, err := range []error{
+		decodeFlag(c, "gpu-mem", &spec.GPUMemoryMinMiB, structs.ParseSizeMiB),
+		decodeFlag(c, "mem", &spec.MemoryMiB, structs.ParseSizeMiB),
+		decodeFlag(c, "time-limit", &spec.TimeLimit, structs.ParseDuration),
+		decodeFlag(c, "signal", &spec.Signal, structs.ParseTimeSignal),
+		decodeFlag(c, "preempt-grace", &spec.PreemptGrace, structs.ParseDuration),
+		decodeFlag(c, "array", &spec.Array, structs.ParseArraySpec),
+	} {
+		if err != nil {
+			return req, err
 		}
 	}
-	if c.IsSet("time-limit") {
-		s := c.String("time-limit")
-		if spec.TimeLimit, err = structs.ParseDuration(s); err != nil {
-			return req, usagef(c, "--time-limit %q: %v", s, err)
-		}
-	}
-	if c.IsSet("signal") {
-		s := c.String("signal")
-		if spec.Signal, err = structs.ParseTimeSignal(s); err != nil {
-			return req, usagef(c, "--signal %v", err)
-		}
+	if c.IsSet("array") && c.Bool("wait") {
+		return req, usagef(c, "--wait waits for one job; it cannot be used with --array")
 	}
 	env, err := envFlag(c)
 	if err != nil {
 		return req, err
 	}
 	spec.Env = merged(spec.Env, env)
-	if c.IsSet("spread") {
-		spec.Spread = c.Bool("spread")
-	}
-	if c.IsSet("preemptible") {
-		spec.Preemptible = c.Bool("preemptible")
-	}
-	if c.IsSet("preempt-grace") {
-		s := c.String("preempt-grace")
-		if spec.PreemptGrace, err = structs.ParseDuration(s); err != nil {
-			return req, usagef(c, "--preempt-grace %q: %v", s, err)
-		}
-	}
-	if c.IsSet("array") {
-		if spec.Array, err = parseArray(c.String("array")); err != nil {
-			return req, usagef(c, "--array %v", err)
-		}
-		if c.Bool("wait") {
-			return req, usagef(c, "--wait waits for one job; it cannot be used with --array")
+	for name, dst := range map[string]*bool{"spread": &spec.Spread, "preemptible": &spec.Preemptible} {
+		if c.IsSet(name) {
+			*dst = c.Bool(name)
 		}
 	}
 	after, err := afterFlag(c)
@@ -233,19 +214,6 @@ func flagError(err error) error {
 	return err
 }
 
-// sizeFlag parses a memory size flag into MiB; 0 when it is not given.
-func sizeFlag(c *ucli.Context, name string) (int64, error) {
-	if !c.IsSet(name) {
-		return 0, nil
-	}
-	s := c.String(name)
-	v, err := structs.ParseSizeMiB(s)
-	if err != nil {
-		return 0, usagef(c, "--%s %q: %v", name, s, err)
-	}
-	return v, nil
-}
-
 // envFlag collects --env K=V, and --env K copied from the caller.
 func envFlag(c *ucli.Context) (map[string]string, error) {
 	list := c.Generic("env").(*listValue)
@@ -286,9 +254,9 @@ func constraintFlag(c *ucli.Context) (map[string]string, error) {
 func afterFlag(c *ucli.Context) ([]structs.Dependency, error) {
 	var deps []structs.Dependency
 	for _, v := range *c.Generic("after").(*listValue) {
-		d, err := parseDependency(v)
+		d, err := structs.ParseDependency(v)
 		if err != nil {
-			return nil, usagef(c, "--after %v", err)
+			return nil, usagef(c, "--after: %v", err)
 		}
 		deps = append(deps, d)
 	}

@@ -188,16 +188,16 @@ func TestSubmit_BadValuesAreRejectedBeforeSending(t *testing.T) {
 	}{
 		{"empty command", nil, exitUsage, "missing command"},
 		{"empty command after separator", []string{"--"}, exitUsage, "missing command"},
-		{"size that does not parse", []string{"--mem", "12Q", "true"}, exitUsage, `--mem "12Q": invalid size`},
-		{"gpu size that does not parse", []string{"--gpus", "1", "--gpu-mem", "lots", "true"}, exitUsage, `--gpu-mem "lots": invalid size`},
-		{"duration that does not parse", []string{"--time-limit", "soon", "true"}, exitUsage, `--time-limit "soon": invalid duration`},
+		{"size that does not parse", []string{"--mem", "12Q", "true"}, exitUsage, `Error: --mem: invalid size "12Q": use a number with an optional unit, like 512M or 80G`},
+		{"gpu size that does not parse", []string{"--gpus", "1", "--gpu-mem", "lots", "true"}, exitUsage, `Error: --gpu-mem: invalid size "lots"`},
+		{"duration that does not parse", []string{"--time-limit", "soon", "true"}, exitUsage, `Error: --time-limit: invalid duration "soon"`},
 		{"number that does not parse", []string{"--gpus", "two", "true"}, exitUsage, `invalid value "two" for flag -gpus`},
-		{"unknown signal", []string{"--time-limit", "1h", "--signal", "KILL", "true"}, exitUsage, `--signal "KILL": unknown signal`},
+		{"unknown signal", []string{"--time-limit", "1h", "--signal", "KILL", "true"}, exitUsage, `Error: --signal: invalid signal "KILL": want one of HUP, INT`},
 		{"signal without time limit", []string{"--signal", "USR1@30s", "true"}, exitError, "Error: --signal: is sent before the time limit, but time_limit is not set"},
 		{"signal after the limit", []string{"--time-limit", "1m", "--signal", "USR1@5m", "true"}, exitError, "Error: --signal: 5m0s before the limit: must be less than time_limit 1m0s"},
 		{"unknown flag", []string{"--gpu", "2", "true"}, exitUsage, "flag provided but not defined: -gpu"},
 		{"constraint without value", []string{"--constraint", "rack", "true"}, exitUsage, `--constraint "rack": want KEY=VALUE`},
-		{"after with an odd condition", []string{"--after", "abc:maybe", "true"}, exitUsage, `--after "abc:maybe": want JOB_ID, JOB_ID:ok or JOB_ID:any`},
+		{"after with an odd condition", []string{"--after", "abc:maybe", "true"}, exitUsage, `Error: --after: invalid dependency "abc:maybe": want JOB_ID, JOB_ID:ok or JOB_ID:any`},
 		{"gpus out of range", []string{"--gpus", "65", "true"}, exitError, "Error: --gpus: 65 is out of range 0..64"},
 		{"priority out of range", []string{"--priority", "5000", "true"}, exitError, "Error: --priority: 5000 is out of range"},
 		{"nodes out of range", []string{"--nodes", "5000", "true"}, exitError, "Error: --nodes: 5000 is out of range"},
@@ -359,14 +359,84 @@ spread: true
 	}
 }
 
+func TestSubmit_FileWithEveryKeyGivesTheSpecOfTheSameFlags(t *testing.T) {
+	file := `
+name: train
+command: [torchrun, train.py]
+workdir: /data
+nodes: 2
+gpus: 8
+gpu_model: H100
+gpu_mem: 80G
+cpus: 32
+mem: 1.5T
+priority: -7
+restarts: 2
+time_limit: 2h
+signal: sigusr2@10m
+env: {LR: "3e-4", SEED: "1"}
+constraints: {zone: a}
+after: [abc123, "def456:any"]
+array: 0-99%8
+spread: true
+preemptible: true
+preempt_grace: 45s
+`
+	flags := []string{
+		"--name", "train", "--workdir", "/data", "--nodes", "2", "--gpus", "8", "--gpu-model", "H100",
+		"--gpu-mem", "80G", "--cpus", "32", "--mem", "1.5T", "--priority", "-7", "--restarts", "2",
+		"--time-limit", "2h", "--signal", "sigusr2@10m", "--env", "LR=3e-4", "--env", "SEED=1",
+		"--constraint", "zone=a", "--after", "abc123", "--after", "def456:any", "--array", "0-99%8",
+		"--spread", "--preemptible", "--preempt-grace", "45s", "--", "torchrun", "train.py",
+	}
+	// The file must say every key a job file has: a field added to
+	// JobSpec belongs in this test.
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[structs.JobSpec]()) {
+		if key := f.Tag.Get("yaml"); !strings.Contains(file, "\n"+key+": ") {
+			t.Errorf("the job file of this test lacks the key %q (JobSpec.%s)", key, f.Name)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "job.yaml")
+	writeTestFile(t, path, file)
+	f := newFakeAgent(t)
+	acceptSubmit(f)
+	for _, args := range [][]string{{"--file", path}, flags} {
+		if r := runCLI(t, append([]string{"--addr", f.URL, "submit"}, args...)...); r.code != exitOK {
+			t.Fatalf("submit %q: exit code %d: %s", args, r.code, r.stderr)
+		}
+	}
+	reqs := submitted(t, f)
+	if len(reqs) != 2 {
+		t.Fatalf("got %d submit requests, want 2", len(reqs))
+	}
+	fromFile, fromFlags := reqs[0].Spec, reqs[1].Spec
+	if !reflect.DeepEqual(fromFile, fromFlags) {
+		t.Fatalf("the file gave\n%+v\nthe flags gave\n%+v", fromFile, fromFlags)
+	}
+	v := reflect.ValueOf(fromFile)
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			t.Errorf("JobSpec.%s is zero: the test does not set it", v.Type().Field(i).Name)
+		}
+	}
+}
+
 func TestSubmit_FileErrorsNameTheField(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
 		{"unknown field", "command: [x]\ngpus_per_node: 2\n", "field gpus_per_node not found"},
 		{"bad size", "command: [x]\nmem: 12Q\n", "mem: invalid size"},
 		{"bad duration", "command: [x]\ntime_limit: soon\n", "time_limit: invalid duration"},
-		{"bad signal", "command: [x]\ntime_limit: 1h\nsignal: STOP\n", "signal: \"STOP\": unknown signal"},
+		{"bad signal", "command: [x]\ntime_limit: 1h\nsignal: STOP\n", `signal: invalid signal "STOP": want one of`},
 		{"bad dependency", "command: [x]\nafter: [\"a:maybe\"]\n", "after:"},
 		{"not yaml", "command: [x\n", "job.yaml"},
+		{"line and key of a bad value", "command: [x]\ngpus: 1\ngpu_mem: lots\n", `job.yaml: line 3: gpu_mem: invalid size "lots": use a number`},
+		{"empty size", "command: [x]\nmem: \"\"\n", `job.yaml: line 2: mem: invalid size "": empty`},
+		{"bad array", "command: [x]\narray: ten\n", `job.yaml: line 2: array: invalid array "ten": want START-END`},
+		{"array as a map", "command: [x]\narray: {start: 0, end: 3}\n", "job.yaml: line 2: array: want one value written as the flag takes it, not a list or map"},
+		{"dependency in a list", "command: [x]\nafter:\n  - abc\n  - \"a:maybe\"\n", `job.yaml: line 2: after: invalid dependency "a:maybe"`},
+		{"wrong type", "command: [x]\ngpus: two\n", "job.yaml: line 2: cannot unmarshal !!str `two` into int"},
+		{"bad value after a wrong type", "command: [x]\ngpus: two\nmem: 12Q\n", `job.yaml: line 3: mem: invalid size "12Q"`},
+		{"key given twice", "command: [x]\ngpus: 1\ngpus: 2\n", `job.yaml: line 3: mapping key "gpus" already defined at line 2`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -402,7 +472,7 @@ func TestSubmit_ArrayFlag(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--array", "ten", "x"}, exitUsage, `--array "ten": want START-END`},
+		{[]string{"--array", "ten", "x"}, exitUsage, `Error: --array: invalid array "ten": want START-END`},
 		{[]string{"--array", "5-2", "x"}, exitError, "array: 5-2"},
 		{[]string{"--array", "0-3", "--wait", "x"}, exitUsage, "cannot be used with --array"},
 	} {

@@ -117,7 +117,7 @@ func (s *state) checkAlloc(j *structs.Job, a *structs.Allocation, c *placementCh
 		return fmt.Sprintf("rank %d placed twice", a.Rank)
 	case a.CPUs != 0 && a.CPUs != spec.CPUs:
 		return fmt.Sprintf("asks for %d CPUs, job spec says %d", a.CPUs, spec.CPUs)
-	case a.MemoryMiB != 0 && a.MemoryMiB != spec.MemoryMiB:
+	case a.MemoryMiB != 0 && a.MemoryMiB != int64(spec.MemoryMiB):
 		return fmt.Sprintf("asks for %d MiB memory, job spec says %d", a.MemoryMiB, spec.MemoryMiB)
 	case len(a.GPUs) != spec.GPUs:
 		return fmt.Sprintf("has %d GPUs, job needs %d per node", len(a.GPUs), spec.GPUs)
@@ -147,7 +147,7 @@ func (s *state) checkAlloc(j *structs.Job, a *structs.Allocation, c *placementCh
 	if n.CPUs > 0 && used.cpus+spec.CPUs > n.CPUs {
 		return fmt.Sprintf("node %s has %d of %d CPUs free, job needs %d", nodeName(n), max(n.CPUs-used.cpus, 0), n.CPUs, spec.CPUs)
 	}
-	if n.MemoryMiB > 0 && used.memoryMiB+spec.MemoryMiB > n.MemoryMiB {
+	if n.MemoryMiB > 0 && used.memoryMiB+int64(spec.MemoryMiB) > n.MemoryMiB {
 		return fmt.Sprintf("node %s has %d of %d MiB memory free, job needs %d",
 			nodeName(n), max(n.MemoryMiB-used.memoryMiB, 0), n.MemoryMiB, spec.MemoryMiB)
 	}
@@ -190,7 +190,7 @@ func (s *state) place(p *structs.JobPlacement, at time.Time, index uint64) {
 			GPUs:         append([]string{}, pa.GPUs...),
 			MasterPort:   pa.MasterPort,
 			CPUs:         j.Spec.CPUs,
-			MemoryMiB:    j.Spec.MemoryMiB,
+			MemoryMiB:    int64(j.Spec.MemoryMiB),
 			State:        structs.AllocPending,
 			DesiredState: structs.DesiredRun,
 			CreatedAt:    at,

@@ -37,7 +37,7 @@ func BenchmarkPlace(b *testing.B) {
 		if i%7 == 0 {
 			opts = append(opts, constraint("zone", "1"))
 		}
-		opts = append(opts, cpus(4*(i%5)), memGiB(int64(8*(i%3))))
+		opts = append(opts, cpus(4*(i%5)), memGiB(structs.SizeMiB(8*(i%3))))
 		jobs[i] = job(fmt.Sprintf("job-%04d", i), []int{1, 2, 4, 8}[i%4], opts...)
 	}
 	st := fakeState{nodes: nodes, allocs: allocs}
@@ -93,7 +93,7 @@ func queueBench() (fakeState, []*structs.Job, time.Time) {
 		if i%3 == 0 {
 			opts = append(opts, model(models[(i/3)%2]))
 		}
-		opts = append(opts, cpus(8*g), memGiB(int64(64*g)), func(s *structs.JobSpec) {
+		opts = append(opts, cpus(8*g), memGiB(structs.SizeMiB(64*g)), func(s *structs.JobSpec) {
 			s.Priority = []int{0, 0, 5, 10}[(i/7)%4]
 			if (i/5)%5 == 1 {
 				s.TimeLimit = structs.Duration(time.Duration(1+i%8) * 15 * time.Minute)

@@ -45,9 +45,9 @@ func newRequest(j *structs.Job, l *ledger) (*request, error) {
 		v    int64
 	}{
 		{"gpus", int64(s.GPUs)},
-		{"gpu_memory_min_mib", s.GPUMemoryMinMiB},
+		{"gpu_memory_min_mib", int64(s.GPUMemoryMinMiB)},
 		{"cpus", int64(s.CPUs)},
-		{"memory_mib", s.MemoryMiB},
+		{"memory_mib", int64(s.MemoryMiB)},
 	} {
 		if f.v < 0 {
 			return nil, fmt.Errorf("invalid spec: %s %d is negative", f.name, f.v)
@@ -58,9 +58,9 @@ func newRequest(j *structs.Job, l *ledger) (*request, error) {
 		nodes:   max(s.Nodes, 1),
 		gpus:    s.GPUs,
 		model:   strings.ToLower(s.GPUModel),
-		gpuMem:  s.GPUMemoryMinMiB,
+		gpuMem:  int64(s.GPUMemoryMinMiB),
 		cpus:    s.CPUs,
-		mem:     s.MemoryMiB,
+		mem:     int64(s.MemoryMiB),
 		modelOK: make([]bool, len(l.models)),
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Constraints)) {

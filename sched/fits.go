@@ -35,6 +35,7 @@ func CheckFits(nodes []*structs.Node, spec structs.JobSpec) error {
 		maxGPUs, maxCPUs           int
 		maxMem                     int64
 		cpuUntracked, memUntracked bool
+		mem                        = int64(spec.MemoryMiB)
 	)
 	for _, n := range nodes {
 		if n == nil {
@@ -43,7 +44,7 @@ func CheckFits(nodes []*structs.Node, spec structs.JobSpec) error {
 		found = true
 		gpusOK := spec.GPUs <= len(n.GPUs)
 		cpusOK := n.CPUs == 0 || spec.CPUs <= n.CPUs
-		memOK := n.MemoryMiB == 0 || spec.MemoryMiB <= n.MemoryMiB
+		memOK := n.MemoryMiB == 0 || mem <= n.MemoryMiB
 		if gpusOK && cpusOK && memOK {
 			return nil
 		}
@@ -60,9 +61,9 @@ func CheckFits(nodes []*structs.Node, spec structs.JobSpec) error {
 		return &FitError{Field: "gpus", Msg: fmt.Sprintf("no node has %s; largest has %d", plural(spec.GPUs, "GPU"), maxGPUs)}
 	case !cpuUntracked && spec.CPUs > maxCPUs:
 		return &FitError{Field: "cpus", Msg: fmt.Sprintf("no node has %s; largest has %d", plural(spec.CPUs, "CPU"), maxCPUs)}
-	case !memUntracked && spec.MemoryMiB > maxMem:
+	case !memUntracked && mem > maxMem:
 		return &FitError{Field: "memory_mib", Msg: fmt.Sprintf("no node has %s memory; largest has %s",
-			structs.FormatMiB(spec.MemoryMiB), structs.FormatMiB(maxMem))}
+			structs.FormatMiB(mem), structs.FormatMiB(maxMem))}
 	}
 	var parts []string
 	if spec.GPUs > 0 {
@@ -71,8 +72,8 @@ func CheckFits(nodes []*structs.Node, spec structs.JobSpec) error {
 	if spec.CPUs > 0 {
 		parts = append(parts, plural(spec.CPUs, "CPU"))
 	}
-	if spec.MemoryMiB > 0 {
-		parts = append(parts, structs.FormatMiB(spec.MemoryMiB)+" memory")
+	if mem > 0 {
+		parts = append(parts, structs.FormatMiB(mem)+" memory")
 	}
 	last := len(parts) - 1
 	list := strings.Join(parts[:last], ", ") + " and " + parts[last]

@@ -95,11 +95,11 @@ func gang(n int) func(*structs.JobSpec)     { return func(s *structs.JobSpec) { 
 func model(m string) func(*structs.JobSpec) { return func(s *structs.JobSpec) { s.GPUModel = m } }
 
 func spreadOut(s *structs.JobSpec) { s.Spread = true }
-func gpuMemGiB(m int64) func(*structs.JobSpec) {
+func gpuMemGiB(m structs.SizeMiB) func(*structs.JobSpec) {
 	return func(s *structs.JobSpec) { s.GPUMemoryMinMiB = m << 10 }
 }
 func cpus(c int) func(*structs.JobSpec) { return func(s *structs.JobSpec) { s.CPUs = c } }
-func memGiB(m int64) func(*structs.JobSpec) {
+func memGiB(m structs.SizeMiB) func(*structs.JobSpec) {
 	return func(s *structs.JobSpec) { s.MemoryMiB = m << 10 }
 }
 func constraint(k, v string) func(*structs.JobSpec) {

@@ -120,7 +120,7 @@ func shapeOf(j *structs.Job, class uint8) shape {
 	s := &j.Spec
 	sh := shape{
 		nodes: max(s.Nodes, 1), gpus: s.GPUs, cpus: s.CPUs,
-		gpuMem: s.GPUMemoryMinMiB, mem: s.MemoryMiB, model: s.GPUModel, class: class,
+		gpuMem: int64(s.GPUMemoryMinMiB), mem: int64(s.MemoryMiB), model: s.GPUModel, class: class,
 	}
 	if len(s.Constraints) > 0 {
 		var b strings.Builder

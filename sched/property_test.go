@@ -76,11 +76,13 @@ func genCluster(t *rapid.T) ([]*structs.Node, []*structs.Allocation, []*structs.
 		j := job(fmt.Sprintf("j%d", i), rapid.IntRange(0, 4).Draw(t, "jobGPUs"),
 			gang(rapid.IntRange(1, 3).Draw(t, "jobNodes")),
 			cpus(rapid.IntRange(0, 16).Draw(t, "jobCPUs")),
-			func(s *structs.JobSpec) { s.MemoryMiB = rapid.SampledFrom([]int64{0, 16 << 10}).Draw(t, "jobMem") },
+			func(s *structs.JobSpec) {
+				s.MemoryMiB = rapid.SampledFrom([]structs.SizeMiB{0, 16 << 10}).Draw(t, "jobMem")
+			},
 			func(s *structs.JobSpec) {
 				if s.GPUs > 0 {
 					s.GPUModel = rapid.SampledFrom([]string{"", "a100", "H100"}).Draw(t, "jobModel")
-					s.GPUMemoryMinMiB = rapid.SampledFrom([]int64{0, 80 << 10}).Draw(t, "jobGPUMem")
+					s.GPUMemoryMinMiB = rapid.SampledFrom([]structs.SizeMiB{0, 80 << 10}).Draw(t, "jobGPUMem")
 				}
 			})
 		if rapid.Bool().Draw(t, "constrained") {
@@ -166,7 +168,7 @@ func checkPlan(t *rapid.T, nodes []*structs.Node, allocs []*structs.Allocation, 
 					t.Fatalf("GPU %s of job %s is not exactly one GPU of node %s", u, j.ID, n.ID)
 				}
 				if ok, _ := g.Placeable(); !ok || !strings.Contains(strings.ToLower(g.Model), strings.ToLower(j.Spec.GPUModel)) ||
-					g.MemoryMiB < j.Spec.GPUMemoryMinMiB {
+					g.MemoryMiB < int64(j.Spec.GPUMemoryMinMiB) {
 					t.Fatalf("GPU %+v does not suit job %s", *g, j.ID)
 				}
 			}

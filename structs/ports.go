@@ -1,10 +1,28 @@
 package structs
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // DefaultMasterPorts is the range a gang's MASTER_PORT comes from on a node
 // that registered none: torchrun's default port and the 499 above it.
 var DefaultMasterPorts = PortRange{Min: 29500, Max: 29999}
+
+// ParsePortRange reads the MIN-MAX form of a port range ("29500-29999");
+// Validate checks the bounds.
+func ParsePortRange(s string) (PortRange, error) {
+	lo, hi, ok := strings.Cut(s, "-")
+	var r PortRange
+	var err1, err2 error
+	r.Min, err1 = strconv.Atoi(lo)
+	r.Max, err2 = strconv.Atoi(hi)
+	if !ok || err1 != nil || err2 != nil {
+		return PortRange{}, fmt.Errorf("invalid port range %q: want MIN-MAX, like 29500-29999", s)
+	}
+	return r, nil
+}
 
 // Contains reports whether port is in the range.
 func (r PortRange) Contains(port int) bool { return port >= r.Min && port <= r.Max }

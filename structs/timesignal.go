@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // TimeSignals are the signals a job may ask for before its time limit:
@@ -24,8 +26,8 @@ func ParseTimeSignal(s string) (*TimeSignal, error) {
 	name, at, hasAt := strings.Cut(s, "@")
 	sig := &TimeSignal{Name: strings.TrimPrefix(strings.ToUpper(name), "SIG"), Before: Duration(DefaultSignalBefore)}
 	if !slices.Contains(TimeSignals, sig.Name) {
-		return nil, fmt.Errorf("%q: unknown signal %q; want one of %s, optionally @TIME like USR1@90s",
-			s, name, strings.Join(TimeSignals, ", "))
+		return nil, fmt.Errorf("invalid signal %q: want one of %s, optionally @TIME like USR1@90s",
+			s, strings.Join(TimeSignals, ", "))
 	}
 	if hasAt {
 		if secs, err := strconv.Atoi(at); err == nil {
@@ -33,10 +35,24 @@ func ParseTimeSignal(s string) (*TimeSignal, error) {
 		} else if d, err := time.ParseDuration(at); err == nil {
 			sig.Before = Duration(d)
 		} else {
-			return nil, fmt.Errorf("%q: time %q before the limit: use seconds or a duration like 90s or 5m", s, at)
+			return nil, fmt.Errorf("invalid signal %q: time %q before the limit: use seconds or a duration like 90s or 5m", s, at)
 		}
 	}
 	return sig, nil
+}
+
+// UnmarshalYAML reads a job file's signal in the --signal form.
+func (t *TimeSignal) UnmarshalYAML(n *yaml.Node) error {
+	s, err := yamlText(n)
+	if err != nil {
+		return err
+	}
+	sig, err := ParseTimeSignal(s)
+	if err != nil {
+		return err
+	}
+	*t = *sig
+	return nil
 }
 
 // String is the --signal form, e.g. "USR1@1m0s".

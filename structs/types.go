@@ -190,39 +190,42 @@ func (s JobState) Terminal() bool {
 }
 
 // JobSpec is what a user asks for. Sizes are in MiB, durations as Duration.
+// The yaml names are the keys of a job file (`skein submit --file`), which
+// decodes straight into a JobSpec: a field added here with both tags is in
+// the API and in job files at once.
 type JobSpec struct {
-	Name            string            `json:"name,omitempty"`
-	Command         []string          `json:"command"`
-	Env             map[string]string `json:"env,omitempty"`
-	Workdir         string            `json:"workdir,omitempty"`
-	Nodes           int               `json:"nodes"`
-	GPUs            int               `json:"gpus"`
-	GPUModel        string            `json:"gpu_model,omitempty"`
-	GPUMemoryMinMiB int64             `json:"gpu_memory_min_mib,omitempty"`
-	CPUs            int               `json:"cpus,omitempty"`
-	MemoryMiB       int64             `json:"memory_mib,omitempty"`
-	Priority        int               `json:"priority,omitempty"`
-	Restarts        int               `json:"restarts,omitempty"`
-	TimeLimit       Duration          `json:"time_limit,omitempty"`
+	Name            string            `json:"name,omitempty" yaml:"name"`
+	Command         []string          `json:"command" yaml:"command"`
+	Env             map[string]string `json:"env,omitempty" yaml:"env"`
+	Workdir         string            `json:"workdir,omitempty" yaml:"workdir"`
+	Nodes           int               `json:"nodes" yaml:"nodes"`
+	GPUs            int               `json:"gpus" yaml:"gpus"`
+	GPUModel        string            `json:"gpu_model,omitempty" yaml:"gpu_model"`
+	GPUMemoryMinMiB SizeMiB           `json:"gpu_memory_min_mib,omitempty" yaml:"gpu_mem"`
+	CPUs            int               `json:"cpus,omitempty" yaml:"cpus"`
+	MemoryMiB       SizeMiB           `json:"memory_mib,omitempty" yaml:"mem"`
+	Priority        int               `json:"priority,omitempty" yaml:"priority"`
+	Restarts        int               `json:"restarts,omitempty" yaml:"restarts"`
+	TimeLimit       Duration          `json:"time_limit,omitempty" yaml:"time_limit"`
 	// Signal, with a time limit, is sent to the job's process group that
 	// long before the limit (Slurm's --signal), so it can checkpoint.
-	Signal      *TimeSignal       `json:"signal,omitempty"`
-	Constraints map[string]string `json:"constraints,omitempty"`
+	Signal      *TimeSignal       `json:"signal,omitempty" yaml:"signal"`
+	Constraints map[string]string `json:"constraints,omitempty" yaml:"constraints"`
 	// Spread places ranks on the emptiest fitting nodes instead of
 	// packing them onto the fullest (the default, binpack).
-	Spread bool `json:"spread,omitempty"`
+	Spread bool `json:"spread,omitempty" yaml:"spread"`
 	// After lists jobs that must end first (Slurm's --dependency).
-	After []Dependency `json:"after,omitempty"`
+	After []Dependency `json:"after,omitempty" yaml:"after"`
 	// Array, when set, makes the submission a job array: one job (task)
 	// per index, each seeing its index in SKEIN_ARRAY_INDEX.
-	Array *ArraySpec `json:"array,omitempty"`
+	Array *ArraySpec `json:"array,omitempty" yaml:"array"`
 	// Preemptible lets the job be stopped for queued work of strictly
 	// higher priority; it goes back to the queue without using a restart.
-	Preemptible bool `json:"preemptible,omitempty"`
+	Preemptible bool `json:"preemptible,omitempty" yaml:"preemptible"`
 	// PreemptGrace is the time between the warning signal (SIGTERM) and
 	// SIGKILL when the job is preempted; Normalize sets
 	// DefaultPreemptGrace for a preemptible job that gives none.
-	PreemptGrace Duration `json:"preempt_grace,omitempty"`
+	PreemptGrace Duration `json:"preempt_grace,omitempty" yaml:"preempt_grace"`
 }
 
 // TimeSignal is a signal sent Before the time limit. Name is a signal name

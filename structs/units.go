@@ -26,7 +26,13 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("duration must be a string like \"2h\": %w", err)
 	}
-	v, err := ParseDuration(s)
+	return d.UnmarshalText([]byte(s))
+}
+
+// UnmarshalText reads a duration as ParseDuration does; a job file's
+// durations decode through it.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := ParseDuration(string(b))
 	if err != nil {
 		return err
 	}
@@ -52,10 +58,38 @@ func ParseDuration(s string) (Duration, error) {
 	return Duration(v), nil
 }
 
+// SizeMiB is an amount of memory in MiB. As text it is a size with an
+// optional unit (ParseSizeMiB: "512M", "80G"); in JSON it stays a plain
+// number of MiB.
+type SizeMiB int64
+
+// UnmarshalText reads a size as ParseSizeMiB does; a job file's sizes
+// decode through it.
+func (m *SizeMiB) UnmarshalText(b []byte) error {
+	v, err := ParseSizeMiB(string(b))
+	if err != nil {
+		return err
+	}
+	*m = v
+	return nil
+}
+
+// UnmarshalJSON reads a plain number of MiB, as the API has always sent
+// it. It is needed because encoding/json would otherwise hand only strings
+// to UnmarshalText and refuse numbers.
+func (m *SizeMiB) UnmarshalJSON(b []byte) error {
+	n := int64(*m)
+	if err := json.Unmarshal(b, &n); err != nil {
+		return err
+	}
+	*m = SizeMiB(n)
+	return nil
+}
+
 // ParseSizeMiB parses a memory size into MiB. A bare number is MiB; the
 // suffixes K, M, G, T (optionally followed by "i", "B" or "iB") are binary
 // multiples. "512M", "80G", "1.5T" and "2048" are all accepted.
-func ParseSizeMiB(s string) (int64, error) {
+func ParseSizeMiB(s string) (SizeMiB, error) {
 	t := strings.TrimSpace(strings.ToUpper(s))
 	if t == "" {
 		return 0, fmt.Errorf("invalid size %q: empty", s)
@@ -85,7 +119,7 @@ func ParseSizeMiB(s string) (int64, error) {
 	if mib > float64(MaxMemoryMiB) {
 		return 0, fmt.Errorf("invalid size %q: larger than the limit of %d MiB", s, MaxMemoryMiB)
 	}
-	return int64(math.Ceil(mib)), nil
+	return SizeMiB(math.Ceil(mib)), nil
 }
 
 // FormatMiB renders a size in MiB for people: "80G", "512M".

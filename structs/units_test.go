@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-func TestParseSizeMiB(t *testing.T) {
+func TestSizeMiB_UnmarshalText(t *testing.T) {
 	cases := []struct {
 		name, in string
-		want     int64
+		want     SizeMiB
 		err      string
 	}{
 		{"bare number is MiB", "2048", 2048, ""},
@@ -21,23 +21,75 @@ func TestParseSizeMiB(t *testing.T) {
 		{"terabytes fraction", "1.5T", 1536 * 1024, ""},
 		{"kilobytes round up", "1K", 1, ""},
 		{"zero", "0", 0, ""},
-		{"empty", "", 0, "empty"},
-		{"negative", "-5G", 0, "must not be negative"},
-		{"garbage", "12Q", 0, "like 512M or 80G"},
+		{"the limit itself", "64T", MaxMemoryMiB, ""},
+		{"empty", "", 0, `invalid size "": empty`},
+		{"negative", "-5G", 0, `invalid size "-5G": must not be negative`},
+		{"garbage", "12Q", 0, `invalid size "12Q": use a number with an optional unit, like 512M or 80G`},
 		{"nan", "NaNG", 0, "like 512M or 80G"},
-		{"too large", "65T", 0, "larger than the limit"},
+		{"too large", "65T", 0, `invalid size "65T": larger than the limit of 67108864 MiB`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := ParseSizeMiB(c.in)
+			var got SizeMiB
+			err := got.UnmarshalText([]byte(c.in))
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
-					t.Fatalf("ParseSizeMiB(%q) error = %v, want it to contain %q", c.in, err, c.err)
+					t.Fatalf("UnmarshalText(%q) error = %v, want it to contain %q", c.in, err, c.err)
 				}
 				return
 			}
 			if err != nil || got != c.want {
-				t.Fatalf("ParseSizeMiB(%q) = %d, %v; want %d", c.in, got, err, c.want)
+				t.Fatalf("UnmarshalText(%q) = %d, %v; want %d", c.in, got, err, c.want)
+			}
+		})
+	}
+}
+
+func TestSizeMiB_JSONIsAPlainNumber(t *testing.T) {
+	b, err := json.Marshal(SizeMiB(81920))
+	if err != nil || string(b) != "81920" {
+		t.Fatalf("Marshal = %s, %v; want 81920", b, err)
+	}
+	var m SizeMiB
+	if err := json.Unmarshal([]byte("81920"), &m); err != nil || m != 81920 {
+		t.Fatalf("Unmarshal(81920) = %d, %v", m, err)
+	}
+	if err := json.Unmarshal([]byte("null"), &m); err != nil || m != 81920 {
+		t.Fatalf("Unmarshal(null) = %d, %v; want the value kept", m, err)
+	}
+	for _, in := range []string{`"80G"`, `1.5`, `true`} {
+		if err := json.Unmarshal([]byte(in), &m); err == nil {
+			t.Errorf("Unmarshal(%s) accepted %d; the wire carries a whole number of MiB", in, m)
+		}
+	}
+}
+
+func TestDuration_UnmarshalText(t *testing.T) {
+	cases := []struct {
+		name, in string
+		want     time.Duration
+		err      string
+	}{
+		{"minutes", "90m", 90 * time.Minute, ""},
+		{"mixed units", "2h30m", 150 * time.Minute, ""},
+		{"fraction", "1.5s", 1500 * time.Millisecond, ""},
+		{"empty is none", "", 0, ""},
+		{"no unit", "90", 0, `invalid duration "90": use a number with a unit, like 90s, 30m or 2h`},
+		{"words", "soon", 0, `invalid duration "soon"`},
+		{"negative", "-1h", 0, `invalid duration "-1h": must not be negative`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var got Duration
+			err := got.UnmarshalText([]byte(c.in))
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("UnmarshalText(%q) error = %v, want it to contain %q", c.in, err, c.err)
+				}
+				return
+			}
+			if err != nil || got != Duration(c.want) {
+				t.Fatalf("UnmarshalText(%q) = %s, %v; want %s", c.in, got, err, c.want)
 			}
 		})
 	}

@@ -116,8 +116,9 @@ func TestParseTimeSignal_AcceptsSlurmFormsAndNamesWhatIsWrong(t *testing.T) {
 		{"sigusr2@5m", TimeSignal{Name: "USR2", Before: Duration(5 * time.Minute)}, ""},
 		{"TERM@90", TimeSignal{Name: "TERM", Before: Duration(90 * time.Second)}, ""},
 		{"HUP", TimeSignal{Name: "HUP", Before: Duration(DefaultSignalBefore)}, ""},
-		{"KILL@10s", TimeSignal{}, "unknown signal"},
-		{"USR1@soon", TimeSignal{}, "time \"soon\""},
+		{"KILL@10s", TimeSignal{}, `invalid signal "KILL@10s": want one of HUP, INT, QUIT, USR1, USR2, ALRM, TERM, URG, WINCH, CONT`},
+		{"", TimeSignal{}, `invalid signal "": want one of`},
+		{"USR1@soon", TimeSignal{}, `invalid signal "USR1@soon": time "soon" before the limit`},
 	}
 	for _, c := range cases {
 		got, err := ParseTimeSignal(c.in)

@@ -1,0 +1,94 @@
+package structs
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Some value types travel in JSON as objects but are written by people as
+// text: ArraySpec ("0-99%8") and Dependency ("abc123:any") here,
+// TimeSignal ("USR1@90s", timesignal.go) and PortRange ("29500-29999",
+// ports.go). Each has one parse function, used by the flag that sets it
+// and, through UnmarshalYAML, by job files. They do not implement
+// encoding.TextUnmarshaler: encoding/json would then refuse their object
+// form, and an UnmarshalJSON put back to accept it could not honour the
+// API decoder's refusal of unknown fields.
+
+// errNotText is what a job file gets for a list or map where a value
+// written as text belongs.
+var errNotText = errors.New("want one value written as the flag takes it, not a list or map")
+
+// yamlText is the text of a YAML scalar.
+func yamlText(n *yaml.Node) (string, error) {
+	if n.Kind != yaml.ScalarNode {
+		return "", errNotText
+	}
+	return n.Value, nil
+}
+
+// ParseArraySpec reads the --array form START-END or START-END%MAX;
+// Validate checks the bounds.
+func ParseArraySpec(s string) (*ArraySpec, error) {
+	rng, maxRun, capped := strings.Cut(s, "%")
+	lo, hi, ok := strings.Cut(rng, "-")
+	a := &ArraySpec{}
+	var err error
+	if ok {
+		a.Start, err = strconv.Atoi(lo)
+		if err == nil {
+			a.End, err = strconv.Atoi(hi)
+		}
+	}
+	if err == nil && capped {
+		a.MaxRunning, err = strconv.Atoi(maxRun)
+	}
+	if !ok || err != nil {
+		return nil, fmt.Errorf("invalid array %q: want START-END or START-END%%MAX, like 0-99%%8", s)
+	}
+	return a, nil
+}
+
+// UnmarshalYAML reads a job file's array in the --array form.
+func (a *ArraySpec) UnmarshalYAML(n *yaml.Node) error {
+	s, err := yamlText(n)
+	if err != nil {
+		return err
+	}
+	v, err := ParseArraySpec(s)
+	if err != nil {
+		return err
+	}
+	*a = *v
+	return nil
+}
+
+// ParseDependency reads the --after form JOB_ID, JOB_ID:ok or JOB_ID:any;
+// a bare ID means ok.
+func ParseDependency(s string) (Dependency, error) {
+	id, cond, found := strings.Cut(s, ":")
+	if !found {
+		cond = AfterOK
+	}
+	if id == "" || (cond != AfterOK && cond != AfterAny) {
+		return Dependency{}, fmt.Errorf("invalid dependency %q: want JOB_ID, JOB_ID:ok or JOB_ID:any", s)
+	}
+	return Dependency{JobID: id, Condition: cond}, nil
+}
+
+// UnmarshalYAML reads one of a job file's dependencies in the --after form.
+func (d *Dependency) UnmarshalYAML(n *yaml.Node) error {
+	s, err := yamlText(n)
+	if err != nil {
+		return err
+	}
+	v, err := ParseDependency(s)
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}

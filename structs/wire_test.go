@@ -1,0 +1,220 @@
+package structs
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The JSON of these values is the wire format of the API and of the Raft
+// log. The tests below pin it: a change to a type's JSON, meant or not,
+// shows here first.
+
+func fullJobSpec() JobSpec {
+	return JobSpec{
+		Name:            "train",
+		Command:         []string{"torchrun", "train.py"},
+		Env:             map[string]string{"LR": "3e-4"},
+		Workdir:         "/data",
+		Nodes:           2,
+		GPUs:            8,
+		GPUModel:        "H100",
+		GPUMemoryMinMiB: 80 * 1024,
+		CPUs:            32,
+		MemoryMiB:       512 * 1024,
+		Priority:        5,
+		Restarts:        2,
+		TimeLimit:       Duration(2 * time.Hour),
+		Signal:          &TimeSignal{Name: "USR1", Before: Duration(90 * time.Second)},
+		Constraints:     map[string]string{"zone": "a"},
+		Spread:          true,
+		After:           []Dependency{{JobID: "abc123", Condition: AfterOK}, {JobID: "def456", Condition: AfterAny}},
+		Array:           &ArraySpec{Start: 0, End: 99, MaxRunning: 8},
+		Preemptible:     true,
+		PreemptGrace:    Duration(45 * time.Second),
+	}
+}
+
+const fullJobSpecJSON = `{
+  "name": "train",
+  "command": [
+    "torchrun",
+    "train.py"
+  ],
+  "env": {
+    "LR": "3e-4"
+  },
+  "workdir": "/data",
+  "nodes": 2,
+  "gpus": 8,
+  "gpu_model": "H100",
+  "gpu_memory_min_mib": 81920,
+  "cpus": 32,
+  "memory_mib": 524288,
+  "priority": 5,
+  "restarts": 2,
+  "time_limit": "2h0m0s",
+  "signal": {
+    "name": "USR1",
+    "before": "1m30s"
+  },
+  "constraints": {
+    "zone": "a"
+  },
+  "spread": true,
+  "after": [
+    {
+      "job_id": "abc123",
+      "condition": "ok"
+    },
+    {
+      "job_id": "def456",
+      "condition": "any"
+    }
+  ],
+  "array": {
+    "start": 0,
+    "end": 99,
+    "max_running": 8
+  },
+  "preemptible": true,
+  "preempt_grace": "45s"
+}`
+
+// checkWire checks that every field of v is set, that v encodes to want,
+// and that want decodes back to v.
+func checkWire[T any](t *testing.T, v T, want string) {
+	t.Helper()
+	rv := reflect.ValueOf(v)
+	for i := range rv.NumField() {
+		if rv.Field(i).IsZero() {
+			t.Errorf("%s.%s is zero: give it a value so its JSON is pinned", rv.Type().Name(), rv.Type().Field(i).Name)
+		}
+	}
+	got, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Errorf("JSON of %T changed:\n%s\nwant\n%s", v, got, want)
+	}
+	var back T
+	if err := json.Unmarshal([]byte(want), &back); err != nil {
+		t.Fatalf("decode the pinned JSON of %T: %v", v, err)
+	}
+	if !reflect.DeepEqual(back, v) {
+		t.Errorf("pinned JSON of %T decodes to\n%+v\nwant\n%+v", v, back, v)
+	}
+}
+
+func TestJobSpec_JSONIsPinned(t *testing.T) {
+	checkWire(t, fullJobSpec(), fullJobSpecJSON)
+}
+
+func TestJob_JSONIsPinned(t *testing.T) {
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	job := Job{
+		ID: "0123456789abcdef0123456789abcdef-7", RequestID: "req-1", Spec: fullJobSpec(), State: JobQueued,
+		SubmittedAt: at, StartedAt: at.Add(time.Minute), FinishedAt: at.Add(time.Hour), Attempts: 3,
+		NotBefore: at.Add(2 * time.Hour), StopRequested: true, PreemptedBy: "fedcba98", Preemptions: 1,
+		PreemptReason: "preempted by job fedcba98 (priority 10)", Reason: "waiting", ExitCode: 3, GPUFaults: 1,
+		ArrayID: "0123456789abcdef0123456789abcdef", ArrayIndex: 7, CreateIndex: 10, ModifyIndex: 12,
+	}
+	spec := strings.ReplaceAll(fullJobSpecJSON, "\n", "\n  ")
+	want := `{
+  "id": "0123456789abcdef0123456789abcdef-7",
+  "request_id": "req-1",
+  "spec": ` + spec + `,
+  "state": "queued",
+  "submitted_at": "2026-11-29T12:00:00Z",
+  "started_at": "2026-11-29T12:01:00Z",
+  "finished_at": "2026-11-29T13:00:00Z",
+  "attempts": 3,
+  "not_before": "2026-11-29T14:00:00Z",
+  "stop_requested": true,
+  "preempted_by": "fedcba98",
+  "preemptions": 1,
+  "preempt_reason": "preempted by job fedcba98 (priority 10)",
+  "reason": "waiting",
+  "exit_code": 3,
+  "gpu_faults": 1,
+  "array_id": "0123456789abcdef0123456789abcdef",
+  "array_index": 7,
+  "create_index": 10,
+  "modify_index": 12
+}`
+	checkWire(t, job, want)
+}
+
+func TestNode_JSONIsPinned(t *testing.T) {
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	node := Node{
+		ID: "n1", Name: "gpu-01", Addresses: Addresses{HTTP: "10.0.0.1:7470", Raft: "10.0.0.1:7471", Gossip: "10.0.0.1:7472"},
+		Labels: map[string]string{"rack": "r1"}, CPUs: 64, MemoryMiB: 1 << 20,
+		GPUs:      []GPU{{Index: 0, UUID: "GPU-1", Model: "H100", MemoryMiB: 81920, PCIBusID: "0000:01:00.0", Healthy: true, NUMANode: 0}},
+		GPUSource: "nvml", GPUDriver: "550.54.15", CUDAVersion: "12.4", LinkMbps: 100000,
+		MasterPorts: PortRange{Min: 29500, Max: 29999}, Status: NodeReady, StatusReason: "joined",
+		StatusAt: at, Role: RoleVoter, Version: "0.1.0", RegisteredAt: at, ModifyIndex: 4,
+	}
+	want := `{
+  "id": "n1",
+  "name": "gpu-01",
+  "addresses": {
+    "http": "10.0.0.1:7470",
+    "raft": "10.0.0.1:7471",
+    "gossip": "10.0.0.1:7472"
+  },
+  "labels": {
+    "rack": "r1"
+  },
+  "cpus": 64,
+  "memory_mib": 1048576,
+  "gpus": [
+    {
+      "index": 0,
+      "uuid": "GPU-1",
+      "model": "H100",
+      "memory_mib": 81920,
+      "pci_bus_id": "0000:01:00.0",
+      "healthy": true,
+      "numa_node": 0
+    }
+  ],
+  "gpu_source": "nvml",
+  "gpu_driver": "550.54.15",
+  "cuda_version": "12.4",
+  "link_mbps": 100000,
+  "master_ports": {
+    "min": 29500,
+    "max": 29999
+  },
+  "status": "ready",
+  "status_reason": "joined",
+  "status_at": "2026-11-29T12:00:00Z",
+  "role": "voter",
+  "version": "0.1.0",
+  "registered_at": "2026-11-29T12:00:00Z",
+  "modify_index": 4
+}`
+	checkWire(t, node, want)
+}
+
+func TestJobSpec_StrictDecodingRefusesUnknownFieldsInside(t *testing.T) {
+	// The API decodes with DisallowUnknownFields; a misspelt field inside
+	// one of the spec's objects must be refused, not silently dropped.
+	for _, body := range []string{
+		`{"command":["x"],"array":{"start":0,"end":3,"max_runing":2}}`,
+		`{"command":["x"],"after":[{"job_id":"a","conditon":"any"}]}`,
+		`{"command":["x"],"signal":{"name":"USR1","befor":"1m"}}`,
+	} {
+		dec := json.NewDecoder(bytes.NewReader([]byte(body)))
+		dec.DisallowUnknownFields()
+		var s JobSpec
+		if err := dec.Decode(&s); err == nil || !strings.Contains(err.Error(), "unknown field") {
+			t.Errorf("strict decode of %s = %v, want an unknown field error", body, err)
+		}
+	}
+}
