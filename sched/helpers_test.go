@@ -143,3 +143,27 @@ func blockedReason(p structs.Plan, jobID string) string {
 	}
 	return ""
 }
+
+// fakeView is a View over a fakeState, a queue and the states of other
+// jobs (those queued jobs depend on).
+type fakeView struct {
+	fakeState
+	queued []*structs.Job
+	states map[string]structs.JobState
+}
+
+func (v fakeView) QueuedJobs() []*structs.Job { return v.queued }
+func (v fakeView) JobState(id string) (structs.JobState, bool) {
+	st, ok := v.states[id]
+	return st, ok
+}
+
+// cancelReason returns the reason a decision cancels a job, or "".
+func cancelReason(p structs.Plan, jobID string) string {
+	for _, c := range p.Cancels {
+		if c.JobID == jobID {
+			return c.Reason
+		}
+	}
+	return ""
+}
