@@ -167,3 +167,15 @@ func cancelReason(p structs.Plan, jobID string) string {
 	}
 	return ""
 }
+
+// copyAll deep-copies a slice with cp; nil stays nil.
+func copyAll[T any](in []*T, cp func(*T) *T) []*T {
+	if in == nil {
+		return nil
+	}
+	out := make([]*T, len(in))
+	for i, x := range in {
+		out[i] = cp(x)
+	}
+	return out
+}

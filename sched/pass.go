@@ -23,13 +23,23 @@ type View interface {
 	JobState(id string) (structs.JobState, bool)
 }
 
-// Inputs are what a pass needs besides the state.
+// Inputs are what a pass needs besides the state: the time, and what the
+// leader knows from outside Raft.
 type Inputs struct {
 	// Now is the time of the pass (sched reads no clock): restart
 	// backoff and waiting times are measured from it.
 	Now time.Time
 	// AgeStep is Options.AgeStep of the Schedule inside the pass.
 	AgeStep time.Duration
+	// Silent are the IDs of the nodes the leader has not heard from
+	// lately (the leader leaves itself out). A ready node among them is
+	// treated as unresponsive for this pass only.
+	Silent map[string]bool
+	// GossipUnhealthy maps a node ID to the mask of GPU indexes (bit i:
+	// index i) the node announced unhealthy by gossip, ahead of its
+	// health report's commit. Those GPUs are treated as unhealthy for
+	// this pass only.
+	GossipUnhealthy map[string]uint64
 }
 
 // Decision is everything one pass decides.
@@ -50,8 +60,9 @@ type Decision struct {
 //  2. Dependencies (deps.go): a job waits for its --after jobs to end, and
 //     is cancelled when one does not exist or, for :ok, ended otherwise.
 //  3. Array caps (arrays.go): a task waits while its array runs its limit.
-//  4. Schedule.
-//  5. Only the blocked reasons that differ from the job's current reason.
+//  4. Overlays (overlay.go): silent nodes and gossip GPU masks, on copies.
+//  5. Schedule.
+//  6. Only the blocked reasons that differ from the job's current reason.
 //
 // Decide is pure: the same view and inputs give the same decision, and
 // the view is never changed.
@@ -62,7 +73,8 @@ func Decide(v View, in Inputs) Decision {
 	ready, capped := capArrays(ready, v.AllLiveAllocs())
 	waiting = append(waiting, capped...)
 
-	plan := Schedule(v, ready, Options{Now: in.Now, AgeStep: in.AgeStep})
+	s, _ := overlay(v, in.Silent, in.GossipUnhealthy)
+	plan := Schedule(s, ready, Options{Now: in.Now, AgeStep: in.AgeStep})
 	plan.Blocked = append(plan.Blocked, waiting...)
 	plan.Blocked = changedReasons(queued, plan.Blocked)
 	plan.Cancels = cancels
