@@ -144,15 +144,17 @@ func blockedReason(p structs.Plan, jobID string) string {
 	return ""
 }
 
-// fakeView is a View over a fakeState, a queue and the states of other
-// jobs (those queued jobs depend on).
+// fakeView is a View over a fakeState, a queue, the running jobs and the
+// states of other jobs (those queued jobs depend on).
 type fakeView struct {
 	fakeState
-	queued []*structs.Job
-	states map[string]structs.JobState
+	queued  []*structs.Job
+	running []*structs.Job
+	states  map[string]structs.JobState
 }
 
-func (v fakeView) QueuedJobs() []*structs.Job { return v.queued }
+func (v fakeView) QueuedJobs() []*structs.Job  { return v.queued }
+func (v fakeView) RunningJobs() []*structs.Job { return v.running }
 func (v fakeView) JobState(id string) (structs.JobState, bool) {
 	st, ok := v.states[id]
 	return st, ok

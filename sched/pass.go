@@ -7,8 +7,8 @@ import (
 )
 
 // View is the read-only state one scheduling pass decides from: what
-// Schedule reads, the queue and the states of the jobs the queue depends
-// on. fsm.StateView implements it, from one consistent
+// Schedule reads, the queue, the running jobs and the states of the jobs
+// the queue depends on. fsm.StateView implements it, from one consistent
 // copy of the state.
 type View interface {
 	State
@@ -17,6 +17,10 @@ type View interface {
 	// first, then submission, then ID): array caps let tasks through in
 	// this order, and the plan lists cancels and waiting jobs in it.
 	QueuedJobs() []*structs.Job
+	// RunningJobs are the running jobs that hold live allocations, in any
+	// order: the candidates for preemption, and the victims of
+	// preemptions under way.
+	RunningJobs() []*structs.Job
 	// JobState is the state of the job with the given ID, false when no
 	// such job exists. A pass asks only about the jobs queued jobs depend
 	// on.
@@ -45,8 +49,8 @@ type Inputs struct {
 // Decision is everything one pass decides.
 type Decision struct {
 	// Plan holds the placements, without allocation IDs or times (the
-	// leader stamps those), the blocked jobs whose reason changed and the
-	// jobs to cancel.
+	// leader stamps those), the blocked jobs whose reason changed, the
+	// jobs to cancel and the preemptions.
 	Plan structs.Plan
 	// Wake is when the earliest job still in its restart backoff may be
 	// placed; zero when none waits.
@@ -61,7 +65,8 @@ type Decision struct {
 //     is cancelled when one does not exist or, for :ok, ended otherwise.
 //  3. Array caps (arrays.go): a task waits while its array runs its limit.
 //  4. Overlays (overlay.go): silent nodes and gossip GPU masks, on copies.
-//  5. Schedule.
+//  5. Schedule, behind any preemption under way, then new preemptions for
+//     the jobs that still do not fit (preempt_pass.go).
 //  6. Only the blocked reasons that differ from the job's current reason.
 //
 // Decide is pure: the same view and inputs give the same decision, and
@@ -73,8 +78,8 @@ func Decide(v View, in Inputs) Decision {
 	ready, capped := capArrays(ready, v.AllLiveAllocs())
 	waiting = append(waiting, capped...)
 
-	s, _ := overlay(v, in.Silent, in.GossipUnhealthy)
-	plan := Schedule(s, ready, Options{Now: in.Now, AgeStep: in.AgeStep})
+	s, silent := overlay(v, in.Silent, in.GossipUnhealthy)
+	plan := scheduleAndPreempt(s, queued, ready, v.RunningJobs(), silent, Options{Now: in.Now, AgeStep: in.AgeStep})
 	plan.Blocked = append(plan.Blocked, waiting...)
 	plan.Blocked = changedReasons(queued, plan.Blocked)
 	plan.Cancels = cancels

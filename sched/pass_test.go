@@ -56,7 +56,7 @@ func TestDecide_WritesOnlyReasonsThatChanged(t *testing.T) {
 func TestDecide_AnEmptyQueueDecidesNothing(t *testing.T) {
 	v := fakeView{fakeState: fakeState{nodes: []*structs.Node{gpuNode("n1", 4, "H100", 80)}}}
 	d := Decide(v, Inputs{Now: t0, Silent: map[string]bool{"n1": true}})
-	if d.Plan.Placements != nil || d.Plan.Blocked != nil || d.Plan.Cancels != nil || !d.Wake.IsZero() {
+	if d.Plan.Placements != nil || d.Plan.Blocked != nil || d.Plan.Cancels != nil || d.Plan.Preemptions != nil || !d.Wake.IsZero() {
 		t.Fatalf("decision %+v, want none", d)
 	}
 }
