@@ -48,9 +48,9 @@ type Inputs struct {
 
 // Decision is everything one pass decides.
 type Decision struct {
-	// Plan holds the placements, without allocation IDs or times (the
-	// leader stamps those), the blocked jobs whose reason changed, the
-	// jobs to cancel and the preemptions.
+	// Plan holds the placements, each with its MASTER_PORT but without
+	// allocation IDs or times (the leader stamps those), the blocked jobs
+	// whose reason changed, the jobs to cancel and the preemptions.
 	Plan structs.Plan
 	// Wake is when the earliest job still in its restart backoff may be
 	// placed; zero when none waits.
@@ -67,7 +67,8 @@ type Decision struct {
 //  4. Overlays (overlay.go): silent nodes and gossip GPU masks, on copies.
 //  5. Schedule, behind any preemption under way, then new preemptions for
 //     the jobs that still do not fit (preempt_pass.go).
-//  6. Only the blocked reasons that differ from the job's current reason.
+//  6. MASTER_PORT for every placement (ports.go).
+//  7. Only the blocked reasons that differ from the job's current reason.
 //
 // Decide is pure: the same view and inputs give the same decision, and
 // the view is never changed.
@@ -81,6 +82,7 @@ func Decide(v View, in Inputs) Decision {
 	s, silent := overlay(v, in.Silent, in.GossipUnhealthy)
 	plan := scheduleAndPreempt(s, queued, ready, v.RunningJobs(), silent, Options{Now: in.Now, AgeStep: in.AgeStep})
 	plan.Blocked = append(plan.Blocked, waiting...)
+	assignMasterPorts(v.AllNodes(), v.AllLiveAllocs(), &plan)
 	plan.Blocked = changedReasons(queued, plan.Blocked)
 	plan.Cancels = cancels
 	return Decision{Plan: plan, Wake: wake}
