@@ -193,6 +193,11 @@ type StateView struct {
 	// TimeLimits are the time limits of the jobs that have live
 	// allocations and a limit, by job ID.
 	TimeLimits map[string]time.Duration
+	// Running are the running jobs that have live allocations, by ID.
+	Running []*structs.Job
+	// DepStates are the states of the jobs that queued jobs depend on
+	// (--after), by job ID; a dependency that does not exist is absent.
+	DepStates map[string]structs.JobState
 }
 
 // AllNodes returns v.Nodes.
@@ -205,6 +210,19 @@ func (v *StateView) AllLiveAllocs() []*structs.Allocation { return v.LiveAllocs 
 // for none.
 func (v *StateView) JobTimeLimit(jobID string) time.Duration { return v.TimeLimits[jobID] }
 
+// QueuedJobs returns v.Queued.
+func (v *StateView) QueuedJobs() []*structs.Job { return v.Queued }
+
+// RunningJobs returns v.Running.
+func (v *StateView) RunningJobs() []*structs.Job { return v.Running }
+
+// JobState returns the state of a job queued jobs depend on; false when
+// it does not exist (or no queued job depends on it).
+func (v *StateView) JobState(id string) (structs.JobState, bool) {
+	st, ok := v.DepStates[id]
+	return st, ok
+}
+
 // State returns a consistent deep copy of the scheduler's view, taken under
 // one read lock.
 func (f *FSM) State() *StateView {
@@ -213,16 +231,32 @@ func (f *FSM) State() *StateView {
 	v := &StateView{Index: f.st.index, Nodes: f.st.sortedNodes()}
 	v.LiveAllocs = make([]*structs.Allocation, 0, len(f.st.live))
 	v.TimeLimits = make(map[string]time.Duration)
+	running := map[string]bool{}
 	for _, a := range f.st.live {
 		v.LiveAllocs = append(v.LiveAllocs, a.Copy())
-		if j, ok := f.st.jobs[a.JobID]; ok && j.Spec.TimeLimit > 0 {
+		j, ok := f.st.jobs[a.JobID]
+		if !ok {
+			continue
+		}
+		if j.Spec.TimeLimit > 0 {
 			v.TimeLimits[a.JobID] = time.Duration(j.Spec.TimeLimit)
+		}
+		if j.State == structs.JobRunning && !running[j.ID] {
+			running[j.ID] = true
+			v.Running = append(v.Running, j.Copy())
 		}
 	}
 	slices.SortFunc(v.LiveAllocs, byCreation)
+	slices.SortFunc(v.Running, func(a, b *structs.Job) int { return cmp.Compare(a.ID, b.ID) })
+	v.DepStates = make(map[string]structs.JobState)
 	for _, j := range f.st.jobs {
 		if j.State == structs.JobQueued && !j.StopRequested {
 			v.Queued = append(v.Queued, j.Copy())
+			for _, d := range j.Spec.After {
+				if dep, ok := f.st.jobs[d.JobID]; ok {
+					v.DepStates[d.JobID] = dep.State
+				}
+			}
 		}
 	}
 	slices.SortFunc(v.Queued, func(a, b *structs.Job) int {

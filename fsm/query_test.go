@@ -194,3 +194,39 @@ func TestFSM_LiveAllocCountsCountsOnlyLiveAllocationsPerNode(t *testing.T) {
 		t.Fatalf("live counts %v, want %v", got, want)
 	}
 }
+
+func TestFSM_StateCarriesRunningJobsAndTheStatesOfDependencies(t *testing.T) {
+	h := newHarness(t)
+	h.register(node("n1", 2))
+	h.register(node("n2", 2))
+	h.submit("run", spec(2, 1))
+	h.submit("done", spec(1, 1))
+	h.place("run", alloc("r0", "n1", 0, gpuID("n1", 0)), alloc("r1", "n2", 1, gpuID("n2", 0)))
+	h.place("done", alloc("d0", "n1", 0, gpuID("n1", 1)))
+	h.mustUpdate("n1", "d0", structs.AllocSucceeded, 0, "")
+	child := spec(1, 1)
+	child.After = []structs.Dependency{{JobID: "done", Condition: structs.AfterOK},
+		{JobID: "run", Condition: structs.AfterAny}, {JobID: "missing", Condition: structs.AfterAny}}
+	h.submit("child", child)
+	h.submit("other", spec(1, 1))
+	before := h.f.Hash()
+
+	view := h.f.State()
+	if got := jobIDs(view.RunningJobs()); !slices.Equal(got, []string{"run"}) {
+		t.Errorf("running jobs %v, want [run] once, though it holds two allocations", got)
+	}
+	want := map[string]structs.JobState{"done": structs.JobSucceeded, "run": structs.JobRunning}
+	if !maps.Equal(view.DepStates, want) {
+		t.Errorf("dependency states %v, want %v (missing absent, other depended on by none)", view.DepStates, want)
+	}
+	if st, ok := view.JobState("missing"); ok {
+		t.Errorf("a dependency that does not exist reads as %q", st)
+	}
+	if got := jobIDs(view.QueuedJobs()); !slices.Equal(got, []string{"child", "other"}) {
+		t.Errorf("queued jobs %v, want [child other]", got)
+	}
+	view.Running[0].Spec.Command[0] = "rm"
+	if h.f.Hash() != before {
+		t.Fatal("changing the view's running jobs changed FSM state")
+	}
+}

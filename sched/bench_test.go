@@ -112,13 +112,36 @@ func queueBench() (fakeState, []*structs.Job, time.Time) {
 // per second and the 99th-percentile time of one pass.
 func BenchmarkPlaceQueue(b *testing.B) {
 	st, jobs, now := queueBench()
+	benchPasses(b, func() structs.Plan { return Schedule(st, jobs, Options{Now: now}) })
+}
+
+// BenchmarkDecideQueue is BenchmarkPlaceQueue through the whole pass:
+// Decide over a view of the same workload, whose running jobs (of the live
+// allocations) are not preemptible, adds backoff, dependencies, array caps,
+// the overlays, the preemption bookkeeping, MASTER_PORTs and the changed
+// reasons to the Schedule inside it.
+func BenchmarkDecideQueue(b *testing.B) {
+	st, jobs, now := queueBench()
+	v := fakeView{fakeState: st, queued: jobs}
+	for _, a := range st.allocs {
+		r := job(a.JobID, len(a.GPUs))
+		r.State = structs.JobRunning
+		v.running = append(v.running, r)
+	}
+	in := Inputs{Now: now}
+	benchPasses(b, func() structs.Plan { return Decide(v, in).Plan })
+}
+
+// benchPasses runs one pass per iteration and reports placements
+// (allocations) per second, per pass, and the 99th-percentile pass time.
+func benchPasses(b *testing.B, pass func() structs.Plan) {
 	placed := 0
 	var passes []time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
 		start := time.Now()
-		plan := Schedule(st, jobs, Options{Now: now})
+		plan := pass()
 		passes = append(passes, time.Since(start))
 		for _, jp := range plan.Placements {
 			placed += len(jp.Allocations)

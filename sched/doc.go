@@ -1,5 +1,17 @@
 // Package sched decides where queued jobs run: it turns a read-only view of
-// the cluster state and a list of queued jobs into a structs.Plan.
+// the cluster state into the whole decision of a scheduling pass.
+//
+// Decide is the pass: from a View (nodes, live allocations, the queue, the
+// running jobs, the states of the jobs the queue depends on) and Inputs
+// (the time, the nodes the leader has not heard from lately, the GPUs
+// nodes announced unhealthy by gossip) it returns a Decision: placements
+// with their MASTER_PORT, the blocked jobs whose reason changed, the jobs
+// to cancel because a dependency can never be met, the preemptions, and
+// when the next restart backoff ends. In order it applies restart backoff,
+// dependencies (--after), array caps, the leader's overlays (on copies of
+// the nodes, never the view), Schedule, preemptions, the port choice, and
+// last drops the reasons that did not change. The leader stamps IDs and
+// times into the plan and commits it.
 //
 // Schedule is the queue: it orders the jobs by effective priority (priority
 // plus one point per minute waited, no cap), first come first served among
@@ -20,6 +32,10 @@
 // One accounting object, the ledger, hands out GPUs and can never hand one
 // out twice. Every node a filter rejects is counted under a named reason,
 // which becomes the job's blocked reason.
+//
+// Preemptions and Preemptor answer which running preemptible jobs to stop
+// for a job that does not fit. Expired is the state GC policy: which
+// finished jobs nothing needs any more.
 //
 // The plan is a proposal: the leader verifies it against the newest state
 // and the FSM re-checks it in Apply.

@@ -143,3 +143,41 @@ func blockedReason(p structs.Plan, jobID string) string {
 	}
 	return ""
 }
+
+// fakeView is a View over a fakeState, a queue, the running jobs and the
+// states of other jobs (those queued jobs depend on).
+type fakeView struct {
+	fakeState
+	queued  []*structs.Job
+	running []*structs.Job
+	states  map[string]structs.JobState
+}
+
+func (v fakeView) QueuedJobs() []*structs.Job  { return v.queued }
+func (v fakeView) RunningJobs() []*structs.Job { return v.running }
+func (v fakeView) JobState(id string) (structs.JobState, bool) {
+	st, ok := v.states[id]
+	return st, ok
+}
+
+// cancelReason returns the reason a decision cancels a job, or "".
+func cancelReason(p structs.Plan, jobID string) string {
+	for _, c := range p.Cancels {
+		if c.JobID == jobID {
+			return c.Reason
+		}
+	}
+	return ""
+}
+
+// copyAll deep-copies a slice with cp; nil stays nil.
+func copyAll[T any](in []*T, cp func(*T) *T) []*T {
+	if in == nil {
+		return nil
+	}
+	out := make([]*T, len(in))
+	for i, x := range in {
+		out[i] = cp(x)
+	}
+	return out
+}

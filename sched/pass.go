@@ -1,0 +1,124 @@
+package sched
+
+import (
+	"time"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// View is the read-only state one scheduling pass decides from: what
+// Schedule reads, the queue, the running jobs and the states of the jobs
+// the queue depends on. fsm.StateView implements it, from one consistent
+// copy of the state.
+type View interface {
+	State
+	// QueuedJobs are the jobs waiting to be placed, cancelled ones left
+	// out, in the order the state keeps the queue (priority, highest
+	// first, then submission, then ID): array caps let tasks through in
+	// this order, and the plan lists cancels and waiting jobs in it.
+	QueuedJobs() []*structs.Job
+	// RunningJobs are the running jobs that hold live allocations, in any
+	// order: the candidates for preemption, and the victims of
+	// preemptions under way.
+	RunningJobs() []*structs.Job
+	// JobState is the state of the job with the given ID, false when no
+	// such job exists. A pass asks only about the jobs queued jobs depend
+	// on.
+	JobState(id string) (structs.JobState, bool)
+}
+
+// Inputs are what a pass needs besides the state: the time, and what the
+// leader knows from outside Raft.
+type Inputs struct {
+	// Now is the time of the pass (sched reads no clock): restart
+	// backoff and waiting times are measured from it.
+	Now time.Time
+	// AgeStep is Options.AgeStep of the Schedule inside the pass.
+	AgeStep time.Duration
+	// Silent are the IDs of the nodes the leader has not heard from
+	// lately (the leader leaves itself out). A ready node among them is
+	// treated as unresponsive for this pass only.
+	Silent map[string]bool
+	// GossipUnhealthy maps a node ID to the mask of GPU indexes (bit i:
+	// index i) the node announced unhealthy by gossip, ahead of its
+	// health report's commit. Those GPUs are treated as unhealthy for
+	// this pass only.
+	GossipUnhealthy map[string]uint64
+}
+
+// Decision is everything one pass decides.
+type Decision struct {
+	// Plan holds the placements, each with its MASTER_PORT but without
+	// allocation IDs or times (the leader stamps those), the blocked jobs
+	// whose reason changed, the jobs to cancel and the preemptions.
+	Plan structs.Plan
+	// Wake is when the earliest job still in its restart backoff may be
+	// placed; zero when none waits.
+	Wake time.Time
+}
+
+// Decide runs one scheduling pass over the queue of v and returns its
+// whole decision. In order:
+//
+//  1. Restart backoff: a job whose NotBefore is after Now waits, silently.
+//  2. Dependencies (deps.go): a job waits for its --after jobs to end, and
+//     is cancelled when one does not exist or, for :ok, ended otherwise.
+//  3. Array caps (arrays.go): a task waits while its array runs its limit.
+//  4. Overlays (overlay.go): silent nodes and gossip GPU masks, on copies.
+//  5. Schedule, behind any preemption under way, then new preemptions for
+//     the jobs that still do not fit (preempt_pass.go).
+//  6. MASTER_PORT for every placement (ports.go).
+//  7. Only the blocked reasons that differ from the job's current reason.
+//
+// Decide is pure: the same view and inputs give the same decision, and
+// the view is never changed.
+func Decide(v View, in Inputs) Decision {
+	queued := v.QueuedJobs()
+	ready, wake := pastBackoff(queued, in.Now)
+	ready, waiting, cancels := gateDependencies(ready, v.JobState)
+	ready, capped := capArrays(ready, v.AllLiveAllocs())
+	waiting = append(waiting, capped...)
+
+	s, silent := overlay(v, in.Silent, in.GossipUnhealthy)
+	plan := scheduleAndPreempt(s, queued, ready, v.RunningJobs(), silent, Options{Now: in.Now, AgeStep: in.AgeStep})
+	plan.Blocked = append(plan.Blocked, waiting...)
+	assignMasterPorts(v.AllNodes(), v.AllLiveAllocs(), &plan)
+	plan.Blocked = changedReasons(queued, plan.Blocked)
+	plan.Cancels = cancels
+	return Decision{Plan: plan, Wake: wake}
+}
+
+// pastBackoff returns the jobs whose restart backoff is over at now, and
+// the earliest end of the backoffs still running (zero: none).
+func pastBackoff(jobs []*structs.Job, now time.Time) (ready []*structs.Job, wake time.Time) {
+	ready = make([]*structs.Job, 0, len(jobs))
+	for _, j := range jobs {
+		if !j.NotBefore.After(now) {
+			ready = append(ready, j)
+			continue
+		}
+		if wake.IsZero() || j.NotBefore.Before(wake) {
+			wake = j.NotBefore
+		}
+	}
+	return ready, wake
+}
+
+// changedReasons keeps the blocked entries whose reason differs from what
+// the job already says, so a pass over an unchanged queue writes nothing.
+// Jobs without a reason yet (fresh submissions) need no entry in the map.
+func changedReasons(queued []*structs.Job, blocked []structs.JobBlocked) []structs.JobBlocked {
+	current := make(map[string]string)
+	for _, j := range queued {
+		if j.Reason != "" {
+			current[j.ID] = j.Reason
+		}
+	}
+	out := blocked[:0]
+	for _, b := range blocked {
+		if current[b.JobID] != b.Reason {
+			out = append(out, b)
+		}
+	}
+	return out
+}
