@@ -3,6 +3,7 @@ package fsm
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -76,26 +77,31 @@ func (f *FSM) FindJob(idOrPrefix string) (*structs.Job, error) {
 func (f *FSM) ArrayTasks(arrayID string) ([]*structs.Job, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	byArray := map[string][]*structs.Job{}
-	for _, j := range f.st.jobs {
-		if j.ArrayID != "" && arrayID != "" && strings.HasPrefix(j.ArrayID, arrayID) {
-			byArray[j.ArrayID] = append(byArray[j.ArrayID], j)
+	var matches []string
+	for id := range f.st.arrayTasks {
+		if arrayID != "" && strings.HasPrefix(id, arrayID) {
+			matches = append(matches, id)
 		}
 	}
-	if len(byArray) == 0 {
+	if len(matches) == 0 {
 		return nil, fmt.Errorf("job array %s: %w", arrayID, ErrJobNotFound)
 	}
-	if len(byArray) > 1 {
-		return nil, fmt.Errorf("job array %s: %w: matches %d arrays", arrayID, ErrAmbiguousID, len(byArray))
+	if len(matches) > 1 {
+		return nil, fmt.Errorf("job array %s: %w: matches %d arrays", arrayID, ErrAmbiguousID, len(matches))
 	}
-	var tasks []*structs.Job
-	for _, ts := range byArray {
-		for _, j := range ts {
-			tasks = append(tasks, j.Copy())
-		}
+	tasks := f.st.sortedTasks(matches[0])
+	for i, j := range tasks {
+		tasks[i] = j.Copy()
 	}
-	slices.SortFunc(tasks, func(a, b *structs.Job) int { return a.ArrayIndex - b.ArrayIndex })
 	return tasks, nil
+}
+
+// sortedTasks returns the tasks of an array in index order (the state's
+// own, not copies).
+func (s *state) sortedTasks(arrayID string) []*structs.Job {
+	tasks := slices.Collect(maps.Values(s.arrayTasks[arrayID]))
+	slices.SortFunc(tasks, func(a, b *structs.Job) int { return cmp.Compare(a.ArrayIndex, b.ArrayIndex) })
+	return tasks
 }
 
 // JobByRequestID returns a copy of the job a submit with this request ID created.
@@ -148,9 +154,7 @@ func (f *FSM) Alloc(id string) (*structs.Allocation, bool) {
 func (f *FSM) NodeAllocs(nodeID string) []*structs.Allocation {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	allocs := copyAllocs(f.st.nodeAllocs[nodeID])
-	slices.SortFunc(allocs, byCreation)
-	return allocs
+	return copyAllocs(sortedAllocs(f.st.nodeAllocs[nodeID]))
 }
 
 // JobCounts returns how many jobs are in each state; every state is present.
@@ -173,9 +177,9 @@ func (f *FSM) JobCounts() map[structs.JobState]int {
 func (f *FSM) LiveAllocCounts() map[string]int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	counts := make(map[string]int, len(f.st.nodeUsed))
-	for _, a := range f.st.live {
-		counts[a.NodeID]++
+	counts := make(map[string]int, len(f.st.nodeLive))
+	for id, set := range f.st.nodeLive {
+		counts[id] = len(set)
 	}
 	return counts
 }
@@ -249,6 +253,14 @@ func copyAllocs(in []*structs.Allocation) []*structs.Allocation {
 	for i, a := range in {
 		out[i] = a.Copy()
 	}
+	return out
+}
+
+// sortedAllocs returns the allocations of a set by creation index (the
+// state's own, not copies).
+func sortedAllocs(set allocSet) []*structs.Allocation {
+	out := slices.Collect(maps.Values(set))
+	slices.SortFunc(out, byCreation)
 	return out
 }
 
