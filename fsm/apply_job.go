@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -110,11 +111,7 @@ func (s *state) applyJobCancel(l *raft.Log) any {
 			return j.Copy()
 		}
 	}
-	reason := req.Reason
-	if reason == "" {
-		reason = reasonCancelled
-	}
-	finishJob(j, structs.JobCancelled, reason, req.At, l.Index)
+	finishJob(j, structs.JobCancelled, cmp.Or(req.Reason, reasonCancelled), req.At, l.Index)
 	return j.Copy()
 }
 
