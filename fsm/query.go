@@ -96,14 +96,6 @@ func (f *FSM) ArrayTasks(arrayID string) ([]*structs.Job, error) {
 	return tasks, nil
 }
 
-// sortedTasks returns the tasks of an array in index order (the state's
-// own, not copies).
-func (s *state) sortedTasks(arrayID string) []*structs.Job {
-	tasks := slices.Collect(maps.Values(s.arrayTasks[arrayID]))
-	slices.SortFunc(tasks, func(a, b *structs.Job) int { return cmp.Compare(a.ArrayIndex, b.ArrayIndex) })
-	return tasks
-}
-
 // JobByRequestID returns a copy of the job a submit with this request ID created.
 func (f *FSM) JobByRequestID(rid string) (*structs.Job, bool) {
 	f.mu.RLock()

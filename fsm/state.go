@@ -1,6 +1,10 @@
 package fsm
 
 import (
+	"cmp"
+	"maps"
+	"slices"
+
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -129,6 +133,14 @@ func (s *state) setUsed(nodeID string, u usage) {
 	} else {
 		s.nodeUsed[nodeID] = u
 	}
+}
+
+// sortedTasks returns the tasks of an array in index order (the state's
+// own, not copies).
+func (s *state) sortedTasks(arrayID string) []*structs.Job {
+	tasks := slices.Collect(maps.Values(s.arrayTasks[arrayID]))
+	slices.SortFunc(tasks, func(a, b *structs.Job) int { return cmp.Compare(a.ArrayIndex, b.ArrayIndex) })
+	return tasks
 }
 
 // addToSet adds v, whose ID is id, to the set at key k of an index.
