@@ -81,6 +81,26 @@ func (s *state) addJob(j *structs.Job) {
 	}
 }
 
+// removeJob deletes a finished job with its allocations, none of them
+// live, from the state and from every index.
+func (s *state) removeJob(j *structs.Job) {
+	for _, a := range s.jobAllocs[j.ID] {
+		delete(s.allocs, a.ID)
+		removeFromSet(s.nodeAllocs, a.NodeID, a.ID)
+	}
+	delete(s.jobAllocs, j.ID)
+	delete(s.jobs, j.ID)
+	if j.RequestID != "" && s.jobByRequest[j.RequestID] == j.ID {
+		delete(s.jobByRequest, j.RequestID)
+	}
+	if j.ArrayID != "" {
+		removeFromSet(s.arrayTasks, j.ArrayID, j.ID)
+	}
+	for _, d := range j.Spec.After {
+		removeFromSet(s.dependents, d.JobID, j.ID)
+	}
+}
+
 // addAlloc stores a new allocation and, if it is live, lets it hold its
 // resources.
 func (s *state) addAlloc(a *structs.Allocation) {
