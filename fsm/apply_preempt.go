@@ -19,8 +19,8 @@ import (
 // (unknown, not running, already stopping, another attempt, not
 // preemptible, not of lower priority) are skipped and listed in the
 // returned error; the others are still preempted. A victim already
-// preempted for the same job is left as it is, so a repeated request
-// changes nothing. A plan's Preemptions go through the same checks and
+// preempted for the same job (and, when one is named, in the same attempt)
+// is left as it is, so a repeated request changes nothing. A plan's Preemptions go through the same checks and
 // marks (runPlan); this entry type stays for logs written before plans
 // carried them.
 func (s *state) applyJobPreempt(l *raft.Log) any {
@@ -86,7 +86,7 @@ func (s *state) preempt(id string, attempt int, forJob *structs.Job, reason stri
 	switch {
 	case !ok:
 		return fmt.Errorf("victim %s: %w", short, ErrJobNotFound)
-	case j.PreemptedBy == forJob.ID:
+	case j.PreemptedBy == forJob.ID && (attempt == 0 || attempt == j.Attempts):
 		return nil // this preemption is under way
 	case j.State != structs.JobRunning:
 		return fmt.Errorf("victim %s: %w: it is %s, not running", short, ErrNotPreemptible, j.State)

@@ -146,6 +146,28 @@ func TestFSM_PreemptIsIdempotent(t *testing.T) {
 	}
 }
 
+func TestFSM_PreemptRepeatedForAnotherAttemptIsRefused(t *testing.T) {
+	h := lowRunning(t, 0)
+	if err := h.preempt("high", "low"); err != nil {
+		t.Fatalf("preempt: %v", err)
+	}
+	before := h.f.Hash()
+	again := func(attempt int) error {
+		return h.applyErr(structs.JobPreemptType, structs.JobPreemptRequest{
+			Victims: []string{"low"}, Attempts: []int{attempt}, For: "high", At: h.at(),
+		})
+	}
+	if err := again(1); err != nil {
+		t.Fatalf("repeated preemption of the same attempt: %v", err)
+	}
+	// As on a state where the first had not happened: the attempt named
+	// is not the one that runs.
+	wantErrIs(t, again(2), ErrNotPreemptible, "attempt 2 was chosen, attempt 1 runs")
+	if h.f.Hash() != before {
+		t.Fatal("a repeated preemption changed the state")
+	}
+}
+
 func TestFSM_PreemptSkipsVictimsStateNoLongerAllows(t *testing.T) {
 	h := newHarness(t)
 	h.register(node("n1", 4))
