@@ -142,7 +142,8 @@ func (f *FSM) Alloc(id string) (*structs.Allocation, bool) {
 }
 
 // NodeAllocs returns copies of every allocation placed on a node, live or
-// not, by creation index.
+// not, by creation index. It costs what the state still holds of the
+// node's history; NodeLiveAllocs costs only what the node runs.
 func (f *FSM) NodeAllocs(nodeID string) []*structs.Allocation {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
