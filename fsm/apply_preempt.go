@@ -20,9 +20,9 @@ import (
 // preemptible, not of lower priority) are skipped and listed in the
 // returned error; the others are still preempted. A victim already
 // preempted for the same job (and, when one is named, in the same attempt)
-// is left as it is, so a repeated request changes nothing. A plan's Preemptions go through the same checks and
-// marks (runPlan); this entry type stays for logs written before plans
-// carried them.
+// is left as it is, so a repeated request changes nothing. A plan's
+// Preemptions go through the same checks and marks (runPlan); this entry
+// type stays for logs written before plans carried them.
 func (s *state) applyJobPreempt(l *raft.Log) any {
 	var req structs.JobPreemptRequest
 	decode(l, &req)
