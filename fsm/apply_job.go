@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -76,12 +77,21 @@ func (s *state) applyJobSubmit(l *raft.Log) any {
 	return first.Copy()
 }
 
-// applyJobCancel ends a queued job at once. A running job's live allocations
-// are asked to stop, and the job ends when the last of them has (see
-// decideJob).
+// applyJobCancel cancels one job, or with ArrayID every task of a job array
+// that has not ended, each as cancel describes. A single cancel returns a
+// copy of the job; an array cancel returns a copy of the task with the
+// highest index among those it cancelled (the last one, as when a client
+// cancelled the tasks one by one).
 func (s *state) applyJobCancel(l *raft.Log) any {
 	var req structs.JobCancelRequest
 	decode(l, &req)
+	if req.ArrayID != "" {
+		if req.JobID != "" {
+			return fmt.Errorf("job cancel: %w: both job %s and array %s", ErrInvalidRequest,
+				structs.ShortID(req.JobID), structs.ShortID(req.ArrayID))
+		}
+		return s.cancelArray(&req, l.Index)
+	}
 	j, ok := s.jobs[req.JobID]
 	if !ok {
 		return fmt.Errorf("job %s: %w", structs.ShortID(req.JobID), ErrJobNotFound)
@@ -89,33 +99,57 @@ func (s *state) applyJobCancel(l *raft.Log) any {
 	if j.State.Terminal() {
 		return fmt.Errorf("job %s: %w (%s)", structs.ShortID(j.ID), ErrJobFinished, j.State)
 	}
+	s.cancel(j, req.Reason, req.At, l.Index)
+	return j.Copy()
+}
+
+// cancelArray cancels every task of an array that has not ended, in index
+// order, all in one entry.
+func (s *state) cancelArray(req *structs.JobCancelRequest, index uint64) any {
+	short := structs.ShortID(req.ArrayID)
+	if _, ok := s.arrayTasks[req.ArrayID]; !ok {
+		return fmt.Errorf("job array %s: %w", short, ErrJobNotFound)
+	}
+	var last *structs.Job
+	for _, j := range s.sortedTasks(req.ArrayID) {
+		if !j.State.Terminal() {
+			s.cancel(j, req.Reason, req.At, index)
+			last = j
+		}
+	}
+	if last == nil {
+		return fmt.Errorf("job array %s: %w", short, ErrJobFinished)
+	}
+	return last.Copy()
+}
+
+// cancel ends a job that has not ended. A job with nothing running ends at
+// once; a running job's live allocations are asked to stop, and the job
+// ends when the last of them has (see decideJob). A job already being
+// cancelled is left as it is.
+func (s *state) cancel(j *structs.Job, reason string, at time.Time, index uint64) {
 	if j.StopRequested {
-		return j.Copy()
+		return
 	}
 	if j.State == structs.JobRunning {
 		stopping := false
 		for _, a := range s.jobAllocs[j.ID] {
 			if a.Live() {
 				stopping = true
-				stopAlloc(a, l.Index)
+				stopAlloc(a, index)
 			}
 		}
 		if stopping {
 			j.StopRequested = true
 			j.Reason = reasonCancelRequested
-			if req.Reason != "" {
-				j.Reason += ": " + req.Reason
+			if reason != "" {
+				j.Reason += ": " + reason
 			}
-			j.ModifyIndex = l.Index
-			return j.Copy()
+			j.ModifyIndex = index
+			return
 		}
 	}
-	reason := req.Reason
-	if reason == "" {
-		reason = reasonCancelled
-	}
-	finishJob(j, structs.JobCancelled, reason, req.At, l.Index)
-	return j.Copy()
+	finishJob(j, structs.JobCancelled, cmp.Or(reason, reasonCancelled), at, index)
 }
 
 // cancelReason is the final reason of a job whose cancel waited for its

@@ -114,10 +114,10 @@ func (s *state) applyNodeAllocsLost(l *raft.Log) any {
 		return fmt.Errorf("node %s: %w: it is %s, so its allocations are not lost", n.Name, ErrInvalidRequest, n.Status)
 	}
 	u := structs.AllocUpdate{State: structs.AllocLost, ExitCode: -1, Reason: req.Reason, At: req.At}
-	for _, a := range s.nodeAllocs[n.ID] {
-		if a.Live() {
-			s.endAlloc(a, &u, l.Index)
-		}
+	// Ending one allocation may stop, never end, others of its gang, so
+	// the list taken first holds only allocations still live.
+	for _, a := range sortedAllocs(s.nodeLive[n.ID]) {
+		s.endAlloc(a, &u, l.Index)
 	}
 	return nil
 }

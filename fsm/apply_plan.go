@@ -9,22 +9,14 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// applyPlan commits a scheduler plan. Each placement is checked against
-// committed state (including placements accepted earlier in the same plan)
-// and applied whole or not at all; refused placements are returned in the
-// PlanResult with the reason.
+// applyPlan commits a scheduler plan: its cancels, preemptions and
+// placements (runPlan), then the reasons of the jobs it left queued. What
+// committed state no longer allows is refused part by part and returned in
+// the PlanResult; the rest applies.
 func (s *state) applyPlan(l *raft.Log) any {
 	var req structs.PlanApplyRequest
 	decode(l, &req)
-	res := &structs.PlanResult{}
-	for i := range req.Plan.Placements {
-		p := &req.Plan.Placements[i]
-		if reason := s.checkPlacement(p); reason != "" {
-			res.Rejected = append(res.Rejected, structs.JobBlocked{JobID: p.JobID, Reason: reason})
-			continue
-		}
-		s.place(p, req.At, l.Index)
-	}
+	res := s.runPlan(&req.Plan, req.At, l.Index, false)
 	for _, b := range req.Plan.Blocked {
 		j, ok := s.jobs[b.JobID]
 		if ok && j.State == structs.JobQueued && j.Reason != b.Reason {
@@ -37,14 +29,10 @@ func (s *state) applyPlan(l *raft.Log) any {
 
 // checkPlacement says why a placement cannot be applied, or "" when it can.
 func (s *state) checkPlacement(p *structs.JobPlacement) string {
-	j, ok := s.jobs[p.JobID]
+	j, reason := s.queuedJob(p.JobID)
 	switch {
-	case !ok:
-		return "job not found"
-	case j.State != structs.JobQueued:
-		return fmt.Sprintf("job is %s, not queued", j.State)
-	case j.StopRequested:
-		return "job is being cancelled"
+	case reason != "":
+		return reason
 	case len(p.Allocations) != j.Spec.Nodes:
 		return fmt.Sprintf("plan has %d allocations, job needs %d (one per node)", len(p.Allocations), j.Spec.Nodes)
 	}

@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -18,50 +19,74 @@ import (
 // (unknown, not running, already stopping, another attempt, not
 // preemptible, not of lower priority) are skipped and listed in the
 // returned error; the others are still preempted. A victim already
-// preempted for the same job is left as it is, so a repeated request
-// changes nothing.
+// preempted for the same job (and, when one is named, in the same attempt)
+// is left as it is, so a repeated request changes nothing. A plan's
+// Preemptions go through the same checks and marks (runPlan); this entry
+// type stays for logs written before plans carried them.
 func (s *state) applyJobPreempt(l *raft.Log) any {
 	var req structs.JobPreemptRequest
 	decode(l, &req)
-	switch {
-	case len(req.Victims) == 0:
+	if len(req.Victims) == 0 {
 		return fmt.Errorf("job preempt: %w: no victims", ErrInvalidRequest)
-	case len(req.Attempts) != 0 && len(req.Attempts) != len(req.Victims):
-		return fmt.Errorf("job preempt: %w: %d attempts for %d victims", ErrInvalidRequest, len(req.Attempts), len(req.Victims))
 	}
-	forJob, ok := s.jobs[req.For]
-	switch {
-	case !ok:
-		return fmt.Errorf("job preempt: preempting job %s: %w", structs.ShortID(req.For), ErrJobNotFound)
-	case forJob.State != structs.JobQueued || forJob.StopRequested:
-		return fmt.Errorf("job preempt: preempting job %s: %w: it is %s, not waiting in the queue",
-			structs.ShortID(req.For), ErrNotPreemptible, forJob.State)
+	forJob, err := s.checkPreemption(req.For, req.Victims, req.Attempts)
+	if err != nil {
+		return fmt.Errorf("job preempt: %w", err)
 	}
-	reason := fmt.Sprintf("preempted by job %s (priority %d)", structs.ShortID(forJob.ID), forJob.Spec.Priority)
-	if req.Reason != "" {
-		reason += ": " + req.Reason
-	}
+	reason := preemptReason(forJob, req.Reason)
 	var skipped []error
 	for i, id := range req.Victims {
-		attempt := 0
-		if len(req.Attempts) != 0 {
-			attempt = req.Attempts[i]
-		}
-		if err := s.preempt(id, attempt, forJob, reason, l.Index); err != nil {
+		if err := s.preempt(id, attemptOf(req.Attempts, i), forJob, reason, l.Index, false); err != nil {
 			skipped = append(skipped, err)
 		}
 	}
 	return errors.Join(skipped...)
 }
 
-// preempt stops one victim for forJob, or says why it may not.
-func (s *state) preempt(id string, attempt int, forJob *structs.Job, reason string, index uint64) error {
+// checkPreemption checks the shape of a preemption and that its preempting
+// job still waits in the queue, and returns that job.
+func (s *state) checkPreemption(forID string, victims []string, attempts []int) (*structs.Job, error) {
+	if len(attempts) != 0 && len(attempts) != len(victims) {
+		return nil, fmt.Errorf("%w: %d attempts for %d victims", ErrInvalidRequest, len(attempts), len(victims))
+	}
+	forJob, ok := s.jobs[forID]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("preempting job %s: %w", structs.ShortID(forID), ErrJobNotFound)
+	case forJob.State != structs.JobQueued || forJob.StopRequested:
+		return nil, fmt.Errorf("preempting job %s: %w: it is %s, not waiting in the queue",
+			structs.ShortID(forID), ErrNotPreemptible, forJob.State)
+	}
+	return forJob, nil
+}
+
+// preemptReason is what a victim of forJob is told, with the leader's
+// words, if any, after it.
+func preemptReason(forJob *structs.Job, extra string) string {
+	reason := fmt.Sprintf("preempted by job %s (priority %d)", structs.ShortID(forJob.ID), forJob.Spec.Priority)
+	if extra != "" {
+		reason += ": " + extra
+	}
+	return reason
+}
+
+// attemptOf is the attempt chosen for victim i, 0 when none was given.
+func attemptOf(attempts []int, i int) int {
+	if len(attempts) == 0 {
+		return 0
+	}
+	return attempts[i]
+}
+
+// preempt stops one victim for forJob, or says why it may not. A dry run
+// only checks.
+func (s *state) preempt(id string, attempt int, forJob *structs.Job, reason string, index uint64, dry bool) error {
 	j, ok := s.jobs[id]
 	short := structs.ShortID(id)
 	switch {
 	case !ok:
 		return fmt.Errorf("victim %s: %w", short, ErrJobNotFound)
-	case j.PreemptedBy == forJob.ID:
+	case j.PreemptedBy == forJob.ID && (attempt == 0 || attempt == j.Attempts):
 		return nil // this preemption is under way
 	case j.State != structs.JobRunning:
 		return fmt.Errorf("victim %s: %w: it is %s, not running", short, ErrNotPreemptible, j.State)
@@ -75,18 +100,18 @@ func (s *state) preempt(id string, attempt int, forJob *structs.Job, reason stri
 		return fmt.Errorf("victim %s: %w: not submitted as preemptible", short, ErrNotPreemptible)
 	case j.Spec.Priority >= forJob.Spec.Priority:
 		return fmt.Errorf("victim %s: %w: priority %d is not below %d", short, ErrNotPreemptible, j.Spec.Priority, forJob.Spec.Priority)
+	case !slices.ContainsFunc(s.jobAllocs[j.ID], (*structs.Allocation).Live):
+		return fmt.Errorf("victim %s: %w: no live allocation", short, ErrNotPreemptible)
 	}
-	stopping := false
+	if dry {
+		return nil
+	}
 	for _, a := range s.jobAllocs[j.ID] {
 		if a.Live() {
-			stopping = true
 			stopAlloc(a, index)
 			a.Reason = reason
 			a.StopGrace = j.Spec.PreemptGrace
 		}
-	}
-	if !stopping {
-		return fmt.Errorf("victim %s: %w: no live allocation", short, ErrNotPreemptible)
 	}
 	j.PreemptedBy = forJob.ID
 	j.PreemptReason = reason

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -143,6 +144,28 @@ func TestFSM_PreemptIsIdempotent(t *testing.T) {
 	wantErrIs(t, h.preempt("high", "low"), ErrNotPreemptible, "low", "queued")
 	if h.f.Hash() != before {
 		t.Fatal("a preemption of a queued victim changed the state")
+	}
+}
+
+func TestFSM_PreemptRepeatedForAnotherAttemptIsRefused(t *testing.T) {
+	h := lowRunning(t, 0)
+	if err := h.preempt("high", "low"); err != nil {
+		t.Fatalf("preempt: %v", err)
+	}
+	before := h.f.Hash()
+	again := func(attempt int) error {
+		return h.applyErr(structs.JobPreemptType, structs.JobPreemptRequest{
+			Victims: []string{"low"}, Attempts: []int{attempt}, For: "high", At: h.at(),
+		})
+	}
+	if err := again(1); err != nil {
+		t.Fatalf("repeated preemption of the same attempt: %v", err)
+	}
+	// As on a state where the first had not happened: the attempt named
+	// is not the one that runs.
+	wantErrIs(t, again(2), ErrNotPreemptible, "attempt 2 was chosen, attempt 1 runs")
+	if h.f.Hash() != before {
+		t.Fatal("a repeated preemption changed the state")
 	}
 }
 
@@ -297,16 +320,37 @@ func (m *model) preempt() {
 			req.Attempts = append(req.Attempts, rapid.IntRange(0, 3).Draw(m.rt, "attempt"))
 		}
 	}
-	before := map[string]*structs.Job{}
-	for _, id := range req.Victims {
-		before[id] = m.h.job(id)
-	}
-	forJob := m.h.job(req.For)
+	before := m.jobsNow()
 	_ = m.h.applyErr(structs.JobPreemptType, req)
-	for id, b := range before {
-		j := m.h.job(id)
+	asked := map[string][]string{}
+	for _, id := range req.Victims {
+		asked[id] = []string{req.For}
+	}
+	m.checkVictims(before, asked)
+}
+
+// jobsNow returns copies of every job, by ID.
+func (m *model) jobsNow() map[string]*structs.Job {
+	jobs := map[string]*structs.Job{}
+	for _, j := range m.h.f.Jobs() {
+		jobs[j.ID] = j
+	}
+	return jobs
+}
+
+// checkVictims asserts that every job an entry preempted was asked for
+// (asked: victim ID -> the jobs it was to make room for), and was, before
+// the entry, a running preemptible job of lower priority than the queued
+// job it now makes room for, and was preempted once.
+func (m *model) checkVictims(before map[string]*structs.Job, asked map[string][]string) {
+	for id, fors := range asked {
+		b, j := before[id], m.h.job(id)
 		if j.Preemptions == b.Preemptions {
 			continue
+		}
+		forJob := before[j.PreemptedBy]
+		if forJob == nil || !slices.Contains(fors, forJob.ID) {
+			m.rt.Fatalf("job %s preempted for %q, asked for %v", id, j.PreemptedBy, fors)
 		}
 		if j.Preemptions != b.Preemptions+1 || !b.Spec.Preemptible || b.Spec.Priority >= forJob.Spec.Priority ||
 			b.State != structs.JobRunning || forJob.State != structs.JobQueued {

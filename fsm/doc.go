@@ -1,7 +1,8 @@
 // Package fsm is skein's replicated state machine: it implements raft.FSM,
 // applies committed log entries to the in-memory state (nodes, jobs,
 // allocations), enforces GPU exclusivity and idempotent submission there,
-// and answers read queries with deep copies of that state.
+// removes finished jobs once their retention has passed, and answers read
+// queries with deep copies of that state.
 //
 // See DESIGN.md in this folder for why it is built this way.
 package fsm

@@ -23,6 +23,7 @@ var (
 	ErrWrongNode      = errors.New("allocation belongs to another node")
 	ErrInvalidRequest = errors.New("invalid request")
 	ErrNotPreemptible = errors.New("cannot be preempted")
+	ErrJobRetained    = errors.New("job must be kept")
 	ErrBadSnapshot    = errors.New("invalid snapshot")
 )
 
@@ -84,6 +85,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 		resp = f.st.applyGPUCordon(l)
 	case structs.JobPreemptType:
 		resp = f.st.applyJobPreempt(l)
+	case structs.JobGCType:
+		resp = f.st.applyJobGC(l)
 	default:
 		if !skippable {
 			panic(fmt.Sprintf("fsm: log entry %d has unknown type %d", l.Index, uint8(t)))

@@ -16,7 +16,7 @@ func TestFSM_GPUExclusivity(t *testing.T) {
 		m := newModel(rt)
 		steps := rapid.IntRange(10, 60).Draw(rt, "steps")
 		// Weighted so that jobs get placed and run before they are cancelled.
-		ops := []func(){m.register, m.submit, m.submit, m.plan, m.plan, m.plan, m.update, m.update, m.update, m.cancel, m.nodeDown, m.gpuHealth}
+		ops := []func(){m.register, m.submit, m.submit, m.plan, m.plan, m.plan, m.update, m.update, m.update, m.cancel, m.nodeDown, m.gpuHealth, m.gc}
 		for range steps {
 			ops[rapid.IntRange(0, len(ops)-1).Draw(rt, "op")]()
 			m.check()
@@ -32,7 +32,8 @@ type model struct {
 	h       *harness
 	nodes   []structs.Node
 	allGPUs []string
-	jobs    []string
+	jobs    []string // IDs of the jobs the state still holds
+	arrays  []string // IDs of the job arrays submitted
 	nextID  int
 }
 
@@ -125,7 +126,7 @@ func (m *model) plan() {
 		queued = append(queued, j.ID)
 	}
 	var p structs.Plan
-	for range rapid.IntRange(1, 3).Draw(m.rt, "placements") {
+	for range rapid.IntRange(0, 3).Draw(m.rt, "placements") {
 		pick := m.jobs
 		if len(queued) > 0 && rapid.IntRange(0, 3).Draw(m.rt, "any job") > 0 {
 			pick = queued
@@ -160,7 +161,8 @@ func (m *model) plan() {
 	if rapid.Bool().Draw(m.rt, "blocked") {
 		p.Blocked = []structs.JobBlocked{{JobID: rapid.SampledFrom(m.jobs).Draw(m.rt, "blocked job"), Reason: "no room"}}
 	}
-	m.h.plan(p)
+	m.planStops(&p, queued)
+	m.commitPlan(p)
 }
 
 // nodeGPUs returns a node's GPUs as committed state has them; careful

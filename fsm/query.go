@@ -3,6 +3,7 @@ package fsm
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -76,25 +77,22 @@ func (f *FSM) FindJob(idOrPrefix string) (*structs.Job, error) {
 func (f *FSM) ArrayTasks(arrayID string) ([]*structs.Job, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	byArray := map[string][]*structs.Job{}
-	for _, j := range f.st.jobs {
-		if j.ArrayID != "" && arrayID != "" && strings.HasPrefix(j.ArrayID, arrayID) {
-			byArray[j.ArrayID] = append(byArray[j.ArrayID], j)
+	var matches []string
+	for id := range f.st.arrayTasks {
+		if arrayID != "" && strings.HasPrefix(id, arrayID) {
+			matches = append(matches, id)
 		}
 	}
-	if len(byArray) == 0 {
+	if len(matches) == 0 {
 		return nil, fmt.Errorf("job array %s: %w", arrayID, ErrJobNotFound)
 	}
-	if len(byArray) > 1 {
-		return nil, fmt.Errorf("job array %s: %w: matches %d arrays", arrayID, ErrAmbiguousID, len(byArray))
+	if len(matches) > 1 {
+		return nil, fmt.Errorf("job array %s: %w: matches %d arrays", arrayID, ErrAmbiguousID, len(matches))
 	}
-	var tasks []*structs.Job
-	for _, ts := range byArray {
-		for _, j := range ts {
-			tasks = append(tasks, j.Copy())
-		}
+	tasks := f.st.sortedTasks(matches[0])
+	for i, j := range tasks {
+		tasks[i] = j.Copy()
 	}
-	slices.SortFunc(tasks, func(a, b *structs.Job) int { return a.ArrayIndex - b.ArrayIndex })
 	return tasks, nil
 }
 
@@ -144,13 +142,12 @@ func (f *FSM) Alloc(id string) (*structs.Allocation, bool) {
 }
 
 // NodeAllocs returns copies of every allocation placed on a node, live or
-// not, by creation index.
+// not, by creation index. It costs what the state still holds of the
+// node's history; NodeLiveAllocs costs only what the node runs.
 func (f *FSM) NodeAllocs(nodeID string) []*structs.Allocation {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	allocs := copyAllocs(f.st.nodeAllocs[nodeID])
-	slices.SortFunc(allocs, byCreation)
-	return allocs
+	return copyAllocs(sortedAllocs(f.st.nodeAllocs[nodeID]))
 }
 
 // JobCounts returns how many jobs are in each state; every state is present.
@@ -173,9 +170,9 @@ func (f *FSM) JobCounts() map[structs.JobState]int {
 func (f *FSM) LiveAllocCounts() map[string]int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	counts := make(map[string]int, len(f.st.nodeUsed))
-	for _, a := range f.st.live {
-		counts[a.NodeID]++
+	counts := make(map[string]int, len(f.st.nodeLive))
+	for id, set := range f.st.nodeLive {
+		counts[id] = len(set)
 	}
 	return counts
 }
@@ -283,6 +280,14 @@ func copyAllocs(in []*structs.Allocation) []*structs.Allocation {
 	for i, a := range in {
 		out[i] = a.Copy()
 	}
+	return out
+}
+
+// sortedAllocs returns the allocations of a set by creation index (the
+// state's own, not copies).
+func sortedAllocs(set allocSet) []*structs.Allocation {
+	out := slices.Collect(maps.Values(set))
+	slices.SortFunc(out, byCreation)
 	return out
 }
 

@@ -218,27 +218,23 @@ func checkIndexes(s *state) error {
 	for _, id := range slices.Sorted(maps.Keys(s.allocs)) {
 		want.addAlloc(s.allocs[id])
 	}
-	sameSet := func(a, b map[string][]*structs.Allocation) bool {
-		if len(a) != len(b) {
-			return false
+	jobAllocs := func(st *state) map[string][]string {
+		out := map[string][]string{}
+		for k, v := range st.jobAllocs {
+			out[k] = allocIDs(v)
+			slices.Sort(out[k])
 		}
-		for k, v := range a {
-			x, y := allocIDs(v), allocIDs(b[k])
-			slices.Sort(x)
-			slices.Sort(y)
-			if !slices.Equal(x, y) {
-				return false
-			}
-		}
-		return true
+		return out
 	}
 	switch {
 	case !maps.Equal(s.jobByRequest, want.jobByRequest):
 		return errors.New("request id index differs")
-	case !sameSet(s.jobAllocs, want.jobAllocs):
+	case !reflect.DeepEqual(jobAllocs(s), jobAllocs(want)):
 		return errors.New("job allocs index differs")
-	case !sameSet(s.nodeAllocs, want.nodeAllocs):
+	case !sameSets(s.nodeAllocs, want.nodeAllocs):
 		return errors.New("node allocs index differs")
+	case !sameSets(s.nodeLive, want.nodeLive):
+		return fmt.Errorf("node live allocs index %v, want %v", setIDs(s.nodeLive), setIDs(want.nodeLive))
 	case !maps.Equal(s.live, want.live):
 		return errors.New("live index differs")
 	case !maps.Equal(s.gpuHolder, want.gpuHolder):
@@ -247,6 +243,25 @@ func checkIndexes(s *state) error {
 		return fmt.Errorf("node usage %v, want %v", s.nodeUsed, want.nodeUsed)
 	case !maps.Equal(s.portHolder, want.portHolder):
 		return fmt.Errorf("master port holders %v, want %v", s.portHolder, want.portHolder)
+	case !sameSets(s.arrayTasks, want.arrayTasks):
+		return fmt.Errorf("array tasks %v, want %v", setIDs(s.arrayTasks), setIDs(want.arrayTasks))
+	case !sameSets(s.dependents, want.dependents):
+		return fmt.Errorf("dependents %v, want %v", setIDs(s.dependents), setIDs(want.dependents))
 	}
 	return nil
+}
+
+// sameSets reports whether two set indexes hold the same objects under the
+// same keys.
+func sameSets[S ~map[string]*V, V any](a, b map[string]S) bool {
+	return maps.EqualFunc(a, b, func(x, y S) bool { return maps.Equal(x, y) })
+}
+
+// setIDs lists the IDs in each set of an index, sorted, for messages.
+func setIDs[S ~map[string]V, V any](index map[string]S) map[string][]string {
+	out := map[string][]string{}
+	for k, set := range index {
+		out[k] = slices.Sorted(maps.Keys(set))
+	}
+	return out
 }

@@ -1,6 +1,10 @@
 package fsm
 
 import (
+	"cmp"
+	"maps"
+	"slices"
+
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -14,15 +18,24 @@ type state struct {
 	allocs map[string]*structs.Allocation
 
 	// Derived from the maps above, kept up to date by addJob, addAlloc,
-	// hold and release, and rebuilt record by record on Restore.
+	// hold, release and removeJob, and rebuilt record by record on Restore.
 	jobByRequest map[string]string                // request ID -> job ID
 	jobAllocs    map[string][]*structs.Allocation // job ID -> its allocations, every attempt
-	nodeAllocs   map[string][]*structs.Allocation // node ID -> allocations placed there
+	nodeAllocs   map[string]allocSet              // node ID -> allocations placed there, live or not
+	nodeLive     map[string]allocSet              // node ID -> its live allocations
 	live         map[string]*structs.Allocation   // alloc ID -> allocation still holding resources
 	gpuHolder    map[string]string                // GPU UUID -> ID of the live allocation holding it
 	nodeUsed     map[string]usage                 // node ID -> what its live allocations hold
 	portHolder   map[nodePort]string              // rank 0's node and MASTER_PORT -> ID of the live rank 0 using it
+	arrayTasks   map[string]jobSet                // array ID -> its tasks
+	dependents   map[string]jobSet                // job ID -> the jobs whose Spec.After names it
 }
+
+// allocSet is a set of allocations by ID.
+type allocSet map[string]*structs.Allocation
+
+// jobSet is a set of jobs by ID.
+type jobSet map[string]*structs.Job
 
 // nodePort is a TCP port on one node.
 type nodePort struct {
@@ -43,11 +56,14 @@ func newState() *state {
 		allocs:       map[string]*structs.Allocation{},
 		jobByRequest: map[string]string{},
 		jobAllocs:    map[string][]*structs.Allocation{},
-		nodeAllocs:   map[string][]*structs.Allocation{},
+		nodeAllocs:   map[string]allocSet{},
+		nodeLive:     map[string]allocSet{},
 		live:         map[string]*structs.Allocation{},
 		gpuHolder:    map[string]string{},
 		nodeUsed:     map[string]usage{},
 		portHolder:   map[nodePort]string{},
+		arrayTasks:   map[string]jobSet{},
+		dependents:   map[string]jobSet{},
 	}
 }
 
@@ -57,6 +73,32 @@ func (s *state) addJob(j *structs.Job) {
 	if j.RequestID != "" {
 		s.jobByRequest[j.RequestID] = j.ID
 	}
+	if j.ArrayID != "" {
+		addToSet(s.arrayTasks, j.ArrayID, j.ID, j)
+	}
+	for _, d := range j.Spec.After {
+		addToSet(s.dependents, d.JobID, j.ID, j)
+	}
+}
+
+// removeJob deletes a finished job with its allocations, none of them
+// live, from the state and from every index.
+func (s *state) removeJob(j *structs.Job) {
+	for _, a := range s.jobAllocs[j.ID] {
+		delete(s.allocs, a.ID)
+		removeFromSet(s.nodeAllocs, a.NodeID, a.ID)
+	}
+	delete(s.jobAllocs, j.ID)
+	delete(s.jobs, j.ID)
+	if j.RequestID != "" && s.jobByRequest[j.RequestID] == j.ID {
+		delete(s.jobByRequest, j.RequestID)
+	}
+	if j.ArrayID != "" {
+		removeFromSet(s.arrayTasks, j.ArrayID, j.ID)
+	}
+	for _, d := range j.Spec.After {
+		removeFromSet(s.dependents, d.JobID, j.ID)
+	}
 }
 
 // addAlloc stores a new allocation and, if it is live, lets it hold its
@@ -64,7 +106,7 @@ func (s *state) addJob(j *structs.Job) {
 func (s *state) addAlloc(a *structs.Allocation) {
 	s.allocs[a.ID] = a
 	s.jobAllocs[a.JobID] = append(s.jobAllocs[a.JobID], a)
-	s.nodeAllocs[a.NodeID] = append(s.nodeAllocs[a.NodeID], a)
+	addToSet(s.nodeAllocs, a.NodeID, a.ID, a)
 	if a.Live() {
 		s.hold(a)
 	}
@@ -73,6 +115,7 @@ func (s *state) addAlloc(a *structs.Allocation) {
 // hold marks a live allocation's GPUs, CPUs and memory as taken.
 func (s *state) hold(a *structs.Allocation) {
 	s.live[a.ID] = a
+	addToSet(s.nodeLive, a.NodeID, a.ID, a)
 	for _, g := range a.GPUs {
 		s.gpuHolder[g] = a.ID
 	}
@@ -88,6 +131,7 @@ func (s *state) hold(a *structs.Allocation) {
 // release frees what hold took, once the allocation is terminal.
 func (s *state) release(a *structs.Allocation) {
 	delete(s.live, a.ID)
+	removeFromSet(s.nodeLive, a.NodeID, a.ID)
 	for _, g := range a.GPUs {
 		if s.gpuHolder[g] == a.ID {
 			delete(s.gpuHolder, g)
@@ -108,5 +152,33 @@ func (s *state) setUsed(nodeID string, u usage) {
 		delete(s.nodeUsed, nodeID)
 	} else {
 		s.nodeUsed[nodeID] = u
+	}
+}
+
+// sortedTasks returns the tasks of an array in index order (the state's
+// own, not copies).
+func (s *state) sortedTasks(arrayID string) []*structs.Job {
+	tasks := slices.Collect(maps.Values(s.arrayTasks[arrayID]))
+	slices.SortFunc(tasks, func(a, b *structs.Job) int { return cmp.Compare(a.ArrayIndex, b.ArrayIndex) })
+	return tasks
+}
+
+// addToSet adds v, whose ID is id, to the set at key k of an index.
+func addToSet[S ~map[string]V, V any](index map[string]S, k, id string, v V) {
+	set, ok := index[k]
+	if !ok {
+		set = S{}
+		index[k] = set
+	}
+	set[id] = v
+}
+
+// removeFromSet removes id from the set at key k of an index, and the set
+// once it is empty, so an index never keeps keys for nothing.
+func removeFromSet[S ~map[string]V, V any](index map[string]S, k, id string) {
+	set := index[k]
+	delete(set, id)
+	if len(set) == 0 {
+		delete(index, k)
 	}
 }

@@ -131,10 +131,19 @@ type PlanApplyRequest struct {
 	At   time.Time `json:"at"`
 }
 
-// PlanResult is what Apply returns for a PlanApplyRequest: the placements it
-// refused because committed state no longer allowed them.
+// PlanResult is what Apply returns for a PlanApplyRequest: the parts of
+// the plan it refused because committed state no longer allowed them, each
+// naming its job and the reason. Everything else in the entry was applied.
+// A leader that finds any refusal re-plans from fresh state.
 type PlanResult struct {
+	// Rejected are the refused placements, by the job to be placed.
 	Rejected []JobBlocked `json:"rejected,omitempty"`
+	// RejectedCancels are the refused cancels, by the job to be cancelled.
+	RejectedCancels []JobBlocked `json:"rejected_cancels,omitempty"`
+	// RejectedVictims are the preemption victims left running, by victim.
+	// When the preempting job itself may no longer preempt, every victim
+	// of its preemption is listed, with that reason.
+	RejectedVictims []JobBlocked `json:"rejected_victims,omitempty"`
 }
 
 // AllocUpdateRequest reports allocation progress from the node that runs them.
