@@ -141,13 +141,13 @@ func (f *FSM) Alloc(id string) (*structs.Allocation, bool) {
 	return a.Copy(), ok
 }
 
-// NodeAllocs returns copies of every allocation placed on a node, live or
-// not, by creation index. It costs what the state still holds of the
-// node's history; NodeLiveAllocs costs only what the node runs.
-func (f *FSM) NodeAllocs(nodeID string) []*structs.Allocation {
+// HasAlloc reports whether the state holds the allocation with the given
+// ID, live or not; it copies nothing.
+func (f *FSM) HasAlloc(id string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return copyAllocs(sortedAllocs(f.st.nodeAllocs[nodeID]))
+	_, ok := f.st.allocs[id]
+	return ok
 }
 
 // JobCounts returns how many jobs are in each state; every state is present.

@@ -22,9 +22,6 @@ func TestFSM_NodeLiveAllocsFollowsHoldAndRelease(t *testing.T) {
 	if got := allocIDs(h.f.NodeLiveAllocs("n1")); !slices.Equal(got, []string{"a0", "b0"}) {
 		t.Fatalf("live on n1 = %v, want [a0 b0] by creation", got)
 	}
-	if got := allocIDs(h.f.NodeAllocs("n1")); !slices.Equal(got, []string{"a0", "c0", "b0"}) {
-		t.Fatalf("all on n1 = %v, want the history too", got)
-	}
 	// A lost node's allocations leave its live set; the rank on n1 is
 	// asked to stop but stays live until it reports.
 	h.applyErr(structs.NodeStatusType, structs.NodeStatusRequest{NodeID: "n2", Status: structs.NodeDown, At: h.at()})

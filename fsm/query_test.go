@@ -84,8 +84,8 @@ func TestFSM_QueriesAreOrdered(t *testing.T) {
 
 	h.place("j2", alloc("b", "z", 0, gpuID("z", 1)))
 	h.place("j1", alloc("a", "z", 0, gpuID("z", 0)))
-	if got := allocIDs(h.f.NodeAllocs("z")); !slices.Equal(got, []string{"b", "a"}) {
-		t.Fatalf("NodeAllocs order %v", got)
+	if got := allocIDs(h.f.NodeLiveAllocs("z")); !slices.Equal(got, []string{"b", "a"}) {
+		t.Fatalf("NodeLiveAllocs order %v", got)
 	}
 	if got := allocIDs(h.f.State().AllLiveAllocs()); !slices.Equal(got, []string{"b", "a"}) {
 		t.Fatalf("live allocs order %v", got)
@@ -121,7 +121,7 @@ func TestFSM_QueriesReturnCopies(t *testing.T) {
 	gotJob.Spec.Constraints["rack"] = "x"
 	gotJob.State = structs.JobFailed
 	h.f.Allocs("j")[0].GPUs[0] = "stolen"
-	h.f.NodeAllocs("n1")[0].State = structs.AllocFailed
+	h.f.NodeLiveAllocs("n1")[0].State = structs.AllocFailed
 	view := h.f.State()
 	view.Nodes[0].Labels["rack"] = "y"
 	view.LiveAllocs[0].GPUs[0] = "stolen"

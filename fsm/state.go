@@ -21,7 +21,6 @@ type state struct {
 	// hold, release and removeJob, and rebuilt record by record on Restore.
 	jobByRequest map[string]string                // request ID -> job ID
 	jobAllocs    map[string][]*structs.Allocation // job ID -> its allocations, every attempt
-	nodeAllocs   map[string]allocSet              // node ID -> allocations placed there, live or not
 	nodeLive     map[string]allocSet              // node ID -> its live allocations
 	live         map[string]*structs.Allocation   // alloc ID -> allocation still holding resources
 	gpuHolder    map[string]string                // GPU UUID -> ID of the live allocation holding it
@@ -56,7 +55,6 @@ func newState() *state {
 		allocs:       map[string]*structs.Allocation{},
 		jobByRequest: map[string]string{},
 		jobAllocs:    map[string][]*structs.Allocation{},
-		nodeAllocs:   map[string]allocSet{},
 		nodeLive:     map[string]allocSet{},
 		live:         map[string]*structs.Allocation{},
 		gpuHolder:    map[string]string{},
@@ -86,7 +84,6 @@ func (s *state) addJob(j *structs.Job) {
 func (s *state) removeJob(j *structs.Job) {
 	for _, a := range s.jobAllocs[j.ID] {
 		delete(s.allocs, a.ID)
-		removeFromSet(s.nodeAllocs, a.NodeID, a.ID)
 	}
 	delete(s.jobAllocs, j.ID)
 	delete(s.jobs, j.ID)
@@ -106,7 +103,6 @@ func (s *state) removeJob(j *structs.Job) {
 func (s *state) addAlloc(a *structs.Allocation) {
 	s.allocs[a.ID] = a
 	s.jobAllocs[a.JobID] = append(s.jobAllocs[a.JobID], a)
-	addToSet(s.nodeAllocs, a.NodeID, a.ID, a)
 	if a.Live() {
 		s.hold(a)
 	}

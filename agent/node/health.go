@@ -219,11 +219,9 @@ func (n *Node) reportHealth(nowT time.Time) error {
 		return nil
 	}
 	held := map[string]bool{}
-	for _, alloc := range n.fsm.NodeAllocs(n.cfg.NodeID) {
-		if alloc.Live() {
-			for _, g := range alloc.GPUs {
-				held[g] = true
-			}
+	for _, alloc := range n.fsm.NodeLiveAllocs(n.cfg.NodeID) {
+		for _, g := range alloc.GPUs {
+			held[g] = true
 		}
 	}
 	changes := n.health.changes(self, held, nowT)

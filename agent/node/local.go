@@ -41,28 +41,42 @@ func (n *Node) kickLocal() {
 // reconcileLocal compares this node's live allocations with what the runner
 // tracks. An allocation directory on disk means the runner has already
 // handled the allocation (started, adopted, or reported it after a restart),
-// so the loop never starts one twice.
+// so the loop never starts one twice. Its cost follows the node's live and
+// tracked allocations, not its history.
 func (n *Node) reconcileLocal() {
-	tracked := n.runner.Tracked()
+	tracked := map[string]bool{}
+	for _, id := range n.runner.Tracked() {
+		tracked[id] = true
+	}
 	for id := range n.stopping {
-		if !slices.Contains(tracked, id) {
+		if !tracked[id] {
 			delete(n.stopping, id)
 		}
 	}
-	fenced := n.isFenced()
-	for _, alloc := range n.fsm.NodeAllocs(n.cfg.NodeID) {
-		if !alloc.Live() {
-			// Lost while this node was cut off: it is not ours any more.
-			if slices.Contains(tracked, alloc.ID) && !n.stopping[alloc.ID] {
-				n.stopping[alloc.ID] = true
-				n.runner.StopWithin(alloc.ID, "no longer owned by this node: "+alloc.Reason, n.cfg.FenceGrace)
-			}
+	live := n.fsm.NodeLiveAllocs(n.cfg.NodeID)
+	isLive := make(map[string]bool, len(live))
+	for _, alloc := range live {
+		isLive[alloc.ID] = true
+	}
+	// What the runner tracks and the state no longer counts live was lost
+	// while this node was cut off: it is not ours any more. One the state
+	// does not know (yet: a re-adopted job before the log has replayed)
+	// is left alone.
+	for id := range tracked {
+		if isLive[id] {
 			continue
 		}
+		if alloc, ok := n.fsm.Alloc(id); ok && !alloc.Live() && !n.stopping[id] {
+			n.stopping[id] = true
+			n.runner.StopWithin(id, "no longer owned by this node: "+alloc.Reason, n.cfg.FenceGrace)
+		}
+	}
+	fenced := n.isFenced()
+	for _, alloc := range live {
 		if n.reports.inFlight(alloc.ID) {
 			continue
 		}
-		isTracked := slices.Contains(tracked, alloc.ID)
+		isTracked := tracked[alloc.ID]
 		switch {
 		case isTracked && alloc.DesiredState == structs.DesiredStop:
 			if !n.stopping[alloc.ID] {

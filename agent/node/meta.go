@@ -17,11 +17,9 @@ func InventoryMeta(name, httpAddr string, inv gpu.Inventory) peer.Meta {
 // it sees itself (ahead of the commit) and the local FSM.
 func (n *Node) Meta() peer.Meta {
 	used := map[string]bool{}
-	for _, alloc := range n.fsm.NodeAllocs(n.cfg.NodeID) {
-		if alloc.Live() {
-			for _, g := range alloc.GPUs {
-				used[g] = true
-			}
+	for _, alloc := range n.fsm.NodeLiveAllocs(n.cfg.NodeID) {
+		for _, g := range alloc.GPUs {
+			used[g] = true
 		}
 	}
 	gpus := n.cfg.Inventory.GPUs

@@ -67,8 +67,8 @@ func (s *Server) handleGPUCordon(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	info := api.GPUInfo{Node: n.Name, NodeID: n.ID, GPU: *got, Health: got.HealthState()}
-	for _, alloc := range s.fsm.NodeAllocs(n.ID) {
-		if alloc.Live() && slices.Contains(alloc.GPUs, got.UUID) {
+	for _, alloc := range s.fsm.NodeLiveAllocs(n.ID) {
+		if slices.Contains(alloc.GPUs, got.UUID) {
 			info.Job = alloc.JobID
 		}
 	}
