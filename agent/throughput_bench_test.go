@@ -41,7 +41,7 @@ var benchShapes = []struct {
 // cancelled, which releases the whole queue at once, and stops when the
 // leader's FSM holds no queued job: every job placed and committed. It
 // also times, on a copy of the same state, the parts of the leader's work
-// (state copy, sched.Place, JSON encoding, FSM apply) and the sizes of the
+// (state copy, sched.Decide, JSON encoding, FSM apply) and the sizes of the
 // PlanApply entries. -benchtime 1x; one sub-benchmark per queue size.
 func BenchmarkCommittedPlacements(b *testing.B) {
 	for _, jobs := range []int{20000, 100000} {
@@ -112,7 +112,7 @@ func benchCommittedPlacements(b *testing.B, nodes, jobs int) {
 	})
 	waitQuiet(b, head, jobs)
 
-	parts := benchParts(b, head)
+	parts := benchParts(b, head, gate)
 
 	var first time.Time
 	b.StartTimer()
@@ -247,13 +247,13 @@ func waitQuiet(b *testing.B, a *Agent, jobs int) {
 }
 
 // benchParts times the leader's own steps for the released queue on a
-// copy of the leader's state: the state copy a pass starts from,
-// sched.Place, encoding the entries, writing them to a bbolt log store as
-// one batch (one fsync, as the leader's batched applies do), applying them
-// to an FSM, and one JobCounts (which the clock loop calls on every
-// change). It also
-// reports how many entries the plan takes and the largest one's size.
-func benchParts(b *testing.B, lead *Agent) map[string]float64 {
+// copy of the leader's state with the gate cancelled: the state copy a
+// pass starts from, sched.Decide, encoding the entries, writing them to a
+// bbolt log store as one batch (one fsync, as the leader's batched applies
+// do), applying them to an FSM, and one JobCounts (which the clock loop
+// calls on every change). It also reports how many entries the plan takes
+// and the largest one's size.
+func benchParts(b *testing.B, lead *Agent, gate string) map[string]float64 {
 	snap, err := lead.fsm.Snapshot()
 	if err != nil {
 		b.Fatal(err)
@@ -266,28 +266,30 @@ func benchParts(b *testing.B, lead *Agent) map[string]float64 {
 	if err := f.Restore(io.NopCloser(&sink.buf)); err != nil {
 		b.Fatal(err)
 	}
+	cancel, err := structs.Encode(structs.JobCancelType, structs.JobCancelRequest{JobID: gate, At: time.Now().UTC()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if res := f.Apply(&raft.Log{Index: f.Index() + 1, Type: raft.LogCommand, Data: cancel}); res != nil {
+		if err, ok := res.(error); ok {
+			b.Fatal(err)
+		}
+	}
 	t := time.Now()
 	view := f.State()
 	stateMs := time.Since(t)
-	var ready []*structs.Job
-	for _, j := range view.Queued {
-		if len(j.Spec.After) > 0 {
-			ready = append(ready, j)
-		}
-	}
 	t = time.Now()
-	plan := sched.Place(view, ready)
-	placeMs := time.Since(t)
+	plan := sched.Decide(view, sched.Inputs{Now: time.Now()}).Plan
+	decideMs := time.Since(t)
 	for i := range plan.Placements {
 		for j := range plan.Placements[i].Allocations {
 			plan.Placements[i].Allocations[j].ID = structs.NewID()
 		}
 	}
-	leader.AssignMasterPorts(view, &plan)
 	t = time.Now()
 	var bufs [][]byte
 	maxBytes, totalBytes := 0, 0
-	for _, p := range leader.SplitPlan(plan, leader.MaxEntryAllocs, leader.MaxEntryBlocked) {
+	for _, p := range leader.SplitPlan(plan, leader.MaxEntryAllocs, leader.MaxEntryReasons) {
 		buf, err := structs.Encode(structs.PlanApplyType, structs.PlanApplyRequest{Plan: p, At: time.Now().UTC()})
 		if err != nil {
 			b.Fatal(err)
@@ -322,7 +324,7 @@ func benchParts(b *testing.B, lead *Agent) map[string]float64 {
 	countMs := time.Since(t)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	return map[string]float64{
-		"state-copy-ms": ms(stateMs), "place-ms": ms(placeMs), "encode-ms": ms(encodeMs), "fsm-apply-ms": ms(applyMs),
+		"state-copy-ms": ms(stateMs), "decide-ms": ms(decideMs), "encode-ms": ms(encodeMs), "fsm-apply-ms": ms(applyMs),
 		"bolt-store-ms": ms(storeMs), "job-counts-ms": ms(countMs),
 		"entries": float64(len(bufs)), "max-entry-KB": float64(maxBytes) / 1024, "plan-MB": float64(totalBytes) / (1 << 20),
 	}

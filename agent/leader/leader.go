@@ -120,7 +120,7 @@ func (l *Leader) lead(stop <-chan struct{}) {
 		defer close(monitorDone)
 		l.monitorNodes(stop, since)
 	}()
-	l.scheduleLoop(stop, since)
+	l.scheduleLoop(stop)
 }
 
 // Kick makes the leader plan again without a state change: gossip said

@@ -1,34 +1,55 @@
 package leader
 
 import (
-	"fmt"
 	"time"
 
+	"github.com/skein-dev/skein/sched"
 	"github.com/skein-dev/skein/structs"
+)
+
+// Pacing of the scheduling loop.
+const (
+	// maxReplans is how many passes in a row may plan again at once
+	// because part of their plan was refused; then the loop waits for
+	// the next change, so a scheduler and a state machine that disagree
+	// cannot spin.
+	maxReplans = 3
+	// retryPause is the wait after a pass whose commit failed (no
+	// quorum, leadership lost) before the next.
+	retryPause = 200 * time.Millisecond
+	// silentAfter, in heartbeat intervals, is how long the leader may
+	// not hear from a node before it stops placing work there.
+	silentAfter = 4
 )
 
 // scheduleLoop runs a scheduling pass whenever the state changes, a job's
 // restart backoff ends or gossip says something that changes what may be
-// placed, until stop closes.
-func (l *Leader) scheduleLoop(stop <-chan struct{}, since time.Time) {
+// placed, until stop closes. A pass whose plan was partly refused, by the
+// check before its commit or by Apply, plans again at once from the fresh
+// state.
+func (l *Leader) scheduleLoop(stop <-chan struct{}) {
+	replans := 0
 	for {
 		_, changed := l.fsm.Watch()
-		rejected, wake, err := l.schedule()
-		if err != nil || rejected {
-			// A failed write, or placements the FSM refused: give the
-			// state a moment to move on instead of spinning on it.
-			if err != nil {
-				l.log.Warn("scheduling pass failed", "error", err)
-			}
+		refused, wake, err := l.pass()
+		switch {
+		case err != nil:
+			l.log.Warn("scheduling pass failed", "error", err)
 			select {
 			case <-stop:
 				return
-			case <-time.After(200 * time.Millisecond):
+			case <-time.After(retryPause):
 			}
 			continue
+		case refused && replans < maxReplans:
+			replans++
+			continue
+		case refused:
+			l.log.Warn("plans refused several times in a row; waiting for the state to change", "passes", replans+1)
 		}
-		// Wake for the next state change, or when a job's restart
-		// backoff ends.
+		replans = 0
+		// Wait for the next state change, the end of a job's restart
+		// backoff, or a kick.
 		backoff := time.NewTimer(time.Until(wake))
 		if wake.IsZero() {
 			backoff.Stop()
@@ -45,35 +66,25 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}, since time.Time) {
 	}
 }
 
-// schedule runs one pass: every queued job, one plan, committed in entries
-// of bounded size (applyPlan). The FSM re-checks the plan on committed
-// state, so a stale view can only cost a rejected placement, never a
-// double-used GPU. It reports whether the FSM rejected any placement, and
-// when the earliest job still in its restart backoff becomes placeable
-// (zero: none waits).
-func (l *Leader) schedule() (rejected bool, wake time.Time, err error) {
+// pass runs one scheduling pass: sched.Decide over one copy of the state,
+// with what the leader knows from outside Raft (the nodes it has not heard
+// from lately, the GPU masks gossip announces); the leader stamps the
+// allocations, drops what the newest state refuses, and commits the rest
+// in bounded entries. It reports whether any part of the plan was
+// refused, and when the earliest job still in its restart backoff becomes
+// placeable (zero: none waits).
+func (l *Leader) pass() (refused bool, wake time.Time, err error) {
 	view := l.fsm.State()
 	nowT := time.Now()
-	var ready []*structs.Job
-	for _, j := range view.Queued {
-		if j.NotBefore.After(nowT) {
-			if wake.IsZero() || j.NotBefore.Before(wake) {
-				wake = j.NotBefore
-			}
-			continue
-		}
-		ready = append(ready, j)
+	d := sched.Decide(view, sched.Inputs{
+		Now:             nowT,
+		Silent:          l.silentNodes(view.Nodes, nowT),
+		GossipUnhealthy: l.cfg.GossipUnhealthy(),
+	})
+	plan := d.Plan
+	if planEmpty(plan) {
+		return false, d.Wake, nil
 	}
-	ready, waiting := l.gateDependencies(ready)
-	ready, capped := capArrays(ready, view.LiveAllocs)
-	waiting = append(waiting, capped...)
-	if len(ready) == 0 && len(waiting) == 0 {
-		return false, wake, nil
-	}
-	l.holdBackSilentNodes(view.Nodes)
-	l.holdBackGossipUnhealthy(view.Nodes)
-	plan := l.placeAndPreempt(view, ready, nowT)
-	plan.Blocked = append(plan.Blocked, waiting...)
 	at := now()
 	for i := range plan.Placements {
 		for j := range plan.Placements[i].Allocations {
@@ -82,127 +93,52 @@ func (l *Leader) schedule() (rejected bool, wake time.Time, err error) {
 			alloc.CreatedAt = at
 		}
 	}
-	AssignMasterPorts(view, &plan)
-	plan.Blocked = changedReasons(view.Queued, plan.Blocked)
-	if len(plan.Placements) == 0 && len(plan.Blocked) == 0 {
-		return false, wake, nil
+	// A plan made from the newest state needs no check before its commit
+	// (Apply checks it anyway); one the state has moved past since is
+	// checked against it, and what it refuses is not sent.
+	if l.fsm.Index() != view.Index {
+		if res := l.fsm.CheckPlan(plan); !resultEmpty(res) {
+			refused = true
+			plan = withoutRefused(plan, res)
+			l.logRefused("before commit", res)
+		}
 	}
-	rejected, err = l.applyPlan(plan, at)
-	return rejected, wake, err
+	if planEmpty(plan) {
+		return refused, d.Wake, nil
+	}
+	res, err := l.commitPlan(plan, at)
+	if !resultEmpty(res) {
+		refused = true
+		l.logRefused("on commit", res)
+	}
+	return refused, d.Wake, err
 }
 
-// gateDependencies keeps back jobs whose --after dependencies have not
-// ended, with a reason, and cancels those whose dependency ended in a way
-// that can never satisfy them (not succeeded, for :ok).
-func (l *Leader) gateDependencies(jobs []*structs.Job) (ready []*structs.Job, waiting []structs.JobBlocked) {
-	for _, j := range jobs {
-		var wait, never string
-		for _, d := range j.Spec.After {
-			dep, ok := l.fsm.Job(d.JobID)
-			switch {
-			case !ok:
-				never = fmt.Sprintf("dependency %s does not exist", structs.ShortID(d.JobID))
-			case !dep.State.Terminal():
-				wait = fmt.Sprintf("waiting for job %s (%s)", structs.ShortID(d.JobID), dep.State)
-			case d.Condition == structs.AfterOK && dep.State != structs.JobSucceeded:
-				never = fmt.Sprintf("dependency %s %s", structs.ShortID(d.JobID), dep.State)
-			}
-			if never != "" {
-				break
-			}
-		}
-		switch {
-		case never != "":
-			_, err := l.cfg.Apply(structs.JobCancelType, structs.JobCancelRequest{JobID: j.ID, Reason: never, At: now()})
-			if err != nil {
-				l.log.Warn("cancel a job whose dependency failed", "job", structs.ShortID(j.ID), "error", err)
-			}
-		case wait != "":
-			waiting = append(waiting, structs.JobBlocked{JobID: j.ID, Reason: wait})
-		default:
-			ready = append(ready, j)
-		}
-	}
-	return ready, waiting
-}
-
-// capArrays keeps back tasks of job arrays that already run as many tasks
-// as their --array ...%N allows, counting the ones let through this pass.
-func capArrays(jobs []*structs.Job, live []*structs.Allocation) (ready []*structs.Job, waiting []structs.JobBlocked) {
-	running := map[string]map[string]bool{} // array ID -> running task IDs
-	for _, al := range live {
-		if arr := structs.ArrayOf(al.JobID); arr != "" {
-			if running[arr] == nil {
-				running[arr] = map[string]bool{}
-			}
-			running[arr][al.JobID] = true
-		}
-	}
-	for _, j := range jobs {
-		a := j.Spec.Array
-		if j.ArrayID == "" || a == nil || a.MaxRunning == 0 {
-			ready = append(ready, j)
-			continue
-		}
-		if len(running[j.ArrayID]) >= a.MaxRunning {
-			waiting = append(waiting, structs.JobBlocked{JobID: j.ID,
-				Reason: fmt.Sprintf("array %s runs its limit of %d tasks", structs.ShortID(j.ArrayID), a.MaxRunning)})
-			continue
-		}
-		if running[j.ArrayID] == nil {
-			running[j.ArrayID] = map[string]bool{}
-		}
-		running[j.ArrayID][j.ID] = true
-		ready = append(ready, j)
-	}
-	return ready, waiting
-}
-
-// holdBackSilentNodes keeps work off ready nodes the leader has not heard
-// from lately: one that died moments ago, or any node in the first instant
-// of a new leadership, before its heartbeats arrive. The view is a copy;
-// the committed status does not change, and the scheduler names the reason.
-func (l *Leader) holdBackSilentNodes(nodes []*structs.Node) {
-	recent := 4 * l.cfg.HeartbeatInterval
-	nowT := time.Now()
+// silentNodes are the nodes, this one aside, the leader has not heard from
+// in the last silentAfter heartbeat intervals: one that died moments ago,
+// or any node in the first instant of a new leadership, before its
+// heartbeats arrive. No work is placed there, and nothing is preempted
+// while one is silent (the job might fit there a moment later).
+func (l *Leader) silentNodes(nodes []*structs.Node, nowT time.Time) map[string]bool {
+	recent := silentAfter * l.cfg.HeartbeatInterval
+	silent := map[string]bool{}
 	for _, n := range nodes {
-		if n.ID != l.cfg.NodeID && n.Status == structs.NodeReady && !l.heardWithin(n.ID, recent, nowT) {
-			n.Status = nodeUnresponsive
+		if n.ID != l.cfg.NodeID && !l.heardWithin(n.ID, recent, nowT) {
+			silent[n.ID] = true
 		}
 	}
+	return silent
 }
 
-// holdBackGossipUnhealthy keeps work off GPUs a node announces as unhealthy
-// by gossip before its health report has committed. The view is a copy;
-// the committed health does not change, and the FSM re-checks every plan.
-func (l *Leader) holdBackGossipUnhealthy(nodes []*structs.Node) {
-	masks := l.cfg.GossipUnhealthy()
-	if len(masks) == 0 {
-		return
-	}
-	for _, n := range nodes {
-		mask := masks[n.ID]
-		for i := range n.GPUs {
-			g := &n.GPUs[i]
-			if g.Healthy && g.Index >= 0 && g.Index < 64 && mask&(1<<g.Index) != 0 {
-				g.Healthy, g.Reason = false, "reported unhealthy by its node"
-			}
+// logRefused logs the parts of a plan the state machine refused.
+func (l *Leader) logRefused(when string, res *structs.PlanResult) {
+	for _, part := range []struct {
+		what    string
+		refused []structs.JobBlocked
+	}{{"placements", res.Rejected}, {"cancels", res.RejectedCancels}, {"preemption victims", res.RejectedVictims}} {
+		if len(part.refused) > 0 {
+			l.log.Warn(part.what+" refused "+when+"; planning again", "count", len(part.refused),
+				"job", structs.ShortID(part.refused[0].JobID), "first", part.refused[0].Reason)
 		}
 	}
-}
-
-// changedReasons keeps only the blocked entries whose reason differs from
-// what the job already says, so an idle cluster writes nothing.
-func changedReasons(queued []*structs.Job, blocked []structs.JobBlocked) []structs.JobBlocked {
-	current := make(map[string]string, len(queued))
-	for _, j := range queued {
-		current[j.ID] = j.Reason
-	}
-	out := blocked[:0]
-	for _, b := range blocked {
-		if current[b.JobID] != b.Reason {
-			out = append(out, b)
-		}
-	}
-	return out
 }

@@ -2,32 +2,21 @@ package node
 
 import (
 	"fmt"
-	"hash/fnv"
 	"net"
 	"strconv"
 
+	"github.com/skein-dev/skein/sched"
 	"github.com/skein-dev/skein/structs"
 )
 
-func portHash(jobID string, attempt int) uint32 {
-	h := fnv.New32a()
-	fmt.Fprintf(h, "%s/%d", jobID, attempt)
-	return h.Sum32()
-}
-
-// legacyMasterPort is the rendezvous port of an allocation committed
-// without one (by a leader from before ports were stamped): spread over
-// 29500-39499 by job and attempt, the same on every rank.
-func legacyMasterPort(jobID string, attempt int) int {
-	return 29500 + int(portHash(jobID, attempt)%10000)
-}
-
-// masterPortOf is the MASTER_PORT of an allocation's gang.
+// masterPortOf is the MASTER_PORT of an allocation's gang: the one the
+// leader stamped, or, for an allocation committed without one, the one
+// every rank derives alike.
 func masterPortOf(alloc *structs.Allocation) int {
 	if alloc.MasterPort != 0 {
 		return alloc.MasterPort
 	}
-	return legacyMasterPort(alloc.JobID, alloc.Attempt)
+	return sched.LegacyMasterPort(alloc.JobID, alloc.Attempt)
 }
 
 // checkMasterPortFree makes sure, on rank 0's node, that a process skein

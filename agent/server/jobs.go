@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/skein-dev/skein/api"
-	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/sched"
 	"github.com/skein-dev/skein/structs"
 )
@@ -117,12 +116,12 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	jobs := []*structs.Job{}
-	job, err := s.fsm.FindJob(id)
-	if err == nil {
-		jobs = append(jobs, job)
+	var req structs.JobCancelRequest
+	if job, err := s.fsm.FindJob(id); err == nil {
+		req.JobID = job.ID
 	} else if tasks, aerr := s.fsm.ArrayTasks(id); aerr == nil {
-		jobs = tasks // cancelling an array cancels every task still going
+		// One entry cancels every task of the array still going.
+		req.ArrayID = tasks[0].ArrayID
 	} else {
 		writeError(w, statusOf(err), err)
 		return
@@ -130,21 +129,11 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	if !s.cfg.Raft.IsLeader() && s.forward(w, r, nil) {
 		return
 	}
-	var last any
-	for _, j := range jobs {
-		if len(jobs) > 1 && j.State.Terminal() {
-			continue
-		}
-		resp, err := s.cfg.Apply(structs.JobCancelType, structs.JobCancelRequest{JobID: j.ID, At: now()})
-		if err != nil {
-			writeError(w, statusOf(err), err)
-			return
-		}
-		last = resp
-	}
-	if last == nil {
-		writeError(w, http.StatusConflict, fmt.Errorf("job array %s: %w", id, fsm.ErrJobFinished))
+	req.At = now()
+	resp, err := s.cfg.Apply(structs.JobCancelType, req)
+	if err != nil {
+		writeError(w, statusOf(err), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, last)
+	writeJSON(w, http.StatusOK, resp)
 }

@@ -26,7 +26,7 @@ var allowed = map[string][]string{
 	"agent/runner": {"structs"},
 	"agent/peer":   {"structs", "fsm", "cluster", "api"},
 	"agent/leader": {"structs", "fsm", "sched", "cluster"},
-	"agent/node":   {"structs", "fsm", "cluster", "gpu", "api", "agent/peer", "agent/runner"},
+	"agent/node":   {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/runner"},
 	"agent/server": {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer"},
 	"agent": {"structs", "fsm", "sched", "cluster", "gpu", "api",
 		"agent/runner", "agent/peer", "agent/leader", "agent/node", "agent/server"},

@@ -1,0 +1,142 @@
+package leader
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/structs"
+)
+
+// harness is a Leader over a real FSM whose writes apply at once, as a
+// one-node cluster's would.
+type harness struct {
+	t   *testing.T
+	f   *fsm.FSM
+	idx uint64
+	l   *Leader
+	// moved, when set, runs while a pass has its view and is deciding:
+	// the state moves under the plan.
+	moved func()
+}
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{t: t, f: fsm.New(nil)}
+	h.l = New(Config{
+		NodeID: "leader",
+		FSM:    h.f,
+		Apply:  h.apply,
+		GossipUnhealthy: func() map[string]uint64 {
+			if m := h.moved; m != nil {
+				h.moved = nil
+				m()
+			}
+			return nil
+		},
+		HeartbeatInterval: time.Second,
+		StopAfter:         3 * time.Second,
+		DownAfter:         5 * time.Second,
+		Logger:            hclog.NewNullLogger(),
+	})
+	return h
+}
+
+func (h *harness) apply(t structs.MessageType, msg any) (any, error) {
+	buf, err := structs.Encode(t, msg)
+	if err != nil {
+		return nil, err
+	}
+	h.idx++
+	resp := h.f.Apply(&raft.Log{Index: h.idx, Type: raft.LogCommand, Data: buf})
+	if err, ok := resp.(error); ok {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (h *harness) must(t structs.MessageType, msg any) {
+	h.t.Helper()
+	if _, err := h.apply(t, msg); err != nil {
+		h.t.Fatalf("%s: %v", t, err)
+	}
+}
+
+// node registers a ready node with one GPU that the leader has just heard.
+func (h *harness) node(id string) {
+	h.must(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: structs.Node{
+		ID: id, Name: id, Status: structs.NodeReady, CPUs: 8, MemoryMiB: 1024,
+		GPUs: []structs.GPU{{Index: 0, UUID: "GPU-" + id, Model: "H100", MemoryMiB: 81920, Healthy: true}},
+	}, At: time.Now().UTC()})
+	h.l.HeardFrom(id, time.Now())
+}
+
+func (h *harness) submit(id string, spec structs.JobSpec, at time.Time) {
+	spec.Command = []string{"true"}
+	h.must(structs.JobSubmitType, structs.JobSubmitRequest{JobID: id, Spec: spec, SubmittedAt: at})
+}
+
+func (h *harness) job(id string) *structs.Job {
+	h.t.Helper()
+	j, ok := h.f.Job(id)
+	if !ok {
+		h.t.Fatalf("job %s is gone", id)
+	}
+	return j
+}
+
+func TestLeader_APlanTheStateMovedPastIsCheckedAndRefusedPartsAreNotSent(t *testing.T) {
+	h := newHarness(t)
+	h.node("n1")
+	h.submit("a", structs.JobSpec{GPUs: 1}, time.Now().UTC())
+	// The node goes down after the pass took its view: the placement on
+	// it must not be committed, and the pass must say so.
+	h.moved = func() {
+		h.must(structs.NodeStatusType, structs.NodeStatusRequest{NodeID: "n1", Status: structs.NodeDown, At: time.Now().UTC()})
+	}
+	before := h.idx
+	refused, _, err := h.l.pass()
+	if err != nil || !refused {
+		t.Fatalf("pass over a moved state: refused %v, error %v; want refused", refused, err)
+	}
+	if j := h.job("a"); j.State != structs.JobQueued || len(h.f.Allocs("a")) != 0 {
+		t.Fatalf("job a is %s with %d allocations; want it queued, the refused placement never sent", j.State, len(h.f.Allocs("a")))
+	}
+	if h.idx != before+1 {
+		t.Fatalf("%d entries written; want only the node status, no plan", h.idx-before)
+	}
+	// Planned again from the fresh state, the job waits and says why.
+	refused, _, err = h.l.pass()
+	if err != nil || refused {
+		t.Fatalf("second pass: refused %v, error %v", refused, err)
+	}
+	if j := h.job("a"); j.State != structs.JobQueued || !strings.Contains(j.Reason, "node down") {
+		t.Fatalf("job a is %s (%q); want it queued for want of a ready node", j.State, j.Reason)
+	}
+}
+
+func TestLeader_APassCommitsItsCancelsWithItsPlacements(t *testing.T) {
+	h := newHarness(t)
+	h.node("n1")
+	at := time.Now().UTC()
+	h.submit("dep", structs.JobSpec{}, at)
+	h.must(structs.JobCancelType, structs.JobCancelRequest{JobID: "dep", At: at})
+	h.submit("after-ok", structs.JobSpec{After: []structs.Dependency{{JobID: "dep", Condition: structs.AfterOK}}}, at)
+	h.submit("free", structs.JobSpec{GPUs: 1}, at)
+	before := h.idx
+	if refused, _, err := h.l.pass(); err != nil || refused {
+		t.Fatalf("pass: refused %v, error %v", refused, err)
+	}
+	if h.idx != before+1 {
+		t.Fatalf("%d entries written; want the pass's cancel and placement in one", h.idx-before)
+	}
+	if j := h.job("after-ok"); j.State != structs.JobCancelled || !strings.Contains(j.Reason, "dependency") {
+		t.Fatalf("job after-ok is %s (%q); want it cancelled for its dependency", j.State, j.Reason)
+	}
+	if j := h.job("free"); j.State != structs.JobRunning {
+		t.Fatalf("job free is %s, want running", j.State)
+	}
+}
