@@ -165,6 +165,7 @@ func (a *Agent) start() error {
 		HeartbeatInterval: a.cfg.HeartbeatInterval,
 		StopAfter:         a.cfg.StopAfter,
 		DownAfter:         a.cfg.DownAfter,
+		JobRetention:      a.cfg.JobRetention,
 		Logger:            a.logger.Named("leader"),
 	})
 	a.node = node.New(a.nodeConfig())
@@ -176,20 +177,21 @@ func (a *Agent) start() error {
 		a.logger.Info("re-adopted running jobs", "allocations", len(adopted))
 	}
 	a.server = server.New(server.Config{
-		Listener:   a.listener,
-		NodeID:     a.nodeID,
-		NodeName:   a.cfg.Name,
-		FSM:        a.fsm,
-		Raft:       a.raft,
-		Apply:      a.apply,
-		Peers:      a.peers,
-		Heartbeats: a.leader,
-		Logs:       a.runner,
-		Faults:     a.node,
-		Leave:      a.Leave,
-		UserAuth:   server.TokenAuth(a.cfg.Token),
-		NodeAuth:   server.TokenAuth(a.cfg.Token),
-		Logger:     a.logger.Named("http"),
+		Listener:     a.listener,
+		NodeID:       a.nodeID,
+		NodeName:     a.cfg.Name,
+		FSM:          a.fsm,
+		Raft:         a.raft,
+		Apply:        a.apply,
+		Peers:        a.peers,
+		Heartbeats:   a.leader,
+		Logs:         a.runner,
+		Faults:       a.node,
+		Leave:        a.Leave,
+		JobRetention: a.cfg.JobRetention,
+		UserAuth:     server.TokenAuth(a.cfg.Token),
+		NodeAuth:     server.TokenAuth(a.cfg.Token),
+		Logger:       a.logger.Named("http"),
 	})
 
 	a.node.Run(a.ctx)
@@ -254,6 +256,7 @@ func (a *Agent) nodeConfig() node.Config {
 		StopAfter:          a.cfg.StopAfter,
 		FenceGrace:         a.cfg.FenceGrace,
 		KillGrace:          a.cfg.KillGrace,
+		SweepInterval:      leader.GCInterval(a.cfg.JobRetention),
 		GPUCleanPeriod:     a.cfg.GPUCleanPeriod,
 		AllowForeignGPUUse: a.cfg.AllowForeignGPUUse,
 		GPUMonitor:         a.cfg.GPUMonitor,

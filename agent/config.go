@@ -43,6 +43,10 @@ const (
 // event before it returns to service by itself (--gpu-clean-period).
 const DefaultGPUCleanPeriod = 10 * time.Minute
 
+// DefaultJobRetention is how long a finished job, with its allocations and
+// their logs, stays in the cluster (--job-retention).
+const DefaultJobRetention = 24 * time.Hour
+
 // DevGPUs is the simulated inventory a dev agent uses when NVML is absent.
 const DevGPUs = "sim:8xH100-80"
 
@@ -114,6 +118,10 @@ type Config struct {
 	// AllowForeignGPUUse lets work be placed on GPUs that processes skein
 	// did not start are using; they are still shown.
 	AllowForeignGPUUse bool
+	// JobRetention is how long a finished job, with its allocations and
+	// their logs, is kept; 0 = DefaultJobRetention. The leader's applies,
+	// so give every node the same.
+	JobRetention time.Duration
 	// GPUMonitor watches this node's GPUs; nil picks one for the inventory
 	// (see newMonitor).
 	GPUMonitor gpu.Monitor
@@ -227,6 +235,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.GPUCleanPeriod < time.Second {
 		return cfg, fmt.Errorf("--gpu-clean-period %s: must be at least 1s", cfg.GPUCleanPeriod)
+	}
+	if cfg.JobRetention == 0 {
+		cfg.JobRetention = DefaultJobRetention
+	}
+	if cfg.JobRetention < time.Second {
+		return cfg, fmt.Errorf("--job-retention %s: must be at least 1s", cfg.JobRetention)
 	}
 	if cfg.Name == "" {
 		h, err := os.Hostname()

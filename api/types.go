@@ -52,6 +52,9 @@ type Status struct {
 	Jobs          map[structs.JobState]int `json:"jobs"`
 	RaftIndex     uint64                   `json:"raft_index"`
 	Version       string                   `json:"version"`
+	// JobRetention is how long a finished job stays, as this node is
+	// configured (--job-retention; the leader's applies).
+	JobRetention structs.Duration `json:"job_retention"`
 	// StateHash, asked for with ?hash=true, is a digest of the whole
 	// replicated state at HashIndex: replicas at one index must agree.
 	StateHash string `json:"state_hash,omitempty"`

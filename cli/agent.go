@@ -46,6 +46,7 @@ func agentCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "memory", Usage: "memory to offer to jobs, like 512G (default: all)"},
 			&ucli.IntFlag{Name: "link-mbps", Usage: "speed of this node's network link in Mb/s (default: read from /sys/class/net); rank 0 of a gang goes to the fastest node"},
 			&ucli.StringFlag{Name: "master-ports", Usage: "`MIN-MAX` ports to give gangs with rank 0 here as MASTER_PORT (default 29500-29999)"},
+			&ucli.DurationFlag{Name: "job-retention", Value: agent.DefaultJobRetention, Usage: "keep a finished job, its allocations and their logs this long, then remove them (give every node the same)"},
 			&ucli.DurationFlag{Name: "kill-grace", Value: 10 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping a job"},
 			&ucli.BoolFlag{Name: "insecure", Usage: "allow an API beyond loopback without a token"},
 			&ucli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
@@ -108,6 +109,7 @@ func runAgent(c *ucli.Context) error {
 		Logger:          logger,
 	}
 	// Set apart so the literal above keeps its alignment.
+	cfg.JobRetention = c.Duration("job-retention")
 	cfg.AllowForeignGPUUse = c.Bool("allow-foreign-gpu-use")
 	a, err := agent.New(cfg)
 	if err != nil {

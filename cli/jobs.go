@@ -18,7 +18,7 @@ func jobsCommand() *ucli.Command {
 		Name:  "jobs",
 		Usage: "list jobs",
 		Flags: []ucli.Flag{
-			&ucli.BoolFlag{Name: "all", Usage: "include every finished job"},
+			&ucli.BoolFlag{Name: "all", Usage: "include every finished job the cluster still keeps (see --job-retention)"},
 			&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
 		},
 		Action: jobsAction,
@@ -40,11 +40,44 @@ func jobsAction(c *ucli.Context) error {
 		}
 		return printJSON(c.App.Writer, jobs)
 	}
+	now := time.Now()
 	if len(jobs) == 0 {
-		_, err := fmt.Fprintln(c.App.Writer, "No jobs.")
+		_, err = fmt.Fprintln(c.App.Writer, "No jobs.")
+	} else {
+		err = printJobs(c, jobs, now)
+	}
+	if err != nil || !c.Bool("all") {
 		return err
 	}
-	now := time.Now()
+	st, err := cl.Status(c.Context)
+	if err != nil {
+		return err
+	}
+	return printRetention(c, jobs, st.JobRetention, now)
+}
+
+// printRetention says how far back `skein jobs --all` reaches: finished
+// jobs are removed after the retention, and the oldest one listed.
+func printRetention(c *ucli.Context, jobs []structs.Job, retention structs.Duration, now time.Time) error {
+	if retention == 0 {
+		return nil // an agent that does not say
+	}
+	line := fmt.Sprintf("Finished jobs are kept for %s (--job-retention)", shortDuration(time.Duration(retention)))
+	var oldest time.Time
+	for _, j := range jobs {
+		if j.State.Terminal() && (oldest.IsZero() || j.FinishedAt.Before(oldest)) {
+			oldest = j.FinishedAt
+		}
+	}
+	if !oldest.IsZero() {
+		line += fmt.Sprintf("; the oldest here finished %s ago", age(now, oldest))
+	}
+	_, err := fmt.Fprintln(c.App.Writer, line+".")
+	return err
+}
+
+// printJobs prints the jobs table.
+func printJobs(c *ucli.Context, jobs []structs.Job, now time.Time) error {
 	rows := make([][]string, 0, len(jobs))
 	for _, j := range jobs {
 		rows = append(rows, []string{

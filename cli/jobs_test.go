@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -50,14 +51,40 @@ func TestJobs_TableShowsOneRowPerJob(t *testing.T) {
 	}
 }
 
-func TestJobs_AllFlagAsksForEveryJob(t *testing.T) {
-	f := newFakeAgent(t)
-	f.reply("GET /v1/jobs", http.StatusOK, []structs.Job{})
-	if r := runCLI(t, "--addr", f.URL, "jobs", "--all"); r.code != exitOK {
-		t.Fatalf("exit code %d: %s", r.code, r.stderr)
+func TestJobs_AllFlagAsksForEveryJobAndSaysHowFarBackItReaches(t *testing.T) {
+	now := time.Now()
+	jobs := []structs.Job{
+		{ID: "11111111aaaa", Spec: structs.JobSpec{Command: []string{"true"}, Nodes: 1}, State: structs.JobSucceeded,
+			SubmittedAt: now.Add(-5 * time.Hour), FinishedAt: now.Add(-5*time.Hour + time.Minute)},
+		{ID: "22222222bbbb", Spec: structs.JobSpec{Command: []string{"false"}, Nodes: 1}, State: structs.JobFailed,
+			SubmittedAt: now.Add(-2 * time.Hour), FinishedAt: now.Add(-2 * time.Hour)},
+		{ID: "33333333cccc", Spec: structs.JobSpec{Command: []string{"sleep", "9"}, Nodes: 1}, State: structs.JobRunning,
+			SubmittedAt: now.Add(-time.Minute)},
 	}
-	if q := f.requests()[0].Query; q.Get("all") != "true" {
-		t.Errorf("query = %v, want all=true", q)
+	for _, tc := range []struct {
+		name string
+		jobs []structs.Job
+		want string
+	}{
+		{"finished jobs", jobs, "Finished jobs are kept for 24h (--job-retention); the oldest here finished 4h ago.\n"},
+		{"none finished", jobs[2:], "Finished jobs are kept for 24h (--job-retention).\n"},
+		{"no jobs", []structs.Job{}, "No jobs.\nFinished jobs are kept for 24h (--job-retention).\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeAgent(t)
+			f.reply("GET /v1/jobs", http.StatusOK, tc.jobs)
+			f.reply("GET /v1/status", http.StatusOK, api.Status{JobRetention: structs.Duration(24 * time.Hour)})
+			r := runCLI(t, "--addr", f.URL, "jobs", "--all")
+			if r.code != exitOK {
+				t.Fatalf("exit code %d: %s", r.code, r.stderr)
+			}
+			if !strings.HasSuffix(r.stdout, tc.want) {
+				t.Errorf("output ends %q, want %q", r.stdout, tc.want)
+			}
+			if q := f.requests()[0].Query; q.Get("all") != "true" {
+				t.Errorf("query = %v, want all=true", q)
+			}
+		})
 	}
 }
 

@@ -82,6 +82,19 @@ func age(now, t time.Time) string {
 	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
 }
 
+// shortDuration renders a duration without trailing zero units: "24h",
+// "1h30m", "90s".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // timeWithAge renders a time for people, with how long ago it was.
 func timeWithAge(now, t time.Time) string {
 	if t.IsZero() {

@@ -42,7 +42,9 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	StopAfter         time.Duration
 	DownAfter         time.Duration
-	Logger            hclog.Logger
+	// JobRetention is how long a finished job stays in the state.
+	JobRetention time.Duration
+	Logger       hclog.Logger
 }
 
 // Leader carries out the leader's duties while this node leads.
@@ -97,8 +99,8 @@ func (l *Leader) Follow(ctx context.Context) {
 }
 
 // lead runs the leader's duties until stop closes: a barrier so the FSM
-// holds every committed entry, then the node monitor and the scheduling
-// loop.
+// holds every committed entry, then the node monitor, the removal of
+// expired jobs and the scheduling loop.
 func (l *Leader) lead(stop <-chan struct{}) {
 	for {
 		err := l.cfg.Raft.Barrier(barrierTimeout)
@@ -114,11 +116,16 @@ func (l *Leader) lead(stop <-chan struct{}) {
 	}
 	l.log.Info("leading: scheduling started")
 	since := time.Now()
-	monitorDone := make(chan struct{})
-	defer func() { <-monitorDone }()
+	var duties sync.WaitGroup
+	defer duties.Wait()
+	duties.Add(2)
 	go func() {
-		defer close(monitorDone)
+		defer duties.Done()
 		l.monitorNodes(stop, since)
+	}()
+	go func() {
+		defer duties.Done()
+		l.gcLoop(stop)
 	}()
 	l.scheduleLoop(stop)
 }

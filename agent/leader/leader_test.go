@@ -40,6 +40,7 @@ func newHarness(t *testing.T) *harness {
 		HeartbeatInterval: time.Second,
 		StopAfter:         3 * time.Second,
 		DownAfter:         5 * time.Second,
+		JobRetention:      time.Hour,
 		Logger:            hclog.NewNullLogger(),
 	})
 	return h
@@ -138,5 +139,31 @@ func TestLeader_APassCommitsItsCancelsWithItsPlacements(t *testing.T) {
 	}
 	if j := h.job("free"); j.State != structs.JobRunning {
 		t.Fatalf("job free is %s, want running", j.State)
+	}
+}
+
+func TestLeader_CollectRemovesExpiredJobsNothingNeeds(t *testing.T) {
+	h := newHarness(t)
+	now := time.Now().UTC()
+	long, lately := now.Add(-2*time.Hour), now.Add(-10*time.Minute)
+	for id, finished := range map[string]time.Time{"old": long, "needed": long, "recent": lately} {
+		h.submit(id, structs.JobSpec{}, finished)
+		h.must(structs.JobCancelType, structs.JobCancelRequest{JobID: id, At: finished})
+	}
+	h.submit("waiting", structs.JobSpec{After: []structs.Dependency{{JobID: "needed", Condition: structs.AfterAny}}}, now)
+	more, err := h.l.collect()
+	if err != nil || more {
+		t.Fatalf("collect: more %v, error %v", more, err)
+	}
+	if _, ok := h.f.Job("old"); ok {
+		t.Error("a job finished for twice the retention is still there")
+	}
+	for _, id := range []string{"needed", "recent", "waiting"} {
+		h.job(id)
+	}
+	// Nothing left to remove: no entry is written.
+	before := h.idx
+	if _, err := h.l.collect(); err != nil || h.idx != before {
+		t.Fatalf("a collect with nothing due wrote %d entries (%v)", h.idx-before, err)
 	}
 }

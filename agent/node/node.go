@@ -54,6 +54,9 @@ type Config struct {
 	FenceGrace        time.Duration
 	// KillGrace is the time between SIGTERM and SIGKILL of a stopped job.
 	KillGrace time.Duration
+	// SweepInterval is how often the directories of allocations the
+	// state dropped are removed.
+	SweepInterval time.Duration
 	// GPU health.
 	GPUCleanPeriod     time.Duration
 	AllowForeignGPUUse bool
@@ -117,6 +120,7 @@ func (n *Node) Run(ctx context.Context) {
 	n.goLoop(n.localLoop)
 	n.goLoop(n.heartbeatLoop)
 	n.goLoop(n.registerLoop)
+	n.goLoop(n.sweepLoop)
 	events := make(chan gpu.Event, 64)
 	if mon := n.newMonitor(); mon != nil {
 		n.sim, _ = mon.(*gpu.SimMonitor)

@@ -36,6 +36,11 @@ const exitUnknown = -1
 // supervisor; the env is final (BuildEnv) so the supervisor adds nothing.
 type spec struct {
 	AllocID string `json:"alloc_id"`
+	// CreateIndex is the Raft index of the entry that created the
+	// allocation (0 in specs written before it was recorded): Sweep
+	// tells by it an allocation the state dropped from one the state has
+	// not reached yet.
+	CreateIndex uint64 `json:"create_index,omitempty"`
 	// Driver names the driver that runs the job (driver.go); a spec
 	// written before specs named one has none, and runs a process.
 	Driver    string           `json:"driver"`

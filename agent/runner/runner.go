@@ -256,7 +256,8 @@ func (r *Runner) spawn(f func()) bool {
 // launch writes the spec and starts the supervisor for a new allocation.
 func (r *Runner) launch(a *alloc, t Task) error {
 	sp := spec{
-		AllocID: a.id,
+		AllocID:     a.id,
+		CreateIndex: t.Alloc.CreateIndex,
 		// Every task runs as a process; this is where a task that names
 		// an image will choose the container driver.
 		Driver:     processDriverName,
@@ -657,6 +658,48 @@ func (r *Runner) Forget(allocID string) error {
 		return fmt.Errorf("forget allocation %s: %w", allocID, err)
 	}
 	return nil
+}
+
+// Sweep removes the directories, logs included, of the allocations that
+// are over and that the state has dropped: held reports whether the state
+// still holds an allocation, and applied is an index the state has
+// applied. A directory goes when the runner does not track its
+// allocation, no supervisor holds it, it records an outcome, the state
+// does not hold the allocation, and the entry that created it (its spec's
+// CreateIndex) is at or below applied: the state dropped the allocation,
+// it has not merely not reached it yet (an agent restarted on an older
+// snapshot). A directory whose spec records no index is kept. Sweep
+// returns how many directories it removed and the first error.
+func (r *Runner) Sweep(held func(allocID string) bool, applied uint64) (int, error) {
+	entries, err := os.ReadDir(r.dir)
+	if err != nil {
+		return 0, fmt.Errorf("scan allocations: %w", err)
+	}
+	removed := 0
+	var first error
+	for _, e := range entries {
+		id := e.Name()
+		if !e.IsDir() || checkID(id) != nil || held(id) {
+			continue
+		}
+		dir := filepath.Join(r.dir, id)
+		var sp spec
+		var st status
+		if found, err := readJSON(filepath.Join(dir, specFile), &sp); !found || err != nil || sp.CreateIndex == 0 || sp.CreateIndex > applied {
+			continue
+		}
+		if found, err := readJSON(filepath.Join(dir, statusFile), &st); !found || err != nil {
+			continue
+		}
+		switch err := r.Forget(id); {
+		case err == nil:
+			removed++
+		case errors.Is(err, ErrStillRunning):
+		case first == nil:
+			first = err
+		}
+	}
+	return removed, first
 }
 
 // Shutdown stops watching and reporting. It does not stop jobs: they keep

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -608,4 +609,50 @@ func TestRunner_StopAfterGivesALongerGraceThanTheNodes(t *testing.T) {
 	if out := readFile(t, filepath.Join(e.allocDir, tk.Alloc.ID, stdoutFile)); !strings.Contains(out, "saved") {
 		t.Errorf("the job did not finish its TERM handler; stdout %q", out)
 	}
+}
+
+func TestRunner_SweepRemovesOnlyFinishedAllocationsTheStateDropped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r, rec := e.runner(t)
+	work := t.TempDir()
+	withIndex := func(tk Task, index uint64) Task {
+		tk.Alloc.CreateIndex = index
+		return tk
+	}
+	dropped := withIndex(sh("true"), 10)    // over, gone from the state: removed
+	stillHeld := withIndex(sh("true"), 11)  // over, the state still holds it
+	notReached := withIndex(sh("true"), 50) // over, created after the index the state has applied
+	legacy := withIndex(sh("true"), 0)      // over, its spec records no index
+	running := withIndex(sh("until [ -e go ]; do sleep 0.02; done"), 12)
+	running.Job.Spec.Workdir = work
+	for _, tk := range []Task{dropped, stillHeld, notReached, legacy, running} {
+		mustStart(t, r, tk)
+	}
+	for _, tk := range []Task{dropped, stillHeld, notReached, legacy} {
+		waitTerminal(t, rec, tk.Alloc.ID)
+	}
+	waitState(t, rec, running.Alloc.ID, structs.AllocRunning)
+	held := func(id string) bool { return id == stillHeld.Alloc.ID }
+	exists := func(tk Task) bool {
+		_, err := os.Stat(filepath.Join(e.allocDir, tk.Alloc.ID))
+		return err == nil
+	}
+	// The runner lets go of an allocation a moment after its report.
+	waitFor(t, 5*time.Second, "the dropped allocation's directory to go", func() (bool, string) {
+		n, err := r.Sweep(held, 20)
+		return !exists(dropped), fmt.Sprintf("swept %d, error %v", n, err)
+	})
+	for _, tk := range []Task{stillHeld, notReached, legacy, running} {
+		if !exists(tk) {
+			t.Errorf("the directory of %s was removed", tk.Alloc.ID)
+		}
+	}
+	if n, err := r.Sweep(func(string) bool { return false }, 20); err != nil || n != 1 || !exists(running) {
+		t.Fatalf("a sweep with every allocation dropped removed %d (%v); want only the one held before, never the running one", n, err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitTerminal(t, rec, running.Alloc.ID)
 }

@@ -75,7 +75,8 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 			used[g] = true
 		}
 	}
-	st := api.Status{Node: s.cfg.NodeName, Jobs: map[structs.JobState]int{}, RaftIndex: view.Index, Version: structs.Version}
+	st := api.Status{Node: s.cfg.NodeName, Jobs: map[structs.JobState]int{}, RaftIndex: view.Index, Version: structs.Version,
+		JobRetention: structs.Duration(s.cfg.JobRetention)}
 	_, st.LeaderID = s.cfg.Raft.Leader()
 	for _, n := range view.Nodes {
 		st.Nodes++

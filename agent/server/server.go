@@ -58,6 +58,8 @@ type Config struct {
 	}
 	// Leave makes this node leave the cluster, in the background.
 	Leave func()
+	// JobRetention is how long a finished job stays (reported by status).
+	JobRetention time.Duration
 	// UserAuth guards the user API, NodeAuth the node-to-node API.
 	UserAuth Authenticator
 	NodeAuth Authenticator
