@@ -161,7 +161,7 @@ func (a *Agent) start() error {
 		FSM:               a.fsm,
 		Raft:              a.raft,
 		Apply:             a.apply,
-		GossipUnhealthy:   a.gossipUnhealthy,
+		Gossip:            a.gossip,
 		HeartbeatInterval: a.cfg.HeartbeatInterval,
 		StopAfter:         a.cfg.StopAfter,
 		DownAfter:         a.cfg.DownAfter,

@@ -2,6 +2,9 @@ package agent
 
 import (
 	"time"
+
+	"github.com/skein-dev/skein/agent/leader"
+	"github.com/skein-dev/skein/cluster"
 )
 
 // joinLoop joins the cluster through the --join addresses, retrying with
@@ -55,13 +58,17 @@ func (a *Agent) metaLoop() {
 	}
 }
 
-// gossipUnhealthy maps each member announcing unhealthy GPUs to its mask.
-func (a *Agent) gossipUnhealthy() map[string]uint64 {
-	masks := map[string]uint64{}
+// gossip is what the members' gossip says for the leader: who failed, and
+// the unhealthy GPU masks.
+func (a *Agent) gossip() leader.Gossip {
+	g := leader.Gossip{Failed: map[string]bool{}, Unhealthy: map[string]uint64{}}
 	for _, m := range a.peers.Members() {
+		if m.Status == cluster.StatusFailed.String() {
+			g.Failed[m.ID] = true
+		}
 		if m.Unhealthy != 0 {
-			masks[m.ID] = m.Unhealthy
+			g.Unhealthy[m.ID] = m.Unhealthy
 		}
 	}
-	return masks
+	return g
 }

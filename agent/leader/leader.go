@@ -35,9 +35,9 @@ type Config struct {
 	// Apply writes one entry through Raft and returns what the FSM
 	// returned.
 	Apply func(structs.MessageType, any) (any, error)
-	// GossipUnhealthy returns, per node ID, the mask of GPU indexes the
-	// node announces by gossip as unhealthy, ahead of its commit.
-	GossipUnhealthy func() map[string]uint64
+	// Gossip returns what gossip says ahead of the state: the members it
+	// has declared failed and the GPUs members announce as unhealthy.
+	Gossip func() Gossip
 	// Liveness timings (see the agent's Config).
 	HeartbeatInterval time.Duration
 	StopAfter         time.Duration
@@ -45,6 +45,16 @@ type Config struct {
 	// JobRetention is how long a finished job stays in the state.
 	JobRetention time.Duration
 	Logger       hclog.Logger
+}
+
+// Gossip is what the leader hears by gossip, ahead of the state. It only
+// keeps work off nodes and GPUs; the state decides everything else.
+type Gossip struct {
+	// Failed holds the IDs of the members gossip has declared failed.
+	Failed map[string]bool
+	// Unhealthy maps a member's ID to the mask of GPU indexes (bit i:
+	// GPU i) it announces as unhealthy, ahead of its health report.
+	Unhealthy map[string]uint64
 }
 
 // Leader carries out the leader's duties while this node leads.

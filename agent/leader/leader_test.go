@@ -22,6 +22,8 @@ type harness struct {
 	// moved, when set, runs while a pass has its view and is deciding:
 	// the state moves under the plan.
 	moved func()
+	// failed are the members gossip declares failed.
+	failed map[string]bool
 }
 
 func newHarness(t *testing.T) *harness {
@@ -30,12 +32,12 @@ func newHarness(t *testing.T) *harness {
 		NodeID: "leader",
 		FSM:    h.f,
 		Apply:  h.apply,
-		GossipUnhealthy: func() map[string]uint64 {
+		Gossip: func() Gossip {
 			if m := h.moved; m != nil {
 				h.moved = nil
 				m()
 			}
-			return nil
+			return Gossip{Failed: h.failed}
 		},
 		HeartbeatInterval: time.Second,
 		StopAfter:         3 * time.Second,
@@ -165,5 +167,25 @@ func TestLeader_CollectRemovesExpiredJobsNothingNeeds(t *testing.T) {
 	before := h.idx
 	if _, err := h.l.collect(); err != nil || h.idx != before {
 		t.Fatalf("a collect with nothing due wrote %d entries (%v)", h.idx-before, err)
+	}
+}
+
+func TestLeader_NoWorkGoesToANodeGossipDeclaredFailed(t *testing.T) {
+	h := newHarness(t)
+	h.node("n1") // heard just now, but gossip says it failed
+	h.failed = map[string]bool{"n1": true}
+	h.submit("a", structs.JobSpec{GPUs: 1}, time.Now().UTC())
+	if _, _, err := h.l.pass(); err != nil {
+		t.Fatal(err)
+	}
+	if j := h.job("a"); j.State != structs.JobQueued || !strings.Contains(j.Reason, "node unresponsive") {
+		t.Fatalf("job a is %s (%q); want it kept off the suspected node", j.State, j.Reason)
+	}
+	h.failed = nil
+	if _, _, err := h.l.pass(); err != nil {
+		t.Fatal(err)
+	}
+	if j := h.job("a"); j.State != structs.JobRunning {
+		t.Fatalf("job a is %s (%q) once gossip no longer suspects the node; want it running", j.State, j.Reason)
 	}
 }

@@ -76,10 +76,11 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 func (l *Leader) pass() (refused bool, wake time.Time, err error) {
 	view := l.fsm.State()
 	nowT := time.Now()
+	gossip := l.cfg.Gossip()
 	d := sched.Decide(view, sched.Inputs{
 		Now:             nowT,
-		Silent:          l.silentNodes(view.Nodes, nowT),
-		GossipUnhealthy: l.cfg.GossipUnhealthy(),
+		Silent:          l.silentNodes(view.Nodes, gossip.Failed, nowT),
+		GossipUnhealthy: gossip.Unhealthy,
 	})
 	plan := d.Plan
 	if planEmpty(plan) {
@@ -114,16 +115,18 @@ func (l *Leader) pass() (refused bool, wake time.Time, err error) {
 	return refused, d.Wake, err
 }
 
-// silentNodes are the nodes, this one aside, the leader has not heard from
-// in the last silentAfter heartbeat intervals: one that died moments ago,
-// or any node in the first instant of a new leadership, before its
-// heartbeats arrive. No work is placed there, and nothing is preempted
-// while one is silent (the job might fit there a moment later).
-func (l *Leader) silentNodes(nodes []*structs.Node, nowT time.Time) map[string]bool {
+// silentNodes are the nodes, this one aside, the leader suspects: it has
+// not heard from them in the last silentAfter heartbeat intervals (one
+// that died moments ago, or any node in the first instant of a new
+// leadership, before its heartbeats arrive), or gossip has declared them
+// failed. No work is placed there, and nothing is preempted while one is
+// silent (the job might fit there a moment later). Only the lease and the
+// node monitor mark a node down.
+func (l *Leader) silentNodes(nodes []*structs.Node, failed map[string]bool, nowT time.Time) map[string]bool {
 	recent := silentAfter * l.cfg.HeartbeatInterval
 	silent := map[string]bool{}
 	for _, n := range nodes {
-		if n.ID != l.cfg.NodeID && !l.heardWithin(n.ID, recent, nowT) {
+		if n.ID != l.cfg.NodeID && (failed[n.ID] || !l.heardWithin(n.ID, recent, nowT)) {
 			silent[n.ID] = true
 		}
 	}
