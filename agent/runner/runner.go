@@ -412,7 +412,7 @@ func (r *Runner) check(a *alloc, running *bool) bool {
 		var job jobRecord
 		if found, err := readJSON(filepath.Join(a.dir, jobPIDFile), &job); found && err == nil {
 			*running = true
-			r.log.Info("job running", "alloc", a.id)
+			r.log.Info("job running", "alloc", a.id, "pid", job.PID)
 			r.report(structs.AllocUpdate{AllocID: a.id, State: structs.AllocRunning, At: job.StartedAt})
 		}
 	}

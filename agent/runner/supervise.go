@@ -241,7 +241,7 @@ func (s *supervisor) runJob(sp spec, d driver) status {
 		return startFailed(exitUnknown, fmt.Errorf("record job pid: %w", err))
 	}
 	s.signalReady()
-	s.log.Info("job started", "driver", sp.Driver, "argv0", sp.Argv[0])
+	s.log.Info("job started", "driver", sp.Driver, "pid", rec.PID, "argv0", sp.Argv[0])
 
 	st := s.wait(job, sp)
 	st.StartedAt = rec.StartedAt
