@@ -103,24 +103,24 @@ func (s *state) decideJob(a *structs.Allocation, at time.Time, index uint64) {
 	}
 	switch {
 	case j.StopRequested:
-		finishJob(j, structs.JobCancelled, cancelReason(j), at, index)
+		s.finishJob(j, structs.JobCancelled, cancelReason(j), at, index)
 	case j.PreemptedBy != "":
-		requeuePreempted(j, at, index)
+		s.requeuePreempted(j, at, index)
 	case failed == nil:
-		finishJob(j, structs.JobSucceeded, "", at, index)
+		s.finishJob(j, structs.JobSucceeded, "", at, index)
 	case timedOut != nil:
 		// Never restarted: the next attempt would run out of time too.
 		j.ExitCode = timedOut.ExitCode
-		finishJob(j, structs.JobTimedOut, failure(j, timedOut), at, index)
+		s.finishJob(j, structs.JobTimedOut, failure(j, timedOut), at, index)
 	case s.faulted(j) != nil && j.GPUFaults < structs.MaxFreeGPUFaultRestarts:
 		// A GPU failed under the attempt: the hardware's fault, so the
 		// job goes back to the queue at once without using a restart.
 		j.GPUFaults++
-		requeue(j, index)
+		s.requeue(j, index)
 		j.Reason = fmt.Sprintf("restarting: attempt %d stopped: %s (a GPU fault uses no restart)",
 			j.Attempts, failure(j, s.faulted(j)))
 	case restartsUsed(j) < j.Spec.Restarts:
-		requeue(j, index)
+		s.requeue(j, index)
 		wait := ""
 		if failed.State == structs.AllocFailed && failed.GPUFault == "" {
 			// The job itself failed: back off, so a crash loop does not
@@ -132,13 +132,13 @@ func (s *state) decideJob(a *structs.Allocation, at time.Time, index uint64) {
 		j.Reason = fmt.Sprintf("restarting%s after failure: %s (attempt %d of %d)",
 			wait, failure(j, failed), restartsUsed(j)+2, j.Spec.Restarts+1)
 	default:
-		finishJob(j, structs.JobFailed, failure(j, failed), at, index)
+		s.finishJob(j, structs.JobFailed, failure(j, failed), at, index)
 	}
 }
 
 // requeue puts a running job whose attempt is over back in the queue.
-func requeue(j *structs.Job, index uint64) {
-	j.State = structs.JobQueued
+func (s *state) requeue(j *structs.Job, index uint64) {
+	s.setJobState(j, structs.JobQueued)
 	j.StartedAt = time.Time{}
 	j.FinishedAt = time.Time{}
 	j.NotBefore = time.Time{}

@@ -149,7 +149,7 @@ func (s *state) cancel(j *structs.Job, reason string, at time.Time, index uint64
 			return
 		}
 	}
-	finishJob(j, structs.JobCancelled, cmp.Or(reason, reasonCancelled), at, index)
+	s.finishJob(j, structs.JobCancelled, cmp.Or(reason, reasonCancelled), at, index)
 }
 
 // cancelReason is the final reason of a job whose cancel waited for its
@@ -162,8 +162,8 @@ func cancelReason(j *structs.Job) string {
 }
 
 // finishJob moves a job to a terminal state.
-func finishJob(j *structs.Job, st structs.JobState, reason string, at time.Time, index uint64) {
-	j.State = st
+func (s *state) finishJob(j *structs.Job, st structs.JobState, reason string, at time.Time, index uint64) {
+	s.setJobState(j, st)
 	j.Reason = reason
 	j.FinishedAt = at
 	j.PreemptedBy = ""

@@ -186,7 +186,7 @@ func (s *state) place(p *structs.JobPlacement, at time.Time, index uint64) {
 			ModifyIndex:  index,
 		})
 	}
-	j.State = structs.JobRunning
+	s.setJobState(j, structs.JobRunning)
 	j.Attempts = attempt
 	j.StartedAt = at
 	j.FinishedAt = time.Time{}

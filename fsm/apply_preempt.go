@@ -126,8 +126,8 @@ func (s *state) preempt(id string, attempt int, forJob *structs.Job, reason stri
 // the moment it was requeued: its wait for the queue's aging starts again
 // there (it has had its turn), so the age it had before it ran cannot lift
 // it above the job it made room for and start a preemption loop.
-func requeuePreempted(j *structs.Job, at time.Time, index uint64) {
-	j.State = structs.JobQueued
+func (s *state) requeuePreempted(j *structs.Job, at time.Time, index uint64) {
+	s.setJobState(j, structs.JobQueued)
 	j.StartedAt = time.Time{}
 	j.FinishedAt = time.Time{}
 	j.NotBefore = at

@@ -25,7 +25,7 @@ func (s *state) runPlan(p *structs.Plan, at time.Time, index uint64, dry bool) *
 		}
 		if !dry {
 			// As a user's cancel of a queued job ends it, with the plan's reason.
-			finishJob(j, structs.JobCancelled, cmp.Or(c.Reason, reasonPlanCancel), at, index)
+			s.finishJob(j, structs.JobCancelled, cmp.Or(c.Reason, reasonPlanCancel), at, index)
 		}
 	}
 	for _, pr := range p.Preemptions {

@@ -246,8 +246,8 @@ func (f *FSM) State() *StateView {
 	slices.SortFunc(v.LiveAllocs, byCreation)
 	slices.SortFunc(v.Running, func(a, b *structs.Job) int { return cmp.Compare(a.ID, b.ID) })
 	v.DepStates = make(map[string]structs.JobState)
-	for _, j := range f.st.jobs {
-		if j.State == structs.JobQueued && !j.StopRequested {
+	for _, j := range f.st.queued {
+		if !j.StopRequested {
 			v.Queued = append(v.Queued, j.Copy())
 			for _, d := range j.Spec.After {
 				if dep, ok := f.st.jobs[d.JobID]; ok {

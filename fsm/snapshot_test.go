@@ -245,6 +245,8 @@ func checkIndexes(s *state) error {
 		return fmt.Errorf("array tasks %v, want %v", setIDs(s.arrayTasks), setIDs(want.arrayTasks))
 	case !sameSets(s.dependents, want.dependents):
 		return fmt.Errorf("dependents %v, want %v", setIDs(s.dependents), setIDs(want.dependents))
+	case !maps.Equal(s.queued, want.queued):
+		return fmt.Errorf("queued jobs %v, want %v", slices.Sorted(maps.Keys(s.queued)), slices.Sorted(maps.Keys(want.queued)))
 	}
 	return nil
 }

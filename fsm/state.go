@@ -17,8 +17,9 @@ type state struct {
 	jobs   map[string]*structs.Job
 	allocs map[string]*structs.Allocation
 
-	// Derived from the maps above, kept up to date by addJob, addAlloc,
-	// hold, release and removeJob, and rebuilt record by record on Restore.
+	// Derived from the maps above, kept up to date by addJob, setJobState,
+	// addAlloc, hold, release and removeJob, and rebuilt record by record
+	// on Restore.
 	jobByRequest map[string]string                // request ID -> job ID
 	jobAllocs    map[string][]*structs.Allocation // job ID -> its allocations, every attempt
 	nodeLive     map[string]allocSet              // node ID -> its live allocations
@@ -28,6 +29,7 @@ type state struct {
 	portHolder   map[nodePort]string              // rank 0's node and MASTER_PORT -> ID of the live rank 0 using it
 	arrayTasks   map[string]jobSet                // array ID -> its tasks
 	dependents   map[string]jobSet                // job ID -> the jobs whose Spec.After names it
+	queued       jobSet                           // the jobs in state queued
 }
 
 // allocSet is a set of allocations by ID.
@@ -62,6 +64,7 @@ func newState() *state {
 		portHolder:   map[nodePort]string{},
 		arrayTasks:   map[string]jobSet{},
 		dependents:   map[string]jobSet{},
+		queued:       jobSet{},
 	}
 }
 
@@ -77,6 +80,20 @@ func (s *state) addJob(j *structs.Job) {
 	for _, d := range j.Spec.After {
 		addToSet(s.dependents, d.JobID, j.ID, j)
 	}
+	if j.State == structs.JobQueued {
+		s.queued[j.ID] = j
+	}
+}
+
+// setJobState moves a job to state st, keeping the queue index in step:
+// every change of a job's state goes through here.
+func (s *state) setJobState(j *structs.Job, st structs.JobState) {
+	j.State = st
+	if st == structs.JobQueued {
+		s.queued[j.ID] = j
+	} else {
+		delete(s.queued, j.ID)
+	}
 }
 
 // removeJob deletes a finished job with its allocations, none of them
@@ -87,6 +104,7 @@ func (s *state) removeJob(j *structs.Job) {
 	}
 	delete(s.jobAllocs, j.ID)
 	delete(s.jobs, j.ID)
+	delete(s.queued, j.ID)
 	if j.RequestID != "" && s.jobByRequest[j.RequestID] == j.ID {
 		delete(s.jobByRequest, j.RequestID)
 	}
