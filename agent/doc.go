@@ -1,15 +1,17 @@
-// Package agent is a skein node: it wires the replicated state (fsm), Raft
-// (cluster), the scheduler (sched), GPU discovery (gpu) and the local job
-// runner together, serves the HTTP API, and carries out the leader's duties
-// when this node leads.
+// Package agent is a skein node. It wires the parts together and owns
+// nothing else: the data dir and node ID, the replicated state (fsm), Raft
+// and gossip (cluster), and one room per role:
 //
-// The main loops of every agent:
-//   - the HTTP server, answering reads from the local FSM and turning writes
-//     into Raft entries;
-//   - the local loop, which watches the FSM for allocations of this node and
-//     starts or stops their processes through the runner;
-//   - the leader loop, driven by Raft leadership events, which schedules
-//     queued jobs while this node leads;
-//   - the health loop, which runs the GPU monitor and reports this node's
-//     GPU health to the leader when it differs from the replicated state.
+//   - agent/leader: what a node does while it leads (scheduling passes,
+//     committing plans, the node monitor, removing expired jobs);
+//   - agent/node: what every node does for itself (registration, the
+//     lease, the local loop and reporter, GPU health, its gossip
+//     announcement, removing the directories of dropped allocations);
+//   - agent/server: the HTTP surface, the user API and the node-to-node
+//     API on separate routers, each behind its own Authenticator;
+//   - agent/peer: how nodes find and reach one another;
+//   - agent/runner: the supervisor that runs one allocation, and its
+//     drivers.
+//
+// See DESIGN.md in this folder for how they fit.
 package agent

@@ -35,9 +35,10 @@ type Inputs struct {
 	Now time.Time
 	// AgeStep is Options.AgeStep of the Schedule inside the pass.
 	AgeStep time.Duration
-	// Silent are the IDs of the nodes the leader has not heard from
-	// lately (the leader leaves itself out). A ready node among them is
-	// treated as unresponsive for this pass only.
+	// Silent are the IDs of the nodes the leader suspects: not heard
+	// from lately, or declared failed by gossip (the leader leaves itself
+	// out). A ready node among them is treated as unresponsive for this
+	// pass only.
 	Silent map[string]bool
 	// GossipUnhealthy maps a node ID to the mask of GPU indexes (bit i:
 	// index i) the node announced unhealthy by gossip, ahead of its

@@ -38,7 +38,8 @@
 //
 // Layout of <AllocDir>/<allocID>/ (0700):
 //
-//	spec.json        what to run (driver, argv, final env, workdir, time limit and signal, kill grace)
+//	spec.json        what to run (driver, argv, final env, workdir, time limit and
+//	                 signal, kill grace), and the Raft index that created the allocation
 //	supervisor.lock  held by the live supervisor
 //	supervisor.pid   supervisor pid and start time
 //	supervisor.log   the supervisor's own diagnostics
@@ -49,4 +50,8 @@
 //	stop.json        why a stop was requested, written before signalling
 //	status.json      the outcome, written once when the job is over
 //	work/            the job's working directory when its spec names none
+//
+// The directory stays after the job is over, with its logs, until the
+// state no longer holds the allocation (its job's retention passed); then
+// Sweep removes it.
 package runner

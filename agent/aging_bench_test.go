@@ -1,0 +1,210 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/internal/testutil"
+	"github.com/skein-dev/skein/structs"
+)
+
+// agingSamples is how many jobs each point of BenchmarkAging times.
+const agingSamples = 200
+
+// BenchmarkAging measures B9 on one one-node agent, in one run:
+// submit -> running (as BenchmarkSubmitToRunning) fresh; again after
+// SKEIN_BENCH_AGED_JOBS (default 100,000) trivial jobs ran and finished and
+// are still kept (their retention has not passed); and again after the
+// agent restarted on that data dir with a retention of one second, so that
+// every finished job, allocation and directory is removed. At each point
+// it reports the latency, the Go heap in use, the process's RSS and the
+// data dir's size on disk; the aged latencies also as a ratio to fresh.
+// The finished jobs run for real, as ten capped arrays of `true`.
+// -benchtime 1x.
+func BenchmarkAging(b *testing.B) {
+	aged := 100000
+	if s := os.Getenv("SKEIN_BENCH_AGED_JOBS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			b.Fatalf("SKEIN_BENCH_AGED_JOBS=%q: want a positive number", s)
+		}
+		aged = n
+	}
+	for range b.N {
+		dir := b.TempDir()
+		cfg := testConfig(b, dir)
+		a, c := startBenchAgent(b, cfg)
+		fresh := agingPoint(b, a, c, "fresh")
+
+		t0 := time.Now()
+		runFinishedJobs(b, a, c, aged)
+		b.ReportMetric(float64(aged)/time.Since(t0).Seconds(), "aging-jobs/s")
+		old := agingPoint(b, a, c, "aged")
+		a.Shutdown()
+
+		cfg.JobRetention = time.Second
+		a, c = startBenchAgent(b, cfg)
+		testutil.WaitFor(b, 10*time.Minute, func() error {
+			jobs, dirs := len(a.fsm.Jobs()), allocDirs(b, a)
+			if jobs > 10 || dirs > 10 {
+				return fmt.Errorf("%d jobs and %d allocation directories left", jobs, dirs)
+			}
+			return nil
+		})
+		expired := agingPoint(b, a, c, "expired")
+		b.ReportMetric(old.p50/fresh.p50, "aged/fresh-p50")
+		b.ReportMetric(old.p99/fresh.p99, "aged/fresh-p99")
+		b.ReportMetric(expired.p50/fresh.p50, "expired/fresh-p50")
+		a.Shutdown()
+	}
+}
+
+// startBenchAgent starts an agent that the benchmark shuts down itself.
+func startBenchAgent(b *testing.B, cfg Config) (*Agent, *api.Client) {
+	a, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(a.Shutdown)
+	c, err := api.NewClient(a.HTTPAddr(), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return a, c
+}
+
+type agingFigures struct{ p50, p99 float64 }
+
+// agingPoint times agingSamples jobs from submit to running, one at a
+// time, and reports them with the memory and the data dir's size.
+func agingPoint(b *testing.B, a *Agent, c *api.Client, name string) agingFigures {
+	ctx := context.Background()
+	var lat []time.Duration
+	for range agingSamples {
+		t0 := time.Now()
+		job, err := c.SubmitJob(ctx, api.SubmitRequest{Spec: structs.JobSpec{Command: []string{"true"}, GPUs: 1}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		waitAlloc(b, a, job.ID, func(al *structs.Allocation) bool { return al.State != structs.AllocPending })
+		lat = append(lat, time.Since(t0))
+		waitAlloc(b, a, job.ID, func(al *structs.Allocation) bool { return !al.Live() })
+	}
+	slices.Sort(lat)
+	ms := func(q float64) float64 { return float64(testutil.Percentile(lat, q)) / float64(time.Millisecond) }
+	f := agingFigures{p50: ms(0.50), p99: ms(0.99)}
+	b.ReportMetric(f.p50, name+"-p50-ms")
+	b.ReportMetric(f.p99, name+"-p99-ms")
+	runtime.GC()
+	debug.FreeOSMemory()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	b.ReportMetric(float64(m.HeapInuse)/(1<<20), name+"-heap-MiB")
+	b.ReportMetric(rssMiB(b), name+"-rss-MiB")
+	b.ReportMetric(float64(diskBytes(b, a.DataDir()))/(1<<20), name+"-datadir-MiB")
+	b.ReportMetric(float64(len(a.fsm.Jobs())), name+"-jobs")
+	return f
+}
+
+// runFinishedJobs runs n trivial jobs to their end, as ten job arrays of
+// `true` each capped at a few tasks at once, and waits until all have
+// finished. It polls: a watch over a state of this size would cost more
+// than the jobs.
+func runFinishedJobs(b *testing.B, a *Agent, c *api.Client, n int) {
+	const arrays, running = 10, 4
+	ctx := context.Background()
+	before := a.fsm.JobCounts()[structs.JobSucceeded]
+	for i := range arrays {
+		size := n / arrays
+		if i < n%arrays {
+			size++
+		}
+		if size == 0 {
+			continue
+		}
+		_, err := c.SubmitJob(ctx, api.SubmitRequest{Spec: structs.JobSpec{Command: []string{"true"},
+			Array: &structs.ArraySpec{Start: 0, End: size - 1, MaxRunning: running}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(3 * time.Hour)
+	for {
+		counts := a.fsm.JobCounts()
+		if counts[structs.JobSucceeded]-before >= n {
+			return
+		}
+		if counts[structs.JobFailed] > 0 || counts[structs.JobCancelled] > 0 {
+			b.Fatalf("aging jobs failed: %v", counts)
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("aging jobs not done after 3 hours: %v", counts)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// allocDirs counts the allocation directories on the agent's node.
+func allocDirs(b *testing.B, a *Agent) int {
+	entries, err := os.ReadDir(a.allocDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return len(entries)
+}
+
+// diskBytes is what the files under dir take on disk.
+func diskBytes(b *testing.B, dir string) int64 {
+	var total int64
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil // removed while walking
+			}
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok {
+			total += st.Blocks * 512
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return total
+}
+
+// rssMiB is this process's resident memory.
+func rssMiB(b *testing.B) float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb / 1024
+		}
+	}
+	b.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
