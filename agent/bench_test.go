@@ -16,7 +16,13 @@ import (
 // benchAgent starts an idle one-node agent with test timings, stopped when
 // the benchmark ends, and a client for it.
 func benchAgent(b *testing.B) (*Agent, *api.Client) {
-	a, err := New(testConfig(b, b.TempDir()))
+	return startBenchAgent(b, testConfig(b, b.TempDir()))
+}
+
+// startBenchAgent starts an agent with cfg, shut down when the benchmark
+// ends (or earlier by the benchmark), and a client for it.
+func startBenchAgent(b *testing.B, cfg Config) (*Agent, *api.Client) {
+	a, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,12 +22,13 @@ import (
 // written as text belongs.
 var errNotText = errors.New("want one value written as the flag takes it, not a list or map")
 
-// yamlText is the text of a YAML scalar.
-func yamlText(n *yaml.Node) (string, error) {
+// fromYAML decodes a YAML scalar with a value type's parse function.
+func fromYAML[T any](n *yaml.Node, parse func(string) (T, error)) (T, error) {
 	if n.Kind != yaml.ScalarNode {
-		return "", errNotText
+		var zero T
+		return zero, errNotText
 	}
-	return n.Value, nil
+	return parse(n.Value)
 }
 
 // ParseArraySpec reads the --array form START-END or START-END%MAX;
@@ -54,16 +55,11 @@ func ParseArraySpec(s string) (*ArraySpec, error) {
 
 // UnmarshalYAML reads a job file's array in the --array form.
 func (a *ArraySpec) UnmarshalYAML(n *yaml.Node) error {
-	s, err := yamlText(n)
-	if err != nil {
-		return err
+	v, err := fromYAML(n, ParseArraySpec)
+	if err == nil {
+		*a = *v
 	}
-	v, err := ParseArraySpec(s)
-	if err != nil {
-		return err
-	}
-	*a = *v
-	return nil
+	return err
 }
 
 // ParseDependency reads the --after form JOB_ID, JOB_ID:ok or JOB_ID:any;
@@ -81,14 +77,9 @@ func ParseDependency(s string) (Dependency, error) {
 
 // UnmarshalYAML reads one of a job file's dependencies in the --after form.
 func (d *Dependency) UnmarshalYAML(n *yaml.Node) error {
-	s, err := yamlText(n)
-	if err != nil {
-		return err
+	v, err := fromYAML(n, ParseDependency)
+	if err == nil {
+		*d = v
 	}
-	v, err := ParseDependency(s)
-	if err != nil {
-		return err
-	}
-	*d = v
-	return nil
+	return err
 }

@@ -43,16 +43,11 @@ func ParseTimeSignal(s string) (*TimeSignal, error) {
 
 // UnmarshalYAML reads a job file's signal in the --signal form.
 func (t *TimeSignal) UnmarshalYAML(n *yaml.Node) error {
-	s, err := yamlText(n)
-	if err != nil {
-		return err
+	sig, err := fromYAML(n, ParseTimeSignal)
+	if err == nil {
+		*t = *sig
 	}
-	sig, err := ParseTimeSignal(s)
-	if err != nil {
-		return err
-	}
-	*t = *sig
-	return nil
+	return err
 }
 
 // String is the --signal form, e.g. "USR1@1m0s".
