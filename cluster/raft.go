@@ -35,6 +35,13 @@ func (c *Cluster) openRaft(conf *raft.Config, advertise net.Addr) error {
 	c.storePath = filepath.Join(dir, "raft.db")
 	boltOpts := *bbolt.DefaultOptions
 	boltOpts.Timeout = storeOpenTimeout
+	// The log store frees most of its pages at every log compaction after
+	// a snapshot. bbolt would otherwise write its whole freelist on every
+	// commit, an allocation and a write that grow with the pages freed, and
+	// show in every commit's latency once the state is large; it rebuilds
+	// the freelist when it opens the file instead, and keeps it as a map.
+	boltOpts.NoFreelistSync = true
+	boltOpts.FreelistType = bbolt.FreelistMapType
 	store, err := raftboltdb.New(raftboltdb.Options{Path: c.storePath, BoltOptions: &boltOpts})
 	if errors.Is(err, bbolt.ErrTimeout) {
 		err = ErrStoreLocked

@@ -171,7 +171,9 @@ func (t *healthTracker) discovered(uuid string) *structs.GPU {
 // this node sees of its GPUs differs from the committed state: a fault, a
 // GPU back after its clean period, foreign processes coming or going. It
 // compares with the state instead of remembering what it sent, so a lost
-// write, a new leader or an uncordon all converge by themselves.
+// write, a new leader or an uncordon all converge by themselves, at the
+// next event or tick (at most a second): it does not wake for every entry
+// the node applies, which would copy the node's record each time.
 func (n *Node) healthLoop(events chan gpu.Event) {
 	select {
 	case <-n.registered:
@@ -186,7 +188,6 @@ func (n *Node) healthLoop(events chan gpu.Event) {
 	defer ticker.Stop()
 	retry := time.Time{}
 	for {
-		_, changed := n.fsm.Watch()
 		if nowT := time.Now(); !nowT.Before(retry) {
 			if err := n.reportHealth(nowT); err != nil {
 				n.log.Warn("report GPU health; will retry", "error", err)
@@ -204,7 +205,6 @@ func (n *Node) healthLoop(events chan gpu.Event) {
 			} else if ev.Kind == gpu.Fatal {
 				n.log.Warn("GPU fault", "index", ev.Index, "reason", ev.Reason)
 			}
-		case <-changed:
 		case <-ticker.C:
 		}
 	}
