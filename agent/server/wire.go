@@ -84,13 +84,6 @@ func statusOf(err error) int {
 	return http.StatusInternalServerError
 }
 
-// isDomainError reports whether the FSM refused a write on its merits, as
-// opposed to the write not reaching the FSM at all.
-func isDomainError(err error) bool {
-	code := statusOf(err)
-	return code >= 400 && code < 500
-}
-
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
