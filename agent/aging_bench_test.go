@@ -10,7 +10,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -121,7 +120,11 @@ func agingPoint(b *testing.B, a *Agent, c *api.Client, name string) agingFigures
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	b.ReportMetric(float64(m.HeapInuse)/(1<<20), name+"-heap-MiB")
-	b.ReportMetric(rssMiB(b), name+"-rss-MiB")
+	rss, err := testutil.RSSMiB(os.Getpid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(rss, name+"-rss-MiB")
 	b.ReportMetric(float64(diskBytes(b, a.DataDir()))/(1<<20), name+"-datadir-MiB")
 	b.ReportMetric(float64(diskBytes(b, a.allocDir()))/(1<<20), name+"-allocdirs-MiB")
 	b.ReportMetric(float64(len(a.fsm.Jobs())), name+"-jobs")
@@ -197,23 +200,4 @@ func diskBytes(b *testing.B, dir string) int64 {
 		b.Fatal(err)
 	}
 	return total
-}
-
-// rssMiB is this process's resident memory.
-func rssMiB(b *testing.B) float64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kb / 1024
-		}
-	}
-	b.Fatal("no VmRSS in /proc/self/status")
-	return 0
 }

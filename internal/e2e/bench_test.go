@@ -1,13 +1,10 @@
 package e2e
 
 import (
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -26,7 +23,7 @@ func BenchmarkIdleAgentRSS(b *testing.B) {
 			"node-127.0.0.31": "ready", "node-127.0.0.32": "ready", "node-127.0.0.33": "ready"})
 		time.Sleep(10 * time.Second) // the thing measured is idling
 		for _, n := range nodes {
-			mib, err := rssMiB(n.proc.cmd.Process.Pid)
+			mib, err := testutil.RSSMiB(n.proc.cmd.Process.Pid)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -39,19 +36,4 @@ func BenchmarkIdleAgentRSS(b *testing.B) {
 	}
 	b.ReportMetric(maxMiB, "max-rss-MiB")
 	b.ReportMetric(sumMiB/float64(samples), "mean-rss-MiB")
-}
-
-// rssMiB reads VmRSS of a process.
-func rssMiB(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			return kb / 1024, err
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
 }
