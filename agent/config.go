@@ -47,6 +47,22 @@ const DefaultGPUCleanPeriod = 10 * time.Minute
 // their logs, stays in the cluster (--job-retention).
 const DefaultJobRetention = 24 * time.Hour
 
+// Security modes (Config.Security).
+type Security string
+
+const (
+	// SecurityAuto is secure unless in dev mode or bound to loopback.
+	SecurityAuto Security = ""
+	// SecurityTLS is secure even on loopback (--tls).
+	SecurityTLS Security = "tls"
+	// SecurityInsecure is plaintext beyond loopback, for labs only
+	// (--insecure-cluster); the agent says so loudly.
+	SecurityInsecure Security = "insecure"
+)
+
+// DefaultCertTTL is how long a node certificate is valid.
+const DefaultCertTTL = 30 * 24 * time.Hour
+
 // DevGPUs is the simulated inventory a dev agent uses when NVML is absent.
 const DevGPUs = "sim:8xH100-80"
 
@@ -78,9 +94,22 @@ type Config struct {
 	// from (zero: structs.DefaultMasterPorts).
 	MasterPorts structs.PortRange
 	// Token, when set, is required on every API request. A non-loopback API
-	// without a token is refused unless Insecure is set.
+	// without a token is refused unless Insecure is set. In a secure
+	// cluster the founder's token (or one it makes) is the cluster's: other
+	// nodes check the hash the cluster keeps and need none of their own.
 	Token    string
 	Insecure bool
+	// Security says whether the cluster is secure: a CA, admitted nodes,
+	// mutual TLS and encrypted gossip. The default is secure unless in dev
+	// mode or bound to loopback.
+	Security Security
+	// JoinToken admits this node to a secure cluster on its first start
+	// (`skein join-token create` makes one); a node that holds a
+	// certificate already needs none.
+	JoinToken string
+	// CertTTL is how long node certificates are valid; 0 = DefaultCertTTL.
+	// Nodes renew theirs when two thirds of it have passed.
+	CertTTL time.Duration
 	// KillGrace is the time between SIGTERM and SIGKILL when a job is stopped.
 	KillGrace time.Duration
 	// SupervisorCmd starts an allocation's supervisor (the alloc dir is

@@ -19,6 +19,11 @@ const (
 	GPUCordonType      MessageType = 9
 	JobPreemptType     MessageType = 10
 	JobGCType          MessageType = 11
+	TrustInitType      MessageType = 12
+	JoinTokenType      MessageType = 13
+	NodeAdmitType      MessageType = 14
+	NodeRevokeType     MessageType = 15
+	KeyringType        MessageType = 16
 )
 
 // IgnoreUnknownTypeFlag marks an entry that a replica which does not know its
@@ -50,6 +55,16 @@ func (t MessageType) String() string {
 		return "job-preempt"
 	case JobGCType:
 		return "job-gc"
+	case TrustInitType:
+		return "trust-init"
+	case JoinTokenType:
+		return "join-token"
+	case NodeAdmitType:
+		return "node-admit"
+	case NodeRevokeType:
+		return "node-revoke"
+	case KeyringType:
+		return "keyring"
 	}
 	return "unknown"
 }
