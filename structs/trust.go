@@ -25,13 +25,30 @@ type Trust struct {
 }
 
 // Keyring is the gossip encryption keyring: Primary encrypts what a node
-// sends; Primary and every key in Others decrypt what it receives. Keys are
-// base64 32-byte AES-256 keys. Generation grows by one with every change,
-// so nodes can tell which keyring they have installed.
+// sends; Primary, Next and every key in Others decrypt what it receives.
+// Keys are base64 32-byte AES-256 keys. Generation grows by one with every
+// change, so nodes can tell which keyring they have installed.
+//
+// A rotation takes three changes, each made once every live node has
+// installed the one before: Next is added; Next becomes Primary and the
+// old primary moves to Others; Others is emptied.
 type Keyring struct {
 	Primary    string   `json:"primary"`
+	Next       string   `json:"next,omitempty"`
 	Others     []string `json:"others,omitempty"`
 	Generation uint64   `json:"generation"`
+}
+
+// Rotating reports whether a rotation is under way.
+func (k Keyring) Rotating() bool { return k.Next != "" || len(k.Others) > 0 }
+
+// Keys lists every key of the ring, Primary first, then Next, then Others.
+func (k Keyring) Keys() []string {
+	out := []string{k.Primary}
+	if k.Next != "" {
+		out = append(out, k.Next)
+	}
+	return append(out, k.Others...)
 }
 
 // JoinToken is the replicated record of a join token. The secret is kept
