@@ -1,6 +1,7 @@
 // Package fsm is skein's replicated state machine: it implements raft.FSM,
 // applies committed log entries to the in-memory state (nodes, jobs,
-// allocations), enforces GPU exclusivity and idempotent submission there,
+// allocations and, in a secure cluster, the trust state: CA certificates,
+// join tokens, admissions, gossip keyring), enforces GPU exclusivity and idempotent submission there,
 // removes finished jobs once their retention has passed, and answers read
 // queries with deep copies of that state.
 //

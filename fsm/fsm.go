@@ -25,6 +25,19 @@ var (
 	ErrNotPreemptible = errors.New("cannot be preempted")
 	ErrJobRetained    = errors.New("job must be kept")
 	ErrBadSnapshot    = errors.New("invalid snapshot")
+
+	ErrTrustInitialized  = errors.New("trust state already initialized")
+	ErrNoTrust           = errors.New("cluster has no trust state")
+	ErrJoinTokenExists   = errors.New("join token already exists")
+	ErrJoinTokenNotFound = errors.New("no such join token")
+	ErrJoinTokenRevoked  = errors.New("join token revoked")
+	ErrJoinTokenExpired  = errors.New("join token expired")
+	ErrJoinTokenUsedUp   = errors.New("join token used up")
+	ErrJoinTokenSecret   = errors.New("join token secret does not match")
+	ErrNodeAdmitted      = errors.New("node already admitted")
+	ErrNodeRevoked       = errors.New("node revoked")
+	ErrNodeNotAdmitted   = errors.New("node not admitted")
+	ErrKeyringGeneration = errors.New("wrong keyring generation")
 )
 
 // FSM is skein's raft.FSM. Apply and Restore are called by Raft; the queries
@@ -87,6 +100,16 @@ func (f *FSM) Apply(l *raft.Log) any {
 		resp = f.st.applyJobPreempt(l)
 	case structs.JobGCType:
 		resp = f.st.applyJobGC(l)
+	case structs.TrustInitType:
+		resp = f.st.applyTrustInit(l)
+	case structs.JoinTokenType:
+		resp = f.st.applyJoinToken(l)
+	case structs.NodeAdmitType:
+		resp = f.st.applyNodeAdmit(l)
+	case structs.NodeRevokeType:
+		resp = f.st.applyNodeRevoke(l)
+	case structs.KeyringType:
+		resp = f.st.applyKeyring(l)
 	default:
 		if !skippable {
 			panic(fmt.Sprintf("fsm: log entry %d has unknown type %d", l.Index, uint8(t)))

@@ -16,15 +16,25 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// snapshotVersion is the version of the snapshot format Snapshot writes and
-// the only one Restore reads.
-const snapshotVersion = 1
+// Versions of the snapshot format. Version 1 holds nodes, jobs and
+// allocations; version 2 adds the trust records. Snapshot writes version 1
+// while the state has no trust state, so a binary that predates version 2
+// still reads a plaintext cluster's snapshots; Restore reads both.
+const (
+	minSnapshotVersion   = 1
+	trustSnapshotVersion = 2
+	snapshotVersion      = trustSnapshotVersion // the newest
+)
 
 // Record types of a snapshot.
 const (
 	recordNode  = "node"
 	recordJob   = "job"
 	recordAlloc = "alloc"
+
+	recordTrust     = "trust"
+	recordJoinToken = "join_token"
+	recordAdmission = "admission"
 )
 
 // header is the first line of a snapshot.
@@ -39,15 +49,24 @@ type record struct {
 	Node  *structs.Node       `json:"node,omitempty"`
 	Job   *structs.Job        `json:"job,omitempty"`
 	Alloc *structs.Allocation `json:"alloc,omitempty"`
+
+	Trust     *structs.Trust     `json:"trust,omitempty"`
+	JoinToken *structs.JoinToken `json:"join_token,omitempty"`
+	Admission *structs.Admission `json:"admission,omitempty"`
 }
 
 // snapshot is a deep copy of the state, in the order it is written: nodes,
-// then jobs, then allocations, each by ID.
+// then jobs, then allocations, each by ID; then the trust state, join
+// tokens by ID and admissions by node ID.
 type snapshot struct {
 	index  uint64
 	nodes  []*structs.Node
 	jobs   []*structs.Job
 	allocs []*structs.Allocation
+
+	trust      *structs.Trust
+	joinTokens []structs.JoinToken
+	admissions []structs.Admission
 }
 
 var _ raft.FSMSnapshot = (*snapshot)(nil)
@@ -96,11 +115,28 @@ func (s *state) snapshot() *snapshot {
 	for _, id := range slices.Sorted(maps.Keys(s.allocs)) {
 		snap.allocs = append(snap.allocs, s.allocs[id].Copy())
 	}
+	if s.trust != nil {
+		snap.trust = copyTrust(s.trust)
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.joinTokens)) {
+		snap.joinTokens = append(snap.joinTokens, s.joinTokens[id])
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.admissions)) {
+		snap.admissions = append(snap.admissions, s.admissions[id])
+	}
 	return snap
 }
 
+// version is the oldest snapshot version that holds everything in snap.
+func (snap *snapshot) version() int {
+	if snap.trust != nil || len(snap.joinTokens) > 0 || len(snap.admissions) > 0 {
+		return trustSnapshotVersion
+	}
+	return minSnapshotVersion
+}
+
 // Persist writes the snapshot as newline-delimited JSON: the header, then one
-// record per node, job and allocation.
+// record per node, job, allocation, trust state, join token and admission.
 func (snap *snapshot) Persist(sink raft.SnapshotSink) error {
 	if err := snap.write(sink); err != nil {
 		_ = sink.Cancel()
@@ -118,7 +154,7 @@ func (snap *snapshot) Release() {}
 func (snap *snapshot) write(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
-	if err := enc.Encode(header{Version: snapshotVersion, Index: snap.index}); err != nil {
+	if err := enc.Encode(header{Version: snap.version(), Index: snap.index}); err != nil {
 		return err
 	}
 	if err := snap.writeRecords(enc); err != nil {
@@ -140,6 +176,21 @@ func (snap *snapshot) writeRecords(enc *json.Encoder) error {
 	}
 	for _, a := range snap.allocs {
 		if err := enc.Encode(record{Type: recordAlloc, Alloc: a}); err != nil {
+			return err
+		}
+	}
+	if snap.trust != nil {
+		if err := enc.Encode(record{Type: recordTrust, Trust: snap.trust}); err != nil {
+			return err
+		}
+	}
+	for i := range snap.joinTokens {
+		if err := enc.Encode(record{Type: recordJoinToken, JoinToken: &snap.joinTokens[i]}); err != nil {
+			return err
+		}
+	}
+	for i := range snap.admissions {
+		if err := enc.Encode(record{Type: recordAdmission, Admission: &snap.admissions[i]}); err != nil {
 			return err
 		}
 	}
@@ -168,8 +219,8 @@ func readSnapshot(r io.Reader) (*state, error) {
 	if err := dec.Decode(&h); err != nil {
 		return nil, fmt.Errorf("%w: header: %w", ErrBadSnapshot, err)
 	}
-	if h.Version != snapshotVersion {
-		return nil, fmt.Errorf("%w: version %d, want %d", ErrBadSnapshot, h.Version, snapshotVersion)
+	if h.Version < minSnapshotVersion || h.Version > snapshotVersion {
+		return nil, fmt.Errorf("%w: version %d, want %d to %d", ErrBadSnapshot, h.Version, minSnapshotVersion, snapshotVersion)
 	}
 	st := newState()
 	st.index = h.Index
@@ -182,15 +233,24 @@ func readSnapshot(r io.Reader) (*state, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
 		}
+		if h.Version < trustSnapshotVersion && isTrustRecord(rec.Type) {
+			return nil, fmt.Errorf("%w: record %d: %s record in a version %d snapshot", ErrBadSnapshot, n, rec.Type, h.Version)
+		}
 		if err := st.restoreRecord(&rec); err != nil {
 			return nil, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
 		}
 	}
 }
 
+// isTrustRecord reports whether a record type is one of version 2's.
+func isTrustRecord(typ string) bool {
+	return typ == recordTrust || typ == recordJoinToken || typ == recordAdmission
+}
+
 // restoreRecord adds one snapshot record to a state being restored, checking
-// what Apply would have guaranteed: unique IDs, allocations of known jobs and
-// no GPU held twice.
+// what Apply would have guaranteed: unique IDs, allocations of known jobs,
+// no GPU held twice, one valid trust state and join tokens and admissions
+// only after it.
 func (s *state) restoreRecord(rec *record) error {
 	switch rec.Type {
 	case recordNode:
@@ -231,8 +291,47 @@ func (s *state) restoreRecord(rec *record) error {
 			}
 		}
 		s.addAlloc(a)
+	case recordTrust:
+		switch {
+		case rec.Trust == nil || rec.Trust.Founder == "":
+			return errors.New("trust record without founder")
+		case s.trust != nil:
+			return errors.New("trust state twice")
+		}
+		if err := validateTrust(rec.Trust); err != nil {
+			return fmt.Errorf("trust state: %w", err)
+		}
+		s.trust = rec.Trust
+	case recordJoinToken:
+		tok := rec.JoinToken
+		switch {
+		case tok == nil || tok.ID == "":
+			return errors.New("join token record without token id")
+		case s.trust == nil:
+			return fmt.Errorf("join token %s before the trust state", tok.ID)
+		case hasKey(s.joinTokens, tok.ID):
+			return fmt.Errorf("join token %s twice", tok.ID)
+		}
+		s.joinTokens[tok.ID] = *tok
+	case recordAdmission:
+		a := rec.Admission
+		switch {
+		case a == nil || a.NodeID == "":
+			return errors.New("admission record without node id")
+		case s.trust == nil:
+			return fmt.Errorf("admission of node %s before the trust state", a.NodeID)
+		case hasKey(s.admissions, a.NodeID):
+			return fmt.Errorf("admission of node %s twice", a.NodeID)
+		}
+		s.admissions[a.NodeID] = *a
 	default:
 		return fmt.Errorf("unknown record type %q", rec.Type)
 	}
 	return nil
+}
+
+// hasKey reports whether m holds k.
+func hasKey[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
 }

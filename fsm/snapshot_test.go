@@ -149,8 +149,8 @@ func TestFSM_Restore_RejectsBadSnapshotsAndKeepsState(t *testing.T) {
 	}{
 		{"empty", "", "header"},
 		{"garbage", "\x00\x01garbage", "header"},
-		{"unknown version", `{"version":2,"index":9}`, "version 2, want 1"},
-		{"missing version", `{"index":9}`, "version 0, want 1"},
+		{"unknown version", `{"version":3,"index":9}`, "version 3, want 1 to 2"},
+		{"missing version", `{"index":9}`, "version 0, want 1 to 2"},
 		{"unknown record type", hdr + `{"type":"volume"}`, `record 1: unknown record type "volume"`},
 		{"truncated record", hdr + node + `{"type":"job","job":{"id"`, "record 2"},
 		{"record without body", hdr + `{"type":"node"}`, "node record without node id"},

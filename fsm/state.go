@@ -17,6 +17,12 @@ type state struct {
 	jobs   map[string]*structs.Job
 	allocs map[string]*structs.Allocation
 
+	// The trust state of a secure cluster: nil and empty in a plaintext
+	// one. Tokens by ID, admissions by node ID.
+	trust      *structs.Trust
+	joinTokens map[string]structs.JoinToken
+	admissions map[string]structs.Admission
+
 	// Derived from the maps above, kept up to date by addJob, setJobState,
 	// addAlloc, hold, release and removeJob, and rebuilt record by record
 	// on Restore.
@@ -55,6 +61,8 @@ func newState() *state {
 		nodes:        map[string]*structs.Node{},
 		jobs:         map[string]*structs.Job{},
 		allocs:       map[string]*structs.Allocation{},
+		joinTokens:   map[string]structs.JoinToken{},
+		admissions:   map[string]structs.Admission{},
 		jobByRequest: map[string]string{},
 		jobAllocs:    map[string][]*structs.Allocation{},
 		nodeLive:     map[string]allocSet{},
