@@ -64,6 +64,9 @@ func validateKeyring(k structs.Keyring) error {
 	if k.Primary == "" {
 		return fmt.Errorf("%w: keyring.primary is empty", ErrInvalidRequest)
 	}
+	if k.Next != "" && (k.Next == k.Primary || slices.Contains(k.Others, k.Next)) {
+		return fmt.Errorf("%w: keyring.next repeats another key", ErrInvalidRequest)
+	}
 	for i, key := range k.Others {
 		switch {
 		case key == "":

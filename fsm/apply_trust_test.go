@@ -417,6 +417,8 @@ func TestFSM_Keyring(t *testing.T) {
 		{"skipped generation", structs.Keyring{Primary: "key-2", Generation: 3}, ErrKeyringGeneration, "generation 3, want 2"},
 		{"no primary", structs.Keyring{Others: []string{"key-1"}, Generation: 2}, ErrInvalidRequest, "keyring.primary is empty"},
 		{"primary in others", structs.Keyring{Primary: "key-2", Others: []string{"key-1", "key-2"}, Generation: 2}, ErrInvalidRequest, "keyring.others[1] repeats the primary key"},
+		{"next is the primary", structs.Keyring{Primary: "key-2", Next: "key-2", Generation: 2}, ErrInvalidRequest, "keyring.next repeats another key"},
+		{"next in others", structs.Keyring{Primary: "key-2", Next: "key-1", Others: []string{"key-1"}, Generation: 2}, ErrInvalidRequest, "keyring.next repeats another key"},
 		{"other twice", structs.Keyring{Primary: "key-2", Others: []string{"key-1", "key-1"}, Generation: 2}, ErrInvalidRequest, "keyring.others[1] repeats an earlier key"},
 		{"empty other", structs.Keyring{Primary: "key-2", Others: []string{""}, Generation: 2}, ErrInvalidRequest, "keyring.others[0] is empty"},
 	}
