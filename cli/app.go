@@ -78,9 +78,19 @@ func NewApp(stdout, stderr io.Writer) *ucli.App {
 				Value:   api.DefaultAddr,
 			},
 			&ucli.StringFlag{
+				Name:    "token-file",
+				Usage:   "read the API token from `FILE`",
+				EnvVars: []string{"SKEIN_TOKEN_FILE"},
+			},
+			&ucli.StringFlag{
 				Name:    "token",
-				Usage:   "API token",
+				Usage:   "API token (prefer --token-file: a command line is visible to other users)",
 				EnvVars: []string{"SKEIN_TOKEN"},
+			},
+			&ucli.StringFlag{
+				Name:    "ca-cert",
+				Usage:   "verify https agents against the cluster CA bundle in `FILE` (from skein ca export)",
+				EnvVars: []string{"SKEIN_CACERT"},
 			},
 		},
 		Commands:       commands(),
