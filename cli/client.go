@@ -47,11 +47,12 @@ func apiToken(c *ucli.Context) (string, error) {
 }
 
 // lineageString returns the value of the string flag name as given to the
-// command running in c or, failing that, to a command above it.
+// command running in c or, failing that, to a command above it. An empty
+// value (an exported but empty SKEIN_TOKEN) counts as not given.
 func lineageString(c *ucli.Context, name string) (string, bool) {
 	for _, ctx := range c.Lineage() {
-		if ctx.IsSet(name) {
-			return ctx.String(name), true
+		if v := ctx.String(name); ctx.IsSet(name) && v != "" {
+			return v, true
 		}
 	}
 	return "", false
@@ -86,7 +87,7 @@ func readSecretFile(flag, file string) (string, error) {
 // CA bundle --ca-cert (SKEIN_CACERT) names, or nil when none is set.
 func clusterTLS(c *ucli.Context) (*tls.Config, error) {
 	file, ok := lineageString(c, "ca-cert")
-	if !ok || file == "" {
+	if !ok {
 		return nil, nil
 	}
 	b, err := os.ReadFile(file)

@@ -49,6 +49,14 @@ func TestRun_TokenAndTokenFileIsUsageError(t *testing.T) {
 			return []string{"--token-file", file, "jobs"}
 		},
 	}
+	t.Run("empty token in environment is no token", func(t *testing.T) {
+		f := newFakeAgent(t)
+		f.reply("GET /v1/jobs", http.StatusOK, []structs.Job{})
+		t.Setenv("SKEIN_TOKEN", "")
+		if r := runCLI(t, "--addr", f.URL, "--token-file", file, "jobs"); r.code != exitOK || f.requests()[0].Token != "s3cret" {
+			t.Fatalf("got code %d, stderr %q, requests %+v; want the token from the file", r.code, r.stderr, f.requests())
+		}
+	})
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
 			r := runCLI(t, append([]string{"--addr", f.URL}, args(t)...)...)
