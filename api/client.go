@@ -3,6 +3,8 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,6 +43,9 @@ type Client struct {
 	bases []*url.URL
 	token string
 	http  *http.Client
+	// tlsSet says https servers are verified with a configuration the
+	// caller gave (WithTLS), not the system roots.
+	tlsSet bool
 }
 
 // NewClient returns a client for the agent at addr ("http://host:port" or
@@ -140,6 +145,11 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 		return err
 	}
 	defer resp.Body.Close()
+	if out == nil {
+		// A call with no answer to read: any body (or none) will do.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return nil
+	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("decode answer from %s: %w", resp.Request.URL.Host, err)
 	}
@@ -150,9 +160,13 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 // into errors that say what to do. It moves on to the next agent only when
 // a connection could not be made, so nothing was sent.
 func (c *Client) send(ctx context.Context, method, path string, q url.Values, body []byte) (*http.Response, error) {
-	var resp *http.Response
-	var err error
+	var (
+		resp  *http.Response
+		err   error
+		where *url.URL
+	)
 	for _, base := range c.bases {
+		where = base
 		resp, err = c.sendTo(ctx, base, method, path, q, body)
 		var op *net.OpError
 		if err == nil || !errors.As(err, &op) || op.Op != "dial" {
@@ -160,16 +174,34 @@ func (c *Client) send(ctx context.Context, method, path string, q url.Values, bo
 		}
 	}
 	if err != nil {
-		where := c.bases[len(c.bases)-1]
-		if errors.Is(err, syscall.ECONNREFUSED) {
+		var (
+			unknown  x509.UnknownAuthorityError
+			hostname x509.HostnameError
+		)
+		switch {
+		case errors.Is(err, syscall.ECONNREFUSED):
 			return nil, fmt.Errorf("cannot reach a skein agent at %s: connection refused (is `skein agent` running? set --addr or SKEIN_ADDR)", where)
+		case !c.tlsSet && (errors.As(err, &unknown) || errors.As(err, &hostname)):
+			// Go checks the name before the chain: a cluster certificate
+			// names a node ID, so either failure says the same.
+			return nil, fmt.Errorf("cannot verify the skein agent at %s with the system's roots (a skein cluster's certificates are signed by its own CA and name node IDs): "+
+				"set SKEIN_CACERT or --ca-cert to the file `skein ca export` writes (%w)", where, err)
+		case errors.As(err, &unknown):
+			return nil, fmt.Errorf("cannot verify the skein agent at %s: its certificate is not signed by the CA bundle given (--ca-cert or SKEIN_CACERT): "+
+				"is the bundle this cluster's? (%w)", where, err)
 		}
 		return nil, fmt.Errorf("cannot reach a skein agent at %s: %w", where, err)
 	}
 	if resp.StatusCode/100 == 2 {
 		return resp, nil
 	}
-	return nil, ReadError(resp)
+	err = ReadError(resp)
+	if resp.StatusCode == http.StatusBadRequest && resp.Request.URL.Scheme == "http" &&
+		strings.Contains(err.Error(), "HTTP request to an HTTPS server") { // what Go's TLS server answers to plaintext
+		host := resp.Request.URL.Host
+		return nil, fmt.Errorf("the skein agent at %s serves https: use https://%s in --addr or SKEIN_ADDR", host, host)
+	}
+	return nil, err
 }
 
 // ReadError reads a non-2xx answer's {"error"} body (or, failing that, its
@@ -188,8 +220,15 @@ func ReadError(resp *http.Response) error {
 }
 
 func (c *Client) sendTo(ctx context.Context, base *url.URL, method, path string, q url.Values, body []byte) (*http.Response, error) {
+	// path comes escaped (url.PathEscape of IDs): keep it so, or an
+	// escaped slash would be escaped again.
 	u := *base
-	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u.RawPath = strings.TrimSuffix(base.EscapedPath(), "/") + path
+	p, err := url.PathUnescape(u.RawPath)
+	if err != nil {
+		return nil, fmt.Errorf("build request: path %q: %w", path, err)
+	}
+	u.Path = p
 	u.RawQuery = q.Encode()
 	var rd io.Reader
 	if body != nil {
@@ -252,6 +291,24 @@ func (c *Client) UpdateAllocs(ctx context.Context, nodeID string, updates []stru
 func (c *Client) WithHTTPClient(hc *http.Client) *Client {
 	cp := *c
 	cp.http = hc
+	return &cp
+}
+
+// WithTLS returns a copy of the client that verifies https servers with
+// cfg (ClusterTLS makes one for a cluster CA) instead of the system roots.
+// Plain http addresses are unaffected.
+func (c *Client) WithTLS(cfg *tls.Config) *Client {
+	cp := *c
+	tr, ok := c.http.Transport.(*http.Transport)
+	if !ok || tr == nil {
+		tr = http.DefaultTransport.(*http.Transport)
+	}
+	tr = tr.Clone()
+	tr.TLSClientConfig = cfg
+	hc := *c.http
+	hc.Transport = tr
+	cp.http = &hc
+	cp.tlsSet = true
 	return &cp
 }
 

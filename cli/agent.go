@@ -49,6 +49,11 @@ func agentCommand() *ucli.Command {
 			&ucli.DurationFlag{Name: "job-retention", Value: agent.DefaultJobRetention, Usage: "keep a finished job, its allocations and their logs this long, then remove them (give every node the same)"},
 			&ucli.DurationFlag{Name: "kill-grace", Value: 10 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping a job"},
 			&ucli.BoolFlag{Name: "insecure", Usage: "allow an API beyond loopback without a token"},
+			&ucli.StringFlag{Name: "token-file", Usage: "read the API token from `FILE` (like skein --token-file; env SKEIN_TOKEN_FILE)"},
+			&ucli.StringFlag{Name: "join-token-file", Usage: "join a secure cluster with the token in `FILE` from skein join-token create (env SKEIN_JOIN_TOKEN: the token itself)"},
+			&ucli.BoolFlag{Name: "tls", Usage: "make the cluster secure (CA, mutual TLS, encrypted gossip) even on loopback"},
+			&ucli.BoolFlag{Name: "insecure-cluster", Usage: "run a plaintext cluster beyond loopback: no CA, no TLS, no admission (labs only)"},
+			&ucli.DurationFlag{Name: "cert-ttl", Value: agent.DefaultCertTTL, Usage: "how long node certificates are valid; nodes renew theirs when two thirds have passed"},
 			&ucli.StringFlag{Name: "log-level", Value: "info", Usage: "trace, debug, info, warn or error"},
 		},
 		Action: runAgent,
@@ -56,28 +61,69 @@ func agentCommand() *ucli.Command {
 }
 
 func runAgent(c *ucli.Context) error {
+	cfg, err := agentConfig(c)
+	if err != nil {
+		return err
+	}
+	logger := cfg.Logger
+	a, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "skein agent %q serving %s (data in %s)\n", a.Name(), a.HTTPAddr(), a.DataDir())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	select {
+	case s := <-sig:
+		logger.Info("shutting down", "signal", s.String())
+	case <-a.Done():
+		logger.Info("left the cluster; exiting")
+	}
+	a.Shutdown()
+	return nil
+}
+
+// agentConfig maps the agent command's flags, and the global token flags,
+// to an agent configuration.
+func agentConfig(c *ucli.Context) (agent.Config, error) {
 	if c.NArg() > 0 {
-		return usagef(c, "agent takes no arguments, got %q", c.Args().First())
+		return agent.Config{}, usagef(c, "agent takes no arguments, got %q", c.Args().First())
 	}
 	labels := map[string]string{}
 	for _, kv := range c.StringSlice("label") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return usagef(c, "--label %q: want key=value", kv)
+			return agent.Config{}, usagef(c, "--label %q: want key=value", kv)
 		}
 		labels[k] = v
 	}
 	var memMiB structs.SizeMiB
 	if err := decodeFlag(c, "memory", &memMiB, structs.ParseSizeMiB); err != nil {
-		return err
+		return agent.Config{}, err
 	}
 	var masterPorts structs.PortRange
 	if err := decodeFlag(c, "master-ports", &masterPorts, structs.ParsePortRange); err != nil {
-		return err
+		return agent.Config{}, err
 	}
 	level := hclog.LevelFromString(c.String("log-level"))
 	if level == hclog.NoLevel {
-		return usagef(c, "--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
+		return agent.Config{}, usagef(c, "--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
+	}
+	token, err := apiToken(c)
+	if err != nil {
+		return agent.Config{}, err
+	}
+	joinToken, err := agentJoinToken(c)
+	if err != nil {
+		return agent.Config{}, err
+	}
+	security, err := agentSecurity(c)
+	if err != nil {
+		return agent.Config{}, err
+	}
+	if c.Duration("cert-ttl") <= 0 {
+		return agent.Config{}, usagef(c, "--cert-ttl %s: must be positive", c.Duration("cert-ttl"))
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "skein", Level: level, Output: c.App.ErrWriter})
 	cfg := agent.Config{
@@ -103,7 +149,7 @@ func runAgent(c *ucli.Context) error {
 		MemoryMiB:       int64(memMiB),
 		LinkMbps:        c.Int("link-mbps"),
 		MasterPorts:     masterPorts,
-		Token:           c.String("token"),
+		Token:           token,
 		Insecure:        c.Bool("insecure"),
 		KillGrace:       c.Duration("kill-grace"),
 		Logger:          logger,
@@ -111,20 +157,38 @@ func runAgent(c *ucli.Context) error {
 	// Set apart so the literal above keeps its alignment.
 	cfg.JobRetention = c.Duration("job-retention")
 	cfg.AllowForeignGPUUse = c.Bool("allow-foreign-gpu-use")
-	a, err := agent.New(cfg)
-	if err != nil {
-		return err
+	cfg.Security = security
+	cfg.JoinToken = joinToken
+	cfg.CertTTL = c.Duration("cert-ttl")
+	return cfg, nil
+}
+
+// joinTokenEnv holds a join token itself, for agents started by a service
+// manager that keeps secrets in the environment.
+const joinTokenEnv = "SKEIN_JOIN_TOKEN"
+
+// agentJoinToken returns the join token from --join-token-file or
+// SKEIN_JOIN_TOKEN; both is a usage error, neither is "".
+func agentJoinToken(c *ucli.Context) (string, error) {
+	env := strings.TrimSpace(os.Getenv(joinTokenEnv))
+	if !c.IsSet("join-token-file") {
+		return env, nil
 	}
-	fmt.Fprintf(c.App.Writer, "skein agent %q serving %s (data in %s)\n", a.Name(), a.HTTPAddr(), a.DataDir())
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	select {
-	case s := <-sig:
-		logger.Info("shutting down", "signal", s.String())
-	case <-a.Done():
-		logger.Info("left the cluster; exiting")
+	if env != "" {
+		return "", usagef(c, "--join-token-file and %s are both set: use one", joinTokenEnv)
 	}
-	a.Shutdown()
-	return nil
+	return readSecretFile("--join-token-file", c.String("join-token-file"))
+}
+
+// agentSecurity maps --tls and --insecure-cluster to a security mode.
+func agentSecurity(c *ucli.Context) (agent.Security, error) {
+	switch tls, insecure := c.Bool("tls"), c.Bool("insecure-cluster"); {
+	case tls && insecure:
+		return "", usagef(c, "--tls and --insecure-cluster contradict each other: give one")
+	case tls:
+		return agent.SecurityTLS, nil
+	case insecure:
+		return agent.SecurityInsecure, nil
+	}
+	return agent.SecurityAuto, nil
 }

@@ -1,6 +1,11 @@
 package cli
 
 import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"os"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
@@ -8,13 +13,95 @@ import (
 	"github.com/skein-dev/skein/api"
 )
 
-// newClient builds the API client from the global --addr and --token flags.
+// newClient builds the API client from the global --addr, --token or
+// --token-file, and --ca-cert flags.
 func newClient(c *ucli.Context) (*api.Client, error) {
-	cl, err := api.NewClient(c.String("addr"), c.String("token"))
+	token, err := apiToken(c)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := api.NewClient(c.String("addr"), token)
 	if err != nil {
 		return nil, &usageError{cmd: c.Command.HelpName, err: err}
 	}
-	return cl, nil
+	cfg, err := clusterTLS(c)
+	if err != nil || cfg == nil {
+		return cl, err
+	}
+	return cl.WithTLS(cfg), nil
+}
+
+// apiToken returns the API token from --token (SKEIN_TOKEN) or the file
+// --token-file (SKEIN_TOKEN_FILE) names, whichever was given; both is a
+// usage error, neither is "".
+func apiToken(c *ucli.Context) (string, error) {
+	file, fromFile := lineageString(c, "token-file")
+	token, given := lineageString(c, "token")
+	switch {
+	case fromFile && given:
+		return "", usagef(c, "--token (or SKEIN_TOKEN) and --token-file (or SKEIN_TOKEN_FILE) are both set: use one")
+	case fromFile:
+		return readSecretFile("--token-file", file)
+	}
+	return token, nil
+}
+
+// lineageString returns the value of the string flag name as given to the
+// command running in c or, failing that, to a command above it. An empty
+// value (an exported but empty SKEIN_TOKEN) counts as not given.
+func lineageString(c *ucli.Context, name string) (string, bool) {
+	for _, ctx := range c.Lineage() {
+		if v := ctx.String(name); ctx.IsSet(name) && v != "" {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// maxSecretFile bounds what readSecretFile reads: tokens are short.
+const maxSecretFile = 64 << 10
+
+// readSecretFile returns the secret in file, with surrounding white space
+// trimmed; flag names where the file came from in errors.
+func readSecretFile(flag, file string) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", flag, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%s: read %s: %w", flag, file, err)
+	case len(b) > maxSecretFile:
+		return "", fmt.Errorf("%s: %s is larger than %d KiB: not a token file", flag, file, maxSecretFile>>10)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("%s: %s is empty", flag, file)
+	}
+	return s, nil
+}
+
+// clusterTLS returns a TLS configuration that verifies agents against the
+// CA bundle --ca-cert (SKEIN_CACERT) names, or nil when none is set.
+func clusterTLS(c *ucli.Context) (*tls.Config, error) {
+	file, ok := lineageString(c, "ca-cert")
+	if !ok {
+		return nil, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--ca-cert: %w", err)
+	}
+	cfg, err := api.ClusterTLS(b)
+	if errors.Is(err, api.ErrNoCACert) {
+		return nil, fmt.Errorf("--ca-cert %s: no PEM certificate in it (want the file `skein ca export` writes)", file)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--ca-cert %s: %w", file, err)
+	}
+	return cfg, nil
 }
 
 // commandClient is cmdArgs and newClient, what almost every command starts

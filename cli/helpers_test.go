@@ -34,23 +34,26 @@ type fakeAgent struct {
 func newFakeAgent(t *testing.T) *fakeAgent {
 	t.Helper()
 	f := &fakeAgent{mux: http.NewServeMux()}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		f.mu.Lock()
-		f.reqs = append(f.reqs, recorded{
-			Method: r.Method,
-			Path:   r.URL.Path,
-			Query:  r.URL.Query(),
-			Body:   body,
-			Token:  r.Header.Get(api.TokenHeader),
-		})
-		f.mu.Unlock()
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		f.mux.ServeHTTP(w, r)
-	}))
+	srv := httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(srv.Close)
 	f.URL = srv.URL
 	return f
+}
+
+// serve records a request and answers it with the registered handlers.
+func (f *fakeAgent) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.reqs = append(f.reqs, recorded{
+		Method: r.Method,
+		Path:   r.URL.Path,
+		Query:  r.URL.Query(),
+		Body:   body,
+		Token:  r.Header.Get(api.TokenHeader),
+	})
+	f.mu.Unlock()
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	f.mux.ServeHTTP(w, r)
 }
 
 // handle registers h for a ServeMux pattern such as "GET /v1/jobs/{id}".

@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skein-dev/skein/api"
+)
+
+func nodeCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "node",
+		Usage: "act on one node",
+		Subcommands: []*ucli.Command{{
+			Name:  "revoke",
+			Usage: "revoke a node's admission: its certificate is refused from now on and its ID is never admitted again",
+			Description: "NODE is a node name, or its ID or a unique prefix of it. To bring the machine\n" +
+				"back, empty its data directory (it then starts as a new node) and admit it\n" +
+				"with a new join token.",
+			ArgsUsage: "NODE",
+			Flags: []ucli.Flag{
+				&ucli.StringFlag{Name: "reason", Usage: "why, kept with the revocation"},
+			},
+			Action: nodeRevokeAction,
+		}},
+	}
+}
+
+func nodeRevokeAction(c *ucli.Context) error {
+	args, cl, err := commandClient(c, "NODE")
+	if err != nil {
+		return err
+	}
+	id, name, err := resolveNode(c.Context, cl, args[0])
+	if err != nil {
+		return err
+	}
+	if err := cl.RevokeNode(c.Context, id, api.NodeRevokeRequest{Reason: c.String("reason")}); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(c.App.Writer, "revoked %s (%s)\n", name, id)
+	return err
+}
+
+// resolveNode turns a node name, ID or unique ID prefix into the node's ID
+// and name, through the registered nodes. An argument that matches none is
+// taken as an ID as it stands: a node may be admitted and not registered,
+// and the agent says whether it knows it.
+func resolveNode(ctx context.Context, cl *api.Client, arg string) (id, name string, err error) {
+	nodes, err := cl.Nodes(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	var byName, byPrefix []api.NodeInfo
+	for _, n := range nodes {
+		switch {
+		case n.ID == arg:
+			return n.ID, n.Name, nil
+		case n.Name == arg:
+			byName = append(byName, n)
+		case strings.HasPrefix(n.ID, arg):
+			byPrefix = append(byPrefix, n)
+		}
+	}
+	for _, match := range [][]api.NodeInfo{byName, byPrefix} {
+		switch len(match) {
+		case 0:
+			continue
+		case 1:
+			return match[0].ID, match[0].Name, nil
+		}
+		names := make([]string, len(match))
+		for i, n := range match {
+			names[i] = fmt.Sprintf("%s (%s)", n.Name, n.ID)
+		}
+		return "", "", fmt.Errorf("node %q is ambiguous: it matches %s; give the full ID", arg, strings.Join(names, ", "))
+	}
+	return arg, arg, nil
+}
