@@ -22,17 +22,18 @@ var allowed = map[string][]string{
 	"fsm":          {"structs"},
 	"gpu":          {"structs"},
 	"cluster":      {},
+	"trust":        {},
 	"api":          {"structs"},
 	"agent/runner": {"structs"},
-	"agent/peer":   {"structs", "fsm", "cluster", "api"},
+	"agent/peer":   {"structs", "fsm", "cluster", "api", "trust"},
 	"agent/leader": {"structs", "fsm", "sched", "cluster"},
-	"agent/node":   {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/runner"},
-	"agent/server": {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer"},
+	"agent/node":   {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/runner", "trust"},
+	"agent/server": {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "trust"},
 	"agent": {"structs", "fsm", "sched", "cluster", "gpu", "api",
-		"agent/runner", "agent/peer", "agent/leader", "agent/node", "agent/server"},
+		"agent/runner", "agent/peer", "agent/leader", "agent/node", "agent/server", "trust"},
 	"cli": {"api", "structs", "agent", "agent/runner"}, // agent only for the agent and supervise commands
 	"internal": {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent", "cli",
-		"agent/runner", "agent/peer", "agent/leader", "agent/node", "agent/server"},
+		"agent/runner", "agent/peer", "agent/leader", "agent/node", "agent/server", "trust"},
 	"chaos": {"structs"}, // the container demo's test reads job states; the workload imports nothing
 	"":      {"cli"},     // main.go
 }
