@@ -37,6 +37,10 @@ type Config struct {
 	// SnapshotThreshold is how many log entries since the last snapshot
 	// trigger a new one. 0 means 8192.
 	SnapshotThreshold uint64
+	// RaftTLS, when set, runs raft over mutual TLS: accepted connections
+	// use its Server configuration and dialled ones its Client
+	// configuration (see TLSPair). Nil is plaintext.
+	RaftTLS *TLSPair
 
 	// GossipBind is the host:port memberlist listens on (TCP and UDP). Empty
 	// turns gossip off: the node then runs raft only, and membership is
@@ -241,6 +245,11 @@ func (cfg Config) validate() (net.Addr, error) {
 	}
 	if err := cfg.validateGossip(); err != nil {
 		return nil, err
+	}
+	if cfg.RaftTLS != nil {
+		if err := cfg.RaftTLS.validate(); err != nil {
+			return nil, err
+		}
 	}
 	host, _, err := net.SplitHostPort(cfg.RaftBind)
 	if err != nil {
