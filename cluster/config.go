@@ -52,8 +52,13 @@ type Config struct {
 	GossipAdvertise string
 	// EncryptKey, when set, encrypts and authenticates all gossip with
 	// AES-256-GCM. It must be exactly 32 bytes (see GenerateKey, ParseKey).
-	// Every member needs the same key.
+	// It is the primary key: it encrypts, and every other member needs it
+	// among its keys. SetKeyring changes the keys at runtime; a node
+	// started without a key cannot turn encryption on later.
 	EncryptKey []byte
+	// EncryptOthers are further 32-byte keys accepted for decryption from
+	// the start (a rotation in progress). Needs EncryptKey.
+	EncryptOthers [][]byte
 	// Meta returns the application's gossip metadata, at most
 	// MaxAppMetaBytes. It is called when memberlist needs this node's meta
 	// (at start and after UpdateMeta) and must not block. Nil means none.
@@ -311,6 +316,8 @@ func (cfg Config) validateGossip() error {
 	switch {
 	case cfg.EncryptKey != nil && len(cfg.EncryptKey) != keyLen:
 		return fmt.Errorf("%w: encrypt key is %d bytes, want %d", ErrInvalidConfig, len(cfg.EncryptKey), keyLen)
+	case len(cfg.EncryptOthers) > 0 && cfg.EncryptKey == nil:
+		return fmt.Errorf("%w: further gossip keys need a primary encrypt key", ErrInvalidConfig)
 	case cfg.BootstrapExpect < 0 || cfg.BootstrapExpect > maxBootstrapExpect:
 		return fmt.Errorf("%w: bootstrap expect %d is outside 0-%d", ErrInvalidConfig, cfg.BootstrapExpect, maxBootstrapExpect)
 	case cfg.BootstrapExpect > 0 && cfg.Bootstrap:
@@ -328,6 +335,11 @@ func (cfg Config) validateGossip() error {
 			ErrInvalidConfig, cfg.GossipTiming.ProbeTimeout, cfg.GossipTiming.ProbeInterval)
 	case cfg.RejoinInterval < 0 || cfg.ReconcileInterval < 0 || cfg.DeadServerGrace < 0 || cfg.ReapTimeout < 0:
 		return fmt.Errorf("%w: membership intervals must not be negative", ErrInvalidConfig)
+	}
+	for i, k := range cfg.EncryptOthers {
+		if len(k) != keyLen {
+			return fmt.Errorf("%w: further gossip key %d is %d bytes, want %d", ErrInvalidConfig, i+1, len(k), keyLen)
+		}
 	}
 	if cfg.GossipBind == "" {
 		return nil

@@ -282,6 +282,10 @@ func TestNew_RejectsBadGossipConfig(t *testing.T) {
 		want string
 	}{
 		{name: "key length", edit: func(c *Config) { c.EncryptKey = make([]byte, 16) }, want: "16 bytes"},
+		{name: "further keys without a key", edit: func(c *Config) { c.EncryptOthers = [][]byte{make([]byte, 32)} }, want: "need a primary"},
+		{name: "further key length", edit: func(c *Config) {
+			c.EncryptKey, c.EncryptOthers = make([]byte, 32), [][]byte{make([]byte, 24)}
+		}, want: "key 1 is 24 bytes"},
 		{name: "even voters", edit: func(c *Config) { c.Voters = 4 }, want: "voters 4"},
 		{name: "expect and bootstrap", edit: func(c *Config) { c.BootstrapExpect = 3; c.Bootstrap = true }, want: "mutually exclusive"},
 		{name: "expect without gossip", edit: func(c *Config) { c.BootstrapExpect = 3; c.GossipBind = "" }, want: "needs gossip"},

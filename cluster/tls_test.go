@@ -88,19 +88,6 @@ func unchanged(before map[string]raftState, nodes ...*testNode) error {
 	return nil
 }
 
-// holds checks cond every 10ms for d and fails at the first error: it
-// proves something does not happen over several election timeouts.
-func holds(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := cond(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // rogueAppend sends target an AppendEntries of a term far ahead of n's:
 // a peer that is listened to deposes the leader and moves the term.
 func rogueAppend(trans raft.Transport, n *testNode) error {
