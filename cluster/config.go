@@ -81,6 +81,17 @@ type Config struct {
 	// reconcile intervals). A non-voter must be healthy this long before it
 	// is promoted. 0 means 2s.
 	ReconcileInterval time.Duration
+	// Admitted reports whether a node may be a raft server. The leader
+	// adds a gossip member to raft (as a non-voter first) and promotes it
+	// only while Admitted returns true for it: gossip membership alone
+	// never makes a raft member. Nil admits everyone. It is called from
+	// the leader's reconcile and autopilot's goroutine and must not block.
+	Admitted func(nodeID string) bool
+	// Revoked reports whether a node must leave raft. The leader removes
+	// such a server from the raft configuration and never adds it again;
+	// a revoked leader hands leadership to another voter first. Nil
+	// revokes nobody. Like Admitted, it must not block.
+	Revoked func(nodeID string) bool
 	// DeadServerGrace is how long a voter may be failed in gossip before a
 	// healthy non-voter takes its vote. 0 means 10s.
 	DeadServerGrace time.Duration

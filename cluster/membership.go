@@ -84,11 +84,19 @@ func (c *Cluster) reconcileLoop(ctx context.Context) {
 	}
 }
 
+// reconcileMembers removes revoked servers from raft, adds alive admitted
+// members missing from it and asks autopilot to prune those that left.
+// Gossip membership alone never makes a raft member: a member that is
+// not admitted (or is revoked) is skipped, and logged once.
 func (c *Cluster) reconcileMembers() {
 	conf, err := c.configuration()
 	if err != nil {
 		c.logger.Debug("reconcile: read raft configuration", "error", err)
 		return
+	}
+	defer c.refused.endRound()
+	if c.removeRevoked(conf) {
+		return // no longer the leader
 	}
 	inRaft := map[string]string{}
 	for _, s := range conf.Servers {
@@ -101,6 +109,10 @@ func (c *Cluster) reconcileMembers() {
 		case m.Status == StatusFailed || m.Status == StatusLeft:
 			prune = prune || ok
 		case m.RaftAddr == "" || (ok && addr == m.RaftAddr):
+		case c.refusal(m.ID) != "":
+			if why := c.refusal(m.ID); c.refused.note(m.ID, why) {
+				c.logger.Info("not adding member to raft", "id", m.ID, "reason", why)
+			}
 		default:
 			c.logger.Info("adding server to raft", "id", m.ID, "addr", m.RaftAddr, "known", ok)
 			err := c.autopilot.AddServer(&autopilot.Server{
@@ -169,7 +181,10 @@ func (d *apDelegate) KnownServers() map[raft.ServerID]*autopilot.Server {
 	leader := c.IsLeader()
 	out := map[raft.ServerID]*autopilot.Server{}
 	for _, m := range c.Members() {
-		if m.RaftAddr == "" {
+		// Members not admitted are not servers to autopilot: one still in
+		// the raft configuration then reads as unhealthy and is never
+		// promoted (reconcileMembers removes it if revoked).
+		if m.RaftAddr == "" || (m.ID != c.cfg.NodeID && !c.admitted(m.ID)) {
 			continue
 		}
 		status := autopilot.NodeAlive
@@ -216,7 +231,11 @@ func (d *apDelegate) RemoveFailedServer(srv *autopilot.Server) {
 
 // promoter keeps at most Config.Voters voters, always an odd number, and
 // lets servers go from raft only after a graceful leave or ReapTimeout.
-type promoter struct{ c *Cluster }
+// It promotes only admitted non-voters.
+type promoter struct {
+	c   *Cluster
+	log onceLog // non-voters held back from a vote, each logged once
+}
 
 func (p *promoter) GetServerExt(*autopilot.Config, *autopilot.ServerState) any { return nil }
 
@@ -236,18 +255,25 @@ func (p *promoter) CalculatePromotionsAndDemotions(conf *autopilot.Config, s *au
 	now := time.Now()
 	stable := s.ServerStabilizationTime(conf)
 	var v voterSet
-	for id, srv := range s.Servers {
+	defer p.log.endRound()
+	for rid, srv := range s.Servers {
+		id := string(rid)
 		switch {
 		case srv.HasVotingRights():
-			if p.deadVoter(string(id), now) {
-				v.dead = append(v.dead, string(id))
+			if p.deadVoter(id, now) {
+				v.dead = append(v.dead, id)
 			} else {
-				v.good = append(v.good, string(id))
+				v.good = append(v.good, id)
 			}
-		case srv.State == autopilot.RaftNonVoter && srv.Health.IsStable(now, stable):
-			v.candidates = append(v.candidates, string(id))
-		case srv.State == autopilot.RaftNonVoter:
+		case srv.State != autopilot.RaftNonVoter:
+		case !p.c.admitted(id):
+			if p.log.note(id, p.c.refusal(id)) {
+				p.c.logger.Info("not promoting non-voter", "id", id, "reason", p.c.refusal(id))
+			}
+		case !srv.Health.IsStable(now, stable):
 			v.waiting++
+		default:
+			v.candidates = append(v.candidates, id)
 		}
 	}
 	v.leader = string(s.Leader)
