@@ -10,6 +10,7 @@ import (
 const (
 	refusedNotAdmitted = "not admitted"
 	refusedRevoked     = "revoked"
+	refusedCannotVote  = "not ready to vote"
 )
 
 // admitted reports whether the leader may add id to raft or promote it:
@@ -32,6 +33,13 @@ func (c *Cluster) refusal(id string) string {
 		return refusedNotAdmitted
 	}
 	return ""
+}
+
+// canVote reports whether a member's gossip metadata says it is ready to
+// vote.
+func (c *Cluster) canVote(id string) bool {
+	m, ok := c.member(id)
+	return ok && m.header.canVote
 }
 
 // onceLog remembers what it was told about each member in the last round,

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -196,4 +197,77 @@ func TestMembership_RevokedServersLeaveRaftAndStayOutEvenTheLeader(t *testing.T)
 	})
 	mustApply(t, l, "k=after-revocations")
 	waitFor(t, 10*time.Second, func() error { return converged("k", "after-revocations", others...) })
+}
+
+func TestMembership_NonvoterThatCannotVoteIsPreparedThenPromoted(t *testing.T) {
+	var ready atomic.Bool // c's readiness
+	var (
+		mu       sync.Mutex
+		prepared = map[string]int{}
+		auto     atomic.Bool // PrepareVoter makes c ready, as the agent would
+		once     sync.Once
+		wg       sync.WaitGroup
+	)
+	var c *testNode
+	prepare := func(id string) {
+		mu.Lock()
+		prepared[id]++
+		mu.Unlock()
+		if id != "c" || !auto.Load() {
+			return
+		}
+		once.Do(func() {
+			wg.Add(1)
+			go func() { // PrepareVoter must not block: the work runs apart
+				defer wg.Done()
+				ready.Store(true)
+				if err := c.c.UpdateMeta(); err != nil {
+					t.Errorf("c: update meta: %v", err)
+				}
+			}()
+		})
+	}
+	calls := func(id string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return prepared[id]
+	}
+	start := func(id string, boot bool) *testNode {
+		cfg := testConfig(id)
+		cfg.Bootstrap = boot
+		cfg.PrepareVoter = prepare
+		if id == "c" {
+			cfg.CanVote = ready.Load
+		}
+		return startCfg(t, cfg)
+	}
+	a := start("a", true)
+	waitLeader(t, a)
+	b := start("b", false)
+	c = start("c", false)
+	t.Cleanup(wg.Wait) // before the nodes shut down
+	mustJoin(t, b, a)
+	mustJoin(t, c, a)
+	all := ids(a, b, c)
+
+	// b alone cannot make three voters, and c cannot vote: a stays the
+	// only voter, and c (not b) is asked to get ready.
+	waitFor(t, 10*time.Second, func() error {
+		if err := voterCheck(a, 1, all, a); err != nil {
+			return err
+		}
+		if calls("c") == 0 {
+			return fmt.Errorf("PrepareVoter not called for c")
+		}
+		return nil
+	})
+	holds(t, 10*testConfig("a").ReconcileInterval, func() error { return voterCheck(a, 1, all, a) })
+	if calls("b") != 0 || calls("a") != 0 {
+		t.Fatalf("PrepareVoter called for a ready node: a %d, b %d times", calls("a"), calls("b"))
+	}
+
+	// Once c says it can vote (its callee flips the flag and updates its
+	// meta), a later round promotes b and c.
+	auto.Store(true)
+	waitFor(t, 20*time.Second, func() error { return voterCheck(a, 3, all, a, b, c) })
 }

@@ -92,6 +92,18 @@ type Config struct {
 	// a revoked leader hands leadership to another voter first. Nil
 	// revokes nobody. Like Admitted, it must not block.
 	Revoked func(nodeID string) bool
+	// CanVote reports whether this node is ready to vote, and so to lead
+	// (in skein: it can sign certificates). It is carried as a flag in
+	// this node's gossip metadata, read when the metadata is (at start and
+	// on UpdateMeta); the leader promotes a non-voter only while its flag
+	// is set. Nil means always ready.
+	CanVote func() bool
+	// PrepareVoter is called on the leader, from autopilot's goroutine,
+	// for each non-voter it would promote but whose flag says it cannot
+	// vote yet, again on later rounds while that lasts. It must not
+	// block: the callee starts its own work, and the node calls
+	// UpdateMeta once CanVote turns true. Nil does nothing.
+	PrepareVoter func(nodeID string)
 	// DeadServerGrace is how long a voter may be failed in gossip before a
 	// healthy non-voter takes its vote. 0 means 10s.
 	DeadServerGrace time.Duration

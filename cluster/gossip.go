@@ -24,6 +24,7 @@ const (
 	metaVersion   = 1
 	metaHasState  = 1 << 0 // flag: the node holds raft state
 	metaLeaving   = 1 << 1 // flag: the node is leaving gracefully
+	metaCanVote   = 1 << 2 // flag: the node is ready to vote (Config.CanVote)
 	metaHeaderMax = 4 + maxRaftAddrLen
 )
 
@@ -126,6 +127,7 @@ type memberHeader struct {
 	expect   int
 	hasState bool
 	leaving  bool
+	canVote  bool
 }
 
 // encodeMeta lays out version, flags, bootstrap-expect, the raft address
@@ -138,6 +140,9 @@ func encodeMeta(h memberHeader, app []byte) []byte {
 	}
 	if h.leaving {
 		flags |= metaLeaving
+	}
+	if h.canVote {
+		flags |= metaCanVote
 	}
 	b = append(b, metaVersion, flags, byte(h.expect), byte(len(h.raftAddr)))
 	b = append(b, h.raftAddr...)
@@ -157,7 +162,10 @@ func decodeMeta(b []byte) (memberHeader, []byte, error) {
 	if n > maxRaftAddrLen || len(b) < 4+n {
 		return memberHeader{}, nil, fmt.Errorf("%w: raft address of %d bytes", ErrBadMeta, n)
 	}
-	h := memberHeader{hasState: b[1]&metaHasState != 0, leaving: b[1]&metaLeaving != 0, expect: int(b[2]), raftAddr: string(b[4 : 4+n])}
+	// Unknown flag bits are ignored, so a flag can be added without a new
+	// version; a member that predates a flag reads as not having it.
+	h := memberHeader{hasState: b[1]&metaHasState != 0, leaving: b[1]&metaLeaving != 0, canVote: b[1]&metaCanVote != 0,
+		expect: int(b[2]), raftAddr: string(b[4 : 4+n])}
 	return h, slices.Clone(b[4+n:]), nil
 }
 
@@ -403,7 +411,7 @@ func (c *Cluster) UpdateMeta() error {
 // localMeta is this node's metadata as memberlist sends it.
 func (c *Cluster) localMeta(limit int) []byte {
 	h := memberHeader{raftAddr: c.Addr(), expect: c.cfg.BootstrapExpect, hasState: c.hasState.Load(),
-		leaving: c.leaving.Load()}
+		leaving: c.leaving.Load(), canVote: c.cfg.CanVote == nil || c.cfg.CanVote()}
 	var app []byte
 	if c.cfg.Meta != nil {
 		app = c.cfg.Meta()

@@ -220,7 +220,7 @@ func TestGossip_MetaTooLargeIsSentWithoutAppPart(t *testing.T) {
 }
 
 func TestMeta_RoundTripsAndRejectsGarbage(t *testing.T) {
-	h := memberHeader{raftAddr: "10.0.0.1:7471", expect: 3, hasState: true}
+	h := memberHeader{raftAddr: "10.0.0.1:7471", expect: 3, hasState: true, canVote: true}
 	app := bytes.Repeat([]byte{7}, MaxAppMetaBytes)
 	addr64 := strings.Repeat("a", maxRaftAddrLen)
 	if got := len(encodeMeta(memberHeader{raftAddr: addr64}, app)); got > 512 {
@@ -229,6 +229,17 @@ func TestMeta_RoundTripsAndRejectsGarbage(t *testing.T) {
 	gotH, gotApp, err := decodeMeta(encodeMeta(h, app))
 	if err != nil || gotH != h || !bytes.Equal(gotApp, app) {
 		t.Fatalf("round trip = %+v, %d bytes, %v", gotH, len(gotApp), err)
+	}
+	// Flags are bits: one a version does not know is ignored, and one it
+	// knows but a peer did not set reads as false.
+	for _, tc := range []struct {
+		flags   byte
+		canVote bool
+	}{{flags: 0x80 | metaCanVote, canVote: true}, {flags: metaHasState, canVote: false}} {
+		got, _, err := decodeMeta([]byte{metaVersion, tc.flags, 0, 0})
+		if err != nil || got.canVote != tc.canVote {
+			t.Fatalf("flags %#x: %+v, %v; want canVote %v", tc.flags, got, err, tc.canVote)
+		}
 	}
 	cases := []struct {
 		name string
