@@ -30,6 +30,7 @@ type Cluster struct {
 	hasState      atomic.Bool          // raft holds (or has been given) a configuration
 	leaving       atomic.Bool          // Leave has started
 	reconcileKick chan struct{}
+	refused       onceLog // the reconcile's refusals, each logged once
 	bootstrapKick chan struct{}
 
 	// stopped is closed when Shutdown starts. Waits on raft futures also

@@ -37,6 +37,10 @@ type Config struct {
 	// SnapshotThreshold is how many log entries since the last snapshot
 	// trigger a new one. 0 means 8192.
 	SnapshotThreshold uint64
+	// RaftTLS, when set, runs raft over mutual TLS: accepted connections
+	// use its Server configuration and dialled ones its Client
+	// configuration (see TLSPair). Nil is plaintext.
+	RaftTLS *TLSPair
 
 	// GossipBind is the host:port memberlist listens on (TCP and UDP). Empty
 	// turns gossip off: the node then runs raft only, and membership is
@@ -48,8 +52,13 @@ type Config struct {
 	GossipAdvertise string
 	// EncryptKey, when set, encrypts and authenticates all gossip with
 	// AES-256-GCM. It must be exactly 32 bytes (see GenerateKey, ParseKey).
-	// Every member needs the same key.
+	// It is the primary key: it encrypts, and every other member needs it
+	// among its keys. SetKeyring changes the keys at runtime; a node
+	// started without a key cannot turn encryption on later.
 	EncryptKey []byte
+	// EncryptOthers are further 32-byte keys accepted for decryption from
+	// the start (a rotation in progress). Needs EncryptKey.
+	EncryptOthers [][]byte
 	// Meta returns the application's gossip metadata, at most
 	// MaxAppMetaBytes. It is called when memberlist needs this node's meta
 	// (at start and after UpdateMeta) and must not block. Nil means none.
@@ -72,6 +81,29 @@ type Config struct {
 	// reconcile intervals). A non-voter must be healthy this long before it
 	// is promoted. 0 means 2s.
 	ReconcileInterval time.Duration
+	// Admitted reports whether a node may be a raft server. The leader
+	// adds a gossip member to raft (as a non-voter first) and promotes it
+	// only while Admitted returns true for it: gossip membership alone
+	// never makes a raft member. Nil admits everyone. It is called from
+	// the leader's reconcile and autopilot's goroutine and must not block.
+	Admitted func(nodeID string) bool
+	// Revoked reports whether a node must leave raft. The leader removes
+	// such a server from the raft configuration and never adds it again;
+	// a revoked leader hands leadership to another voter first. Nil
+	// revokes nobody. Like Admitted, it must not block.
+	Revoked func(nodeID string) bool
+	// CanVote reports whether this node is ready to vote, and so to lead
+	// (in skein: it can sign certificates). It is carried as a flag in
+	// this node's gossip metadata, read when the metadata is (at start and
+	// on UpdateMeta); the leader promotes a non-voter only while its flag
+	// is set. Nil means always ready.
+	CanVote func() bool
+	// PrepareVoter is called on the leader, from autopilot's goroutine,
+	// for each non-voter it would promote but whose flag says it cannot
+	// vote yet, again on later rounds while that lasts. It must not
+	// block: the callee starts its own work, and the node calls
+	// UpdateMeta once CanVote turns true. Nil does nothing.
+	PrepareVoter func(nodeID string)
 	// DeadServerGrace is how long a voter may be failed in gossip before a
 	// healthy non-voter takes its vote. 0 means 10s.
 	DeadServerGrace time.Duration
@@ -242,6 +274,11 @@ func (cfg Config) validate() (net.Addr, error) {
 	if err := cfg.validateGossip(); err != nil {
 		return nil, err
 	}
+	if cfg.RaftTLS != nil {
+		if err := cfg.RaftTLS.validate(); err != nil {
+			return nil, err
+		}
+	}
 	host, _, err := net.SplitHostPort(cfg.RaftBind)
 	if err != nil {
 		return nil, fmt.Errorf("%w: raft bind %q: %w", ErrInvalidConfig, cfg.RaftBind, err)
@@ -302,6 +339,8 @@ func (cfg Config) validateGossip() error {
 	switch {
 	case cfg.EncryptKey != nil && len(cfg.EncryptKey) != keyLen:
 		return fmt.Errorf("%w: encrypt key is %d bytes, want %d", ErrInvalidConfig, len(cfg.EncryptKey), keyLen)
+	case len(cfg.EncryptOthers) > 0 && cfg.EncryptKey == nil:
+		return fmt.Errorf("%w: further gossip keys need a primary encrypt key", ErrInvalidConfig)
 	case cfg.BootstrapExpect < 0 || cfg.BootstrapExpect > maxBootstrapExpect:
 		return fmt.Errorf("%w: bootstrap expect %d is outside 0-%d", ErrInvalidConfig, cfg.BootstrapExpect, maxBootstrapExpect)
 	case cfg.BootstrapExpect > 0 && cfg.Bootstrap:
@@ -319,6 +358,11 @@ func (cfg Config) validateGossip() error {
 			ErrInvalidConfig, cfg.GossipTiming.ProbeTimeout, cfg.GossipTiming.ProbeInterval)
 	case cfg.RejoinInterval < 0 || cfg.ReconcileInterval < 0 || cfg.DeadServerGrace < 0 || cfg.ReapTimeout < 0:
 		return fmt.Errorf("%w: membership intervals must not be negative", ErrInvalidConfig)
+	}
+	for i, k := range cfg.EncryptOthers {
+		if len(k) != keyLen {
+			return fmt.Errorf("%w: further gossip key %d is %d bytes, want %d", ErrInvalidConfig, i+1, len(k), keyLen)
+		}
 	}
 	if cfg.GossipBind == "" {
 		return nil

@@ -30,6 +30,9 @@ var (
 	// ErrNoGossip means a gossip operation was asked of a node started
 	// without gossip (Config.GossipBind empty).
 	ErrNoGossip = errors.New("gossip is not enabled")
+	// ErrNotEncrypted means a keyring change was asked of a node whose
+	// gossip runs without encryption (which cannot be turned on at runtime).
+	ErrNotEncrypted = errors.New("gossip is not encrypted")
 	// ErrJoin means Join reached none of the addresses it was given.
 	ErrJoin = errors.New("join failed")
 	// ErrInvalidKey means a gossip encryption key is malformed.

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
@@ -23,6 +24,7 @@ const (
 	metaVersion   = 1
 	metaHasState  = 1 << 0 // flag: the node holds raft state
 	metaLeaving   = 1 << 1 // flag: the node is leaving gracefully
+	metaCanVote   = 1 << 2 // flag: the node is ready to vote (Config.CanVote)
 	metaHeaderMax = 4 + maxRaftAddrLen
 )
 
@@ -125,6 +127,7 @@ type memberHeader struct {
 	expect   int
 	hasState bool
 	leaving  bool
+	canVote  bool
 }
 
 // encodeMeta lays out version, flags, bootstrap-expect, the raft address
@@ -137,6 +140,9 @@ func encodeMeta(h memberHeader, app []byte) []byte {
 	}
 	if h.leaving {
 		flags |= metaLeaving
+	}
+	if h.canVote {
+		flags |= metaCanVote
 	}
 	b = append(b, metaVersion, flags, byte(h.expect), byte(len(h.raftAddr)))
 	b = append(b, h.raftAddr...)
@@ -156,7 +162,10 @@ func decodeMeta(b []byte) (memberHeader, []byte, error) {
 	if n > maxRaftAddrLen || len(b) < 4+n {
 		return memberHeader{}, nil, fmt.Errorf("%w: raft address of %d bytes", ErrBadMeta, n)
 	}
-	h := memberHeader{hasState: b[1]&metaHasState != 0, leaving: b[1]&metaLeaving != 0, expect: int(b[2]), raftAddr: string(b[4 : 4+n])}
+	// Unknown flag bits are ignored, so a flag can be added without a new
+	// version; a member that predates a flag reads as not having it.
+	h := memberHeader{hasState: b[1]&metaHasState != 0, leaving: b[1]&metaLeaving != 0, canVote: b[1]&metaCanVote != 0,
+		expect: int(b[2]), raftAddr: string(b[4 : 4+n])}
 	return h, slices.Clone(b[4+n:]), nil
 }
 
@@ -183,6 +192,9 @@ type gossip struct {
 	// mu guards ml.Leave and ml.Shutdown: memberlist panics on a Leave
 	// after Shutdown.
 	mu sync.Mutex
+	// keyMu serialises keyring changes; ring is nil without encryption.
+	keyMu sync.Mutex
+	ring  *memberlist.Keyring
 
 	// Callbacks append to pending and signal rawReady; the queue is
 	// unbounded so a callback neither blocks nor drops an event.
@@ -257,7 +269,7 @@ func (c *Cluster) startGossip() error {
 			self: net.JoinHostPort(advertiseHost(mc, nt), strconv.Itoa(mc.AdvertisePort))}
 	}
 	if cfg.EncryptKey != nil {
-		ring, err := memberlist.NewKeyring(nil, cfg.EncryptKey)
+		ring, err := memberlist.NewKeyring(cfg.EncryptOthers, cfg.EncryptKey)
 		if err != nil {
 			_ = nt.Shutdown()
 			return fmt.Errorf("%w: encrypt key: %w", ErrInvalidConfig, err)
@@ -270,6 +282,7 @@ func (c *Cluster) startGossip() error {
 		return fmt.Errorf("start gossip on %s: %w", cfg.GossipBind, err)
 	}
 	g.ml = ml
+	g.ring = mc.Keyring
 	// Read once: memberlist mutates its Node values without a lock users
 	// can take, so this package never reads them after start.
 	g.addr = ml.LocalNode().Address()
@@ -398,7 +411,7 @@ func (c *Cluster) UpdateMeta() error {
 // localMeta is this node's metadata as memberlist sends it.
 func (c *Cluster) localMeta(limit int) []byte {
 	h := memberHeader{raftAddr: c.Addr(), expect: c.cfg.BootstrapExpect, hasState: c.hasState.Load(),
-		leaving: c.leaving.Load()}
+		leaving: c.leaving.Load(), canVote: c.cfg.CanVote == nil || c.cfg.CanVote()}
 	var app []byte
 	if c.cfg.Meta != nil {
 		app = c.cfg.Meta()
@@ -641,3 +654,68 @@ func (c *Cluster) shutdownGossip() error {
 func putUint64(b []byte, v uint64) []byte { return binary.BigEndian.AppendUint64(b, v) }
 
 func getUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
+
+// SetKeyring installs the gossip keys: primary encrypts, and primary and
+// others are accepted for decryption; every other key is removed. It adds
+// the new keys first, then switches the primary, then removes the old
+// ones, so no message this node could read before becomes unreadable
+// until the caller asks for it. Across the cluster a rotation takes three
+// rounds, each on every member before the next: install the new key as a
+// secondary, make it primary, remove the old one. It fails with
+// ErrNotEncrypted when gossip was started without a key.
+func (c *Cluster) SetKeyring(primary []byte, others [][]byte) error {
+	if c.gossip == nil {
+		return fmt.Errorf("set keyring: %w", ErrNoGossip)
+	}
+	g := c.gossip
+	if g.ring == nil {
+		return fmt.Errorf("set keyring: %w", ErrNotEncrypted)
+	}
+	want := append([][]byte{primary}, others...)
+	for i, k := range want {
+		if len(k) != keyLen {
+			return fmt.Errorf("set keyring: %w: key %d is %d bytes, want %d", ErrInvalidKey, i+1, len(k), keyLen)
+		}
+	}
+	g.keyMu.Lock()
+	defer g.keyMu.Unlock()
+	for _, k := range want {
+		if err := g.ring.AddKey(slices.Clone(k)); err != nil {
+			return fmt.Errorf("set keyring: add key: %w", err)
+		}
+	}
+	if err := g.ring.UseKey(primary); err != nil {
+		return fmt.Errorf("set keyring: use primary: %w", err)
+	}
+	// memberlist removes a key by shifting the ones after it within the
+	// slice it hands to readers; removing from the end shifts nothing in
+	// the usual rotation, where the old key is the last one.
+	installed := g.ring.GetKeys()
+	var drop [][]byte
+	for i := len(installed) - 1; i >= 0; i-- {
+		if !slices.ContainsFunc(want, func(k []byte) bool { return bytes.Equal(k, installed[i]) }) {
+			drop = append(drop, installed[i])
+		}
+	}
+	for _, k := range drop {
+		if err := g.ring.RemoveKey(k); err != nil {
+			return fmt.Errorf("set keyring: remove key: %w", err)
+		}
+	}
+	g.logger.Info("gossip keyring changed", "keys", len(g.ring.GetKeys()), "removed", len(drop))
+	return nil
+}
+
+// GossipKeys returns copies of the installed gossip keys, the primary
+// first, or nil when gossip is off or not encrypted.
+func (c *Cluster) GossipKeys() [][]byte {
+	if c.gossip == nil || c.gossip.ring == nil {
+		return nil
+	}
+	keys := c.gossip.ring.GetKeys()
+	out := make([][]byte, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, slices.Clone(k))
+	}
+	return out
+}

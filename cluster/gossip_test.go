@@ -220,7 +220,7 @@ func TestGossip_MetaTooLargeIsSentWithoutAppPart(t *testing.T) {
 }
 
 func TestMeta_RoundTripsAndRejectsGarbage(t *testing.T) {
-	h := memberHeader{raftAddr: "10.0.0.1:7471", expect: 3, hasState: true}
+	h := memberHeader{raftAddr: "10.0.0.1:7471", expect: 3, hasState: true, canVote: true}
 	app := bytes.Repeat([]byte{7}, MaxAppMetaBytes)
 	addr64 := strings.Repeat("a", maxRaftAddrLen)
 	if got := len(encodeMeta(memberHeader{raftAddr: addr64}, app)); got > 512 {
@@ -229,6 +229,17 @@ func TestMeta_RoundTripsAndRejectsGarbage(t *testing.T) {
 	gotH, gotApp, err := decodeMeta(encodeMeta(h, app))
 	if err != nil || gotH != h || !bytes.Equal(gotApp, app) {
 		t.Fatalf("round trip = %+v, %d bytes, %v", gotH, len(gotApp), err)
+	}
+	// Flags are bits: one a version does not know is ignored, and one it
+	// knows but a peer did not set reads as false.
+	for _, tc := range []struct {
+		flags   byte
+		canVote bool
+	}{{flags: 0x80 | metaCanVote, canVote: true}, {flags: metaHasState, canVote: false}} {
+		got, _, err := decodeMeta([]byte{metaVersion, tc.flags, 0, 0})
+		if err != nil || got.canVote != tc.canVote {
+			t.Fatalf("flags %#x: %+v, %v; want canVote %v", tc.flags, got, err, tc.canVote)
+		}
 	}
 	cases := []struct {
 		name string
@@ -282,6 +293,10 @@ func TestNew_RejectsBadGossipConfig(t *testing.T) {
 		want string
 	}{
 		{name: "key length", edit: func(c *Config) { c.EncryptKey = make([]byte, 16) }, want: "16 bytes"},
+		{name: "further keys without a key", edit: func(c *Config) { c.EncryptOthers = [][]byte{make([]byte, 32)} }, want: "need a primary"},
+		{name: "further key length", edit: func(c *Config) {
+			c.EncryptKey, c.EncryptOthers = make([]byte, 32), [][]byte{make([]byte, 24)}
+		}, want: "key 1 is 24 bytes"},
 		{name: "even voters", edit: func(c *Config) { c.Voters = 4 }, want: "voters 4"},
 		{name: "expect and bootstrap", edit: func(c *Config) { c.BootstrapExpect = 3; c.Bootstrap = true }, want: "mutually exclusive"},
 		{name: "expect without gossip", edit: func(c *Config) { c.BootstrapExpect = 3; c.GossipBind = "" }, want: "needs gossip"},

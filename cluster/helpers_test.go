@@ -137,6 +137,19 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
 	}
 }
 
+// holds checks cond every 10ms for d and fails at the first error: it
+// proves something does not happen over several election timeouts.
+func holds(t *testing.T, d time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if err := cond(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // waitLeader waits until n knows a leader.
 func waitLeader(t *testing.T, n *testNode) {
 	t.Helper()

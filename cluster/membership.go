@@ -84,11 +84,19 @@ func (c *Cluster) reconcileLoop(ctx context.Context) {
 	}
 }
 
+// reconcileMembers removes revoked servers from raft, adds alive admitted
+// members missing from it and asks autopilot to prune those that left.
+// Gossip membership alone never makes a raft member: a member that is
+// not admitted (or is revoked) is skipped, and logged once.
 func (c *Cluster) reconcileMembers() {
 	conf, err := c.configuration()
 	if err != nil {
 		c.logger.Debug("reconcile: read raft configuration", "error", err)
 		return
+	}
+	defer c.refused.endRound()
+	if c.removeRevoked(conf) {
+		return // no longer the leader
 	}
 	inRaft := map[string]string{}
 	for _, s := range conf.Servers {
@@ -101,6 +109,10 @@ func (c *Cluster) reconcileMembers() {
 		case m.Status == StatusFailed || m.Status == StatusLeft:
 			prune = prune || ok
 		case m.RaftAddr == "" || (ok && addr == m.RaftAddr):
+		case c.refusal(m.ID) != "":
+			if why := c.refusal(m.ID); c.refused.note(m.ID, why) {
+				c.logger.Info("not adding member to raft", "id", m.ID, "reason", why)
+			}
 		default:
 			c.logger.Info("adding server to raft", "id", m.ID, "addr", m.RaftAddr, "known", ok)
 			err := c.autopilot.AddServer(&autopilot.Server{
@@ -169,7 +181,10 @@ func (d *apDelegate) KnownServers() map[raft.ServerID]*autopilot.Server {
 	leader := c.IsLeader()
 	out := map[raft.ServerID]*autopilot.Server{}
 	for _, m := range c.Members() {
-		if m.RaftAddr == "" {
+		// Members not admitted are not servers to autopilot: one still in
+		// the raft configuration then reads as unhealthy and is never
+		// promoted (reconcileMembers removes it if revoked).
+		if m.RaftAddr == "" || (m.ID != c.cfg.NodeID && !c.admitted(m.ID)) {
 			continue
 		}
 		status := autopilot.NodeAlive
@@ -216,7 +231,13 @@ func (d *apDelegate) RemoveFailedServer(srv *autopilot.Server) {
 
 // promoter keeps at most Config.Voters voters, always an odd number, and
 // lets servers go from raft only after a graceful leave or ReapTimeout.
-type promoter struct{ c *Cluster }
+// It promotes only admitted non-voters whose gossip metadata says they
+// can vote, and asks Config.PrepareVoter to ready those it would promote
+// otherwise.
+type promoter struct {
+	c   *Cluster
+	log onceLog // non-voters held back from a vote, each logged once
+}
 
 func (p *promoter) GetServerExt(*autopilot.Config, *autopilot.ServerState) any { return nil }
 
@@ -236,22 +257,39 @@ func (p *promoter) CalculatePromotionsAndDemotions(conf *autopilot.Config, s *au
 	now := time.Now()
 	stable := s.ServerStabilizationTime(conf)
 	var v voterSet
-	for id, srv := range s.Servers {
+	defer p.log.endRound()
+	for rid, srv := range s.Servers {
+		id := string(rid)
 		switch {
 		case srv.HasVotingRights():
-			if p.deadVoter(string(id), now) {
-				v.dead = append(v.dead, string(id))
+			if p.deadVoter(id, now) {
+				v.dead = append(v.dead, id)
 			} else {
-				v.good = append(v.good, string(id))
+				v.good = append(v.good, id)
 			}
-		case srv.State == autopilot.RaftNonVoter && srv.Health.IsStable(now, stable):
-			v.candidates = append(v.candidates, string(id))
-		case srv.State == autopilot.RaftNonVoter:
+		case srv.State != autopilot.RaftNonVoter:
+		case !p.c.admitted(id):
+			if p.log.note(id, p.c.refusal(id)) {
+				p.c.logger.Info("not promoting non-voter", "id", id, "reason", p.c.refusal(id))
+			}
+		case !srv.Health.IsStable(now, stable):
 			v.waiting++
+		case !p.c.canVote(id):
+			v.unready = append(v.unready, id)
+		default:
+			v.candidates = append(v.candidates, id)
 		}
 	}
 	v.leader = string(s.Leader)
-	promote, demote := planVoters(p.c.cfg.Voters, v)
+	promote, demote, prepare := planVoters(p.c.cfg.Voters, v)
+	for _, id := range prepare {
+		if p.log.note(id, refusedCannotVote) {
+			p.c.logger.Info("non-voter is not ready to vote; preparing it", "id", id)
+		}
+		if p.c.cfg.PrepareVoter != nil {
+			p.c.cfg.PrepareVoter(id)
+		}
+	}
 	var ch autopilot.RaftChanges
 	for _, id := range promote {
 		ch.Promotions = append(ch.Promotions, raft.ServerID(id))
@@ -304,12 +342,40 @@ type voterSet struct {
 	leader     string
 	good, dead []string
 	candidates []string
+	// unready are non-voters healthy long enough whose gossip metadata
+	// says they cannot vote yet. They are never promoted.
+	unready []string
 	// waiting counts non-voters not (yet) healthy and stable enough to
 	// be candidates.
 	waiting int
 }
 
-// planVoters decides which servers gain and lose their vote:
+// planVoters plans with the candidates that can vote (planReady), the
+// unready ones counting as waiting, so a count kept even for them is not
+// shrunk. It also returns the unready non-voters to prepare: as many, by
+// lowest ID, as the plan would have promoted beyond the ready ones had
+// all been ready. Dead-voter replacement follows the same rule: only a
+// ready candidate replaces a dead voter.
+func planVoters(cap int, v voterSet) (promote, demote, prepare []string) {
+	unready := slices.Sorted(slices.Values(v.unready))
+	ready := v
+	ready.unready = nil
+	ready.waiting += len(unready)
+	promote, demote = planReady(cap, ready)
+	if len(unready) == 0 {
+		return promote, demote, nil
+	}
+	all := v
+	all.unready = nil
+	all.candidates = append(slices.Clone(v.candidates), unready...)
+	wanted, _ := planReady(cap, all)
+	if extra := len(wanted) - len(promote); extra > 0 {
+		prepare = unready[:min(extra, len(unready))]
+	}
+	return promote, demote, prepare
+}
+
+// planReady decides which servers gain and lose their vote:
 //  1. each dead voter is replaced by a candidate, one for one, so the
 //     number of voters (and the quorum) stays the same;
 //  2. below the cap, grow to the largest odd count the candidates allow;
@@ -320,7 +386,7 @@ type voterSet struct {
 // A dead voter without a replacement keeps its vote: removing it would
 // leave an even count, or shrink fault tolerance for nothing. No plan
 // leaves fewer alive voters than the new configuration's quorum.
-func planVoters(cap int, v voterSet) (promote, demote []string) {
+func planReady(cap int, v voterSet) (promote, demote []string) {
 	good := slices.Sorted(slices.Values(v.good))
 	dead := slices.Sorted(slices.Values(v.dead))
 	cands := slices.Sorted(slices.Values(v.candidates))

@@ -14,6 +14,7 @@ func TestPlanVoters_KeepsAnOddCappedNumberOfVoters(t *testing.T) {
 		v           voterSet
 		wantPromote []string
 		wantDemote  []string
+		wantPrepare []string
 	}{
 		{name: "one candidate stays non-voter", cap: 3, v: voterSet{leader: "a", good: []string{"a"}, candidates: []string{"b"}}},
 		{name: "two candidates grow to three", cap: 3, v: voterSet{leader: "a", good: []string{"a"}, candidates: []string{"c", "b"}},
@@ -37,12 +38,24 @@ func TestPlanVoters_KeepsAnOddCappedNumberOfVoters(t *testing.T) {
 		{name: "even count waits for a non-voter not yet stable instead of shrinking", cap: 3,
 			v: voterSet{leader: "a", good: []string{"a", "b"}, waiting: 1}},
 		{name: "shrinking that leaves no alive quorum is refused", cap: 3, v: voterSet{leader: "a", good: []string{"a"}, dead: []string{"b", "c", "d", "e"}}},
+		{name: "unready non-voter is prepared, not promoted, and holds growth back", cap: 3,
+			v: voterSet{leader: "a", good: []string{"a"}, candidates: []string{"c"}, unready: []string{"b"}}, wantPrepare: []string{"b"}},
+		{name: "ready candidates are promoted before unready ones are prepared", cap: 3,
+			v: voterSet{leader: "a", good: []string{"a"}, candidates: []string{"d", "c"}, unready: []string{"b"}}, wantPromote: []string{"c", "d"}},
+		{name: "only as many unready as needed are prepared", cap: 3,
+			v: voterSet{leader: "a", good: []string{"a", "b"}, unready: []string{"d", "c"}}, wantPrepare: []string{"c"}},
+		{name: "dead voter is replaced only by a ready candidate", cap: 3,
+			v: voterSet{leader: "a", good: []string{"a", "b"}, dead: []string{"c"}, unready: []string{"d"}}, wantPrepare: []string{"d"}},
+		{name: "at the cap nobody is prepared", cap: 3, v: voterSet{leader: "a", good: []string{"a", "b", "c"}, unready: []string{"d"}}},
+		{name: "even count with an unready non-voter is not shrunk", cap: 3,
+			v: voterSet{leader: "a", good: []string{"a", "b"}, unready: []string{"c"}}, wantPrepare: []string{"c"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p, d := planVoters(tc.cap, tc.v)
-			if !slices.Equal(p, tc.wantPromote) || !slices.Equal(d, tc.wantDemote) {
-				t.Fatalf("planVoters = promote %v demote %v; want %v %v", p, d, tc.wantPromote, tc.wantDemote)
+			p, d, prep := planVoters(tc.cap, tc.v)
+			if !slices.Equal(p, tc.wantPromote) || !slices.Equal(d, tc.wantDemote) || !slices.Equal(prep, tc.wantPrepare) {
+				t.Fatalf("planVoters = promote %v demote %v prepare %v; want %v %v %v",
+					p, d, prep, tc.wantPromote, tc.wantDemote, tc.wantPrepare)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"net"
 	"sync"
@@ -128,14 +129,17 @@ func (c *cutConn) Close() error {
 }
 
 // tcpStream is raft's stream layer: a TCP listener and dialer, routed
-// through a Partitioner when one is set.
+// through a Partitioner when one is set, and wrapped in mutual TLS when a
+// TLSPair is set.
 type tcpStream struct {
 	net.Listener
 	advertise net.Addr
 	network   *Partitioner
+	tls       *TLSPair      // nil: plaintext
+	handshake time.Duration // bound on an accepted connection's TLS handshake
 }
 
-func newTCPStream(bind string, advertise net.Addr, network *Partitioner) (*tcpStream, error) {
+func newTCPStream(bind string, advertise net.Addr, network *Partitioner, tp *TLSPair) (*tcpStream, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
@@ -143,18 +147,38 @@ func newTCPStream(bind string, advertise net.Addr, network *Partitioner) (*tcpSt
 	if advertise == nil {
 		advertise = ln.Addr()
 	}
-	return &tcpStream{Listener: ln, advertise: advertise, network: network}, nil
+	return &tcpStream{Listener: ln, advertise: advertise, network: network, tls: tp, handshake: tlsHandshakeTimeout}, nil
 }
 
 // Addr is the address other members dial.
 func (s *tcpStream) Addr() net.Addr { return s.advertise }
 
-// Dial implements raft.StreamLayer.
-func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	if s.network == nil {
-		return net.DialTimeout("tcp", string(address), timeout)
+// Accept implements net.Listener. With TLS the handshake waits for the
+// connection's first read or write (see serverConn), so one slow or
+// silent peer never holds up the next Accept.
+func (s *tcpStream) Accept() (net.Conn, error) {
+	conn, err := s.Listener.Accept()
+	if err != nil || s.tls == nil {
+		return conn, err
 	}
-	return s.network.dial(s.advertise.String(), string(address), timeout)
+	return &serverConn{Conn: tls.Server(conn, s.tls.Server), timeout: s.handshake}, nil
+}
+
+// Dial implements raft.StreamLayer. With TLS the handshake completes
+// within timeout before Dial returns.
+func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	deadline := time.Now().Add(timeout)
+	var conn net.Conn
+	var err error
+	if s.network == nil {
+		conn, err = net.DialTimeout("tcp", string(address), timeout)
+	} else {
+		conn, err = s.network.dial(s.advertise.String(), string(address), timeout)
+	}
+	if err != nil || s.tls == nil {
+		return conn, err
+	}
+	return dialTLS(conn, s.tls.Client, string(address), deadline)
 }
 
 // cutTransport wraps memberlist's transport so a Partitioner can drop its

@@ -61,7 +61,7 @@ func (c *Cluster) openRaft(conf *raft.Config, advertise net.Addr) error {
 		_ = store.Close()
 		return fmt.Errorf("open snapshot store %s: %w", dir, err)
 	}
-	stream, err := newTCPStream(c.cfg.RaftBind, advertise, c.cfg.Network)
+	stream, err := newTCPStream(c.cfg.RaftBind, advertise, c.cfg.Network, c.cfg.RaftTLS)
 	if err != nil {
 		_ = store.Close()
 		return fmt.Errorf("listen for raft on %s: %w", c.cfg.RaftBind, err)
