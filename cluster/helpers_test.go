@@ -138,7 +138,9 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
 }
 
 // holds checks cond every 10ms for d and fails at the first error: it
-// proves something does not happen over several election timeouts.
+// shows that something does not happen over a window long enough for it
+// to happen (several election timeouts, reconcile intervals or failure
+// detections).
 func holds(t *testing.T, d time.Duration, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(d)

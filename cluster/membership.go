@@ -181,10 +181,11 @@ func (d *apDelegate) KnownServers() map[raft.ServerID]*autopilot.Server {
 	leader := c.IsLeader()
 	out := map[raft.ServerID]*autopilot.Server{}
 	for _, m := range c.Members() {
-		// Members not admitted are not servers to autopilot: one still in
-		// the raft configuration then reads as unhealthy and is never
-		// promoted (reconcileMembers removes it if revoked).
-		if m.RaftAddr == "" || (m.ID != c.cfg.NodeID && !c.admitted(m.ID)) {
+		// A member that is not admitted is never reported alive: one still
+		// in the raft configuration then reads as unhealthy to autopilot
+		// and is never promoted (reconcileMembers removes it if revoked).
+		// Failed and left ones are still reported, so they are reaped.
+		if m.RaftAddr == "" || (m.Status == StatusAlive && m.ID != c.cfg.NodeID && !c.admitted(m.ID)) {
 			continue
 		}
 		status := autopilot.NodeAlive
