@@ -17,6 +17,7 @@ import (
 	"github.com/skein-dev/skein/agent/node"
 	"github.com/skein-dev/skein/agent/peer"
 	"github.com/skein-dev/skein/agent/runner"
+	"github.com/skein-dev/skein/agent/secure"
 	"github.com/skein-dev/skein/agent/server"
 	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/fsm"
@@ -58,6 +59,7 @@ type Agent struct {
 	raft     *cluster.Cluster
 	runner   *runner.Runner
 	peers    *peer.Peers
+	secure   *secure.Secure // nil in a plaintext cluster
 	announce *peer.Announcer
 	leader   *leader.Leader
 	node     *node.Node
@@ -116,6 +118,18 @@ func (a *Agent) start() error {
 		}
 	}
 	a.fsm = fsm.New(a.logger.Named("fsm"))
+	var others [][]byte
+	if a.cfg.secure() {
+		if err := a.openTrust(key); err != nil {
+			return err
+		}
+		if key, others, err = a.secure.GossipKeys(); err != nil {
+			return err
+		}
+	}
+	if a.cfg.Security == SecurityInsecure {
+		a.logger.Warn("INSECURE CLUSTER (--insecure-cluster): no TLS, no node admission, gossip encrypted only with --encrypt; anyone who reaches these ports can join, read every job's environment and run jobs. Use it in a lab only.")
+	}
 	// The API listens first: gossip metadata carries its address.
 	if err := a.listen(); err != nil {
 		return err
@@ -134,10 +148,16 @@ func (a *Agent) start() error {
 		BootstrapExpect: a.cfg.BootstrapExpect,
 		Voters:          a.cfg.Voters,
 		EncryptKey:      key,
+		EncryptOthers:   others,
 		Meta:            a.announce.Bytes,
 		Timing:          a.cfg.Timing,
 		GossipTiming:    a.cfg.GossipTiming,
 		Network:         a.cfg.Network,
+		RaftTLS:         a.raftTLS(),
+		Admitted:        a.admitted(),
+		Revoked:         a.revoked(),
+		CanVote:         a.canVote(),
+		PrepareVoter:    a.prepareVoter(),
 	})
 	if err != nil {
 		return err
@@ -152,6 +172,7 @@ func (a *Agent) start() error {
 		Raft:        a.raft,
 		FSM:         a.fsm,
 		Token:       a.cfg.Token,
+		TLS:         a.peerTLS(),
 		CallTimeout: applyTimeout + 5*time.Second,
 		Network:     a.cfg.Network,
 		Done:        a.ctx.Done(),
@@ -176,8 +197,9 @@ func (a *Agent) start() error {
 	if len(adopted) > 0 {
 		a.logger.Info("re-adopted running jobs", "allocations", len(adopted))
 	}
+	userAuth, nodeAuth := a.serverAuth()
 	a.server = server.New(server.Config{
-		Listener:     a.listener,
+		Listener:     a.tlsListener(a.listener),
 		NodeID:       a.nodeID,
 		NodeName:     a.cfg.Name,
 		FSM:          a.fsm,
@@ -189,16 +211,20 @@ func (a *Agent) start() error {
 		Faults:       a.node,
 		Leave:        a.Leave,
 		JobRetention: a.cfg.JobRetention,
-		UserAuth:     server.TokenAuth(a.cfg.Token),
-		NodeAuth:     server.TokenAuth(a.cfg.Token),
+		Trust:        a.secure,
+		UserAuth:     userAuth,
+		NodeAuth:     nodeAuth,
 		Logger:       a.logger.Named("http"),
 	})
 
 	a.node.Run(a.ctx)
+	if a.secure != nil {
+		a.secure.Run(a.ctx, secure.Deps{Raft: a.raft, Peers: a.peers, Announce: a.announce}, a.goLoop)
+	}
 	a.goLoop(func() { a.leader.Follow(a.ctx) })
 	a.goLoop(a.memberLoop)
 	a.goLoop(a.metaLoop)
-	if len(a.cfg.Join) > 0 {
+	if len(a.joinAddrs()) > 0 {
 		a.goLoop(a.joinLoop)
 	}
 	if a.singleNode() {
@@ -211,6 +237,7 @@ func (a *Agent) start() error {
 		}
 	}
 	a.goLoop(a.server.Serve)
+	a.logHowToUse()
 	a.logger.Info("agent started", "node", a.cfg.Name, "id", structs.ShortID(a.nodeID),
 		"api", a.HTTPAddr(), "gossip", a.raft.GossipAddr(), "data_dir", a.dataDir, "gpus", a.gpuSummary())
 	return nil
@@ -355,7 +382,11 @@ func (a *Agent) listen() error {
 // HTTPAddr is the base URL of this agent's API.
 func (a *Agent) HTTPAddr() string {
 	port := a.listener.Addr().(*net.TCPAddr).Port
-	return "http://" + net.JoinHostPort(a.cfg.AdvertiseAddr, fmt.Sprint(port))
+	scheme := "http://"
+	if a.cfg.secure() {
+		scheme = "https://"
+	}
+	return scheme + net.JoinHostPort(a.cfg.AdvertiseAddr, fmt.Sprint(port))
 }
 
 // NodeID is this node's stable ID.

@@ -183,11 +183,41 @@ func TestAgent_TokenIsRequiredWhenSet(t *testing.T) {
 	}
 }
 
-func TestAgent_RefusesPublicAPIWithoutToken(t *testing.T) {
+func TestAgent_InsecureClusterRefusesPublicAPIWithoutToken(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.BindAddr = "0.0.0.0"
+	cfg.Security = SecurityInsecure
 	if _, err := New(cfg); !errors.Is(err, ErrNoToken) {
-		t.Fatalf("New with a public bind and no token = %v, want ErrNoToken", err)
+		t.Fatalf("New with a public bind, --insecure-cluster and no token = %v, want ErrNoToken", err)
+	}
+}
+
+func TestConfig_SecureUnlessDevOrLoopback(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  Config
+		want Security
+	}{
+		{"public bind", Config{BindAddr: "0.0.0.0", AdvertiseAddr: "10.0.0.1"}, SecurityTLS},
+		{"public address", Config{BindAddr: "10.0.0.1"}, SecurityTLS},
+		{"loopback", Config{BindAddr: "127.0.0.11"}, SecurityAuto},
+		{"dev", Config{Dev: true}, SecurityAuto},
+		{"--tls on loopback", Config{BindAddr: "127.0.0.1", Security: SecurityTLS}, SecurityTLS},
+		{"--insecure-cluster", Config{BindAddr: "10.0.0.1", Security: SecurityInsecure, Token: "t"}, SecurityInsecure},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.cfg.withDefaults()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Security != tc.want {
+				t.Errorf("security %q, want %q", got.Security, tc.want)
+			}
+		})
+	}
+	if _, err := (Config{BindAddr: "10.0.0.1", BootstrapExpect: 3}).withDefaults(); err == nil || !strings.Contains(err.Error(), "join token") {
+		t.Errorf("--bootstrap-expect on a secure cluster: %v, want refused with a pointer to join tokens", err)
 	}
 }
 

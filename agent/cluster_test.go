@@ -64,6 +64,11 @@ func startClusterWith(t *testing.T, n int, mutate func(i int, cfg *Config)) *tes
 		}
 		if i > 0 {
 			cfg.Join = []string{tc.agents[i-1].raft.GossipAddr()}
+			if cfg.Security == SecurityTLS {
+				// Admitted through the node before, by its API.
+				cfg.Join = append(cfg.Join, tc.agents[i-1].HTTPAddr())
+				cfg.JoinToken = tc.joinToken(api.JoinTokenCreateRequest{})
+			}
 		}
 		a, err := New(cfg)
 		if err != nil {
@@ -118,7 +123,29 @@ func (tc *testCluster) client(a *Agent) *api.Client {
 	if err != nil {
 		tc.t.Fatal(err)
 	}
+	if a.secure != nil {
+		conf, err := api.ClusterTLS([]byte(strings.Join(a.secure.CA().CACerts, "")))
+		if err != nil {
+			tc.t.Fatal(err)
+		}
+		c = c.WithTLS(conf)
+	}
 	return c
+}
+
+// joinToken makes a join token through the first live node.
+func (tc *testCluster) joinToken(req api.JoinTokenCreateRequest) string {
+	tc.t.Helper()
+	var tok string
+	testutil.WaitFor(tc.t, 10*time.Second, func() error {
+		resp, err := tc.client(tc.live()[0]).CreateJoinToken(context.Background(), req)
+		if err != nil {
+			return err
+		}
+		tok = resp.Token
+		return nil
+	})
+	return tok
 }
 
 // waitReady waits until every live agent sees n ready nodes.

@@ -181,8 +181,26 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Dev && !bind.IsLoopback() {
 		return cfg, fmt.Errorf("--bind %q: dev mode listens on loopback only", cfg.BindAddr)
 	}
-	if !bind.IsLoopback() && cfg.Token == "" && !cfg.Insecure {
+	switch cfg.Security {
+	case SecurityAuto:
+		if !cfg.Dev && !bind.IsLoopback() {
+			cfg.Security = SecurityTLS
+		}
+	case SecurityTLS, SecurityInsecure:
+	default:
+		return cfg, fmt.Errorf("security %q: want tls or insecure", cfg.Security)
+	}
+	if !cfg.secure() && !bind.IsLoopback() && cfg.Token == "" && !cfg.Insecure {
 		return cfg, ErrNoToken
+	}
+	if cfg.secure() && cfg.BootstrapExpect > 0 {
+		return cfg, errors.New("--bootstrap-expect: a cluster with TLS starts from one node, which creates its CA; start it alone and add the others with --join and a join token (`skein join-token create`)")
+	}
+	if cfg.CertTTL == 0 {
+		cfg.CertTTL = DefaultCertTTL
+	}
+	if cfg.CertTTL < time.Minute || cfg.CertTTL > 365*24*time.Hour {
+		return cfg, fmt.Errorf("--cert-ttl %s: out of range 1m..8760h", cfg.CertTTL)
 	}
 	if cfg.AdvertiseAddr == "" {
 		cfg.AdvertiseAddr = cfg.BindAddr
@@ -300,6 +318,10 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	return cfg, nil
 }
+
+// secure reports whether the cluster runs with its CA, mutual TLS and
+// encrypted gossip; withDefaults has resolved SecurityAuto.
+func (cfg Config) secure() bool { return cfg.Security == SecurityTLS }
 
 // firstPrivateIP picks the address to advertise when bound to 0.0.0.0.
 func firstPrivateIP() (string, error) {

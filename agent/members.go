@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/skein-dev/skein/agent/leader"
+	"github.com/skein-dev/skein/agent/secure"
 	"github.com/skein-dev/skein/cluster"
 )
 
@@ -12,12 +13,12 @@ import (
 func (a *Agent) joinLoop() {
 	backoff := 250 * time.Millisecond
 	for {
-		n, err := a.raft.Join(a.cfg.Join)
+		n, err := a.raft.Join(a.joinAddrs())
 		if n > 0 {
 			a.logger.Info("joined the cluster", "through", n)
 			return
 		}
-		a.logger.Warn("cannot join yet; retrying", "addrs", a.cfg.Join, "error", err, "retry_in", backoff)
+		a.logger.Warn("cannot join yet; retrying", "addrs", a.joinAddrs(), "error", err, "retry_in", backoff)
 		select {
 		case <-a.ctx.Done():
 			return
@@ -25,6 +26,15 @@ func (a *Agent) joinLoop() {
 		}
 		backoff = min(2*backoff, 10*time.Second)
 	}
+}
+
+// joinAddrs are the gossip addresses to join: the --join hosts, and in a
+// secure cluster the members named by the node that admitted this one.
+func (a *Agent) joinAddrs() []string {
+	if a.secure == nil {
+		return a.cfg.Join
+	}
+	return append(secure.GossipJoins(a.cfg.Join), a.secure.GossipAddrs()...)
 }
 
 // memberLoop drains gossip events; the leader records graceful leaves and

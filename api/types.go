@@ -91,6 +91,7 @@ type Member struct {
 	GPUsTotal  int    `json:"gpus_total"`
 	Unhealthy  uint64 `json:"unhealthy_gpus,omitempty"` // bit i set: GPU i unhealthy
 	Version    string `json:"version,omitempty"`
+	Keyring    uint64 `json:"keyring,omitempty"` // gossip keyring generation installed
 	IsThisNode bool   `json:"is_this_node,omitempty"`
 }
 

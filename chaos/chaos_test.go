@@ -101,6 +101,10 @@ type run struct {
 	seed uint64
 	rng  *rand.Rand
 	cl   *client
+	// http is the HTTP client of every API call (api), made once.
+	http     *http.Client
+	httpErr  error
+	httpOnce sync.Once
 
 	mu     sync.Mutex
 	events []string // the nemesis' log, events.log of results
@@ -135,13 +139,31 @@ func (r *run) ip(node string) string {
 	return fmt.Sprintf("%s.%d", r.d.subnet, 11+strings.Index("abcde", node))
 }
 
-// api returns a client for node's API at its container address.
+// api returns a client for node's API at its container address, over
+// TLS checked against the cluster CA demo.sh copied to the shared dir.
+// Every client shares one HTTP client, so connections are reused.
 func (r *run) api(node string) *api.Client {
-	c, err := api.NewClient("http://"+r.ip(node)+":7470", r.d.token)
+	r.httpOnce.Do(func() {
+		bundle, err := os.ReadFile(filepath.Join(r.d.shared, "ca.crt"))
+		if err != nil {
+			r.httpErr = err
+			return
+		}
+		conf, err := api.ClusterTLS(bundle)
+		if err != nil {
+			r.httpErr = err
+			return
+		}
+		r.http = &http.Client{Transport: &http.Transport{TLSClientConfig: conf, MaxIdleConnsPerHost: 8}}
+	})
+	if r.httpErr != nil {
+		r.t.Fatal(r.httpErr)
+	}
+	c, err := api.NewClient("https://"+r.ip(node)+":7470", r.d.token)
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	return c
+	return c.WithHTTPClient(r.http)
 }
 
 // docker runs a docker command, failing the test if it fails.

@@ -5,7 +5,9 @@
 #         previous demo's events and locks), starts NAME-a, NAME-b, NAME-c
 #         (and NAME-d, NAME-e) from the image (make image), each with 8
 #         simulated H100s, and waits for a leader; stopped containers are
-#         started again. Each node's API is published on 127.0.0.1 (PORT,
+#         started again. The cluster is secure: NAME-a creates its CA, the
+#         others are admitted with join tokens it makes; the CA
+#         certificate is copied to SHARED/ca.crt. Each node's API is published on 127.0.0.1 (PORT,
 #         PORT+10, PORT+20, ...) and reachable at its IP (SUBNET.11, .12, ...)
 #         from a Linux host.
 # down    removes the containers and the network; the shared directory stays.
@@ -17,7 +19,7 @@
 #   SKEIN_DEMO_IMAGE   image (skein:dev)
 #   SKEIN_DEMO_SUBNET  first three octets of the network's /24 (172.28.0)
 #   SKEIN_DEMO_PORT    first host port for the APIs; empty: publish none (7470)
-#   SKEIN_DEMO_TOKEN   API token of every node (demo)
+#   SKEIN_DEMO_TOKEN   the cluster's API token (demo)
 #   SKEIN_DEMO_SHARED  host directory mounted at /shared in every node (/tmp/NAME-demo)
 #   SKEIN_DEMO_NODES   number of nodes, 3 to 5 (3)
 #   SKEIN_DEMO_VOTERS  Raft voters among them, odd (3)
@@ -87,6 +89,21 @@ formed() {
 	return 1
 }
 
+# wait_up waits until the agent in container $1 answers.
+wait_up() {
+	i=0
+	until docker exec "$1" skein status >/dev/null 2>&1; do
+		i=$((i + 1))
+		[ $i -lt 60 ] || die "$1 did not start within 30 s; see: docker logs $1"
+		sleep 0.5
+	done
+}
+
+# join_token makes a one-use join token on the founder, valid for an hour.
+join_token() {
+	docker exec "$NAME-$founder" skein join-token create --uses 1 --ttl 1h 2>/dev/null
+}
+
 up() {
 	docker image inspect "$IMAGE" >/dev/null 2>&1 || die "image $IMAGE not found; build it with: make image"
 	mkdir -p "$SHARED"
@@ -95,6 +112,7 @@ up() {
 		rm -f "$SHARED/events.log" "$SHARED"/gpu-*.lock "$SHARED"/job-*.lock
 		docker network create --subnet "$SUBNET.0/24" --label "$LABEL" "$NET" >/dev/null
 	fi
+	founder=$(echo "$NODES" | cut -d' ' -f1)
 	for n in $NODES; do
 		c=$NAME-$n
 		state=$(docker inspect --format '{{.State.Status}}' "$c" 2>/dev/null || true)
@@ -102,6 +120,7 @@ up() {
 		running) continue ;;
 		"") ;;
 		*)
+			# A stopped node keeps its certificate in its data dir.
 			docker start "$c" >/dev/null
 			continue
 			;;
@@ -110,16 +129,27 @@ up() {
 		if [ -n "$PORT" ]; then
 			publish="-p 127.0.0.1:$(port_of "$n"):7470"
 		fi
-		joins=
-		for m in $NODES; do
-			[ "$m" = "$n" ] || joins="$joins --join $(ip_of "$m")"
-		done
-		# shellcheck disable=SC2086 # $publish and $joins are lists of words
+		# The first node founds the cluster and its CA; the others are
+		# admitted with a join token it makes, and join through it.
+		join=
+		if [ "$n" != "$founder" ]; then
+			join="--join $(ip_of "$founder")"
+			token=$(join_token) || die "no join token from $NAME-$founder; see: docker logs $NAME-$founder"
+		fi
+		# The CLI in each container talks to its own agent over TLS.
+		# shellcheck disable=SC2086 # $publish and $join are lists of words
 		docker run -d --name "$c" --hostname "$c" --label "$LABEL" \
 			--network "$NET" --ip "$(ip_of "$n")" $publish \
 			--user "$(id -u):$(id -g)" -v "$SHARED:/shared" -e "SKEIN_TOKEN=$TOKEN" \
+			-e "SKEIN_ADDR=https://127.0.0.1:7470" -e "SKEIN_CACERT=/data/$n/tls/ca.crt" \
+			-e "SKEIN_JOIN_TOKEN=${token:-}" \
 			"$IMAGE" agent --name "$c" --data-dir "/data/$n" --bind 0.0.0.0 \
-			--advertise "$(ip_of "$n")" --gpus sim:8xH100-80 --bootstrap-expect "$COUNT" --voters "$VOTERS" $joins >/dev/null
+			--advertise "$(ip_of "$n")" --gpus sim:8xH100-80 --voters "$VOTERS" $join >/dev/null
+		if [ "$n" = "$founder" ]; then
+			wait_up "$c"
+			# The CA certificate, for clients on the host.
+			docker exec "$c" cat "/data/$n/tls/ca.crt" >"$SHARED/ca.crt"
+		fi
 	done
 	# Wait for a leader and every node.
 	i=0
@@ -131,8 +161,9 @@ up() {
 	docker exec "$NAME-a" skein nodes
 	echo
 	echo "shared directory: $SHARED (mounted at /shared)"
+	echo "CA certificate: $SHARED/ca.crt"
 	if [ -n "$PORT" ]; then
-		echo "export SKEIN_TOKEN=$TOKEN SKEIN_ADDR=http://127.0.0.1:$PORT   # $NAME-a; $NAME-b: $(port_of b), $NAME-c: $(port_of c)"
+		echo "export SKEIN_TOKEN=$TOKEN SKEIN_ADDR=https://127.0.0.1:$PORT SKEIN_CACERT=$SHARED/ca.crt   # $NAME-a; $NAME-b: $(port_of b), $NAME-c: $(port_of c)"
 	fi
 }
 

@@ -2,6 +2,7 @@ package peer
 
 import (
 	"encoding/json"
+	"sync"
 	"sync/atomic"
 
 	"github.com/skein-dev/skein/api"
@@ -19,11 +20,16 @@ type Meta struct {
 	GPUsTotal int    `json:"t"`
 	Unhealthy uint64 `json:"u,omitempty"`
 	Version   string `json:"v"`
+	// Keyring is the gossip keyring generation the node installed (secure
+	// clusters); a rotation moves on once every live node has the last.
+	Keyring uint64 `json:"k,omitempty"`
 }
 
 // Announcer holds the encoded metadata this node announces and says when
 // it changed, so that one loop can broadcast it.
 type Announcer struct {
+	mu      sync.Mutex
+	last    Meta
 	meta    atomic.Pointer[[]byte]
 	changed chan struct{}
 }
@@ -35,8 +41,26 @@ func NewAnnouncer(m Meta) *Announcer {
 	return a
 }
 
-// Set replaces the announced metadata; it reports whether it changed.
+// Set replaces the announced metadata, keeping the keyring generation
+// (SetKeyring); it reports whether it changed.
 func (a *Announcer) Set(m Meta) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m.Keyring = a.last.Keyring
+	return a.set(m)
+}
+
+// SetKeyring announces the keyring generation this node installed.
+func (a *Announcer) SetKeyring(gen uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m := a.last
+	m.Keyring = gen
+	a.set(m)
+}
+
+func (a *Announcer) set(m Meta) bool {
+	a.last = m
 	b, err := json.Marshal(m)
 	if err != nil {
 		return false
@@ -79,6 +103,7 @@ func decodeMembers(members []cluster.Member, self string) []api.Member {
 			GPUsTotal:  meta.GPUsTotal,
 			Unhealthy:  meta.Unhealthy,
 			Version:    meta.Version,
+			Keyring:    meta.Keyring,
 			IsThisNode: m.ID == self,
 		})
 	}

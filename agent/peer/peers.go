@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -40,8 +41,11 @@ type Config struct {
 	Raft     Raft
 	// FSM holds the registered addresses of the nodes.
 	FSM *fsm.FSM
-	// Token is sent on calls to other nodes.
+	// Token is sent on calls to other nodes (plaintext clusters).
 	Token string
+	// TLS, in a secure cluster, presents this node's certificate on calls
+	// to other nodes and verifies theirs; nil in a plaintext cluster.
+	TLS *tls.Config
 	// CallTimeout bounds one call to another node (not a log stream).
 	CallTimeout time.Duration
 	// Network lets tests cut this node off from others; nil in production.
@@ -71,6 +75,7 @@ func New(cfg Config) *Peers {
 // overall timeout (0: none). In tests it honours Config.Network.
 func (p *Peers) httpClient(timeout time.Duration) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = p.cfg.TLS
 	if n := p.cfg.Network; n != nil {
 		dialer := &net.Dialer{Timeout: 5 * time.Second}
 		from := p.cfg.Local

@@ -11,8 +11,10 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// tokenEnv holds the API token; it never reaches a job or a supervisor.
-const tokenEnv = "SKEIN_TOKEN"
+// secretEnv are the variables that hold the agent's secrets (the API
+// token, a join token, the gossip key); they never reach a job or a
+// supervisor.
+var secretEnv = []string{"SKEIN_TOKEN", "SKEIN_JOIN_TOKEN", "SKEIN_ENCRYPT"}
 
 // ownEnv are the variables skein sets for every job. Inherited or requested
 // copies are dropped so that skein's values are the only ones.
@@ -24,7 +26,8 @@ var ownEnv = append([]string{
 
 // BuildEnv returns the complete environment of a task's process: base, then
 // the job spec's env (sorted by name), then skein's own variables, which
-// always win. Each name appears once; SKEIN_TOKEN never appears.
+// always win. Each name appears once; the agent's secrets (secretEnv)
+// never appear.
 //
 // skein sets CUDA_VISIBLE_DEVICES to the allocated GPU UUIDs joined by commas
 // ("" for a job without GPUs), CUDA_DEVICE_ORDER=PCI_BUS_ID, SKEIN_JOB_ID,
@@ -124,18 +127,19 @@ func slurmJobID(jobID string) string {
 }
 
 func skeinOwned(name string) bool {
-	return name == tokenEnv || slices.Contains(ownEnv, name)
+	return slices.Contains(secretEnv, name) || slices.Contains(ownEnv, name)
 }
 
-// withoutToken returns env without SKEIN_TOKEN.
-func withoutToken(env []string) []string {
+// withoutSecrets returns env without the agent's secrets.
+func withoutSecrets(env []string) []string {
 	return slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
-		return strings.HasPrefix(kv, tokenEnv+"=")
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(secretEnv, name)
 	})
 }
 
-// defaultBaseEnv is the agent's own environment minus the token.
-func defaultBaseEnv() []string { return withoutToken(os.Environ()) }
+// defaultBaseEnv is the agent's own environment minus its secrets.
+func defaultBaseEnv() []string { return withoutSecrets(os.Environ()) }
 
 // envList is an ordered environment in which a later value replaces an
 // earlier one in place.

@@ -28,7 +28,8 @@ func envMap(t *testing.T, env []string) map[string]string {
 
 func TestBuildEnv(t *testing.T) {
 	base := []string{
-		"PATH=/usr/bin", "HOME=/home/u", "SKEIN_TOKEN=secret", "CUDA_VISIBLE_DEVICES=0,1",
+		"PATH=/usr/bin", "HOME=/home/u", "SKEIN_TOKEN=secret", "SKEIN_JOIN_TOKEN=SKJ1.x", "SKEIN_ENCRYPT=key",
+		"CUDA_VISIBLE_DEVICES=0,1",
 		"SKEIN_JOB_NAME=stale", "FOO=base", "FOO=base2",
 	}
 	cases := []struct {
@@ -62,9 +63,9 @@ func TestBuildEnv(t *testing.T) {
 			want:    map[string]string{"FOO": "spec", "BAR": "x", "PATH": "/usr/bin", "HOME": "/home/u"},
 		},
 		{
-			name:   "token and stale job name are never inherited",
+			name:   "secrets and stale job name are never inherited",
 			want:   map[string]string{"FOO": "base2"},
-			absent: []string{"SKEIN_TOKEN", "SKEIN_JOB_NAME"},
+			absent: []string{"SKEIN_TOKEN", "SKEIN_JOIN_TOKEN", "SKEIN_ENCRYPT", "SKEIN_JOB_NAME"},
 		},
 		{
 			name:    "identity variables",

@@ -59,7 +59,8 @@ type Config struct {
 	// Logger receives the runner's logs; nil discards them.
 	Logger hclog.Logger
 	// BaseEnv is the environment jobs inherit; nil means os.Environ()
-	// without SKEIN_TOKEN.
+	// without the agent's secrets (SKEIN_TOKEN, SKEIN_JOIN_TOKEN,
+	// SKEIN_ENCRYPT).
 	BaseEnv []string
 	// LeasePath is the node's lease file (see RenewLease). When set, every
 	// supervisor stops its job, with FenceGrace between SIGTERM and
@@ -306,7 +307,7 @@ func (r *Runner) launch(a *alloc, t Task) error {
 	argv := append(slices.Clone(r.supCmd), a.dir)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = a.dir
-	cmd.Env = append(withoutToken(os.Environ()), readyFDEnv+"=3", lockFDEnv+"=4")
+	cmd.Env = append(withoutSecrets(os.Environ()), readyFDEnv+"=3", lockFDEnv+"=4")
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.ExtraFiles = []*os.File{readyW, lock}

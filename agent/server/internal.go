@@ -31,7 +31,7 @@ func (s *Server) leaderRequest(w http.ResponseWriter, r *http.Request, req any) 
 // handleHeartbeat renews a node's lease (liveness.go). Leader only.
 func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	var req api.HeartbeatRequest
-	if !s.leaderRequest(w, r, &req) {
+	if !s.leaderRequest(w, r, &req) || !reportsFor(w, r, req.NodeID) {
 		return
 	}
 	s.cfg.Heartbeats.HeardFrom(req.NodeID, time.Now())
@@ -41,7 +41,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 // handleRegister commits another node's inventory. Leader only.
 func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	var req api.RegisterRequest
-	if !s.leaderRequest(w, r, &req) {
+	if !s.leaderRequest(w, r, &req) || !reportsFor(w, r, req.Node.ID) {
 		return
 	}
 	_, err := s.cfg.Apply(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: req.Node, At: now()})
@@ -57,7 +57,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 // the FSM accepts a node's reports only for its own allocations.
 func (s *Server) handleAllocUpdates(w http.ResponseWriter, r *http.Request) {
 	var req api.AllocUpdatesRequest
-	if !s.leaderRequest(w, r, &req) {
+	if !s.leaderRequest(w, r, &req) || !reportsFor(w, r, req.NodeID) {
 		return
 	}
 	_, err := s.cfg.Apply(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: req.NodeID, Updates: req.Updates})
@@ -72,7 +72,7 @@ func (s *Server) handleAllocUpdates(w http.ResponseWriter, r *http.Request) {
 // accepts a node's report only for its own GPUs.
 func (s *Server) handleGPUHealth(w http.ResponseWriter, r *http.Request) {
 	var req structs.NodeGPUHealthRequest
-	if !s.leaderRequest(w, r, &req) {
+	if !s.leaderRequest(w, r, &req) || !reportsFor(w, r, req.NodeID) {
 		return
 	}
 	if _, err := s.cfg.Apply(structs.NodeGPUHealthType, req); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/skein-dev/skein/agent/peer"
+	"github.com/skein-dev/skein/agent/secure"
 	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/gpu"
@@ -60,6 +61,9 @@ type Config struct {
 	Leave func()
 	// JobRetention is how long a finished job stays (reported by status).
 	JobRetention time.Duration
+	// Trust serves admission, join tokens, the CA and the keyring of a
+	// secure cluster; nil in a plaintext one.
+	Trust *secure.Secure
 	// UserAuth guards the user API, NodeAuth the node-to-node API.
 	UserAuth Authenticator
 	NodeAuth Authenticator
@@ -83,6 +87,10 @@ func New(cfg Config) *Server {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	top := http.NewServeMux()
 	top.Handle(internalPrefix, guard(cfg.NodeAuth, s.internalRoutes()))
+	// A joining node's credential is its join token, and the CA
+	// certificate is public: neither needs an API token.
+	top.HandleFunc("POST /v1/admit", s.handleAdmit)
+	top.HandleFunc("GET /v1/ca", s.handleCA)
 	top.Handle("/", guard(cfg.UserAuth, s.userRoutes()))
 	s.http = &http.Server{
 		Handler:           top,
@@ -110,6 +118,12 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("POST /v1/gpus/cordon", s.handleGPUCordon)
 	mux.HandleFunc("POST /v1/gpus/uncordon", s.handleGPUCordon)
 	mux.HandleFunc("POST /v1/gpus/fault", s.handleGPUFault)
+	mux.HandleFunc("POST /v1/join-tokens", s.handleJoinTokenCreate)
+	mux.HandleFunc("GET /v1/join-tokens", s.handleJoinTokens)
+	mux.HandleFunc("DELETE /v1/join-tokens/{id}", s.handleJoinTokenRevoke)
+	mux.HandleFunc("GET /v1/keyring", s.handleKeyring)
+	mux.HandleFunc("POST /v1/keyring/rotate", s.handleKeyringRotate)
+	mux.HandleFunc("POST /v1/nodes/{id}/revoke", s.handleNodeRevoke)
 	mux.HandleFunc("/", notFound)
 	return mux
 }
@@ -121,6 +135,8 @@ func (s *Server) internalRoutes() http.Handler {
 	mux.HandleFunc("POST "+internalPrefix+"register", s.handleRegister)
 	mux.HandleFunc("POST "+internalPrefix+"alloc-updates", s.handleAllocUpdates)
 	mux.HandleFunc("POST "+internalPrefix+"gpu-health", s.handleGPUHealth)
+	mux.HandleFunc("POST "+internalPrefix+"renew", s.handleRenew)
+	mux.HandleFunc("POST "+internalPrefix+"ca-key", s.handleCAKey)
 	mux.HandleFunc(internalPrefix, notFound)
 	return mux
 }

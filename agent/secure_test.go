@@ -1,0 +1,434 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/internal/testutil"
+	"github.com/skein-dev/skein/structs"
+	"github.com/skein-dev/skein/trust"
+)
+
+// startSecureCluster starts n agents with TLS on loopback: the first
+// founds the cluster and its CA, each other is admitted with a join token.
+func startSecureCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	return startClusterWith(t, n, func(_ int, cfg *Config) { cfg.Security = SecurityTLS })
+}
+
+// stateHash is the leader's state hash, after every node applied it.
+func (tc *testCluster) stateHash() string {
+	tc.t.Helper()
+	tc.checkInvariants()
+	s, err := tc.client(tc.live()[0]).StatusWithHash(context.Background())
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	return s.StateHash
+}
+
+// post sends body to path on a's API with the HTTP client hc and returns
+// the status code (0 when the connection itself failed).
+func post(t *testing.T, hc *http.Client, url string, body any, header http.Header) int {
+	t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// nodeClient is an HTTP client presenting agent a's node certificate.
+func nodeClient(a *Agent) *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: a.secure.ClientTLS()}}
+}
+
+func TestSecure_ThreeNodes_AdmittedVoteAndRunJobs(t *testing.T) {
+	tc := startSecureCluster(t, 3)
+	for _, a := range tc.agents {
+		if !strings.HasPrefix(a.HTTPAddr(), "https://") {
+			t.Errorf("%s serves %s, want https", a.Name(), a.HTTPAddr())
+		}
+		if !a.fsm.Admitted(a.nodeID) {
+			t.Errorf("%s is not admitted", a.Name())
+		}
+		// Every voter must be able to sign once it leads.
+		if !a.secure.CanVote() {
+			t.Errorf("%s votes but holds no CA key", a.Name())
+		}
+	}
+	job := tc.submit(tc.agents[2], structs.JobSpec{Command: []string{"sleep", "30"}, GPUs: 1})
+	waitJob(t, tc.agents[0], job.ID, runningAlloc)
+	// The user token is the founder's, checked by every node against the
+	// hash the cluster keeps; a wrong one is refused everywhere.
+	for _, a := range tc.agents {
+		c := tc.client(a)
+		if _, err := c.Jobs(context.Background(), false); err != nil {
+			t.Errorf("%s: %v", a.Name(), err)
+		}
+		bad, _ := api.NewClient(a.HTTPAddr(), "wrong")
+		conf, _ := api.ClusterTLS([]byte(strings.Join(a.secure.CA().CACerts, "")))
+		if _, err := bad.WithTLS(conf).Jobs(context.Background(), false); err == nil {
+			t.Errorf("%s accepted a wrong API token", a.Name())
+		}
+	}
+	tc.checkInvariants()
+}
+
+func TestSecure_JoinWithoutOrWithAWrongToken_IsRefusedAndChangesNothing(t *testing.T) {
+	tc := startSecureCluster(t, 1)
+	good := tc.joinToken(api.JoinTokenCreateRequest{})
+	before := tc.stateHash()
+	tok, err := trust.ParseJoinToken(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongSecret := trust.JoinToken{ID: tok.ID, Secret: strings.Repeat("A", 43), CAFingerprint: tok.CAFingerprint}
+	otherCA, err := trust.NewCA(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherCluster := trust.JoinToken{ID: tok.ID, Secret: tok.Secret, CAFingerprint: trust.Fingerprint(otherCA.Cert)}
+	cases := []struct {
+		name  string
+		token string
+		want  string
+	}{
+		{"no token", "", "holds no certificate"},
+		{"wrong secret", wrongSecret.String(), "refused to admit"},
+		{"token pinning another CA", otherCluster.String(), "pin"},
+		{"not a token", "SKJ1.nonsense", "join token"},
+	}
+	for _, tcase := range cases {
+		t.Run(tcase.name, func(t *testing.T) {
+			cfg := clusterConfig(t, "intruder", tc.net)
+			cfg.Security = SecurityTLS
+			cfg.Join = []string{tc.agents[0].HTTPAddr()}
+			cfg.JoinToken = tcase.token
+			a, err := New(cfg)
+			if err == nil {
+				a.Shutdown()
+				t.Fatal("an agent with a bad join token started")
+			}
+			if !strings.Contains(err.Error(), tcase.want) {
+				t.Errorf("error %q does not say %q", err, tcase.want)
+			}
+		})
+	}
+	// The token the intruders tried was used by none of them.
+	if got := tc.stateHash(); got != before {
+		t.Errorf("refused joins changed the state: hash %s, was %s", got, before)
+	}
+	if n := len(tc.agents[0].raft.Members()); n != 1 {
+		t.Errorf("%d gossip members, want 1", n)
+	}
+}
+
+func TestSecure_JoinTokenUses_AreCountedClusterWide(t *testing.T) {
+	tc := startSecureCluster(t, 1)
+	tok := tc.joinToken(api.JoinTokenCreateRequest{Uses: 1})
+	start := func(name string) (*Agent, error) {
+		cfg := clusterConfig(t, name, tc.net)
+		cfg.Security = SecurityTLS
+		cfg.Join = []string{tc.agents[0].HTTPAddr(), tc.agents[0].raft.GossipAddr()}
+		cfg.JoinToken = tok
+		a, err := New(cfg)
+		if err == nil {
+			t.Cleanup(a.Shutdown)
+			tc.agents = append(tc.agents, a)
+		}
+		return a, err
+	}
+	if _, err := start("first"); err != nil {
+		t.Fatalf("first use of a one-use token: %v", err)
+	}
+	_, err := start("second")
+	if err == nil || !strings.Contains(err.Error(), "used up") {
+		t.Fatalf("second use of a one-use token: %v, want refused as used up", err)
+	}
+	tokens, err := tc.client(tc.agents[0]).JoinTokens(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tokens) != 1 || tokens[0].Uses != 1 || tokens[0].State != "used_up" {
+		t.Errorf("tokens %+v, want one used up after 1 use", tokens)
+	}
+}
+
+func TestSecure_InternalRoutes_RefuseUserTokensForgedReportsAndOtherCAs(t *testing.T) {
+	tc := startSecureCluster(t, 3)
+	ld := tc.leader()
+	leader := tc.agents[ld]
+	job := tc.submit(tc.agents[(ld+1)%3], structs.JobSpec{Command: []string{"sleep", "60"}, GPUs: 1})
+	waitJob(t, leader, job.ID, runningAlloc)
+	before := tc.stateHash()
+
+	var alloc *structs.Allocation
+	for _, al := range leader.fsm.Allocs(job.ID) {
+		alloc = al
+	}
+	victimID := alloc.NodeID
+	forger := tc.agents[(tc.indexOf(victimID)+1)%3]
+	internal := leader.HTTPAddr() + "/v1/internal/"
+	forged := map[string]any{
+		"register":      api.RegisterRequest{Node: structs.Node{ID: victimID, Name: "fake", GPUs: []structs.GPU{{UUID: "GPU-fake", Index: 0, Model: "H100"}}}},
+		"heartbeat":     api.HeartbeatRequest{NodeID: victimID},
+		"alloc-updates": api.AllocUpdatesRequest{NodeID: victimID, Updates: []structs.AllocUpdate{{AllocID: alloc.ID, State: structs.AllocSucceeded}}},
+		"gpu-health":    structs.NodeGPUHealthRequest{NodeID: victimID, At: time.Now()},
+	}
+	userTLS, err := api.ClusterTLS([]byte(strings.Join(leader.secure.CA().CACerts, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	userHC := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: userTLS}}
+	plainHC := &http.Client{Timeout: 5 * time.Second}
+
+	// A certificate of another CA naming the victim's node ID.
+	otherCA, err := trust.NewCA(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, keyPEM, err := trust.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, err := trust.NewCSR(key, victimID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, err := otherCA.SignNode(csr, victimID, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := trust.NewIdentity(certPEM, keyPEM, otherCA.CertPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreignHC := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: foreign.ClientTLS(nil)}}
+
+	for route, body := range forged {
+		if code := post(t, userHC, internal+route, body, http.Header{api.TokenHeader: {clusterToken}}); code != http.StatusUnauthorized {
+			t.Errorf("%s with the user token: %d, want 401", route, code)
+		}
+		if code := post(t, plainHC, strings.Replace(internal, "https://", "http://", 1)+route, body, http.Header{api.TokenHeader: {clusterToken}}); code != 0 && code < 400 {
+			t.Errorf("%s over plaintext: %d, want refused", route, code)
+		}
+		if code := post(t, foreignHC, internal+route, body, nil); code != 0 {
+			t.Errorf("%s with another CA's certificate: %d, want the handshake refused", route, code)
+		}
+		if code := post(t, nodeClient(forger), internal+route, body, nil); code != http.StatusForbidden {
+			t.Errorf("%s for another node with a valid node certificate: %d, want 403", route, code)
+		}
+	}
+	if after := tc.stateHash(); after != before {
+		t.Errorf("refused reports changed the state")
+	}
+	if j, _ := leader.fsm.Job(job.ID); j.State != structs.JobRunning {
+		t.Errorf("the victim's job is %s, want running", j.State)
+	}
+}
+
+func TestSecure_RevokedNode_LeavesRaftAndCannotRejoin(t *testing.T) {
+	tc := startSecureCluster(t, 3)
+	ld := tc.leader()
+	victim := (ld + 1) % 3
+	v := tc.agents[victim]
+	vID, vDir := v.nodeID, v.DataDir()
+	c := tc.client(tc.agents[ld])
+	if err := c.RevokeNode(context.Background(), vID, api.NodeRevokeRequest{Reason: "stolen"}); err != nil {
+		t.Fatal(err)
+	}
+	// Out of Raft, marked down, and the keyring rotated past it.
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		servers, err := tc.agents[ld].raft.Servers()
+		if err != nil {
+			return err
+		}
+		for _, s := range servers {
+			if s.ID == vID {
+				return fmt.Errorf("revoked node still a raft server")
+			}
+		}
+		if n, ok := tc.agents[ld].fsm.Node(vID); !ok || n.Status != structs.NodeDown {
+			return fmt.Errorf("revoked node not down yet")
+		}
+		if tr, _ := tc.agents[ld].fsm.Trust(); tr.Keyring.Rotating() || tr.Keyring.Generation < 4 {
+			return fmt.Errorf("keyring at generation %d, rotating %v", tr.Keyring.Generation, tr.Keyring.Rotating())
+		}
+		return nil
+	})
+	tc.kill(victim)
+	// It comes back with its certificate: refused everywhere.
+	cfg := clusterConfig(t, "revoked", tc.net)
+	cfg.Security = SecurityTLS
+	cfg.DataDir = vDir
+	cfg.Join = []string{tc.agents[ld].raft.GossipAddr()}
+	a, err := New(cfg)
+	if err == nil {
+		t.Cleanup(a.Shutdown)
+		testutil.WaitFor(t, 5*time.Second, func() error {
+			if a.fsm.Index() >= tc.agents[ld].fsm.Index() {
+				return fmt.Errorf("the revoked node caught up with the leader's state")
+			}
+			return nil
+		})
+	}
+	servers, err := tc.agents[ld].raft.Servers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range servers {
+		if s.ID == vID {
+			t.Fatal("the revoked node is back in raft")
+		}
+	}
+	if tok, err := trust.ParseJoinToken(tc.joinToken(api.JoinTokenCreateRequest{})); err == nil {
+		err := tc.agents[ld].fsm.CheckAdmit(structs.NodeAdmitRequest{TokenID: tok.ID, SecretHash: trust.HashSecret(tok.Secret), NodeID: vID, At: time.Now()})
+		if err == nil {
+			t.Error("a revoked node ID may be admitted again")
+		}
+	}
+}
+
+func TestSecure_KeyringRotation_UnderLoadLosesNothing(t *testing.T) {
+	tc := startSecureCluster(t, 3)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	failed := make(chan string, 16)
+	go func() {
+		for ctx.Err() == nil {
+			for _, m := range tc.agents[0].peers.Members() {
+				if m.Status != "alive" {
+					select {
+					case failed <- m.Name:
+					default:
+					}
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	if _, err := tc.client(tc.agents[1]).RotateKeyring(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 9 {
+		tc.submit(tc.agents[i%3], structs.JobSpec{Command: []string{"true"}})
+	}
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		for _, a := range tc.agents {
+			if g := a.secure.KeyringGeneration(); g != 4 {
+				return fmt.Errorf("%s installed keyring %d, want 4", a.Name(), g)
+			}
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case name := <-failed:
+		t.Errorf("gossip lost %s during the rotation", name)
+	default:
+	}
+	for _, a := range tc.agents {
+		primary, others, err := a.secure.GossipKeys()
+		if err != nil || len(others) != 0 || primary == nil {
+			t.Errorf("%s: keyring %d others, %v", a.Name(), len(others), err)
+		}
+	}
+	tc.checkInvariants()
+}
+
+func TestSecure_RestartKeepsTheIdentityAndRenewalSwapsTheCertificate(t *testing.T) {
+	tc := startSecureCluster(t, 3)
+	ld := tc.leader()
+	i := (ld + 1) % 3
+	a := tc.agents[i]
+	serial := a.secure.Identity().Leaf().SerialNumber
+	if err := a.secure.RenewNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if a.secure.Identity().Leaf().SerialNumber.Cmp(serial) == 0 {
+		t.Fatal("renewal kept the old certificate")
+	}
+	// The renewed certificate works for the node's own reports.
+	if code := post(t, nodeClient(a), tc.agents[ld].HTTPAddr()+"/v1/internal/heartbeat", api.HeartbeatRequest{NodeID: a.nodeID}, nil); code != http.StatusOK {
+		t.Errorf("heartbeat with the renewed certificate: %d", code)
+	}
+	renewed := a.secure.Identity().Leaf().SerialNumber
+	dir, name := a.DataDir(), a.Name()
+	tc.kill(i)
+	cfg := clusterConfig(t, name, tc.net)
+	cfg.Security = SecurityTLS
+	cfg.DataDir = dir
+	cfg.Join = []string{tc.agents[ld].raft.GossipAddr()}
+	b, err := New(cfg) // no join token: it holds a certificate
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Shutdown)
+	tc.agents[i] = b
+	if b.secure.Identity().Leaf().SerialNumber.Cmp(renewed) != 0 {
+		t.Error("the restarted node does not use its stored certificate")
+	}
+	tc.waitReady(3)
+	tc.checkInvariants()
+}
+
+func TestSecure_FounderFiles_AreTheUsersWayIn(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.Security = SecurityTLS
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Shutdown)
+	tok, err := os.ReadFile(filepath.Join(a.DataDir(), "api-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"api-token", "tls/ca.key", "tls/node.key"} {
+		st, err := os.Stat(filepath.Join(a.DataDir(), f))
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, mode %v, want 0600", f, err, st.Mode().Perm())
+		}
+	}
+	bundle, err := os.ReadFile(a.secure.CACertPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := api.ClusterTLS(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := api.NewClient(a.HTTPAddr(), strings.TrimSpace(string(tok)))
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		_, err := c.WithTLS(conf).Status(context.Background())
+		return err
+	})
+	var apiErr *api.Error
+	plain, _ := api.NewClient(strings.Replace(a.HTTPAddr(), "https", "http", 1), strings.TrimSpace(string(tok)))
+	if _, err := plain.Status(context.Background()); err == nil || errors.As(err, &apiErr) {
+		t.Errorf("plaintext HTTP to a TLS agent: %v, want a transport error", err)
+	}
+}

@@ -1,0 +1,147 @@
+package agent
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/skein-dev/skein/agent/secure"
+	"github.com/skein-dev/skein/agent/server"
+	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/trust"
+)
+
+// openTrust loads or makes this node's identity in a secure cluster: a
+// founder creates the CA, a joining node is admitted with its join token.
+func (a *Agent) openTrust(gossipKey []byte) error {
+	hasCert := fileExists(filepath.Join(a.dataDir, "tls", "node.crt"))
+	if !hasCert && fileExists(filepath.Join(a.dataDir, "raft", "raft.db")) {
+		return fmt.Errorf("data dir %s holds a cluster that runs without TLS: start it with --insecure-cluster, or start a secure cluster in a new data dir", a.dataDir)
+	}
+	ips := []net.IP{net.ParseIP(a.cfg.AdvertiseAddr)}
+	if bind := net.ParseIP(a.cfg.BindAddr); !bind.IsUnspecified() && !bind.Equal(ips[0]) {
+		ips = append(ips, bind)
+	}
+	sec, err := secure.Open(secure.Config{
+		NodeID:  a.nodeID,
+		Name:    a.cfg.Name,
+		DataDir: a.dataDir,
+		IPs:     ips,
+		CertTTL: a.cfg.CertTTL,
+		FSM:     a.fsm,
+		Apply:   a.apply,
+		Logger:  a.logger.Named("trust"),
+	}, secure.Start{
+		Found:     a.singleNode(),
+		UserToken: a.cfg.Token,
+		GossipKey: gossipKey,
+		JoinToken: a.cfg.JoinToken,
+		JoinAddrs: a.cfg.Join,
+	})
+	if err != nil {
+		return err
+	}
+	a.secure = sec
+	return nil
+}
+
+// serverAuth returns who may call the user API and the node-to-node API.
+// In a secure cluster users present the cluster's API token, checked
+// against the hash the cluster keeps, and nodes their certificates; in a
+// plaintext one both present the --token.
+func (a *Agent) serverAuth() (user, nodes server.Authenticator) {
+	if a.secure == nil {
+		return server.TokenAuth(a.cfg.Token), server.TokenAuth(a.cfg.Token)
+	}
+	fallback := server.Authenticator(server.DenyAuth("this node has not caught up with the cluster's state yet; try again"))
+	if tok := a.secure.FounderToken(); tok != "" {
+		fallback = server.TokenAuth(tok)
+	}
+	user = server.HashedTokenAuth{
+		Hash: func() (string, bool) {
+			t, ok := a.fsm.Trust()
+			return t.UserTokenHash, ok
+		},
+		Sum:      trust.HashSecret,
+		Fallback: fallback,
+	}
+	return user, server.NodeCertAuth{NodeID: trust.PeerNodeID}
+}
+
+// tlsListener serves the API over TLS in a secure cluster: users need
+// no certificate, nodes present theirs.
+func (a *Agent) tlsListener(l net.Listener) net.Listener {
+	if a.secure == nil {
+		return l
+	}
+	return tls.NewListener(l, a.secure.ServerTLS(tls.VerifyClientCertIfGiven))
+}
+
+// logHowToUse tells the founder's user how to reach the cluster and add
+// nodes.
+func (a *Agent) logHowToUse() {
+	if a.secure == nil || !a.secure.Founded() {
+		return
+	}
+	host := a.cfg.AdvertiseAddr
+	a.logger.Info("a new secure cluster: its CA, this node's certificate and the API token are in the data dir")
+	a.logger.Info("to use the CLI: export SKEIN_ADDR=" + a.HTTPAddr() + " SKEIN_CACERT=" + a.secure.CACertPath() +
+		" SKEIN_TOKEN_FILE=" + a.secure.UserTokenPath())
+	a.logger.Info("to add a node: skein join-token create > token, then on that node: skein agent --data-dir DIR --join " +
+		host + " --join-token-file token")
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, os.ErrNotExist)
+}
+
+// peerTLS is the TLS configuration of calls to other nodes; nil in a
+// plaintext cluster.
+func (a *Agent) peerTLS() *tls.Config {
+	if a.secure == nil {
+		return nil
+	}
+	return a.secure.ClientTLS()
+}
+
+// The cluster trust callbacks: nil in a plaintext cluster, where every
+// gossip member may join Raft and vote.
+
+func (a *Agent) raftTLS() *cluster.TLSPair {
+	if a.secure == nil {
+		return nil
+	}
+	return &cluster.TLSPair{Server: a.secure.ServerTLS(tls.RequireAndVerifyClientCert), Client: a.secure.ClientTLS()}
+}
+
+func (a *Agent) admitted() func(string) bool {
+	if a.secure == nil {
+		return nil
+	}
+	return a.fsm.Admitted
+}
+
+func (a *Agent) revoked() func(string) bool {
+	if a.secure == nil {
+		return nil
+	}
+	return a.fsm.Revoked
+}
+
+func (a *Agent) canVote() func() bool {
+	if a.secure == nil {
+		return nil
+	}
+	return a.secure.CanVote
+}
+
+func (a *Agent) prepareVoter() func(string) {
+	if a.secure == nil {
+		return nil
+	}
+	return a.secure.PrepareVoter
+}

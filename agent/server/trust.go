@@ -1,0 +1,217 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/skein-dev/skein/agent/secure"
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/structs"
+)
+
+// The trust API of a secure cluster (DESIGN.md §9): admission of joining
+// nodes, join tokens, the CA, the gossip keyring and node revocation for
+// users, and certificate renewal and the CA key hand-over between nodes.
+
+// errPlaintext answers trust requests to a plaintext cluster.
+var errPlaintext = errors.New("this cluster runs without TLS (dev mode, loopback or --insecure-cluster): it has no CA, join tokens or keyring")
+
+// trustOrFail answers 400 when the cluster is plaintext.
+func (s *Server) trustOrFail(w http.ResponseWriter) *secure.Secure {
+	if s.cfg.Trust == nil {
+		writeError(w, http.StatusBadRequest, errPlaintext)
+	}
+	return s.cfg.Trust
+}
+
+// trustStatus maps the trust errors on top of statusOf.
+func trustStatus(err error) int {
+	switch {
+	case errors.Is(err, secure.ErrForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, secure.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, secure.ErrRotating):
+		return http.StatusConflict
+	case errors.Is(err, secure.ErrNoTrust), errors.Is(err, secure.ErrNoCAKey):
+		return http.StatusServiceUnavailable
+	}
+	return statusOf(err)
+}
+
+// handleAdmit admits a node with a join token. It needs no API token: the
+// join token is the credential. The leader signs; others forward.
+func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
+	t := s.trustOrFail(w)
+	if t == nil {
+		return
+	}
+	var req api.AdmitRequest
+	body, err := readBody(w, r)
+	if err == nil {
+		err = decodeStrict(body, &req)
+	}
+	if err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	if !s.cfg.Raft.IsLeader() && s.forward(w, r, body) {
+		return
+	}
+	resp, err := t.Admit(req)
+	if err != nil {
+		writeError(w, trustStatus(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// handleCA answers the CA bundle; it is public.
+func (s *Server) handleCA(w http.ResponseWriter, r *http.Request) {
+	if t := s.trustOrFail(w); t != nil {
+		writeJSON(w, http.StatusOK, t.CA())
+	}
+}
+
+func (s *Server) handleJoinTokenCreate(w http.ResponseWriter, r *http.Request) {
+	t := s.trustOrFail(w)
+	if t == nil {
+		return
+	}
+	var req api.JoinTokenCreateRequest
+	body, err := readBody(w, r)
+	if err == nil {
+		err = decodeStrict(body, &req)
+	}
+	if err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	if !s.cfg.Raft.IsLeader() && s.forward(w, r, body) {
+		return
+	}
+	resp, err := t.CreateJoinToken(req)
+	if err != nil {
+		writeError(w, trustStatus(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) handleJoinTokens(w http.ResponseWriter, r *http.Request) {
+	if t := s.trustOrFail(w); t != nil {
+		tokens := t.JoinTokens()
+		if tokens == nil {
+			tokens = []api.JoinToken{}
+		}
+		writeJSON(w, http.StatusOK, tokens)
+	}
+}
+
+func (s *Server) handleJoinTokenRevoke(w http.ResponseWriter, r *http.Request) {
+	t := s.trustOrFail(w)
+	if t == nil {
+		return
+	}
+	if !s.cfg.Raft.IsLeader() && s.forward(w, r, nil) {
+		return
+	}
+	resp, err := t.RevokeJoinToken(r.PathValue("id"))
+	if err != nil {
+		writeError(w, trustStatus(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) handleKeyring(w http.ResponseWriter, r *http.Request) {
+	if t := s.trustOrFail(w); t != nil {
+		writeJSON(w, http.StatusOK, t.KeyringStatus())
+	}
+}
+
+func (s *Server) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
+	t := s.trustOrFail(w)
+	if t == nil {
+		return
+	}
+	if !s.cfg.Raft.IsLeader() && s.forward(w, r, nil) {
+		return
+	}
+	if err := t.RotateKeyring(); err != nil {
+		writeError(w, trustStatus(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, t.KeyringStatus())
+}
+
+func (s *Server) handleNodeRevoke(w http.ResponseWriter, r *http.Request) {
+	t := s.trustOrFail(w)
+	if t == nil {
+		return
+	}
+	var req api.NodeRevokeRequest
+	body, err := readBody(w, r)
+	if err == nil && len(body) > 0 {
+		err = decodeStrict(body, &req)
+	}
+	if err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	if len(req.Reason) > structs.MaxNameLen {
+		writeError(w, http.StatusBadRequest, &structs.FieldError{Field: "reason", Msg: fmt.Sprintf("longer than %d characters", structs.MaxNameLen)})
+		return
+	}
+	id := r.PathValue("id")
+	if _, ok := s.fsm.Admission(id); !ok {
+		writeError(w, http.StatusNotFound, fmt.Errorf("no admitted node with ID %q", id))
+		return
+	}
+	if !s.cfg.Raft.IsLeader() && s.forward(w, r, body) {
+		return
+	}
+	if err := t.RevokeNode(id, req.Reason); err != nil {
+		writeError(w, trustStatus(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// handleRenew signs a new certificate for the calling node. Leader only.
+func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request) {
+	t := s.trustOrFail(w)
+	if t == nil {
+		return
+	}
+	var req api.RenewRequest
+	if !s.leaderRequest(w, r, &req) {
+		return
+	}
+	cert, err := t.Renew(callerNode(r), []byte(req.CSR))
+	if err != nil {
+		writeError(w, trustStatus(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.RenewResponse{Cert: string(cert)})
+}
+
+// handleCAKey takes the CA key from the leader, before this node's
+// promotion to voter.
+func (s *Server) handleCAKey(w http.ResponseWriter, r *http.Request) {
+	t := s.trustOrFail(w)
+	if t == nil {
+		return
+	}
+	var req api.CAKeyRequest
+	if err := decodeBody(w, r, &req); err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	if err := t.AcceptCAKey(callerNode(r), []byte(req.Key)); err != nil {
+		writeError(w, trustStatus(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
