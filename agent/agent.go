@@ -226,6 +226,8 @@ func (a *Agent) start() error {
 	a.goLoop(a.metaLoop)
 	if len(a.joinAddrs()) > 0 {
 		a.goLoop(a.joinLoop)
+	} else {
+		a.goLoop(a.rejoinLoop)
 	}
 	if a.singleNode() {
 		// A one-node cluster is ready once it has registered itself, so
@@ -266,6 +268,7 @@ func (a *Agent) nodeConfig() node.Config {
 		Inventory:          a.inv,
 		HTTPAddr:           a.HTTPAddr(),
 		RaftAddr:           a.raft.Addr(),
+		GossipAddr:         a.raft.GossipAddr(),
 		AdvertiseAddr:      a.cfg.AdvertiseAddr,
 		Labels:             a.cfg.Labels,
 		CPUs:               a.cfg.CPUs,

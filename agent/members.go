@@ -28,6 +28,37 @@ func (a *Agent) joinLoop() {
 	}
 }
 
+// rejoinLoop finds the peers of a node restarted without --join (the
+// node that founded the cluster, say): Raft knows its servers and
+// replicates the registered nodes, whose gossip addresses it then joins,
+// retrying every second. It ends once gossip has another member.
+func (a *Agent) rejoinLoop() {
+	for {
+		_, changed := a.fsm.Watch()
+		if len(a.raft.Members()) > 1 {
+			return
+		}
+		var addrs []string
+		for _, n := range a.fsm.Nodes() {
+			if n.ID != a.nodeID && n.Addresses.Gossip != "" {
+				addrs = append(addrs, n.Addresses.Gossip)
+			}
+		}
+		if len(addrs) > 0 {
+			if n, _ := a.raft.Join(addrs); n > 0 {
+				a.logger.Info("rejoined the cluster's gossip through the registered nodes", "through", n)
+				return
+			}
+		}
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-changed:
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // joinAddrs are the gossip addresses to join: the --join hosts, and in a
 // secure cluster the members named by the node that admitted this one.
 func (a *Agent) joinAddrs() []string {

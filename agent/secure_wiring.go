@@ -86,12 +86,18 @@ func (a *Agent) logHowToUse() {
 	if a.secure == nil || !a.secure.Founded() {
 		return
 	}
-	host := a.cfg.AdvertiseAddr
-	a.logger.Info("a new secure cluster: its CA, this node's certificate and the API token are in the data dir")
-	a.logger.Info("to use the CLI: export SKEIN_ADDR=" + a.HTTPAddr() + " SKEIN_CACERT=" + a.secure.CACertPath() +
-		" SKEIN_TOKEN_FILE=" + a.secure.UserTokenPath())
-	a.logger.Info("to add a node: skein join-token create > token, then on that node: skein agent --data-dir DIR --join " +
-		host + " --join-token-file token")
+	use := "export SKEIN_ADDR=" + a.HTTPAddr() + " SKEIN_CACERT=" + a.secure.CACertPath()
+	if a.cfg.Token == "" {
+		use += " SKEIN_TOKEN_FILE=" + a.secure.UserTokenPath()
+	}
+	tlsFlag := ""
+	if net.ParseIP(a.cfg.BindAddr).IsLoopback() {
+		tlsFlag = "--tls "
+	}
+	a.logger.Info("a new secure cluster: its CA, this node's certificate and key are in " + filepath.Dir(a.secure.CACertPath()))
+	a.logger.Info("to use the CLI: " + use)
+	a.logger.Info("to add a node: skein join-token create > token, then on that node: skein agent " + tlsFlag +
+		"--data-dir DIR --join " + a.cfg.AdvertiseAddr + " --join-token-file token")
 }
 
 func fileExists(path string) bool {

@@ -79,14 +79,20 @@ count() {
 	grep -c "\"event\":\"$1\"" "$SHARED/events.log" || true
 }
 
-# formed reports whether NAME-a sees a leader and every node ready.
+# formed reports whether NAME-a sees a leader, every node ready and
+# the voters it should have (nodes join as non-voters and are promoted
+# once they have been healthy for a moment).
 formed() {
 	st=$(docker exec "$NAME-a" skein status 2>/dev/null) || return 1
 	case $st in
 	*"none (no leader"*) return 1 ;;
-	*"$COUNT/$COUNT ready"*) return 0 ;;
+	*"$COUNT/$COUNT ready"*) ;;
+	*) return 1 ;;
 	esac
-	return 1
+	want=$VOTERS
+	[ "$COUNT" -ge "$want" ] || want=$((COUNT - (1 - COUNT % 2)))
+	voters=$(docker exec "$NAME-a" skein raft peers 2>/dev/null | grep -c ' voter ') || return 1
+	[ "$voters" -eq "$want" ]
 }
 
 # wait_up waits until the agent in container $1 answers.
@@ -155,7 +161,7 @@ up() {
 	i=0
 	until formed; do
 		i=$((i + 1))
-		[ $i -lt 60 ] || die "no leader with $COUNT ready nodes after 30 s; see: docker logs $NAME-a"
+		[ $i -lt 60 ] || die "no leader with $COUNT ready nodes and their voters after 30 s; see: docker logs $NAME-a"
 		sleep 0.5
 	done
 	docker exec "$NAME-a" skein nodes

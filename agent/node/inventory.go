@@ -25,7 +25,7 @@ func (n *Node) register() error {
 	node := structs.Node{
 		ID:          n.cfg.NodeID,
 		Name:        n.cfg.Name,
-		Addresses:   structs.Addresses{HTTP: n.cfg.HTTPAddr, Raft: n.cfg.RaftAddr},
+		Addresses:   structs.Addresses{HTTP: n.cfg.HTTPAddr, Raft: n.cfg.RaftAddr, Gossip: n.cfg.GossipAddr},
 		Labels:      n.cfg.Labels,
 		CPUs:        cpus,
 		MemoryMiB:   mem,

@@ -28,8 +28,11 @@ type Config struct {
 	// Inventory is what discovery found: GPUs and their source.
 	Inventory gpu.Inventory
 	// What the node registers besides its GPUs (see register).
-	HTTPAddr      string
-	RaftAddr      string
+	HTTPAddr string
+	RaftAddr string
+	// GossipAddr is where other members reach this node's gossip; a
+	// restarted node without --join finds its peers by it.
+	GossipAddr    string
 	AdvertiseAddr string
 	Labels        map[string]string
 	CPUs          int   // 0: detect
