@@ -237,6 +237,13 @@ func (a *Agent) start() error {
 		case <-time.After(registerWait):
 			return fmt.Errorf("the node did not register within %s: see the raft log above", registerWait)
 		}
+		// A secure one also has its trust state, so the first join
+		// token can be made at once.
+		if a.secure != nil {
+			if err := a.secure.WaitTrust(a.ctx, registerWait); err != nil {
+				return err
+			}
+		}
 	}
 	a.goLoop(a.server.Serve)
 	a.logHowToUse()

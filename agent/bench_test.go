@@ -27,12 +27,15 @@ func startBenchAgent(b *testing.B, cfg Config) (*Agent, *api.Client) {
 		b.Fatal(err)
 	}
 	b.Cleanup(a.Shutdown)
-	c, err := api.NewClient(a.HTTPAddr(), "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	return a, c
+	return a, clientFor(b, a, cfg.Token)
 }
+
+// securities are the two ways a cluster runs, for benchmarks that compare
+// them: plaintext, and secure (mutual TLS, encrypted gossip).
+var securities = []struct {
+	name string
+	mode Security
+}{{"plain", SecurityAuto}, {"tls", SecurityTLS}}
 
 // BenchmarkSubmitToRunning measures, on an idle one-node agent, the time from
 // a client's submit call to (a) the job's process being started by its
@@ -40,7 +43,17 @@ func startBenchAgent(b *testing.B, cfg Config) (*Agent, *api.Client) {
 // what `skein job` shows. One job per iteration, each finished before the
 // next is submitted; run with -benchtime 200x for p99 over 200 jobs.
 func BenchmarkSubmitToRunning(b *testing.B) {
-	a, c := benchAgent(b)
+	for _, sec := range securities {
+		b.Run(sec.name, func(b *testing.B) {
+			cfg := testConfig(b, b.TempDir())
+			cfg.Security, cfg.Token = sec.mode, clusterToken
+			a, c := startBenchAgent(b, cfg)
+			benchSubmitToRunning(b, a, c)
+		})
+	}
+}
+
+func benchSubmitToRunning(b *testing.B, a *Agent, c *api.Client) {
 	ctx := context.Background()
 	started := make([]time.Duration, 0, b.N)
 	committed := make([]time.Duration, 0, b.N)
@@ -89,9 +102,9 @@ func report(b *testing.B, what string, d []time.Duration) {
 
 // benchCluster starts an n-node cluster with production timings (only the
 // ports and data dirs are the tests'), for the failover and throughput
-// benchmarks.
-func benchCluster(b *testing.B, n int) *testCluster {
-	tc := &testCluster{net: &cluster.Partitioner{}}
+// benchmarks; sec is SecurityTLS for a secure cluster.
+func benchCluster(b *testing.B, n int, sec Security) *testCluster {
+	tc := &testCluster{t: b, net: &cluster.Partitioner{}}
 	for i := range n {
 		cfg := testConfig(b, b.TempDir())
 		cfg.Name = fmt.Sprintf("node%d", i)
@@ -99,8 +112,13 @@ func benchCluster(b *testing.B, n int) *testCluster {
 		cfg.Network = tc.net
 		cfg.Token = clusterToken
 		cfg.Timing = cluster.Timing{} // production Raft timings
+		cfg.Security = sec
 		if i > 0 {
 			cfg.Join = []string{tc.agents[i-1].raft.GossipAddr()}
+			if sec == SecurityTLS {
+				cfg.Join = append(cfg.Join, tc.agents[i-1].HTTPAddr())
+				cfg.JoinToken = tc.joinToken(api.JoinTokenCreateRequest{})
+			}
 		}
 		a, err := New(cfg)
 		if err != nil {
@@ -147,43 +165,47 @@ func benchCluster(b *testing.B, n int) *testCluster {
 // to the first submission acknowledged (committed) after it. One fresh
 // cluster per iteration; -benchtime 20x gives 20 trials.
 func BenchmarkLeaderFailover(b *testing.B) {
-	for _, n := range []int{3, 5} {
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			var trials []time.Duration
-			for range b.N {
-				b.StopTimer()
-				tc := benchCluster(b, n)
-				lead := -1
-				for i, a := range tc.agents {
-					if a.raft.IsLeader() {
-						lead = i
-					}
-				}
-				survivor := tc.agents[(lead+1)%n]
-				c, _ := api.NewClient(survivor.HTTPAddr(), clusterToken)
-				b.StartTimer()
-				t0 := time.Now()
-				tc.kill(lead)
-				for {
-					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-					_, err := c.SubmitJob(ctx, api.SubmitRequest{RequestID: structs.NewID(), Spec: structs.JobSpec{Command: []string{"true"}}})
-					cancel()
-					if err == nil {
-						break
-					}
-					if time.Since(t0) > 30*time.Second {
-						b.Fatalf("no write accepted 30s after the leader stopped: %v", err)
-					}
-				}
-				trials = append(trials, time.Since(t0))
-				b.StopTimer()
-				for _, a := range tc.live() {
-					a.Shutdown()
-				}
-			}
-			report(b, "failover", trials)
-		})
+	for _, sec := range securities {
+		for _, n := range []int{3, 5} {
+			b.Run(fmt.Sprintf("%s/nodes=%d", sec.name, n), func(b *testing.B) { benchLeaderFailover(b, n, sec.mode) })
+		}
 	}
+}
+
+func benchLeaderFailover(b *testing.B, n int, sec Security) {
+	var trials []time.Duration
+	for range b.N {
+		b.StopTimer()
+		tc := benchCluster(b, n, sec)
+		lead := -1
+		for i, a := range tc.agents {
+			if a.raft.IsLeader() {
+				lead = i
+			}
+		}
+		survivor := tc.agents[(lead+1)%n]
+		c := tc.client(survivor)
+		b.StartTimer()
+		t0 := time.Now()
+		tc.kill(lead)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := c.SubmitJob(ctx, api.SubmitRequest{RequestID: structs.NewID(), Spec: structs.JobSpec{Command: []string{"true"}}})
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Since(t0) > 30*time.Second {
+				b.Fatalf("no write accepted 30s after the leader stopped: %v", err)
+			}
+		}
+		trials = append(trials, time.Since(t0))
+		b.StopTimer()
+		for _, a := range tc.live() {
+			a.Shutdown()
+		}
+	}
+	report(b, "failover", trials)
 }
 
 // BenchmarkNodeLossRecovery measures B4: a worker running a job (with a
@@ -192,10 +214,16 @@ func BenchmarkLeaderFailover(b *testing.B) {
 // replacement allocation running on another node. Production liveness
 // timings (stop-after 2.5s, down-after 3.5s). -benchtime 10x gives 10 trials.
 func BenchmarkNodeLossRecovery(b *testing.B) {
+	for _, sec := range securities {
+		b.Run(sec.name, func(b *testing.B) { benchNodeLossRecovery(b, sec.mode) })
+	}
+}
+
+func benchNodeLossRecovery(b *testing.B, sec Security) {
 	var trials []time.Duration
 	for range b.N {
 		b.StopTimer()
-		tc := benchCluster(b, 3)
+		tc := benchCluster(b, 3, sec)
 		lead := -1
 		for i, a := range tc.agents {
 			if a.raft.IsLeader() {
@@ -203,7 +231,7 @@ func BenchmarkNodeLossRecovery(b *testing.B) {
 			}
 		}
 		leader := tc.agents[lead]
-		c, _ := api.NewClient(leader.HTTPAddr(), clusterToken)
+		c := tc.client(leader)
 		// Keep the leader's own GPUs busy so the job lands on a worker.
 		var job *structs.Job
 		for {

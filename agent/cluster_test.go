@@ -19,7 +19,7 @@ import (
 // testCluster is several agents in this process, on loopback, with real
 // Raft, gossip and HTTP transports and one fake switch to cut them apart.
 type testCluster struct {
-	t      *testing.T
+	t      testing.TB
 	net    *cluster.Partitioner
 	agents []*Agent // nil once killed
 	acked  []string // IDs of every job a submit acknowledged
@@ -118,15 +118,20 @@ func (tc *testCluster) live() []*Agent {
 	return out
 }
 
-func (tc *testCluster) client(a *Agent) *api.Client {
-	c, err := api.NewClient(a.HTTPAddr(), clusterToken)
+func (tc *testCluster) client(a *Agent) *api.Client { return clientFor(tc.t, a, clusterToken) }
+
+// clientFor is an API client for agent a with token; over TLS checked
+// against the cluster CA when a runs a secure cluster.
+func clientFor(tb testing.TB, a *Agent, token string) *api.Client {
+	tb.Helper()
+	c, err := api.NewClient(a.HTTPAddr(), token)
 	if err != nil {
-		tc.t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if a.secure != nil {
 		conf, err := api.ClusterTLS([]byte(strings.Join(a.secure.CA().CACerts, "")))
 		if err != nil {
-			tc.t.Fatal(err)
+			tb.Fatal(err)
 		}
 		c = c.WithTLS(conf)
 	}

@@ -432,3 +432,60 @@ func TestSecure_FounderFiles_AreTheUsersWayIn(t *testing.T) {
 		t.Errorf("plaintext HTTP to a TLS agent: %v, want a transport error", err)
 	}
 }
+
+func TestSecure_ExpiredJoinToken_IsRefused(t *testing.T) {
+	tc := startSecureCluster(t, 1)
+	tok := tc.joinToken(api.JoinTokenCreateRequest{TTL: structs.Duration(time.Second)})
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		tokens, err := tc.client(tc.agents[0]).JoinTokens(context.Background())
+		if err != nil {
+			return err
+		}
+		if len(tokens) != 1 || tokens[0].State != "expired" {
+			return fmt.Errorf("tokens %+v, want one expired", tokens)
+		}
+		return nil
+	})
+	before := tc.stateHash()
+	cfg := clusterConfig(t, "late", tc.net)
+	cfg.Security = SecurityTLS
+	cfg.Join = []string{tc.agents[0].HTTPAddr()}
+	cfg.JoinToken = tok
+	if a, err := New(cfg); err == nil {
+		a.Shutdown()
+		t.Fatal("an expired join token admitted a node")
+	} else if !strings.Contains(err.Error(), "expired") {
+		t.Errorf("error %q does not say the token expired", err)
+	}
+	if after := tc.stateHash(); after != before {
+		t.Error("a refused join changed the state")
+	}
+}
+
+func TestSecure_PlaintextGossipMember_NeverJoins(t *testing.T) {
+	tc := startSecureCluster(t, 1)
+	leader := tc.agents[0]
+	// A plaintext agent (loopback, no --tls) pointed at the secure one.
+	cfg := clusterConfig(t, "plain", tc.net)
+	cfg.Join = []string{leader.raft.GossipAddr()}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Shutdown)
+	// It keeps trying; for three seconds neither gossip nor Raft may take it.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if n := len(leader.raft.Members()); n != 1 {
+			t.Fatalf("the secure node sees %d gossip members", n)
+		}
+		servers, err := leader.raft.Servers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(servers) != 1 {
+			t.Fatalf("raft has %d servers", len(servers))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

@@ -58,7 +58,7 @@ func benchCommittedPlacements(b *testing.B, nodes, jobs int) {
 	// Production Raft timings. Before the scheduler's free-GPU index,
 	// passes over the growing queue kept both cores busy and the leader
 	// lost its lease at 300 ms; it no longer does (BENCHMARKS.md B1).
-	tc := benchCluster(b, 3)
+	tc := benchCluster(b, 3, SecurityAuto)
 	lead := -1
 	for i, a := range tc.agents {
 		if a.raft.IsLeader() {

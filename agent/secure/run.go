@@ -77,6 +77,25 @@ func (s *Secure) initLoop(ctx context.Context) {
 	}
 }
 
+// WaitTrust waits until the cluster's trust state is applied here, for
+// at most timeout.
+func (s *Secure) WaitTrust(ctx context.Context, timeout time.Duration) error {
+	deadline := time.After(timeout)
+	for {
+		_, changed := s.cfg.FSM.Watch()
+		if _, ok := s.cfg.FSM.Trust(); ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline:
+			return fmt.Errorf("the cluster's trust state was not committed within %s: see the log above", timeout)
+		case <-changed:
+		}
+	}
+}
+
 func (s *Secure) initTrust() error {
 	if !s.deps.Raft.IsLeader() {
 		return cluster.ErrNotLeader

@@ -44,11 +44,21 @@ type agentProc struct {
 	cmd  *exec.Cmd
 	addr string
 	log  *bytes.Buffer
+	// env is added to the environment of every CLI call through this
+	// agent (a secure cluster's SKEIN_CACERT and token).
+	env []string
 }
 
 // startAgent runs `skein agent` on ip with the given data dir and waits
 // until its API answers.
 func startAgent(t testing.TB, ip, dataDir string, httpPort, raftPort int, extra ...string) *agentProc {
+	t.Helper()
+	return startAgentWith(t, ip, dataDir, httpPort, raftPort, "http", nil, extra...)
+}
+
+// startAgentWith is startAgent for an API at scheme (http or https), with
+// env added to every CLI call through the agent.
+func startAgentWith(t testing.TB, ip, dataDir string, httpPort, raftPort int, scheme string, env []string, extra ...string) *agentProc {
 	t.Helper()
 	var log bytes.Buffer
 	args := append([]string{"agent", "--name", "node-" + ip, "--data-dir", dataDir,
@@ -59,7 +69,7 @@ func startAgent(t testing.TB, ip, dataDir string, httpPort, raftPort int, extra 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &agentProc{cmd: cmd, addr: fmt.Sprintf("http://%s:%d", ip, httpPort), log: &log}
+	p := &agentProc{cmd: cmd, addr: fmt.Sprintf("%s://%s:%d", scheme, ip, httpPort), log: &log, env: env}
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			_ = p.cmd.Process.Signal(syscall.SIGCONT) // in case a test froze it
@@ -81,7 +91,7 @@ func startAgent(t testing.TB, ip, dataDir string, httpPort, raftPort int, extra 
 func (p *agentProc) skein(t testing.TB, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(skeinBin, args...)
-	cmd.Env = append(os.Environ(), "SKEIN_ADDR="+p.addr)
+	cmd.Env = append(append(os.Environ(), "SKEIN_ADDR="+p.addr), p.env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
