@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -227,6 +228,8 @@ func TestSecure_InternalRoutes_RefuseUserTokensForgedReportsAndOtherCAs(t *testi
 		t.Fatal(err)
 	}
 	foreignHC := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: foreign.ClientTLS(nil)}}
+	// The forger's own node ID, signed by the cluster's CA, but expired.
+	expiredHC := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: expiredTLS(t, leader, forger.nodeID)}}
 
 	for route, body := range forged {
 		if code := post(t, userHC, internal+route, body, http.Header{api.TokenHeader: {clusterToken}}); code != http.StatusUnauthorized {
@@ -237,6 +240,9 @@ func TestSecure_InternalRoutes_RefuseUserTokensForgedReportsAndOtherCAs(t *testi
 		}
 		if code := post(t, foreignHC, internal+route, body, nil); code != 0 {
 			t.Errorf("%s with another CA's certificate: %d, want the handshake refused", route, code)
+		}
+		if code := post(t, expiredHC, internal+route, body, nil); code != 0 {
+			t.Errorf("%s with an expired certificate: %d, want the handshake refused", route, code)
 		}
 		if code := post(t, nodeClient(forger), internal+route, body, nil); code != http.StatusForbidden {
 			t.Errorf("%s for another node with a valid node certificate: %d, want 403", route, code)
@@ -488,4 +494,46 @@ func TestSecure_PlaintextGossipMember_NeverJoins(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// expiredTLS presents a certificate for nodeID signed by the cluster CA
+// that a holds, which expired a while ago (trust's own configurations
+// refuse to carry one, so this is a bare one).
+func expiredTLS(t *testing.T, a *Agent, nodeID string) *tls.Config {
+	t.Helper()
+	store, err := trust.NewStore(filepath.Join(a.DataDir(), "tls"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle, err := store.LoadCABundle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	caKey, err := store.LoadCAKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := trust.ParseCA(bundle, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, keyPEM, err := trust.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, err := trust.NewCSR(key, nodeID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Signed 50 minutes ago for one minute (the CA is valid from an hour
+	// before it was made).
+	certPEM, err := ca.SignNode(csr, nodeID, time.Minute, time.Now().Add(-50*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}
 }
