@@ -219,6 +219,9 @@ func (s *state) applyNodeRevoke(l *raft.Log) any {
 	if !a.Revoked {
 		a.Revoked, a.RevokedAt, a.Reason = true, req.At, req.Reason
 		s.admissions[a.NodeID] = a
+		if s.trust != nil {
+			s.trust.KeyringDue = true
+		}
 	}
 	return &a
 }
@@ -237,6 +240,9 @@ func (s *state) applyKeyring(l *raft.Log) any {
 		return fmt.Errorf("keyring: %w", err)
 	}
 	s.trust.Keyring = req.Keyring
+	if req.Keyring.Next != "" {
+		s.trust.KeyringDue = false // the rotation a revocation asked for has begun
+	}
 	k := copyKeyring(s.trust.Keyring)
 	return &k
 }

@@ -403,6 +403,33 @@ func TestFSM_NodeRevoke_ThenAdmitRefused(t *testing.T) {
 	}
 }
 
+func TestFSM_NodeRevoke_MakesAKeyringRotationDueUntilOneBegins(t *testing.T) {
+	h := newHarness(t)
+	h.initTrust()
+	h.createToken(joinToken("ok", 0))
+	h.mustAdmit("ok", "n1")
+	if tr, _ := h.f.Trust(); tr.KeyringDue {
+		t.Fatal("a rotation is due before any revocation")
+	}
+	if err := h.revokeNode("n1", "stolen"); err != nil {
+		t.Fatal(err)
+	}
+	tr, _ := h.f.Trust()
+	if !tr.KeyringDue {
+		t.Fatal("revoking a node did not make a keyring rotation due")
+	}
+	// The step that brings a new key in clears it.
+	next := tr.Keyring
+	next.Generation++
+	next.Next = "key-new"
+	if _, ok := h.apply(structs.KeyringType, structs.KeyringRequest{Keyring: next}).(*structs.Keyring); !ok {
+		t.Fatal("rotation step refused")
+	}
+	if tr, _ := h.f.Trust(); tr.KeyringDue {
+		t.Fatal("the rotation began but is still due")
+	}
+}
+
 func TestFSM_Keyring(t *testing.T) {
 	h := newHarness(t)
 	wantRefusedUnchanged(t, h, structs.KeyringType, structs.KeyringRequest{Keyring: structs.Keyring{Primary: "key-2", Generation: 2}}, ErrNoTrust)

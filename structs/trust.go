@@ -22,6 +22,10 @@ type Trust struct {
 	Founder string `json:"founder"`
 	// InitAt is when the trust state was created (leader-stamped).
 	InitAt time.Time `json:"init_at"`
+	// KeyringDue is set when a node is revoked and cleared when a keyring
+	// rotation begins: a revoked node still knows the gossip key, so
+	// whichever node leads rotates it.
+	KeyringDue bool `json:"keyring_due,omitempty"`
 }
 
 // Keyring is the gossip encryption keyring: Primary encrypts what a node

@@ -1,9 +1,9 @@
 package secure
 
 import (
+	"encoding/pem"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/skein-dev/skein/api"
@@ -60,7 +60,7 @@ func (s *Secure) Admit(req api.AdmitRequest) (*api.AdmitResponse, error) {
 	}
 	s.log.Info("admitted a node", "node", req.Name, "id", structs.ShortID(req.NodeID), "token", tok.ID)
 	var gossip []string
-	for _, m := range s.deps.Raft.Members() {
+	for _, m := range s.dep().Raft.Members() {
 		if m.Status == cluster.StatusAlive {
 			gossip = append(gossip, m.Addr)
 		}
@@ -164,35 +164,30 @@ func (s *Secure) JoinTokens() []api.JoinToken {
 	return out
 }
 
-// RevokeNode revokes a node's admission, then rotates the gossip keyring
-// so that the node, which still knows the old key, is cut off gossip too.
-// Its certificate is refused by every node from the moment the entry is
-// applied. This node must lead.
+// RevokeNode revokes a node's admission. Every node refuses its
+// certificate from the moment the entry is applied; the entry also makes a
+// keyring rotation due, which whichever node leads carries out, so that
+// the node, which still knows the gossip key, is cut off gossip too. A
+// leader may revoke itself: the others then refuse it and elect another.
+// This node must lead.
 func (s *Secure) RevokeNode(nodeID, reason string) error {
-	if nodeID == s.cfg.NodeID {
-		return fmt.Errorf("%w: a node cannot revoke itself; ask another node", ErrInvalid)
-	}
 	if _, err := s.cfg.Apply(structs.NodeRevokeType, structs.NodeRevokeRequest{NodeID: nodeID, Reason: reason, At: now()}); err != nil {
 		return err
 	}
 	s.log.Warn("revoked a node", "id", structs.ShortID(nodeID), "reason", reason)
-	if err := s.RotateKeyring(); err != nil && !errors.Is(err, ErrRotating) {
-		return fmt.Errorf("revoked; rotating the gossip keyring: %w", err)
-	}
 	return nil
 }
 
 // CA is the cluster CA's bundle as GET /v1/ca answers it.
 func (s *Secure) CA() api.CA {
 	var certs []string
-	for rest := string(s.bundle); ; {
-		i := strings.Index(rest, "-----END CERTIFICATE-----")
-		if i < 0 {
+	for rest := s.bundle; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
 			break
 		}
-		end := i + len("-----END CERTIFICATE-----")
-		certs = append(certs, strings.TrimSpace(rest[:end])+"\n")
-		rest = rest[end:]
+		certs = append(certs, string(pem.EncodeToMemory(block)))
 	}
 	return api.CA{CACerts: certs, Fingerprint: s.CAFingerprint()}
 }

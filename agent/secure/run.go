@@ -2,9 +2,9 @@ package secure
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/skein-dev/skein/agent/peer"
@@ -13,6 +13,10 @@ import (
 	"github.com/skein-dev/skein/structs"
 	"github.com/skein-dev/skein/trust"
 )
+
+// dep is what Run was given; Run comes before anything calls the
+// methods that use it, except PrepareVoter, which checks.
+func (s *Secure) dep() *Deps { return s.deps.Load() }
 
 // Timings of the background duties.
 const (
@@ -51,7 +55,7 @@ type Deps struct {
 // keyring rotations on while this node leads, and renewing this node's
 // certificate. They stop with ctx.
 func (s *Secure) Run(ctx context.Context, d Deps, goLoop func(func())) {
-	s.deps = d
+	s.deps.Store(&d)
 	d.Announce.SetKeyring(s.KeyringGeneration())
 	if s.CanVote() {
 		goLoop(func() { s.initLoop(ctx) })
@@ -97,10 +101,10 @@ func (s *Secure) WaitTrust(ctx context.Context, timeout time.Duration) error {
 }
 
 func (s *Secure) initTrust() error {
-	if !s.deps.Raft.IsLeader() {
+	if !s.dep().Raft.IsLeader() {
 		return cluster.ErrNotLeader
 	}
-	if err := s.deps.Raft.Barrier(callTimeout); err != nil {
+	if err := s.dep().Raft.Barrier(callTimeout); err != nil {
 		return err
 	}
 	if _, ok := s.cfg.FSM.Trust(); ok {
@@ -126,11 +130,12 @@ func (s *Secure) keyringLoop(ctx context.Context) {
 		if err := s.installKeyring(); err != nil {
 			s.log.Error("install the gossip keyring", "error", err)
 		}
-		if s.deps.Raft.IsLeader() {
+		if s.dep().Raft.IsLeader() {
+			s.rotateIfDue()
 			s.advanceRotation()
 		}
 		var poll <-chan time.Time
-		if t, ok := s.cfg.FSM.Trust(); ok && t.Keyring.Rotating() && s.deps.Raft.IsLeader() {
+		if t, ok := s.cfg.FSM.Trust(); ok && (t.Keyring.Rotating() || t.KeyringDue) && s.dep().Raft.IsLeader() {
 			poll = time.After(rotationPoll)
 		}
 		select {
@@ -153,13 +158,13 @@ func (s *Secure) installKeyring() error {
 	if err != nil {
 		return err
 	}
-	if err := s.deps.Raft.SetKeyring(primary, others); err != nil {
+	if err := s.dep().Raft.SetKeyring(primary, others); err != nil {
 		return err
 	}
 	if err := s.saveKeyring(t.Keyring); err != nil {
 		return err
 	}
-	s.deps.Announce.SetKeyring(t.Keyring.Generation)
+	s.dep().Announce.SetKeyring(t.Keyring.Generation)
 	s.log.Info("installed the gossip keyring", "generation", t.Keyring.Generation, "rotating", t.Keyring.Rotating())
 	return nil
 }
@@ -184,6 +189,17 @@ func (s *Secure) RotateKeyring() error {
 	return err
 }
 
+// rotateIfDue starts the rotation a revocation made due.
+func (s *Secure) rotateIfDue() {
+	t, ok := s.cfg.FSM.Trust()
+	if !ok || !t.KeyringDue || t.Keyring.Rotating() {
+		return
+	}
+	if err := s.RotateKeyring(); err != nil {
+		s.log.Warn("rotate the gossip keyring after a revocation", "error", err)
+	}
+}
+
 // advanceRotation commits the next step of a rotation once every live
 // member announces the current generation.
 func (s *Secure) advanceRotation() {
@@ -191,7 +207,7 @@ func (s *Secure) advanceRotation() {
 	if !ok || !t.Keyring.Rotating() {
 		return
 	}
-	for _, m := range s.deps.Peers.Members() {
+	for _, m := range s.dep().Peers.Members() {
 		// A revoked node gets no keyring: the rotation is what cuts it off.
 		if m.Status == cluster.StatusAlive.String() && m.Keyring < t.Keyring.Generation && s.cfg.FSM.Admitted(m.ID) {
 			return
@@ -208,7 +224,7 @@ func (s *Secure) KeyringStatus() api.KeyringStatus {
 	t, _ := s.cfg.FSM.Trust()
 	st := api.KeyringStatus{Generation: t.Keyring.Generation, Keys: len(t.Keyring.Keys()), Rotating: t.Keyring.Rotating(),
 		Nodes: map[string]uint64{}}
-	for _, m := range s.deps.Peers.Members() {
+	for _, m := range s.dep().Peers.Members() {
 		if m.Status == cluster.StatusAlive.String() {
 			st.Nodes[m.Name] = m.Keyring
 		}
@@ -251,7 +267,7 @@ func (s *Secure) renew(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	c, err := s.deps.Peers.LeaderClient(ctx)
+	c, err := s.dep().Peers.LeaderClient(ctx)
 	if err != nil {
 		return err
 	}
@@ -282,7 +298,7 @@ func (s *Secure) renew(ctx context.Context) error {
 // hand-over runs in the background, once per node at a time.
 func (s *Secure) PrepareVoter(nodeID string) {
 	ca := s.ca.Load()
-	if ca == nil || s.deps.Peers == nil {
+	if ca == nil || s.deps.Load() == nil {
 		return
 	}
 	s.pushingMu.Lock()
@@ -308,7 +324,7 @@ func (s *Secure) pushCAKey(nodeID string, ca *trust.CA) error {
 	if !s.cfg.FSM.Admitted(nodeID) {
 		return fmt.Errorf("node %s is not admitted", structs.ShortID(nodeID))
 	}
-	addr := s.deps.Peers.HTTPAddrOf(nodeID)
+	addr := s.dep().Peers.HTTPAddrOf(nodeID)
 	if addr == "" {
 		return errors.New("its API address is not known yet")
 	}
@@ -316,7 +332,7 @@ func (s *Secure) pushCAKey(nodeID string, ca *trust.CA) error {
 	if err != nil {
 		return err
 	}
-	c, err := s.deps.Peers.Client(addr)
+	c, err := s.dep().Peers.Client(addr)
 	if err != nil {
 		return err
 	}
@@ -332,7 +348,7 @@ func (s *Secure) pushCAKey(nodeID string, ca *trust.CA) error {
 // AcceptCAKey stores the CA key the leader handed over; from is the node
 // ID the caller's certificate names, which must be the leader's.
 func (s *Secure) AcceptCAKey(from string, keyPEM []byte) error {
-	if _, leader := s.deps.Raft.Leader(); leader == "" || from != leader {
+	if _, leader := s.dep().Raft.Leader(); leader == "" || from != leader {
 		return fmt.Errorf("%w: only the leader hands the CA key over", ErrForbidden)
 	}
 	if s.ca.Load() != nil {
@@ -347,7 +363,7 @@ func (s *Secure) AcceptCAKey(from string, keyPEM []byte) error {
 	}
 	s.ca.Store(ca)
 	s.log.Info("received the CA key: this node may now vote")
-	if err := s.deps.Raft.UpdateMeta(); err != nil {
+	if err := s.dep().Raft.UpdateMeta(); err != nil {
 		s.log.Debug("announce that this node may vote", "error", err)
 	}
 	return nil
@@ -355,9 +371,8 @@ func (s *Secure) AcceptCAKey(from string, keyPEM []byte) error {
 
 // firstCert is the first certificate of a PEM bundle, the current CA.
 func firstCert(bundle []byte) []byte {
-	const end = "-----END CERTIFICATE-----"
-	if i := strings.Index(string(bundle), end); i >= 0 {
-		return []byte(string(bundle[:i+len(end)]) + "\n")
+	if block, _ := pem.Decode(bundle); block != nil {
+		return pem.EncodeToMemory(block)
 	}
 	return bundle
 }

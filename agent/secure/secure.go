@@ -78,7 +78,7 @@ type Secure struct {
 	// userToken is the founder's API token, whose hash the trust state
 	// carries.
 	userToken string
-	deps      Deps
+	deps      atomic.Pointer[Deps]
 	// keyring is what this node installed; saved in DataDir/tls/keyring.json.
 	keyringMu sync.Mutex
 	keyring   structs.Keyring
