@@ -110,6 +110,9 @@ type Config struct {
 	// CertTTL is how long node certificates are valid; 0 = DefaultCertTTL.
 	// Nodes renew theirs when two thirds of it have passed.
 	CertTTL time.Duration
+	// CertClock is the clock a node judges its certificate's age by; nil
+	// is time.Now (tests move it ahead).
+	CertClock func() time.Time
 	// KillGrace is the time between SIGTERM and SIGKILL when a job is stopped.
 	KillGrace time.Duration
 	// SupervisorCmd starts an allocation's supervisor (the alloc dir is

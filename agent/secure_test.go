@@ -501,10 +501,7 @@ func TestSecure_PlaintextGossipMember_NeverJoins(t *testing.T) {
 // refuse to carry one, so this is a bare one).
 func expiredTLS(t *testing.T, a *Agent, nodeID string) *tls.Config {
 	t.Helper()
-	store, err := trust.NewStore(filepath.Join(a.DataDir(), "tls"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := mustStore(t, a)
 	bundle, err := store.LoadCABundle()
 	if err != nil {
 		t.Fatal(err)
@@ -536,4 +533,44 @@ func expiredTLS(t *testing.T, a *Agent, nodeID string) *tls.Config {
 		t.Fatal(err)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}
+}
+
+func TestSecure_ACertificateTwoThirdsThroughItsLifeIsRenewedByItself(t *testing.T) {
+	tc := startSecureCluster(t, 1)
+	cfg := clusterConfig(t, "ageing", tc.net)
+	cfg.Security = SecurityTLS
+	cfg.Join = []string{tc.agents[0].HTTPAddr(), tc.agents[0].raft.GossipAddr()}
+	cfg.JoinToken = tc.joinToken(api.JoinTokenCreateRequest{})
+	// Its clock says 21 of the certificate's 30 days have passed.
+	cfg.CertClock = func() time.Time { return time.Now().Add(21 * 24 * time.Hour) }
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Shutdown)
+	first := a.secure.Identity().Leaf().SerialNumber
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		if a.secure.Identity().Leaf().SerialNumber.Cmp(first) == 0 {
+			return fmt.Errorf("still the certificate it was admitted with")
+		}
+		return nil
+	})
+	// The renewed certificate is on disk for the next start.
+	certPEM, _, err := mustStore(t, a).LoadNode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := trust.ParseCerts(certPEM)
+	if err != nil || len(certs) != 1 || certs[0].SerialNumber.Cmp(a.secure.Identity().Leaf().SerialNumber) != 0 {
+		t.Fatalf("the stored certificate is not the renewed one: %v", err)
+	}
+}
+
+func mustStore(t *testing.T, a *Agent) *trust.Store {
+	t.Helper()
+	store, err := trust.NewStore(filepath.Join(a.DataDir(), "tls"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
 }

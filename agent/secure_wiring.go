@@ -34,6 +34,8 @@ func (a *Agent) openTrust(gossipKey []byte) error {
 		FSM:     a.fsm,
 		Apply:   a.apply,
 		Logger:  a.logger.Named("trust"),
+		// Tests move this ahead to see a renewal.
+		RenewClock: a.cfg.CertClock,
 	}, secure.Start{
 		Found:     a.singleNode(),
 		UserToken: a.cfg.Token,

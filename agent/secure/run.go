@@ -238,7 +238,7 @@ func (s *Secure) renewLoop(ctx context.Context) {
 	for {
 		leaf := s.id.Leaf()
 		wait := min(renewCheck, leaf.NotAfter.Sub(leaf.NotBefore)/10)
-		if trust.NeedsRenewal(leaf, time.Now()) {
+		if trust.NeedsRenewal(leaf, s.renewClock()) {
 			if err := s.renew(ctx); err != nil {
 				s.log.Warn("renew this node's certificate", "error", err, "expires", leaf.NotAfter)
 				wait = retryPause
@@ -254,6 +254,13 @@ func (s *Secure) renewLoop(ctx context.Context) {
 
 // RenewNow renews this node's certificate at once, whatever its age.
 func (s *Secure) RenewNow(ctx context.Context) error { return s.renew(ctx) }
+
+func (s *Secure) renewClock() time.Time {
+	if s.cfg.RenewClock != nil {
+		return s.cfg.RenewClock()
+	}
+	return time.Now()
+}
 
 // renew asks the leader (or, leading, itself) to sign a new key's CSR.
 func (s *Secure) renew(ctx context.Context) error {

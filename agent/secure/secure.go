@@ -47,6 +47,9 @@ type Config struct {
 	// Apply writes one entry through Raft (this node must lead).
 	Apply  func(structs.MessageType, any) (any, error)
 	Logger hclog.Logger
+	// RenewClock is the clock this node judges its certificate's age by;
+	// nil is time.Now. Tests move it ahead to see a renewal.
+	RenewClock func() time.Time
 }
 
 // Start says how this node comes by its identity when it has none.
