@@ -34,11 +34,7 @@ func (s *Secure) join(start Start) (certPEM, keyPEM []byte, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("join token: %w", err)
 	}
-	key, keyPEM, err := trust.NewKey()
-	if err != nil {
-		return nil, nil, err
-	}
-	csr, err := trust.NewCSR(key, s.cfg.NodeID, s.cfg.IPs)
+	keyPEM, csr, err := s.newCSR()
 	if err != nil {
 		return nil, nil, err
 	}

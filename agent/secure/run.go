@@ -264,11 +264,7 @@ func (s *Secure) renewClock() time.Time {
 
 // renew asks the leader (or, leading, itself) to sign a new key's CSR.
 func (s *Secure) renew(ctx context.Context) error {
-	key, keyPEM, err := trust.NewKey()
-	if err != nil {
-		return err
-	}
-	csr, err := trust.NewCSR(key, s.cfg.NodeID, s.cfg.IPs)
+	keyPEM, csr, err := s.newCSR()
 	if err != nil {
 		return err
 	}

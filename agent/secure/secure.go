@@ -157,11 +157,7 @@ func (s *Secure) found(start Start) (certPEM, keyPEM []byte, err error) {
 		return nil, nil, err
 	}
 	s.bundle = ca.CertPEM
-	key, keyPEM, err := trust.NewKey()
-	if err != nil {
-		return nil, nil, err
-	}
-	csr, err := trust.NewCSR(key, s.cfg.NodeID, s.cfg.IPs)
+	keyPEM, csr, err := s.newCSR()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -189,6 +185,19 @@ func (s *Secure) found(start Start) (certPEM, keyPEM []byte, err error) {
 	s.founded = true
 	s.log.Info("created the cluster CA", "fingerprint", trust.Fingerprint(ca.Cert), "ca_cert", s.CACertPath())
 	return certPEM, keyPEM, nil
+}
+
+// newCSR makes a new key for this node and a request for a certificate
+// naming its node ID and addresses.
+func (s *Secure) newCSR() (keyPEM, csr []byte, err error) {
+	key, keyPEM, err := trust.NewKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	if csr, err = trust.NewCSR(key, s.cfg.NodeID, s.cfg.IPs); err != nil {
+		return nil, nil, err
+	}
+	return keyPEM, csr, nil
 }
 
 // writeUserToken makes the founder's API token and writes it, 0600, to

@@ -7,6 +7,7 @@ import (
 
 	"github.com/skein-dev/skein/agent/secure"
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -40,31 +41,44 @@ func trustStatus(err error) int {
 	return statusOf(err)
 }
 
-// handleAdmit admits a node with a join token. It needs no API token: the
-// join token is the credential. The leader signs; others forward.
-func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
+// trustWrite serves a write of the trust API: it decodes the body into
+// req (nil: no body is read), checks it with valid (nil: none), passes it
+// to the leader from any other node, and answers what do returns.
+func (s *Server) trustWrite(w http.ResponseWriter, r *http.Request, req any, valid func() error, do func(*secure.Secure) (any, error)) {
 	t := s.trustOrFail(w)
 	if t == nil {
 		return
 	}
-	var req api.AdmitRequest
-	body, err := readBody(w, r)
-	if err == nil {
-		err = decodeStrict(body, &req)
-	}
-	if err != nil {
-		writeError(w, statusOf(err), err)
-		return
+	var body []byte
+	if req != nil {
+		var err error
+		if body, err = readBody(w, r); err == nil && len(body) > 0 {
+			err = decodeStrict(body, req)
+		}
+		if err == nil && valid != nil {
+			err = valid()
+		}
+		if err != nil {
+			writeError(w, statusOf(err), err)
+			return
+		}
 	}
 	if !s.cfg.Raft.IsLeader() && s.forward(w, r, body) {
 		return
 	}
-	resp, err := t.Admit(req)
+	resp, err := do(t)
 	if err != nil {
 		writeError(w, trustStatus(err), err)
 		return
 	}
 	writeJSON(w, http.StatusOK, resp)
+}
+
+// handleAdmit admits a node with a join token. It needs no API token: the
+// join token is the credential. The leader signs; others forward.
+func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
+	var req api.AdmitRequest
+	s.trustWrite(w, r, &req, nil, func(t *secure.Secure) (any, error) { return t.Admit(req) })
 }
 
 // handleCA answers the CA bundle; it is public.
@@ -75,28 +89,8 @@ func (s *Server) handleCA(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleJoinTokenCreate(w http.ResponseWriter, r *http.Request) {
-	t := s.trustOrFail(w)
-	if t == nil {
-		return
-	}
 	var req api.JoinTokenCreateRequest
-	body, err := readBody(w, r)
-	if err == nil {
-		err = decodeStrict(body, &req)
-	}
-	if err != nil {
-		writeError(w, statusOf(err), err)
-		return
-	}
-	if !s.cfg.Raft.IsLeader() && s.forward(w, r, body) {
-		return
-	}
-	resp, err := t.CreateJoinToken(req)
-	if err != nil {
-		writeError(w, trustStatus(err), err)
-		return
-	}
-	writeJSON(w, http.StatusOK, resp)
+	s.trustWrite(w, r, &req, nil, func(t *secure.Secure) (any, error) { return t.CreateJoinToken(req) })
 }
 
 func (s *Server) handleJoinTokens(w http.ResponseWriter, r *http.Request) {
@@ -110,19 +104,7 @@ func (s *Server) handleJoinTokens(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleJoinTokenRevoke(w http.ResponseWriter, r *http.Request) {
-	t := s.trustOrFail(w)
-	if t == nil {
-		return
-	}
-	if !s.cfg.Raft.IsLeader() && s.forward(w, r, nil) {
-		return
-	}
-	resp, err := t.RevokeJoinToken(r.PathValue("id"))
-	if err != nil {
-		writeError(w, trustStatus(err), err)
-		return
-	}
-	writeJSON(w, http.StatusOK, resp)
+	s.trustWrite(w, r, nil, nil, func(t *secure.Secure) (any, error) { return t.RevokeJoinToken(r.PathValue("id")) })
 }
 
 func (s *Server) handleKeyring(w http.ResponseWriter, r *http.Request) {
@@ -132,51 +114,27 @@ func (s *Server) handleKeyring(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
-	t := s.trustOrFail(w)
-	if t == nil {
-		return
-	}
-	if !s.cfg.Raft.IsLeader() && s.forward(w, r, nil) {
-		return
-	}
-	if err := t.RotateKeyring(); err != nil {
-		writeError(w, trustStatus(err), err)
-		return
-	}
-	writeJSON(w, http.StatusOK, t.KeyringStatus())
+	s.trustWrite(w, r, nil, nil, func(t *secure.Secure) (any, error) {
+		if err := t.RotateKeyring(); err != nil {
+			return nil, err
+		}
+		return t.KeyringStatus(), nil
+	})
 }
 
 func (s *Server) handleNodeRevoke(w http.ResponseWriter, r *http.Request) {
-	t := s.trustOrFail(w)
-	if t == nil {
-		return
-	}
 	var req api.NodeRevokeRequest
-	body, err := readBody(w, r)
-	if err == nil && len(body) > 0 {
-		err = decodeStrict(body, &req)
-	}
-	if err != nil {
-		writeError(w, statusOf(err), err)
-		return
-	}
-	if len(req.Reason) > structs.MaxNameLen {
-		writeError(w, http.StatusBadRequest, &structs.FieldError{Field: "reason", Msg: fmt.Sprintf("longer than %d characters", structs.MaxNameLen)})
-		return
-	}
 	id := r.PathValue("id")
-	if _, ok := s.fsm.Admission(id); !ok {
-		writeError(w, http.StatusNotFound, fmt.Errorf("no admitted node with ID %q", id))
-		return
+	valid := func() error {
+		if len(req.Reason) > structs.MaxNameLen {
+			return &structs.FieldError{Field: "reason", Msg: fmt.Sprintf("longer than %d characters", structs.MaxNameLen)}
+		}
+		if _, ok := s.fsm.Admission(id); !ok {
+			return fmt.Errorf("%w: no admitted node with ID %q", fsm.ErrNodeNotAdmitted, id)
+		}
+		return nil
 	}
-	if !s.cfg.Raft.IsLeader() && s.forward(w, r, body) {
-		return
-	}
-	if err := t.RevokeNode(id, req.Reason); err != nil {
-		writeError(w, trustStatus(err), err)
-		return
-	}
-	writeJSON(w, http.StatusOK, struct{}{})
+	s.trustWrite(w, r, &req, valid, func(t *secure.Secure) (any, error) { return struct{}{}, t.RevokeNode(id, req.Reason) })
 }
 
 // handleRenew signs a new certificate for the calling node. Leader only.

@@ -74,7 +74,8 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, fsm.ErrJobNotFound), errors.Is(err, fsm.ErrAllocNotFound), errors.Is(err, fsm.ErrNodeNotFound):
+	case errors.Is(err, fsm.ErrJobNotFound), errors.Is(err, fsm.ErrAllocNotFound), errors.Is(err, fsm.ErrNodeNotFound),
+		errors.Is(err, fsm.ErrNodeNotAdmitted), errors.Is(err, fsm.ErrJoinTokenNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, fsm.ErrJobFinished), errors.Is(err, fsm.ErrJobExists), errors.Is(err, fsm.ErrWrongNode):
 		return http.StatusConflict
