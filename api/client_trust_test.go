@@ -2,92 +2,31 @@ package api
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"io"
 	"log"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
-// testCA is a throwaway certificate authority.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "skein test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// nodeCert signs a certificate naming a node ID (not an address), as the
-// cluster CA does.
-func (ca *testCA) nodeCert(t *testing.T, nodeID string) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: nodeID},
-		DNSNames:     []string{nodeID},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
 // tlsAgent serves the status endpoint over TLS with a certificate ca signed
 // for a node ID; the test dials it by IP, so the name never matches.
-func tlsAgent(t *testing.T, ca *testCA) *httptest.Server {
+func tlsAgent(t *testing.T, ca *testutil.CA) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte(`{"node":"a","leader":"a"}`))
 	}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.nodeCert(t, "node-5f3a")}}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{ca.NodeCert(t, "node-5f3a")}}
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are what some tests want
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -95,9 +34,9 @@ func tlsAgent(t *testing.T, ca *testCA) *httptest.Server {
 }
 
 func TestClusterTLS_AcceptsClusterCertDialledByIP(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testutil.NewCA(t, "skein test CA")
 	srv := tlsAgent(t, ca)
-	cfg, err := ClusterTLS(ca.pem)
+	cfg, err := ClusterTLS(ca.PEM)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,8 +54,8 @@ func TestClusterTLS_AcceptsClusterCertDialledByIP(t *testing.T) {
 }
 
 func TestClusterTLS_OtherCAIsRefused(t *testing.T) {
-	srv := tlsAgent(t, newTestCA(t))
-	cfg, err := ClusterTLS(newTestCA(t).pem)
+	srv := tlsAgent(t, testutil.NewCA(t, "skein test CA"))
+	cfg, err := ClusterTLS(testutil.NewCA(t, "skein test CA").PEM)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +71,7 @@ func TestClusterTLS_OtherCAIsRefused(t *testing.T) {
 }
 
 func TestClient_ClusterCAWithoutBundleSaysHowToGetOne(t *testing.T) {
-	srv := tlsAgent(t, newTestCA(t))
+	srv := tlsAgent(t, testutil.NewCA(t, "skein test CA"))
 	c, err := NewClient(srv.URL, "")
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +83,7 @@ func TestClient_ClusterCAWithoutBundleSaysHowToGetOne(t *testing.T) {
 }
 
 func TestClient_PlainHTTPToTLSAgentSaysUseHTTPS(t *testing.T) {
-	srv := tlsAgent(t, newTestCA(t))
+	srv := tlsAgent(t, testutil.NewCA(t, "skein test CA"))
 	addr := strings.Replace(srv.URL, "https://", "http://", 1)
 	c, err := NewClient(addr, "")
 	if err != nil {
@@ -169,12 +108,12 @@ func TestClusterTLS_BundleWithoutCertificateIsRefused(t *testing.T) {
 }
 
 func TestFingerprint_IsSHA256OfDER(t *testing.T) {
-	ca := newTestCA(t)
-	fp := Fingerprint(ca.cert)
+	ca := testutil.NewCA(t, "skein test CA")
+	fp := Fingerprint(ca.Cert)
 	if !strings.HasPrefix(fp, "sha256:") || len(fp) != len("sha256:")+64 {
 		t.Fatalf("Fingerprint = %q, want sha256: and 64 hex digits", fp)
 	}
-	certs, err := ParseCerts(ca.pem)
+	certs, err := ParseCerts(ca.PEM)
 	if err != nil || len(certs) != 1 || Fingerprint(certs[0]) != fp {
 		t.Fatalf("ParseCerts(PEM) = %v, %v; want the same certificate back", certs, err)
 	}

@@ -8,10 +8,11 @@ import (
 	"testing"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/internal/testutil"
 )
 
-func caReply(ca *testCA) api.CA {
-	return api.CA{CACerts: []string{ca.pem}, Fingerprint: api.Fingerprint(ca.cert)}
+func caReply(ca *testutil.CA) api.CA {
+	return api.CA{CACerts: []string{string(ca.PEM)}, Fingerprint: api.Fingerprint(ca.Cert)}
 }
 
 func TestCAExport_UnverifiedPrintsFingerprintAndSendsNoToken(t *testing.T) {
@@ -28,10 +29,10 @@ func TestCAExport_UnverifiedPrintsFingerprintAndSendsNoToken(t *testing.T) {
 			f := tc.agent(t)
 			f.reply("GET /v1/ca", http.StatusOK, caReply(ca))
 			r := runCLI(t, "--addr", f.URL, "--token", "t0k", "ca", "export")
-			if r.code != exitOK || r.stdout != ca.pem {
+			if r.code != exitOK || r.stdout != string(ca.PEM) {
 				t.Fatalf("got code %d, stdout %q, stderr %q; want the CA's PEM", r.code, r.stdout, r.stderr)
 			}
-			want := "fingerprint " + api.Fingerprint(ca.cert) + "; not verified: compare it with the one the first node logged at start\n"
+			want := "fingerprint " + api.Fingerprint(ca.Cert) + "; not verified: compare it with the one the first node logged at start\n"
 			if r.stderr != want {
 				t.Errorf("stderr = %q, want %q", r.stderr, want)
 			}
@@ -47,12 +48,12 @@ func TestCAExport_WithCACertVerifiesAndWritesOut(t *testing.T) {
 	f := newTLSFakeAgent(t, ca)
 	f.reply("GET /v1/ca", http.StatusOK, caReply(ca))
 	out := filepath.Join(t.TempDir(), "cluster-ca.pem")
-	r := runCLI(t, "--addr", f.URL, "--token", "t0k", "--ca-cert", ca.file(t), "ca", "export", "--out", out)
-	if r.code != exitOK || r.stdout != "" || r.stderr != "fingerprint "+api.Fingerprint(ca.cert)+"; verified with --ca-cert\n" {
+	r := runCLI(t, "--addr", f.URL, "--token", "t0k", "--ca-cert", caFile(t, ca), "ca", "export", "--out", out)
+	if r.code != exitOK || r.stdout != "" || r.stderr != "fingerprint "+api.Fingerprint(ca.Cert)+"; verified with --ca-cert\n" {
 		t.Fatalf("got code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	b, err := os.ReadFile(out)
-	if err != nil || string(b) != ca.pem {
+	if err != nil || string(b) != string(ca.PEM) {
 		t.Fatalf("--out file: %q, %v; want the CA's PEM", b, err)
 	}
 	if st, err := os.Stat(out); err != nil || st.Mode().Perm()&0o044 != 0o044 {
@@ -70,7 +71,7 @@ func TestCAExport_InconsistentAnswersAreRefused(t *testing.T) {
 		answer api.CA
 		stderr string
 	}{
-		{"fingerprint of another certificate", api.CA{CACerts: []string{ca.pem}, Fingerprint: api.Fingerprint(other.cert)}, "refusing the bundle"},
+		{"fingerprint of another certificate", api.CA{CACerts: []string{string(ca.PEM)}, Fingerprint: api.Fingerprint(other.Cert)}, "refusing the bundle"},
 		{"bundle that does not sign the agent", caReply(other), "the agent's certificate is not signed by the CA bundle it sent"},
 		{"no certificate", api.CA{Fingerprint: "sha256:00"}, "the agent's CA bundle: no PEM certificate"},
 	}

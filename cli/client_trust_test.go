@@ -106,9 +106,9 @@ func TestRun_CACertVerifiesClusterAgentDialledByIP(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			args := []string{"--addr", f.URL, "--token", "t0k", "--ca-cert", ca.file(t), "jobs"}
+			args := []string{"--addr", f.URL, "--token", "t0k", "--ca-cert", caFile(t, ca), "jobs"}
 			if tc.env {
-				t.Setenv("SKEIN_CACERT", ca.file(t))
+				t.Setenv("SKEIN_CACERT", caFile(t, ca))
 				args = []string{"--addr", f.URL, "--token", "t0k", "jobs"}
 			}
 			if r := runCLI(t, args...); r.code != exitOK || r.stdout != "No jobs.\n" {
@@ -132,7 +132,7 @@ func TestRun_HTTPSAgentOfAnotherCAIsRefused(t *testing.T) {
 		stderr string
 	}{
 		{"system roots", nil, "set SKEIN_CACERT or --ca-cert to the file `skein ca export` writes"},
-		{"another cluster's CA", []string{"--ca-cert", newTestCA(t).file(t)}, "not signed by the CA bundle given (--ca-cert or SKEIN_CACERT)"},
+		{"another cluster's CA", []string{"--ca-cert", caFile(t, newTestCA(t))}, "not signed by the CA bundle given (--ca-cert or SKEIN_CACERT)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

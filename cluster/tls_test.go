@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/skein-dev/skein/internal/testutil"
 )
 
 // startTLSNode starts a raft-only member with mutual TLS.
@@ -24,12 +26,12 @@ func startTLSNode(t *testing.T, id string, tp *TLSPair, network *Partitioner, bo
 
 // startTLSCluster starts three TLS members with certificates from ca, a
 // leading and b and c added as voters.
-func startTLSCluster(t *testing.T, ca *testCA, network *Partitioner) (a, b, c *testNode) {
+func startTLSCluster(t *testing.T, ca *testutil.CA, network *Partitioner) (a, b, c *testNode) {
 	t.Helper()
-	a = startTLSNode(t, "a", ca.pair(t, "a"), network, true)
+	a = startTLSNode(t, "a", tlsPair(t, ca, "a"), network, true)
 	waitLeader(t, a)
-	b = startTLSNode(t, "b", ca.pair(t, "b"), network, false)
-	c = startTLSNode(t, "c", ca.pair(t, "c"), network, false)
+	b = startTLSNode(t, "b", tlsPair(t, ca, "b"), network, false)
+	c = startTLSNode(t, "c", tlsPair(t, ca, "c"), network, false)
 	for _, n := range []*testNode{b, c} {
 		if err := a.c.AddVoter(n.id, n.c.Addr()); err != nil {
 			t.Fatalf("add voter %s: %v", n.id, err)
@@ -129,7 +131,7 @@ func rogueTransport(t *testing.T, tp *TLSPair) *raft.NetworkTransport {
 }
 
 func TestRaftTLS_ThreeNodesElectCommitAndSurviveAPartition(t *testing.T) {
-	ca := newTestCA(t, "cluster")
+	ca := testutil.NewCA(t, "cluster")
 	network := &Partitioner{}
 	a, b, c := startTLSCluster(t, ca, network)
 
@@ -149,7 +151,7 @@ func TestRaftTLS_ThreeNodesElectCommitAndSurviveAPartition(t *testing.T) {
 }
 
 func TestRaftTLS_PlaintextPeerGetsNoAnswerAndChangesNothing(t *testing.T) {
-	ca := newTestCA(t, "cluster")
+	ca := testutil.NewCA(t, "cluster")
 	a, b, c := startTLSCluster(t, ca, nil)
 	nodes := []*testNode{a, b, c}
 	before := map[string]raftState{}
@@ -196,7 +198,7 @@ func TestRaftTLS_PlaintextPeerGetsNoAnswerAndChangesNothing(t *testing.T) {
 }
 
 func TestRaftTLS_NodeFromAnotherCACannotJoinOrVote(t *testing.T) {
-	ca, other := newTestCA(t, "cluster"), newTestCA(t, "other")
+	ca, other := testutil.NewCA(t, "cluster"), testutil.NewCA(t, "other")
 	a, b, c := startTLSCluster(t, ca, nil)
 	nodes := []*testNode{a, b, c}
 	before := map[string]raftState{}
@@ -206,7 +208,7 @@ func TestRaftTLS_NodeFromAnotherCACannotJoinOrVote(t *testing.T) {
 
 	// d holds a certificate of another CA and believes it is a voter of
 	// a, b and c's cluster: it campaigns, and its peers are dialled.
-	d := startTLSNode(t, "d", other.pair(t, "d"), nil, false)
+	d := startTLSNode(t, "d", tlsPair(t, other, "d"), nil, false)
 	conf := raft.Configuration{}
 	for _, n := range append(slices.Clone(nodes), d) {
 		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(n.id), Address: raft.ServerAddress(n.c.Addr())})
@@ -217,14 +219,14 @@ func TestRaftTLS_NodeFromAnotherCACannotJoinOrVote(t *testing.T) {
 	// A rogue peer with the other CA's certificate fails in Dial, whether
 	// it trusts only its own CA (it refuses the node) or the cluster's too
 	// (the node refuses it, after a TLS 1.3 client has finished its half).
-	trusting := other.pair(t, "rogue")
-	trusting.Client.RootCAs = ca.pool
+	trusting := tlsPair(t, other, "rogue")
+	trusting.Client.RootCAs = ca.Pool()
 	// Go's client would send no certificate to a server that names other
 	// CAs; present it anyway.
 	cert := trusting.Client.Certificates[0]
 	trusting.Client.Certificates = nil
 	trusting.Client.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
-	for name, tp := range map[string]*TLSPair{"own CA": other.pair(t, "rogue"), "trusting": trusting} {
+	for name, tp := range map[string]*TLSPair{"own CA": tlsPair(t, other, "rogue"), "trusting": trusting} {
 		rogue := rogueTransport(t, tp)
 		for _, n := range nodes {
 			err := rogueAppend(rogue, n)
@@ -250,7 +252,7 @@ func TestRaftTLS_NodeFromAnotherCACannotJoinOrVote(t *testing.T) {
 
 	// The probe is real: the same AppendEntries with a certificate of the
 	// cluster's CA moves b's term.
-	member := rogueTransport(t, ca.pair(t, "rogue"))
+	member := rogueTransport(t, tlsPair(t, ca, "rogue"))
 	if err := rogueAppend(member, b); err != nil {
 		t.Fatalf("AppendEntries with the cluster's CA: %v", err)
 	}
@@ -260,8 +262,8 @@ func TestRaftTLS_NodeFromAnotherCACannotJoinOrVote(t *testing.T) {
 }
 
 func TestRaftTLS_SilentConnectionIsDroppedWithoutHoldingUpOthers(t *testing.T) {
-	ca := newTestCA(t, "cluster")
-	srv, err := newTCPStream("127.0.0.1:0", nil, nil, ca.pair(t, "srv"))
+	ca := testutil.NewCA(t, "cluster")
+	srv, err := newTCPStream("127.0.0.1:0", nil, nil, tlsPair(t, ca, "srv"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +298,7 @@ func TestRaftTLS_SilentConnectionIsDroppedWithoutHoldingUpOthers(t *testing.T) {
 	start := time.Now()
 
 	// While the silent connection waits, a proper peer is served.
-	cli, err := newTCPStream("127.0.0.1:0", nil, nil, ca.pair(t, "cli"))
+	cli, err := newTCPStream("127.0.0.1:0", nil, nil, tlsPair(t, ca, "cli"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,19 +327,19 @@ func TestRaftTLS_SilentConnectionIsDroppedWithoutHoldingUpOthers(t *testing.T) {
 	}
 
 	// A dial to a server that does not trust the dialler fails in Dial.
-	stranger, err := newTCPStream("127.0.0.1:0", nil, nil, newTestCA(t, "other").pair(t, "x"))
+	stranger, err := newTCPStream("127.0.0.1:0", nil, nil, tlsPair(t, testutil.NewCA(t, "other"), "x"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stranger.Close()
-	stranger.tls.Client.RootCAs = ca.pool
+	stranger.tls.Client.RootCAs = ca.Pool()
 	if _, err := stranger.Dial(raft.ServerAddress(srv.Addr().String()), 2*time.Second); err == nil {
 		t.Fatal("dial with a certificate of another CA succeeded")
 	}
 }
 
 func TestNew_RejectsRaftTLSThatIsNotMutual(t *testing.T) {
-	ca := newTestCA(t, "cluster")
+	ca := testutil.NewCA(t, "cluster")
 	cases := []struct {
 		name string
 		edit func(*TLSPair)
@@ -352,7 +354,7 @@ func TestNew_RejectsRaftTLSThatIsNotMutual(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tp := ca.pair(t, "a")
+			tp := tlsPair(t, ca, "a")
 			tc.edit(tp)
 			c, err := New(Config{NodeID: "a", DataDir: t.TempDir(), RaftBind: "127.0.0.1:0", FSM: newKV(), RaftTLS: tp})
 			if err == nil {
@@ -364,7 +366,7 @@ func TestNew_RejectsRaftTLSThatIsNotMutual(t *testing.T) {
 		})
 	}
 	// A callback that checks the peer makes RequireAnyClientCert acceptable.
-	tp := ca.pair(t, "a")
+	tp := tlsPair(t, ca, "a")
 	tp.Server.ClientAuth = tls.RequireAnyClientCert
 	tp.Server.VerifyPeerCertificate = func([][]byte, [][]*x509.Certificate) error { return nil }
 	if err := tp.validate(); err != nil {
