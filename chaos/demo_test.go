@@ -324,7 +324,11 @@ func (d *demo) skeinJSON(node string, v any, args ...string) {
 // live allocation, none of them on the node named dead.
 func (d *demo) waitJobsRunning(jobs []string, node, dead string) {
 	d.t.Helper()
-	waitFor(d.t, "every job running", 30*time.Second, func() error {
+	// A minute: a restarted node that joins gossip again may stay marked
+	// failed in the others' view until a periodic rejoin (up to 30 s;
+	// a known lag, see the issue 11 note), and the leader keeps work off
+	// it meanwhile.
+	waitFor(d.t, "every job running", time.Minute, func() error {
 		for _, id := range jobs {
 			var jd jobDetail
 			if err := d.tryJSON(node, &jd, "job", id); err != nil {
