@@ -480,20 +480,19 @@ func TestSecure_PlaintextGossipMember_NeverJoins(t *testing.T) {
 	}
 	t.Cleanup(a.Shutdown)
 	// It keeps trying; for three seconds neither gossip nor Raft may take it.
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
+	testutil.Holds(t, 3*time.Second, func() error {
 		if n := len(leader.raft.Members()); n != 1 {
-			t.Fatalf("the secure node sees %d gossip members", n)
+			return fmt.Errorf("the secure node sees %d gossip members", n)
 		}
 		servers, err := leader.raft.Servers()
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if len(servers) != 1 {
-			t.Fatalf("raft has %d servers", len(servers))
+			return fmt.Errorf("raft has %d servers", len(servers))
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // expiredTLS presents a certificate for nodeID signed by the cluster CA

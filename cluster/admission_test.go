@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skein-dev/skein/internal/testutil"
+
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -107,7 +109,7 @@ func TestMembership_MemberNotAdmittedIsNeverAddedUntilAdmitted(t *testing.T) {
 
 	// Ten reconcile intervals: c, alive in gossip, stays out of raft, and
 	// the refusal is logged once.
-	holds(t, 10*testConfig("a").ReconcileInterval, func() error {
+	testutil.Holds(t, 10*testConfig("a").ReconcileInterval, func() error {
 		if ok, err := inRaft(a, "c"); ok || err != nil {
 			return fmt.Errorf("c is in raft (%v) although not admitted", err)
 		}
@@ -164,7 +166,7 @@ func TestMembership_RevokedServersLeaveRaftAndStayOutEvenTheLeader(t *testing.T)
 		}
 	}
 	waitFor(t, 20*time.Second, func() error { return voterCheck(a, 3, ids(rest...), rest...) })
-	holds(t, 10*testConfig("a").ReconcileInterval, func() error {
+	testutil.Holds(t, 10*testConfig("a").ReconcileInterval, func() error {
 		if ok, err := inRaft(a, victim.id); ok || err != nil {
 			return fmt.Errorf("revoked %s is back in raft (%v)", victim.id, err)
 		}
@@ -189,7 +191,7 @@ func TestMembership_RevokedServersLeaveRaftAndStayOutEvenTheLeader(t *testing.T)
 		return nil
 	})
 	l, _ := leaderOf(others...)
-	holds(t, 10*testConfig("a").ReconcileInterval, func() error {
+	testutil.Holds(t, 10*testConfig("a").ReconcileInterval, func() error {
 		if ok, err := inRaft(l, "a"); ok || err != nil {
 			return fmt.Errorf("revoked a is back in raft (%v)", err)
 		}
@@ -261,7 +263,7 @@ func TestMembership_NonvoterThatCannotVoteIsPreparedThenPromoted(t *testing.T) {
 		}
 		return nil
 	})
-	holds(t, 10*testConfig("a").ReconcileInterval, func() error { return voterCheck(a, 1, all, a) })
+	testutil.Holds(t, 10*testConfig("a").ReconcileInterval, func() error { return voterCheck(a, 1, all, a) })
 	if calls("b") != 0 || calls("a") != 0 {
 		t.Fatalf("PrepareVoter called for a ready node: a %d, b %d times", calls("a"), calls("b"))
 	}

@@ -137,21 +137,6 @@ func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
 	}
 }
 
-// holds checks cond every 10ms for d and fails at the first error: it
-// shows that something does not happen over a window long enough for it
-// to happen (several election timeouts, reconcile intervals or failure
-// detections).
-func holds(t *testing.T, d time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if err := cond(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // waitLeader waits until n knows a leader.
 func waitLeader(t *testing.T, n *testNode) {
 	t.Helper()

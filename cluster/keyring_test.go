@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/skein-dev/skein/internal/testutil"
 )
 
 // keysEqual reports whether n's installed gossip keys are want, in order.
@@ -203,7 +205,7 @@ func TestGossip_KeyRotationInThreeStepsLosesNoMemberAndNoUpdate(t *testing.T) {
 				t.Fatalf("after %q: %v", st.name, err)
 			}
 			if i == 0 {
-				holds(t, 2*time.Second, func() error {
+				testutil.Holds(t, 2*time.Second, func() error {
 					if f := failures(); len(f) > 0 {
 						return fmt.Errorf("%q on %s only: %v", st.name, n.id, f)
 					}
@@ -213,7 +215,7 @@ func TestGossip_KeyRotationInThreeStepsLosesNoMemberAndNoUpdate(t *testing.T) {
 			u.advance(t, 2)
 		}
 	}
-	holds(t, 2*time.Second, func() error {
+	testutil.Holds(t, 2*time.Second, func() error {
 		if f := failures(); len(f) > 0 {
 			return fmt.Errorf("after the rotation: %v", f)
 		}

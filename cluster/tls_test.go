@@ -192,7 +192,7 @@ func TestRaftTLS_PlaintextPeerGetsNoAnswerAndChangesNothing(t *testing.T) {
 		t.Fatalf("raw raft bytes: read %d bytes, %v; want the connection closed without an answer", n, err)
 	}
 
-	holds(t, time.Second, func() error { return unchanged(before, nodes...) })
+	testutil.Holds(t, time.Second, func() error { return unchanged(before, nodes...) })
 	mustApply(t, a, "k=still")
 	waitFor(t, 10*time.Second, func() error { return converged("k", "still", nodes...) })
 }
@@ -238,7 +238,7 @@ func TestRaftTLS_NodeFromAnotherCACannotJoinOrVote(t *testing.T) {
 			}
 		}
 	}
-	holds(t, 2*time.Second, func() error {
+	testutil.Holds(t, 2*time.Second, func() error {
 		if err := unchanged(before, nodes...); err != nil {
 			return err
 		}

@@ -23,3 +23,18 @@ func WaitFor(t testing.TB, timeout time.Duration, cond func() error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Holds checks cond every 10ms for d and fails at the first error: it
+// shows that something does not happen over a window long enough for it
+// to happen (several election timeouts, reconcile intervals or failure
+// detections).
+func Holds(t testing.TB, d time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if err := cond(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
