@@ -284,8 +284,12 @@ const MaxFreeGPUFaultRestarts = 3
 
 // Job is a submitted JobSpec and its progress.
 type Job struct {
-	ID          string    `json:"id"`
-	RequestID   string    `json:"request_id,omitempty"`
+	ID        string `json:"id"`
+	RequestID string `json:"request_id,omitempty"`
+	// Owner is the user who submitted the job (the ACL token's user; ""
+	// for a job submitted before the cluster's ACLs were bootstrapped).
+	// The job runs as the local account of that name (agent/runner).
+	Owner       string    `json:"owner,omitempty"`
 	Spec        JobSpec   `json:"spec"`
 	State       JobState  `json:"state"`
 	SubmittedAt time.Time `json:"submitted_at"`
