@@ -44,6 +44,8 @@ func (s *state) applyJobSubmit(l *raft.Log) any {
 	newJob := func(id string) *structs.Job {
 		return &structs.Job{
 			ID:          id,
+			Owner:       req.Owner,
+			AllowRoot:   req.AllowRoot,
 			Spec:        req.Spec.Copy(),
 			State:       structs.JobQueued,
 			SubmittedAt: req.SubmittedAt,

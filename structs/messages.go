@@ -83,6 +83,10 @@ type JobSubmitRequest struct {
 	JobID       string    `json:"job_id"`
 	Spec        JobSpec   `json:"spec"`
 	SubmittedAt time.Time `json:"submitted_at"`
+	// Owner and AllowRoot are stamped by the node that took the request,
+	// from the caller's ACL token (Job.Owner, Job.AllowRoot).
+	Owner     string `json:"owner,omitempty"`
+	AllowRoot bool   `json:"allow_root,omitempty"`
 }
 
 // JobCancelRequest cancels a job: a queued job ends at once, a running job's

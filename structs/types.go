@@ -289,7 +289,11 @@ type Job struct {
 	// Owner is the user who submitted the job (the ACL token's user; ""
 	// for a job submitted before the cluster's ACLs were bootstrapped).
 	// The job runs as the local account of that name (agent/runner).
-	Owner       string    `json:"owner,omitempty"`
+	Owner string `json:"owner,omitempty"`
+	// AllowRoot lets the job run as root when its owner's local account
+	// is root; an admin grants it per token. Without it such a job runs
+	// as the agent's job user instead.
+	AllowRoot   bool      `json:"allow_root,omitempty"`
 	Spec        JobSpec   `json:"spec"`
 	State       JobState  `json:"state"`
 	SubmittedAt time.Time `json:"submitted_at"`
