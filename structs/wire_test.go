@@ -117,7 +117,7 @@ func TestJobSpec_JSONIsPinned(t *testing.T) {
 func TestJob_JSONIsPinned(t *testing.T) {
 	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	job := Job{
-		ID: "0123456789abcdef0123456789abcdef-7", RequestID: "req-1", Spec: fullJobSpec(), State: JobQueued,
+		ID: "0123456789abcdef0123456789abcdef-7", RequestID: "req-1", Owner: "alice", AllowRoot: true, Spec: fullJobSpec(), State: JobQueued,
 		SubmittedAt: at, StartedAt: at.Add(time.Minute), FinishedAt: at.Add(time.Hour), Attempts: 3,
 		NotBefore: at.Add(2 * time.Hour), StopRequested: true, PreemptedBy: "fedcba98", Preemptions: 1,
 		PreemptReason: "preempted by job fedcba98 (priority 10)", Reason: "waiting", ExitCode: 3, GPUFaults: 1,
@@ -127,6 +127,8 @@ func TestJob_JSONIsPinned(t *testing.T) {
 	want := `{
   "id": "0123456789abcdef0123456789abcdef-7",
   "request_id": "req-1",
+  "owner": "alice",
+  "allow_root": true,
   "spec": ` + spec + `,
   "state": "queued",
   "submitted_at": "2026-11-29T12:00:00Z",
