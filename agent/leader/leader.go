@@ -150,14 +150,15 @@ func (l *Leader) Kick() {
 }
 
 // MemberEvent records in the state, while this node leads, that a node
-// left the cluster gracefully; gossip changes of metadata make it plan
-// again (a GPU mask may have changed).
+// left the cluster gracefully. A member back from failed and a change of
+// metadata (a GPU mask) make it plan again: either may free work that
+// waits, and neither changes the state.
 func (l *Leader) MemberEvent(ev cluster.MemberEvent) {
 	if !l.cfg.Raft.IsLeader() {
 		return
 	}
 	switch ev.Type {
-	case cluster.EventUpdate:
+	case cluster.EventJoin, cluster.EventUpdate:
 		l.Kick()
 	case cluster.EventLeft:
 		if n, ok := l.fsm.Node(ev.Member.ID); ok && n.Status != structs.NodeLeft {

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/structs"
 )
@@ -187,5 +188,57 @@ func TestLeader_NoWorkGoesToANodeGossipDeclaredFailed(t *testing.T) {
 	}
 	if j := h.job("a"); j.State != structs.JobRunning {
 		t.Fatalf("job a is %s (%q) once gossip no longer suspects the node; want it running", j.State, j.Reason)
+	}
+}
+
+// A node that speaks again after a silence changes no state, so the
+// leader's scheduler must be woken for the work that waits for it.
+func TestLeader_ANodeHeardAgainAfterSilenceWakesTheScheduler(t *testing.T) {
+	h := newHarness(t)
+	h.node("n1")
+	drain := func() {
+		select {
+		case <-h.l.kick:
+		default:
+		}
+	}
+	drain()
+	h.l.HeardFrom("n1", time.Now())
+	select {
+	case <-h.l.kick:
+		t.Fatal("a heartbeat from a node heard a moment ago woke the scheduler")
+	default:
+	}
+	h.l.HeardFrom("n1", time.Now().Add(silentAfter*h.l.cfg.HeartbeatInterval+time.Second))
+	select {
+	case <-h.l.kick:
+	default:
+		t.Fatal("a node heard again after a silence did not wake the scheduler")
+	}
+	h.l.HeardFrom("n2", time.Now())
+	select {
+	case <-h.l.kick:
+	default:
+		t.Fatal("the first heartbeat of a node did not wake the scheduler")
+	}
+}
+
+// leading is a Raft whose node leads.
+type leading struct{}
+
+func (leading) Barrier(time.Duration) error { return nil }
+func (leading) IsLeader() bool              { return true }
+func (leading) LeaderEvents() <-chan bool   { return nil }
+
+// A member gossip declared failed that is alive again changes no state
+// either: its return must wake the scheduler too.
+func TestLeader_AMemberAliveAgainWakesTheScheduler(t *testing.T) {
+	h := newHarness(t)
+	h.l.cfg.Raft = leading{}
+	h.l.MemberEvent(cluster.MemberEvent{Type: cluster.EventJoin, Member: cluster.Member{ID: "n1"}})
+	select {
+	case <-h.l.kick:
+	default:
+		t.Fatal("a member alive again did not wake the scheduler")
 	}
 }

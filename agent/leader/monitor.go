@@ -10,10 +10,18 @@ import (
 // HeardFrom records a node's heartbeat reaching this node. Only the
 // leader's record counts; a node that stops leading forgets nothing it
 // needs, because a new leader counts silence from its own start.
+//
+// A node heard from again after being silent in the scheduler's eyes
+// (silentNodes) makes the leader plan again: its return changes no state,
+// so nothing else would wake the scheduler for work that waits for it.
 func (l *Leader) HeardFrom(nodeID string, at time.Time) {
 	l.mu.Lock()
+	last, ok := l.heard[nodeID]
 	l.heard[nodeID] = at
 	l.mu.Unlock()
+	if !ok || at.Sub(last) > silentAfter*l.cfg.HeartbeatInterval {
+		l.Kick()
+	}
 }
 
 // silence is how long the leader has not heard from a node. A node the
