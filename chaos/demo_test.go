@@ -324,9 +324,8 @@ func (d *demo) skeinJSON(node string, v any, args ...string) {
 // live allocation, none of them on the node named dead.
 func (d *demo) waitJobsRunning(jobs []string, node, dead string) {
 	d.t.Helper()
-	// A minute, for a slow machine. (A restarted founder sometimes stays
-	// "unresponsive" to the new leader for good: an open bug, see the
-	// issue 11 note; this wait does not hide it.)
+	// A minute, for a busy machine: jobs usually run again within
+	// seconds of their node's return.
 	waitFor(d.t, "every job running", time.Minute, func() error {
 		for _, id := range jobs {
 			var jd jobDetail
