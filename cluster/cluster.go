@@ -19,7 +19,7 @@ type Cluster struct {
 	logger hclog.Logger
 
 	raft       *raft.Raft
-	transport  *raft.NetworkTransport
+	transport  *raftTransport
 	store      *raftboltdb.BoltStore
 	storePath  string
 	raftNotify chan bool // raft -> leaderLoop

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -66,12 +67,12 @@ func (c *Cluster) openRaft(conf *raft.Config, advertise net.Addr) error {
 		_ = store.Close()
 		return fmt.Errorf("listen for raft on %s: %w", c.cfg.RaftBind, err)
 	}
-	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	trans := &raftTransport{NetworkTransport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  stream,
 		MaxPool: transportPool,
 		Timeout: transportTimeout,
 		Logger:  rlog,
-	})
+	})}
 	c.transport = trans
 
 	fail := func(err error) error {
@@ -90,7 +91,7 @@ func (c *Cluster) openRaft(conf *raft.Config, advertise net.Addr) error {
 		}
 		c.hasState.Store(true)
 	}
-	r, err := raft.NewRaft(conf, c.cfg.FSM, logs, store, snaps, noPipeline{trans})
+	r, err := raft.NewRaft(conf, c.cfg.FSM, logs, store, snaps, trans)
 	if err != nil {
 		return fail(fmt.Errorf("start raft: %w", err))
 	}
@@ -103,7 +104,7 @@ func (c *Cluster) openRaft(conf *raft.Config, advertise net.Addr) error {
 // stores already hold raft state (a restart, or a node that joined a
 // cluster earlier): bootstrapping those again would fork the cluster.
 func bootstrap(conf *raft.Config, existing bool, logs raft.LogStore, stable raft.StableStore,
-	snaps raft.SnapshotStore, trans *raft.NetworkTransport) error {
+	snaps raft.SnapshotStore, trans raft.Transport) error {
 	if existing {
 		conf.Logger.Info("existing raft state found, not bootstrapping")
 		return nil
@@ -133,6 +134,7 @@ func (c *Cluster) shutdownRaft() []error {
 	if err := c.transport.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close raft transport: %w", err))
 	}
+	c.transport.shut()
 	if err := c.store.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close raft store %s: %w", c.storePath, err))
 	}
@@ -315,7 +317,9 @@ func checkServer(id, addr string) error {
 	return nil
 }
 
-// noPipeline is the network transport without pipelined replication.
+// raftTransport is the network transport as raft gets it: without
+// pipelined replication, and with a heartbeat handler that can be shut.
+//
 // hashicorp/raft's pipeline can deadlock when a follower rejects an
 // append while another is in flight: the leader then never sends that
 // follower another entry (its heartbeats still flow, so no election heals
@@ -323,18 +327,52 @@ func checkServer(id, addr string) error {
 // tests. Refusing pipelines makes raft replicate one batch at a time
 // (up to MaxAppendEntries entries each), which costs a little commit
 // throughput and takes the deadlock away.
-type noPipeline struct {
+//
+// The transport calls raft's heartbeat handler on its own connection
+// goroutine, which neither raft's Shutdown nor the transport's Close
+// waits for: a heartbeat that arrived just before a shutdown could still
+// be writing the term to the store after the store closed (raft panics
+// on that: "failed to save current term: database not open"). shut
+// waits for such a heartbeat and lets no other through.
+type raftTransport struct {
 	*raft.NetworkTransport
+	mu     sync.RWMutex
+	closed bool
 }
 
 // AppendEntriesPipeline tells raft to replicate without a pipeline.
-func (noPipeline) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+func (*raftTransport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
 	return nil, raft.ErrPipelineReplicationNotSupported
+}
+
+// SetHeartbeatHandler installs raft's fast path for heartbeats behind
+// the gate shut closes. A heartbeat turned away gets no answer: the
+// transport is closed by then, and its connection ends.
+func (t *raftTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
+	if cb == nil {
+		t.NetworkTransport.SetHeartbeatHandler(nil)
+		return
+	}
+	t.NetworkTransport.SetHeartbeatHandler(func(rpc raft.RPC) {
+		t.mu.RLock()
+		defer t.mu.RUnlock()
+		if !t.closed {
+			cb(rpc)
+		}
+	})
+}
+
+// shut waits for a heartbeat being handled and turns away the rest.
+// Call it after raft has shut down, before the store closes.
+func (t *raftTransport) shut() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
 }
 
 // The wrapper keeps what raft looks for on its transport: pre-vote, and
 // closing on shutdown.
 var (
-	_ raft.WithPreVote = noPipeline{}
-	_ raft.WithClose   = noPipeline{}
+	_ raft.WithPreVote = (*raftTransport)(nil)
+	_ raft.WithClose   = (*raftTransport)(nil)
 )
