@@ -43,15 +43,30 @@ func NewIdentity(certPEM, keyPEM, caBundlePEM []byte) (*Identity, error) {
 // The new certificate must pass NewIdentity's checks and name the same
 // node. Connections already made keep the certificate they started with.
 func (id *Identity) Renew(certPEM, keyPEM []byte) error {
-	cert, nodeID, err := id.load(certPEM, keyPEM)
+	cert, err := id.check(certPEM, keyPEM)
 	if err != nil {
-		return fmt.Errorf("renew: %w", err)
-	}
-	if nodeID != id.nodeID {
-		return fmt.Errorf("renew node %s: %w %s", id.nodeID, ErrOtherNode, nodeID)
+		return err
 	}
 	id.cur.Store(cert)
 	return nil
+}
+
+// Check reports whether Renew would take certPEM and keyPEM, and changes
+// nothing: a caller can save a renewed pair before the node presents it.
+func (id *Identity) Check(certPEM, keyPEM []byte) error {
+	_, err := id.check(certPEM, keyPEM)
+	return err
+}
+
+func (id *Identity) check(certPEM, keyPEM []byte) (*tls.Certificate, error) {
+	cert, nodeID, err := id.load(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("renew: %w", err)
+	}
+	if nodeID != id.nodeID {
+		return nil, fmt.Errorf("renew node %s: %w %s", id.nodeID, ErrOtherNode, nodeID)
+	}
+	return cert, nil
 }
 
 // NodeID returns the node ID the identity's certificate names.

@@ -316,6 +316,12 @@ func TestIdentity_RenewSwapsThePresentedCertificate(t *testing.T) {
 	before := r.client.PeerCertificates[0].SerialNumber
 
 	newCert, newKey := issue(t, ca, nodeID, 2*time.Hour, time.Now())
+	if err := server.Check(newCert, newKey); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if got := server.Leaf().SerialNumber; got.Cmp(before) != 0 {
+		t.Errorf("Check changed the presented certificate")
+	}
 	if err := server.Renew(newCert, newKey); err != nil {
 		t.Fatalf("Renew: %v", err)
 	}
@@ -359,6 +365,9 @@ func TestIdentity_RenewRefuses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if err := id.Check(tt.cert, tt.key); !tt.refused(err) {
+				t.Errorf("Check error %v, want a refusal", err)
+			}
 			if err := id.Renew(tt.cert, tt.key); !tt.refused(err) {
 				t.Errorf("Renew error %v, want a refusal", err)
 			}

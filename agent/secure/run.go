@@ -286,10 +286,15 @@ func (s *Secure) renew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.id.Renew(cert, keyPEM); err != nil {
+	// On disk first: once the node presents the new certificate, a
+	// restart must find it too.
+	if err := s.id.Check(cert, keyPEM); err != nil {
 		return err
 	}
 	if err := s.store.SaveNode(cert, keyPEM); err != nil {
+		return err
+	}
+	if err := s.id.Renew(cert, keyPEM); err != nil {
 		return err
 	}
 	s.log.Info("renewed this node's certificate", "expires", s.id.Leaf().NotAfter)
