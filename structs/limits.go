@@ -78,8 +78,12 @@ type UserLimits struct {
 }
 
 // For returns the limits that apply to user: the user's own values, else
-// the defaults, else the built-in defaults.
+// the defaults, else the built-in defaults. A nil table holds the built-in
+// defaults.
 func (t *LimitTable) For(user string) UserLimits {
+	if t == nil {
+		t = &LimitTable{}
+	}
 	own := t.Users[user]
 	return UserLimits{
 		MaxQueued: resolve(DefaultMaxQueued, t.Default.MaxQueued, own.MaxQueued),
@@ -90,6 +94,9 @@ func (t *LimitTable) For(user string) UserLimits {
 
 // ClusterMaxQueued is the cluster-wide bound on queued jobs.
 func (t *LimitTable) ClusterMaxQueued() int {
+	if t == nil {
+		return DefaultClusterMaxQueued
+	}
 	return resolve(DefaultClusterMaxQueued, t.Cluster.MaxQueued)
 }
 

@@ -66,7 +66,7 @@ func (s *Server) limitsInfo() api.LimitsInfo {
 	tab := s.fsm.Limits()
 	usage, queued := s.fsm.LimitUsages()
 	info := api.LimitsInfo{
-		Cluster:    api.ClusterLimitsInfo{MaxQueued: tab.ClusterMaxQueued(), Queued: queued},
+		Cluster: api.ClusterLimitsInfo{MaxQueued: tab.ClusterMaxQueued(), Queued: queued},
 		// The owner "" never has limits of its own (ValidateUserName):
 		// it has the defaults.
 		Default:    tab.For(""),
