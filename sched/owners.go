@@ -21,10 +21,12 @@ type OwnerGPUs struct {
 // that have a limit.
 func ownerGPUsOf(v View, jobs []*structs.Job) OwnerGPUs {
 	var o OwnerGPUs
+	asked := map[string]bool{}
 	for _, j := range jobs {
-		if _, done := o.Limit[j.Owner]; done {
+		if asked[j.Owner] {
 			continue
 		}
+		asked[j.Owner] = true
 		limit, inUse := v.GPULimit(j.Owner)
 		if limit == structs.Unlimited {
 			continue
