@@ -146,3 +146,33 @@ func TestAgent_JobsArePagedAndEachListedOnce(t *testing.T) {
 		}
 	}
 }
+
+func TestCluster_LimitsSetThroughAFollowerHoldOnEveryNode(t *testing.T) {
+	tc := startCluster(t, 3)
+	ctx := context.Background()
+	follower := tc.agents[(tc.leader()+1)%3]
+	if _, err := tc.client(follower).SetLimits(ctx, structs.LimitsSetRequest{Cluster: true, Limits: structs.Limits{MaxQueued: intp(2)}}); err != nil {
+		t.Fatalf("set through a follower: %v", err)
+	}
+	for _, a := range tc.agents {
+		testutil.WaitFor(t, 5*time.Second, func() error {
+			info, err := tc.client(a).Limits(ctx)
+			if err != nil {
+				return err
+			}
+			if info.Cluster.MaxQueued != 2 {
+				return fmt.Errorf("%s: cluster limit %d, want 2", a.cfg.Name, info.Cluster.MaxQueued)
+			}
+			return nil
+		})
+	}
+	// Every node refuses what passes it, forwarding or not.
+	for _, a := range tc.agents {
+		_, err := tc.client(a).SubmitJob(ctx, api.SubmitRequest{Spec: structs.JobSpec{Command: []string{"true"},
+			Array: &structs.ArraySpec{Start: 0, End: 2}}})
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.StatusCode != http.StatusForbidden || !strings.Contains(ae.Message, "the cluster may have 2 queued jobs") {
+			t.Fatalf("%s: submit of 3 tasks: %v, want 403 naming the cluster's limit", a.cfg.Name, err)
+		}
+	}
+}
