@@ -76,14 +76,64 @@ func (c *Client) SubmitJob(ctx context.Context, req SubmitRequest) (*structs.Job
 	return &job, c.do(ctx, http.MethodPost, "/v1/jobs", nil, req, &job)
 }
 
-// Jobs lists active and recently finished jobs, or every job with all.
-func (c *Client) Jobs(ctx context.Context, all bool) ([]structs.Job, error) {
+// JobsQuery selects a page of GET /v1/jobs.
+type JobsQuery struct {
+	// All includes every finished job the cluster keeps, not only those
+	// that finished within the last hour.
+	All bool
+	// Limit is the most jobs in the page; 0 is the agent's default
+	// (DefaultJobsPage), and more than MaxJobsPage is refused.
+	Limit int
+	// After is the cursor a previous page gave (JobPage.Next); "" starts
+	// at the oldest job.
+	After string
+}
+
+// JobPage is one page of jobs, oldest first.
+type JobPage struct {
+	Jobs []structs.Job
+	// Next is the cursor of the next page; "" when this is the last.
+	Next string
+}
+
+// JobsPage returns one page of jobs.
+func (c *Client) JobsPage(ctx context.Context, jq JobsQuery) (*JobPage, error) {
 	q := url.Values{}
-	if all {
+	if jq.All {
 		q.Set("all", "true")
 	}
+	if jq.Limit != 0 {
+		q.Set("limit", strconv.Itoa(jq.Limit))
+	}
+	if jq.After != "" {
+		q.Set("after", jq.After)
+	}
+	var p JobPage
+	h, err := c.doHeader(ctx, http.MethodGet, "/v1/jobs", q, nil, &p.Jobs)
+	if err != nil {
+		return nil, err
+	}
+	p.Next = h.Get(NextCursorHeader)
+	return &p, nil
+}
+
+// Jobs lists active and recently finished jobs, or every job with all,
+// walking every page. Each job is listed once, even while jobs are
+// submitted; callers that show jobs to people use JobsPage.
+func (c *Client) Jobs(ctx context.Context, all bool) ([]structs.Job, error) {
 	var jobs []structs.Job
-	return jobs, c.do(ctx, http.MethodGet, "/v1/jobs", q, nil, &jobs)
+	jq := JobsQuery{All: all, Limit: MaxJobsPage}
+	for {
+		p, err := c.JobsPage(ctx, jq)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, p.Jobs...)
+		if p.Next == "" || p.Next == jq.After {
+			return jobs, nil
+		}
+		jq.After = p.Next
+	}
 }
 
 // Job returns a job and its allocations; id may be a unique prefix.
@@ -133,27 +183,33 @@ func (c *Client) Logs(ctx context.Context, id string, opts LogOptions, w io.Writ
 }
 
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {
+	_, err := c.doHeader(ctx, method, path, q, in, out)
+	return err
+}
+
+// doHeader is do that also returns the answer's headers.
+func (c *Client) doHeader(ctx context.Context, method, path string, q url.Values, in, out any) (http.Header, error) {
 	var body []byte
 	if in != nil {
 		var err error
 		if body, err = json.Marshal(in); err != nil {
-			return fmt.Errorf("encode request: %w", err)
+			return nil, fmt.Errorf("encode request: %w", err)
 		}
 	}
 	resp, err := c.send(ctx, method, path, q, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if out == nil {
 		// A call with no answer to read: any body (or none) will do.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return nil
+		return resp.Header, nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("decode answer from %s: %w", resp.Request.URL.Host, err)
+		return nil, fmt.Errorf("decode answer from %s: %w", resp.Request.URL.Host, err)
 	}
-	return nil
+	return resp.Header, nil
 }
 
 // send performs a request and turns transport failures and non-2xx answers

@@ -122,6 +122,7 @@ func commands() []*ucli.Command {
 		joinCommand(),
 		leaveCommand(),
 		joinTokenCommand(),
+		limitsCommand(),
 		caCommand(),
 		keyringCommand(),
 		nodeCommand(),

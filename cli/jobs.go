@@ -2,11 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -19,6 +21,8 @@ func jobsCommand() *ucli.Command {
 		Usage: "list jobs",
 		Flags: []ucli.Flag{
 			&ucli.BoolFlag{Name: "all", Usage: "include every finished job the cluster still keeps (see --job-retention)"},
+			&ucli.IntFlag{Name: "limit", Usage: fmt.Sprintf("list at most this many jobs (default %d, at most %d)", api.DefaultJobsPage, api.MaxJobsPage)},
+			&ucli.StringFlag{Name: "after", Usage: "list the jobs after this cursor (a longer list ends by saying which)"},
 			&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
 		},
 		Action: jobsAction,
@@ -30,21 +34,31 @@ func jobsAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	jobs, err := cl.Jobs(c.Context, c.Bool("all"))
+	if n := c.Int("limit"); c.IsSet("limit") && (n < 1 || n > api.MaxJobsPage) {
+		return usagef(c, "--limit %d: want 1 to %d", n, api.MaxJobsPage)
+	}
+	page, err := cl.JobsPage(c.Context, api.JobsQuery{All: c.Bool("all"), Limit: c.Int("limit"), After: c.String("after")})
 	if err != nil {
 		return err
 	}
+	jobs := page.Jobs
 	if c.Bool("json") {
 		if jobs == nil {
 			jobs = []structs.Job{}
 		}
-		return printJSON(c.App.Writer, jobs)
+		if err := printJSON(c.App.Writer, jobs); err != nil {
+			return err
+		}
+		return printMore(c, c.App.ErrWriter, page.Next)
 	}
 	now := time.Now()
 	if len(jobs) == 0 {
 		_, err = fmt.Fprintln(c.App.Writer, "No jobs.")
 	} else {
 		err = printJobs(c, jobs, now)
+	}
+	if err == nil {
+		err = printMore(c, c.App.Writer, page.Next)
 	}
 	if err != nil || !c.Bool("all") {
 		return err
@@ -54,6 +68,22 @@ func jobsAction(c *ucli.Context) error {
 		return err
 	}
 	return printRetention(c, jobs, st.JobRetention, now)
+}
+
+// printMore says how to list the jobs after this page, if there are any.
+func printMore(c *ucli.Context, w io.Writer, next string) error {
+	if next == "" {
+		return nil
+	}
+	cmd := "skein jobs"
+	if c.Bool("all") {
+		cmd += " --all"
+	}
+	if c.IsSet("limit") {
+		cmd += fmt.Sprintf(" --limit %d", c.Int("limit"))
+	}
+	_, err := fmt.Fprintf(w, "More jobs follow: %s --after %s\n", cmd, next)
+	return err
 }
 
 // printRetention says how far back `skein jobs --all` reaches: finished

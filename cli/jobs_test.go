@@ -125,3 +125,48 @@ func TestJobs_JSONParsesBack(t *testing.T) {
 		t.Errorf("jobs = %+v, want the agent's list", got)
 	}
 }
+
+func TestJobs_LongListSaysHowToSeeMore(t *testing.T) {
+	startRealAgent(t)
+	r := runCLI(t, "submit", "--array", "0-4", "--", "true")
+	if r.code != exitOK {
+		t.Fatalf("submit: %d %s", r.code, r.stderr)
+	}
+	seen := map[string]int{}
+	args := []string{"jobs", "--limit", "2"}
+	for pages := 0; ; pages++ {
+		if pages > 5 {
+			t.Fatal("paging does not end")
+		}
+		r := runCLI(t, args...)
+		if r.code != exitOK {
+			t.Fatalf("skein %v: %d %s", args, r.code, r.stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		last := lines[len(lines)-1]
+		rows := lines[1:]
+		next := ""
+		if rest, ok := strings.CutPrefix(last, "More jobs follow: skein jobs --limit 2 --after "); ok {
+			next, rows = rest, lines[1:len(lines)-1]
+		}
+		for _, row := range rows {
+			seen[strings.Fields(row)[0]]++
+		}
+		if next == "" {
+			break
+		}
+		args = []string{"jobs", "--limit", "2", "--after", next}
+	}
+	if len(seen) != 5 {
+		t.Fatalf("listed %v, want the 5 tasks", seen)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("task %s listed %d times", id, n)
+		}
+	}
+	r = runCLI(t, "jobs", "--limit", "0")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--limit 0: want 1 to") {
+		t.Fatalf("--limit 0: exit %d, stderr %q", r.code, r.stderr)
+	}
+}

@@ -1,7 +1,8 @@
 // Package fsm is skein's replicated state machine: it implements raft.FSM,
 // applies committed log entries to the in-memory state (nodes, jobs,
 // allocations and, in a secure cluster, the trust state: CA certificates,
-// join tokens, admissions, gossip keyring), enforces GPU exclusivity and idempotent submission there,
+// join tokens, admissions, gossip keyring; the users' limits), enforces GPU
+// exclusivity, idempotent submission and the queued-jobs limits there,
 // removes finished jobs once their retention has passed, and answers read
 // queries with deep copies of that state.
 //

@@ -25,6 +25,7 @@ var (
 	ErrNotPreemptible = errors.New("cannot be preempted")
 	ErrJobRetained    = errors.New("job must be kept")
 	ErrBadSnapshot    = errors.New("invalid snapshot")
+	ErrLimit          = errors.New("limit")
 
 	ErrTrustInitialized  = errors.New("trust state already initialized")
 	ErrNoTrust           = errors.New("cluster has no trust state")
@@ -110,6 +111,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 		resp = f.st.applyNodeRevoke(l)
 	case structs.KeyringType:
 		resp = f.st.applyKeyring(l)
+	case structs.LimitsSetType:
+		resp = f.st.applyLimitsSet(l)
 	default:
 		if !skippable {
 			panic(fmt.Sprintf("fsm: log entry %d has unknown type %d", l.Index, uint8(t)))

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -16,7 +17,7 @@ func TestFSM_GPUExclusivity(t *testing.T) {
 		m := newModel(rt)
 		steps := rapid.IntRange(10, 60).Draw(rt, "steps")
 		// Weighted so that jobs get placed and run before they are cancelled.
-		ops := []func(){m.register, m.submit, m.submit, m.plan, m.plan, m.plan, m.update, m.update, m.update, m.cancel, m.nodeDown, m.gpuHealth, m.gc}
+		ops := []func(){m.register, m.submit, m.submit, m.plan, m.plan, m.plan, m.update, m.update, m.update, m.cancel, m.nodeDown, m.gpuHealth, m.gc, m.limits}
 		for range steps {
 			ops[rapid.IntRange(0, len(ops)-1).Draw(rt, "op")]()
 			m.check()
@@ -100,16 +101,81 @@ func (m *model) register() {
 	m.h.register(n)
 }
 
+// owners are the users the model submits as; "" is the owner of jobs
+// submitted before ACLs exist.
+var owners = []string{"", "alice", "bob"}
+
+// submit submits a job, or sometimes a small array, as a random owner. A
+// submit over a limit must be refused whole and change nothing; any other
+// refusal is a bug.
 func (m *model) submit() {
 	id := m.id("j")
 	s := spec(rapid.IntRange(1, 2).Draw(m.rt, "ranks"), rapid.IntRange(0, 2).Draw(m.rt, "gpus"))
 	s.Restarts = rapid.IntRange(0, 1).Draw(m.rt, "restarts")
 	s.CPUs = rapid.IntRange(0, 4).Draw(m.rt, "cpus")
-	req := structs.JobSubmitRequest{JobID: id, RequestID: "r" + id, Spec: s, SubmittedAt: m.h.at()}
-	if _, ok := m.h.apply(structs.JobSubmitType, req).(*structs.Job); !ok {
-		m.rt.Fatalf("valid submit %s refused", id)
+	tasks := 1
+	if rapid.IntRange(0, 4).Draw(m.rt, "array") == 0 {
+		tasks = rapid.IntRange(1, 3).Draw(m.rt, "tasks")
+		s.Array = &structs.ArraySpec{Start: 0, End: tasks - 1}
 	}
-	m.jobs = append(m.jobs, id)
+	owner := rapid.SampledFrom(owners).Draw(m.rt, "owner")
+	req := structs.JobSubmitRequest{JobID: id, RequestID: "r" + id, Owner: owner, Spec: s, SubmittedAt: m.h.at()}
+	before, queued := m.h.f.Hash(), m.h.f.LimitUsage(owner).Queued
+	lim := m.h.f.Limits()
+	switch resp := m.h.apply(structs.JobSubmitType, req).(type) {
+	case *structs.Job:
+		if after := m.h.f.LimitUsage(owner).Queued; after != queued+tasks {
+			m.rt.Fatalf("owner %q had %d queued, has %d after adding %d", owner, queued, after, tasks)
+		}
+		if structs.Exceeds(queued+tasks, lim.For(owner).MaxQueued) || (s.Array != nil && structs.Exceeds(tasks, lim.For(owner).MaxArray)) {
+			m.rt.Fatalf("submit %s of %d tasks accepted over owner %q's limits %+v (had %d queued)", id, tasks, owner, lim.For(owner), queued)
+		}
+	case error:
+		if !errors.Is(resp, ErrLimit) {
+			m.rt.Fatalf("valid submit %s refused: %v", id, resp)
+		}
+		if m.h.f.Hash() != before || m.h.f.LimitUsage(owner).Queued != queued {
+			m.rt.Fatalf("submit %s refused over a limit but changed the state", id)
+		}
+		return
+	}
+	if s.Array == nil {
+		m.jobs = append(m.jobs, id)
+		return
+	}
+	m.arrays = append(m.arrays, id)
+	for i := range tasks {
+		m.jobs = append(m.jobs, structs.ArrayTaskID(id, i))
+	}
+}
+
+// limits sets, or unsets, small limits for a random owner, the defaults or
+// the cluster, so submits often meet them.
+func (m *model) limits() {
+	small := func(label string) *int {
+		if rapid.Bool().Draw(m.rt, label+" set") {
+			return nil
+		}
+		v := rapid.IntRange(0, 6).Draw(m.rt, label)
+		return &v
+	}
+	req := structs.LimitsSetRequest{Limits: structs.Limits{MaxQueued: small("max queued")}}
+	switch rapid.IntRange(0, 2).Draw(m.rt, "scope") {
+	case 0:
+		req.User = rapid.SampledFrom(owners[1:]).Draw(m.rt, "user")
+		req.Limits.MaxArray, req.Limits.MaxGPUs = small("max array"), small("max gpus")
+	case 1:
+		req.Default = true
+		req.Limits.MaxArray = small("max array")
+	default:
+		req.Cluster = true
+	}
+	if req.Limits.Empty() {
+		req.Unset = true
+	}
+	if err := m.h.applyErr(structs.LimitsSetType, req); err != nil {
+		m.rt.Fatalf("limits %+v refused: %v", req, err)
+	}
 }
 
 // plan builds placements the way a stale or buggy leader might: mostly

@@ -195,6 +195,15 @@ type StateView struct {
 	// DepStates are the states of the jobs that queued jobs depend on
 	// (--after), by job ID; a dependency that does not exist is absent.
 	DepStates map[string]structs.JobState
+	// Limits are the limits in force; OwnerGPUs the GPUs the live
+	// allocations of each owner's jobs hold (owners holding none absent).
+	Limits    *structs.LimitTable
+	OwnerGPUs map[string]int
+}
+
+// GPULimit returns an owner's running-GPU limit and the GPUs its jobs hold.
+func (v *StateView) GPULimit(owner string) (limit, inUse int) {
+	return v.Limits.For(owner).MaxGPUs, v.OwnerGPUs[owner]
 }
 
 // AllNodes returns v.Nodes.
@@ -225,7 +234,7 @@ func (v *StateView) JobState(id string) (structs.JobState, bool) {
 func (f *FSM) State() *StateView {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	v := &StateView{Index: f.st.index, Nodes: f.st.sortedNodes()}
+	v := &StateView{Index: f.st.index, Nodes: f.st.sortedNodes(), Limits: f.st.limitTable(), OwnerGPUs: maps.Clone(f.st.ownerGPUs)}
 	v.LiveAllocs = make([]*structs.Allocation, 0, len(f.st.live))
 	v.TimeLimits = make(map[string]time.Duration)
 	running := map[string]bool{}

@@ -17,13 +17,15 @@ import (
 )
 
 // Versions of the snapshot format. Version 1 holds nodes, jobs and
-// allocations; version 2 adds the trust records. Snapshot writes version 1
-// while the state has no trust state, so a binary that predates version 2
-// still reads a plaintext cluster's snapshots; Restore reads both.
+// allocations; version 2 adds the trust records; version 3 the limits.
+// Snapshot writes the oldest version that holds the state, so a binary that
+// predates a version still reads a cluster that uses none of its records;
+// Restore reads them all.
 const (
-	minSnapshotVersion   = 1
-	trustSnapshotVersion = 2
-	snapshotVersion      = trustSnapshotVersion // the newest
+	minSnapshotVersion    = 1
+	trustSnapshotVersion  = 2
+	limitsSnapshotVersion = 3
+	snapshotVersion       = limitsSnapshotVersion // the newest
 )
 
 // Record types of a snapshot.
@@ -35,6 +37,8 @@ const (
 	recordTrust     = "trust"
 	recordJoinToken = "join_token"
 	recordAdmission = "admission"
+
+	recordLimits = "limits"
 )
 
 // header is the first line of a snapshot.
@@ -53,11 +57,13 @@ type record struct {
 	Trust     *structs.Trust     `json:"trust,omitempty"`
 	JoinToken *structs.JoinToken `json:"join_token,omitempty"`
 	Admission *structs.Admission `json:"admission,omitempty"`
+
+	Limits *structs.LimitTable `json:"limits,omitempty"`
 }
 
 // snapshot is a deep copy of the state, in the order it is written: nodes,
 // then jobs, then allocations, each by ID; then the trust state, join
-// tokens by ID and admissions by node ID.
+// tokens by ID and admissions by node ID; then the limits.
 type snapshot struct {
 	index  uint64
 	nodes  []*structs.Node
@@ -67,6 +73,8 @@ type snapshot struct {
 	trust      *structs.Trust
 	joinTokens []structs.JoinToken
 	admissions []structs.Admission
+
+	limits *structs.LimitTable
 }
 
 var _ raft.FSMSnapshot = (*snapshot)(nil)
@@ -124,11 +132,15 @@ func (s *state) snapshot() *snapshot {
 	for _, id := range slices.Sorted(maps.Keys(s.admissions)) {
 		snap.admissions = append(snap.admissions, s.admissions[id])
 	}
+	snap.limits = s.limits.Copy()
 	return snap
 }
 
 // version is the oldest snapshot version that holds everything in snap.
 func (snap *snapshot) version() int {
+	if snap.limits != nil {
+		return limitsSnapshotVersion
+	}
 	if snap.trust != nil || len(snap.joinTokens) > 0 || len(snap.admissions) > 0 {
 		return trustSnapshotVersion
 	}
@@ -136,7 +148,8 @@ func (snap *snapshot) version() int {
 }
 
 // Persist writes the snapshot as newline-delimited JSON: the header, then one
-// record per node, job, allocation, trust state, join token and admission.
+// record per node, job, allocation, trust state, join token and admission,
+// and the limits if any were set.
 func (snap *snapshot) Persist(sink raft.SnapshotSink) error {
 	if err := snap.write(sink); err != nil {
 		_ = sink.Cancel()
@@ -194,6 +207,11 @@ func (snap *snapshot) writeRecords(enc *json.Encoder) error {
 			return err
 		}
 	}
+	if snap.limits != nil {
+		if err := enc.Encode(record{Type: recordLimits, Limits: snap.limits}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -233,7 +251,8 @@ func readSnapshot(r io.Reader) (*state, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
 		}
-		if h.Version < trustSnapshotVersion && isTrustRecord(rec.Type) {
+		if (h.Version < trustSnapshotVersion && isTrustRecord(rec.Type)) ||
+			(h.Version < limitsSnapshotVersion && rec.Type == recordLimits) {
 			return nil, fmt.Errorf("%w: record %d: %s record in a version %d snapshot", ErrBadSnapshot, n, rec.Type, h.Version)
 		}
 		if err := st.restoreRecord(&rec); err != nil {
@@ -324,6 +343,19 @@ func (s *state) restoreRecord(rec *record) error {
 			return fmt.Errorf("admission of node %s twice", a.NodeID)
 		}
 		s.admissions[a.NodeID] = *a
+	case recordLimits:
+		switch {
+		case rec.Limits == nil:
+			return errors.New("limits record without limits")
+		case s.limits != nil:
+			return errors.New("limits twice")
+		}
+		if err := rec.Limits.ValidateTable(); err != nil {
+			return fmt.Errorf("limits: %w", err)
+		}
+		if !rec.Limits.IsZero() {
+			s.limits = rec.Limits
+		}
 	default:
 		return fmt.Errorf("unknown record type %q", rec.Type)
 	}

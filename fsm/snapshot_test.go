@@ -149,8 +149,8 @@ func TestFSM_Restore_RejectsBadSnapshotsAndKeepsState(t *testing.T) {
 	}{
 		{"empty", "", "header"},
 		{"garbage", "\x00\x01garbage", "header"},
-		{"unknown version", `{"version":3,"index":9}`, "version 3, want 1 to 2"},
-		{"missing version", `{"index":9}`, "version 0, want 1 to 2"},
+		{"unknown version", `{"version":4,"index":9}`, "version 4, want 1 to 3"},
+		{"missing version", `{"index":9}`, "version 0, want 1 to 3"},
 		{"unknown record type", hdr + `{"type":"volume"}`, `record 1: unknown record type "volume"`},
 		{"truncated record", hdr + node + `{"type":"job","job":{"id"`, "record 2"},
 		{"record without body", hdr + `{"type":"node"}`, "node record without node id"},
@@ -247,8 +247,12 @@ func checkIndexes(s *state) error {
 		return fmt.Errorf("dependents %v, want %v", setIDs(s.dependents), setIDs(want.dependents))
 	case !maps.Equal(s.queued, want.queued):
 		return fmt.Errorf("queued jobs %v, want %v", slices.Sorted(maps.Keys(s.queued)), slices.Sorted(maps.Keys(want.queued)))
+	case !maps.Equal(s.ownerQueued, want.ownerQueued):
+		return fmt.Errorf("owner queued counts %v, want %v", s.ownerQueued, want.ownerQueued)
+	case !maps.Equal(s.ownerGPUs, want.ownerGPUs):
+		return fmt.Errorf("owner GPU counts %v, want %v", s.ownerGPUs, want.ownerGPUs)
 	}
-	return nil
+	return checkOwnerCounters(s)
 }
 
 // sameSets reports whether two set indexes hold the same objects under the

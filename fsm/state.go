@@ -23,6 +23,9 @@ type state struct {
 	joinTokens map[string]structs.JoinToken
 	admissions map[string]structs.Admission
 
+	// The limits an admin set; nil holds the built-in defaults.
+	limits *structs.LimitTable
+
 	// Derived from the maps above, kept up to date by addJob, setJobState,
 	// addAlloc, hold, release and removeJob, and rebuilt record by record
 	// on Restore.
@@ -36,6 +39,8 @@ type state struct {
 	arrayTasks   map[string]jobSet                // array ID -> its tasks
 	dependents   map[string]jobSet                // job ID -> the jobs whose Spec.After names it
 	queued       jobSet                           // the jobs in state queued
+	ownerQueued  map[string]int                   // owner -> how many of its jobs are queued
+	ownerGPUs    map[string]int                   // owner -> GPUs its jobs' live allocations hold
 }
 
 // allocSet is a set of allocations by ID.
@@ -73,6 +78,8 @@ func newState() *state {
 		arrayTasks:   map[string]jobSet{},
 		dependents:   map[string]jobSet{},
 		queued:       jobSet{},
+		ownerQueued:  map[string]int{},
+		ownerGPUs:    map[string]int{},
 	}
 }
 
@@ -90,17 +97,26 @@ func (s *state) addJob(j *structs.Job) {
 	}
 	if j.State == structs.JobQueued {
 		s.queued[j.ID] = j
+		addCount(s.ownerQueued, j.Owner, 1)
 	}
 }
 
-// setJobState moves a job to state st, keeping the queue index in step:
-// every change of a job's state goes through here.
+// setJobState moves a job to state st, keeping the queue index and the
+// owners' queued counts in step: every change of a job's state goes
+// through here.
 func (s *state) setJobState(j *structs.Job, st structs.JobState) {
+	was := j.State == structs.JobQueued
 	j.State = st
 	if st == structs.JobQueued {
 		s.queued[j.ID] = j
 	} else {
 		delete(s.queued, j.ID)
+	}
+	switch is := st == structs.JobQueued; {
+	case is && !was:
+		addCount(s.ownerQueued, j.Owner, 1)
+	case was && !is:
+		addCount(s.ownerQueued, j.Owner, -1)
 	}
 }
 
@@ -112,7 +128,10 @@ func (s *state) removeJob(j *structs.Job) {
 	}
 	delete(s.jobAllocs, j.ID)
 	delete(s.jobs, j.ID)
-	delete(s.queued, j.ID)
+	if _, ok := s.queued[j.ID]; ok {
+		delete(s.queued, j.ID)
+		addCount(s.ownerQueued, j.Owner, -1)
+	}
 	if j.RequestID != "" && s.jobByRequest[j.RequestID] == j.ID {
 		delete(s.jobByRequest, j.RequestID)
 	}
@@ -144,6 +163,7 @@ func (s *state) hold(a *structs.Allocation) {
 	if a.Rank == 0 && a.MasterPort != 0 {
 		s.portHolder[nodePort{a.NodeID, a.MasterPort}] = a.ID
 	}
+	s.chargeOwner(a, 1)
 	u := s.nodeUsed[a.NodeID]
 	u.cpus += a.CPUs
 	u.memoryMiB += a.MemoryMiB
@@ -162,10 +182,31 @@ func (s *state) release(a *structs.Allocation) {
 	if p := (nodePort{a.NodeID, a.MasterPort}); s.portHolder[p] == a.ID {
 		delete(s.portHolder, p)
 	}
+	s.chargeOwner(a, -1)
 	u := s.nodeUsed[a.NodeID]
 	u.cpus -= a.CPUs
 	u.memoryMiB -= a.MemoryMiB
 	s.setUsed(a.NodeID, u)
+}
+
+// chargeOwner adds (sign 1) or takes back (-1) a live allocation's GPUs
+// to the count of its job's owner. The job is always in the state: an
+// allocation is stored after its job and a job goes only once its
+// allocations are not live.
+func (s *state) chargeOwner(a *structs.Allocation, sign int) {
+	if j, ok := s.jobs[a.JobID]; ok && len(a.GPUs) > 0 {
+		addCount(s.ownerGPUs, j.Owner, sign*len(a.GPUs))
+	}
+}
+
+// addCount adds d to the count at k, keeping only keys that count
+// something.
+func addCount(m map[string]int, k string, d int) {
+	if n := m[k] + d; n != 0 {
+		m[k] = n
+	} else {
+		delete(m, k)
+	}
 }
 
 // setUsed records a node's usage, keeping only nodes that use something.

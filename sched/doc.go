@@ -9,8 +9,9 @@
 // to cancel because a dependency can never be met, the preemptions, and
 // when the next restart backoff ends. In order it applies restart backoff,
 // dependencies (--after), array caps, the leader's overlays (on copies of
-// the nodes, never the view), Schedule, preemptions, the port choice, and
-// last drops the reasons that did not change. The leader stamps IDs and
+// the nodes, never the view), Schedule within each owner's GPU limit,
+// preemptions, the port choice, and last drops the reasons that did not
+// change. The leader stamps IDs and
 // times into the plan and commits it.
 //
 // Schedule is the queue: it orders the jobs by effective priority (priority

@@ -151,6 +151,18 @@ type fakeView struct {
 	queued  []*structs.Job
 	running []*structs.Job
 	states  map[string]structs.JobState
+	// gpuLimits and gpusInUse are the owners' GPU limits (absent: none)
+	// and what their jobs hold.
+	gpuLimits map[string]int
+	gpusInUse map[string]int
+}
+
+func (v fakeView) GPULimit(owner string) (int, int) {
+	limit, ok := v.gpuLimits[owner]
+	if !ok {
+		limit = structs.Unlimited
+	}
+	return limit, v.gpusInUse[owner]
 }
 
 func (v fakeView) QueuedJobs() []*structs.Job  { return v.queued }

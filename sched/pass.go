@@ -25,6 +25,10 @@ type View interface {
 	// such job exists. A pass asks only about the jobs queued jobs depend
 	// on.
 	JobState(id string) (structs.JobState, bool)
+	// GPULimit is the most GPUs the live allocations of an owner's jobs
+	// may hold (structs.Unlimited for no limit), and how many they hold.
+	// A pass asks only about the owners of ready jobs.
+	GPULimit(owner string) (limit, inUse int)
 }
 
 // Inputs are what a pass needs besides the state: the time, and what the
@@ -66,8 +70,9 @@ type Decision struct {
 //     is cancelled when one does not exist or, for :ok, ended otherwise.
 //  3. Array caps (arrays.go): a task waits while its array runs its limit.
 //  4. Overlays (overlay.go): silent nodes and gossip GPU masks, on copies.
-//  5. Schedule, behind any preemption under way, then new preemptions for
-//     the jobs that still do not fit (preempt_pass.go).
+//  5. Schedule, behind any preemption under way and within each owner's
+//     GPU limit (owners.go), then new preemptions for the jobs that still
+//     do not fit (preempt_pass.go).
 //  6. MASTER_PORT for every placement (ports.go).
 //  7. Only the blocked reasons that differ from the job's current reason.
 //
@@ -81,7 +86,8 @@ func Decide(v View, in Inputs) Decision {
 	waiting = append(waiting, capped...)
 
 	s, silent := overlay(v, in.Silent, in.GossipUnhealthy)
-	plan := scheduleAndPreempt(s, queued, ready, v.RunningJobs(), silent, Options{Now: in.Now, AgeStep: in.AgeStep})
+	o := Options{Now: in.Now, AgeStep: in.AgeStep, OwnerGPUs: ownerGPUsOf(v, ready)}
+	plan := scheduleAndPreempt(s, queued, ready, v.RunningJobs(), silent, o)
 	plan.Blocked = append(plan.Blocked, waiting...)
 	assignMasterPorts(v.AllNodes(), v.AllLiveAllocs(), &plan)
 	plan.Blocked = changedReasons(queued, plan.Blocked)

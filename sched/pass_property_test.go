@@ -82,6 +82,8 @@ func genPass(t *rapid.T) (fakeView, Inputs) {
 		}
 	}
 
+	genOwners(t, &v)
+
 	in := Inputs{Now: t0, Silent: map[string]bool{}, GossipUnhealthy: map[string]uint64{}}
 	quiet := rapid.IntRange(0, 3).Draw(t, "quiet") == 0 // silent nodes stop preemptions: not too often
 	for _, n := range nodes {
@@ -93,6 +95,33 @@ func genPass(t *rapid.T) (fakeView, Inputs) {
 		}
 	}
 	return v, in
+}
+
+// passOwners are the owners of generated jobs; "" owns jobs submitted
+// before ACLs exist.
+var passOwners = []string{"", "alice", "bob"}
+
+// genOwners gives every queued and running job an owner, and some owners
+// a GPU limit, which the GPUs their running jobs hold may already pass (an
+// admin lowered it).
+func genOwners(t *rapid.T, v *fakeView) {
+	for _, j := range v.queued {
+		j.Owner = rapid.SampledFrom(passOwners).Draw(t, "owner")
+	}
+	v.gpuLimits, v.gpusInUse = map[string]int{}, map[string]int{}
+	owners := map[string]string{} // running job ID -> owner
+	for _, r := range v.running {
+		r.Owner = rapid.SampledFrom(passOwners).Draw(t, "runningOwner")
+		owners[r.ID] = r.Owner
+	}
+	for _, a := range v.allocs {
+		v.gpusInUse[owners[a.JobID]] += len(a.GPUs)
+	}
+	for _, o := range passOwners {
+		if rapid.Bool().Draw(t, "ownerLimited") {
+			v.gpuLimits[o] = rapid.IntRange(0, 12).Draw(t, "ownerGPULimit")
+		}
+	}
 }
 
 // genPassCluster draws a few mostly ready nodes with GPUs of one model, a
@@ -145,9 +174,11 @@ func copyView(v fakeView) fakeView {
 	return fakeView{
 		fakeState: fakeState{nodes: copyAll(v.nodes, (*structs.Node).Copy), allocs: copyAll(v.allocs, (*structs.Allocation).Copy),
 			limits: maps.Clone(v.limits)},
-		queued:  copyAll(v.queued, (*structs.Job).Copy),
-		running: copyAll(v.running, (*structs.Job).Copy),
-		states:  maps.Clone(v.states),
+		queued:    copyAll(v.queued, (*structs.Job).Copy),
+		running:   copyAll(v.running, (*structs.Job).Copy),
+		states:    maps.Clone(v.states),
+		gpuLimits: maps.Clone(v.gpuLimits),
+		gpusInUse: maps.Clone(v.gpusInUse),
 	}
 }
 
@@ -205,6 +236,41 @@ func checkDecision(t *rapid.T, v fakeView, in Inputs, d Decision) {
 	checkOverlaysKeptOff(t, v, in, d.Plan)
 	checkMasterPorts(t, v, d.Plan)
 	checkPreemptions(t, v, in, d.Plan)
+	checkOwnerGPULimits(t, v, d.Plan)
+}
+
+// checkOwnerGPULimits fails t if a plan places GPU jobs of an owner beyond
+// its GPU limit, counting what its jobs hold already, or preempts for a job
+// whose owner may not hold more.
+func checkOwnerGPULimits(t *rapid.T, v fakeView, plan structs.Plan) {
+	byID := map[string]*structs.Job{}
+	for _, j := range v.queued {
+		byID[j.ID] = j
+	}
+	placed := map[string]int{}
+	for _, p := range plan.Placements {
+		j := byID[p.JobID]
+		got := 0
+		for _, a := range p.Allocations {
+			got += len(a.GPUs)
+		}
+		if got != jobGPUs(j) {
+			t.Fatalf("job %s placed with %d GPUs, wants %d", j.ID, got, jobGPUs(j))
+		}
+		placed[j.Owner] += got
+	}
+	for owner, n := range placed {
+		if limit, ok := v.gpuLimits[owner]; ok && n > 0 && v.gpusInUse[owner]+n > limit {
+			t.Fatalf("owner %q holds %d GPUs and got %d more, past its limit of %d", owner, v.gpusInUse[owner], n, limit)
+		}
+	}
+	for _, p := range plan.Preemptions {
+		j := byID[p.For]
+		if limit, ok := v.gpuLimits[j.Owner]; ok && v.gpusInUse[j.Owner]+placed[j.Owner]+jobGPUs(j) > limit {
+			t.Fatalf("preemption for job %s of owner %q, which may not hold its %d GPUs (limit %d, holds %d, placed %d)",
+				j.ID, j.Owner, jobGPUs(j), limit, v.gpusInUse[j.Owner], placed[j.Owner])
+		}
+	}
 }
 
 // checkMayRun fails t unless j is past its backoff and every dependency

@@ -43,6 +43,8 @@ type placer struct {
 	// this pass. Resources only shrink during a pass, so a later job of the
 	// same shape cannot fit either and gets the same reason without a scan.
 	blocked map[shape]string
+	// owners keeps each owner within its GPU limit; nil for none.
+	owners *ownerBudget
 	// reference turns the index and the blocked-shape memory off, so every
 	// job checks every node: the slow, obvious pass the tests hold the
 	// fast one to.
@@ -95,11 +97,16 @@ func (p *placer) run(jobs []*structs.Job) structs.Plan {
 			continue
 		}
 		seen[j.ID] = true
+		if reason := p.owners.refuse(j); reason != "" {
+			plan.Blocked = append(plan.Blocked, structs.JobBlocked{JobID: j.ID, Reason: reason})
+			continue
+		}
 		allocs, reason := p.place(j)
 		if allocs == nil {
 			plan.Blocked = append(plan.Blocked, structs.JobBlocked{JobID: j.ID, Reason: reason})
 			continue
 		}
+		p.owners.charge(j)
 		plan.Placements = append(plan.Placements, structs.JobPlacement{JobID: j.ID, Allocations: allocs})
 	}
 	return plan

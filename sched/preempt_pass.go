@@ -32,7 +32,7 @@ func scheduleAndPreempt(s State, queued, ready, running []*structs.Job, silent b
 	plan := Schedule(s, ready, o)
 	n := len(plan.Blocked)
 	plan.Blocked = append(plan.Blocked, held...)
-	preempt(s, &plan, plan.Blocked[:n], ready, running, preempting, silent)
+	preempt(s, &plan, plan.Blocked[:n], ready, running, preempting, silent, o.OwnerGPUs)
 	return plan
 }
 
@@ -40,11 +40,14 @@ func scheduleAndPreempt(s State, queued, ready, running []*structs.Job, silent b
 // preemption is under way says so; for others it asks a Preemptor (built
 // at most once, on the state with the plan's placements) for victims, and
 // adds each answer to plan.Preemptions with the blocked reason to match.
-// A victim chosen once is not a candidate again in the pass.
+// A victim chosen once is not a candidate again in the pass, and nothing
+// is stopped for a job whose owner is at its GPU limit.
 func preempt(s State, plan *structs.Plan, blocked []structs.JobBlocked, ready, running []*structs.Job,
-	preempting map[string]int, silent bool) {
+	preempting map[string]int, silent bool, owners OwnerGPUs) {
 	lowest, some := lowestPreemptible(running)
 	var jobs map[string]*structs.Job
+	var budget *ownerBudget
+	budgeted := false
 	var p *Preemptor
 	checked := 0
 	for i := range blocked {
@@ -66,6 +69,12 @@ func preempt(s State, plan *structs.Plan, blocked []structs.JobBlocked, ready, r
 		if j == nil || j.Spec.Priority <= lowest {
 			continue // no running job it may preempt
 		}
+		if !budgeted {
+			budget, budgeted = placedBudget(owners, plan, jobs), true
+		}
+		if budget.refuse(j) != "" {
+			continue // its owner may not hold more GPUs
+		}
 		if p == nil {
 			p = NewPreemptor(withPlaced{State: s, live: withPlacements(s.AllLiveAllocs(), *plan)}, running)
 		}
@@ -79,6 +88,17 @@ func preempt(s State, plan *structs.Plan, blocked []structs.JobBlocked, ready, r
 		p.Exclude(victims)
 		b.Reason = waitingForVictims(len(victims))
 	}
+}
+
+// placedBudget is the owners' budget with the plan's placements charged.
+func placedBudget(owners OwnerGPUs, plan *structs.Plan, jobs map[string]*structs.Job) *ownerBudget {
+	b := newOwnerBudget(owners)
+	for _, pl := range plan.Placements {
+		if j := jobs[pl.JobID]; j != nil {
+			b.charge(j)
+		}
+	}
+	return b
 }
 
 // waitingForVictims is the blocked reason of a job waiting for n victims.

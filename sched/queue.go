@@ -20,6 +20,10 @@ type Options struct {
 	// AgeStep is the wait that earns a queued job one priority point;
 	// zero means DefaultAgeStep.
 	AgeStep time.Duration
+	// OwnerGPUs are the owners' running-GPU limits: a job whose owner
+	// would pass its limit stays queued, with the reason, and takes no
+	// reservation. The zero value limits nobody.
+	OwnerGPUs OwnerGPUs
 }
 
 // Schedule plans the queued jobs the way the queue promises: highest
@@ -34,6 +38,7 @@ func Schedule(s State, jobs []*structs.Job, o Options) structs.Plan {
 		return structs.Plan{}
 	}
 	p := newPlacer(s, o.Now, true)
+	p.owners = newOwnerBudget(o.OwnerGPUs)
 	return p.run(queueOrder(jobs, o.Now, o.AgeStep))
 }
 

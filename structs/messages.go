@@ -24,6 +24,8 @@ const (
 	NodeAdmitType      MessageType = 14
 	NodeRevokeType     MessageType = 15
 	KeyringType        MessageType = 16
+	// 17 to 19 are the ACL entries (issue 12).
+	LimitsSetType MessageType = 20
 )
 
 // IgnoreUnknownTypeFlag marks an entry that a replica which does not know its
@@ -65,6 +67,8 @@ func (t MessageType) String() string {
 		return "node-revoke"
 	case KeyringType:
 		return "keyring"
+	case LimitsSetType:
+		return "limits-set"
 	}
 	return "unknown"
 }

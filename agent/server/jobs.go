@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/sched"
 	"github.com/skein-dev/skein/structs"
 )
@@ -67,9 +68,13 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	id := structs.NewID()
-	resp, err := s.cfg.Apply(structs.JobSubmitType, structs.JobSubmitRequest{
-		RequestID: req.RequestID, JobID: id, Spec: req.Spec, SubmittedAt: now(),
-	})
+	sub := structs.JobSubmitRequest{RequestID: req.RequestID, JobID: id, Spec: req.Spec, SubmittedAt: now()}
+	// A submit over a limit costs no log entry; Apply checks again.
+	if err := s.fsm.CheckSubmitLimits(sub.Owner, sub.Spec); err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	resp, err := s.cfg.Apply(structs.JobSubmitType, sub)
 	if err != nil {
 		writeError(w, statusOf(err), err)
 		return
@@ -86,14 +91,30 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, job)
 }
 
+// handleJobs answers one page of jobs, oldest first (see api.JobsQuery):
+// at most limit, after the cursor, with the next page's cursor in a header
+// when more follow.
 func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
-	all := r.URL.Query().Get("all") == "true"
+	q := r.URL.Query()
+	limit, err := pageLimit(q.Get("limit"))
+	var after fsm.JobCursor
+	if err == nil {
+		after, err = fsm.ParseJobCursor(q.Get("after"))
+	}
+	if err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	all := q.Get("all") == "true"
 	cutoff := now().Add(-recentWindow)
-	jobs := []*structs.Job{}
-	for _, j := range s.fsm.Jobs() {
-		if all || !j.State.Terminal() || j.FinishedAt.After(cutoff) {
-			jobs = append(jobs, j)
-		}
+	jobs, more := s.fsm.JobsPage(after, limit, func(j *structs.Job) bool {
+		return all || !j.State.Terminal() || j.FinishedAt.After(cutoff)
+	})
+	if more {
+		w.Header().Set(api.NextCursorHeader, fsm.CursorOf(jobs[len(jobs)-1]).String())
+	}
+	if jobs == nil {
+		jobs = []*structs.Job{}
 	}
 	writeJSON(w, http.StatusOK, jobs)
 }

@@ -124,6 +124,9 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("GET /v1/keyring", s.handleKeyring)
 	mux.HandleFunc("POST /v1/keyring/rotate", s.handleKeyringRotate)
 	mux.HandleFunc("POST /v1/nodes/{id}/revoke", s.handleNodeRevoke)
+	mux.HandleFunc("GET /v1/limits", s.handleLimits)
+	mux.HandleFunc("GET /v1/limits/{user}", s.handleUserLimits)
+	mux.HandleFunc("POST /v1/limits", s.handleLimitsSet)
 	mux.HandleFunc("/", notFound)
 	return mux
 }

@@ -74,6 +74,9 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, fsm.ErrLimit):
+		// As a Kubernetes ResourceQuota does: the message names the limit.
+		return http.StatusForbidden
 	case errors.Is(err, fsm.ErrJobNotFound), errors.Is(err, fsm.ErrAllocNotFound), errors.Is(err, fsm.ErrNodeNotFound),
 		errors.Is(err, fsm.ErrNodeNotAdmitted), errors.Is(err, fsm.ErrJoinTokenNotFound):
 		return http.StatusNotFound
