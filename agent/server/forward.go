@@ -115,7 +115,8 @@ func copyHeaders(dst, src http.Header, names ...string) {
 	}
 }
 
-// relay copies a response to w, flushing as data arrives so streams stay live.
+// relay copies a response to w, flushing as data arrives so streams stay
+// live, however long they last.
 func relay(w http.ResponseWriter, resp *http.Response) {
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
 		w.Header().Set("Content-Type", ct)
@@ -126,6 +127,7 @@ func relay(w http.ResponseWriter, resp *http.Response) {
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
+			holdWrite(w)
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return
 			}

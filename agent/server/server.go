@@ -18,9 +18,31 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// readHeaderTimeout bounds how long a client may take to send its
-// request's headers.
-const readHeaderTimeout = 10 * time.Second
+// What one connection may hold the server to (agent/DESIGN.md, "Bounded
+// API"): a client that sends nothing, sends slowly or stops reading gives
+// its connection back within these. Answers that stream or wait longer
+// renew the write bound before each write (holdWrite).
+const (
+	// readHeaderTimeout bounds the wait for a request's headers, and for
+	// a TLS handshake: a client that connects and sends nothing, or sends
+	// a byte at a time (slowloris), is cut off after it. Clients and
+	// nodes send their headers at once.
+	readHeaderTimeout = 5 * time.Second
+	// readTimeout bounds reading a whole request, body included. Bodies
+	// are at most api.MaxBodyBytes (1 MiB): about 35 KB/s at least.
+	readTimeout = 30 * time.Second
+	// writeTimeout bounds answering, from the end of the request's
+	// headers. It is longer than any handler waits by itself: a Raft
+	// write (10 s), a forwarded write waiting for a leader
+	// (peer.LeaderWait), a gossip join through a few addresses.
+	writeTimeout = time.Minute
+	// idleTimeout closes a keep-alive connection that carries no request
+	// for that long; a node's heartbeats keep its connection busy.
+	idleTimeout = 30 * time.Second
+	// maxHeaderBytes bounds a request's headers; skein's take a few
+	// hundred bytes.
+	maxHeaderBytes = 64 << 10
+)
 
 // internalPrefix is where the node-to-node API lives.
 const internalPrefix = "/v1/internal/"
@@ -95,9 +117,21 @@ func New(cfg Config) *Server {
 	s.http = &http.Server{
 		Handler:           top,
 		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          cfg.Logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
 	return s
+}
+
+// holdWrite gives the next write of an answer writeTimeout from now. A
+// handler that streams, or waits longer than writeTimeout before it
+// answers, calls it before each write: the server's own bound runs from
+// the request's arrival.
+func holdWrite(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
 }
 
 // userRoutes is the user API.
