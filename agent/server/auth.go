@@ -47,15 +47,20 @@ func requestToken(r *http.Request) string {
 	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
 }
 
-// guard serves next only to requests auth lets through.
-func guard(auth Authenticator, next http.Handler) http.Handler {
+// guard serves next only to requests auth lets through; fails refuses
+// clients that failed too often, and counts their failures.
+func guard(auth Authenticator, fails *failLimiter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r, err := auth.Authenticate(r)
+		if fails.refuse(w, r) {
+			return
+		}
+		req, err := auth.Authenticate(r)
 		if err != nil {
+			fails.failed(r)
 			writeError(w, http.StatusUnauthorized, err)
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, req)
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -89,7 +90,11 @@ type Config struct {
 	// UserAuth guards the user API, NodeAuth the node-to-node API.
 	UserAuth Authenticator
 	NodeAuth Authenticator
-	Logger   hclog.Logger
+	// IsNode reports whether an address is one of the cluster's nodes:
+	// in a plaintext cluster, requests from those are never limited for
+	// failed authentications (in a secure one a node certificate says so).
+	IsNode func(netip.Addr) bool
+	Logger hclog.Logger
 }
 
 // Server serves a node's two APIs.
@@ -98,6 +103,8 @@ type Server struct {
 	log  hclog.Logger
 	fsm  *fsm.FSM
 	http *http.Server
+	// authFails limits failed authentications per client address.
+	authFails *failLimiter
 	// ctx ends with Shutdown; followed log streams stop with it.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -107,13 +114,14 @@ type Server struct {
 func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, fsm: cfg.FSM}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.authFails = newFailLimiter(s.fromNode, cfg.Logger)
 	top := http.NewServeMux()
-	top.Handle(internalPrefix, guard(cfg.NodeAuth, s.internalRoutes()))
+	top.Handle(internalPrefix, guard(cfg.NodeAuth, s.authFails, s.internalRoutes()))
 	// A joining node's credential is its join token, and the CA
 	// certificate is public: neither needs an API token.
 	top.HandleFunc("POST /v1/admit", s.handleAdmit)
 	top.HandleFunc("GET /v1/ca", s.handleCA)
-	top.Handle("/", guard(cfg.UserAuth, s.userRoutes()))
+	top.Handle("/", guard(cfg.UserAuth, s.authFails, s.userRoutes()))
 	s.http = &http.Server{
 		Handler:           top,
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -124,6 +132,18 @@ func New(cfg Config) *Server {
 		ErrorLog:          cfg.Logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
 	return s
+}
+
+// fromNode reports whether a request comes from one of the cluster's
+// nodes: in a secure cluster it carries a node certificate (checked in
+// the TLS handshake, no secret is compared here), in a plaintext one it
+// comes from a node's address.
+func (s *Server) fromNode(r *http.Request) bool {
+	if s.cfg.Trust != nil {
+		_, err := s.cfg.NodeAuth.Authenticate(r)
+		return err == nil
+	}
+	return s.cfg.IsNode != nil && s.cfg.IsNode(requestIP(r))
 }
 
 // holdWrite gives the next write of an answer writeTimeout from now. A

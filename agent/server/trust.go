@@ -78,7 +78,10 @@ func (s *Server) trustWrite(w http.ResponseWriter, r *http.Request, req any, val
 // join token is the credential. The leader signs; others forward.
 func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
 	var req api.AdmitRequest
-	s.trustWrite(w, r, &req, nil, func(t *secure.Secure) (any, error) { return t.Admit(req) })
+	// A refused join token (403) counts as a failed authentication.
+	s.authFails.limit(w, r, http.StatusForbidden, func(w http.ResponseWriter) {
+		s.trustWrite(w, r, &req, nil, func(t *secure.Secure) (any, error) { return t.Admit(req) })
+	})
 }
 
 // handleCA answers the CA bundle; it is public.

@@ -1,0 +1,194 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/skein-dev/skein/api"
+)
+
+// fakeClock is a clock tests move by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// countingAuth is TokenAuth that counts the requests it looks at.
+type countingAuth struct {
+	TokenAuth
+	checked atomic.Int64
+}
+
+func (a *countingAuth) Authenticate(r *http.Request) (*http.Request, error) {
+	a.checked.Add(1)
+	return a.TokenAuth.Authenticate(r)
+}
+
+// tracked is how many client addresses the limiter remembers.
+func (f *failLimiter) tracked() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.order.Len()
+}
+
+// guarded is an HTTP server on loopback behind guard with a failure
+// limiter on a fake clock; requests from node1 come from a node.
+type guarded struct {
+	url   string
+	auth  *countingAuth
+	fails *failLimiter
+	clock *fakeClock
+}
+
+func startGuarded(t *testing.T) *guarded {
+	t.Helper()
+	g := &guarded{auth: &countingAuth{TokenAuth: "right"}, clock: &fakeClock{t: time.Unix(1000, 0)}}
+	g.fails = newFailLimiter(func(r *http.Request) bool { return requestIP(r) == node1 }, hclog.NewNullLogger())
+	g.fails.now = g.clock.now
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, struct{}{}) })
+	srv := httptest.NewServer(guard(g.auth, g.fails, ok))
+	t.Cleanup(srv.Close)
+	g.url = srv.URL
+	return g
+}
+
+// get sends a request with token from the loopback address from and
+// returns the status code and the Retry-After header.
+func (g *guarded) get(t *testing.T, from, token string) (int, string) {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	c := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	defer c.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, g.url+"/v1/status", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(api.TokenHeader, token)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("request from %s: %v", from, err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header.Get("Retry-After")
+}
+
+// failBurst spends a client's failed authentications.
+func (g *guarded) failBurst(t *testing.T, from string) {
+	t.Helper()
+	for i := range authFailBurst {
+		if code, _ := g.get(t, from, "wrong"); code != http.StatusUnauthorized {
+			t.Fatalf("failure %d from %s answered %d, want 401", i+1, from, code)
+		}
+	}
+}
+
+func TestFailLimiter_AfterABurstOfFailuresTheClientIsRefusedWithoutItsTokenBeingChecked(t *testing.T) {
+	g := startGuarded(t)
+	g.failBurst(t, "127.0.0.2")
+	checked := g.auth.checked.Load()
+	for _, token := range []string{"wrong", "right"} {
+		code, retry := g.get(t, "127.0.0.2", token)
+		if code != http.StatusTooManyRequests || retry != fmt.Sprint(int(authFailEvery/time.Second)) {
+			t.Fatalf("with token %q after the burst: %d, Retry-After %q; want 429 and %d", token, code, retry, int(authFailEvery/time.Second))
+		}
+	}
+	if n := g.auth.checked.Load() - checked; n != 0 {
+		t.Fatalf("%d tokens of a refused client were checked, want none", n)
+	}
+	// Other clients are served as before, right tokens and wrong.
+	if code, _ := g.get(t, "127.0.0.3", "right"); code != http.StatusOK {
+		t.Fatalf("another client with the right token: %d, want 200", code)
+	}
+	if code, _ := g.get(t, "127.0.0.3", "wrong"); code != http.StatusUnauthorized {
+		t.Fatalf("another client with a wrong token: %d, want 401", code)
+	}
+}
+
+func TestFailLimiter_ARefusedClientMayTryAgainOncePerInterval(t *testing.T) {
+	g := startGuarded(t)
+	g.failBurst(t, "127.0.0.2")
+	g.clock.add(authFailEvery - time.Millisecond)
+	if code, retry := g.get(t, "127.0.0.2", "right"); code != http.StatusTooManyRequests || retry != "1" {
+		t.Fatalf("just before the interval: %d, Retry-After %q; want 429 and 1", code, retry)
+	}
+	g.clock.add(time.Millisecond)
+	if code, _ := g.get(t, "127.0.0.2", "wrong"); code != http.StatusUnauthorized {
+		t.Fatalf("one interval on, a failure: %d, want 401", code)
+	}
+	if code, _ := g.get(t, "127.0.0.2", "right"); code != http.StatusTooManyRequests {
+		t.Fatalf("right after that failure: %d, want 429", code)
+	}
+	// Once every failure is paid for, the client has its whole burst again.
+	g.clock.add(authFailBurst * authFailEvery)
+	g.failBurst(t, "127.0.0.2")
+	if code, _ := g.get(t, "127.0.0.2", "right"); code != http.StatusTooManyRequests {
+		t.Fatalf("after a second burst: %d, want 429", code)
+	}
+}
+
+func TestFailLimiter_NodesAreNeverRefused(t *testing.T) {
+	g := startGuarded(t)
+	for range 3 * authFailBurst {
+		if code, _ := g.get(t, node1.String(), "wrong"); code != http.StatusUnauthorized {
+			t.Fatalf("a node's failure answered %d, want 401", code)
+		}
+	}
+	if code, _ := g.get(t, node1.String(), "right"); code != http.StatusOK {
+		t.Fatalf("a node after many failures: %d, want 200", code)
+	}
+	if n := g.fails.tracked(); n != 0 {
+		t.Fatalf("the limiter tracks %d clients after failures from a node only, want 0", n)
+	}
+}
+
+func TestFailLimiter_RemembersAtMostItsCapOfClients(t *testing.T) {
+	f := newFailLimiter(func(*http.Request) bool { return false }, hclog.NewNullLogger())
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	f.now, f.max = clock.now, 100
+	first := netip.MustParseAddr("10.0.0.1")
+	for range authFailBurst {
+		f.fail(first)
+	}
+	if f.wait(first) <= 0 {
+		t.Fatal("a client that spent its burst may try again at once")
+	}
+	for i := range 1000 {
+		f.fail(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}))
+		if n := f.tracked(); n > 100 {
+			t.Fatalf("%d clients tracked, over the cap of 100", n)
+		}
+	}
+	if f.wait(first) > 0 {
+		t.Fatal("the client that failed least recently is still remembered past the cap")
+	}
+	// Clients whose failures are all paid for are forgotten.
+	clock.add(2 * authFailEvery)
+	f.fail(first)
+	if n := f.tracked(); n != 1 {
+		t.Fatalf("%d clients tracked once the others were paid for, want 1", n)
+	}
+}
