@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/skein-dev/skein/api"
@@ -48,6 +49,9 @@ type Config struct {
 	TLS *tls.Config
 	// CallTimeout bounds one call to another node (not a log stream).
 	CallTimeout time.Duration
+	// DialFrom is the address calls to other nodes leave from, so that
+	// they know the calls for a node's (nil: the kernel's choice).
+	DialFrom net.IP
 	// Network lets tests cut this node off from others; nil in production.
 	Network *cluster.Partitioner
 	// Done is closed when the agent stops; it ends every wait.
@@ -76,8 +80,14 @@ func New(cfg Config) *Peers {
 func (p *Peers) httpClient(timeout time.Duration) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = p.cfg.TLS
+	var source net.Addr
+	if p.cfg.DialFrom != nil {
+		source = &net.TCPAddr{IP: p.cfg.DialFrom}
+		// As http.DefaultTransport dials, from that address.
+		tr.DialContext = dialerFrom(source, 30*time.Second).DialContext
+	}
 	if n := p.cfg.Network; n != nil {
-		dialer := &net.Dialer{Timeout: 5 * time.Second}
+		dialer := dialerFrom(source, 5*time.Second)
 		from := p.cfg.Local
 		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if n.Cut(from, addr) {
@@ -99,6 +109,27 @@ func (p *Peers) httpClient(timeout time.Duration) *http.Client {
 		}
 	}
 	return &http.Client{Timeout: timeout, Transport: tr}
+}
+
+// ipBindAddressNoPort is Linux's IP_BIND_ADDRESS_NO_PORT (linux/in.h).
+const ipBindAddressNoPort = 24
+
+// dialerFrom dials TCP from source (nil: the kernel's choice). A socket
+// bound to an address takes its port before it knows where it connects,
+// for every destination, so many short calls would run out of ports;
+// IP_BIND_ADDRESS_NO_PORT leaves the port to the connect, as without
+// one.
+func dialerFrom(source net.Addr, timeout time.Duration) *net.Dialer {
+	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second, LocalAddr: source}
+	if source != nil {
+		d.Control = func(_, _ string, c syscall.RawConn) error {
+			return c.Control(func(fd uintptr) {
+				// Where the option is unknown, binding takes a port.
+				_ = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, ipBindAddressNoPort, 1)
+			})
+		}
+	}
+	return d
 }
 
 // Calls is the HTTP client for bounded calls between nodes.
