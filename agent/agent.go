@@ -65,6 +65,9 @@ type Agent struct {
 	node     *node.Node
 	server   *server.Server
 	listener net.Listener
+	// conns limits the API's connections; nodes says which are nodes'.
+	conns *server.ConnLimiter
+	nodes nodeAddrs
 	// done is closed when the agent has left the cluster.
 	done chan struct{}
 
@@ -174,6 +177,7 @@ func (a *Agent) start() error {
 		Token:       a.cfg.Token,
 		TLS:         a.peerTLS(),
 		CallTimeout: applyTimeout + 5*time.Second,
+		DialFrom:    a.dialFrom(),
 		Network:     a.cfg.Network,
 		Done:        a.ctx.Done(),
 	})
@@ -198,8 +202,15 @@ func (a *Agent) start() error {
 		a.logger.Info("re-adopted running jobs", "allocations", len(adopted))
 	}
 	userAuth, nodeAuth := a.serverAuth()
+	a.nodes.a = a
+	a.conns = server.LimitConns(a.listener, server.ListenerConfig{
+		Limits:      a.cfg.conns,
+		IsNode:      a.nodes.has,
+		HTTPRefusal: a.secure == nil,
+		Logger:      a.logger.Named("http"),
+	})
 	a.server = server.New(server.Config{
-		Listener:     a.tlsListener(a.listener),
+		Listener:     a.tlsListener(a.conns),
 		NodeID:       a.nodeID,
 		NodeName:     a.cfg.Name,
 		FSM:          a.fsm,
@@ -214,6 +225,7 @@ func (a *Agent) start() error {
 		Trust:        a.secure,
 		UserAuth:     userAuth,
 		NodeAuth:     nodeAuth,
+		IsNode:       a.nodes.has,
 		Logger:       a.logger.Named("http"),
 	})
 
@@ -388,6 +400,20 @@ func (a *Agent) listen() error {
 	a.listener = l
 	return nil
 }
+
+// dialFrom is the address this node calls other nodes from: its bind
+// address when it is one, so that they know the calls for a node's; nil
+// when bound to every address, where the kernel picks the one on the
+// route, which is the advertised one on the usual single network.
+func (a *Agent) dialFrom() net.IP {
+	if ip := net.ParseIP(a.cfg.BindAddr); !ip.IsUnspecified() {
+		return ip
+	}
+	return nil
+}
+
+// ConnStats counts the API's connections.
+func (a *Agent) ConnStats() server.ConnStats { return a.conns.Stats() }
 
 // HTTPAddr is the base URL of this agent's API.
 func (a *Agent) HTTPAddr() string {

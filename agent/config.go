@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/skein-dev/skein/agent/server"
 	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/gpu"
 	"github.com/skein-dev/skein/structs"
@@ -157,15 +158,25 @@ type Config struct {
 	// GPUMonitor watches this node's GPUs; nil picks one for the inventory
 	// (see newMonitor).
 	GPUMonitor gpu.Monitor
+	// MaxConns bounds the API connections held at once from clients that
+	// are not the cluster's nodes, and MaxConnsPerClient those from one
+	// client address; 0 sizes them from the file-descriptor limit
+	// (conns.go). The nodes' connections have a reserve of their own.
+	MaxConns          int
+	MaxConnsPerClient int
 	// Network lets tests cut this node off from others; nil in production.
 	Network *cluster.Partitioner
 	Logger  hclog.Logger
+
+	// conns is the API's connection limits, resolved by withDefaults.
+	conns server.ConnLimits
 }
 
 // Config errors.
 var (
 	ErrNoToken     = errors.New("refusing to serve the API beyond loopback without a token: set --token (or SKEIN_TOKEN), or pass --insecure")
 	ErrBadBindAddr = errors.New("invalid bind address")
+	ErrFDLimit     = errors.New("file-descriptor limit too low")
 )
 
 // withDefaults returns a copy of cfg with defaults filled in, or an error
@@ -316,6 +327,14 @@ func (cfg Config) withDefaults() (Config, error) {
 			return cfg, fmt.Errorf("--master-ports: %w", err)
 		}
 	}
+	nofile, err := fdLimit()
+	if err != nil {
+		return cfg, err
+	}
+	if cfg.conns, err = connLimits(nofile, cfg.MaxConns, cfg.MaxConnsPerClient); err != nil {
+		return cfg, err
+	}
+	cfg.MaxConns, cfg.MaxConnsPerClient = cfg.conns.Users, cfg.conns.PerClient
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "skein", Level: hclog.Info})
 	}

@@ -48,6 +48,8 @@ func agentCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "master-ports", Usage: "`MIN-MAX` ports to give gangs with rank 0 here as MASTER_PORT (default 29500-29999)"},
 			&ucli.DurationFlag{Name: "job-retention", Value: agent.DefaultJobRetention, Usage: "keep a finished job, its allocations and their logs this long, then remove them (give every node the same)"},
 			&ucli.DurationFlag{Name: "kill-grace", Value: 10 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping a job"},
+			&ucli.IntFlag{Name: "max-conns", Usage: "API connections to hold at once from clients that are not the cluster's nodes, which have a reserve of their own (default: sized from the file-descriptor limit)"},
+			&ucli.IntFlag{Name: "max-conns-per-client", Usage: "API connections to hold at once from one client address (default: an eighth of --max-conns, at most 256)"},
 			&ucli.BoolFlag{Name: "insecure", Usage: "allow an API beyond loopback without a token"},
 			&ucli.StringFlag{Name: "token-file", Usage: "read the API token from `FILE` (like skein --token-file; env SKEIN_TOKEN_FILE)"},
 			&ucli.StringFlag{Name: "join-token-file", Usage: "join a secure cluster with the token in `FILE` from skein join-token create (env SKEIN_JOIN_TOKEN: the token itself)"},
@@ -122,6 +124,11 @@ func agentConfig(c *ucli.Context) (agent.Config, error) {
 	if err != nil {
 		return agent.Config{}, err
 	}
+	for _, name := range []string{"max-conns", "max-conns-per-client"} {
+		if n := c.Int(name); n < 0 {
+			return agent.Config{}, usagef(c, "--%s %d: must be positive (0 or unset: sized from the file-descriptor limit)", name, n)
+		}
+	}
 	if c.Duration("cert-ttl") <= 0 {
 		return agent.Config{}, usagef(c, "--cert-ttl %s: must be positive", c.Duration("cert-ttl"))
 	}
@@ -160,6 +167,8 @@ func agentConfig(c *ucli.Context) (agent.Config, error) {
 	cfg.Security = security
 	cfg.JoinToken = joinToken
 	cfg.CertTTL = c.Duration("cert-ttl")
+	cfg.MaxConns = c.Int("max-conns")
+	cfg.MaxConnsPerClient = c.Int("max-conns-per-client")
 	return cfg, nil
 }
 
