@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -36,4 +37,50 @@ func BenchmarkIdleAgentRSS(b *testing.B) {
 	}
 	b.ReportMetric(maxMiB, "max-rss-MiB")
 	b.ReportMetric(sumMiB/float64(samples), "mean-rss-MiB")
+}
+
+// BenchmarkAbuseSubmitLatency measures the abuse test's figure: the
+// latency of a real client's submits to the leader of a real 3-node
+// cluster, first quiet, then under the abuse of
+// TestProcess_AbuseAtTheLeader_RealClientServedAndNoLeaseLapses (10,000
+// idle and keep-alive connections and slowloris clients at the same
+// leader). b.N submits each, one every 20 ms, on the same cluster; run it
+// with -benchtime 300x.
+func BenchmarkAbuseSubmitLatency(b *testing.B) {
+	ac := startAbuseCluster(b, "127.0.0.41", "127.0.0.42", "127.0.0.43")
+	ac.holders(b)
+	measure := func() []time.Duration {
+		pace := time.NewTicker(20 * time.Millisecond)
+		defer pace.Stop()
+		d := make([]time.Duration, 0, b.N)
+		for range b.N {
+			d = append(d, ac.submitOne(b))
+			<-pace.C
+		}
+		slices.Sort(d)
+		return d
+	}
+	b.ResetTimer()
+	quiet := measure()
+	b.StopTimer()
+	abuse := ac.attack()
+	b.Cleanup(abuse.Stop)
+	waitHeld(b, abuse)
+	held := abuse.Stats()
+	b.StartTimer()
+	abused := measure()
+	b.StopTimer()
+	attack := abuse.Stats()
+	abuse.Stop()
+	ms := func(d []time.Duration, q float64) float64 {
+		return float64(testutil.Percentile(d, q)) / float64(time.Millisecond)
+	}
+	b.ReportMetric(ms(quiet, 0.50), "quiet-p50-ms")
+	b.ReportMetric(ms(quiet, 0.99), "quiet-p99-ms")
+	b.ReportMetric(ms(abused, 0.50), "abuse-p50-ms")
+	b.ReportMetric(ms(abused, 0.99), "abuse-p99-ms")
+	b.ReportMetric(ms(abused, 0.99)/ms(quiet, 0.99), "p99-abuse/quiet")
+	// What the leader did to the attack while the client was measured.
+	b.ReportMetric(float64(attack.Connected-held.Connected), "attack-conns")
+	b.ReportMetric(float64(attack.Refused-held.Refused), "attack-refused")
 }

@@ -60,16 +60,27 @@ func startAgent(t testing.TB, ip, dataDir string, httpPort, raftPort int, extra 
 // env added to every CLI call through the agent.
 func startAgentWith(t testing.TB, ip, dataDir string, httpPort, raftPort int, scheme string, env []string, extra ...string) *agentProc {
 	t.Helper()
-	var log bytes.Buffer
-	args := append([]string{"agent", "--name", "node-" + ip, "--data-dir", dataDir,
+	return runAgent(t, exec.Command(skeinBin, agentArgs(ip, dataDir, httpPort, raftPort, extra...)...),
+		fmt.Sprintf("%s://%s:%d", scheme, ip, httpPort), env)
+}
+
+// agentArgs are the arguments of `skein agent` on ip.
+func agentArgs(ip, dataDir string, httpPort, raftPort int, extra ...string) []string {
+	return append([]string{"agent", "--name", "node-" + ip, "--data-dir", dataDir,
 		"--bind", ip, "--http-port", fmt.Sprint(httpPort), "--raft-port", fmt.Sprint(raftPort),
 		"--gpus", "sim:4xH100-80", "--kill-grace", "1s"}, extra...)
-	cmd := exec.Command(skeinBin, args...)
+}
+
+// runAgent starts cmd, an agent whose API is at addr, and waits until the
+// API answers.
+func runAgent(t testing.TB, cmd *exec.Cmd, addr string, env []string) *agentProc {
+	t.Helper()
+	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &agentProc{cmd: cmd, addr: fmt.Sprintf("%s://%s:%d", scheme, ip, httpPort), log: &log, env: env}
+	p := &agentProc{cmd: cmd, addr: addr, log: &log, env: env}
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			_ = p.cmd.Process.Signal(syscall.SIGCONT) // in case a test froze it

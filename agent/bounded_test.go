@@ -1,0 +1,187 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/internal/testutil"
+	"github.com/skein-dev/skein/structs"
+)
+
+// clientFrom is an API client for a that connects from the loopback
+// address from, a client that is not one of the cluster's nodes.
+func clientFrom(t testing.TB, a *Agent, from, token string) *api.Client {
+	t.Helper()
+	c, err := api.NewClient(a.HTTPAddr(), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	c = c.WithHTTPClient(&http.Client{Transport: &http.Transport{DialContext: d.DialContext}})
+	if a.secure != nil {
+		conf, err := api.ClusterTLS([]byte(strings.Join(a.secure.CA().CACerts, "")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c = c.WithTLS(conf)
+	}
+	return c
+}
+
+func statusCode(err error) int {
+	var e *api.Error
+	if errors.As(err, &e) {
+		return e.StatusCode
+	}
+	return 0
+}
+
+func TestAgent_FailedAuthenticationsAreLimitedPerClientAddress(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.Token = clusterToken
+	a, _ := startAgent(t, cfg)
+	ctx := context.Background()
+	guesser := clientFrom(t, a, "127.0.0.2", "a-guess")
+	for i := range 10 {
+		if _, err := guesser.Status(ctx); statusCode(err) != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %v, want 401", i+1, err)
+		}
+	}
+	_, err := guesser.Status(ctx)
+	if statusCode(err) != http.StatusTooManyRequests || !strings.Contains(err.Error(), "too many failed authentications from 127.0.0.2") {
+		t.Fatalf("the guess after the burst: %v, want 429 naming the client", err)
+	}
+	// The right token from that address waits too; from another it works.
+	if _, err := clientFrom(t, a, "127.0.0.2", clusterToken).Status(ctx); statusCode(err) != http.StatusTooManyRequests {
+		t.Fatalf("the right token from the limited address: %v, want 429", err)
+	}
+	if _, err := clientFrom(t, a, "127.0.0.3", clusterToken).Status(ctx); err != nil {
+		t.Fatalf("the right token from another address: %v", err)
+	}
+}
+
+func TestAgent_RefusedJoinTokensAreLimitedPerClientAddress(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.Token, cfg.Security = clusterToken, SecurityTLS
+	a, _ := startAgent(t, cfg)
+	ctx := context.Background()
+	admin := clientFor(t, a, clusterToken)
+	real, err := admin.CreateJoinToken(ctx, api.JoinTokenCreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := admin.CreateJoinToken(ctx, api.JoinTokenCreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The real token's ID with another token's secret.
+	parts, otherParts := strings.Split(real.Token, "."), strings.Split(other.Token, ".")
+	parts[2] = otherParts[2]
+	guess := api.AdmitRequest{Token: strings.Join(parts, "."), NodeID: structs.NewID(), Name: "intruder"}
+
+	guesser := clientFrom(t, a, "127.0.0.2", "")
+	for i := range 10 {
+		if _, err := guesser.Admit(ctx, guess); statusCode(err) != http.StatusForbidden {
+			t.Fatalf("guess %d: %v, want 403", i+1, err)
+		}
+	}
+	if _, err := guesser.Admit(ctx, guess); statusCode(err) != http.StatusTooManyRequests {
+		t.Fatalf("the guess after the burst: %v, want 429", err)
+	}
+	// The same address is refused on the user API too; others are not.
+	if _, err := clientFrom(t, a, "127.0.0.2", clusterToken).Status(ctx); statusCode(err) != http.StatusTooManyRequests {
+		t.Fatalf("the user API from the limited address: %v, want 429", err)
+	}
+	if _, err := clientFrom(t, a, "127.0.0.3", "").Admit(ctx, guess); statusCode(err) != http.StatusForbidden {
+		t.Fatalf("a guess from another address: %v, want 403", err)
+	}
+}
+
+// TestCluster_UsersHoldingEveryConnection_NodesStillGetIn fills the
+// leader's user connections from two client addresses, and checks that a
+// new user is refused while nodes are not: a node that joins then
+// registers and heartbeats through new connections to the leader, and a
+// write submitted through it is forwarded to the leader.
+func TestCluster_UsersHoldingEveryConnection_NodesStillGetIn(t *testing.T) {
+	ips := []string{"127.0.0.61", "127.0.0.62", "127.0.0.63", "127.0.0.64"}
+	capped := func(i int, cfg *Config) {
+		cfg.BindAddr = ips[i]
+		cfg.MaxConns, cfg.MaxConnsPerClient = 20, 10
+	}
+	tc := startClusterWith(t, 3, capped)
+	lead := tc.agents[tc.leader()]
+	abuse := testutil.StartAbuse(testutil.AbuseConfig{
+		Addr:      lead.listener.Addr().String(),
+		From:      []string{"127.0.0.70", "127.0.0.71"},
+		KeepAlive: 30,
+		Redial:    200 * time.Millisecond,
+	})
+	t.Cleanup(abuse.Stop)
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if s := lead.ConnStats(); s.Users != 20 || s.Refused == 0 {
+			return fmt.Errorf("the leader holds %d user connections and refused %d, want 20 and some", s.Users, s.Refused)
+		}
+		return nil
+	})
+	if err := refusedFrom(lead, "127.0.0.72"); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := clusterConfig(t, "node3", tc.net)
+	capped(3, &cfg)
+	cfg.Join = []string{tc.agents[2].raft.GossipAddr()}
+	joined, err := New(cfg)
+	if err != nil {
+		t.Fatalf("start node3: %v", err)
+	}
+	t.Cleanup(joined.Shutdown)
+	tc.agents = append(tc.agents, joined)
+	tc.waitReady(4)
+	job := tc.submit(joined, structs.JobSpec{Command: []string{"true"}})
+	waitJob(t, lead, job.ID, jobState(structs.JobSucceeded))
+	// Over several lease periods no node goes silent.
+	testutil.Holds(t, 3*cfg.StopAfter, func() error {
+		for _, n := range lead.fsm.Nodes() {
+			if n.Status != structs.NodeReady {
+				return fmt.Errorf("node %s is %s while users hold every connection", n.Name, n.Status)
+			}
+		}
+		return nil
+	})
+	// The node that joined heartbeats through the reserve. (The others'
+	// first connections may have been made before the leader knew their
+	// addresses: those count as users' for as long as they stay open.)
+	if s := lead.ConnStats(); s.Users != 20 || s.Nodes < 1 {
+		t.Fatalf("the leader holds %d user and %d node connections, want 20 and some", s.Users, s.Nodes)
+	}
+}
+
+// refusedFrom dials a from the loopback address from and checks that the
+// connection is refused with a 503 naming the limit.
+func refusedFrom(a *Agent, from string) error {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", a.listener.Addr().String())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return fmt.Errorf("a connection from %s while users hold every connection: %v, want a 503", from, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "holds its most from clients (20)") {
+		return fmt.Errorf("a connection from %s while users hold every connection: %d %s, want a 503 naming the limit", from, resp.StatusCode, body)
+	}
+	return nil
+}
