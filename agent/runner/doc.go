@@ -28,6 +28,22 @@
 // for tasks that name an image. A spec that names no driver was written
 // before specs named one, and runs a process.
 //
+// A job runs as its owner (structs.Job.Owner): the local account of that
+// name when the node has one, as Slurm maps users, else the job user
+// (Config.JobUser, --job-user, default nobody). An owner whose account is
+// uid 0 runs as root only when an admin allowed it (Job.AllowRoot); else
+// the allocation fails to start. The runner resolves the account once,
+// when it writes spec.json, and records it there; the supervisor, which
+// stays root, starts the job with that uid, primary group and
+// supplementary groups (account.go). A runner that is not root cannot
+// switch users and runs every job as itself, and says so at start.
+//
+// A job's environment is never the agent's: it starts from a fixed PATH
+// and its account's HOME, USER, LOGNAME and SHELL, takes from the agent's
+// environment only what Config.JobEnvAllow names (by default the locale
+// and time zone), then its own --env and skein's variables (env.go). The
+// agent's secrets never reach it.
+//
 // A supervisor is alive exactly while it holds an exclusive flock on
 // supervisor.lock. The runner takes that lock before it forks and the
 // supervisor inherits it, so there is no moment at which a supervisor exists
@@ -36,20 +52,32 @@
 // without a result. Signals go to the pid in supervisor.pid only when its
 // start time in /proc still matches, so a reused pid is never signalled.
 //
-// Layout of <AllocDir>/<allocID>/ (0700):
+// Layout of <AllocDir>/<allocID>/. AllocDir and each allocation's own
+// directory are root's and 0711: a job passes through them to its work/
+// and its logs, and no one else may list them. Every control file is
+// root's and 0600, so a job can neither read its spec (which may hold
+// another job's secrets) nor rewrite what the root runner trusts (a
+// rewritten job.pid would have it kill any process); only work/ and the
+// two logs belong to the job's account:
 //
-//	spec.json        what to run (driver, argv, final env, workdir, time limit and
-//	                 signal, kill grace), and the Raft index that created the allocation
+//	spec.json        what to run (driver, account, argv, final env, workdir, time
+//	                 limit and signal, kill grace), and the Raft index that
+//	                 created the allocation
 //	supervisor.lock  held by the live supervisor
 //	supervisor.pid   supervisor pid and start time
 //	supervisor.log   the supervisor's own diagnostics
 //	job.pid          once started: the job's start time and how its driver finds it
 //	                 (a process: pid, process group and /proc start time)
-//	stdout.log       the job's standard output
-//	stderr.log       the job's standard error
+//	stdout.log       the job's standard output (the job's account, 0600)
+//	stderr.log       the job's standard error (the job's account, 0600)
 //	stop.json        why a stop was requested, written before signalling
 //	status.json      the outcome, written once when the job is over
 //	work/            the job's working directory when its spec names none
+//	                 (the job's account, 0700)
+//
+// The agent keeps AllocDir in its data dir, which is 0711 for that reason;
+// everything else there is root's alone. A directory made before jobs ran
+// as their owners (0700, all root's) is still adopted and swept.
 //
 // The directory stays after the job is over, with its logs, until the
 // state no longer holds the allocation (its job's retention passed); then

@@ -29,7 +29,11 @@ var (
 	ErrSupervised     = errors.New("held by another supervisor")
 	ErrSupervisor     = errors.New("cannot start supervisor")
 	ErrUnknownDriver  = errors.New("unknown driver")
+	ErrJobUser        = errors.New("unusable job user")
+	ErrRootRefused    = errors.New("refusing to run the job as root")
+	ErrEnvAllow       = errors.New("invalid job environment allow-list entry")
 	errBadStat        = errors.New("unexpected /proc stat format")
+	errNoAccount      = errors.New("spec names no account to run the job as")
 )
 
 const (
@@ -58,10 +62,19 @@ type Config struct {
 	Report func(structs.AllocUpdate)
 	// Logger receives the runner's logs; nil discards them.
 	Logger hclog.Logger
-	// BaseEnv is the environment jobs inherit; nil means os.Environ()
-	// without the agent's secrets (SKEIN_TOKEN, SKEIN_JOIN_TOKEN,
-	// SKEIN_ENCRYPT).
-	BaseEnv []string
+	// JobUser is the account a job runs as when its owner has no local
+	// account of that name (see LookupJobUser); "" means DefaultJobUser.
+	// It is used only when the runner is root: otherwise every job runs as
+	// the runner's own user.
+	JobUser string
+	// JobEnvAllow names the variables of AgentEnv that jobs get (names, or
+	// prefixes ending in '*'; see CheckEnvAllow); nil means
+	// DefaultJobEnvAllow. Jobs never get the rest of it.
+	JobEnvAllow []string
+	// AgentEnv is the environment JobEnvAllow picks from; nil means
+	// os.Environ(). The agent's secrets (SKEIN_TOKEN, SKEIN_JOIN_TOKEN,
+	// SKEIN_ENCRYPT) never pass.
+	AgentEnv []string
 	// LeasePath is the node's lease file (see RenewLease). When set, every
 	// supervisor stops its job, with FenceGrace between SIGTERM and
 	// SIGKILL, once the lease has expired. "" disables self-fencing.
@@ -98,7 +111,13 @@ type Runner struct {
 	fenceGrace time.Duration
 	report     func(structs.AllocUpdate)
 	log        hclog.Logger
-	baseEnv    []string
+	// switchUser is whether jobs run as their own accounts (the runner is
+	// root); jobUser is the account of owners without one, or the
+	// runner's own account when it cannot switch.
+	switchUser bool
+	jobUser    Account
+	envAllow   []string
+	agentEnv   []string
 
 	mu       sync.Mutex
 	allocs   map[string]*alloc // tracked: being started or watched
@@ -118,7 +137,9 @@ type alloc struct {
 	sup procRecord
 }
 
-// New creates a runner and its allocation directory (0700).
+// New creates a runner and its allocation directory (0711: jobs pass
+// through it to their working directories, and may not list it). It
+// resolves the job user, and refuses one that does not exist or is root.
 func New(cfg Config) (*Runner, error) {
 	if cfg.AllocDir == "" {
 		return nil, ErrNoAllocDir
@@ -127,11 +148,18 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("allocation directory %s: %w", cfg.AllocDir, err)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, allocDirMode); err != nil {
 		return nil, fmt.Errorf("create allocation directory: %w", err)
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
+	if err := os.Chmod(dir, allocDirMode); err != nil {
 		return nil, fmt.Errorf("allocation directory: %w", err)
+	}
+	envAllow := DefaultJobEnvAllow
+	if cfg.JobEnvAllow != nil {
+		envAllow = cfg.JobEnvAllow
+	}
+	if err := CheckEnvAllow(envAllow); err != nil {
+		return nil, err
 	}
 	r := &Runner{
 		dir:        dir,
@@ -141,7 +169,9 @@ func New(cfg Config) (*Runner, error) {
 		fenceGrace: cfg.FenceGrace,
 		report:     cfg.Report,
 		log:        cfg.Logger,
-		baseEnv:    slices.Clone(cfg.BaseEnv),
+		switchUser: os.Geteuid() == 0,
+		envAllow:   slices.Clone(envAllow),
+		agentEnv:   slices.Clone(cfg.AgentEnv),
 		allocs:     make(map[string]*alloc),
 		quit:       make(chan struct{}),
 	}
@@ -161,10 +191,34 @@ func New(cfg Config) (*Runner, error) {
 	if r.log == nil {
 		r.log = hclog.NewNullLogger()
 	}
-	if cfg.BaseEnv == nil {
-		r.baseEnv = defaultBaseEnv()
+	if cfg.AgentEnv == nil {
+		r.agentEnv = os.Environ()
+	}
+	if err := r.setJobUser(cfg.JobUser, dir); err != nil {
+		return nil, err
 	}
 	return r, nil
+}
+
+// setJobUser resolves the job user, and says at once what will keep jobs
+// from running as their owners: a runner that is not root, or an
+// allocation directory the job user cannot reach.
+func (r *Runner) setJobUser(name, dir string) error {
+	if !r.switchUser {
+		r.jobUser = currentAccount()
+		r.log.Warn("not running as root: every job runs as this agent's own user, whoever owns it",
+			"user", r.jobUser.Name, "uid", r.jobUser.UID)
+		return nil
+	}
+	var err error
+	if r.jobUser, err = LookupJobUser(name); err != nil {
+		return fmt.Errorf("job user %q: %w", name, err)
+	}
+	if p, mode, owner := closedTo(dir, r.jobUser); p != "" {
+		r.log.Warn("jobs cannot reach their working directories in the allocation directory: give the directories above it o+x, or give every job a --workdir",
+			"dir", p, "mode", fmt.Sprintf("%04o", mode), "owner_uid", owner, "job_user", r.jobUser.Name)
+	}
+	return nil
 }
 
 // Start launches the allocation if the runner does not already track it; it
@@ -194,7 +248,7 @@ func (r *Runner) Start(t Task) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if err := os.Mkdir(a.dir, 0o700); err != nil {
+	if err := os.Mkdir(a.dir, allocDirMode); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			r.attach(a)
 			return nil
@@ -254,8 +308,26 @@ func (r *Runner) spawn(f func()) bool {
 	return true
 }
 
+// account is the account a task's job runs as: its owner's, the job
+// user's, or the runner's own when the runner is not root.
+func (r *Runner) account(t Task) (Account, error) {
+	if !r.switchUser {
+		return r.jobUser, nil
+	}
+	return resolveAccount(t.Job.Owner, t.Job.AllowRoot, r.jobUser)
+}
+
 // launch writes the spec and starts the supervisor for a new allocation.
 func (r *Runner) launch(a *alloc, t Task) error {
+	// Made before anything else, so the directory always has a mode the
+	// runner chose, whatever the umask.
+	if err := os.Chmod(a.dir, allocDirMode); err != nil {
+		return fmt.Errorf("allocation directory: %w", err)
+	}
+	acct, err := r.account(t)
+	if err != nil {
+		return err
+	}
 	sp := spec{
 		AllocID:     a.id,
 		CreateIndex: t.Alloc.CreateIndex,
@@ -263,7 +335,8 @@ func (r *Runner) launch(a *alloc, t Task) error {
 		// an image will choose the container driver.
 		Driver:     processDriverName,
 		Argv:       slices.Clone(t.Job.Spec.Command),
-		Env:        BuildEnv(t, r.baseEnv),
+		User:       &acct,
+		Env:        BuildEnv(t, jobBaseEnv(acct, r.envAllow, r.agentEnv)),
 		Workdir:    t.Job.Spec.Workdir,
 		TimeLimit:  t.Job.Spec.TimeLimit,
 		KillGrace:  structs.Duration(r.killGrace),
@@ -275,8 +348,8 @@ func (r *Runner) launch(a *alloc, t Task) error {
 	}
 	if sp.Workdir == "" {
 		sp.Workdir = filepath.Join(a.dir, workDirName)
-		if err := os.Mkdir(sp.Workdir, 0o700); err != nil {
-			return fmt.Errorf("create workdir: %w", err)
+		if err := makeWorkdir(sp.Workdir, acct, r.switchUser); err != nil {
+			return err
 		}
 	}
 	if err := writeJSONAtomic(filepath.Join(a.dir, specFile), sp); err != nil {
@@ -322,7 +395,7 @@ func (r *Runner) launch(a *alloc, t Task) error {
 		// Stop falls back to supervisor.pid.
 		r.log.Warn("cannot read supervisor start time", "alloc", a.id, "error", err)
 	}
-	r.log.Info("started supervisor", "alloc", a.id, "pid", cmd.Process.Pid)
+	r.log.Info("started supervisor", "alloc", a.id, "pid", cmd.Process.Pid, "user", acct.Name, "uid", acct.UID)
 
 	// Reap the supervisor whenever it ends, even after Shutdown.
 	exited := make(chan struct{})

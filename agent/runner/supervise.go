@@ -201,6 +201,14 @@ func (s *supervisor) record(st status) int {
 	return 0
 }
 
+// userName names the account a spec runs its job as, for the log.
+func userName(a *Account) string {
+	if a == nil {
+		return "(the supervisor's)"
+	}
+	return fmt.Sprintf("%s (uid %d)", a.Name, a.UID)
+}
+
 func startFailed(code int, err error) status {
 	return status{State: structs.AllocFailed, ExitCode: code,
 		Reason: "start failed: " + err.Error(), FinishedAt: time.Now().UTC()}
@@ -219,6 +227,11 @@ func (s *supervisor) runJob(sp spec, d driver) status {
 		return startFailed(exitNotFound, err)
 	}
 	defer stderr.Close()
+	for _, f := range []*os.File{stdout, stderr} {
+		if err := giveToJob(f, sp.User); err != nil {
+			return startFailed(exitUnknown, err)
+		}
+	}
 
 	if sp.LeasePath != "" {
 		// Read the lease before the job exists, so that a lease removed
@@ -241,7 +254,7 @@ func (s *supervisor) runJob(sp spec, d driver) status {
 		return startFailed(exitUnknown, fmt.Errorf("record job pid: %w", err))
 	}
 	s.signalReady()
-	s.log.Info("job started", "driver", sp.Driver, "pid", rec.PID, "argv0", sp.Argv[0])
+	s.log.Info("job started", "driver", sp.Driver, "pid", rec.PID, "argv0", sp.Argv[0], "user", userName(sp.User))
 
 	st := s.wait(job, sp)
 	st.StartedAt = rec.StartedAt
@@ -370,6 +383,19 @@ func (s *supervisor) wait(job jobHandle, sp spec) status {
 		st.State = structs.AllocFailed
 	}
 	return st
+}
+
+// giveToJob makes a log the job's: owned by its account and still 0600,
+// so the job may read its own logs and no other user may. A supervisor
+// that is not root runs the job as itself and leaves the log as it is.
+func giveToJob(f *os.File, a *Account) error {
+	if a == nil || os.Geteuid() != 0 {
+		return nil
+	}
+	if err := f.Chown(int(a.UID), int(a.GID)); err != nil {
+		return fmt.Errorf("give %s to %s: %w", filepath.Base(f.Name()), a.Name, err)
+	}
+	return nil
 }
 
 func openLog(path string) (*os.File, error) {
