@@ -264,6 +264,8 @@ func (a *Agent) runnerConfig() runner.Config {
 		Logger:        a.logger.Named("runner"),
 		LeasePath:     filepath.Join(a.dataDir, "lease.json"),
 		FenceGrace:    a.cfg.FenceGrace,
+		JobUser:       a.cfg.JobUser,
+		JobEnvAllow:   a.cfg.JobEnvAllow,
 	}
 }
 
@@ -309,7 +311,10 @@ func (a *Agent) goLoop(f func()) {
 	}()
 }
 
-// openDataDir creates the data dir (0700) and loads or creates the node ID.
+// openDataDir creates the data dir and loads or creates the node ID. The
+// data dir is 0711: jobs, which run as other users, pass through it to
+// their working directories under allocs/; everything else in it is 0600
+// or 0700.
 func (a *Agent) openDataDir() error {
 	a.dataDir = a.cfg.DataDir
 	if a.dataDir == "" {
@@ -322,10 +327,10 @@ func (a *Agent) openDataDir() error {
 		}
 		a.dataDir, a.tempDir = dir, true
 	}
-	if err := os.MkdirAll(a.dataDir, 0o700); err != nil {
+	if err := os.MkdirAll(a.dataDir, 0o711); err != nil {
 		return fmt.Errorf("create data dir %s: %w", a.dataDir, err)
 	}
-	if err := os.Chmod(a.dataDir, 0o700); err != nil {
+	if err := os.Chmod(a.dataDir, 0o711); err != nil {
 		return fmt.Errorf("restrict data dir %s: %w", a.dataDir, err)
 	}
 	idPath := filepath.Join(a.dataDir, "node-id")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/skein-dev/skein/agent/runner"
 	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/gpu"
 	"github.com/skein-dev/skein/structs"
@@ -118,6 +119,15 @@ type Config struct {
 	// SupervisorCmd starts an allocation's supervisor (the alloc dir is
 	// appended); nil means this executable with "supervise".
 	SupervisorCmd []string
+	// JobUser is the account a job runs as when its owner has no local
+	// account of that name: a user name or UID[:GID]; "" means
+	// runner.DefaultJobUser (nobody). It must exist and must not be root.
+	// An agent that is not root runs every job as itself instead.
+	JobUser string
+	// JobEnvAllow names the variables of the agent's environment that jobs
+	// get (names, or prefixes ending in '*'); nil means
+	// runner.DefaultJobEnvAllow, empty means none.
+	JobEnvAllow []string
 	// GossipPort is the memberlist port (TCP and UDP); 0 = DefaultGossipPort,
 	// -1 = any free port (tests).
 	GossipPort int
@@ -304,6 +314,15 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.KillGrace < 0 {
 		return cfg, fmt.Errorf("--kill-grace %s: must not be negative", cfg.KillGrace)
+	}
+	// Only a root agent switches users; any other runs jobs as itself.
+	if os.Geteuid() == 0 {
+		if _, err := runner.LookupJobUser(cfg.JobUser); err != nil {
+			return cfg, fmt.Errorf("--job-user %q: %w", cfg.JobUser, err)
+		}
+	}
+	if err := runner.CheckEnvAllow(cfg.JobEnvAllow); err != nil {
+		return cfg, fmt.Errorf("--job-env-allow: %w", err)
 	}
 	if cfg.CPUs < 0 || cfg.MemoryMiB < 0 {
 		return cfg, errors.New("--cpus and --memory must not be negative")

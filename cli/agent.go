@@ -12,6 +12,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/skein-dev/skein/agent"
+	"github.com/skein-dev/skein/agent/runner"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -48,6 +49,8 @@ func agentCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "master-ports", Usage: "`MIN-MAX` ports to give gangs with rank 0 here as MASTER_PORT (default 29500-29999)"},
 			&ucli.DurationFlag{Name: "job-retention", Value: agent.DefaultJobRetention, Usage: "keep a finished job, its allocations and their logs this long, then remove them (give every node the same)"},
 			&ucli.DurationFlag{Name: "kill-grace", Value: 10 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping a job"},
+			&ucli.StringFlag{Name: "job-user", Value: runner.DefaultJobUser, Usage: "run the jobs of owners without a local account of their name as `USER` (a name or UID[:GID], never root; used only when the agent runs as root)"},
+			&ucli.StringFlag{Name: "job-env-allow", Value: strings.Join(runner.DefaultJobEnvAllow, ","), Usage: "variables of the agent's environment that jobs get, `NAME[,NAME...]` (NAME* is a prefix; \"\" for none)"},
 			&ucli.BoolFlag{Name: "insecure", Usage: "allow an API beyond loopback without a token"},
 			&ucli.StringFlag{Name: "token-file", Usage: "read the API token from `FILE` (like skein --token-file; env SKEIN_TOKEN_FILE)"},
 			&ucli.StringFlag{Name: "join-token-file", Usage: "join a secure cluster with the token in `FILE` from skein join-token create (env SKEIN_JOIN_TOKEN: the token itself)"},
@@ -160,7 +163,36 @@ func agentConfig(c *ucli.Context) (agent.Config, error) {
 	cfg.Security = security
 	cfg.JoinToken = joinToken
 	cfg.CertTTL = c.Duration("cert-ttl")
+	cfg.JobUser = c.String("job-user")
+	cfg.JobEnvAllow = envAllowList(c.String("job-env-allow"))
+	warnSecretsInArgs(c, logger)
 	return cfg, nil
+}
+
+// envAllowList splits --job-env-allow; "" allows nothing.
+func envAllowList(s string) []string {
+	list := []string{}
+	for _, name := range strings.Split(s, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			list = append(list, name)
+		}
+	}
+	return list
+}
+
+// warnSecretsInArgs warns of secrets given on the agent's command line:
+// every local user, every job included, can read it in /proc/PID/cmdline.
+// The environment and files are not readable there.
+func warnSecretsInArgs(c *ucli.Context, logger hclog.Logger) {
+	for _, s := range []struct{ flag, env, instead string }{
+		{flag: "token", env: "SKEIN_TOKEN", instead: "--token-file or SKEIN_TOKEN"},
+		{flag: "encrypt", env: "SKEIN_ENCRYPT", instead: "SKEIN_ENCRYPT"},
+	} {
+		if v, set := lineageString(c, s.flag); set && os.Getenv(s.env) != v {
+			logger.Warn("a secret on the command line is readable by every local user and job",
+				"flag", "--"+s.flag, "use", s.instead)
+		}
+	}
 }
 
 // joinTokenEnv holds a join token itself, for agents started by a service
