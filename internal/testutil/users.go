@@ -3,6 +3,8 @@ package testutil
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/user"
@@ -75,15 +77,27 @@ func userCmd(t testing.TB, name string, args ...string) {
 }
 
 // JobDir is t.TempDir for a directory that jobs running as another user
-// must reach (an agent's data dir, a directory they write to): the
-// directories the test made on the way to it let others search them, as
-// /var/lib or /home would. Its own mode stays as t.TempDir made it.
+// must reach (an agent's data dir, a directory they read): see
+// LetJobsReach.
 func JobDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
+	LetJobsReach(t, dir)
+	return dir
+}
+
+// LetJobsReach lets every user search the directories a test made on the
+// way to dir (those under os.TempDir), as /var/lib or /home let them: a
+// job running as another user can then reach dir, if dir's own mode lets
+// it. t.TempDir makes the first of them 0700.
+func LetJobsReach(t testing.TB, dir string) {
+	t.Helper()
 	tmp := filepath.Clean(os.TempDir())
-	for p := filepath.Dir(dir); strings.HasPrefix(p, tmp+string(filepath.Separator)); p = filepath.Dir(p) {
+	for p := filepath.Dir(filepath.Clean(dir)); strings.HasPrefix(p, tmp+string(filepath.Separator)); p = filepath.Dir(p) {
 		fi, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // the agent makes it, searchable
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +105,6 @@ func JobDir(t testing.TB) string {
 			t.Fatalf("let jobs reach %s: %v", dir, err)
 		}
 	}
-	return dir
 }
 
 // SharedDir is a JobDir that every user may write to, like /tmp (1777):
