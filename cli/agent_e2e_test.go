@@ -12,6 +12,7 @@ import (
 
 	"github.com/skein-dev/skein/agent"
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -22,7 +23,7 @@ func startRealAgent(t *testing.T) string {
 	t.Setenv(superviseEnv, "1")
 	a, err := agent.New(agent.Config{
 		Name:          "e2e",
-		DataDir:       t.TempDir(),
+		DataDir:       testutil.JobDir(t),
 		BindAddr:      "127.0.0.1",
 		HTTPPort:      -1,
 		RaftPort:      -1,
@@ -158,7 +159,7 @@ func TestCLI_SubmitWaitFollowsTheJobToItsEnd(t *testing.T) {
 // ends timed_out, and jobs, job and status say so.
 func TestCLI_TimeLimitWithSignalEndsTimedOut(t *testing.T) {
 	startRealAgent(t)
-	out := t.TempDir() + "/signalled"
+	out := testutil.SharedDir(t) + "/signalled"
 	r := runCLI(t, "submit", "--time-limit", "2s", "--signal", "USR1@1500ms", "--restarts", "1", "--wait", "--",
 		"sh", "-c", `trap 'echo usr1 >> "$0"' USR1; while :; do sleep 0.05; done`, out)
 	if r.code != 1 || !strings.Contains(r.stderr, "timed_out: time limit 2s exceeded") {
