@@ -113,6 +113,8 @@ join_token() {
 up() {
 	docker image inspect "$IMAGE" >/dev/null 2>&1 || die "image $IMAGE not found; build it with: make image"
 	mkdir -p "$SHARED"
+	# A root agent runs the workload as nobody: let it write its locks and events.
+	[ "$(id -u)" != 0 ] || chmod 1777 "$SHARED"
 	if ! docker network inspect "$NET" >/dev/null 2>&1; then
 		# A new demo starts with no events and no lock files.
 		rm -f "$SHARED/events.log" "$SHARED"/gpu-*.lock "$SHARED"/job-*.lock
