@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -29,8 +30,14 @@ func (processDriver) start(sp spec, stdout, stderr *os.File) (jobHandle, error) 
 	if asRoot && sp.User == nil {
 		return nil, &startError{code: exitCannotExec, err: errNoAccount}
 	}
+	// A relative workdir is the allocation directory's, where the
+	// supervisor starts; the job needs it absolute.
+	workdir, err := filepath.Abs(sp.Workdir)
+	if err != nil {
+		return nil, &startError{code: exitNotFound, err: fmt.Errorf("workdir %s: %w", sp.Workdir, err)}
+	}
 	if sp.Workdir != "" {
-		if err := os.Chdir(sp.Workdir); err != nil {
+		if err := os.Chdir(workdir); err != nil {
 			var pe *fs.PathError
 			if errors.As(err, &pe) {
 				err = pe.Err
@@ -50,7 +57,7 @@ func (processDriver) start(sp spec, stdout, stderr *os.File) (jobHandle, error) 
 		return nil, &startError{code: execFailureCode(cmd.Err), err: cmd.Err}
 	}
 	cmd.Env = append([]string{}, sp.Env...)
-	cmd.Dir = sp.Workdir
+	cmd.Dir = workdir
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -60,7 +67,7 @@ func (processDriver) start(sp spec, stdout, stderr *os.File) (jobHandle, error) 
 	startedAt := time.Now().UTC()
 	if err := cmd.Start(); err != nil {
 		if asRoot && errors.Is(err, fs.ErrPermission) {
-			if p, mode, owner := closedTo(sp.Workdir, *sp.User); p != "" {
+			if p, mode, owner := closedTo(workdir, *sp.User); p != "" {
 				err = fmt.Errorf("workdir %s: %s (uid %d) may not enter %s (mode %04o, owner uid %d)",
 					sp.Workdir, sp.User.Name, sp.User.UID, p, mode, owner)
 				return nil, &startError{code: exitNotFound, err: err}

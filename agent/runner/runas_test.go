@@ -334,3 +334,16 @@ func TestRunner_AllocDirFromBeforeAccountsIsAdoptedAndSwept(t *testing.T) {
 		t.Errorf("the old directory is still there: %v", err)
 	}
 }
+
+func TestCurrentAccount_IsThisProcesssUser(t *testing.T) {
+	a := currentAccount()
+	if int(a.UID) != os.Getuid() || int(a.GID) != os.Getgid() {
+		t.Fatalf("currentAccount = %+v, want uid %d, gid %d", a, os.Getuid(), os.Getgid())
+	}
+	if u, err := user.Current(); err == nil && (a.Name != u.Username || a.Home != u.HomeDir) {
+		t.Errorf("currentAccount = %+v, want %s with home %s", a, u.Username, u.HomeDir)
+	}
+	if a.Shell == "" {
+		t.Error("currentAccount has no shell")
+	}
+}

@@ -206,7 +206,7 @@ func New(cfg Config) (*Runner, error) {
 func (r *Runner) setJobUser(name, dir string) error {
 	if !r.switchUser {
 		r.jobUser = currentAccount()
-		r.log.Warn("not running as root: every job runs as this agent's own user, whoever owns it",
+		r.log.Info("not running as root: every job runs as this agent's own user, whoever owns it",
 			"user", r.jobUser.Name, "uid", r.jobUser.UID)
 		return nil
 	}
