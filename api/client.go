@@ -87,6 +87,9 @@ type JobsQuery struct {
 	// After is the cursor a previous page gave (JobPage.Next); "" starts
 	// at the oldest job.
 	After string
+	// Mine keeps only the caller's own jobs; Owner only that user's.
+	Mine  bool
+	Owner string
 }
 
 // JobPage is one page of jobs, oldest first.
@@ -107,6 +110,12 @@ func (c *Client) JobsPage(ctx context.Context, jq JobsQuery) (*JobPage, error) {
 	}
 	if jq.After != "" {
 		q.Set("after", jq.After)
+	}
+	if jq.Mine {
+		q.Set("mine", "true")
+	}
+	if jq.Owner != "" {
+		q.Set("owner", jq.Owner)
 	}
 	var p JobPage
 	h, err := c.doHeader(ctx, http.MethodGet, "/v1/jobs", q, nil, &p.Jobs)
@@ -140,6 +149,13 @@ func (c *Client) Jobs(ctx context.Context, all bool) ([]structs.Job, error) {
 func (c *Client) Job(ctx context.Context, id string) (*JobDetail, error) {
 	var d JobDetail
 	return &d, c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, nil, &d)
+}
+
+// JobWithSecrets is Job with the values of the job's secret_env, which
+// only its owner and operators may see.
+func (c *Client) JobWithSecrets(ctx context.Context, id string) (*JobDetail, error) {
+	var d JobDetail
+	return &d, c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), url.Values{"secrets": {"true"}}, nil, &d)
 }
 
 // CancelJob stops a job; it returns the job as the cancel left it.
