@@ -245,3 +245,10 @@ func (e *PermissionError) Error() string {
 
 // Unwrap makes a PermissionError an ErrPermission.
 func (e *PermissionError) Unwrap() error { return ErrPermission }
+
+// ACLState records that a cluster has ACLs, from its bootstrap on.
+type ACLState struct {
+	BootstrappedAt time.Time `json:"bootstrapped_at"`
+	// BootstrapToken is the ID of the first admin token.
+	BootstrapToken string `json:"bootstrap_token"`
+}
