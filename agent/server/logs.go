@@ -43,6 +43,9 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusOf(err), err)
 		return
 	}
+	if !mayActOn(w, r, job, "read the logs") {
+		return
+	}
 	if rank >= job.Spec.Nodes {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("rank %d: job %s has ranks 0..%d", rank, structs.ShortID(job.ID), job.Spec.Nodes-1))
 		return
