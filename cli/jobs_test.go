@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -169,4 +172,19 @@ func TestJobs_LongListSaysHowToSeeMore(t *testing.T) {
 	if r.code != exitUsage || !strings.Contains(r.stderr, "--limit 0: want 1 to") {
 		t.Fatalf("--limit 0: exit %d, stderr %q", r.code, r.stderr)
 	}
+	// The tasks' supervisors write into the agent's data dir until the
+	// tasks end: the test's cleanup removes it only then.
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		r := runCLI(t, "jobs", "--json")
+		var jobs []structs.Job
+		if err := json.Unmarshal([]byte(r.stdout), &jobs); err != nil {
+			return fmt.Errorf("skein jobs --json: %v: %s", err, r.stderr)
+		}
+		for _, j := range jobs {
+			if !j.State.Terminal() {
+				return fmt.Errorf("task %s is %s", j.ID, j.State)
+			}
+		}
+		return nil
+	})
 }
