@@ -28,6 +28,19 @@
 // for tasks that name an image. A spec that names no driver was written
 // before specs named one, and runs a process.
 //
+// The job's stdout and stderr are pipes that the supervisor copies into
+// the allocation's logs (logs.go), so that their size is the supervisor's
+// to bound: each stream keeps half of the allocation's log cap (spec.json,
+// the agent's --log-max), its newest output, in two files. When <stream>.log
+// reaches a quarter of the cap it becomes <stream>.log.1, the older .1 goes,
+// and <stream>.log.meta counts what went. Files are made and renamed through
+// the directory's descriptor and never through a link. The copy keeps the
+// order of each stream, reads ahead of a slow disk into a bounded buffer and
+// discards output, counted, rather than hold the job up when the disk takes
+// nothing for a while; once the job is over it drains the pipes, for at most
+// a moment when something the job left outside its process group still
+// holds them, and only then is the outcome recorded.
+//
 // A supervisor is alive exactly while it holds an exclusive flock on
 // supervisor.lock. The runner takes that lock before it forks and the
 // supervisor inherits it, so there is no moment at which a supervisor exists
@@ -45,8 +58,10 @@
 //	supervisor.log   the supervisor's own diagnostics
 //	job.pid          once started: the job's start time and how its driver finds it
 //	                 (a process: pid, process group and /proc start time)
-//	stdout.log       the job's standard output
-//	stderr.log       the job's standard error
+//	stdout.log       the job's standard output, the newest part (at most a quarter of the log cap)
+//	stdout.log.1     the part before it, once the log was rotated (as much again)
+//	stdout.log.meta  once output was dropped: how many bytes, and the cap
+//	stderr.log       the job's standard error, and stderr.log.1 and .meta likewise
 //	stop.json        why a stop was requested, written before signalling
 //	status.json      the outcome, written once when the job is over
 //	work/            the job's working directory when its spec names none

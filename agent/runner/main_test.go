@@ -123,6 +123,7 @@ type testEnv struct {
 	grace      time.Duration
 	leasePath  string // "" unless a test sets it
 	fenceGrace time.Duration
+	logMax     int64 // 0: the default
 }
 
 // newEnv makes an allocation directory and, at cleanup, kills every job and
@@ -146,6 +147,7 @@ func (e *testEnv) runner(t *testing.T) (*Runner, *recorder) {
 		BaseEnv:       []string{"PATH=" + os.Getenv("PATH"), "SKEIN_TOKEN=secret", "HOME=/nonexistent"},
 		LeasePath:     e.leasePath,
 		FenceGrace:    e.fenceGrace,
+		LogMax:        e.logMax,
 	})
 	if err != nil {
 		t.Fatalf("New: %v", err)

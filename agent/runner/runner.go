@@ -30,6 +30,7 @@ var (
 	ErrSupervisor     = errors.New("cannot start supervisor")
 	ErrUnknownDriver  = errors.New("unknown driver")
 	errBadStat        = errors.New("unexpected /proc stat format")
+	errNotPlainFile   = errors.New("not a plain file")
 )
 
 const (
@@ -67,6 +68,10 @@ type Config struct {
 	// SIGKILL, once the lease has expired. "" disables self-fencing.
 	LeasePath  string
 	FenceGrace time.Duration
+	// LogMax is the most bytes one allocation's stdout and stderr keep on
+	// disk, in all (logs.go); 0 means DefaultLogMax, and it is at least
+	// MinLogMax.
+	LogMax int64
 }
 
 // Task is one allocation to run and the job it belongs to.
@@ -99,6 +104,7 @@ type Runner struct {
 	report     func(structs.AllocUpdate)
 	log        hclog.Logger
 	baseEnv    []string
+	logMax     int64
 
 	mu       sync.Mutex
 	allocs   map[string]*alloc // tracked: being started or watched
@@ -123,6 +129,12 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.AllocDir == "" {
 		return nil, ErrNoAllocDir
 	}
+	if cfg.LogMax == 0 {
+		cfg.LogMax = DefaultLogMax
+	}
+	if cfg.LogMax < MinLogMax {
+		return nil, fmt.Errorf("log cap %d bytes: must be at least %d", cfg.LogMax, MinLogMax)
+	}
 	dir, err := filepath.Abs(cfg.AllocDir)
 	if err != nil {
 		return nil, fmt.Errorf("allocation directory %s: %w", cfg.AllocDir, err)
@@ -142,6 +154,7 @@ func New(cfg Config) (*Runner, error) {
 		report:     cfg.Report,
 		log:        cfg.Logger,
 		baseEnv:    slices.Clone(cfg.BaseEnv),
+		logMax:     cfg.LogMax,
 		allocs:     make(map[string]*alloc),
 		quit:       make(chan struct{}),
 	}
@@ -269,6 +282,7 @@ func (r *Runner) launch(a *alloc, t Task) error {
 		KillGrace:  structs.Duration(r.killGrace),
 		LeasePath:  r.leasePath,
 		FenceGrace: structs.Duration(r.fenceGrace),
+		LogMax:     r.logMax,
 	}
 	if sig := t.Job.Spec.Signal; sig != nil && sp.TimeLimit > 0 {
 		sp.Signal, sp.SignalBefore = sig.Name, sig.Before
@@ -609,23 +623,15 @@ func (r *Runner) Tracked() []string {
 	return ids
 }
 
-// LogPath returns the file holding an allocation's output; stream is
-// "stdout" or "stderr". ErrNoLogs means the job has written no such file
-// (yet, or ever).
+// LogPath returns the file holding an allocation's newest output; stream
+// is "stdout" or "stderr" (OpenLog also reads what was rotated out of it).
+// ErrNoLogs means the job has written no such file (yet, or ever).
 func (r *Runner) LogPath(allocID, stream string) (string, error) {
-	var name string
-	switch stream {
-	case "stdout":
-		name = stdoutFile
-	case "stderr":
-		name = stderrFile
-	default:
-		return "", fmt.Errorf("%w %q: use stdout or stderr", ErrUnknownStream, stream)
-	}
-	if err := checkID(allocID); err != nil {
+	dir, name, err := r.logDir(allocID, stream)
+	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(r.dir, allocID, name)
+	path := filepath.Join(dir, name)
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", fmt.Errorf("allocation %s %s: %w", allocID, stream, ErrNoLogs)

@@ -209,23 +209,19 @@ func startFailed(code int, err error) status {
 // runJob starts the job through its driver, waits for it and stops it when
 // asked or when its time is up.
 func (s *supervisor) runJob(sp spec, d driver) status {
-	stdout, err := openLog(s.path(stdoutFile))
+	out, err := captureOutput(s.dir, sp, s.log)
 	if err != nil {
 		return startFailed(exitNotFound, err)
 	}
-	defer stdout.Close()
-	stderr, err := openLog(s.path(stderrFile))
-	if err != nil {
-		return startFailed(exitNotFound, err)
-	}
-	defer stderr.Close()
+	// The output is all in its logs before the outcome is recorded.
+	defer out.finish()
 
 	if sp.LeasePath != "" {
 		// Read the lease before the job exists, so that a lease removed
 		// from then on counts as vanished (wait checks expiry itself).
 		s.leaseExpired(sp.LeasePath)
 	}
-	job, err := d.start(sp, stdout, stderr)
+	job, err := d.start(sp, out.stdout.w, out.stderr.w)
 	if err != nil {
 		code := exitNotFound
 		var se *startError
@@ -370,12 +366,4 @@ func (s *supervisor) wait(job jobHandle, sp spec) status {
 		st.State = structs.AllocFailed
 	}
 	return st
-}
-
-func openLog(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open log: %w", err)
-	}
-	return f, nil
 }
