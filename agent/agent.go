@@ -269,6 +269,7 @@ func (a *Agent) runnerConfig() runner.Config {
 		Logger:        a.logger.Named("runner"),
 		LeasePath:     filepath.Join(a.dataDir, "lease.json"),
 		FenceGrace:    a.cfg.FenceGrace,
+		LogMax:        a.cfg.LogMaxMiB << 20,
 	}
 }
 

@@ -48,6 +48,8 @@ func agentCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "master-ports", Usage: "`MIN-MAX` ports to give gangs with rank 0 here as MASTER_PORT (default 29500-29999)"},
 			&ucli.DurationFlag{Name: "job-retention", Value: agent.DefaultJobRetention, Usage: "keep a finished job, its allocations and their logs this long, then remove them (give every node the same)"},
 			&ucli.DurationFlag{Name: "kill-grace", Value: 10 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping a job"},
+			&ucli.StringFlag{Name: "log-max", Value: structs.FormatMiB(agent.DefaultLogMaxMiB), Usage: "most disk one allocation's stdout and stderr keep, at least 1M: each stream keeps its newest output and skein logs says how much went " +
+				"(the default keeps the recent tens of MiB of a training run, and a thousand finished allocations fit in 100G)"},
 			&ucli.BoolFlag{Name: "insecure", Usage: "allow an API beyond loopback without a token"},
 			&ucli.StringFlag{Name: "token-file", Usage: "read the API token from `FILE` (like skein --token-file; env SKEIN_TOKEN_FILE)"},
 			&ucli.StringFlag{Name: "join-token-file", Usage: "join a secure cluster with the token in `FILE` from skein join-token create (env SKEIN_JOIN_TOKEN: the token itself)"},
@@ -101,6 +103,13 @@ func agentConfig(c *ucli.Context) (agent.Config, error) {
 	var memMiB structs.SizeMiB
 	if err := decodeFlag(c, "memory", &memMiB, structs.ParseSizeMiB); err != nil {
 		return agent.Config{}, err
+	}
+	var logMax structs.SizeMiB
+	if err := decodeFlag(c, "log-max", &logMax, structs.ParseSizeMiB); err != nil {
+		return agent.Config{}, err
+	}
+	if c.IsSet("log-max") && logMax < agent.MinLogMaxMiB {
+		return agent.Config{}, usagef(c, "--log-max %q: must be at least %s", c.String("log-max"), structs.FormatMiB(agent.MinLogMaxMiB))
 	}
 	var masterPorts structs.PortRange
 	if err := decodeFlag(c, "master-ports", &masterPorts, structs.ParsePortRange); err != nil {
@@ -160,6 +169,7 @@ func agentConfig(c *ucli.Context) (agent.Config, error) {
 	cfg.Security = security
 	cfg.JoinToken = joinToken
 	cfg.CertTTL = c.Duration("cert-ttl")
+	cfg.LogMaxMiB = int64(logMax)
 	return cfg, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"time"
@@ -49,9 +50,13 @@ type Config struct {
 	Heartbeats interface {
 		HeardFrom(nodeID string, at time.Time)
 	}
-	// Logs finds the output files of this node's allocations.
+	// Logs reads the output of this node's allocations: OpenLog what is
+	// kept of a stream (reading at its end returns io.EOF; reading again
+	// follows it), LogDropped how many bytes the log cap dropped, and that
+	// cap.
 	Logs interface {
-		LogPath(allocID, stream string) (string, error)
+		OpenLog(allocID, stream string) (io.ReadCloser, error)
+		LogDropped(allocID, stream string) (dropped, logMax int64, err error)
 	}
 	// Faults injects health events into this node's simulated GPUs.
 	Faults interface {
