@@ -159,7 +159,8 @@ func (l *logFile) write(p []byte) {
 }
 
 // rotate renames a full log to <name>.1, replacing the older one, and
-// starts a new log.
+// starts a new log. What was dropped is recorded once the new log is
+// there, so that a reader finds no log only for a moment.
 func (l *logFile) rotate() error {
 	if l.f != nil {
 		dirfd := int(l.dir.Fd())
@@ -172,13 +173,13 @@ func (l *logFile) rotate() error {
 		l.f = nil
 		l.dropped += l.rotated
 		l.rotated, l.size = l.size, 0
-		l.saveMeta()
 	}
 	f, err := createLog(l.dir, l.name, l.sp)
 	if err != nil {
 		return err
 	}
 	l.f = f
+	l.saveMeta()
 	return nil
 }
 
@@ -353,27 +354,47 @@ func (c *logCopy) finish(drain time.Duration) {
 }
 
 // logReader reads what an allocation keeps of a stream: <name>.1, then
-// <name>. At the end of what is written it returns io.EOF; a later Read
-// returns what was written since, and moves on to the new file when the
-// stream was rotated. A reader that falls more than a whole file behind
-// loses the files rotated out meanwhile, as the cap dropped them.
+// <name>. At the end of what is written it returns io.EOF. A reader that
+// follows returns what was written since on a later Read, and moves on to
+// the new file when the stream was rotated; one that falls more than a
+// whole file behind loses the files rotated out meanwhile, as the cap
+// dropped them. One that does not follow reads the files kept when it was
+// opened, to their end, and no further: a job writing faster than the
+// reader reads cannot make its answer endless.
 type logReader struct {
 	dir, name string
+	follow    bool
 	f         *os.File
 	// final is set once f is no longer the current file: it grows no
 	// more, and its end is the start of the next.
 	final bool
+	// next, for a reader that does not follow, is the file after f when
+	// it was opened (nil: none), and nextFinal its final.
+	next      *os.File
+	nextFinal bool
 }
 
 // openLogReader opens a stream's logs in an allocation directory.
 // fs.ErrNotExist means the stream has none.
-func openLogReader(dir, name string) (*logReader, error) {
-	lr := &logReader{dir: dir, name: name}
-	if err := lr.advance(nil); err != nil {
+func openLogReader(dir, name string, follow bool) (*logReader, error) {
+	lr := &logReader{dir: dir, name: name, follow: follow}
+	f, final, err := lr.after(nil)
+	if err == nil && f == nil {
+		err = fs.ErrNotExist
+	}
+	if err != nil {
 		return nil, err
 	}
-	if lr.f == nil {
-		return nil, fs.ErrNotExist
+	lr.f, lr.final = f, final
+	if !follow && final {
+		held, err := f.Stat()
+		if err == nil {
+			lr.next, lr.nextFinal, err = lr.after(held)
+		}
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
 	return lr, nil
 }
@@ -383,6 +404,11 @@ func (lr *logReader) Read(p []byte) (int, error) {
 		n, err := lr.f.Read(p)
 		if n > 0 || err != io.EOF {
 			return n, err
+		}
+		if lr.next != nil {
+			lr.f.Close()
+			lr.f, lr.final, lr.next = lr.next, lr.nextFinal, nil
+			continue
 		}
 		if !lr.final {
 			// The end of the current file, unless the stream was
@@ -398,32 +424,41 @@ func (lr *logReader) Read(p []byte) (int, error) {
 			lr.final = true
 			continue
 		}
+		if !lr.follow {
+			return 0, io.EOF
+		}
 		held, err := lr.f.Stat()
 		if err != nil {
 			return 0, err
 		}
-		prev := lr.f
-		if err := lr.advance(held); err != nil {
+		f, final, err := lr.after(held)
+		if err != nil {
 			return 0, err
 		}
-		if lr.f == prev {
+		if f == nil {
 			return 0, io.EOF // the next file is not there yet
 		}
-		prev.Close()
+		lr.f.Close()
+		lr.f, lr.final = f, final
 	}
 }
 
-// Close closes the file being read.
-func (lr *logReader) Close() error { return lr.f.Close() }
+// Close closes the files being read.
+func (lr *logReader) Close() error {
+	if lr.next != nil {
+		lr.next.Close()
+	}
+	return lr.f.Close()
+}
 
-// advance moves on to the file that follows prev (nil: the oldest kept):
-// <name>.1 when it is newer than prev, else <name>. It leaves lr as it is
-// when the next file is not there yet.
-func (lr *logReader) advance(prev os.FileInfo) error {
+// after opens the file that follows prev (nil: the oldest kept):
+// <name>.1 when it is newer than prev, else <name>; final says it is the
+// former. It returns no file when the next one is not there yet.
+func (lr *logReader) after(prev os.FileInfo) (*os.File, bool, error) {
 	for range 4 {
 		rot, err := lstatLog(lr.path(rotatedSuffix))
 		if err != nil {
-			return err
+			return nil, false, err
 		}
 		if rot != nil && (prev == nil || !os.SameFile(rot, prev)) {
 			f, err := openLogFile(lr.path(rotatedSuffix))
@@ -431,31 +466,32 @@ func (lr *logReader) advance(prev os.FileInfo) error {
 				continue
 			}
 			if err != nil {
-				return err
+				return nil, false, err
 			}
-			lr.f, lr.final = f, true
-			return nil
+			return f, true, nil
 		}
 		f, err := openLogFile(lr.path(""))
+		if errors.Is(err, fs.ErrNotExist) && rot != nil {
+			continue // between a rotation's rename and its new file
+		}
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil
+			return nil, false, nil
 		}
 		if err != nil {
-			return err
+			return nil, false, err
 		}
 		// A rotation between the look at <name>.1 and the open would
 		// have put the file that follows prev there.
 		again, err := lstatLog(lr.path(rotatedSuffix))
 		if err == nil && (again == nil) == (rot == nil) && (rot == nil || os.SameFile(again, rot)) {
-			lr.f, lr.final = f, false
-			return nil
+			return f, false, nil
 		}
 		f.Close()
 		if err != nil {
-			return err
+			return nil, false, err
 		}
 	}
-	return nil
+	return nil, false, nil
 }
 
 func (lr *logReader) path(suffix string) string {
@@ -515,15 +551,16 @@ func readLogMeta(path string) (logMeta, error) {
 
 // OpenLog opens what an allocation keeps of a stream ("stdout" or
 // "stderr"): the output rotated out last, then the current file. Reading
-// it at its end returns io.EOF; reading again follows the stream, across
-// rotations. ErrNoLogs means the job has written no such stream (yet, or
-// ever).
-func (r *Runner) OpenLog(allocID, stream string) (io.ReadCloser, error) {
+// it at its end returns io.EOF. With follow, reading again returns what
+// was written since, across rotations; without, the reader ends with the
+// files kept when it was opened. ErrNoLogs means the job has written no
+// such stream (yet, or ever).
+func (r *Runner) OpenLog(allocID, stream string, follow bool) (io.ReadCloser, error) {
 	dir, name, err := r.logDir(allocID, stream)
 	if err != nil {
 		return nil, err
 	}
-	lr, err := openLogReader(dir, name)
+	lr, err := openLogReader(dir, name, follow)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("allocation %s %s: %w", allocID, stream, ErrNoLogs)
 	}

@@ -285,7 +285,7 @@ func TestLogReader_FollowsAcrossRotations(t *testing.T) {
 	lf, dir := newTestLog(t)
 	fileMax := int(lf.fileMax)
 	src := &lineSource{lf: lf}
-	lr, err := openLogReader(dir, stdoutFile)
+	lr, err := openLogReader(dir, stdoutFile, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func TestLogReader_FollowsAcrossRotations(t *testing.T) {
 	}
 
 	// A new reader starts at the oldest file kept.
-	fresh, err := openLogReader(dir, stdoutFile)
+	fresh, err := openLogReader(dir, stdoutFile, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,6 +344,30 @@ func TestLogReader_FollowsAcrossRotations(t *testing.T) {
 	}
 	if want := src.written.String(); int64(len(kept))+lf.dropped != int64(len(want)) || !strings.HasSuffix(want, string(kept)) {
 		t.Errorf("a new reader read %d bytes, %d dropped, want the end of the %d written", len(kept), lf.dropped, len(want))
+	}
+}
+
+func TestLogReader_WithoutFollowingReadsTheFilesKeptWhenOpened(t *testing.T) {
+	t.Parallel()
+	lf, dir := newTestLog(t)
+	fileMax := int(lf.fileMax)
+	src := &lineSource{lf: lf}
+	src.write(fileMax + fileMax/2) // a full .1, and half the current file
+	snap, err := openLogReader(dir, stdoutFile, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	// Much more output while it reads: it reads the two files it opened
+	// to their end, the current one as it filled, and nothing after.
+	start := src.written.Len() - int(lf.rotated+lf.size)
+	src.write(3 * fileMax)
+	got, err := io.ReadAll(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := src.written.String()[start : start+2*fileMax]; string(got) != want {
+		t.Errorf("read %d bytes, want the %d of the two files kept when it opened them", len(got), len(want))
 	}
 }
 
@@ -391,7 +415,7 @@ func TestLogs_LinksLeftInPlaceAreNeverFollowed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := openLogReader(dir, stdoutFile); !errors.Is(err, errNotPlainFile) {
+	if _, err := openLogReader(dir, stdoutFile, true); !errors.Is(err, errNotPlainFile) {
 		t.Errorf("reading a log that is a link: %v, want %v", err, errNotPlainFile)
 	}
 	if _, err := readLogMeta(filepath.Join(dir, stdoutFile+metaSuffix)); !errors.Is(err, errNotPlainFile) {
@@ -410,7 +434,7 @@ func TestRunner_LogCapBelowTheMinimumIsRefused(t *testing.T) {
 // readAll reads what an allocation keeps of a stream.
 func readAll(t *testing.T, r *Runner, allocID, stream string) string {
 	t.Helper()
-	rd, err := r.OpenLog(allocID, stream)
+	rd, err := r.OpenLog(allocID, stream, false)
 	if err != nil {
 		t.Fatalf("OpenLog(%s): %v", stream, err)
 	}

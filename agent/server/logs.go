@@ -131,7 +131,7 @@ func (s *Server) copyLog(w http.ResponseWriter, r *http.Request, allocID, stream
 		alloc, ok := s.fsm.Alloc(allocID)
 		done := !ok || !alloc.Live()
 		if f == nil {
-			rd, err := s.cfg.Logs.OpenLog(allocID, stream)
+			rd, err := s.cfg.Logs.OpenLog(allocID, stream, follow)
 			if err != nil && (done || !follow) {
 				return nil // no output was ever written
 			}

@@ -51,11 +51,11 @@ type Config struct {
 		HeardFrom(nodeID string, at time.Time)
 	}
 	// Logs reads the output of this node's allocations: OpenLog what is
-	// kept of a stream (reading at its end returns io.EOF; reading again
-	// follows it), LogDropped how many bytes the log cap dropped, and that
-	// cap.
+	// kept of a stream (reading at its end returns io.EOF; with follow,
+	// reading again returns what was written since), LogDropped how many
+	// bytes the log cap dropped, and that cap.
 	Logs interface {
-		OpenLog(allocID, stream string) (io.ReadCloser, error)
+		OpenLog(allocID, stream string, follow bool) (io.ReadCloser, error)
 		LogDropped(allocID, stream string) (dropped, logMax int64, err error)
 	}
 	// Faults injects health events into this node's simulated GPUs.
