@@ -39,7 +39,9 @@
 // discards output, counted, rather than hold the job up when the disk takes
 // nothing for a while; once the job is over it drains the pipes, for at most
 // a moment when something the job left outside its process group still
-// holds them, and only then is the outcome recorded.
+// holds them, and only then is the outcome recorded. A job whose
+// supervisor died has nobody reading its pipes: its next write fails
+// (SIGPIPE), if the runner has not killed it first.
 //
 // A supervisor is alive exactly while it holds an exclusive flock on
 // supervisor.lock. The runner takes that lock before it forks and the
