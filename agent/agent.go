@@ -53,6 +53,7 @@ type Agent struct {
 	nodeID  string
 	dataDir string
 	tempDir bool // dataDir was made for this run and is removed at shutdown
+	audit   *server.AuditLog
 
 	inv      gpu.Inventory
 	fsm      *fsm.FSM
@@ -198,6 +199,9 @@ func (a *Agent) start() error {
 		a.logger.Info("re-adopted running jobs", "allocations", len(adopted))
 	}
 	userAuth, nodeAuth := a.serverAuth()
+	if a.audit, err = server.OpenAuditLog(filepath.Join(a.dataDir, "audit.log"), server.DefaultAuditMax); err != nil {
+		return err
+	}
 	a.server = server.New(server.Config{
 		Listener:     a.tlsListener(a.listener),
 		NodeID:       a.nodeID,
@@ -212,6 +216,7 @@ func (a *Agent) start() error {
 		Leave:        a.Leave,
 		JobRetention: a.cfg.JobRetention,
 		Trust:        a.secure,
+		Audit:        a.audit,
 		UserAuth:     userAuth,
 		NodeAuth:     nodeAuth,
 		Logger:       a.logger.Named("http"),
@@ -266,6 +271,7 @@ func (a *Agent) runnerConfig() runner.Config {
 		FenceGrace:    a.cfg.FenceGrace,
 		JobUser:       a.cfg.JobUser,
 		JobEnvAllow:   a.cfg.JobEnvAllow,
+		LogMax:        a.cfg.LogMaxMiB << 20,
 	}
 }
 
@@ -470,6 +476,9 @@ func (a *Agent) stop(handover bool) {
 			if err := a.raft.Shutdown(); err != nil {
 				a.logger.Error("raft shutdown", "error", err)
 			}
+		}
+		if a.audit != nil {
+			_ = a.audit.Close()
 		}
 		if a.tempDir {
 			_ = os.RemoveAll(a.dataDir)

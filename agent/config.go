@@ -44,6 +44,15 @@ const (
 // event before it returns to service by itself (--gpu-clean-period).
 const DefaultGPUCleanPeriod = 10 * time.Minute
 
+// Log caps (--log-max): the most disk, in MiB, one allocation's stdout and
+// stderr keep. The default keeps the recent tens of MiB of a long training
+// run's output, while a thousand allocations kept for --job-retention fit
+// in 100G of a node's disk.
+const (
+	DefaultLogMaxMiB = runner.DefaultLogMax >> 20
+	MinLogMaxMiB     = 1
+)
+
 // DefaultJobRetention is how long a finished job, with its allocations and
 // their logs, stays in the cluster (--job-retention).
 const DefaultJobRetention = 24 * time.Hour
@@ -116,6 +125,9 @@ type Config struct {
 	CertClock func() time.Time
 	// KillGrace is the time between SIGTERM and SIGKILL when a job is stopped.
 	KillGrace time.Duration
+	// LogMaxMiB is the most disk one allocation's stdout and stderr keep
+	// (each stream its newest output, up to half); 0 = DefaultLogMaxMiB.
+	LogMaxMiB int64
 	// SupervisorCmd starts an allocation's supervisor (the alloc dir is
 	// appended); nil means this executable with "supervise".
 	SupervisorCmd []string
@@ -323,6 +335,13 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if err := runner.CheckEnvAllow(cfg.JobEnvAllow); err != nil {
 		return cfg, fmt.Errorf("--job-env-allow: %w", err)
+	}
+	if cfg.LogMaxMiB == 0 {
+		cfg.LogMaxMiB = DefaultLogMaxMiB
+	}
+	if cfg.LogMaxMiB < MinLogMaxMiB || cfg.LogMaxMiB > structs.MaxMemoryMiB {
+		return cfg, fmt.Errorf("--log-max %s: out of range %s..%s", structs.FormatMiB(cfg.LogMaxMiB),
+			structs.FormatMiB(MinLogMaxMiB), structs.FormatMiB(structs.MaxMemoryMiB))
 	}
 	if cfg.CPUs < 0 || cfg.MemoryMiB < 0 {
 		return cfg, errors.New("--cpus and --memory must not be negative")

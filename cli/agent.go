@@ -51,6 +51,8 @@ func agentCommand() *ucli.Command {
 			&ucli.DurationFlag{Name: "kill-grace", Value: 10 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping a job"},
 			&ucli.StringFlag{Name: "job-user", Value: runner.DefaultJobUser, Usage: "run the jobs of owners without a local account of their name as `USER` (a name or UID[:GID], never root; used only when the agent runs as root)"},
 			&ucli.StringFlag{Name: "job-env-allow", Value: strings.Join(runner.DefaultJobEnvAllow, ","), Usage: "variables of the agent's environment that jobs get, `NAME[,NAME...]` (NAME* is a prefix; \"\" for none)"},
+			&ucli.StringFlag{Name: "log-max", Value: structs.FormatMiB(agent.DefaultLogMaxMiB), Usage: "most disk one allocation's stdout and stderr keep, at least 1M: each stream keeps its newest output and skein logs says how much went " +
+				"(the default keeps the recent tens of MiB of a training run, and a thousand finished allocations fit in 100G)"},
 			&ucli.BoolFlag{Name: "insecure", Usage: "allow an API beyond loopback without a token"},
 			&ucli.StringFlag{Name: "token-file", Usage: "read the API token from `FILE` (like skein --token-file; env SKEIN_TOKEN_FILE)"},
 			&ucli.StringFlag{Name: "join-token-file", Usage: "join a secure cluster with the token in `FILE` from skein join-token create (env SKEIN_JOIN_TOKEN: the token itself)"},
@@ -104,6 +106,13 @@ func agentConfig(c *ucli.Context) (agent.Config, error) {
 	var memMiB structs.SizeMiB
 	if err := decodeFlag(c, "memory", &memMiB, structs.ParseSizeMiB); err != nil {
 		return agent.Config{}, err
+	}
+	var logMax structs.SizeMiB
+	if err := decodeFlag(c, "log-max", &logMax, structs.ParseSizeMiB); err != nil {
+		return agent.Config{}, err
+	}
+	if c.IsSet("log-max") && logMax < agent.MinLogMaxMiB {
+		return agent.Config{}, usagef(c, "--log-max %q: must be at least %s", c.String("log-max"), structs.FormatMiB(agent.MinLogMaxMiB))
 	}
 	var masterPorts structs.PortRange
 	if err := decodeFlag(c, "master-ports", &masterPorts, structs.ParsePortRange); err != nil {
@@ -166,6 +175,7 @@ func agentConfig(c *ucli.Context) (agent.Config, error) {
 	cfg.JobUser = c.String("job-user")
 	cfg.JobEnvAllow = envAllowList(c.String("job-env-allow"))
 	warnSecretsInArgs(c, logger)
+	cfg.LogMaxMiB = int64(logMax)
 	return cfg, nil
 }
 

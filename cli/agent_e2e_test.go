@@ -17,11 +17,11 @@ import (
 )
 
 // startRealAgent runs an in-process agent with 2 simulated GPUs and points
-// the CLI at it through SKEIN_ADDR.
-func startRealAgent(t *testing.T) string {
+// the CLI at it through SKEIN_ADDR; tune changes its configuration.
+func startRealAgent(t *testing.T, tune ...func(*agent.Config)) string {
 	t.Helper()
 	t.Setenv(superviseEnv, "1")
-	a, err := agent.New(agent.Config{
+	cfg := agent.Config{
 		Name:          "e2e",
 		DataDir:       testutil.JobDir(t),
 		BindAddr:      "127.0.0.1",
@@ -32,7 +32,11 @@ func startRealAgent(t *testing.T) string {
 		KillGrace:     time.Second,
 		SupervisorCmd: []string{os.Args[0]},
 		Logger:        hclog.NewNullLogger(),
-	})
+	}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	a, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ func TestAgent_BadFlagValuesAreUsageErrors(t *testing.T) {
 		{"memory that does not parse", []string{"--memory", "lots"}, `Error: --memory: invalid size "lots": use a number with an optional unit`},
 		{"memory over the limit", []string{"--memory", "100T"}, `Error: --memory: invalid size "100T": larger than the limit of 67108864 MiB`},
 		{"master ports without a range", []string{"--master-ports", "29500"}, `Error: --master-ports: invalid port range "29500": want MIN-MAX, like 29500-29999`},
+		{"log cap of nothing", []string{"--log-max", "0"}, `Error: --log-max "0": must be at least 1M`},
+		{"log cap that does not parse", []string{"--log-max", "lots"}, `Error: --log-max: invalid size "lots"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -44,6 +44,21 @@
 // and time zone), then its own --env and skein's variables (env.go). The
 // agent's secrets never reach it.
 //
+// The job's stdout and stderr are pipes that the supervisor copies into
+// the allocation's logs (logs.go), so that their size is the supervisor's
+// to bound: each stream keeps half of the allocation's log cap (spec.json,
+// the agent's --log-max), its newest output, in two files. When <stream>.log
+// reaches a quarter of the cap it becomes <stream>.log.1, the older .1 goes,
+// and <stream>.log.meta counts what went. Files are made and renamed through
+// the directory's descriptor and never through a link. The copy keeps the
+// order of each stream, reads ahead of a slow disk into a bounded buffer and
+// discards output, counted, rather than hold the job up when the disk takes
+// nothing for a while; once the job is over it drains the pipes, for at most
+// a moment when something the job left outside its process group still
+// holds them, and only then is the outcome recorded. A job whose
+// supervisor died has nobody reading its pipes: its next write fails
+// (SIGPIPE), if the runner has not killed it first.
+//
 // A supervisor is alive exactly while it holds an exclusive flock on
 // supervisor.lock. The runner takes that lock before it forks and the
 // supervisor inherits it, so there is no moment at which a supervisor exists
@@ -55,10 +70,11 @@
 // Layout of <AllocDir>/<allocID>/. AllocDir and each allocation's own
 // directory are root's and 0711: a job passes through them to its work/
 // and its logs, and no one else may list them. Every control file is
-// root's and 0600, so a job can neither read its spec (which may hold
-// another job's secrets) nor rewrite what the root runner trusts (a
+// root's and 0600, so that no other user reads a spec (it holds its job's
+// secret env) and no job rewrites what the root runner trusts (a
 // rewritten job.pid would have it kill any process); only work/ and the
-// two logs belong to the job's account:
+// logs (with their rotated parts, not their .meta) belong to the job's
+// account:
 //
 //	spec.json        what to run (driver, account, argv, final env, workdir, time
 //	                 limit and signal, kill grace), and the Raft index that
@@ -68,8 +84,11 @@
 //	supervisor.log   the supervisor's own diagnostics
 //	job.pid          once started: the job's start time and how its driver finds it
 //	                 (a process: pid, process group and /proc start time)
-//	stdout.log       the job's standard output (the job's account, 0600)
-//	stderr.log       the job's standard error (the job's account, 0600)
+//	stdout.log       the job's standard output, the newest part (at most a quarter
+//	                 of the log cap; the job's account, 0600)
+//	stdout.log.1     the part before it, once the log was rotated (as much again)
+//	stdout.log.meta  once output was dropped: how many bytes, and the cap
+//	stderr.log       the job's standard error, and stderr.log.1 and .meta likewise
 //	stop.json        why a stop was requested, written before signalling
 //	status.json      the outcome, written once when the job is over
 //	work/            the job's working directory when its spec names none

@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,9 +26,10 @@ var ownEnv = append([]string{
 }, structs.LaunchEnv...)
 
 // BuildEnv returns the complete environment of a task's process: base
-// (the job's minimal environment, jobBaseEnv), then the job spec's env
-// (sorted by name), then skein's own variables, which always win. Each name
-// appears once; the agent's secrets (secretEnv) never appear.
+// (the job's minimal environment, jobBaseEnv), then the job spec's env and
+// secret_env (each sorted by name), then skein's own variables, which
+// always win. Each name appears once; the agent's secrets (secretEnv)
+// never appear.
 //
 // skein sets CUDA_VISIBLE_DEVICES to the allocated GPU UUIDs joined by commas
 // ("" for a job without GPUs), CUDA_DEVICE_ORDER=PCI_BUS_ID, SKEIN_JOB_ID,
@@ -44,14 +46,11 @@ func BuildEnv(t Task, base []string) []string {
 			env.set(k, v)
 		}
 	}
-	keys := make([]string, 0, len(t.Job.Spec.Env))
-	for k := range t.Job.Spec.Env {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if k != "" && !strings.Contains(k, "=") && !skeinOwned(k) {
-			env.set(k, t.Job.Spec.Env[k])
+	for _, vars := range []map[string]string{t.Job.Spec.Env, t.Job.Spec.SecretEnv} {
+		for _, k := range slices.Sorted(maps.Keys(vars)) {
+			if k != "" && !strings.Contains(k, "=") && !skeinOwned(k) {
+				env.set(k, vars[k])
+			}
 		}
 	}
 	jobID := t.Alloc.JobID

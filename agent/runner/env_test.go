@@ -208,3 +208,21 @@ func TestBuildEnv_LaunchVariablesForEachRank(t *testing.T) {
 		}
 	}
 }
+
+func TestBuildEnv_SecretEnvReachesTheJobLikeEnv(t *testing.T) {
+	tk := Task{
+		Alloc: structs.Allocation{ID: "a1", JobID: "j1"},
+		Job: structs.Job{ID: "j1", Spec: structs.JobSpec{
+			Env:       map[string]string{"LR": "3e-4"},
+			SecretEnv: map[string]string{"WANDB_API_KEY": "s3cret", "CUDA_VISIBLE_DEVICES": "forged"},
+		}},
+	}
+	got := map[string]string{}
+	for _, kv := range BuildEnv(tk, nil) {
+		k, v, _ := strings.Cut(kv, "=")
+		got[k] = v
+	}
+	if got["WANDB_API_KEY"] != "s3cret" || got["LR"] != "3e-4" || got["CUDA_VISIBLE_DEVICES"] != "" {
+		t.Fatalf("env %v", got)
+	}
+}

@@ -67,6 +67,9 @@ type spec struct {
 	// fences itself. FenceGrace is the kill grace when the lease expires.
 	LeasePath  string           `json:"lease_path,omitempty"`
 	FenceGrace structs.Duration `json:"fence_grace,omitempty"`
+	// LogMax is the most bytes the job's logs may hold on disk (logs.go);
+	// a spec written before specs had one takes DefaultLogMax.
+	LogMax int64 `json:"log_max,omitempty"`
 }
 
 // lease is the node's right to run its jobs, renewed by the agent while

@@ -124,6 +124,7 @@ type testEnv struct {
 	grace      time.Duration
 	leasePath  string // "" unless a test sets it
 	fenceGrace time.Duration
+	logMax     int64 // 0: the default
 }
 
 // newEnv makes an allocation directory that jobs can reach and, at
@@ -156,6 +157,7 @@ func (e *testEnv) runner(t *testing.T, opts ...func(*Config)) (*Runner, *recorde
 		AgentEnv:      []string{"PATH=/agent/bin", "SKEIN_TOKEN=secret", "HOME=/agent", "LC_TEST=agent"},
 		LeasePath:     e.leasePath,
 		FenceGrace:    e.fenceGrace,
+		LogMax:        e.logMax,
 	}
 	for _, o := range opts {
 		o(&cfg)

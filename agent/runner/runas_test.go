@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -345,5 +346,28 @@ func TestCurrentAccount_IsThisProcesssUser(t *testing.T) {
 	}
 	if a.Shell == "" {
 		t.Error("currentAccount has no shell")
+	}
+}
+
+// TestRunner_RotatedLogsAreTheJobsAndTheirRecordRoots: every part of a
+// log the job may read is its account's; what the supervisor records of
+// the log (.meta) stays root's.
+func TestRunner_RotatedLogsAreTheJobsAndTheirRecordRoots(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.logMax = MinLogMax
+	r, rec := e.runner(t)
+	tk := sh(`i=0; while [ $i -lt 400 ]; do echo "line $i of the job's output"; i=$((i+1)); done`)
+	stdoutOf(t, r, rec, e.allocDir, tk)
+	nobody := jobUser(t)
+	dir := filepath.Join(e.allocDir, tk.Alloc.ID)
+	for name, uid := range map[string]uint32{stdoutFile: nobody.UID, stdoutFile + rotatedSuffix: nobody.UID, stdoutFile + metaSuffix: 0} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Sys().(*syscall.Stat_t).Uid; got != uid || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: owner uid %d, mode %04o; want uid %d, 0600", name, got, fi.Mode().Perm(), uid)
+		}
 	}
 }

@@ -34,6 +34,7 @@ var (
 	ErrEnvAllow       = errors.New("invalid job environment allow-list entry")
 	errBadStat        = errors.New("unexpected /proc stat format")
 	errNoAccount      = errors.New("spec names no account to run the job as")
+	errNotPlainFile   = errors.New("not a plain file")
 )
 
 const (
@@ -80,6 +81,10 @@ type Config struct {
 	// SIGKILL, once the lease has expired. "" disables self-fencing.
 	LeasePath  string
 	FenceGrace time.Duration
+	// LogMax is the most bytes one allocation's stdout and stderr keep on
+	// disk, in all (logs.go); 0 means DefaultLogMax, and it is at least
+	// MinLogMax.
+	LogMax int64
 }
 
 // Task is one allocation to run and the job it belongs to.
@@ -118,6 +123,7 @@ type Runner struct {
 	jobUser    Account
 	envAllow   []string
 	agentEnv   []string
+	logMax     int64
 
 	mu       sync.Mutex
 	allocs   map[string]*alloc // tracked: being started or watched
@@ -143,6 +149,12 @@ type alloc struct {
 func New(cfg Config) (*Runner, error) {
 	if cfg.AllocDir == "" {
 		return nil, ErrNoAllocDir
+	}
+	if cfg.LogMax == 0 {
+		cfg.LogMax = DefaultLogMax
+	}
+	if cfg.LogMax < MinLogMax {
+		return nil, fmt.Errorf("log cap %d bytes: must be at least %d", cfg.LogMax, MinLogMax)
 	}
 	dir, err := filepath.Abs(cfg.AllocDir)
 	if err != nil {
@@ -172,6 +184,7 @@ func New(cfg Config) (*Runner, error) {
 		switchUser: os.Geteuid() == 0,
 		envAllow:   slices.Clone(envAllow),
 		agentEnv:   slices.Clone(cfg.AgentEnv),
+		logMax:     cfg.LogMax,
 		allocs:     make(map[string]*alloc),
 		quit:       make(chan struct{}),
 	}
@@ -342,6 +355,7 @@ func (r *Runner) launch(a *alloc, t Task) error {
 		KillGrace:  structs.Duration(r.killGrace),
 		LeasePath:  r.leasePath,
 		FenceGrace: structs.Duration(r.fenceGrace),
+		LogMax:     r.logMax,
 	}
 	if sig := t.Job.Spec.Signal; sig != nil && sp.TimeLimit > 0 {
 		sp.Signal, sp.SignalBefore = sig.Name, sig.Before
@@ -682,23 +696,15 @@ func (r *Runner) Tracked() []string {
 	return ids
 }
 
-// LogPath returns the file holding an allocation's output; stream is
-// "stdout" or "stderr". ErrNoLogs means the job has written no such file
-// (yet, or ever).
+// LogPath returns the file holding an allocation's newest output; stream
+// is "stdout" or "stderr" (OpenLog also reads what was rotated out of it).
+// ErrNoLogs means the job has written no such file (yet, or ever).
 func (r *Runner) LogPath(allocID, stream string) (string, error) {
-	var name string
-	switch stream {
-	case "stdout":
-		name = stdoutFile
-	case "stderr":
-		name = stderrFile
-	default:
-		return "", fmt.Errorf("%w %q: use stdout or stderr", ErrUnknownStream, stream)
-	}
-	if err := checkID(allocID); err != nil {
+	dir, name, err := r.logDir(allocID, stream)
+	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(r.dir, allocID, name)
+	path := filepath.Join(dir, name)
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", fmt.Errorf("allocation %s %s: %w", allocID, stream, ErrNoLogs)

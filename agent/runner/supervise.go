@@ -217,28 +217,19 @@ func startFailed(code int, err error) status {
 // runJob starts the job through its driver, waits for it and stops it when
 // asked or when its time is up.
 func (s *supervisor) runJob(sp spec, d driver) status {
-	stdout, err := openLog(s.path(stdoutFile))
+	out, err := captureOutput(s.dir, sp, s.log)
 	if err != nil {
 		return startFailed(exitNotFound, err)
 	}
-	defer stdout.Close()
-	stderr, err := openLog(s.path(stderrFile))
-	if err != nil {
-		return startFailed(exitNotFound, err)
-	}
-	defer stderr.Close()
-	for _, f := range []*os.File{stdout, stderr} {
-		if err := giveToJob(f, sp.User); err != nil {
-			return startFailed(exitUnknown, err)
-		}
-	}
+	// The output is all in its logs before the outcome is recorded.
+	defer out.finish()
 
 	if sp.LeasePath != "" {
 		// Read the lease before the job exists, so that a lease removed
 		// from then on counts as vanished (wait checks expiry itself).
 		s.leaseExpired(sp.LeasePath)
 	}
-	job, err := d.start(sp, stdout, stderr)
+	job, err := d.start(sp, out.stdout.w, out.stderr.w)
 	if err != nil {
 		code := exitNotFound
 		var se *startError
@@ -383,25 +374,4 @@ func (s *supervisor) wait(job jobHandle, sp spec) status {
 		st.State = structs.AllocFailed
 	}
 	return st
-}
-
-// giveToJob makes a log the job's: owned by its account and still 0600,
-// so the job may read its own logs and no other user may. A supervisor
-// that is not root runs the job as itself and leaves the log as it is.
-func giveToJob(f *os.File, a *Account) error {
-	if a == nil || os.Geteuid() != 0 {
-		return nil
-	}
-	if err := f.Chown(int(a.UID), int(a.GID)); err != nil {
-		return fmt.Errorf("give %s to %s: %w", filepath.Base(f.Name()), a.Name, err)
-	}
-	return nil
-}
-
-func openLog(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open log: %w", err)
-	}
-	return f, nil
 }
