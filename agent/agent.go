@@ -53,6 +53,7 @@ type Agent struct {
 	nodeID  string
 	dataDir string
 	tempDir bool // dataDir was made for this run and is removed at shutdown
+	audit   *server.AuditLog
 
 	inv      gpu.Inventory
 	fsm      *fsm.FSM
@@ -202,6 +203,9 @@ func (a *Agent) start() error {
 		a.logger.Info("re-adopted running jobs", "allocations", len(adopted))
 	}
 	userAuth, nodeAuth := a.serverAuth()
+	if a.audit, err = server.OpenAuditLog(filepath.Join(a.dataDir, "audit.log"), server.DefaultAuditMax); err != nil {
+		return err
+	}
 	a.nodes.a = a
 	a.conns = server.LimitConns(a.listener, server.ListenerConfig{
 		Limits:      a.cfg.conns,
@@ -223,6 +227,7 @@ func (a *Agent) start() error {
 		Leave:        a.Leave,
 		JobRetention: a.cfg.JobRetention,
 		Trust:        a.secure,
+		Audit:        a.audit,
 		UserAuth:     userAuth,
 		NodeAuth:     nodeAuth,
 		IsNode:       a.nodes.has,
@@ -276,6 +281,9 @@ func (a *Agent) runnerConfig() runner.Config {
 		Logger:        a.logger.Named("runner"),
 		LeasePath:     filepath.Join(a.dataDir, "lease.json"),
 		FenceGrace:    a.cfg.FenceGrace,
+		JobUser:       a.cfg.JobUser,
+		JobEnvAllow:   a.cfg.JobEnvAllow,
+		LogMax:        a.cfg.LogMaxMiB << 20,
 	}
 }
 
@@ -321,7 +329,10 @@ func (a *Agent) goLoop(f func()) {
 	}()
 }
 
-// openDataDir creates the data dir (0700) and loads or creates the node ID.
+// openDataDir creates the data dir and loads or creates the node ID. The
+// data dir is 0711: jobs, which run as other users, pass through it to
+// their working directories under allocs/; everything else in it is 0600
+// or 0700.
 func (a *Agent) openDataDir() error {
 	a.dataDir = a.cfg.DataDir
 	if a.dataDir == "" {
@@ -334,10 +345,10 @@ func (a *Agent) openDataDir() error {
 		}
 		a.dataDir, a.tempDir = dir, true
 	}
-	if err := os.MkdirAll(a.dataDir, 0o700); err != nil {
+	if err := os.MkdirAll(a.dataDir, 0o711); err != nil {
 		return fmt.Errorf("create data dir %s: %w", a.dataDir, err)
 	}
-	if err := os.Chmod(a.dataDir, 0o700); err != nil {
+	if err := os.Chmod(a.dataDir, 0o711); err != nil {
 		return fmt.Errorf("restrict data dir %s: %w", a.dataDir, err)
 	}
 	idPath := filepath.Join(a.dataDir, "node-id")
@@ -491,6 +502,9 @@ func (a *Agent) stop(handover bool) {
 			if err := a.raft.Shutdown(); err != nil {
 				a.logger.Error("raft shutdown", "error", err)
 			}
+		}
+		if a.audit != nil {
+			_ = a.audit.Close()
 		}
 		if a.tempDir {
 			_ = os.RemoveAll(a.dataDir)

@@ -254,7 +254,7 @@ func TestAgent_RestartKeepsHistoryAndAdoptsRunningJobs(t *testing.T) {
 	first, c := startAgent(t, cfg)
 	done := submit(t, c, 1, "true")
 	waitJobState(t, c, done.ID, structs.JobSucceeded)
-	marker := dir + "/release"
+	marker := testutil.JobDir(t) + "/release"
 	running := submit(t, c, 2, "sh", "-c", fmt.Sprintf(`while [ ! -e %s ]; do sleep 0.05; done; exit 7`, marker))
 	waitJobState(t, c, running.ID, structs.JobRunning)
 	testutil.WaitFor(t, 10*time.Second, func() error {
@@ -284,9 +284,8 @@ func TestAgent_RestartKeepsHistoryAndAdoptsRunningJobs(t *testing.T) {
 }
 
 func TestAgent_FailingJobIsRestartedThenFails(t *testing.T) {
-	dir := t.TempDir()
-	_, c := startAgent(t, testConfig(t, dir))
-	counter := dir + "/runs"
+	_, c := startAgent(t, testConfig(t, t.TempDir()))
+	counter := testutil.SharedDir(t) + "/runs"
 	job, err := c.SubmitJob(context.Background(), api.SubmitRequest{Spec: structs.JobSpec{
 		Command:  []string{"sh", "-c", fmt.Sprintf("echo run >> %s; exit 4", counter)},
 		Restarts: 2,
@@ -334,8 +333,8 @@ func TestAgent_TimeLimitEndsTheJobTimedOutWithoutRestart(t *testing.T) {
 }
 
 func TestAgent_DependenciesOrderJobs(t *testing.T) {
-	dir := t.TempDir()
-	_, c := startAgent(t, testConfig(t, dir))
+	_, c := startAgent(t, testConfig(t, t.TempDir()))
+	dir := testutil.SharedDir(t)
 	submitAfter := func(argv []string, after ...structs.Dependency) *structs.Job {
 		t.Helper()
 		job, err := c.SubmitJob(context.Background(), api.SubmitRequest{Spec: structs.JobSpec{Command: argv, After: after}})

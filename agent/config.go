@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/skein-dev/skein/agent/runner"
 	"github.com/skein-dev/skein/agent/server"
 	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/gpu"
@@ -43,6 +44,15 @@ const (
 // DefaultGPUCleanPeriod is how long a GPU must go without a fatal health
 // event before it returns to service by itself (--gpu-clean-period).
 const DefaultGPUCleanPeriod = 10 * time.Minute
+
+// Log caps (--log-max): the most disk, in MiB, one allocation's stdout and
+// stderr keep. The default keeps the recent tens of MiB of a long training
+// run's output, while a thousand allocations kept for --job-retention fit
+// in 100G of a node's disk.
+const (
+	DefaultLogMaxMiB = runner.DefaultLogMax >> 20
+	MinLogMaxMiB     = 1
+)
 
 // DefaultJobRetention is how long a finished job, with its allocations and
 // their logs, stays in the cluster (--job-retention).
@@ -116,9 +126,21 @@ type Config struct {
 	CertClock func() time.Time
 	// KillGrace is the time between SIGTERM and SIGKILL when a job is stopped.
 	KillGrace time.Duration
+	// LogMaxMiB is the most disk one allocation's stdout and stderr keep
+	// (each stream its newest output, up to half); 0 = DefaultLogMaxMiB.
+	LogMaxMiB int64
 	// SupervisorCmd starts an allocation's supervisor (the alloc dir is
 	// appended); nil means this executable with "supervise".
 	SupervisorCmd []string
+	// JobUser is the account a job runs as when its owner has no local
+	// account of that name: a user name or UID[:GID]; "" means
+	// runner.DefaultJobUser (nobody). It must exist and must not be root.
+	// An agent that is not root runs every job as itself instead.
+	JobUser string
+	// JobEnvAllow names the variables of the agent's environment that jobs
+	// get (names, or prefixes ending in '*'); nil means
+	// runner.DefaultJobEnvAllow, empty means none.
+	JobEnvAllow []string
 	// GossipPort is the memberlist port (TCP and UDP); 0 = DefaultGossipPort,
 	// -1 = any free port (tests).
 	GossipPort int
@@ -315,6 +337,22 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.KillGrace < 0 {
 		return cfg, fmt.Errorf("--kill-grace %s: must not be negative", cfg.KillGrace)
+	}
+	// Only a root agent switches users; any other runs jobs as itself.
+	if os.Geteuid() == 0 {
+		if _, err := runner.LookupJobUser(cfg.JobUser); err != nil {
+			return cfg, fmt.Errorf("--job-user %q: %w", cfg.JobUser, err)
+		}
+	}
+	if err := runner.CheckEnvAllow(cfg.JobEnvAllow); err != nil {
+		return cfg, fmt.Errorf("--job-env-allow: %w", err)
+	}
+	if cfg.LogMaxMiB == 0 {
+		cfg.LogMaxMiB = DefaultLogMaxMiB
+	}
+	if cfg.LogMaxMiB < MinLogMaxMiB || cfg.LogMaxMiB > structs.MaxMemoryMiB {
+		return cfg, fmt.Errorf("--log-max %s: out of range %s..%s", structs.FormatMiB(cfg.LogMaxMiB),
+			structs.FormatMiB(MinLogMaxMiB), structs.FormatMiB(structs.MaxMemoryMiB))
 	}
 	if cfg.CPUs < 0 || cfg.MemoryMiB < 0 {
 		return cfg, errors.New("--cpus and --memory must not be negative")

@@ -20,6 +20,7 @@ func TestConfig_RejectsBadSettingsNamingTheFlag(t *testing.T) {
 		{"dev with join", Config{Dev: true, Join: []string{"x"}}, "--dev"},
 		{"bad bind", Config{BindAddr: "not-an-ip"}, "--bind"},
 		{"clean period too short", Config{DataDir: "x", BindAddr: "127.0.0.1", GPUCleanPeriod: time.Millisecond}, "--gpu-clean-period"},
+		{"log cap negative", Config{DataDir: "x", BindAddr: "127.0.0.1", LogMaxMiB: -1}, "--log-max -1M: out of range 1M..64T"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,7 +25,7 @@ func TestAgent_FinishedJobsGoAfterTheirRetentionWithTheirDirectories(t *testing.
 
 	done := submit(t, c, 1, "echo", "kept a while")
 	first := submit(t, c, 0, "true")
-	release := filepath.Join(t.TempDir(), "release")
+	release := filepath.Join(testutil.JobDir(t), "release")
 	second := submitSpec(t, c, structs.JobSpec{Command: waitingFor(release),
 		After: []structs.Dependency{{JobID: first.ID, Condition: structs.AfterAny}}})
 	d := waitJobState(t, c, done.ID, structs.JobSucceeded)

@@ -35,6 +35,8 @@ func testConfig(t testing.TB, dataDir string) Config {
 	// Jobs outlive their agent by design; stop them before the data dir
 	// goes (cleanups run last-in first-out, after the agent's Shutdown).
 	t.Cleanup(func() { stopSupervisors(t, dataDir) })
+	// Jobs run as the job user (nobody): they must reach their work dirs.
+	testutil.LetJobsReach(t, dataDir)
 	return Config{
 		Name:          "test-node",
 		DataDir:       dataDir,

@@ -50,7 +50,7 @@ func submitSpec(t *testing.T, c *api.Client, spec structs.JobSpec) *structs.Job 
 
 func TestAgent_PreemptedJobsSeeTermMakeRoomAndRunAgainAfter(t *testing.T) {
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
-	dir1, dir2 := t.TempDir(), t.TempDir()
+	dir1, dir2 := testutil.SharedDir(t), testutil.SharedDir(t)
 	preemptible := func(dir string) structs.JobSpec {
 		return structs.JobSpec{Command: checkpointing(dir), GPUs: 2, Preemptible: true, PreemptGrace: structs.Duration(time.Minute)}
 	}
@@ -125,7 +125,7 @@ func TestAgent_PreemptedJobsSeeTermMakeRoomAndRunAgainAfter(t *testing.T) {
 
 func TestAgent_PreemptedJobThatIgnoresTheWarningIsKilledAfterItsGrace(t *testing.T) {
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
-	dir := t.TempDir()
+	dir := testutil.SharedDir(t)
 	low := submitSpec(t, c, structs.JobSpec{
 		Command: []string{"sh", "-c", fmt.Sprintf(`trap '' TERM; touch %s/ready.$SKEIN_ALLOC_ID; while :; do sleep 0.05; done`, dir)},
 		GPUs:    4, Preemptible: true, PreemptGrace: structs.Duration(200 * time.Millisecond)})
@@ -143,7 +143,7 @@ func TestAgent_PreemptedJobThatIgnoresTheWarningIsKilledAfterItsGrace(t *testing
 
 func TestCluster_LeaderKilledMidPreemption_OnePreemptionAndTheUrgentJobRuns(t *testing.T) {
 	tc := startCluster(t, 3)
-	dir := t.TempDir()
+	dir := testutil.SharedDir(t)
 	lead := tc.leader()
 	// A gang on every node's GPUs, so whichever node leads runs a rank.
 	gang := tc.submit(tc.agents[lead], structs.JobSpec{Command: checkpointing(dir), Nodes: 3, GPUs: 4,

@@ -56,7 +56,7 @@ func lines(t *testing.T, path string) []string {
 func TestCluster_LeaderKilledMidTimeLimit_JobTimesOutOnceAndIsSignalledOnce(t *testing.T) {
 	tc := labelledCluster(t, 3)
 	worker := tc.follower()
-	out := filepath.Join(t.TempDir(), "signals")
+	out := filepath.Join(testutil.SharedDir(t), "signals")
 	job := tc.submit(tc.agents[worker], structs.JobSpec{
 		Command: []string{"sh", "-c", `trap 'echo usr1 >> "$0"' USR1; echo run >> "$0.runs"; while :; do sleep 0.05; done`, out},
 		GPUs:    1, Restarts: 2,
@@ -104,7 +104,7 @@ func TestCluster_LeaderKilledMidTimeLimit_JobTimesOutOnceAndIsSignalledOnce(t *t
 func TestCluster_LeaderKilledDuringACappedArray_EveryTaskRunsOnceWithinTheCap(t *testing.T) {
 	tc := labelledCluster(t, 3)
 	worker := tc.follower()
-	runs := filepath.Join(t.TempDir(), "runs")
+	runs := filepath.Join(testutil.SharedDir(t), "runs")
 	const tasks, limit = 6, 2
 	first := tc.submit(tc.agents[worker], structs.JobSpec{
 		Command:     []string{"sh", "-c", `echo "$SKEIN_ARRAY_INDEX" >> "$0"; sleep 0.4`, runs},

@@ -51,18 +51,20 @@ func (a *Agent) openTrust(gossipKey []byte) error {
 }
 
 // serverAuth returns who may call the user API and the node-to-node API.
-// In a secure cluster users present the cluster's API token, checked
-// against the hash the cluster keeps, and nodes their certificates; in a
-// plaintext one both present the --token.
+// Once the cluster has ACLs, users present ACL tokens (server.ACLAuth);
+// before, in a secure cluster, the cluster's API token, checked against
+// the hash the cluster keeps, and in a plaintext one the --token. Nodes
+// present their certificates in a secure cluster, the --token in a
+// plaintext one.
 func (a *Agent) serverAuth() (user, nodes server.Authenticator) {
 	if a.secure == nil {
-		return server.TokenAuth(a.cfg.Token), server.TokenAuth(a.cfg.Token)
+		return server.ACLAuth{FSM: a.fsm, Legacy: server.TokenAuth(a.cfg.Token)}, server.TokenAuth(a.cfg.Token)
 	}
 	fallback := server.Authenticator(server.DenyAuth("this node has not caught up with the cluster's state yet; try again"))
 	if tok := a.secure.FounderToken(); tok != "" {
 		fallback = server.TokenAuth(tok)
 	}
-	user = server.HashedTokenAuth{
+	legacy := server.HashedTokenAuth{
 		Hash: func() (string, bool) {
 			t, ok := a.fsm.Trust()
 			return t.UserTokenHash, ok
@@ -70,7 +72,7 @@ func (a *Agent) serverAuth() (user, nodes server.Authenticator) {
 		Sum:      trust.HashSecret,
 		Fallback: fallback,
 	}
-	return user, server.NodeCertAuth{NodeID: trust.PeerNodeID}
+	return server.ACLAuth{FSM: a.fsm, Legacy: legacy}, server.NodeCertAuth{NodeID: trust.PeerNodeID}
 }
 
 // tlsListener serves the API over TLS in a secure cluster: users need

@@ -87,6 +87,9 @@ type JobsQuery struct {
 	// After is the cursor a previous page gave (JobPage.Next); "" starts
 	// at the oldest job.
 	After string
+	// Mine keeps only the caller's own jobs; Owner only that user's.
+	Mine  bool
+	Owner string
 }
 
 // JobPage is one page of jobs, oldest first.
@@ -107,6 +110,12 @@ func (c *Client) JobsPage(ctx context.Context, jq JobsQuery) (*JobPage, error) {
 	}
 	if jq.After != "" {
 		q.Set("after", jq.After)
+	}
+	if jq.Mine {
+		q.Set("mine", "true")
+	}
+	if jq.Owner != "" {
+		q.Set("owner", jq.Owner)
 	}
 	var p JobPage
 	h, err := c.doHeader(ctx, http.MethodGet, "/v1/jobs", q, nil, &p.Jobs)
@@ -142,6 +151,13 @@ func (c *Client) Job(ctx context.Context, id string) (*JobDetail, error) {
 	return &d, c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, nil, &d)
 }
 
+// JobWithSecrets is Job with the values of the job's secret_env, which
+// only its owner and operators may see.
+func (c *Client) JobWithSecrets(ctx context.Context, id string) (*JobDetail, error) {
+	var d JobDetail
+	return &d, c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), url.Values{"secrets": {"true"}}, nil, &d)
+}
+
 // CancelJob stops a job; it returns the job as the cancel left it.
 func (c *Client) CancelJob(ctx context.Context, id string) (*structs.Job, error) {
 	var job structs.Job
@@ -163,6 +179,30 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 // Logs copies an allocation's output to w. With Follow it returns when the
 // allocation has ended and all its output was sent, or when ctx ends.
 func (c *Client) Logs(ctx context.Context, id string, opts LogOptions, w io.Writer) error {
+	ls, err := c.OpenLogs(ctx, id, opts)
+	if err != nil {
+		return err
+	}
+	defer ls.Close()
+	if _, err := io.Copy(w, ls); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("read logs: %w", err)
+	}
+	return nil
+}
+
+// LogStream is an allocation's output as GET /v1/jobs/{id}/logs streams it.
+type LogStream struct {
+	io.ReadCloser
+	// Dropped is how many bytes of the stream its node's log cap dropped
+	// before the answer began, and LogMax that cap (0: the node did not
+	// say).
+	Dropped int64
+	LogMax  int64
+}
+
+// OpenLogs starts streaming an allocation's output, as Logs does; the
+// caller reads it and closes it.
+func (c *Client) OpenLogs(ctx context.Context, id string, opts LogOptions) (*LogStream, error) {
 	q := url.Values{}
 	q.Set("rank", strconv.Itoa(opts.Rank))
 	if opts.Stream != "" {
@@ -173,13 +213,20 @@ func (c *Client) Logs(ctx context.Context, id string, opts LogOptions, w io.Writ
 	}
 	resp, err := c.send(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/logs", q, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(w, resp.Body); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("read logs: %w", err)
+	return &LogStream{ReadCloser: resp.Body,
+		Dropped: headerBytes(resp.Header, LogDroppedHeader), LogMax: headerBytes(resp.Header, LogMaxHeader)}, nil
+}
+
+// headerBytes reads a count of bytes from a header; a missing or malformed
+// one is 0.
+func headerBytes(h http.Header, name string) int64 {
+	n, err := strconv.ParseInt(h.Get(name), 10, 64)
+	if err != nil || n < 0 {
+		return 0
 	}
-	return nil
+	return n
 }
 
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {

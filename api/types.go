@@ -72,6 +72,14 @@ const (
 	StreamStderr = "stderr"
 )
 
+// Headers of an answer to GET /v1/jobs/{id}/logs, set when the node's log
+// cap (the agent's --log-max) dropped part of the stream before the answer
+// began: how many bytes, and that cap in bytes.
+const (
+	LogDroppedHeader = "X-Skein-Log-Dropped"
+	LogMaxHeader     = "X-Skein-Log-Max"
+)
+
 // LogOptions select what GET /v1/jobs/{id}/logs returns.
 type LogOptions struct {
 	Rank   int    // which rank of a multi-node job; 0 by default

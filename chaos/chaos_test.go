@@ -159,7 +159,7 @@ func (r *run) api(node string) *api.Client {
 	if r.httpErr != nil {
 		r.t.Fatal(r.httpErr)
 	}
-	c, err := api.NewClient("https://"+r.ip(node)+":7470", r.d.token)
+	c, err := api.NewClient("https://"+r.ip(node)+":7470", r.d.user)
 	if err != nil {
 		r.t.Fatal(err)
 	}

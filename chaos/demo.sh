@@ -9,7 +9,10 @@
 #         others are admitted with join tokens it makes; the CA
 #         certificate is copied to SHARED/ca.crt. Each node's API is published on 127.0.0.1 (PORT,
 #         PORT+10, PORT+20, ...) and reachable at its IP (SUBNET.11, .12, ...)
-#         from a Linux host.
+#         from a Linux host. Once formed, the cluster's ACLs are
+#         bootstrapped: the admin token is kept in SHARED/admin.token, and
+#         SHARED/user.token holds a submitter token of the user "demo",
+#         whose jobs run as nobody (the image has no account "demo").
 # down    removes the containers and the network; the shared directory stays.
 # status  lists the containers, the cluster status and the workload's
 #         violations recorded in SHARED/events.log.
@@ -19,7 +22,7 @@
 #   SKEIN_DEMO_IMAGE   image (skein:dev)
 #   SKEIN_DEMO_SUBNET  first three octets of the network's /24 (172.28.0)
 #   SKEIN_DEMO_PORT    first host port for the APIs; empty: publish none (7470)
-#   SKEIN_DEMO_TOKEN   the cluster's API token (demo)
+#   SKEIN_DEMO_TOKEN   the cluster's API token, used until the ACL bootstrap (demo)
 #   SKEIN_DEMO_SHARED  host directory mounted at /shared in every node (/tmp/NAME-demo)
 #   SKEIN_DEMO_NODES   number of nodes, 3 to 5 (3)
 #   SKEIN_DEMO_VOTERS  Raft voters among them, odd (3)
@@ -79,11 +82,25 @@ count() {
 	grep -c "\"event\":\"$1\"" "$SHARED/events.log" || true
 }
 
+# sk runs the skein CLI in container $1 with the admin token once the
+# cluster's ACLs are bootstrapped (read from the shared directory inside
+# the container, so that it is on no command line), and with the
+# cluster's API token before.
+sk() {
+	node=$1
+	shift
+	if [ -s "$SHARED/admin.token" ]; then
+		docker exec "$node" sh -c 'SKEIN_TOKEN=$(cat /shared/admin.token) exec skein "$@"' sh "$@"
+	else
+		docker exec "$node" skein "$@"
+	fi
+}
+
 # formed reports whether NAME-a sees a leader, every node ready and
 # the voters it should have (nodes join as non-voters and are promoted
 # once they have been healthy for a moment).
 formed() {
-	st=$(docker exec "$NAME-a" skein status 2>/dev/null) || return 1
+	st=$(sk "$NAME-a" status 2>/dev/null) || return 1
 	case $st in
 	*"none (no leader"*) return 1 ;;
 	*"$COUNT/$COUNT ready"*) ;;
@@ -91,14 +108,14 @@ formed() {
 	esac
 	want=$VOTERS
 	[ "$COUNT" -ge "$want" ] || want=$((COUNT - (1 - COUNT % 2)))
-	voters=$(docker exec "$NAME-a" skein raft peers 2>/dev/null | grep -c ' voter ') || return 1
+	voters=$(sk "$NAME-a" raft peers 2>/dev/null | grep -c ' voter ') || return 1
 	[ "$voters" -eq "$want" ]
 }
 
 # wait_up waits until the agent in container $1 answers.
 wait_up() {
 	i=0
-	until docker exec "$1" skein status >/dev/null 2>&1; do
+	until sk "$1" status >/dev/null 2>&1; do
 		i=$((i + 1))
 		[ $i -lt 60 ] || die "$1 did not start within 30 s; see: docker logs $1"
 		sleep 0.5
@@ -107,15 +124,17 @@ wait_up() {
 
 # join_token makes a one-use join token on the founder, valid for an hour.
 join_token() {
-	docker exec "$NAME-$founder" skein join-token create --uses 1 --ttl 1h 2>/dev/null
+	sk "$NAME-$founder" join-token create --uses 1 --ttl 1h 2>/dev/null
 }
 
 up() {
 	docker image inspect "$IMAGE" >/dev/null 2>&1 || die "image $IMAGE not found; build it with: make image"
 	mkdir -p "$SHARED"
+	# A root agent runs the workload as nobody: let it write its locks and events.
+	[ "$(id -u)" != 0 ] || chmod 1777 "$SHARED"
 	if ! docker network inspect "$NET" >/dev/null 2>&1; then
-		# A new demo starts with no events and no lock files.
-		rm -f "$SHARED/events.log" "$SHARED"/gpu-*.lock "$SHARED"/job-*.lock
+		# A new demo starts with no events, lock files or tokens.
+		rm -f "$SHARED/events.log" "$SHARED"/gpu-*.lock "$SHARED"/job-*.lock "$SHARED"/*.token
 		docker network create --subnet "$SUBNET.0/24" --label "$LABEL" "$NET" >/dev/null
 	fi
 	founder=$(echo "$NODES" | cut -d' ' -f1)
@@ -164,12 +183,22 @@ up() {
 		[ $i -lt 60 ] || die "no leader with $COUNT ready nodes and their voters after 30 s; see: docker logs $NAME-a"
 		sleep 0.5
 	done
-	docker exec "$NAME-a" skein nodes
+	if [ ! -s "$SHARED/admin.token" ]; then
+		# Users get tokens of their own: the first admin's, and a
+		# submitter's for the host's CLI and the tests.
+		(umask 077 && sk "$NAME-a" acl bootstrap >"$SHARED/admin.token.new" 2>/dev/null) ||
+			die "skein acl bootstrap failed; see: docker logs $NAME-a"
+		mv "$SHARED/admin.token.new" "$SHARED/admin.token"
+		(umask 077 && sk "$NAME-a" acl token create --user demo --role submitter >"$SHARED/user.token" 2>/dev/null) ||
+			die "no user token; see: docker logs $NAME-a"
+	fi
+	sk "$NAME-a" nodes
 	echo
 	echo "shared directory: $SHARED (mounted at /shared)"
 	echo "CA certificate: $SHARED/ca.crt"
+	echo "tokens: $SHARED/user.token (user demo, submitter), $SHARED/admin.token (admin)"
 	if [ -n "$PORT" ]; then
-		echo "export SKEIN_TOKEN=$TOKEN SKEIN_ADDR=https://127.0.0.1:$PORT SKEIN_CACERT=$SHARED/ca.crt   # $NAME-a; $NAME-b: $(port_of b), $NAME-c: $(port_of c)"
+		echo "export SKEIN_TOKEN_FILE=$SHARED/user.token SKEIN_ADDR=https://127.0.0.1:$PORT SKEIN_CACERT=$SHARED/ca.crt   # $NAME-a; $NAME-b: $(port_of b), $NAME-c: $(port_of c)"
 	fi
 }
 
@@ -190,7 +219,7 @@ status() {
 	first=$(running | head -n 1)
 	if [ -n "$first" ]; then
 		echo
-		docker exec "$first" skein status || true
+		sk "$first" status || true
 	fi
 	if [ -f "$SHARED/events.log" ]; then
 		echo

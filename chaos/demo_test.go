@@ -26,7 +26,10 @@ type demo struct {
 	name   string
 	env    []string
 	shared string
-	token  string
+	token  string // the cluster's API token, until demo.sh bootstraps ACLs
+	// user is the submitter token demo.sh made for the user "demo": every
+	// test job is that user's, and runs as nobody.
+	user   string
 	subnet string   // first three octets of the network's /24
 	nodes  []string // a, b, c, ...
 }
@@ -258,6 +261,11 @@ func startDemo(t *testing.T, image string, nodes int) *demo {
 		out, err := d.script("up")
 		if err == nil {
 			t.Logf("demo.sh up:\n%s", out)
+			tok, err := os.ReadFile(filepath.Join(d.shared, "user.token"))
+			if err != nil {
+				t.Fatalf("demo.sh up made no user token: %v", err)
+			}
+			d.user = strings.TrimSpace(string(tok))
 			return d
 		}
 		if !strings.Contains(out, "overlap") || try == 4 {
@@ -282,10 +290,12 @@ func (d *demo) docker(args ...string) string {
 	return string(out)
 }
 
-// try runs the skein CLI inside node's container.
+// try runs the skein CLI inside node's container, with the user token
+// (read from the shared directory there, so it is on no command line).
 func (d *demo) try(node string, args ...string) (string, error) {
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command("docker", append([]string{"exec", d.name + "-" + node, "skein"}, args...)...)
+	sh := []string{"exec", d.name + "-" + node, "sh", "-c", `SKEIN_TOKEN=$(cat /shared/user.token) exec skein "$@"`, "sh"}
+	cmd := exec.Command("docker", append(sh, args...)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("skein %s on %s: %w: %s", strings.Join(args, " "), node, err, bytes.TrimSpace(stderr.Bytes()))

@@ -12,6 +12,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/skein-dev/skein/agent"
+	"github.com/skein-dev/skein/agent/runner"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -50,6 +51,10 @@ func agentCommand() *ucli.Command {
 			&ucli.DurationFlag{Name: "kill-grace", Value: 10 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping a job"},
 			&ucli.IntFlag{Name: "max-conns", Usage: "API connections to hold at once from clients that are not the cluster's nodes, which have a reserve of their own (default: sized from the file-descriptor limit)"},
 			&ucli.IntFlag{Name: "max-conns-per-client", Usage: "API connections to hold at once from one client address (default: an eighth of --max-conns, at most 256)"},
+			&ucli.StringFlag{Name: "job-user", Value: runner.DefaultJobUser, Usage: "run the jobs of owners without a local account of their name as `USER` (a name or UID[:GID], never root; used only when the agent runs as root)"},
+			&ucli.StringFlag{Name: "job-env-allow", Value: strings.Join(runner.DefaultJobEnvAllow, ","), Usage: "variables of the agent's environment that jobs get, `NAME[,NAME...]` (NAME* is a prefix; \"\" for none)"},
+			&ucli.StringFlag{Name: "log-max", Value: structs.FormatMiB(agent.DefaultLogMaxMiB), Usage: "most disk one allocation's stdout and stderr keep, at least 1M: each stream keeps its newest output and skein logs says how much went " +
+				"(the default keeps the recent tens of MiB of a training run, and a thousand finished allocations fit in 100G)"},
 			&ucli.BoolFlag{Name: "insecure", Usage: "allow an API beyond loopback without a token"},
 			&ucli.StringFlag{Name: "token-file", Usage: "read the API token from `FILE` (like skein --token-file; env SKEIN_TOKEN_FILE)"},
 			&ucli.StringFlag{Name: "join-token-file", Usage: "join a secure cluster with the token in `FILE` from skein join-token create (env SKEIN_JOIN_TOKEN: the token itself)"},
@@ -103,6 +108,13 @@ func agentConfig(c *ucli.Context) (agent.Config, error) {
 	var memMiB structs.SizeMiB
 	if err := decodeFlag(c, "memory", &memMiB, structs.ParseSizeMiB); err != nil {
 		return agent.Config{}, err
+	}
+	var logMax structs.SizeMiB
+	if err := decodeFlag(c, "log-max", &logMax, structs.ParseSizeMiB); err != nil {
+		return agent.Config{}, err
+	}
+	if c.IsSet("log-max") && logMax < agent.MinLogMaxMiB {
+		return agent.Config{}, usagef(c, "--log-max %q: must be at least %s", c.String("log-max"), structs.FormatMiB(agent.MinLogMaxMiB))
 	}
 	var masterPorts structs.PortRange
 	if err := decodeFlag(c, "master-ports", &masterPorts, structs.ParsePortRange); err != nil {
@@ -169,7 +181,37 @@ func agentConfig(c *ucli.Context) (agent.Config, error) {
 	cfg.CertTTL = c.Duration("cert-ttl")
 	cfg.MaxConns = c.Int("max-conns")
 	cfg.MaxConnsPerClient = c.Int("max-conns-per-client")
+	cfg.JobUser = c.String("job-user")
+	cfg.JobEnvAllow = envAllowList(c.String("job-env-allow"))
+	warnSecretsInArgs(c, logger)
+	cfg.LogMaxMiB = int64(logMax)
 	return cfg, nil
+}
+
+// envAllowList splits --job-env-allow; "" allows nothing.
+func envAllowList(s string) []string {
+	list := []string{}
+	for _, name := range strings.Split(s, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			list = append(list, name)
+		}
+	}
+	return list
+}
+
+// warnSecretsInArgs warns of secrets given on the agent's command line:
+// every local user, every job included, can read it in /proc/PID/cmdline.
+// The environment and files are not readable there.
+func warnSecretsInArgs(c *ucli.Context, logger hclog.Logger) {
+	for _, s := range []struct{ flag, env, instead string }{
+		{flag: "token", env: "SKEIN_TOKEN", instead: "--token-file or SKEIN_TOKEN"},
+		{flag: "encrypt", env: "SKEIN_ENCRYPT", instead: "SKEIN_ENCRYPT"},
+	} {
+		if v, set := lineageString(c, s.flag); set && os.Getenv(s.env) != v {
+			logger.Warn("a secret on the command line is readable by every local user and job",
+				"flag", "--"+s.flag, "use", s.instead)
+		}
+	}
 }
 
 // joinTokenEnv holds a join token itself, for agents started by a service

@@ -12,17 +12,18 @@ import (
 
 	"github.com/skein-dev/skein/agent"
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
 // startRealAgent runs an in-process agent with 2 simulated GPUs and points
-// the CLI at it through SKEIN_ADDR.
-func startRealAgent(t *testing.T) string {
+// the CLI at it through SKEIN_ADDR; tune changes its configuration.
+func startRealAgent(t *testing.T, tune ...func(*agent.Config)) string {
 	t.Helper()
 	t.Setenv(superviseEnv, "1")
-	a, err := agent.New(agent.Config{
+	cfg := agent.Config{
 		Name:          "e2e",
-		DataDir:       t.TempDir(),
+		DataDir:       testutil.JobDir(t),
 		BindAddr:      "127.0.0.1",
 		HTTPPort:      -1,
 		RaftPort:      -1,
@@ -31,7 +32,11 @@ func startRealAgent(t *testing.T) string {
 		KillGrace:     time.Second,
 		SupervisorCmd: []string{os.Args[0]},
 		Logger:        hclog.NewNullLogger(),
-	})
+	}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	a, err := agent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +163,7 @@ func TestCLI_SubmitWaitFollowsTheJobToItsEnd(t *testing.T) {
 // ends timed_out, and jobs, job and status say so.
 func TestCLI_TimeLimitWithSignalEndsTimedOut(t *testing.T) {
 	startRealAgent(t)
-	out := t.TempDir() + "/signalled"
+	out := testutil.SharedDir(t) + "/signalled"
 	r := runCLI(t, "submit", "--time-limit", "2s", "--signal", "USR1@1500ms", "--restarts", "1", "--wait", "--",
 		"sh", "-c", `trap 'echo usr1 >> "$0"' USR1; while :; do sleep 0.05; done`, out)
 	if r.code != 1 || !strings.Contains(r.stderr, "timed_out: time limit 2s exceeded") {

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -16,6 +18,8 @@ func TestAgent_BadFlagValuesAreUsageErrors(t *testing.T) {
 		{"master ports without a range", []string{"--master-ports", "29500"}, `Error: --master-ports: invalid port range "29500": want MIN-MAX, like 29500-29999`},
 		{"negative connection cap", []string{"--max-conns", "-1"}, `Error: --max-conns -1: must be positive (0 or unset: sized from the file-descriptor limit)`},
 		{"negative per-client cap", []string{"--max-conns-per-client", "-5"}, `Error: --max-conns-per-client -5: must be positive`},
+		{"log cap of nothing", []string{"--log-max", "0"}, `Error: --log-max "0": must be at least 1M`},
+		{"log cap that does not parse", []string{"--log-max", "lots"}, `Error: --log-max: invalid size "lots"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -24,5 +28,45 @@ func TestAgent_BadFlagValuesAreUsageErrors(t *testing.T) {
 				t.Fatalf("got code %d, stderr %q; want %d and %q", r.code, r.stderr, exitUsage, tc.stderr)
 			}
 		})
+	}
+}
+
+func TestAgent_JobUserAndEnvAllowListAreCheckedAtStart(t *testing.T) {
+	cases := []struct {
+		name     string
+		args     []string
+		stderr   string
+		rootOnly bool // only a root agent resolves the job user
+	}{
+		{name: "a root job user", args: []string{"--job-user", "root"}, stderr: `--job-user "root": unusable job user: root is uid 0`, rootOnly: true},
+		{name: "uid 0", args: []string{"--job-user", "0:0"}, stderr: `--job-user "0:0": unusable job user`, rootOnly: true},
+		{name: "a job user with no account", args: []string{"--job-user", "no-such-account"},
+			stderr: `--job-user "no-such-account": unusable job user: no local account "no-such-account"`, rootOnly: true},
+		{name: "the whole environment", args: []string{"--job-env-allow", "LANG,*"}, stderr: `--job-env-allow: invalid job environment allow-list entry "*"`},
+		{name: "a name that is no variable", args: []string{"--job-env-allow", "A=B"}, stderr: `--job-env-allow: invalid job environment allow-list entry "A=B"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.rootOnly && os.Geteuid() != 0 {
+				t.Skip("an agent that is not root runs jobs as itself and does not look the job user up")
+			}
+			r := runCLI(t, append([]string{"agent", "--dev"}, tc.args...)...)
+			if r.code == 0 || !strings.Contains(r.stderr, tc.stderr) {
+				t.Fatalf("got code %d, stderr %q; want a failure saying %q", r.code, r.stderr, tc.stderr)
+			}
+		})
+	}
+}
+
+func TestEnvAllowList(t *testing.T) {
+	for in, want := range map[string][]string{
+		"":              {},
+		"LANG,LC_*, TZ": {"LANG", "LC_*", "TZ"},
+		",HTTP_PROXY,,": {"HTTP_PROXY"},
+		"NVIDIA_*":      {"NVIDIA_*"},
+	} {
+		if got := envAllowList(in); !slices.Equal(got, want) || got == nil {
+			t.Errorf("envAllowList(%q) = %#v, want %#v", in, got, want)
+		}
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -123,6 +125,8 @@ func commands() []*ucli.Command {
 		leaveCommand(),
 		joinTokenCommand(),
 		limitsCommand(),
+		aclCommand(),
+		auditCommand(),
 		caCommand(),
 		keyringCommand(),
 		nodeCommand(),
@@ -170,6 +174,7 @@ func run(app *ucli.App, args []string) int {
 		status exitStatus
 		usage  *usageError
 		coder  ucli.ExitCoder
+		apiErr *api.Error
 	)
 	switch {
 	case errors.As(err, &status):
@@ -185,6 +190,12 @@ func run(app *ucli.App, args []string) int {
 			return exitError
 		}
 		return exitUsage
+	case errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusForbidden &&
+		strings.HasPrefix(apiErr.Message, structs.ErrPermission.Error()):
+		// The token's role lacks what the command needs, and the
+		// caller may not know which token is in use.
+		fmt.Fprintf(app.ErrWriter, "Error: %s\n(skein acl whoami shows the user and role of your token)\n", err)
+		return exitError
 	}
 	fmt.Fprintf(app.ErrWriter, "Error: %s\n", err)
 	return exitError

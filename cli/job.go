@@ -20,6 +20,7 @@ func jobCommand() *ucli.Command {
 		Usage:     "show one job and its allocations",
 		ArgsUsage: "ID",
 		Flags: []ucli.Flag{
+			&ucli.BoolFlag{Name: "show-secrets", Usage: "show the values of the job's secret_env (its owner and operators only)"},
 			&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
 		},
 		Action: jobAction,
@@ -31,9 +32,16 @@ func jobAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := cl.Job(c.Context, args[0])
+	get := cl.Job
+	if c.Bool("show-secrets") {
+		get = cl.JobWithSecrets
+	}
+	d, err := get(c.Context, args[0])
 	if err != nil {
 		return err
+	}
+	if !c.Bool("show-secrets") {
+		hideSecrets(&d.Job.Spec)
 	}
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, d)
@@ -47,6 +55,7 @@ func printJobDetail(c *ucli.Context, d *api.JobDetail, now time.Time) error {
 	fields := []field{
 		{"ID", j.ID},
 		{"Name", orDash(j.Spec.Name)},
+		{"Owner", owner(j)},
 		{"State", string(j.State)},
 	}
 	switch {
@@ -131,10 +140,7 @@ func specFields(s structs.JobSpec) []field {
 	if model == "" {
 		model = "any"
 	}
-	constraints := make([]string, 0, len(s.Constraints))
-	for _, k := range slices.Sorted(maps.Keys(s.Constraints)) {
-		constraints = append(constraints, k+"="+s.Constraints[k])
-	}
+	constraints := pairs(s.Constraints)
 	return []field{
 		{"Command", shellJoin(s.Command)},
 		{"GPUs", strconv.Itoa(s.GPUs) + " per node"},
@@ -147,10 +153,44 @@ func specFields(s structs.JobSpec) []field {
 		{"Restarts", strconv.Itoa(s.Restarts)},
 		{"Time limit", limit},
 		{"Preemptible", preemptible(s)},
-		{"Env", orDash(strings.Join(slices.Sorted(maps.Keys(s.Env)), ", "))},
+		{"Env", envText(s.Env)},
+		{"Secret env", envText(s.SecretEnv)},
 		{"Constraints", orDash(strings.Join(constraints, ", "))},
 		{"Workdir", orDash(s.Workdir)},
 	}
+}
+
+// hideSecrets replaces the values of a spec's secret_env with
+// api.HiddenValue, whatever the agent answered: they are shown only when
+// asked for.
+func hideSecrets(s *structs.JobSpec) {
+	for k := range s.SecretEnv {
+		s.SecretEnv[k] = api.HiddenValue
+	}
+}
+
+// owner names a job's owner, and whether it may run as root.
+func owner(j structs.Job) string {
+	o := orDash(j.Owner)
+	if j.AllowRoot {
+		o += " (may run as root)"
+	}
+	return o
+}
+
+// pairs renders a map as K=V items, sorted by key.
+func pairs(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, k+"="+m[k])
+	}
+	return out
+}
+
+// envText renders a job's environment as the agent answered it: values
+// the caller may not see come as api.HiddenValue.
+func envText(env map[string]string) string {
+	return orDash(strings.Join(pairs(env), ", "))
 }
 
 // preemptible says whether a job may be preempted, and with what warning.

@@ -21,7 +21,7 @@ func TestJob_HumanViewShowsJobSpecAndAllocations(t *testing.T) {
 				Name: "train", Command: []string{"python", "-c", "print('hi there')"}, Nodes: 2, GPUs: 2,
 				GPUModel: "H100", GPUMemoryMinMiB: 80 * 1024, CPUs: 8, MemoryMiB: 64 * 1024, Priority: 5,
 				Restarts: 1, TimeLimit: structs.Duration(2 * time.Hour), Workdir: "/work",
-				Env: map[string]string{"B": "2", "A": "secret"},
+				Env: map[string]string{"B": "2", "A": "x y"},
 			},
 		},
 		Allocations: []structs.Allocation{
@@ -57,7 +57,8 @@ func TestJob_HumanViewShowsJobSpecAndAllocations(t *testing.T) {
 		`Memory:\s+64G`,
 		`Priority:\s+5`,
 		`Time limit:\s+2h0m0s`,
-		`Env:\s+A, B\n`,
+		`Env:\s+A=x y, B=2\n`,
+		`Secret env:\s+-\n`,
 		`Workdir:\s+/work`,
 		`ALLOC\s+RANK\s+ATTEMPT\s+NODE\s+STATE\s+EXIT\s+GPUS\s+REASON`,
 		`a0a0a0a0\s+0\s+1\s+gpu-01\s+succeeded\s+0\s+GPU-aaa,GPU-bbb\s+-`,
@@ -66,9 +67,6 @@ func TestJob_HumanViewShowsJobSpecAndAllocations(t *testing.T) {
 		if !regexp.MustCompile(want).MatchString(r.stdout) {
 			t.Errorf("output does not match %s:\n%s", want, r.stdout)
 		}
-	}
-	if strings.Contains(r.stdout, "secret") {
-		t.Errorf("output shows an env value; only keys belong there:\n%s", r.stdout)
 	}
 }
 
@@ -143,6 +141,65 @@ func TestJob_TimedOutJobShowsItsLimitSignalAndExitCode(t *testing.T) {
 	} {
 		if !regexp.MustCompile(want).MatchString(r.stdout) {
 			t.Errorf("output does not match %s:\n%s", want, r.stdout)
+		}
+	}
+}
+
+func TestJob_ShowsTheOwnerAndHidesSecretValuesUnlessAsked(t *testing.T) {
+	// The agent answers what it may show: another user's env values
+	// hidden, secret values only with ?secrets=true.
+	f := newFakeAgent(t)
+	f.handle("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		secret := api.HiddenValue
+		if r.URL.Query().Get("secrets") == "true" {
+			secret = "hf_abc"
+		}
+		writeJSON(w, http.StatusOK, api.JobDetail{Job: structs.Job{
+			ID: testJobID, Owner: "alice", AllowRoot: true, State: structs.JobRunning,
+			Spec: structs.JobSpec{Command: []string{"train"}, Nodes: 1,
+				Env: map[string]string{"LR": api.HiddenValue}, SecretEnv: map[string]string{"HF_TOKEN": secret, "DB_PASS": secret}},
+		}})
+	})
+	r := runCLI(t, "--addr", f.URL, "job", testJobID)
+	for _, want := range []string{
+		`Owner:\s+alice \(may run as root\)\n`,
+		`Env:\s+LR=\(hidden\)\n`,
+		`Secret env:\s+DB_PASS=\(hidden\), HF_TOKEN=\(hidden\)\n`,
+	} {
+		if !regexp.MustCompile(want).MatchString(r.stdout) {
+			t.Errorf("output does not match %s:\n%s", want, r.stdout)
+		}
+	}
+	if q := f.requests()[0].Query; q.Has("secrets") {
+		t.Errorf("query %v: asked for secrets without --show-secrets", q)
+	}
+
+	r = runCLI(t, "--addr", f.URL, "job", testJobID, "--show-secrets")
+	if r.code != exitOK || !regexp.MustCompile(`Secret env:\s+DB_PASS=hf_abc, HF_TOKEN=hf_abc\n`).MatchString(r.stdout) {
+		t.Errorf("--show-secrets: exit %d, output:\n%s", r.code, r.stdout)
+	}
+	if q := f.requests()[1].Query; q.Get("secrets") != "true" {
+		t.Errorf("--show-secrets: query %v, want secrets=true", q)
+	}
+	r = runCLI(t, "--addr", f.URL, "job", testJobID, "--show-secrets", "--json")
+	var d api.JobDetail
+	mustDecode(t, r.stdout, &d)
+	if d.Job.Spec.SecretEnv["HF_TOKEN"] != "hf_abc" || d.Job.Owner != "alice" {
+		t.Errorf("--show-secrets --json: %+v", d.Job)
+	}
+}
+
+func TestJob_SecretValuesStayHiddenWhenTheAgentSendsThemUnasked(t *testing.T) {
+	f := newFakeAgent(t)
+	f.reply("GET /v1/jobs/{id}", http.StatusOK, api.JobDetail{Job: structs.Job{
+		ID: testJobID, State: structs.JobQueued,
+		Spec: structs.JobSpec{Command: []string{"train"}, Nodes: 1, SecretEnv: map[string]string{"HF_TOKEN": "hf_abc"}},
+	}})
+	for _, args := range [][]string{{"job", testJobID}, {"job", testJobID, "--json"}} {
+		r := runCLI(t, append([]string{"--addr", f.URL}, args...)...)
+		if r.code != exitOK || strings.Contains(r.stdout, "hf_abc") || !strings.Contains(r.stdout, "HF_TOKEN") ||
+			!strings.Contains(r.stdout, api.HiddenValue) {
+			t.Errorf("%v: exit %d, output shows the secret or not its name:\n%s", args, r.code, r.stdout)
 		}
 	}
 }

@@ -38,6 +38,9 @@ func readJobFile(path string, stdin io.Reader) (structs.JobSpec, error) {
 	if len(b) > maxJobFileBytes {
 		return spec, fmt.Errorf("%s: larger than %d bytes", path, maxJobFileBytes)
 	}
+	if err := secretEnvShape(b); err != nil {
+		return spec, fmt.Errorf("%s: %w", path, err)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	err = dec.Decode(&spec)
@@ -53,6 +56,40 @@ func readJobFile(path string, stdin io.Reader) (structs.JobSpec, error) {
 		return spec, errors.Join(errs...)
 	}
 	return spec, fmt.Errorf("%s: %w", path, whereInJobFile(b, err))
+}
+
+// secretEnvShape refuses a job file whose secret_env is not a map of
+// names to plain values before it is decoded: yaml's own error for that
+// quotes the start of the value, and a secret's value is never printed.
+func secretEnvShape(b []byte) error {
+	var doc yaml.Node
+	if yaml.Unmarshal(b, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil // not a mapping: the decoder says what is wrong
+	}
+	m := doc.Content[0].Content
+	for i := 0; i+1 < len(m); i += 2 {
+		v := resolved(m[i+1])
+		if m[i].Value != "secret_env" || v.Tag == "!!null" {
+			continue
+		}
+		if v.Kind != yaml.MappingNode {
+			return fmt.Errorf("line %d: secret_env: want a map of NAME: VALUE", m[i].Line)
+		}
+		for j := 0; j+1 < len(v.Content); j += 2 {
+			if resolved(v.Content[j+1]).Kind != yaml.ScalarNode {
+				return fmt.Errorf("line %d: secret_env: %s: want a plain value, not a list or map", v.Content[j].Line, v.Content[j].Value)
+			}
+		}
+	}
+	return nil
+}
+
+// resolved is the node an alias stands for, or n.
+func resolved(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		return n.Alias
+	}
+	return n
 }
 
 // whereInJobFile puts the line and key in front of err, an error a value's

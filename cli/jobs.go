@@ -23,6 +23,8 @@ func jobsCommand() *ucli.Command {
 			&ucli.BoolFlag{Name: "all", Usage: "include every finished job the cluster still keeps (see --job-retention)"},
 			&ucli.IntFlag{Name: "limit", Usage: fmt.Sprintf("list at most this many jobs (default %d, at most %d)", api.DefaultJobsPage, api.MaxJobsPage)},
 			&ucli.StringFlag{Name: "after", Usage: "list the jobs after this cursor (a longer list ends by saying which)"},
+			&ucli.BoolFlag{Name: "mine", Usage: "only the jobs of your token's user"},
+			&ucli.StringFlag{Name: "owner", Usage: "only the jobs of this `USER`"},
 			&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
 		},
 		Action: jobsAction,
@@ -37,7 +39,18 @@ func jobsAction(c *ucli.Context) error {
 	if n := c.Int("limit"); c.IsSet("limit") && (n < 1 || n > api.MaxJobsPage) {
 		return usagef(c, "--limit %d: want 1 to %d", n, api.MaxJobsPage)
 	}
-	page, err := cl.JobsPage(c.Context, api.JobsQuery{All: c.Bool("all"), Limit: c.Int("limit"), After: c.String("after")})
+	owner := c.String("owner")
+	if c.IsSet("owner") {
+		if c.Bool("mine") {
+			return usagef(c, "--mine and --owner: give one")
+		}
+		if err := checkFlag(c, "owner", structs.ValidateUserName(owner)); err != nil {
+			return err
+		}
+	}
+	page, err := cl.JobsPage(c.Context, api.JobsQuery{
+		All: c.Bool("all"), Limit: c.Int("limit"), After: c.String("after"), Mine: c.Bool("mine"), Owner: owner,
+	})
 	if err != nil {
 		return err
 	}
@@ -79,6 +92,12 @@ func printMore(c *ucli.Context, w io.Writer, next string) error {
 	if c.Bool("all") {
 		cmd += " --all"
 	}
+	if c.Bool("mine") {
+		cmd += " --mine"
+	}
+	if c.IsSet("owner") {
+		cmd += " --owner " + c.String("owner")
+	}
 	if c.IsSet("limit") {
 		cmd += fmt.Sprintf(" --limit %d", c.Int("limit"))
 	}
@@ -113,13 +132,14 @@ func printJobs(c *ucli.Context, jobs []structs.Job, now time.Time) error {
 		rows = append(rows, []string{
 			structs.ShortID(j.ID),
 			orDash(j.Spec.Name),
+			orDash(j.Owner),
 			string(j.State),
 			gpuShape(j.Spec),
 			age(now, j.SubmittedAt),
 			truncate(jobInfo(j), infoWidth),
 		})
 	}
-	return printTable(c.App.Writer, []string{"ID", "NAME", "STATE", "GPUS", "AGE", "INFO"}, rows)
+	return printTable(c.App.Writer, []string{"ID", "NAME", "OWNER", "STATE", "GPUS", "AGE", "INFO"}, rows)
 }
 
 // gpuShape renders a job's GPUs: the count, or NODESxGPUS for a multi-node job.

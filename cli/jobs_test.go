@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -14,7 +17,7 @@ func TestJobs_TableShowsOneRowPerJob(t *testing.T) {
 	now := time.Now()
 	long := []string{"python", "train.py", "--data", "/datasets/" + strings.Repeat("x", 60)}
 	jobs := []structs.Job{
-		{ID: "11111111aaaa", Spec: structs.JobSpec{Name: "wait", Command: []string{"sleep", "1"}, Nodes: 1, GPUs: 8},
+		{ID: "11111111aaaa", Owner: "alice", Spec: structs.JobSpec{Name: "wait", Command: []string{"sleep", "1"}, Nodes: 1, GPUs: 8},
 			State: structs.JobQueued, Reason: "no node has 8 free GPUs", SubmittedAt: now.Add(-3*time.Minute - time.Second)},
 		{ID: "22222222bbbb", Spec: structs.JobSpec{Command: long, Nodes: 2, GPUs: 4},
 			State: structs.JobRunning, SubmittedAt: now.Add(-2*time.Hour - time.Second)},
@@ -33,10 +36,10 @@ func TestJobs_TableShowsOneRowPerJob(t *testing.T) {
 		t.Fatalf("got %d lines, want header and 3 rows:\n%s", len(lines), r.stdout)
 	}
 	want := [][]string{
-		{"ID", "NAME", "STATE", "GPUS", "AGE", "INFO"},
-		{"11111111", "wait", "queued", "8", "3m", "no node has 8 free GPUs"},
-		{"22222222", "-", "running", "2x4", "2h", "python train.py --data /datasets/xxxxxxxxxxxxxx..."},
-		{"33333333", "bad", "failed", "0", "4d", "exit code 1"},
+		{"ID", "NAME", "OWNER", "STATE", "GPUS", "AGE", "INFO"},
+		{"11111111", "wait", "alice", "queued", "8", "3m", "no node has 8 free GPUs"},
+		{"22222222", "-", "-", "running", "2x4", "2h", "python train.py --data /datasets/xxxxxxxxxxxxxx..."},
+		{"33333333", "bad", "-", "failed", "0", "4d", "exit code 1"},
 	}
 	for i, w := range want {
 		if got := strings.Fields(lines[i]); strings.Join(got, "|") != strings.Join(strings.Fields(strings.Join(w, " ")), "|") {
@@ -46,8 +49,54 @@ func TestJobs_TableShowsOneRowPerJob(t *testing.T) {
 	if info := lines[2][strings.Index(lines[0], "INFO"):]; len(info) != infoWidth {
 		t.Errorf("INFO %q is %d characters, want it cut to %d", info, len(info), infoWidth)
 	}
-	if q := f.requests()[0].Query; q.Has("all") {
-		t.Errorf("query = %v, want no all without --all", q)
+	if q := f.requests()[0].Query; q.Has("all") || q.Has("mine") || q.Has("owner") {
+		t.Errorf("query = %v, want no all, mine or owner without their flags", q)
+	}
+}
+
+func TestJobs_MineAndOwnerAreSentAndKeptInTheNextPageCommand(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		query string
+		more  string
+	}{
+		{[]string{"--mine"}, "mine=true", "More jobs follow: skein jobs --mine --after c1\n"},
+		{[]string{"--owner", "bob", "--limit", "1"}, "limit=1&owner=bob", "More jobs follow: skein jobs --owner bob --limit 1 --after c1\n"},
+	} {
+		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
+			f := newFakeAgent(t)
+			f.handle("GET /v1/jobs", func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set(api.NextCursorHeader, "c1")
+				writeJSON(w, http.StatusOK, []structs.Job{{ID: testJobID, Owner: "bob", Spec: structs.JobSpec{Command: []string{"true"}, Nodes: 1}}})
+			})
+			r := runCLI(t, append([]string{"--addr", f.URL, "jobs"}, tc.flags...)...)
+			if r.code != exitOK || !strings.HasSuffix(r.stdout, tc.more) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want it to end %q", r.code, r.stdout, r.stderr, tc.more)
+			}
+			if q := f.requests()[0].Query.Encode(); q != tc.query {
+				t.Errorf("query %q, want %q", q, tc.query)
+			}
+		})
+	}
+}
+
+func TestJobs_MineWithOwnerOrABadOwnerIsAUsageError(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"--mine", "--owner", "bob"}, "--mine and --owner: give one"},
+		{[]string{"--owner", ""}, "--owner: empty: give a user name"},
+		{[]string{"--owner", "b/b"}, `--owner: "b/b": use letters`},
+	} {
+		f := newFakeAgent(t)
+		r := runCLI(t, append([]string{"--addr", f.URL, "jobs"}, tc.args...)...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, tc.stderr) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, r.code, r.stderr, tc.stderr)
+		}
+		if len(f.requests()) != 0 {
+			t.Errorf("%v: a request was sent", tc.args)
+		}
 	}
 }
 
@@ -169,4 +218,19 @@ func TestJobs_LongListSaysHowToSeeMore(t *testing.T) {
 	if r.code != exitUsage || !strings.Contains(r.stderr, "--limit 0: want 1 to") {
 		t.Fatalf("--limit 0: exit %d, stderr %q", r.code, r.stderr)
 	}
+	// The tasks' supervisors write into the agent's data dir until the
+	// tasks end: the test's cleanup removes it only then.
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		r := runCLI(t, "jobs", "--json")
+		var jobs []structs.Job
+		if err := json.Unmarshal([]byte(r.stdout), &jobs); err != nil {
+			return fmt.Errorf("skein jobs --json: %v: %s", err, r.stderr)
+		}
+		for _, j := range jobs {
+			if !j.State.Terminal() {
+				return fmt.Errorf("task %s is %s", j.ID, j.State)
+			}
+		}
+		return nil
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"sync"
@@ -15,8 +16,10 @@ import (
 
 func logsCommand() *ucli.Command {
 	return &ucli.Command{
-		Name:      "logs",
-		Usage:     "print a job's output: its stdout on stdout, its stderr on stderr",
+		Name:  "logs",
+		Usage: "print a job's output: its stdout on stdout, its stderr on stderr",
+		Description: "Prints what the node keeps of each stream: its newest output, up to half of the agent's\n" +
+			"--log-max. When older output was dropped, a line on stderr says how much, before the stream.",
 		ArgsUsage: "ID",
 		Flags: []ucli.Flag{
 			&ucli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing until the allocation ends"},
@@ -53,6 +56,7 @@ func logsAction(c *ucli.Context) error {
 		{api.StreamStdout, &lockedWriter{mu: &outMu, w: c.App.Writer}},
 		{api.StreamStderr, &lockedWriter{mu: &outMu, w: c.App.ErrWriter}},
 	}
+	notes := &lockedWriter{mu: &outMu, w: c.App.ErrWriter}
 	var (
 		wg    sync.WaitGroup
 		errMu sync.Mutex
@@ -61,7 +65,7 @@ func logsAction(c *ucli.Context) error {
 	for _, s := range streams {
 		wg.Go(func() {
 			opts := api.LogOptions{Rank: rank, Stream: s.name, Follow: c.Bool("follow")}
-			if err := cl.Logs(ctx, args[0], opts, s.w); err != nil {
+			if err := printStream(ctx, cl, args[0], opts, s.w, notes); err != nil {
 				errMu.Lock()
 				if first == nil {
 					first = err
@@ -76,6 +80,42 @@ func logsAction(c *ucli.Context) error {
 		return nil // interrupted: the user has seen what they wanted
 	}
 	return first
+}
+
+// printStream copies one stream to w, after a line on notes when the node's
+// log cap dropped part of it.
+func printStream(ctx context.Context, cl *api.Client, id string, opts api.LogOptions, w, notes io.Writer) error {
+	ls, err := cl.OpenLogs(ctx, id, opts)
+	if err != nil {
+		return err
+	}
+	defer ls.Close()
+	if ls.Dropped > 0 {
+		capped := "log cap"
+		if ls.LogMax > 0 {
+			capped += " " + formatBytes(ls.LogMax)
+		}
+		fmt.Fprintf(notes, "skein: %s of earlier %s was dropped (%s, --log-max)\n", formatBytes(ls.Dropped), opts.Stream, capped)
+	}
+	if _, err := io.Copy(w, ls); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("read logs: %w", err)
+	}
+	return nil
+}
+
+// formatBytes renders a count of bytes for people: "512 B", "2.4 GiB",
+// "100 MiB".
+func formatBytes(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	v, i := float64(n), 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if v == math.Trunc(v) {
+		return fmt.Sprintf("%d %s", int64(v), units[i])
+	}
+	return fmt.Sprintf("%.1f %s", v, units[i])
 }
 
 // lockedWriter serialises writes to w with a lock shared between writers.

@@ -30,6 +30,7 @@ const (
 var specFlags = map[string]string{
 	"name":               "--name",
 	"env":                "--env",
+	"secret_env":         "--secret-env",
 	"nodes":              "--nodes",
 	"gpus":               "--gpus",
 	"gpu_memory_min_mib": "--gpu-mem",
@@ -65,6 +66,8 @@ func submitCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "time-limit", Usage: "stop the job after this long (90m, 2h); it ends timed_out"},
 			&ucli.StringFlag{Name: "signal", Usage: "send `SIG[@TIME]` to the job TIME (default 60s) before its time limit, like USR1@90s"},
 			&ucli.GenericFlag{Name: "env", Usage: "set K=V in the job's environment, or copy K from yours (repeatable)", Value: &listValue{}},
+			&ucli.GenericFlag{Name: "secret-env", Usage: "like --env, for a secret: the job gets it, but its value is returned only to the job's owner and operators " +
+				"(skein job --show-secrets) and never logged; prefer --secret-env K, which copies it from your environment, to K=V on a command line others can see (repeatable)", Value: &listValue{}},
 			&ucli.GenericFlag{Name: "constraint", Usage: "only nodes with label K=V (repeatable)", Value: &listValue{}},
 			&ucli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the job from a YAML `FILE` (- for stdin); flags override it"},
 			&ucli.GenericFlag{Name: "after", Usage: "start only after job `ID[:ok|any]` has succeeded (ok, the default) or ended (any) (repeatable)", Value: &listValue{}},
@@ -96,6 +99,7 @@ func submitAction(c *ucli.Context) error {
 	}
 	switch {
 	case c.Bool("json"):
+		hideSecrets(&job.Spec)
 		err = printJSON(c.App.Writer, job)
 	case job.ArrayID != "":
 		_, err = fmt.Fprintln(c.App.Writer, job.ArrayID) // cancel takes it; tasks are ID-INDEX
@@ -151,11 +155,16 @@ func submitRequest(c *ucli.Context) (api.SubmitRequest, error) {
 	if c.IsSet("array") && c.Bool("wait") {
 		return req, usagef(c, "--wait waits for one job; it cannot be used with --array")
 	}
-	env, err := envFlag(c)
+	env, err := envFlag(c, "env")
 	if err != nil {
 		return req, err
 	}
 	spec.Env = merged(spec.Env, env)
+	secretEnv, err := envFlag(c, "secret-env")
+	if err != nil {
+		return req, err
+	}
+	spec.SecretEnv = merged(spec.SecretEnv, secretEnv)
 	for name, dst := range map[string]*bool{"spread": &spec.Spread, "preemptible": &spec.Preemptible} {
 		if c.IsSet(name) {
 			*dst = c.Bool(name)
@@ -214,9 +223,10 @@ func flagError(err error) error {
 	return err
 }
 
-// envFlag collects --env K=V, and --env K copied from the caller.
-func envFlag(c *ucli.Context) (map[string]string, error) {
-	list := c.Generic("env").(*listValue)
+// envFlag collects --env K=V, and --env K copied from the caller, or the
+// same of --secret-env: the flag called name.
+func envFlag(c *ucli.Context, name string) (map[string]string, error) {
+	list := c.Generic(name).(*listValue)
 	if len(*list) == 0 {
 		return nil, nil
 	}
@@ -225,7 +235,7 @@ func envFlag(c *ucli.Context) (map[string]string, error) {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
 			if v, ok = os.LookupEnv(k); !ok {
-				return nil, fmt.Errorf("--env %s: not set in your environment; give a value with --env %s=VALUE", k, k)
+				return nil, fmt.Errorf("--%s %s: not set in your environment; give a value with --%s %s=VALUE", name, k, name, k)
 			}
 		}
 		env[k] = v

@@ -167,6 +167,94 @@ func TestSubmit_EnvNameAloneCopiesCallerValue(t *testing.T) {
 	}
 }
 
+func TestSubmit_SecretEnvTakesValuesOrCopiesTheCallers(t *testing.T) {
+	t.Setenv("CLI_TEST_SECRET", "s3cret")
+	f := newFakeAgent(t)
+	acceptSubmit(f)
+	if r := runCLI(t, "--addr", f.URL, "submit", "--secret-env", "CLI_TEST_SECRET", "--secret-env", "B=x=y", "--env", "A=1", "env"); r.code != exitOK {
+		t.Fatalf("exit code %d: %s", r.code, r.stderr)
+	}
+	spec := submitted(t, f)[0].Spec
+	if want := map[string]string{"CLI_TEST_SECRET": "s3cret", "B": "x=y"}; !reflect.DeepEqual(spec.SecretEnv, want) {
+		t.Errorf("secret_env = %v, want %v", spec.SecretEnv, want)
+	}
+	if want := map[string]string{"A": "1"}; !reflect.DeepEqual(spec.Env, want) {
+		t.Errorf("env = %v, want %v", spec.Env, want)
+	}
+}
+
+func TestSubmit_SecretEnvNameUnsetInCallerIsError(t *testing.T) {
+	f := newFakeAgent(t)
+	acceptSubmit(f)
+	r := runCLI(t, "--addr", f.URL, "submit", "--secret-env", "CLI_TEST_SURELY_UNSET_VAR", "env")
+	if r.code != exitError || !strings.Contains(r.stderr, "Error: --secret-env CLI_TEST_SURELY_UNSET_VAR: not set in your environment; give a value with --secret-env CLI_TEST_SURELY_UNSET_VAR=VALUE") {
+		t.Fatalf("got code %d, stderr %q; want 1 naming the flag and the variable", r.code, r.stderr)
+	}
+	if n := len(f.requests()); n != 0 {
+		t.Errorf("agent got %d requests, want none", n)
+	}
+}
+
+func TestSubmit_FileSecretEnvAndFlagsAddToIt(t *testing.T) {
+	f := newFakeAgent(t)
+	acceptSubmit(f)
+	path := filepath.Join(t.TempDir(), "job.yaml")
+	writeTestFile(t, path, "command: [train]\nsecret_env: {A: from-file, B: from-file}\n")
+	if r := runCLI(t, "--addr", f.URL, "submit", "--file", path, "--secret-env", "B=from-flag", "--secret-env", "C=from-flag"); r.code != exitOK {
+		t.Fatalf("exit code %d: %s", r.code, r.stderr)
+	}
+	want := map[string]string{"A": "from-file", "B": "from-flag", "C": "from-flag"}
+	if got := submitted(t, f)[0].Spec.SecretEnv; !reflect.DeepEqual(got, want) {
+		t.Errorf("secret_env = %v, want %v", got, want)
+	}
+}
+
+func TestSubmit_FileSecretEnvErrorsNeverQuoteTheValue(t *testing.T) {
+	cases := []struct{ name, yaml, want string }{
+		{"a scalar", "command: [x]\nsecret_env: hf_abcdefgh\n", "job.yaml: line 2: secret_env: want a map of NAME: VALUE"},
+		{"a list", "command: [x]\nsecret_env: [hf_abcdefgh]\n", "job.yaml: line 2: secret_env: want a map of NAME: VALUE"},
+		{"a list as a value", "command: [x]\nsecret_env:\n  TOKEN: [hf_abcdefgh]\n", "job.yaml: line 3: secret_env: TOKEN: want a plain value, not a list or map"},
+		{"an alias of a scalar", "command: [x]\nname: &t hf_abcdefgh\nsecret_env: *t\n", "job.yaml: line 3: secret_env: want a map of NAME: VALUE"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "job.yaml")
+			writeTestFile(t, path, tc.yaml)
+			r := runCLI(t, "--addr", "http://127.0.0.1:1", "submit", "--file", path)
+			if r.code != exitError || !strings.Contains(r.stderr, tc.want) || strings.Contains(r.stderr, "hf_") {
+				t.Fatalf("exit %d, stderr %q; want 1 and %q, without the value", r.code, r.stderr, tc.want)
+			}
+		})
+	}
+	// Empty, or made through an alias of a map, it is fine.
+	f := newFakeAgent(t)
+	acceptSubmit(f)
+	for _, file := range []string{
+		"command: [x]\nsecret_env:\n",
+		"command: [x]\nconstraints: &m {TOKEN: hf_1}\nsecret_env: *m\n",
+	} {
+		path := filepath.Join(t.TempDir(), "job.yaml")
+		writeTestFile(t, path, file)
+		if r := runCLI(t, "--addr", f.URL, "submit", "--file", path); r.code != exitOK {
+			t.Errorf("%q: exit %d: %s", file, r.code, r.stderr)
+		}
+	}
+	if reqs := submitted(t, f); len(reqs) != 2 || reqs[0].Spec.SecretEnv != nil || reqs[1].Spec.SecretEnv["TOKEN"] != "hf_1" {
+		t.Errorf("submitted %+v", reqs)
+	}
+}
+
+func TestSubmit_JSONHidesSecretValues(t *testing.T) {
+	f := newFakeAgent(t)
+	acceptSubmit(f) // echoes the spec, secret values included
+	r := runCLI(t, "--addr", f.URL, "submit", "--json", "--secret-env", "TOKEN=t0ps3cret", "true")
+	var job structs.Job
+	mustDecode(t, r.stdout, &job)
+	if r.code != exitOK || job.Spec.SecretEnv["TOKEN"] != api.HiddenValue || strings.Contains(r.stdout+r.stderr, "t0ps3cret") {
+		t.Fatalf("exit %d, output shows the secret or not its name:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
 func TestSubmit_EnvNameUnsetInCallerIsError(t *testing.T) {
 	f := newFakeAgent(t)
 	acceptSubmit(f)
@@ -203,6 +291,9 @@ func TestSubmit_BadValuesAreRejectedBeforeSending(t *testing.T) {
 		{"nodes out of range", []string{"--nodes", "5000", "true"}, exitError, "Error: --nodes: 5000 is out of range"},
 		{"gpu model without gpus", []string{"--gpu-model", "H100", "true"}, exitError, "Error: --gpus: 0, but a GPU model"},
 		{"reserved env", []string{"--env", "CUDA_VISIBLE_DEVICES=0", "true"}, exitError, "Error: --env: CUDA_VISIBLE_DEVICES is set by skein"},
+		{"reserved secret env", []string{"--secret-env", "SKEIN_RANK=0", "true"}, exitError, "Error: --secret-env: SKEIN_RANK is set by skein"},
+		{"bad secret env name", []string{"--secret-env", "1X=0", "true"}, exitError, `Error: --secret-env: invalid variable name "1X"`},
+		{"secret env also in env", []string{"--env", "K=1", "--secret-env", "K=2", "true"}, exitError, "Error: --secret-env: K is in env too; give it once"},
 		{"empty program", []string{"--", ""}, exitError, "Error: command: empty"},
 		{"request ID too long", []string{"--request-id", strings.Repeat("r", 200), "true"}, exitError, "Error: --request-id: longer than"},
 	}
@@ -375,6 +466,7 @@ restarts: 2
 time_limit: 2h
 signal: sigusr2@10m
 env: {LR: "3e-4", SEED: "1"}
+secret_env: {HF_TOKEN: hf_x}
 constraints: {zone: a}
 after: [abc123, "def456:any"]
 array: 0-99%8
@@ -386,7 +478,7 @@ preempt_grace: 45s
 		"--name", "train", "--workdir", "/data", "--nodes", "2", "--gpus", "8", "--gpu-model", "H100",
 		"--gpu-mem", "80G", "--cpus", "32", "--mem", "1.5T", "--priority", "-7", "--restarts", "2",
 		"--time-limit", "2h", "--signal", "sigusr2@10m", "--env", "LR=3e-4", "--env", "SEED=1",
-		"--constraint", "zone=a", "--after", "abc123", "--after", "def456:any", "--array", "0-99%8",
+		"--secret-env", "HF_TOKEN=hf_x", "--constraint", "zone=a", "--after", "abc123", "--after", "def456:any", "--array", "0-99%8",
 		"--spread", "--preemptible", "--preempt-grace", "45s", "--", "torchrun", "train.py",
 	}
 	// The file must say every key a job file has: a field added to

@@ -39,6 +39,11 @@ var (
 	ErrNodeRevoked       = errors.New("node revoked")
 	ErrNodeNotAdmitted   = errors.New("node not admitted")
 	ErrKeyringGeneration = errors.New("wrong keyring generation")
+
+	ErrACLBootstrapped  = errors.New("ACLs already bootstrapped")
+	ErrNoACL            = errors.New("ACLs are not bootstrapped: run skein acl bootstrap first")
+	ErrACLTokenExists   = errors.New("ACL token already exists")
+	ErrACLTokenNotFound = errors.New("no such ACL token")
 )
 
 // FSM is skein's raft.FSM. Apply and Restore are called by Raft; the queries
@@ -111,6 +116,12 @@ func (f *FSM) Apply(l *raft.Log) any {
 		resp = f.st.applyNodeRevoke(l)
 	case structs.KeyringType:
 		resp = f.st.applyKeyring(l)
+	case structs.ACLBootstrapType:
+		resp = f.st.applyACLBootstrap(l)
+	case structs.ACLTokenType:
+		resp = f.st.applyACLToken(l)
+	case structs.ACLUserType:
+		resp = f.st.applyACLUser(l)
 	case structs.LimitsSetType:
 		resp = f.st.applyLimitsSet(l)
 	default:

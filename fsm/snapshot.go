@@ -17,7 +17,8 @@ import (
 )
 
 // Versions of the snapshot format. Version 1 holds nodes, jobs and
-// allocations; version 2 adds the trust records; version 3 the limits.
+// allocations; version 2 adds the trust records; version 3 the limits;
+// version 4 the ACL records.
 // Snapshot writes the oldest version that holds the state, so a binary that
 // predates a version still reads a cluster that uses none of its records;
 // Restore reads them all.
@@ -25,7 +26,8 @@ const (
 	minSnapshotVersion    = 1
 	trustSnapshotVersion  = 2
 	limitsSnapshotVersion = 3
-	snapshotVersion       = limitsSnapshotVersion // the newest
+	aclSnapshotVersion    = 4
+	snapshotVersion       = aclSnapshotVersion // the newest
 )
 
 // Record types of a snapshot.
@@ -39,6 +41,10 @@ const (
 	recordAdmission = "admission"
 
 	recordLimits = "limits"
+
+	recordACL      = "acl"
+	recordACLToken = "acl_token"
+	recordACLUser  = "acl_user"
 )
 
 // header is the first line of a snapshot.
@@ -59,11 +65,16 @@ type record struct {
 	Admission *structs.Admission `json:"admission,omitempty"`
 
 	Limits *structs.LimitTable `json:"limits,omitempty"`
+
+	ACL      *structs.ACLState `json:"acl,omitempty"`
+	ACLToken *structs.ACLToken `json:"acl_token,omitempty"`
+	ACLUser  *structs.ACLUser  `json:"acl_user,omitempty"`
 }
 
 // snapshot is a deep copy of the state, in the order it is written: nodes,
 // then jobs, then allocations, each by ID; then the trust state, join
-// tokens by ID and admissions by node ID; then the limits.
+// tokens by ID and admissions by node ID; then the limits; then the ACL
+// state, tokens by ID and users by name.
 type snapshot struct {
 	index  uint64
 	nodes  []*structs.Node
@@ -75,6 +86,10 @@ type snapshot struct {
 	admissions []structs.Admission
 
 	limits *structs.LimitTable
+
+	acl       *structs.ACLState
+	aclTokens []structs.ACLToken
+	aclUsers  []structs.ACLUser
 }
 
 var _ raft.FSMSnapshot = (*snapshot)(nil)
@@ -133,11 +148,24 @@ func (s *state) snapshot() *snapshot {
 		snap.admissions = append(snap.admissions, s.admissions[id])
 	}
 	snap.limits = s.limits.Copy()
+	if s.acl != nil {
+		a := *s.acl
+		snap.acl = &a
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.aclTokens)) {
+		snap.aclTokens = append(snap.aclTokens, s.aclTokens[id])
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.aclUsers)) {
+		snap.aclUsers = append(snap.aclUsers, s.aclUsers[name])
+	}
 	return snap
 }
 
 // version is the oldest snapshot version that holds everything in snap.
 func (snap *snapshot) version() int {
+	if snap.acl != nil {
+		return aclSnapshotVersion
+	}
 	if snap.limits != nil {
 		return limitsSnapshotVersion
 	}
@@ -212,6 +240,21 @@ func (snap *snapshot) writeRecords(enc *json.Encoder) error {
 			return err
 		}
 	}
+	if snap.acl != nil {
+		if err := enc.Encode(record{Type: recordACL, ACL: snap.acl}); err != nil {
+			return err
+		}
+	}
+	for i := range snap.aclTokens {
+		if err := enc.Encode(record{Type: recordACLToken, ACLToken: &snap.aclTokens[i]}); err != nil {
+			return err
+		}
+	}
+	for i := range snap.aclUsers {
+		if err := enc.Encode(record{Type: recordACLUser, ACLUser: &snap.aclUsers[i]}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -252,13 +295,19 @@ func readSnapshot(r io.Reader) (*state, error) {
 			return nil, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
 		}
 		if (h.Version < trustSnapshotVersion && isTrustRecord(rec.Type)) ||
-			(h.Version < limitsSnapshotVersion && rec.Type == recordLimits) {
+			(h.Version < limitsSnapshotVersion && rec.Type == recordLimits) ||
+			(h.Version < aclSnapshotVersion && isACLRecord(rec.Type)) {
 			return nil, fmt.Errorf("%w: record %d: %s record in a version %d snapshot", ErrBadSnapshot, n, rec.Type, h.Version)
 		}
 		if err := st.restoreRecord(&rec); err != nil {
 			return nil, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
 		}
 	}
+}
+
+// isACLRecord reports whether a record type is one of version 4's.
+func isACLRecord(typ string) bool {
+	return typ == recordACL || typ == recordACLToken || typ == recordACLUser
 }
 
 // isTrustRecord reports whether a record type is one of version 2's.
@@ -356,6 +405,44 @@ func (s *state) restoreRecord(rec *record) error {
 		if !rec.Limits.IsZero() {
 			s.limits = rec.Limits
 		}
+	case recordACL:
+		switch {
+		case rec.ACL == nil:
+			return errors.New("acl record without acl state")
+		case s.acl != nil:
+			return errors.New("acl state twice")
+		}
+		s.acl = rec.ACL
+	case recordACLToken:
+		tok := rec.ACLToken
+		switch {
+		case tok == nil:
+			return errors.New("acl token record without token")
+		case s.acl == nil:
+			return fmt.Errorf("acl token %s before the acl state", tok.ID)
+		case hasKey(s.aclTokens, tok.ID):
+			return fmt.Errorf("acl token %s twice", tok.ID)
+		case len(s.aclTokens) >= structs.MaxACLTokens:
+			return fmt.Errorf("more than %d acl tokens", structs.MaxACLTokens)
+		}
+		if err := tok.Validate(); err != nil {
+			return fmt.Errorf("acl token %s: %w", tok.ID, err)
+		}
+		s.aclTokens[tok.ID] = *tok
+	case recordACLUser:
+		u := rec.ACLUser
+		switch {
+		case u == nil:
+			return errors.New("acl user record without user")
+		case s.acl == nil:
+			return fmt.Errorf("acl user %s before the acl state", u.Name)
+		case hasKey(s.aclUsers, u.Name):
+			return fmt.Errorf("acl user %s twice", u.Name)
+		}
+		if err := structs.ValidateUserName(u.Name); err != nil {
+			return fmt.Errorf("acl user: %w", err)
+		}
+		s.aclUsers[u.Name] = *u
 	default:
 		return fmt.Errorf("unknown record type %q", rec.Type)
 	}

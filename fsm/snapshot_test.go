@@ -149,8 +149,8 @@ func TestFSM_Restore_RejectsBadSnapshotsAndKeepsState(t *testing.T) {
 	}{
 		{"empty", "", "header"},
 		{"garbage", "\x00\x01garbage", "header"},
-		{"unknown version", `{"version":4,"index":9}`, "version 4, want 1 to 3"},
-		{"missing version", `{"index":9}`, "version 0, want 1 to 3"},
+		{"unknown version", `{"version":5,"index":9}`, "version 5, want 1 to 4"},
+		{"missing version", `{"index":9}`, "version 0, want 1 to 4"},
 		{"unknown record type", hdr + `{"type":"volume"}`, `record 1: unknown record type "volume"`},
 		{"truncated record", hdr + node + `{"type":"job","job":{"id"`, "record 2"},
 		{"record without body", hdr + `{"type":"node"}`, "node record without node id"},

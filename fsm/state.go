@@ -26,6 +26,12 @@ type state struct {
 	// The limits an admin set; nil holds the built-in defaults.
 	limits *structs.LimitTable
 
+	// Access control: nil and empty until the ACL bootstrap. Tokens by
+	// ID, users by name.
+	acl       *structs.ACLState
+	aclTokens map[string]structs.ACLToken
+	aclUsers  map[string]structs.ACLUser
+
 	// Derived from the maps above, kept up to date by addJob, setJobState,
 	// addAlloc, hold, release and removeJob, and rebuilt record by record
 	// on Restore.
@@ -68,6 +74,8 @@ func newState() *state {
 		allocs:       map[string]*structs.Allocation{},
 		joinTokens:   map[string]structs.JoinToken{},
 		admissions:   map[string]structs.Admission{},
+		aclTokens:    map[string]structs.ACLToken{},
+		aclUsers:     map[string]structs.ACLUser{},
 		jobByRequest: map[string]string{},
 		jobAllocs:    map[string][]*structs.Allocation{},
 		nodeLive:     map[string]allocSet{},

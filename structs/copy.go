@@ -29,6 +29,7 @@ func (n *Node) Copy() *Node {
 func (s JobSpec) Copy() JobSpec {
 	s.Command = slices.Clone(s.Command)
 	s.Env = maps.Clone(s.Env)
+	s.SecretEnv = maps.Clone(s.SecretEnv)
 	s.Constraints = maps.Clone(s.Constraints)
 	s.After = slices.Clone(s.After)
 	if s.Array != nil {

@@ -24,8 +24,10 @@ const (
 	NodeAdmitType      MessageType = 14
 	NodeRevokeType     MessageType = 15
 	KeyringType        MessageType = 16
-	// 17 to 19 are the ACL entries (issue 12).
-	LimitsSetType MessageType = 20
+	ACLBootstrapType   MessageType = 17
+	ACLTokenType       MessageType = 18
+	ACLUserType        MessageType = 19
+	LimitsSetType      MessageType = 20
 )
 
 // IgnoreUnknownTypeFlag marks an entry that a replica which does not know its
@@ -67,6 +69,12 @@ func (t MessageType) String() string {
 		return "node-revoke"
 	case KeyringType:
 		return "keyring"
+	case ACLBootstrapType:
+		return "acl-bootstrap"
+	case ACLTokenType:
+		return "acl-token"
+	case ACLUserType:
+		return "acl-user"
 	case LimitsSetType:
 		return "limits-set"
 	}
@@ -87,8 +95,9 @@ type JobSubmitRequest struct {
 	JobID       string    `json:"job_id"`
 	Spec        JobSpec   `json:"spec"`
 	SubmittedAt time.Time `json:"submitted_at"`
-	// Owner and AllowRoot are stamped by the node that took the request,
-	// from the caller's ACL token (Job.Owner, Job.AllowRoot).
+	// Owner and AllowRoot are stamped by the leader, from the caller's
+	// ACL token and what an admin allows its user (Job.Owner,
+	// Job.AllowRoot).
 	Owner     string `json:"owner,omitempty"`
 	AllowRoot bool   `json:"allow_root,omitempty"`
 }

@@ -194,9 +194,13 @@ func (s JobState) Terminal() bool {
 // decodes straight into a JobSpec: a field added here with both tags is in
 // the API and in job files at once.
 type JobSpec struct {
-	Name            string            `json:"name,omitempty" yaml:"name"`
-	Command         []string          `json:"command" yaml:"command"`
-	Env             map[string]string `json:"env,omitempty" yaml:"env"`
+	Name    string            `json:"name,omitempty" yaml:"name"`
+	Command []string          `json:"command" yaml:"command"`
+	Env     map[string]string `json:"env,omitempty" yaml:"env"`
+	// SecretEnv reaches the job like Env, but its values are returned
+	// only to the job's owner and operators, and only when asked for
+	// (`skein job --show-secrets`); they are never logged.
+	SecretEnv       map[string]string `json:"secret_env,omitempty" yaml:"secret_env"`
 	Workdir         string            `json:"workdir,omitempty" yaml:"workdir"`
 	Nodes           int               `json:"nodes" yaml:"nodes"`
 	GPUs            int               `json:"gpus" yaml:"gpus"`
@@ -291,8 +295,8 @@ type Job struct {
 	// The job runs as the local account of that name (agent/runner).
 	Owner string `json:"owner,omitempty"`
 	// AllowRoot lets the job run as root when its owner's local account
-	// is root; an admin grants it per token. Without it such a job runs
-	// as the agent's job user instead.
+	// is root; an admin allows it per user (ACLUser.AllowRoot). Without
+	// it such a job does not start.
 	AllowRoot   bool      `json:"allow_root,omitempty"`
 	Spec        JobSpec   `json:"spec"`
 	State       JobState  `json:"state"`

@@ -104,18 +104,18 @@ func (s *JobSpec) Validate() error {
 	if n > MaxCommandBytes {
 		return fieldErr("command", "%d bytes, more than the limit of %d", n, MaxCommandBytes)
 	}
-	if len(s.Env) > MaxEnvVars {
-		return fieldErr("env", "%d variables, more than the limit of %d", len(s.Env), MaxEnvVars)
+	if n := len(s.Env) + len(s.SecretEnv); n > MaxEnvVars {
+		return fieldErr("env", "%d variables with secret_env, more than the limit of %d", n, MaxEnvVars)
 	}
-	for k, v := range s.Env {
-		if !envName.MatchString(k) {
-			return fieldErr("env", "invalid variable name %q", k)
-		}
-		if ReservedEnv(k) {
-			return fieldErr("env", "%s is set by skein and cannot be overridden", k)
-		}
-		if strings.IndexByte(v, 0) >= 0 {
-			return fieldErr("env", "value of %s contains a NUL byte", k)
+	if err := validateEnv("env", s.Env); err != nil {
+		return err
+	}
+	if err := validateEnv("secret_env", s.SecretEnv); err != nil {
+		return err
+	}
+	for k := range s.SecretEnv {
+		if _, ok := s.Env[k]; ok {
+			return fieldErr("secret_env", "%s is in env too; give it once", k)
 		}
 	}
 	if s.Nodes < 1 || s.Nodes > MaxNodes {
@@ -191,6 +191,22 @@ func (s *JobSpec) Validate() error {
 func ValidateRequestID(id string) error {
 	if len(id) > MaxRequestIDLen {
 		return fieldErr("request_id", "longer than %d characters", MaxRequestIDLen)
+	}
+	return nil
+}
+
+// validateEnv checks the names and values of one environment map.
+func validateEnv(field string, env map[string]string) error {
+	for k, v := range env {
+		if !envName.MatchString(k) {
+			return fieldErr(field, "invalid variable name %q", k)
+		}
+		if ReservedEnv(k) {
+			return fieldErr(field, "%s is set by skein and cannot be overridden", k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fieldErr(field, "value of %s contains a NUL byte", k)
+		}
 	}
 	return nil
 }

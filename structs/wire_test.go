@@ -18,6 +18,7 @@ func fullJobSpec() JobSpec {
 		Name:            "train",
 		Command:         []string{"torchrun", "train.py"},
 		Env:             map[string]string{"LR": "3e-4"},
+		SecretEnv:       map[string]string{"WANDB_API_KEY": "k"},
 		Workdir:         "/data",
 		Nodes:           2,
 		GPUs:            8,
@@ -46,6 +47,9 @@ const fullJobSpecJSON = `{
   ],
   "env": {
     "LR": "3e-4"
+  },
+  "secret_env": {
+    "WANDB_API_KEY": "k"
   },
   "workdir": "/data",
   "nodes": 2,

@@ -41,6 +41,8 @@ var (
 	ErrPinMismatch = errors.New("server does not present the pinned CA")
 	// ErrBadToken means a join token is malformed.
 	ErrBadToken = errors.New("invalid join token")
+	// ErrBadACLToken means an ACL token is malformed.
+	ErrBadACLToken = errors.New("invalid ACL token")
 	// ErrKeyFileMode means a key file may be read by other users.
 	ErrKeyFileMode = errors.New("key file permissions too open")
 )

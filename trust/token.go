@@ -98,3 +98,64 @@ func HashSecret(secret string) string {
 func EqualHash(a, b string) bool {
 	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
 }
+
+// ACL token format.
+const (
+	aclTokenPrefix = "SKA1"
+	aclTokenIDLen  = 16 // hex characters (structs.ACLTokenIDLen)
+)
+
+// ACLToken is a user's API credential once a cluster has ACLs. A user
+// holds it whole (String); the cluster keeps its ID, the hash of its
+// secret, its user and role (structs.ACLToken).
+type ACLToken struct {
+	// ID names the token in listings, revocations and the audit log.
+	ID string
+	// Secret proves possession; never logged.
+	Secret string
+}
+
+// NewACLToken makes an ACL token with a random ID and secret.
+func NewACLToken() (ACLToken, error) {
+	var id [aclTokenIDLen / 2]byte
+	var secret [tokenSecretSz]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return ACLToken{}, fmt.Errorf("generate ACL token: %w", err)
+	}
+	if _, err := rand.Read(secret[:]); err != nil {
+		return ACLToken{}, fmt.Errorf("generate ACL token: %w", err)
+	}
+	return ACLToken{ID: hex.EncodeToString(id[:]), Secret: base64.RawURLEncoding.EncodeToString(secret[:])}, nil
+}
+
+// String returns the token as users hold it: SKA1.<id>.<secret>. It holds
+// the secret: never log it.
+func (t ACLToken) String() string {
+	return strings.Join([]string{aclTokenPrefix, t.ID, t.Secret}, ".")
+}
+
+// LooksLikeACLToken reports whether s has an ACL token's prefix, to tell an
+// ACL token from a cluster's plain API token.
+func LooksLikeACLToken(s string) bool {
+	return strings.HasPrefix(strings.TrimSpace(s), aclTokenPrefix+".")
+}
+
+// ParseACLToken reads a token String made, around which white space is
+// ignored. Its errors say which part is wrong and never quote the token.
+func ParseACLToken(s string) (ACLToken, error) {
+	parts := strings.Split(strings.TrimSpace(s), ".")
+	if parts[0] != aclTokenPrefix {
+		return ACLToken{}, fmt.Errorf("%w: it does not start with %q", ErrBadACLToken, aclTokenPrefix+".")
+	}
+	if len(parts) != 3 {
+		return ACLToken{}, fmt.Errorf("%w: %d dot-separated parts, want 3 (%s.id.secret)", ErrBadACLToken, len(parts), aclTokenPrefix)
+	}
+	if !isLowerHex(parts[1], aclTokenIDLen) {
+		return ACLToken{}, fmt.Errorf("%w: the id is not %d lowercase hex characters", ErrBadACLToken, aclTokenIDLen)
+	}
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(parts[2])
+	if err != nil || len(raw) != tokenSecretSz {
+		return ACLToken{}, fmt.Errorf("%w: the secret is not %d bytes of unpadded base64url", ErrBadACLToken, tokenSecretSz)
+	}
+	return ACLToken{ID: parts[1], Secret: parts[2]}, nil
+}

@@ -150,3 +150,51 @@ func FuzzParseJoinToken(f *testing.F) {
 		}
 	})
 }
+
+func TestACLToken_RoundTripsAndRefusesMalformedTokens(t *testing.T) {
+	a, err := NewACLToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := NewACLToken()
+	if a.ID == b.ID || a.Secret == b.Secret {
+		t.Fatal("two tokens share an ID or a secret")
+	}
+	back, err := ParseACLToken(" " + a.String() + "\n")
+	if err != nil || back != a {
+		t.Fatalf("ParseACLToken(String()) = %+v, %v; want %+v", back, err, a)
+	}
+	if !LooksLikeACLToken(a.String()) || LooksLikeACLToken("demo") {
+		t.Error("LooksLikeACLToken does not tell an ACL token from a plain one")
+	}
+	for name, s := range map[string]string{
+		"join token":   "SKJ1." + a.ID + "." + a.Secret,
+		"two parts":    "SKA1." + a.ID,
+		"short id":     "SKA1.abc." + a.Secret,
+		"upper id":     "SKA1." + strings.ToUpper(a.ID) + "." + a.Secret,
+		"short secret": "SKA1." + a.ID + ".abc",
+		"four parts":   a.String() + ".x",
+	} {
+		_, err := ParseACLToken(s)
+		if !errors.Is(err, ErrBadACLToken) {
+			t.Errorf("%s: %v, want ErrBadACLToken", name, err)
+		}
+		if err != nil && strings.Contains(err.Error(), a.Secret) {
+			t.Errorf("%s: the error quotes the secret", name)
+		}
+	}
+}
+
+func FuzzParseACLToken(f *testing.F) {
+	tok, _ := NewACLToken()
+	f.Add(tok.String())
+	f.Add("SKA1..")
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseACLToken(s)
+		if err == nil {
+			if again, err := ParseACLToken(got.String()); err != nil || again != got {
+				t.Fatalf("a parsed token does not round-trip: %v", err)
+			}
+		}
+	})
+}

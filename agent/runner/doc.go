@@ -28,6 +28,37 @@
 // for tasks that name an image. A spec that names no driver was written
 // before specs named one, and runs a process.
 //
+// A job runs as its owner (structs.Job.Owner): the local account of that
+// name when the node has one, as Slurm maps users, else the job user
+// (Config.JobUser, --job-user, default nobody). An owner whose account is
+// uid 0 runs as root only when an admin allowed it (Job.AllowRoot); else
+// the allocation fails to start. The runner resolves the account once,
+// when it writes spec.json, and records it there; the supervisor, which
+// stays root, starts the job with that uid, primary group and
+// supplementary groups (account.go). A runner that is not root cannot
+// switch users and runs every job as itself, and says so at start.
+//
+// A job's environment is never the agent's: it starts from a fixed PATH
+// and its account's HOME, USER, LOGNAME and SHELL, takes from the agent's
+// environment only what Config.JobEnvAllow names (by default the locale
+// and time zone), then its own --env and skein's variables (env.go). The
+// agent's secrets never reach it.
+//
+// The job's stdout and stderr are pipes that the supervisor copies into
+// the allocation's logs (logs.go), so that their size is the supervisor's
+// to bound: each stream keeps half of the allocation's log cap (spec.json,
+// the agent's --log-max), its newest output, in two files. When <stream>.log
+// reaches a quarter of the cap it becomes <stream>.log.1, the older .1 goes,
+// and <stream>.log.meta counts what went. Files are made and renamed through
+// the directory's descriptor and never through a link. The copy keeps the
+// order of each stream, reads ahead of a slow disk into a bounded buffer and
+// discards output, counted, rather than hold the job up when the disk takes
+// nothing for a while; once the job is over it drains the pipes, for at most
+// a moment when something the job left outside its process group still
+// holds them, and only then is the outcome recorded. A job whose
+// supervisor died has nobody reading its pipes: its next write fails
+// (SIGPIPE), if the runner has not killed it first.
+//
 // A supervisor is alive exactly while it holds an exclusive flock on
 // supervisor.lock. The runner takes that lock before it forks and the
 // supervisor inherits it, so there is no moment at which a supervisor exists
@@ -36,20 +67,36 @@
 // without a result. Signals go to the pid in supervisor.pid only when its
 // start time in /proc still matches, so a reused pid is never signalled.
 //
-// Layout of <AllocDir>/<allocID>/ (0700):
+// Layout of <AllocDir>/<allocID>/. AllocDir and each allocation's own
+// directory are root's and 0711: a job passes through them to its work/
+// and its logs, and no one else may list them. Every control file is
+// root's and 0600, so that no other user reads a spec (it holds its job's
+// secret env) and no job rewrites what the root runner trusts (a
+// rewritten job.pid would have it kill any process); only work/ and the
+// logs (with their rotated parts, not their .meta) belong to the job's
+// account:
 //
-//	spec.json        what to run (driver, argv, final env, workdir, time limit and
-//	                 signal, kill grace), and the Raft index that created the allocation
+//	spec.json        what to run (driver, account, argv, final env, workdir, time
+//	                 limit and signal, kill grace), and the Raft index that
+//	                 created the allocation
 //	supervisor.lock  held by the live supervisor
 //	supervisor.pid   supervisor pid and start time
 //	supervisor.log   the supervisor's own diagnostics
 //	job.pid          once started: the job's start time and how its driver finds it
 //	                 (a process: pid, process group and /proc start time)
-//	stdout.log       the job's standard output
-//	stderr.log       the job's standard error
+//	stdout.log       the job's standard output, the newest part (at most a quarter
+//	                 of the log cap; the job's account, 0600)
+//	stdout.log.1     the part before it, once the log was rotated (as much again)
+//	stdout.log.meta  once output was dropped: how many bytes, and the cap
+//	stderr.log       the job's standard error, and stderr.log.1 and .meta likewise
 //	stop.json        why a stop was requested, written before signalling
 //	status.json      the outcome, written once when the job is over
 //	work/            the job's working directory when its spec names none
+//	                 (the job's account, 0700)
+//
+// The agent keeps AllocDir in its data dir, which is 0711 for that reason;
+// everything else there is root's alone. A directory made before jobs ran
+// as their owners (0700, all root's) is still adopted and swept.
 //
 // The directory stays after the job is over, with its logs, until the
 // state no longer holds the allocation (its job's retention passed); then

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -15,14 +16,28 @@ import (
 // stands for the job: signals go to the whole group, and whatever is left
 // in it when the leader exits is killed with it.
 //
-// The supervisor is a process of its own for one job, so the driver makes
-// it the job's: it changes into the job's working directory and takes the
-// job's PATH to look the program up.
+// The job runs as the account its spec names (when the supervisor is
+// root, which stays root itself): its uid, primary group and supplementary
+// groups. The supervisor is a process of its own for one job, so the
+// driver makes it the job's: it changes into the job's working directory
+// and takes the job's PATH to look the program up. The job then changes
+// into that directory again as its own user, so a directory that user may
+// not enter fails the start.
 type processDriver struct{}
 
 func (processDriver) start(sp spec, stdout, stderr *os.File) (jobHandle, error) {
+	asRoot := os.Geteuid() == 0
+	if asRoot && sp.User == nil {
+		return nil, &startError{code: exitCannotExec, err: errNoAccount}
+	}
+	// A relative workdir is the allocation directory's, where the
+	// supervisor starts; the job needs it absolute.
+	workdir, err := filepath.Abs(sp.Workdir)
+	if err != nil {
+		return nil, &startError{code: exitNotFound, err: fmt.Errorf("workdir %s: %w", sp.Workdir, err)}
+	}
 	if sp.Workdir != "" {
-		if err := os.Chdir(sp.Workdir); err != nil {
+		if err := os.Chdir(workdir); err != nil {
 			var pe *fs.PathError
 			if errors.As(err, &pe) {
 				err = pe.Err
@@ -42,11 +57,22 @@ func (processDriver) start(sp spec, stdout, stderr *os.File) (jobHandle, error) 
 		return nil, &startError{code: execFailureCode(cmd.Err), err: cmd.Err}
 	}
 	cmd.Env = append([]string{}, sp.Env...)
+	cmd.Dir = workdir
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if asRoot {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: sp.User.UID, Gid: sp.User.GID, Groups: sp.User.Groups}
+	}
 	startedAt := time.Now().UTC()
 	if err := cmd.Start(); err != nil {
+		if asRoot && errors.Is(err, fs.ErrPermission) {
+			if p, mode, owner := closedTo(workdir, *sp.User); p != "" {
+				err = fmt.Errorf("workdir %s: %s (uid %d) may not enter %s (mode %04o, owner uid %d)",
+					sp.Workdir, sp.User.Name, sp.User.UID, p, mode, owner)
+				return nil, &startError{code: exitNotFound, err: err}
+			}
+		}
 		return nil, &startError{code: execFailureCode(err), err: err}
 	}
 	j := &processJob{cmd: cmd, pgid: cmd.Process.Pid}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -154,8 +155,8 @@ func TestSupervisor_UnknownDriverFailsTheStart(t *testing.T) {
 func TestSupervisor_SpecWithoutDriverRunsAProcess(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	dir := newAllocDir(t, e, spec{Argv: []string{"/bin/sh", "-c", "echo old; exit 4"},
-		Workdir: t.TempDir(), KillGrace: structs.Duration(time.Second)})
+	dir := newAllocDir(t, e, spec{Argv: []string{"/bin/sh", "-c", "echo old; exit 4"}, User: jobUser(t),
+		Workdir: testutil.JobDir(t), KillGrace: structs.Duration(time.Second)})
 	writeSpecWithoutDriver(t, dir)
 	if code := startSupervisor(t, dir).exitCode(t); code != 0 {
 		t.Fatalf("supervisor exited %d", code)
@@ -178,8 +179,8 @@ func TestSupervisor_SpecWithoutDriverRunsAProcess(t *testing.T) {
 func TestRunner_OrphanOfSpecWithoutDriverIsKilledAsAProcess(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	dir := newAllocDir(t, e, spec{Argv: []string{"/bin/sh", "-c", "while :; do sleep 0.05; done"},
-		Env: []string{"PATH=" + os.Getenv("PATH")}, Workdir: t.TempDir(), KillGrace: structs.Duration(time.Second)})
+	dir := newAllocDir(t, e, spec{Argv: []string{"/bin/sh", "-c", "while :; do sleep 0.05; done"}, User: jobUser(t),
+		Env: []string{"PATH=" + JobPath}, Workdir: testutil.JobDir(t), KillGrace: structs.Duration(time.Second)})
 	writeSpecWithoutDriver(t, dir)
 	sup := startSupervisor(t, dir)
 	waitJobStarted(t, dir)

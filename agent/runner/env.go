@@ -1,8 +1,9 @@
 package runner
 
 import (
+	"fmt"
 	"hash/fnv"
-	"os"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,8 +25,9 @@ var ownEnv = append([]string{
 	"SKEIN_ARRAY_ID", "SKEIN_ARRAY_INDEX", "SKEIN_TIME_LIMIT", "SKEIN_TIME_SIGNAL",
 }, structs.LaunchEnv...)
 
-// BuildEnv returns the complete environment of a task's process: base, then
-// the job spec's env (sorted by name), then skein's own variables, which
+// BuildEnv returns the complete environment of a task's process: base
+// (the job's minimal environment, jobBaseEnv), then the job spec's env and
+// secret_env (each sorted by name), then skein's own variables, which
 // always win. Each name appears once; the agent's secrets (secretEnv)
 // never appear.
 //
@@ -44,14 +46,11 @@ func BuildEnv(t Task, base []string) []string {
 			env.set(k, v)
 		}
 	}
-	keys := make([]string, 0, len(t.Job.Spec.Env))
-	for k := range t.Job.Spec.Env {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		if k != "" && !strings.Contains(k, "=") && !skeinOwned(k) {
-			env.set(k, t.Job.Spec.Env[k])
+	for _, vars := range []map[string]string{t.Job.Spec.Env, t.Job.Spec.SecretEnv} {
+		for _, k := range slices.Sorted(maps.Keys(vars)) {
+			if k != "" && !strings.Contains(k, "=") && !skeinOwned(k) {
+				env.set(k, vars[k])
+			}
 		}
 	}
 	jobID := t.Alloc.JobID
@@ -138,8 +137,62 @@ func withoutSecrets(env []string) []string {
 	})
 }
 
-// defaultBaseEnv is the agent's own environment minus its secrets.
-func defaultBaseEnv() []string { return withoutSecrets(os.Environ()) }
+// JobPath is the PATH a job starts with; its --env may set another.
+const JobPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// DefaultJobEnvAllow are the variables of the agent's environment a job
+// gets unless --job-env-allow says otherwise: the locale and the time zone.
+var DefaultJobEnvAllow = []string{"LANG", "LANGUAGE", "LC_*", "TZ"}
+
+// CheckEnvAllow checks an allow-list of the agent's variables for jobs:
+// each entry is a variable name (letters, digits and '_', not starting
+// with a digit) or such a name's prefix followed by '*', like LC_*.
+func CheckEnvAllow(allow []string) error {
+	for _, pat := range allow {
+		name, prefix := strings.CutSuffix(pat, "*")
+		if !validEnvName(name) {
+			if prefix && name == "" {
+				return fmt.Errorf("%w %q: a bare * would pass the agent's whole environment; name the variables or their prefix, like LC_*", ErrEnvAllow, pat)
+			}
+			return fmt.Errorf("%w %q: want a variable name or a prefix ending in *, like LC_*", ErrEnvAllow, pat)
+		}
+	}
+	return nil
+}
+
+func validEnvName(s string) bool {
+	for i, c := range s {
+		ok := c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9'
+		if !ok {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// allowed reports whether the allow-list passes name.
+func allowed(allow []string, name string) bool {
+	for _, pat := range allow {
+		if prefix, ok := strings.CutSuffix(pat, "*"); ok && strings.HasPrefix(name, prefix) || pat == name {
+			return true
+		}
+	}
+	return false
+}
+
+// jobBaseEnv is the environment a job of account a starts from, never the
+// agent's own: PATH (JobPath), HOME, USER, LOGNAME and SHELL of the
+// account, then the variables of agentEnv the allow-list passes (the
+// agent's secrets never).
+func jobBaseEnv(a Account, allow, agentEnv []string) []string {
+	env := []string{"PATH=" + JobPath, "HOME=" + a.Home, "USER=" + a.Name, "LOGNAME=" + a.Name, "SHELL=" + a.Shell}
+	for _, kv := range withoutSecrets(agentEnv) {
+		if name, _, ok := strings.Cut(kv, "="); ok && allowed(allow, name) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
 
 // envList is an ordered environment in which a later value replaces an
 // earlier one in place.

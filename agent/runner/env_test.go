@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/skein-dev/skein/structs"
@@ -100,6 +101,7 @@ func TestRunner_JobSeesItsEnvironmentWithoutShell(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r, rec := e.runner(t)
+	nobody := jobUser(t)
 	cases := []struct {
 		name string
 		gpus []string
@@ -126,7 +128,8 @@ func TestRunner_JobSeesItsEnvironmentWithoutShell(t *testing.T) {
 			want := map[string]string{
 				"CUDA_VISIBLE_DEVICES": tc.want, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "MY_VAR": "mine",
 				"SKEIN_ALLOC_ID": tk.Alloc.ID, "SKEIN_JOB_ID": tk.Alloc.JobID, "SKEIN_NODE": "node-a",
-				"SKEIN_RANK": "0", "SKEIN_ATTEMPT": "1", "HOME": "/nonexistent",
+				"SKEIN_RANK": "0", "SKEIN_ATTEMPT": "1", "PATH": JobPath, "HOME": nobody.Home,
+				"USER": nobody.Name, "LOGNAME": nobody.Name, "SHELL": nobody.Shell, "LC_TEST": "agent",
 			}
 			for k, v := range want {
 				if env[k] != v {
@@ -142,7 +145,7 @@ func TestRunner_JobSeesItsEnvironmentWithoutShell(t *testing.T) {
 	}
 }
 
-func TestRunner_DefaultWorkdirIsInsideAllocDir(t *testing.T) {
+func TestRunner_DefaultWorkdirIsTheJobsOwnInsideAllocDir(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r, rec := e.runner(t)
@@ -156,12 +159,25 @@ func TestRunner_DefaultWorkdirIsInsideAllocDir(t *testing.T) {
 	if got := strings.TrimSpace(readFile(t, filepath.Join(e.allocDir, tk.Alloc.ID, stdoutFile))); got != want {
 		t.Errorf("job ran in %q, want %q", got, want)
 	}
-	fi, err := os.Stat(filepath.Join(e.allocDir, tk.Alloc.ID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi.Mode().Perm() != 0o700 {
-		t.Errorf("alloc dir mode = %v, want 0700", fi.Mode().Perm())
+	nobody := jobUser(t)
+	for _, c := range []struct {
+		path string
+		mode os.FileMode
+		uid  uint32
+	}{
+		{path: e.allocDir, mode: 0o711},
+		{path: filepath.Join(e.allocDir, tk.Alloc.ID), mode: 0o711},
+		{path: filepath.Join(e.allocDir, tk.Alloc.ID, workDirName), mode: 0o700, uid: nobody.UID},
+		{path: filepath.Join(e.allocDir, tk.Alloc.ID, stdoutFile), mode: 0o600, uid: nobody.UID},
+		{path: filepath.Join(e.allocDir, tk.Alloc.ID, specFile), mode: 0o600},
+	} {
+		fi, err := os.Stat(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uid := fi.Sys().(*syscall.Stat_t).Uid; fi.Mode().Perm() != c.mode || uid != c.uid {
+			t.Errorf("%s: mode %04o, owner uid %d; want %04o, uid %d", c.path, fi.Mode().Perm(), uid, c.mode, c.uid)
+		}
 	}
 }
 
@@ -190,5 +206,23 @@ func TestBuildEnv_LaunchVariablesForEachRank(t *testing.T) {
 		if _, err := strconv.Atoi(env["SLURM_JOB_ID"]); err != nil {
 			t.Errorf("SLURM_JOB_ID %q is not numeric", env["SLURM_JOB_ID"])
 		}
+	}
+}
+
+func TestBuildEnv_SecretEnvReachesTheJobLikeEnv(t *testing.T) {
+	tk := Task{
+		Alloc: structs.Allocation{ID: "a1", JobID: "j1"},
+		Job: structs.Job{ID: "j1", Spec: structs.JobSpec{
+			Env:       map[string]string{"LR": "3e-4"},
+			SecretEnv: map[string]string{"WANDB_API_KEY": "s3cret", "CUDA_VISIBLE_DEVICES": "forged"},
+		}},
+	}
+	got := map[string]string{}
+	for _, kv := range BuildEnv(tk, nil) {
+		k, v, _ := strings.Cut(kv, "=")
+		got[k] = v
+	}
+	if got["WANDB_API_KEY"] != "s3cret" || got["LR"] != "3e-4" || got["CUDA_VISIBLE_DEVICES"] != "" {
+		t.Fatalf("env %v", got)
 	}
 }

@@ -32,6 +32,12 @@ const (
 // exitUnknown is the exit code recorded when no process reported one.
 const exitUnknown = -1
 
+// allocDirMode is the mode of the allocation directory and of each
+// allocation's own: root's, searchable so that a job reaches its work/
+// and its logs, listable by no one else. Everything in them is 0600 but
+// work/ (0700) and the logs, which belong to the job's account.
+const allocDirMode fs.FileMode = 0o711
+
 // spec is what a supervisor runs. The runner writes it before it starts the
 // supervisor; the env is final (BuildEnv) so the supervisor adds nothing.
 type spec struct {
@@ -43,7 +49,11 @@ type spec struct {
 	CreateIndex uint64 `json:"create_index,omitempty"`
 	// Driver names the driver that runs the job (driver.go); a spec
 	// written before specs named one has none, and runs a process.
-	Driver    string           `json:"driver"`
+	Driver string `json:"driver"`
+	// User is the account the job runs as, resolved once by the runner; a
+	// spec written before it was recorded has none, and the process
+	// driver refuses to run it.
+	User      *Account         `json:"user,omitempty"`
 	Argv      []string         `json:"argv"`
 	Env       []string         `json:"env"`
 	Workdir   string           `json:"workdir"`
@@ -57,6 +67,9 @@ type spec struct {
 	// fences itself. FenceGrace is the kill grace when the lease expires.
 	LeasePath  string           `json:"lease_path,omitempty"`
 	FenceGrace structs.Duration `json:"fence_grace,omitempty"`
+	// LogMax is the most bytes the job's logs may hold on disk (logs.go);
+	// a spec written before specs had one takes DefaultLogMax.
+	LogMax int64 `json:"log_max,omitempty"`
 }
 
 // lease is the node's right to run its jobs, renewed by the agent while
@@ -103,6 +116,20 @@ type status struct {
 func (s status) update(allocID string) structs.AllocUpdate {
 	return structs.AllocUpdate{AllocID: allocID, State: s.State, ExitCode: s.ExitCode,
 		Reason: s.Reason, At: s.FinishedAt}
+}
+
+// makeWorkdir creates a job's default working directory: 0700, and owned
+// by the job's account when the runner switches users.
+func makeWorkdir(dir string, a Account, chown bool) error {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("create workdir: %w", err)
+	}
+	if chown {
+		if err := os.Chown(dir, int(a.UID), int(a.GID)); err != nil {
+			return fmt.Errorf("give workdir to %s: %w", a.Name, err)
+		}
+	}
+	return nil
 }
 
 // writeJSONAtomic writes v to path through a temporary file and a rename, so

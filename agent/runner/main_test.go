@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -123,35 +124,61 @@ type testEnv struct {
 	grace      time.Duration
 	leasePath  string // "" unless a test sets it
 	fenceGrace time.Duration
+	logMax     int64 // 0: the default
 }
 
-// newEnv makes an allocation directory and, at cleanup, kills every job and
-// supervisor left in it, before the directory is removed.
+// newEnv makes an allocation directory that jobs can reach and, at
+// cleanup, kills every job and supervisor left in it, before the directory
+// is removed.
 func newEnv(t *testing.T) *testEnv {
 	t.Helper()
-	e := &testEnv{allocDir: filepath.Join(t.TempDir(), "allocs"), grace: 2 * time.Second}
+	return newEnvIn(t, testutil.JobDir(t))
+}
+
+// newEnvIn is newEnv with the allocation directory in dataDir, as an
+// agent keeps it in its data dir.
+func newEnvIn(t *testing.T, dataDir string) *testEnv {
+	t.Helper()
+	e := &testEnv{allocDir: filepath.Join(dataDir, "allocs"), grace: 2 * time.Second}
 	t.Cleanup(func() { killLeftovers(e.allocDir) })
 	return e
 }
 
-// runner starts a runner on the environment's directory; Shutdown at cleanup.
-func (e *testEnv) runner(t *testing.T) (*Runner, *recorder) {
+// runner starts a runner on the environment's directory, its config
+// changed by opts; Shutdown at cleanup.
+func (e *testEnv) runner(t *testing.T, opts ...func(*Config)) (*Runner, *recorder) {
 	t.Helper()
 	rec := &recorder{}
-	r, err := New(Config{
+	cfg := Config{
 		AllocDir:      e.allocDir,
 		SupervisorCmd: []string{"/usr/bin/env", superviseEnv + "=1", os.Args[0]},
 		KillGrace:     e.grace,
 		Report:        rec.add,
-		BaseEnv:       []string{"PATH=" + os.Getenv("PATH"), "SKEIN_TOKEN=secret", "HOME=/nonexistent"},
+		AgentEnv:      []string{"PATH=/agent/bin", "SKEIN_TOKEN=secret", "HOME=/agent", "LC_TEST=agent"},
 		LeasePath:     e.leasePath,
 		FenceGrace:    e.fenceGrace,
-	})
+		LogMax:        e.logMax,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	r, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(r.Shutdown)
 	return r, rec
+}
+
+// jobUser is the account of the default job user, for specs a test writes
+// itself.
+func jobUser(t *testing.T) *Account {
+	t.Helper()
+	a, err := LookupJobUser("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &a
 }
 
 func killLeftovers(allocDir string) {

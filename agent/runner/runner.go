@@ -29,7 +29,12 @@ var (
 	ErrSupervised     = errors.New("held by another supervisor")
 	ErrSupervisor     = errors.New("cannot start supervisor")
 	ErrUnknownDriver  = errors.New("unknown driver")
+	ErrJobUser        = errors.New("unusable job user")
+	ErrRootRefused    = errors.New("refusing to run the job as root")
+	ErrEnvAllow       = errors.New("invalid job environment allow-list entry")
 	errBadStat        = errors.New("unexpected /proc stat format")
+	errNoAccount      = errors.New("spec names no account to run the job as")
+	errNotPlainFile   = errors.New("not a plain file")
 )
 
 const (
@@ -58,15 +63,28 @@ type Config struct {
 	Report func(structs.AllocUpdate)
 	// Logger receives the runner's logs; nil discards them.
 	Logger hclog.Logger
-	// BaseEnv is the environment jobs inherit; nil means os.Environ()
-	// without the agent's secrets (SKEIN_TOKEN, SKEIN_JOIN_TOKEN,
-	// SKEIN_ENCRYPT).
-	BaseEnv []string
+	// JobUser is the account a job runs as when its owner has no local
+	// account of that name (see LookupJobUser); "" means DefaultJobUser.
+	// It is used only when the runner is root: otherwise every job runs as
+	// the runner's own user.
+	JobUser string
+	// JobEnvAllow names the variables of AgentEnv that jobs get (names, or
+	// prefixes ending in '*'; see CheckEnvAllow); nil means
+	// DefaultJobEnvAllow. Jobs never get the rest of it.
+	JobEnvAllow []string
+	// AgentEnv is the environment JobEnvAllow picks from; nil means
+	// os.Environ(). The agent's secrets (SKEIN_TOKEN, SKEIN_JOIN_TOKEN,
+	// SKEIN_ENCRYPT) never pass.
+	AgentEnv []string
 	// LeasePath is the node's lease file (see RenewLease). When set, every
 	// supervisor stops its job, with FenceGrace between SIGTERM and
 	// SIGKILL, once the lease has expired. "" disables self-fencing.
 	LeasePath  string
 	FenceGrace time.Duration
+	// LogMax is the most bytes one allocation's stdout and stderr keep on
+	// disk, in all (logs.go); 0 means DefaultLogMax, and it is at least
+	// MinLogMax.
+	LogMax int64
 }
 
 // Task is one allocation to run and the job it belongs to.
@@ -98,7 +116,14 @@ type Runner struct {
 	fenceGrace time.Duration
 	report     func(structs.AllocUpdate)
 	log        hclog.Logger
-	baseEnv    []string
+	// switchUser is whether jobs run as their own accounts (the runner is
+	// root); jobUser is the account of owners without one, or the
+	// runner's own account when it cannot switch.
+	switchUser bool
+	jobUser    Account
+	envAllow   []string
+	agentEnv   []string
+	logMax     int64
 
 	mu       sync.Mutex
 	allocs   map[string]*alloc // tracked: being started or watched
@@ -118,20 +143,35 @@ type alloc struct {
 	sup procRecord
 }
 
-// New creates a runner and its allocation directory (0700).
+// New creates a runner and its allocation directory (0711: jobs pass
+// through it to their working directories, and may not list it). It
+// resolves the job user, and refuses one that does not exist or is root.
 func New(cfg Config) (*Runner, error) {
 	if cfg.AllocDir == "" {
 		return nil, ErrNoAllocDir
+	}
+	if cfg.LogMax == 0 {
+		cfg.LogMax = DefaultLogMax
+	}
+	if cfg.LogMax < MinLogMax {
+		return nil, fmt.Errorf("log cap %d bytes: must be at least %d", cfg.LogMax, MinLogMax)
 	}
 	dir, err := filepath.Abs(cfg.AllocDir)
 	if err != nil {
 		return nil, fmt.Errorf("allocation directory %s: %w", cfg.AllocDir, err)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, allocDirMode); err != nil {
 		return nil, fmt.Errorf("create allocation directory: %w", err)
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
+	if err := os.Chmod(dir, allocDirMode); err != nil {
 		return nil, fmt.Errorf("allocation directory: %w", err)
+	}
+	envAllow := DefaultJobEnvAllow
+	if cfg.JobEnvAllow != nil {
+		envAllow = cfg.JobEnvAllow
+	}
+	if err := CheckEnvAllow(envAllow); err != nil {
+		return nil, err
 	}
 	r := &Runner{
 		dir:        dir,
@@ -141,7 +181,10 @@ func New(cfg Config) (*Runner, error) {
 		fenceGrace: cfg.FenceGrace,
 		report:     cfg.Report,
 		log:        cfg.Logger,
-		baseEnv:    slices.Clone(cfg.BaseEnv),
+		switchUser: os.Geteuid() == 0,
+		envAllow:   slices.Clone(envAllow),
+		agentEnv:   slices.Clone(cfg.AgentEnv),
+		logMax:     cfg.LogMax,
 		allocs:     make(map[string]*alloc),
 		quit:       make(chan struct{}),
 	}
@@ -161,10 +204,34 @@ func New(cfg Config) (*Runner, error) {
 	if r.log == nil {
 		r.log = hclog.NewNullLogger()
 	}
-	if cfg.BaseEnv == nil {
-		r.baseEnv = defaultBaseEnv()
+	if cfg.AgentEnv == nil {
+		r.agentEnv = os.Environ()
+	}
+	if err := r.setJobUser(cfg.JobUser, dir); err != nil {
+		return nil, err
 	}
 	return r, nil
+}
+
+// setJobUser resolves the job user, and says at once what will keep jobs
+// from running as their owners: a runner that is not root, or an
+// allocation directory the job user cannot reach.
+func (r *Runner) setJobUser(name, dir string) error {
+	if !r.switchUser {
+		r.jobUser = currentAccount()
+		r.log.Info("not running as root: every job runs as this agent's own user, whoever owns it",
+			"user", r.jobUser.Name, "uid", r.jobUser.UID)
+		return nil
+	}
+	var err error
+	if r.jobUser, err = LookupJobUser(name); err != nil {
+		return fmt.Errorf("job user %q: %w", name, err)
+	}
+	if p, mode, owner := closedTo(dir, r.jobUser); p != "" {
+		r.log.Warn("jobs cannot reach their working directories in the allocation directory: give the directories above it o+x, or give every job a --workdir",
+			"dir", p, "mode", fmt.Sprintf("%04o", mode), "owner_uid", owner, "job_user", r.jobUser.Name)
+	}
+	return nil
 }
 
 // Start launches the allocation if the runner does not already track it; it
@@ -194,7 +261,7 @@ func (r *Runner) Start(t Task) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if err := os.Mkdir(a.dir, 0o700); err != nil {
+	if err := os.Mkdir(a.dir, allocDirMode); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			r.attach(a)
 			return nil
@@ -254,8 +321,26 @@ func (r *Runner) spawn(f func()) bool {
 	return true
 }
 
+// account is the account a task's job runs as: its owner's, the job
+// user's, or the runner's own when the runner is not root.
+func (r *Runner) account(t Task) (Account, error) {
+	if !r.switchUser {
+		return r.jobUser, nil
+	}
+	return resolveAccount(t.Job.Owner, t.Job.AllowRoot, r.jobUser)
+}
+
 // launch writes the spec and starts the supervisor for a new allocation.
 func (r *Runner) launch(a *alloc, t Task) error {
+	// Made before anything else, so the directory always has a mode the
+	// runner chose, whatever the umask.
+	if err := os.Chmod(a.dir, allocDirMode); err != nil {
+		return fmt.Errorf("allocation directory: %w", err)
+	}
+	acct, err := r.account(t)
+	if err != nil {
+		return err
+	}
 	sp := spec{
 		AllocID:     a.id,
 		CreateIndex: t.Alloc.CreateIndex,
@@ -263,20 +348,22 @@ func (r *Runner) launch(a *alloc, t Task) error {
 		// an image will choose the container driver.
 		Driver:     processDriverName,
 		Argv:       slices.Clone(t.Job.Spec.Command),
-		Env:        BuildEnv(t, r.baseEnv),
+		User:       &acct,
+		Env:        BuildEnv(t, jobBaseEnv(acct, r.envAllow, r.agentEnv)),
 		Workdir:    t.Job.Spec.Workdir,
 		TimeLimit:  t.Job.Spec.TimeLimit,
 		KillGrace:  structs.Duration(r.killGrace),
 		LeasePath:  r.leasePath,
 		FenceGrace: structs.Duration(r.fenceGrace),
+		LogMax:     r.logMax,
 	}
 	if sig := t.Job.Spec.Signal; sig != nil && sp.TimeLimit > 0 {
 		sp.Signal, sp.SignalBefore = sig.Name, sig.Before
 	}
 	if sp.Workdir == "" {
 		sp.Workdir = filepath.Join(a.dir, workDirName)
-		if err := os.Mkdir(sp.Workdir, 0o700); err != nil {
-			return fmt.Errorf("create workdir: %w", err)
+		if err := makeWorkdir(sp.Workdir, acct, r.switchUser); err != nil {
+			return err
 		}
 	}
 	if err := writeJSONAtomic(filepath.Join(a.dir, specFile), sp); err != nil {
@@ -322,7 +409,7 @@ func (r *Runner) launch(a *alloc, t Task) error {
 		// Stop falls back to supervisor.pid.
 		r.log.Warn("cannot read supervisor start time", "alloc", a.id, "error", err)
 	}
-	r.log.Info("started supervisor", "alloc", a.id, "pid", cmd.Process.Pid)
+	r.log.Info("started supervisor", "alloc", a.id, "pid", cmd.Process.Pid, "user", acct.Name, "uid", acct.UID)
 
 	// Reap the supervisor whenever it ends, even after Shutdown.
 	exited := make(chan struct{})
@@ -609,23 +696,15 @@ func (r *Runner) Tracked() []string {
 	return ids
 }
 
-// LogPath returns the file holding an allocation's output; stream is
-// "stdout" or "stderr". ErrNoLogs means the job has written no such file
-// (yet, or ever).
+// LogPath returns the file holding an allocation's newest output; stream
+// is "stdout" or "stderr" (OpenLog also reads what was rotated out of it).
+// ErrNoLogs means the job has written no such file (yet, or ever).
 func (r *Runner) LogPath(allocID, stream string) (string, error) {
-	var name string
-	switch stream {
-	case "stdout":
-		name = stdoutFile
-	case "stderr":
-		name = stderrFile
-	default:
-		return "", fmt.Errorf("%w %q: use stdout or stderr", ErrUnknownStream, stream)
-	}
-	if err := checkID(allocID); err != nil {
+	dir, name, err := r.logDir(allocID, stream)
+	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(r.dir, allocID, name)
+	path := filepath.Join(dir, name)
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", fmt.Errorf("allocation %s %s: %w", allocID, stream, ErrNoLogs)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -53,7 +54,7 @@ func TestRunner_ReportsRunningWithStartTime(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r, rec := e.runner(t)
-	work := t.TempDir()
+	work := testutil.SharedDir(t)
 	tk := sh("until [ -e go ]; do sleep 0.02; done")
 	tk.Job.Spec.Workdir = work
 	before := time.Now()
@@ -100,7 +101,7 @@ func TestRunner_StopKillsWholeGroupAfterGrace(t *testing.T) {
 	e := newEnv(t)
 	e.grace = 300 * time.Millisecond
 	r, rec := e.runner(t)
-	work := t.TempDir()
+	work := testutil.SharedDir(t)
 	// TERM is ignored by the script and by the grandchild it leaves behind.
 	tk := sh(`trap '' TERM; sleep 1000 & echo $! > grandchild; echo ready; wait`)
 	tk.Job.Spec.Workdir = work
@@ -156,7 +157,7 @@ func TestRunner_SignalBeforeTheLimitReachesTheWholeGroupOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r, rec := e.runner(t)
-	out := filepath.Join(t.TempDir(), "signals")
+	out := filepath.Join(testutil.SharedDir(t), "signals")
 	tk := task("/bin/sh", "-c", trapScript, "job", out)
 	tk.Job.Spec.TimeLimit = structs.Duration(2 * time.Second)
 	tk.Job.Spec.Signal = &structs.TimeSignal{Name: "USR1", Before: structs.Duration(1500 * time.Millisecond)}
@@ -189,7 +190,7 @@ func TestRunner_ReadoptedJobKeepsItsDeadlineAndSignalsOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r1, rec1 := e.runner(t)
-	out := filepath.Join(t.TempDir(), "signals")
+	out := filepath.Join(testutil.SharedDir(t), "signals")
 	tk := task("/bin/sh", "-c", trapScript, "job", out)
 	tk.Job.Spec.TimeLimit = structs.Duration(2 * time.Second)
 	tk.Job.Spec.Signal = &structs.TimeSignal{Name: "USR1", Before: structs.Duration(time.Second)}
@@ -229,6 +230,11 @@ func TestRunner_StartFailuresAreReportedWithoutShell(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(t.TempDir(), "gone")
+	closed := filepath.Join(testutil.JobDir(t), "closed")
+	if err := os.Mkdir(closed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	nobody := jobUser(t)
 	cases := []struct {
 		name    string
 		argv    []string
@@ -242,6 +248,9 @@ func TestRunner_StartFailuresAreReportedWithoutShell(t *testing.T) {
 			reason: "start failed: workdir " + missing + ": no such file or directory"},
 		{name: "not executable", argv: []string{notExec}, code: 126,
 			reason: "start failed: fork/exec " + notExec + ": permission denied"},
+		{name: "workdir closed to the job's user", argv: []string{"true"}, workdir: closed, code: 127,
+			reason: fmt.Sprintf("start failed: workdir %s: %s (uid %d) may not enter %s (mode 0700, owner uid 0)",
+				closed, nobody.Name, nobody.UID, closed)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -303,7 +312,7 @@ func TestRunner_StartTwiceIsNoop(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r, rec := e.runner(t)
-	work := t.TempDir()
+	work := testutil.SharedDir(t)
 	tk := sh("echo run; until [ -e go ]; do sleep 0.02; done")
 	tk.Job.Spec.Workdir = work
 	mustStart(t, r, tk)
@@ -375,7 +384,7 @@ func TestRunner_ForgetRefusesLiveAndRemovesFinished(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r, rec := e.runner(t)
-	work := t.TempDir()
+	work := testutil.SharedDir(t)
 	tk := sh("until [ -e go ]; do sleep 0.02; done")
 	tk.Job.Spec.Workdir = work
 	mustStart(t, r, tk)
@@ -431,7 +440,7 @@ func TestRunner_RestartReadoptsRunningJobAndKeepsExitCode(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r1, rec1 := e.runner(t)
-	work := t.TempDir()
+	work := testutil.SharedDir(t)
 	tk := sh("until [ -e go ]; do sleep 0.02; done; exit 7")
 	tk.Job.Spec.Workdir = work
 	mustStart(t, r1, tk)
@@ -487,7 +496,7 @@ func TestRunner_RestartReportsJobThatEndedWhileDown(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	r1, rec1 := e.runner(t)
-	work := t.TempDir()
+	work := testutil.SharedDir(t)
 	tk := sh("until [ -e go ]; do sleep 0.02; done; exit 5")
 	tk.Job.Spec.Workdir = work
 	mustStart(t, r1, tk)
@@ -615,7 +624,7 @@ func TestRunner_SweepRemovesOnlyFinishedAllocationsTheStateDropped(t *testing.T)
 	t.Parallel()
 	e := newEnv(t)
 	r, rec := e.runner(t)
-	work := t.TempDir()
+	work := testutil.SharedDir(t)
 	withIndex := func(tk Task, index uint64) Task {
 		tk.Alloc.CreateIndex = index
 		return tk

@@ -201,6 +201,14 @@ func (s *supervisor) record(st status) int {
 	return 0
 }
 
+// userName names the account a spec runs its job as, for the log.
+func userName(a *Account) string {
+	if a == nil {
+		return "(the supervisor's)"
+	}
+	return fmt.Sprintf("%s (uid %d)", a.Name, a.UID)
+}
+
 func startFailed(code int, err error) status {
 	return status{State: structs.AllocFailed, ExitCode: code,
 		Reason: "start failed: " + err.Error(), FinishedAt: time.Now().UTC()}
@@ -209,23 +217,19 @@ func startFailed(code int, err error) status {
 // runJob starts the job through its driver, waits for it and stops it when
 // asked or when its time is up.
 func (s *supervisor) runJob(sp spec, d driver) status {
-	stdout, err := openLog(s.path(stdoutFile))
+	out, err := captureOutput(s.dir, sp, s.log)
 	if err != nil {
 		return startFailed(exitNotFound, err)
 	}
-	defer stdout.Close()
-	stderr, err := openLog(s.path(stderrFile))
-	if err != nil {
-		return startFailed(exitNotFound, err)
-	}
-	defer stderr.Close()
+	// The output is all in its logs before the outcome is recorded.
+	defer out.finish()
 
 	if sp.LeasePath != "" {
 		// Read the lease before the job exists, so that a lease removed
 		// from then on counts as vanished (wait checks expiry itself).
 		s.leaseExpired(sp.LeasePath)
 	}
-	job, err := d.start(sp, stdout, stderr)
+	job, err := d.start(sp, out.stdout.w, out.stderr.w)
 	if err != nil {
 		code := exitNotFound
 		var se *startError
@@ -241,7 +245,7 @@ func (s *supervisor) runJob(sp spec, d driver) status {
 		return startFailed(exitUnknown, fmt.Errorf("record job pid: %w", err))
 	}
 	s.signalReady()
-	s.log.Info("job started", "driver", sp.Driver, "pid", rec.PID, "argv0", sp.Argv[0])
+	s.log.Info("job started", "driver", sp.Driver, "pid", rec.PID, "argv0", sp.Argv[0], "user", userName(sp.User))
 
 	st := s.wait(job, sp)
 	st.StartedAt = rec.StartedAt
@@ -370,12 +374,4 @@ func (s *supervisor) wait(job jobHandle, sp spec) status {
 		st.State = structs.AllocFailed
 	}
 	return st
-}
-
-func openLog(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open log: %w", err)
-	}
-	return f, nil
 }

@@ -118,9 +118,7 @@ func copyHeaders(dst, src http.Header, names ...string) {
 // relay copies a response to w, flushing as data arrives so streams stay
 // live, however long they last.
 func relay(w http.ResponseWriter, resp *http.Response) {
-	if ct := resp.Header.Get("Content-Type"); ct != "" {
-		w.Header().Set("Content-Type", ct)
-	}
+	copyHeaders(w.Header(), resp.Header, "Content-Type", api.LogDroppedHeader, api.LogMaxHeader)
 	w.WriteHeader(resp.StatusCode)
 	flusher, _ := w.(http.Flusher)
 	buf := make([]byte, 32<<10)

@@ -35,6 +35,11 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
+	id := identityOf(r)
+	if err := checkLoaderEnv(id, &req.Spec); err != nil {
+		writeError(w, http.StatusForbidden, err)
+		return
+	}
 	for i, d := range req.Spec.After {
 		dep, err := s.fsm.FindJob(d.JobID)
 		if err != nil {
@@ -50,7 +55,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.RequestID != "" {
 		if job, ok := s.fsm.JobByRequestID(req.RequestID); ok {
-			writeJSON(w, http.StatusOK, job)
+			writeJSON(w, http.StatusOK, redact(id, job, false))
 			return
 		}
 	}
@@ -67,8 +72,11 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	id := structs.NewID()
-	sub := structs.JobSubmitRequest{RequestID: req.RequestID, JobID: id, Spec: req.Spec, SubmittedAt: now()}
+	jobID := structs.NewID()
+	sub := structs.JobSubmitRequest{RequestID: req.RequestID, JobID: jobID, Spec: req.Spec, SubmittedAt: now(), Owner: id.User}
+	if u, ok := s.fsm.ACLUser(id.User); ok && id.ACL {
+		sub.AllowRoot = u.AllowRoot
+	}
 	// A submit over a limit costs no log entry; Apply checks again.
 	if err := s.fsm.CheckSubmitLimits(sub.Owner, sub.Spec); err != nil {
 		writeError(w, statusOf(err), err)
@@ -85,10 +93,10 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	code := http.StatusCreated
-	if job.ID != id {
+	if job.ID != jobID {
 		code = http.StatusOK // an earlier request with this ID won
 	}
-	writeJSON(w, code, job)
+	writeJSON(w, code, redact(id, job, false))
 }
 
 // handleJobs answers one page of jobs, oldest first (see api.JobsQuery):
@@ -106,10 +114,18 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	all := q.Get("all") == "true"
+	id := identityOf(r)
+	owner, byOwner := q.Get("owner"), q.Has("owner")
+	if q.Get("mine") == "true" {
+		owner, byOwner = id.User, true
+	}
 	cutoff := now().Add(-recentWindow)
 	jobs, more := s.fsm.JobsPage(after, limit, func(j *structs.Job) bool {
-		return all || !j.State.Terminal() || j.FinishedAt.After(cutoff)
+		return (!byOwner || j.Owner == owner) && (all || !j.State.Terminal() || j.FinishedAt.After(cutoff))
 	})
+	for _, j := range jobs {
+		redact(id, j, false)
+	}
 	if more {
 		w.Header().Set(api.NextCursorHeader, fsm.CursorOf(jobs[len(jobs)-1]).String())
 	}
@@ -125,7 +141,7 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusOf(err), err)
 		return
 	}
-	d := api.JobDetail{Job: *job, Allocations: []structs.Allocation{}, Nodes: map[string]string{}}
+	d := api.JobDetail{Job: *redact(identityOf(r), job, r.URL.Query().Get("secrets") == "true"), Allocations: []structs.Allocation{}, Nodes: map[string]string{}}
 	for _, alloc := range s.fsm.Allocs(job.ID) {
 		d.Allocations = append(d.Allocations, *alloc)
 		if n, ok := s.fsm.Node(alloc.NodeID); ok {
@@ -138,13 +154,18 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var req structs.JobCancelRequest
-	if job, err := s.fsm.FindJob(id); err == nil {
-		req.JobID = job.ID
+	var job *structs.Job
+	if j, err := s.fsm.FindJob(id); err == nil {
+		req.JobID, job = j.ID, j
 	} else if tasks, aerr := s.fsm.ArrayTasks(id); aerr == nil {
-		// One entry cancels every task of the array still going.
-		req.ArrayID = tasks[0].ArrayID
+		// One entry cancels every task of the array still going; an
+		// array's tasks have one owner.
+		req.ArrayID, job = tasks[0].ArrayID, tasks[0]
 	} else {
 		writeError(w, statusOf(err), err)
+		return
+	}
+	if !mayActOn(w, r, job, "cancel") {
 		return
 	}
 	if !s.cfg.Raft.IsLeader() && s.forward(w, r, nil) {
@@ -155,6 +176,9 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, statusOf(err), err)
 		return
+	}
+	if j, ok := resp.(*structs.Job); ok {
+		resp = redact(identityOf(r), j, false)
 	}
 	writeJSON(w, http.StatusOK, resp)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"time"
 
@@ -43,6 +42,9 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusOf(err), err)
 		return
 	}
+	if !mayActOn(w, r, job, "read the logs") {
+		return
+	}
 	if rank >= job.Spec.Nodes {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("rank %d: job %s has ranks 0..%d", rank, structs.ShortID(job.ID), job.Spec.Nodes-1))
 		return
@@ -64,6 +66,7 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	s.setLogDropped(w, alloc.ID, stream)
 	w.WriteHeader(http.StatusOK)
 	if err := s.copyLog(w, r, alloc.ID, stream, follow); err != nil {
 		s.log.Debug("log stream ended", "alloc", structs.ShortID(alloc.ID), "error", err)
@@ -98,11 +101,27 @@ func (s *Server) waitForAlloc(r *http.Request, jobID string, rank int, follow bo
 	}
 }
 
-// copyLog writes the log file to w; when following it keeps writing new
-// output until the allocation is over and everything was sent.
+// setLogDropped tells the client, in headers, how much of the stream the
+// log cap dropped before the answer began (what follows is what is kept:
+// the rotated file, then the current one).
+func (s *Server) setLogDropped(w http.ResponseWriter, allocID, stream string) {
+	dropped, logMax, err := s.cfg.Logs.LogDropped(allocID, stream)
+	if err != nil {
+		s.log.Warn("cannot tell how much output was dropped", "alloc", structs.ShortID(allocID), "stream", stream, "error", err)
+		return
+	}
+	if dropped > 0 {
+		w.Header().Set(api.LogDroppedHeader, strconv.FormatInt(dropped, 10))
+		w.Header().Set(api.LogMaxHeader, strconv.FormatInt(logMax, 10))
+	}
+}
+
+// copyLog writes what is kept of the stream to w; when following it keeps
+// writing new output, across rotations, until the allocation is over and
+// everything was sent.
 func (s *Server) copyLog(w http.ResponseWriter, r *http.Request, allocID, stream string, follow bool) error {
 	flusher, _ := w.(http.Flusher)
-	var f *os.File
+	var f io.ReadCloser
 	defer func() {
 		if f != nil {
 			f.Close()
@@ -113,13 +132,11 @@ func (s *Server) copyLog(w http.ResponseWriter, r *http.Request, allocID, stream
 		alloc, ok := s.fsm.Alloc(allocID)
 		done := !ok || !alloc.Live()
 		if f == nil {
-			path, err := s.cfg.Logs.LogPath(allocID, stream)
-			if err == nil {
-				f, err = os.Open(path)
-			}
+			rd, err := s.cfg.Logs.OpenLog(allocID, stream, follow)
 			if err != nil && (done || !follow) {
 				return nil // no output was ever written
 			}
+			f = rd
 		}
 		if f != nil {
 			holdWrite(w) // a followed log may go on for as long as its job

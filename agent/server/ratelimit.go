@@ -33,12 +33,12 @@ type failLimiter struct {
 	burst int
 	every time.Duration
 	max   int
-	// fromNode reports whether a request comes from one of the cluster's
+	// byNode reports whether a request comes from one of the cluster's
 	// nodes; it is asked only about clients that failed, and must not
 	// compare a secret the request carries.
-	fromNode func(*http.Request) bool
-	now      func() time.Time
-	log      hclog.Logger
+	byNode func(*http.Request) bool
+	now    func() time.Time
+	log    hclog.Logger
 
 	mu      sync.Mutex
 	clients map[netip.Addr]*list.Element
@@ -57,8 +57,8 @@ type failures struct {
 	due    time.Time
 }
 
-func newFailLimiter(fromNode func(*http.Request) bool, log hclog.Logger) *failLimiter {
-	return &failLimiter{burst: authFailBurst, every: authFailEvery, max: authFailTracked, fromNode: fromNode,
+func newFailLimiter(byNode func(*http.Request) bool, log hclog.Logger) *failLimiter {
+	return &failLimiter{burst: authFailBurst, every: authFailEvery, max: authFailTracked, byNode: byNode,
 		now: time.Now, log: log, clients: map[netip.Addr]*list.Element{}, order: list.New()}
 }
 
@@ -66,7 +66,7 @@ func newFailLimiter(fromNode func(*http.Request) bool, log hclog.Logger) *failLi
 func (f *failLimiter) refuse(w http.ResponseWriter, r *http.Request) bool {
 	client := requestClient(r)
 	wait := f.wait(client)
-	if wait <= 0 || f.fromNode(r) {
+	if wait <= 0 || f.byNode(r) {
 		return false
 	}
 	secs := int((wait + time.Second - 1) / time.Second)
@@ -78,7 +78,7 @@ func (f *failLimiter) refuse(w http.ResponseWriter, r *http.Request) bool {
 
 // failed charges one failed authentication to r's client.
 func (f *failLimiter) failed(r *http.Request) {
-	if !f.fromNode(r) {
+	if !f.byNode(r) {
 		f.fail(requestClient(r))
 	}
 }
@@ -90,9 +90,9 @@ func (f *failLimiter) limit(w http.ResponseWriter, r *http.Request, failure int,
 	if f.refuse(w, r) {
 		return
 	}
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	serve(sw)
-	if sw.code == failure {
+	if sw.status == failure {
 		f.failed(r)
 	}
 }
@@ -172,26 +172,3 @@ func requestIP(r *http.Request) netip.Addr {
 	}
 	return ap.Addr().Unmap()
 }
-
-// statusWriter records the status code of an answer.
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the connection.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -72,9 +73,13 @@ type Config struct {
 	Heartbeats interface {
 		HeardFrom(nodeID string, at time.Time)
 	}
-	// Logs finds the output files of this node's allocations.
+	// Logs reads the output of this node's allocations: OpenLog what is
+	// kept of a stream (reading at its end returns io.EOF; with follow,
+	// reading again returns what was written since), LogDropped how many
+	// bytes the log cap dropped, and that cap.
 	Logs interface {
-		LogPath(allocID, stream string) (string, error)
+		OpenLog(allocID, stream string, follow bool) (io.ReadCloser, error)
+		LogDropped(allocID, stream string) (dropped, logMax int64, err error)
 	}
 	// Faults injects health events into this node's simulated GPUs.
 	Faults interface {
@@ -87,6 +92,8 @@ type Config struct {
 	// Trust serves admission, join tokens, the CA and the keyring of a
 	// secure cluster; nil in a plaintext one.
 	Trust *secure.Secure
+	// Audit records users' writes; nil records nothing.
+	Audit *AuditLog
 	// UserAuth guards the user API, NodeAuth the node-to-node API.
 	UserAuth Authenticator
 	NodeAuth Authenticator
@@ -114,7 +121,7 @@ type Server struct {
 func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, fsm: cfg.FSM}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.authFails = newFailLimiter(s.fromNode, cfg.Logger)
+	s.authFails = newFailLimiter(s.sentByNode, cfg.Logger)
 	top := http.NewServeMux()
 	top.Handle(internalPrefix, guard(cfg.NodeAuth, s.authFails, s.internalRoutes()))
 	// A joining node's credential is its join token, and the CA
@@ -134,11 +141,11 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// fromNode reports whether a request comes from one of the cluster's
+// sentByNode reports whether a request comes from one of the cluster's
 // nodes: in a secure cluster it carries a node certificate (checked in
 // the TLS handshake, no secret is compared here), in a plaintext one it
 // comes from a node's address.
-func (s *Server) fromNode(r *http.Request) bool {
+func (s *Server) sentByNode(r *http.Request) bool {
 	if s.cfg.Trust != nil {
 		_, err := s.cfg.NodeAuth.Authenticate(r)
 		return err == nil
@@ -154,35 +161,46 @@ func holdWrite(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
 }
 
-// userRoutes is the user API.
+// userRoutes is the user API. Every route needs a permission of the
+// caller's role (structs.Permission); those on one job also check who owns
+// it, in the handler.
 func (s *Server) userRoutes() http.Handler {
+	read, submit, nodes, acl := structs.PermRead, structs.PermSubmit, structs.PermNodes, structs.PermACL
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/jobs", s.handleSubmit)
-	mux.HandleFunc("GET /v1/jobs", s.handleJobs)
-	mux.HandleFunc("GET /v1/jobs/{id}", s.handleJob)
-	mux.HandleFunc("DELETE /v1/jobs/{id}", s.handleCancel)
-	mux.HandleFunc("GET /v1/jobs/{id}/logs", s.handleLogs)
-	mux.HandleFunc("GET /v1/nodes", s.handleNodes)
-	mux.HandleFunc("GET /v1/status", s.handleStatus)
-	mux.HandleFunc("GET /v1/members", s.handleMembers)
-	mux.HandleFunc("GET /v1/raft/peers", s.handleRaftPeers)
-	mux.HandleFunc("POST /v1/join", s.handleJoin)
-	mux.HandleFunc("POST /v1/leave", s.handleLeave)
-	mux.HandleFunc("GET /v1/gpus", s.handleGPUs)
-	mux.HandleFunc("POST /v1/gpus/cordon", s.handleGPUCordon)
-	mux.HandleFunc("POST /v1/gpus/uncordon", s.handleGPUCordon)
-	mux.HandleFunc("POST /v1/gpus/fault", s.handleGPUFault)
-	mux.HandleFunc("POST /v1/join-tokens", s.handleJoinTokenCreate)
-	mux.HandleFunc("GET /v1/join-tokens", s.handleJoinTokens)
-	mux.HandleFunc("DELETE /v1/join-tokens/{id}", s.handleJoinTokenRevoke)
-	mux.HandleFunc("GET /v1/keyring", s.handleKeyring)
-	mux.HandleFunc("POST /v1/keyring/rotate", s.handleKeyringRotate)
-	mux.HandleFunc("POST /v1/nodes/{id}/revoke", s.handleNodeRevoke)
-	mux.HandleFunc("GET /v1/limits", s.handleLimits)
-	mux.HandleFunc("GET /v1/limits/{user}", s.handleUserLimits)
-	mux.HandleFunc("POST /v1/limits", s.handleLimitsSet)
+	mux.HandleFunc("POST /v1/jobs", need(submit, "submit jobs", s.handleSubmit))
+	mux.HandleFunc("GET /v1/jobs", need(read, "list jobs", s.handleJobs))
+	mux.HandleFunc("GET /v1/jobs/{id}", need(read, "see jobs", s.handleJob))
+	mux.HandleFunc("DELETE /v1/jobs/{id}", need(submit, "cancel jobs", s.handleCancel))
+	mux.HandleFunc("GET /v1/jobs/{id}/logs", need(submit, "read logs", s.handleLogs))
+	mux.HandleFunc("GET /v1/nodes", need(read, "list nodes", s.handleNodes))
+	mux.HandleFunc("GET /v1/status", need(read, "see the status", s.handleStatus))
+	mux.HandleFunc("GET /v1/members", need(read, "list members", s.handleMembers))
+	mux.HandleFunc("GET /v1/raft/peers", need(read, "list Raft peers", s.handleRaftPeers))
+	mux.HandleFunc("POST /v1/join", need(nodes, "join a cluster", s.handleJoin))
+	mux.HandleFunc("POST /v1/leave", need(nodes, "make a node leave", s.handleLeave))
+	mux.HandleFunc("GET /v1/gpus", need(read, "list GPUs", s.handleGPUs))
+	mux.HandleFunc("POST /v1/gpus/cordon", need(nodes, "cordon a GPU", s.handleGPUCordon))
+	mux.HandleFunc("POST /v1/gpus/uncordon", need(nodes, "uncordon a GPU", s.handleGPUCordon))
+	mux.HandleFunc("POST /v1/gpus/fault", need(nodes, "inject a GPU fault", s.handleGPUFault))
+	mux.HandleFunc("POST /v1/join-tokens", need(nodes, "create join tokens", s.handleJoinTokenCreate))
+	mux.HandleFunc("GET /v1/join-tokens", need(nodes, "list join tokens", s.handleJoinTokens))
+	mux.HandleFunc("DELETE /v1/join-tokens/{id}", need(nodes, "revoke join tokens", s.handleJoinTokenRevoke))
+	mux.HandleFunc("GET /v1/keyring", need(nodes, "see the keyring", s.handleKeyring))
+	mux.HandleFunc("POST /v1/keyring/rotate", need(nodes, "rotate the keyring", s.handleKeyringRotate))
+	mux.HandleFunc("POST /v1/nodes/{id}/revoke", need(nodes, "revoke nodes", s.handleNodeRevoke))
+	mux.HandleFunc("GET /v1/limits", need(read, "see limits", s.handleLimits))
+	mux.HandleFunc("GET /v1/limits/{user}", need(read, "see limits", s.handleUserLimits))
+	mux.HandleFunc("POST /v1/limits", need(acl, "set limits", s.handleLimitsSet))
+	mux.HandleFunc("POST /v1/acl/bootstrap", need(acl, "bootstrap ACLs", s.handleACLBootstrap))
+	mux.HandleFunc("GET /v1/acl/whoami", s.handleWhoAmI)
+	mux.HandleFunc("POST /v1/acl/tokens", need(acl, "create ACL tokens", s.handleACLTokenCreate))
+	mux.HandleFunc("GET /v1/acl/tokens", need(acl, "list ACL tokens", s.handleACLTokens))
+	mux.HandleFunc("DELETE /v1/acl/tokens/{id}", need(acl, "revoke ACL tokens", s.handleACLTokenRevoke))
+	mux.HandleFunc("GET /v1/acl/users", need(acl, "list ACL users", s.handleACLUsers))
+	mux.HandleFunc("POST /v1/acl/users", need(acl, "set what a user may", s.handleACLUserSet))
+	mux.HandleFunc("GET /v1/audit", need(acl, "read the audit log", s.handleAudit))
 	mux.HandleFunc("/", notFound)
-	return mux
+	return s.audited(mux)
 }
 
 // internalRoutes is the node-to-node API.

@@ -41,37 +41,14 @@ func trustStatus(err error) int {
 	return statusOf(err)
 }
 
-// trustWrite serves a write of the trust API: it decodes the body into
-// req (nil: no body is read), checks it with valid (nil: none), passes it
-// to the leader from any other node, and answers what do returns.
+// trustWrite serves a write of the trust API with leaderWrite, refused in
+// a plaintext cluster.
 func (s *Server) trustWrite(w http.ResponseWriter, r *http.Request, req any, valid func() error, do func(*secure.Secure) (any, error)) {
 	t := s.trustOrFail(w)
 	if t == nil {
 		return
 	}
-	var body []byte
-	if req != nil {
-		var err error
-		if body, err = readBody(w, r); err == nil && len(body) > 0 {
-			err = decodeStrict(body, req)
-		}
-		if err == nil && valid != nil {
-			err = valid()
-		}
-		if err != nil {
-			writeError(w, statusOf(err), err)
-			return
-		}
-	}
-	if !s.cfg.Raft.IsLeader() && s.forward(w, r, body) {
-		return
-	}
-	resp, err := do(t)
-	if err != nil {
-		writeError(w, trustStatus(err), err)
-		return
-	}
-	writeJSON(w, http.StatusOK, resp)
+	s.leaderWrite(w, r, req, valid, trustStatus, func() (any, error) { return do(t) })
 }
 
 // handleAdmit admits a node with a join token. It needs no API token: the

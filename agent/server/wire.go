@@ -74,11 +74,15 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, structs.ErrPermission):
+		return http.StatusForbidden
+	case errors.Is(err, fsm.ErrACLBootstrapped), errors.Is(err, fsm.ErrNoACL), errors.Is(err, fsm.ErrACLTokenExists):
+		return http.StatusConflict
 	case errors.Is(err, fsm.ErrLimit):
 		// As a Kubernetes ResourceQuota does: the message names the limit.
 		return http.StatusForbidden
 	case errors.Is(err, fsm.ErrJobNotFound), errors.Is(err, fsm.ErrAllocNotFound), errors.Is(err, fsm.ErrNodeNotFound),
-		errors.Is(err, fsm.ErrNodeNotAdmitted), errors.Is(err, fsm.ErrJoinTokenNotFound):
+		errors.Is(err, fsm.ErrNodeNotAdmitted), errors.Is(err, fsm.ErrJoinTokenNotFound), errors.Is(err, fsm.ErrACLTokenNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, fsm.ErrJobFinished), errors.Is(err, fsm.ErrJobExists), errors.Is(err, fsm.ErrWrongNode):
 		return http.StatusConflict

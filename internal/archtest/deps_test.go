@@ -29,7 +29,7 @@ var allowed = map[string][]string{
 	"agent/leader": {"structs", "fsm", "sched", "cluster"},
 	"agent/node":   {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/runner"},
 	"agent/secure": {"structs", "fsm", "cluster", "api", "agent/peer", "trust"},
-	"agent/server": {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/secure"},
+	"agent/server": {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/secure", "trust"},
 	"agent": {"structs", "fsm", "sched", "cluster", "gpu", "api",
 		"agent/runner", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "trust"},
 	"cli": {"api", "structs", "agent", "agent/runner"}, // agent only for the agent and supervise commands

@@ -79,7 +79,7 @@ func startAbuseCluster(t testing.TB, ips ...string) *abuseCluster {
 		want["node-"+ip] = structs.NodeReady
 	}
 	waitNodes(t, nodes[0].proc, want)
-	ac := &abuseCluster{nodes: nodes, lead: leaderOf(t, nodes), release: filepath.Join(t.TempDir(), "release")}
+	ac := &abuseCluster{nodes: nodes, lead: leaderOf(t, nodes), release: filepath.Join(testutil.JobDir(t), "release")}
 	ac.client = clientFrom(t, ac.lead, realClient)
 	t.Cleanup(func() { _ = os.WriteFile(ac.release, nil, 0o600) })
 	holder := fmt.Sprintf("while [ ! -e %s ]; do sleep 0.2; done", ac.release)

@@ -38,7 +38,7 @@ func (n *node) start(t testing.TB, join ...string) {
 func newNodes(t testing.TB, ips ...string) []*node {
 	var nodes []*node
 	for _, ip := range ips {
-		nodes = append(nodes, &node{ip: ip, dataDir: t.TempDir(), http: freePort(t, ip), raft: freePort(t, ip), gossipPort: freePort(t, ip)})
+		nodes = append(nodes, &node{ip: ip, dataDir: testutil.JobDir(t), http: freePort(t, ip), raft: freePort(t, ip), gossipPort: freePort(t, ip)})
 	}
 	return nodes
 }
@@ -158,7 +158,7 @@ func TestProcess_ThreeNodes_LeaderKilledWorkerFrozenNodeRestarted(t *testing.T) 
 
 	// Freeze the agent running a job past down-after: the job runs elsewhere,
 	// and the frozen node's own copy stops by itself (its lease ran out).
-	beats := filepath.Join(t.TempDir(), "beats")
+	beats := filepath.Join(testutil.SharedDir(t), "beats")
 	id = submitJob(t, survivors[0].proc, "--restarts", "1", "--", "sh", "-c",
 		fmt.Sprintf(`while :; do echo "$SKEIN_ALLOC_ID" >> %s; sleep 0.05; done`, beats))
 	d := survivors[0].proc.waitJob(t, id, allocRunning)

@@ -179,7 +179,7 @@ func freePort(t testing.TB, ip string) int {
 // finished job's history survived.
 func TestProcess_AgentKilledAndRestarted_JobAdoptedAndHistoryKept(t *testing.T) {
 	const ip = "127.0.0.11"
-	dataDir := t.TempDir()
+	dataDir := testutil.JobDir(t)
 	httpPort, raftPort := freePort(t, ip), freePort(t, ip)
 	a := startAgent(t, ip, dataDir, httpPort, raftPort)
 
@@ -190,8 +190,8 @@ func TestProcess_AgentKilledAndRestarted_JobAdoptedAndHistoryKept(t *testing.T) 
 	early := strings.TrimSpace(out)
 	a.waitJob(t, early, jobIs(structs.JobSucceeded))
 
-	marker := filepath.Join(t.TempDir(), "release")
-	beats := filepath.Join(t.TempDir(), "beats")
+	marker := filepath.Join(testutil.JobDir(t), "release")
+	beats := filepath.Join(testutil.SharedDir(t), "beats")
 	script := fmt.Sprintf(`while [ ! -e %s ]; do echo beat >> %s; sleep 0.05; done; exit 9`, marker, beats)
 	out, err = a.skein(t, "submit", "--gpus", "2", "--", "sh", "-c", script)
 	if err != nil {
@@ -234,8 +234,8 @@ func TestProcess_AgentKilledAndRestarted_JobAdoptedAndHistoryKept(t *testing.T) 
 // that cancel reaches a job's children, not just the process skein started.
 func TestProcess_CancelKillsTheWholeProcessGroup(t *testing.T) {
 	const ip = "127.0.0.12"
-	a := startAgent(t, ip, t.TempDir(), freePort(t, ip), freePort(t, ip))
-	pidFile := filepath.Join(t.TempDir(), "child.pid")
+	a := startAgent(t, ip, testutil.JobDir(t), freePort(t, ip), freePort(t, ip))
+	pidFile := filepath.Join(testutil.SharedDir(t), "child.pid")
 	out, err := a.skein(t, "submit", "--", "sh", "-c", fmt.Sprintf(`trap '' TERM; sleep 300 & echo $! > %s; wait`, pidFile))
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -73,6 +74,47 @@ func TestProcess_SecureCluster_AsTheREADMEShowsIt(t *testing.T) {
 	id = submitJob(t, b.proc, "--", "true") // through the restarted node, which forwards to the leader
 	b.proc.waitJob(t, id, jobIs(structs.JobSucceeded))
 	waitNodes(t, b.proc, all)
+
+	// ACLs, as the README goes on: bootstrap, a user's token, and a job
+	// that runs as the user's account.
+	alice := testutil.LocalUser(t)
+	dir := t.TempDir()
+	adminFile, aliceFile := filepath.Join(dir, "admin"), filepath.Join(dir, "alice")
+	out, err = nodes[2].proc.skein(t, "acl", "bootstrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(adminFile, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.proc.skein(t, "status"); err == nil || !strings.Contains(err.Error(), "this cluster has ACLs") {
+		t.Fatalf("the API token after the ACL bootstrap: %v", err)
+	}
+	admin := withToken(nodes[2].proc, a, adminFile)
+	out, err = admin.skein(t, "acl", "token", "create", "--user", alice.Name, "--role", "submitter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(aliceFile, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	asAlice := withToken(b.proc, a, aliceFile)
+	id = submitJob(t, asAlice, "--workdir", "/tmp", "--", "id", "-u")
+	asAlice.waitJob(t, id, jobIs(structs.JobSucceeded))
+	if got, err := asAlice.skein(t, "logs", id); err != nil || strings.TrimSpace(got) != fmt.Sprint(alice.UID) {
+		t.Fatalf("the job's id -u printed %q (%v), want %d, alice's uid", got, err, alice.UID)
+	}
+	if out, err := asAlice.skein(t, "jobs", "--mine"); err != nil || !strings.Contains(out, alice.Name) {
+		t.Fatalf("skein jobs --mine: %v\n%s", err, out)
+	}
+}
+
+// withToken is p with the CLI's token read from file instead of the
+// founder's API token.
+func withToken(p *agentProc, founder *node, file string) *agentProc {
+	c := *p
+	c.env = []string{"SKEIN_CACERT=" + filepath.Join(founder.dataDir, "tls", "ca.crt"), "SKEIN_TOKEN_FILE=" + file}
+	return &c
 }
 
 // runSkein runs the skein binary to the end and returns its output.

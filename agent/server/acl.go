@@ -1,0 +1,177 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/structs"
+	"github.com/skein-dev/skein/trust"
+)
+
+// Identity is who a user request comes from.
+type Identity struct {
+	// ACL is whether the cluster has ACLs. Without them the caller holds
+	// the cluster's API token (or none, on loopback), every permission,
+	// and no user: its jobs have the owner "".
+	ACL     bool
+	User    string
+	Role    structs.Role
+	TokenID string
+}
+
+// can reports whether the caller holds p.
+func (id Identity) can(p structs.Permission) bool { return id.Role.Can(p) }
+
+// owns reports whether the caller owns job (and may act on it as an owner).
+func (id Identity) owns(job *structs.Job) bool {
+	return job.Owner == id.User && id.can(structs.PermSubmit)
+}
+
+// mayActOn reports whether the caller may cancel job, read its logs and
+// see its environment.
+func (id Identity) mayActOn(job *structs.Job) bool {
+	return id.can(structs.PermAnyJob) || id.owns(job)
+}
+
+// identityKey is the context key of a user request's Identity.
+type identityKey struct{}
+
+// identityOf is the Identity the user authenticator put in r's context. A
+// request that never passed one (a test's bare handler) has no role and
+// may do nothing.
+func identityOf(r *http.Request) Identity {
+	id, _ := r.Context().Value(identityKey{}).(Identity)
+	return id
+}
+
+func withIdentity(r *http.Request, id Identity) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), identityKey{}, id))
+}
+
+// Errors of ACL authentication. None quotes the token.
+var (
+	errACLTokenNeeded  = errors.New("this cluster has ACLs: its API token no longer works for users; use an ACL token (skein acl token create), in --token-file or SKEIN_TOKEN_FILE")
+	errACLTokenUnknown = errors.New("unknown ACL token")
+	errACLTokenRevoked = errors.New("ACL token revoked")
+	errACLTokenExpired = errors.New("ACL token expired")
+	errACLNotYet       = errors.New("this node has no ACLs: the cluster has not been bootstrapped (skein acl bootstrap), or this node has not caught up yet; try again")
+)
+
+// ACLAuth authenticates users by ACL token once the cluster has ACLs, and
+// with Legacy (the cluster's API token) before, when the caller holds every
+// permission. The token is checked against the replicated state on every
+// request, so a revocation holds on a node from the moment it applies the
+// entry.
+type ACLAuth struct {
+	FSM    *fsm.FSM
+	Legacy Authenticator
+	// Now is the clock tokens expire by; nil is time.Now.
+	Now func() time.Time
+}
+
+// Authenticate implements Authenticator.
+func (a ACLAuth) Authenticate(r *http.Request) (*http.Request, error) {
+	if _, on := a.FSM.ACL(); !on {
+		r2, err := a.Legacy.Authenticate(r)
+		if err != nil && trust.LooksLikeACLToken(requestToken(r)) {
+			return nil, errACLNotYet
+		}
+		if err != nil {
+			return nil, err
+		}
+		r = r2
+		return withIdentity(r, Identity{Role: structs.RoleAdmin}), nil
+	}
+	raw := requestToken(r)
+	if raw == "" || !trust.LooksLikeACLToken(raw) {
+		return nil, errACLTokenNeeded
+	}
+	tok, err := trust.ParseACLToken(raw)
+	if err != nil {
+		return nil, err
+	}
+	rec, ok := a.FSM.ACLToken(tok.ID)
+	if !ok || !trust.EqualHash(trust.HashSecret(tok.Secret), rec.SecretHash) {
+		return nil, errACLTokenUnknown
+	}
+	now := time.Now
+	if a.Now != nil {
+		now = a.Now
+	}
+	switch {
+	case rec.Revoked:
+		return nil, errACLTokenRevoked
+	case rec.Expired(now()):
+		return nil, fmt.Errorf("%w on %s", errACLTokenExpired, rec.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	return withIdentity(r, Identity{ACL: true, User: rec.User, Role: rec.Role, TokenID: rec.ID}), nil
+}
+
+// need serves h only to callers holding p; others get 403 naming it.
+func need(p structs.Permission, what string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if id := identityOf(r); !id.can(p) {
+			writeError(w, http.StatusForbidden, &structs.PermissionError{Role: id.Role, Need: p, What: what})
+			return
+		}
+		h(w, r)
+	}
+}
+
+// mayActOn answers 403 and returns false unless the caller may act on job
+// (what says how, for the message).
+func mayActOn(w http.ResponseWriter, r *http.Request, job *structs.Job, what string) bool {
+	id := identityOf(r)
+	if id.mayActOn(job) {
+		return true
+	}
+	need := structs.PermAnyJob
+	if job.Owner == id.User {
+		need = structs.PermSubmit
+	}
+	writeError(w, http.StatusForbidden, &structs.PermissionError{Role: id.Role, Need: need, What: what + " of another user's job"})
+	return false
+}
+
+// checkLoaderEnv refuses a spec that sets the dynamic loader's variables
+// unless the caller may.
+func checkLoaderEnv(id Identity, spec *structs.JobSpec) error {
+	if id.can(structs.PermLoaderEnv) {
+		return nil
+	}
+	for _, env := range []map[string]string{spec.Env, spec.SecretEnv} {
+		for _, k := range slices.Sorted(maps.Keys(env)) {
+			if structs.IsLoaderEnv(k) {
+				return &structs.PermissionError{Role: id.Role, Need: structs.PermLoaderEnv, What: "set " + k}
+			}
+		}
+	}
+	return nil
+}
+
+// redact hides what the caller may not see of a job: the values of its
+// env unless the caller may act on it, and of its secret_env unless
+// secrets were asked for too. It changes job, which must be a copy.
+func redact(id Identity, job *structs.Job, secrets bool) *structs.Job {
+	mine := id.mayActOn(job)
+	if !mine {
+		hide(job.Spec.Env)
+	}
+	if !mine || !secrets {
+		hide(job.Spec.SecretEnv)
+	}
+	return job
+}
+
+func hide(env map[string]string) {
+	for k := range env {
+		env[k] = api.HiddenValue
+	}
+}

@@ -1,0 +1,209 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// Routes of access control (issue 12). Every route of the user API needs a
+// permission (structs.Permission); a token without it is answered 403 with
+// the permission named.
+//
+//	POST   /v1/acl/bootstrap     turn ACLs on; answers the first admin token
+//	GET    /v1/acl/whoami        the caller's user, role and permissions
+//	POST   /v1/acl/tokens        create a token (admin)
+//	GET    /v1/acl/tokens        list tokens, never their secrets (admin)
+//	DELETE /v1/acl/tokens/{id}   revoke a token (admin)
+//	GET    /v1/acl/users         what admins allow each user (admin)
+//	POST   /v1/acl/users         set it (admin)
+//	GET    /v1/audit             the writes users made (admin)
+
+// HiddenValue stands for an environment value the caller may not see: a
+// job's env to users other than its owner and operators, and its
+// secret_env unless asked for.
+const HiddenValue = "(hidden)"
+
+// DefaultBootstrapUser is the user of the bootstrap token when the request
+// names none.
+const DefaultBootstrapUser = "admin"
+
+// ACLBootstrapRequest is POST /v1/acl/bootstrap.
+type ACLBootstrapRequest struct {
+	// User is the first admin's user name; "" is DefaultBootstrapUser.
+	User string `json:"user,omitempty"`
+}
+
+// ACLTokenCreateRequest is POST /v1/acl/tokens.
+type ACLTokenCreateRequest struct {
+	User string       `json:"user"`
+	Role structs.Role `json:"role"`
+	// TTL is how long the token works; 0 forever.
+	TTL         structs.Duration `json:"ttl,omitempty"`
+	Description string           `json:"description,omitempty"`
+}
+
+// ACLTokenCreated answers a bootstrap or a token creation: the token as
+// its holder uses it (shown this once, never stored) and its record.
+type ACLTokenCreated struct {
+	Token string       `json:"token"`
+	Info  ACLTokenInfo `json:"info"`
+}
+
+// Token states in listings.
+const (
+	TokenActive  = "active"
+	TokenExpired = "expired"
+	TokenRevoked = "revoked"
+)
+
+// ACLTokenInfo is a token as listings show it: its record without the
+// secret's hash, and its state.
+type ACLTokenInfo struct {
+	ID          string       `json:"id"`
+	User        string       `json:"user"`
+	Role        structs.Role `json:"role"`
+	State       string       `json:"state"`
+	CreatedBy   string       `json:"created_by,omitempty"`
+	Description string       `json:"description,omitempty"`
+	CreatedAt   time.Time    `json:"created_at"`
+	ExpiresAt   time.Time    `json:"expires_at,omitzero"`
+	RevokedAt   time.Time    `json:"revoked_at,omitzero"`
+}
+
+// TokenInfo is what listings show of a token at now.
+func TokenInfo(t *structs.ACLToken, now time.Time) ACLTokenInfo {
+	state := TokenActive
+	switch {
+	case t.Revoked:
+		state = TokenRevoked
+	case t.Expired(now):
+		state = TokenExpired
+	}
+	return ACLTokenInfo{
+		ID: t.ID, User: t.User, Role: t.Role, State: state, CreatedBy: t.CreatedBy,
+		Description: t.Description, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, RevokedAt: t.RevokedAt,
+	}
+}
+
+// ACLUserSetRequest is POST /v1/acl/users.
+type ACLUserSetRequest struct {
+	User      string `json:"user"`
+	AllowRoot bool   `json:"allow_root"`
+}
+
+// WhoAmI is GET /v1/acl/whoami.
+type WhoAmI struct {
+	// ACL is whether the cluster has ACLs; without them every caller
+	// with the cluster's token holds every permission and has no user.
+	ACL         bool                 `json:"acl"`
+	User        string               `json:"user,omitempty"`
+	Role        structs.Role         `json:"role"`
+	TokenID     string               `json:"token_id,omitempty"`
+	Permissions []structs.Permission `json:"permissions"`
+}
+
+// AuditRecord is one write a user made, as the node that took it from the
+// user recorded it.
+type AuditRecord struct {
+	At      time.Time    `json:"at"`
+	Node    string       `json:"node"`
+	User    string       `json:"user"`
+	Role    structs.Role `json:"role"`
+	TokenID string       `json:"token_id,omitempty"`
+	// Remote is the client's address as the node saw it.
+	Remote string `json:"remote"`
+	Method string `json:"method"`
+	Path   string `json:"path"`
+	// Status is the HTTP status the node answered.
+	Status int `json:"status"`
+}
+
+// Audit answers.
+const (
+	// DefaultAuditLimit is how many records GET /v1/audit answers when
+	// the request names no limit, MaxAuditLimit the most it answers.
+	DefaultAuditLimit = 100
+	MaxAuditLimit     = 10000
+	// AuditMissingHeader lists the nodes whose records could not be
+	// read, comma-separated.
+	AuditMissingHeader = "X-Skein-Audit-Missing"
+)
+
+// AuditQuery selects records of GET /v1/audit: the newest Limit, of every
+// node unless Local (the answering node's own).
+type AuditQuery struct {
+	Limit int
+	Local bool
+}
+
+// AuditPage is the records answered, oldest first, and the nodes whose
+// records are missing from it.
+type AuditPage struct {
+	Records []AuditRecord
+	Missing string
+}
+
+// ACLBootstrap turns ACLs on and returns the first admin token.
+func (c *Client) ACLBootstrap(ctx context.Context, req ACLBootstrapRequest) (*ACLTokenCreated, error) {
+	var out ACLTokenCreated
+	return &out, c.do(ctx, http.MethodPost, "/v1/acl/bootstrap", nil, req, &out)
+}
+
+// WhoAmI returns who the client's token is.
+func (c *Client) WhoAmI(ctx context.Context) (*WhoAmI, error) {
+	var out WhoAmI
+	return &out, c.do(ctx, http.MethodGet, "/v1/acl/whoami", nil, nil, &out)
+}
+
+// CreateACLToken creates a token.
+func (c *Client) CreateACLToken(ctx context.Context, req ACLTokenCreateRequest) (*ACLTokenCreated, error) {
+	var out ACLTokenCreated
+	return &out, c.do(ctx, http.MethodPost, "/v1/acl/tokens", nil, req, &out)
+}
+
+// ACLTokens lists the tokens.
+func (c *Client) ACLTokens(ctx context.Context) ([]ACLTokenInfo, error) {
+	var out []ACLTokenInfo
+	return out, c.do(ctx, http.MethodGet, "/v1/acl/tokens", nil, nil, &out)
+}
+
+// RevokeACLToken revokes the token with that ID (or unique ID prefix).
+func (c *Client) RevokeACLToken(ctx context.Context, id string) (*ACLTokenInfo, error) {
+	var out ACLTokenInfo
+	return &out, c.do(ctx, http.MethodDelete, "/v1/acl/tokens/"+url.PathEscape(id), nil, nil, &out)
+}
+
+// ACLUsers lists what admins allow each user.
+func (c *Client) ACLUsers(ctx context.Context) ([]structs.ACLUser, error) {
+	var out []structs.ACLUser
+	return out, c.do(ctx, http.MethodGet, "/v1/acl/users", nil, nil, &out)
+}
+
+// SetACLUser sets what admins allow one user.
+func (c *Client) SetACLUser(ctx context.Context, req ACLUserSetRequest) (*structs.ACLUser, error) {
+	var out structs.ACLUser
+	return &out, c.do(ctx, http.MethodPost, "/v1/acl/users", nil, req, &out)
+}
+
+// Audit returns audit records.
+func (c *Client) Audit(ctx context.Context, aq AuditQuery) (*AuditPage, error) {
+	q := url.Values{}
+	if aq.Limit != 0 {
+		q.Set("limit", strconv.Itoa(aq.Limit))
+	}
+	if aq.Local {
+		q.Set("local", "true")
+	}
+	var p AuditPage
+	h, err := c.doHeader(ctx, http.MethodGet, "/v1/audit", q, nil, &p.Records)
+	if err != nil {
+		return nil, err
+	}
+	p.Missing = h.Get(AuditMissingHeader)
+	return &p, nil
+}
