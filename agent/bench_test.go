@@ -53,6 +53,36 @@ func BenchmarkSubmitToRunning(b *testing.B) {
 	}
 }
 
+// BenchmarkSubmitToRunningACL is BenchmarkSubmitToRunning on a one-node
+// agent running as root, so that every job runs as another user, without
+// ACLs ("off": the cluster's API token, jobs as the job user nobody) and
+// with them ("acl": bootstrapped, a submitter's token checked against the
+// replicated state on every call, the owner stamped, every write
+// audit-logged, and the job run as the owner's local account, a user made
+// for the benchmark). Run both in one process for the ratio.
+func BenchmarkSubmitToRunningACL(b *testing.B) {
+	for _, mode := range []string{"off", "acl"} {
+		b.Run(mode, func(b *testing.B) {
+			cfg := testConfig(b, b.TempDir())
+			cfg.Token = clusterToken
+			a, c := startBenchAgent(b, cfg)
+			if mode == "acl" {
+				u := testutil.LocalUser(b)
+				boot, err := c.ACLBootstrap(context.Background(), api.ACLBootstrapRequest{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				tok, err := clientFor(b, a, boot.Token).CreateACLToken(context.Background(), api.ACLTokenCreateRequest{User: u.Name, Role: structs.RoleSubmitter})
+				if err != nil {
+					b.Fatal(err)
+				}
+				c = clientFor(b, a, tok.Token)
+			}
+			benchSubmitToRunning(b, a, c)
+		})
+	}
+}
+
 // BenchmarkSubmitToRunningCluster is BenchmarkSubmitToRunning on an idle
 // 3-node cluster with production timings, submitting through a node that
 // does not lead: the submission is forwarded to the leader, every commit
