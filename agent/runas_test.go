@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,7 +65,10 @@ echo "token $(env | grep -c '^SKEIN_TOKEN=')"
 	if job.Owner != alice.Name {
 		t.Fatalf("the job's owner is %q, want %s", job.Owner, alice.Name)
 	}
-	waitJobState(t, asAlice, job.ID, structs.JobSucceeded)
+	d = waitJobState(t, asAlice, job.ID, structs.JobSucceeded)
+	if runAs := fmt.Sprintf("%s (uid %d)", alice.Name, alice.UID); d.Allocations[0].RunAs != runAs {
+		t.Errorf("the allocation says it ran as %q, want %q", d.Allocations[0].RunAs, runAs)
+	}
 	want := "uid " + strconv.Itoa(alice.UID) + "\ngid " + strconv.Itoa(alice.GID) + "\n" +
 		"raft.db no\nnode.key no\napi-token no\nnode-id no\nstdout.log no\n" +
 		"data-dir no\nsupervisor-env no\nagent-env no\nmarker 0\ntoken 0\n"

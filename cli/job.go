@@ -109,13 +109,14 @@ func printJobDetail(c *ucli.Context, d *api.JobDetail, now time.Time) error {
 			strconv.Itoa(a.Rank),
 			strconv.Itoa(a.Attempt),
 			node,
+			orDash(a.RunAs),
 			string(a.State),
 			exit,
 			orDash(strings.Join(a.GPUs, ",")),
 			orDash(a.Reason),
 		})
 	}
-	return printTable(w, []string{"ALLOC", "RANK", "ATTEMPT", "NODE", "STATE", "EXIT", "GPUS", "REASON"}, rows)
+	return printTable(w, []string{"ALLOC", "RANK", "ATTEMPT", "NODE", "RUNS AS", "STATE", "EXIT", "GPUS", "REASON"}, rows)
 }
 
 // specFields lists a job spec for people.

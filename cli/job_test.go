@@ -25,7 +25,7 @@ func TestJob_HumanViewShowsJobSpecAndAllocations(t *testing.T) {
 			},
 		},
 		Allocations: []structs.Allocation{
-			{ID: "a0a0a0a0ffff", NodeID: "node-id-1", Rank: 0, Attempt: 1, State: structs.AllocSucceeded, GPUs: []string{"GPU-aaa", "GPU-bbb"}},
+			{ID: "a0a0a0a0ffff", NodeID: "node-id-1", Rank: 0, Attempt: 1, State: structs.AllocSucceeded, GPUs: []string{"GPU-aaa", "GPU-bbb"}, RunAs: "alice (uid 1001)"},
 			{ID: "b1b1b1b1ffff", NodeID: "node-id-2", Rank: 1, Attempt: 1, State: structs.AllocFailed, ExitCode: 2, GPUs: []string{"GPU-ccc", "GPU-ddd"}, Reason: "exit code 2"},
 		},
 		Nodes: map[string]string{"node-id-1": "gpu-01", "node-id-2": "gpu-02"},
@@ -60,9 +60,9 @@ func TestJob_HumanViewShowsJobSpecAndAllocations(t *testing.T) {
 		`Env:\s+A=x y, B=2\n`,
 		`Secret env:\s+-\n`,
 		`Workdir:\s+/work`,
-		`ALLOC\s+RANK\s+ATTEMPT\s+NODE\s+STATE\s+EXIT\s+GPUS\s+REASON`,
-		`a0a0a0a0\s+0\s+1\s+gpu-01\s+succeeded\s+0\s+GPU-aaa,GPU-bbb\s+-`,
-		`b1b1b1b1\s+1\s+1\s+gpu-02\s+failed\s+2\s+GPU-ccc,GPU-ddd\s+exit code 2`,
+		`ALLOC\s+RANK\s+ATTEMPT\s+NODE\s+RUNS AS\s+STATE\s+EXIT\s+GPUS\s+REASON`,
+		`a0a0a0a0\s+0\s+1\s+gpu-01\s+alice \(uid 1001\)\s+succeeded\s+0\s+GPU-aaa,GPU-bbb\s+-`,
+		`b1b1b1b1\s+1\s+1\s+gpu-02\s+-\s+failed\s+2\s+GPU-ccc,GPU-ddd\s+exit code 2`,
 	} {
 		if !regexp.MustCompile(want).MatchString(r.stdout) {
 			t.Errorf("output does not match %s:\n%s", want, r.stdout)
@@ -137,7 +137,7 @@ func TestJob_TimedOutJobShowsItsLimitSignalAndExitCode(t *testing.T) {
 		`State:\s+timed_out\nReason:\s+time limit 2h0m0s exceeded\n`,
 		`Exit code:\s+143`,
 		`Time limit:\s+2h0m0s \(SIGUSR1 1m0s before\)`,
-		`a0a0a0a0\s+0\s+1\s+n1\s+timed_out\s+143\s+-\s+time limit 2h0m0s exceeded`,
+		`a0a0a0a0\s+0\s+1\s+n1\s+-\s+timed_out\s+143\s+-\s+time limit 2h0m0s exceeded`,
 	} {
 		if !regexp.MustCompile(want).MatchString(r.stdout) {
 			t.Errorf("output does not match %s:\n%s", want, r.stdout)

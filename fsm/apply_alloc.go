@@ -43,6 +43,7 @@ func (s *state) updateAlloc(nodeID string, u *structs.AllocUpdate, index uint64)
 		if a.State == structs.AllocPending {
 			a.State = structs.AllocRunning
 			a.StartedAt = u.At
+			a.RunAs = clip(u.RunAs, structs.MaxNameLen)
 			a.ModifyIndex = index
 		}
 		return nil
@@ -184,4 +185,12 @@ func failure(j *structs.Job, a *structs.Allocation) string {
 		return fmt.Sprintf("rank %d %s", a.Rank, what)
 	}
 	return what
+}
+
+// clip cuts s to at most n bytes.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }

@@ -37,6 +37,31 @@ func TestFSM_AllocUpdate_SingleRankSucceeds(t *testing.T) {
 	h.place("k", alloc("k0", "n1", 0, gpuID("n1", 0)))
 }
 
+func TestFSM_AllocUpdate_RunningRecordsTheAccountOnce(t *testing.T) {
+	h := newHarness(t)
+	h.register(node("n1", 1))
+	h.submit("j", spec(1, 1))
+	h.place("j", alloc("a0", "n1", 0, gpuID("n1", 0)))
+	run := func(as string) {
+		h.apply(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: "n1", Updates: []structs.AllocUpdate{
+			{AllocID: "a0", State: structs.AllocRunning, At: h.at(), RunAs: as},
+		}})
+	}
+	run("alice (uid 1001)")
+	run("mallory (uid 0)") // a repeated report changes nothing
+	if a := h.alloc("a0"); a.RunAs != "alice (uid 1001)" {
+		t.Fatalf("RunAs %q", a.RunAs)
+	}
+	h.submit("k", spec(1, 0))
+	h.place("k", alloc("k0", "n1", 0))
+	h.apply(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: "n1", Updates: []structs.AllocUpdate{
+		{AllocID: "k0", State: structs.AllocRunning, At: h.at(), RunAs: string(make([]byte, 4*structs.MaxNameLen))},
+	}})
+	if a := h.alloc("k0"); len(a.RunAs) != structs.MaxNameLen {
+		t.Fatalf("a long RunAs is kept at %d bytes, want %d", len(a.RunAs), structs.MaxNameLen)
+	}
+}
+
 func TestFSM_AllocUpdate_FencingSkipsOtherNodesAllocs(t *testing.T) {
 	h := newHarness(t)
 	h.register(node("n1", 1))

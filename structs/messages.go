@@ -192,6 +192,9 @@ type AllocUpdate struct {
 	ExitCode int        `json:"exit_code"`
 	Reason   string     `json:"reason,omitempty"`
 	At       time.Time  `json:"at"`
+	// RunAs, on a running report, is the account the job runs as
+	// (Allocation.RunAs).
+	RunAs string `json:"run_as,omitempty"`
 }
 
 // NodeStatusRequest changes a node's status: the leader marks a node down

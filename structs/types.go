@@ -393,6 +393,9 @@ type Allocation struct {
 	CreatedAt  time.Time `json:"created_at"`
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// RunAs is the local account the node runs the job as, as it reported
+	// it once the job started: "alice (uid 1001)".
+	RunAs string `json:"run_as,omitempty"`
 	// MasterPort is the gang's rendezvous port on rank 0's node, the same
 	// on every rank, stamped by the leader (0 in entries of leaders before
 	// it; the runner then derives one).

@@ -262,3 +262,13 @@ func closedTo(dir string, a Account) (string, fs.FileMode, uint32) {
 	}
 	return "", 0, 0
 }
+
+// runsAs names the account the spec in dir runs its job as, for users:
+// "alice (uid 1001)"; "" when the spec names none.
+func runsAs(dir string) string {
+	var sp spec
+	if found, err := readJSON(filepath.Join(dir, specFile), &sp); !found || err != nil || sp.User == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s (uid %d)", sp.User.Name, sp.User.UID)
+}

@@ -501,7 +501,7 @@ func (r *Runner) check(a *alloc, running *bool) bool {
 		if found, err := readJSON(filepath.Join(a.dir, jobPIDFile), &job); found && err == nil {
 			*running = true
 			r.log.Info("job running", "alloc", a.id, "pid", job.PID)
-			r.report(structs.AllocUpdate{AllocID: a.id, State: structs.AllocRunning, At: job.StartedAt})
+			r.report(structs.AllocUpdate{AllocID: a.id, State: structs.AllocRunning, At: job.StartedAt, RunAs: runsAs(a.dir)})
 		}
 	}
 	return false
