@@ -332,21 +332,9 @@ func TestACL_AuditRecordsWhoWroteWhat(t *testing.T) {
 }
 
 func TestACL_RevokedTokenIsRefusedOnEveryNode(t *testing.T) {
-	tc := startCluster(t, 3)
+	tc := startCluster(t, 3) // its ACLs bootstrapped, on every node
 	ctx := context.Background()
-	boot, err := tc.client(tc.agents[0]).ACLBootstrap(ctx, api.ACLBootstrapRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range tc.agents {
-		testutil.WaitFor(t, 5*time.Second, func() error {
-			if _, on := a.fsm.ACL(); !on {
-				return fmt.Errorf("%s has not applied the bootstrap", a.Name())
-			}
-			return nil
-		})
-	}
-	admin := clientFor(t, tc.agents[1], boot.Token)
+	admin := tc.client(tc.agents[1])
 	tok, err := admin.CreateACLToken(ctx, api.ACLTokenCreateRequest{User: "alice", Role: structs.RoleReader})
 	if err != nil {
 		t.Fatal(err)

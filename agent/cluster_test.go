@@ -23,6 +23,10 @@ type testCluster struct {
 	net    *cluster.Partitioner
 	agents []*Agent // nil once killed
 	acked  []string // IDs of every job a submit acknowledged
+	// admin is the ACL admin token once startClusterWith bootstrapped the
+	// cluster's ACLs; until then (and in benchmarks' clusters) clients
+	// use the cluster's API token.
+	admin string
 }
 
 // clusterToken is the API token every test cluster uses.
@@ -79,7 +83,28 @@ func startClusterWith(t *testing.T, n int, mutate func(i int, cfg *Config)) *tes
 	}
 	tc.waitReady(n)
 	tc.waitVoters(min(n, 3) - (1 - n%2)) // odd: 1 voter for 2 nodes
+	tc.bootstrapACL()
 	return tc
+}
+
+// bootstrapACL turns the cluster's ACLs on, as every real cluster's admin
+// does, and waits until every node has applied it: from then on the
+// tests' clients hold the admin token.
+func (tc *testCluster) bootstrapACL() {
+	tc.t.Helper()
+	boot, err := tc.client(tc.agents[0]).ACLBootstrap(context.Background(), api.ACLBootstrapRequest{})
+	if err != nil {
+		tc.t.Fatalf("ACL bootstrap: %v", err)
+	}
+	testutil.WaitFor(tc.t, 10*time.Second, func() error {
+		for _, a := range tc.live() {
+			if _, on := a.fsm.ACL(); !on {
+				return fmt.Errorf("%s has not applied the ACL bootstrap", a.Name())
+			}
+		}
+		return nil
+	})
+	tc.admin = boot.Token
 }
 
 // waitVoters waits until every live agent's Raft configuration has n
@@ -118,7 +143,14 @@ func (tc *testCluster) live() []*Agent {
 	return out
 }
 
-func (tc *testCluster) client(a *Agent) *api.Client { return clientFor(tc.t, a, clusterToken) }
+// client is an API client for a: with the admin token once the cluster's
+// ACLs are on, the cluster's API token before.
+func (tc *testCluster) client(a *Agent) *api.Client {
+	if tc.admin != "" {
+		return clientFor(tc.t, a, tc.admin)
+	}
+	return clientFor(tc.t, a, clusterToken)
+}
 
 // clientFor is an API client for agent a with token; over TLS checked
 // against the cluster CA when a runs a secure cluster.
@@ -543,7 +575,9 @@ func TestCluster_JoinAtRuntime(t *testing.T) {
 	}
 	t.Cleanup(late.Shutdown)
 	tc.agents = append(tc.agents, late)
-	resp, err := tc.client(late).Join(context.Background(), []string{tc.agents[0].raft.GossipAddr()})
+	// Until it joins, the node has a state of its own, without ACLs: its
+	// API takes the token it was started with.
+	resp, err := clientFor(t, late, clusterToken).Join(context.Background(), []string{tc.agents[0].raft.GossipAddr()})
 	if err != nil || resp.Joined != 1 {
 		t.Fatalf("join: %+v, %v", resp, err)
 	}
