@@ -102,6 +102,7 @@ func (a *Agent) logHowToUse() {
 	a.logger.Info("to use the CLI: " + use)
 	a.logger.Info("to add a node: skein join-token create > token, then on that node: skein agent " + tlsFlag +
 		"--data-dir DIR --join " + a.cfg.AdvertiseAddr + " --join-token-file token")
+	a.logger.Info("to give users tokens of their own: skein acl bootstrap > admin.token (once; the API token then stops working), then skein acl token create --user NAME --role submitter")
 }
 
 func fileExists(path string) bool {
