@@ -3,7 +3,10 @@
 // API (/v1/...: jobs, nodes, GPUs, cluster membership), which answers
 // reads from the local FSM and passes writes to the leader, and the
 // internal node-to-node API (/v1/internal/...: heartbeats, registrations,
-// allocation reports, GPU health), which only the leader serves. What a
+// allocation reports, GPU health), which only the leader serves. Users
+// are who their ACL token says (acl.go), every user route needs a
+// permission of the caller's role (the route table in server.go), and
+// users' writes are audit-logged (audit.go). What a
 // client can make it hold is bounded: time per connection (server.go),
 // connections per client address and in total with a reserve for the
 // cluster's nodes (listener.go), failed authentications per client
