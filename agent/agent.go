@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/skein-dev/skein/agent/engine"
 	"github.com/skein-dev/skein/agent/leader"
 	"github.com/skein-dev/skein/agent/node"
 	"github.com/skein-dev/skein/agent/peer"
@@ -56,6 +57,7 @@ type Agent struct {
 	audit   *server.AuditLog
 
 	inv      gpu.Inventory
+	engine   *engine.Docker // nil: no container engine is probed
 	fsm      *fsm.FSM
 	raft     *cluster.Cluster
 	runner   *runner.Runner
@@ -194,6 +196,11 @@ func (a *Agent) start() error {
 		JobRetention:      a.cfg.JobRetention,
 		Logger:            a.logger.Named("leader"),
 	})
+	if a.cfg.ContainerSocket != "" {
+		if a.engine, err = engine.NewDocker(a.cfg.ContainerSocket); err != nil {
+			return err
+		}
+	}
 	a.node = node.New(a.nodeConfig())
 	adopted, err := a.runner.Restore()
 	if err != nil {
@@ -289,7 +296,12 @@ func (a *Agent) runnerConfig() runner.Config {
 
 // nodeConfig is the configuration of this node's own duties.
 func (a *Agent) nodeConfig() node.Config {
+	var prober engine.Prober
+	if a.engine != nil {
+		prober = a.engine
+	}
 	return node.Config{
+		Engine:             prober,
 		NodeID:             a.nodeID,
 		Name:               a.cfg.Name,
 		Inventory:          a.inv,
@@ -497,6 +509,9 @@ func (a *Agent) stop(handover bool) {
 		}
 		if a.runner != nil {
 			a.runner.Shutdown()
+		}
+		if a.engine != nil {
+			_ = a.engine.Close()
 		}
 		if a.raft != nil {
 			if err := a.raft.Shutdown(); err != nil {

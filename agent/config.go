@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/skein-dev/skein/agent/engine"
 	"github.com/skein-dev/skein/agent/runner"
 	"github.com/skein-dev/skein/agent/server"
 	"github.com/skein-dev/skein/cluster"
@@ -58,6 +59,14 @@ const (
 // their logs, stays in the cluster (--job-retention).
 const DefaultJobRetention = 24 * time.Hour
 
+// DefaultContainerSocket is the container engine's socket the agent
+// command probes unless told otherwise, and NoContainerSocket turns the
+// probe off (--container-socket).
+const (
+	DefaultContainerSocket = engine.DefaultSocket
+	NoContainerSocket      = "none"
+)
+
 // Security modes (Config.Security).
 type Security string
 
@@ -104,6 +113,11 @@ type Config struct {
 	// MasterPorts is the range gangs with rank 0 here get MASTER_PORT
 	// from (zero: structs.DefaultMasterPorts).
 	MasterPorts structs.PortRange
+	// ContainerSocket is the container engine's API socket (a path or
+	// unix://PATH) the node probes and reports in its registration; ""
+	// or "none" probes none. The agent command defaults it to
+	// DefaultContainerSocket.
+	ContainerSocket string
 	// Token, when set, is required on every API request. A non-loopback API
 	// without a token is refused unless Insecure is set. In a secure
 	// cluster the founder's token (or one it makes) is the cluster's: other
@@ -363,6 +377,14 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.MasterPorts != (structs.PortRange{}) {
 		if err := cfg.MasterPorts.Validate(); err != nil {
 			return cfg, fmt.Errorf("--master-ports: %w", err)
+		}
+	}
+	if cfg.ContainerSocket == NoContainerSocket {
+		cfg.ContainerSocket = ""
+	}
+	if cfg.ContainerSocket != "" {
+		if _, err := engine.Host(cfg.ContainerSocket); err != nil {
+			return cfg, fmt.Errorf("--container-socket: %w", err)
 		}
 	}
 	nofile, err := fdLimit()

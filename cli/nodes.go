@@ -65,8 +65,26 @@ func nodesAction(c *ucli.Context) error {
 			gpuMem,
 			strconv.Itoa(n.CPUs),
 			structs.FormatMiB(n.MemoryMiB),
+			engineCell(n.Containers),
 			orDash(n.Addresses.HTTP),
 		})
 	}
-	return printTable(c.App.Writer, []string{"NAME", "STATUS", "ROLE", "GPUS", "GPU MODEL", "GPU MEM", "CPUS", "MEMORY", "ADDRESS"}, rows)
+	return printTable(c.App.Writer, []string{"NAME", "STATUS", "ROLE", "GPUS", "GPU MODEL", "GPU MEM", "CPUS", "MEMORY", "ENGINE", "ADDRESS"}, rows)
+}
+
+// engineCell renders a node's container engine: what it is and whether it
+// hands out GPUs, "unreachable" when it did not answer, "-" when the node
+// probes none.
+func engineCell(e *structs.ContainerEngine) string {
+	switch {
+	case e == nil:
+		return "-"
+	case e.Error != "":
+		return "unreachable"
+	}
+	gpus := "no GPU runtime"
+	if e.GPUs {
+		gpus = "NVIDIA GPUs"
+	}
+	return fmt.Sprintf("%s (API %s), %s", e.Engine, e.APIVersion, gpus)
 }

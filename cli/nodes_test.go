@@ -15,7 +15,8 @@ func testNodes() []api.NodeInfo {
 			Node: structs.Node{
 				ID: "n1", Name: "gpu-01", Status: structs.NodeReady, Role: structs.RoleLeader, CPUs: 64,
 				MemoryMiB: 512 * 1024, GPUSource: "nvml", Addresses: structs.Addresses{HTTP: "10.0.0.1:7470"},
-				GPUs: []structs.GPU{{Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 80 * 1024}, {Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 80 * 1024}},
+				GPUs:       []structs.GPU{{Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 80 * 1024}, {Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 80 * 1024}},
+				Containers: &structs.ContainerEngine{Engine: "docker 24.0.7", APIVersion: "1.43", GPUs: true},
 			},
 			GPUsTotal: 8, GPUsFree: 6, GPUsUnhealthy: 1,
 		},
@@ -23,7 +24,8 @@ func testNodes() []api.NodeInfo {
 			Node: structs.Node{
 				ID: "n2", Name: "dev", Status: structs.NodeReady, Role: structs.RoleVoter, CPUs: 8,
 				MemoryMiB: 16 * 1024, GPUSource: "simulated", Addresses: structs.Addresses{HTTP: "127.0.0.1:7470"},
-				GPUs: []structs.GPU{{Model: "A100", MemoryMiB: 40 * 1024, Simulated: true}},
+				GPUs:       []structs.GPU{{Model: "A100", MemoryMiB: 40 * 1024, Simulated: true}},
+				Containers: &structs.ContainerEngine{Error: "engine unreachable at unix:///var/run/docker.sock: connection refused"},
 			},
 			GPUsTotal: 1, GPUsFree: 1,
 		},
@@ -43,10 +45,10 @@ func TestNodes_TableShowsGPUsAndResources(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	want := []string{
-		"NAME STATUS ROLE GPUS GPU MODEL GPU MEM CPUS MEMORY ADDRESS",
-		"gpu-01 ready leader 6/8, 1 unhealthy NVIDIA H100 80GB HBM3 80G 64 512G 10.0.0.1:7470",
-		"dev ready voter 1/1 A100 (simulated) 40G 8 16G 127.0.0.1:7470",
-		"cpu-01 down - 0/0 - - 4 1.5G -",
+		"NAME STATUS ROLE GPUS GPU MODEL GPU MEM CPUS MEMORY ENGINE ADDRESS",
+		"gpu-01 ready leader 6/8, 1 unhealthy NVIDIA H100 80GB HBM3 80G 64 512G docker 24.0.7 (API 1.43), NVIDIA GPUs 10.0.0.1:7470",
+		"dev ready voter 1/1 A100 (simulated) 40G 8 16G unreachable 127.0.0.1:7470",
+		"cpu-01 down - 0/0 - - 4 1.5G - -",
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), r.stdout)
@@ -69,6 +71,26 @@ func TestNodes_JSONParsesBack(t *testing.T) {
 	mustDecode(t, r.stdout, &got)
 	if len(got) != 3 || got[0].Name != "gpu-01" || got[0].GPUsUnhealthy != 1 || got[1].GPUSource != "simulated" {
 		t.Errorf("nodes = %+v, want the agent's list", got)
+	}
+	if len(got) == 3 && (got[0].Containers == nil || !got[0].Containers.GPUs || got[1].Containers == nil ||
+		!strings.Contains(got[1].Containers.Error, "unreachable") || got[2].Containers != nil) {
+		t.Errorf("container engines = %+v, %+v, %+v, want the agent's reports", got[0].Containers, got[1].Containers, got[2].Containers)
+	}
+}
+
+func TestNodes_EngineColumnSaysWhetherTheEngineHandsOutGPUs(t *testing.T) {
+	for _, c := range []struct {
+		e    *structs.ContainerEngine
+		want string
+	}{
+		{nil, "-"},
+		{&structs.ContainerEngine{Error: "engine unreachable at unix:///x.sock: no such file"}, "unreachable"},
+		{&structs.ContainerEngine{Engine: "docker 20.10.24", APIVersion: "1.41"}, "docker 20.10.24 (API 1.41), no GPU runtime"},
+		{&structs.ContainerEngine{Engine: "docker 24.0.7", APIVersion: "1.43", GPUs: true}, "docker 24.0.7 (API 1.43), NVIDIA GPUs"},
+	} {
+		if got := engineCell(c.e); got != c.want {
+			t.Errorf("engineCell(%+v) = %q, want %q", c.e, got, c.want)
+		}
 	}
 }
 

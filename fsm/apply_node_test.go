@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/skein-dev/skein/structs"
@@ -110,5 +111,25 @@ func TestFSM_NodeAllocsLostWithoutRestartsFailsTheJob(t *testing.T) {
 	}
 	if j := h.job("j1"); j.State != structs.JobFailed || j.Reason != "lost: node down" {
 		t.Fatalf("job: %s %q, want failed with the loss as reason", j.State, j.Reason)
+	}
+}
+
+func TestFSM_NodeRegisterKeepsTheContainerEngineAndBoundsIt(t *testing.T) {
+	h := newHarness(t)
+	n := node("n1", 0)
+	n.Containers = &structs.ContainerEngine{Engine: "docker 20.10.21", APIVersion: "1.41"}
+	h.register(n)
+	got, _ := h.f.Node("n1")
+	if got.Containers == nil || *got.Containers != *n.Containers {
+		t.Fatalf("registered container engine = %+v, want %+v", got.Containers, n.Containers)
+	}
+	before := h.f.Hash()
+	long := node("n1", 0)
+	long.Containers = &structs.ContainerEngine{Error: strings.Repeat("x", structs.MaxEngineErrorLen+1)}
+	if err := h.applyErr(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: long, At: h.at()}); !errors.Is(err, ErrInvalidRequest) {
+		t.Errorf("register with a %d-byte engine error = %v, want ErrInvalidRequest", len(long.Containers.Error), err)
+	}
+	if h.f.Hash() != before {
+		t.Error("a refused registration changed state")
 	}
 }

@@ -6,7 +6,7 @@ import (
 )
 
 // Copy returns a deep copy of the node: its labels, GPUs and their NVLink
-// peers are copied, so changing the copy never changes the original. A nil
+// peers and its container engine are copied, so changing the copy never changes the original. A nil
 // node copies to nil.
 func (n *Node) Copy() *Node {
 	if n == nil {
@@ -14,6 +14,10 @@ func (n *Node) Copy() *Node {
 	}
 	c := *n
 	c.Labels = maps.Clone(n.Labels)
+	if n.Containers != nil {
+		e := *n.Containers
+		c.Containers = &e
+	}
 	if n.GPUs != nil {
 		c.GPUs = make([]GPU, len(n.GPUs))
 		for i, g := range n.GPUs {

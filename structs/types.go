@@ -55,16 +55,40 @@ type Node struct {
 	// (0: unknown); rank 0 of a gang goes to the fastest (sched/rank.go).
 	// MasterPorts is the range the leader picks a gang's MASTER_PORT from
 	// when rank 0 runs here (zero: DefaultMasterPorts).
-	LinkMbps     int        `json:"link_mbps,omitempty"`
-	MasterPorts  PortRange  `json:"master_ports,omitzero"`
-	Status       NodeStatus `json:"status"`
-	StatusReason string     `json:"status_reason,omitempty"`
-	StatusAt     time.Time  `json:"status_at,omitzero"`
-	Role         NodeRole   `json:"role,omitempty"`
-	Version      string     `json:"version"`
-	RegisteredAt time.Time  `json:"registered_at"`
-	ModifyIndex  uint64     `json:"modify_index"`
+	LinkMbps    int       `json:"link_mbps,omitempty"`
+	MasterPorts PortRange `json:"master_ports,omitzero"`
+	// Containers is what the node's container engine answered; nil when
+	// the agent probes no engine (--container-socket none).
+	Containers   *ContainerEngine `json:"containers,omitempty"`
+	Status       NodeStatus       `json:"status"`
+	StatusReason string           `json:"status_reason,omitempty"`
+	StatusAt     time.Time        `json:"status_at,omitzero"`
+	Role         NodeRole         `json:"role,omitempty"`
+	Version      string           `json:"version"`
+	RegisteredAt time.Time        `json:"registered_at"`
+	ModifyIndex  uint64           `json:"modify_index"`
 }
+
+// ContainerEngine is what a node found of its container engine.
+type ContainerEngine struct {
+	// Engine names the engine and its version ("docker 20.10.21"), and
+	// APIVersion is the API version the agent speaks with it ("1.41").
+	Engine     string `json:"engine,omitempty"`
+	APIVersion string `json:"api_version,omitempty"`
+	// GPUs is true when the engine can hand out NVIDIA GPUs: an "nvidia"
+	// runtime is configured, or CDI is enabled.
+	GPUs bool `json:"gpus"`
+	// Error says, in words, why the engine did not answer; the other
+	// fields are then empty.
+	Error string `json:"error,omitempty"`
+}
+
+// MaxEngineFieldLen bounds a ContainerEngine's Engine and APIVersion, and
+// MaxEngineErrorLen its Error.
+const (
+	MaxEngineFieldLen = 64
+	MaxEngineErrorLen = 512
+)
 
 // GPU is one device of a node.
 type GPU struct {

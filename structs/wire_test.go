@@ -162,7 +162,9 @@ func TestNode_JSONIsPinned(t *testing.T) {
 		Labels: map[string]string{"rack": "r1"}, CPUs: 64, MemoryMiB: 1 << 20,
 		GPUs:      []GPU{{Index: 0, UUID: "GPU-1", Model: "H100", MemoryMiB: 81920, PCIBusID: "0000:01:00.0", Healthy: true, NUMANode: 0}},
 		GPUSource: "nvml", GPUDriver: "550.54.15", CUDAVersion: "12.4", LinkMbps: 100000,
-		MasterPorts: PortRange{Min: 29500, Max: 29999}, Status: NodeReady, StatusReason: "joined",
+		MasterPorts: PortRange{Min: 29500, Max: 29999},
+		Containers:  &ContainerEngine{Engine: "docker 20.10.21", APIVersion: "1.41", GPUs: true},
+		Status:      NodeReady, StatusReason: "joined",
 		StatusAt: at, Role: RoleVoter, Version: "0.1.0", RegisteredAt: at, ModifyIndex: 4,
 	}
 	want := `{
@@ -196,6 +198,11 @@ func TestNode_JSONIsPinned(t *testing.T) {
   "master_ports": {
     "min": 29500,
     "max": 29999
+  },
+  "containers": {
+    "engine": "docker 20.10.21",
+    "api_version": "1.41",
+    "gpus": true
   },
   "status": "ready",
   "status_reason": "joined",

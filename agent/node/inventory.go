@@ -22,6 +22,7 @@ func (n *Node) register() error {
 		link = linkMbps(n.cfg.AdvertiseAddr)
 	}
 	inv := n.cfg.Inventory
+	containers := n.engineReport()
 	node := structs.Node{
 		ID:          n.cfg.NodeID,
 		Name:        n.cfg.Name,
@@ -35,13 +36,31 @@ func (n *Node) register() error {
 		CUDAVersion: inv.CUDA,
 		LinkMbps:    link,
 		MasterPorts: n.cfg.MasterPorts,
+		Containers:  containers,
 		Status:      structs.NodeReady,
 		Version:     structs.Version,
+	}
+	// Registering again (the container engine changed) keeps a drain.
+	if old, ok := n.fsm.Node(n.cfg.NodeID); ok && isClosed(n.registered) && old.Status == structs.NodeDraining {
+		node.Status, node.StatusReason = old.Status, old.StatusReason
 	}
 	if err := n.writeRegister(node); err != nil {
 		return fmt.Errorf("register node: %w", err)
 	}
+	n.mu.Lock()
+	n.engineRegistered = containers
+	n.mu.Unlock()
 	return nil
+}
+
+// isClosed is true once ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // registerLoop records this node's inventory, retrying until a leader

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/skein-dev/skein/agent/engine"
 	"github.com/skein-dev/skein/agent/peer"
 	"github.com/skein-dev/skein/agent/runner"
 	"github.com/skein-dev/skein/cluster"
@@ -39,6 +40,8 @@ type Config struct {
 	MemoryMiB     int64 // 0: detect
 	LinkMbps      int   // 0: detect
 	MasterPorts   structs.PortRange
+	// Engine probes the node's container engine; nil probes none.
+	Engine engine.Prober
 
 	FSM    *fsm.FSM
 	Raft   Raft
@@ -90,6 +93,10 @@ type Node struct {
 	// while it has no valid lease (see lease.go).
 	lastAck time.Time
 	fenced  bool
+	// engine is the container engine's last probe, and engineRegistered
+	// the one carried by the last registration (see containers.go).
+	engine           *structs.ContainerEngine
+	engineRegistered *structs.ContainerEngine
 
 	ctx context.Context
 	wg  sync.WaitGroup
@@ -124,6 +131,9 @@ func (n *Node) Run(ctx context.Context) {
 	n.goLoop(n.heartbeatLoop)
 	n.goLoop(n.registerLoop)
 	n.goLoop(n.sweepLoop)
+	if n.cfg.Engine != nil {
+		n.goLoop(n.engineLoop)
+	}
 	events := make(chan gpu.Event, 64)
 	if mon := n.newMonitor(); mon != nil {
 		n.sim, _ = mon.(*gpu.SimMonitor)

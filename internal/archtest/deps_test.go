@@ -25,16 +25,17 @@ var allowed = map[string][]string{
 	"trust":        {},
 	"api":          {"structs"},
 	"agent/runner": {"structs"},
+	"agent/engine": {"structs"},
 	"agent/peer":   {"structs", "fsm", "cluster", "api"},
 	"agent/leader": {"structs", "fsm", "sched", "cluster"},
-	"agent/node":   {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/runner"},
+	"agent/node":   {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/runner", "agent/engine"},
 	"agent/secure": {"structs", "fsm", "cluster", "api", "agent/peer", "trust"},
 	"agent/server": {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/secure", "trust"},
 	"agent": {"structs", "fsm", "sched", "cluster", "gpu", "api",
-		"agent/runner", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "trust"},
+		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "trust"},
 	"cli": {"api", "structs", "agent", "agent/runner"}, // agent only for the agent and supervise commands
 	"internal": {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent", "cli",
-		"agent/runner", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "trust"},
+		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "trust"},
 	"chaos": {"structs"}, // the container demo's test reads job states; the workload imports nothing
 	"":      {"cli"},     // main.go
 }

@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/client"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// DefaultSocket is where the agent looks for the container engine unless
+// told otherwise.
+const DefaultSocket = "unix:///var/run/docker.sock"
+
+// ProbeTimeout bounds each call of a probe to the engine.
+const ProbeTimeout = 2 * time.Second
+
+// ErrBadSocket is returned for a container socket that is neither an
+// absolute path nor a unix:// address.
+var ErrBadSocket = errors.New("container socket must be an absolute path or unix://PATH")
+
+// Prober reports on a container engine.
+type Prober interface {
+	// Probe asks the engine what it is; it returns within ProbeTimeout
+	// of each call it makes, and reports an engine that does not answer
+	// in the result's Error.
+	Probe(ctx context.Context) structs.ContainerEngine
+}
+
+// Host turns a --container-socket value into the engine's address: an
+// absolute path becomes unix://PATH, and a unix:// address is kept.
+func Host(socket string) (string, error) {
+	switch {
+	case strings.HasPrefix(socket, "unix:///"):
+		return socket, nil
+	case strings.HasPrefix(socket, "/"):
+		return "unix://" + socket, nil
+	}
+	return "", fmt.Errorf("container socket %q: %w", socket, ErrBadSocket)
+}
+
+// Docker probes an engine that speaks the Docker Engine API.
+type Docker struct {
+	host string
+	c    *client.Client
+}
+
+// NewDocker returns a prober of the engine at socket (see Host); it
+// negotiates the API version with the engine on first use.
+func NewDocker(socket string) (*Docker, error) {
+	host, err := Host(socket)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.NewClientWithOpts(client.WithHost(host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("container engine client for %s: %w", host, err)
+	}
+	return &Docker{host: host, c: c}, nil
+}
+
+// Close releases the client's connections.
+func (d *Docker) Close() error { return d.c.Close() }
+
+// Probe implements Prober.
+func (d *Docker) Probe(ctx context.Context) structs.ContainerEngine {
+	vctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	v, err := d.c.ServerVersion(vctx)
+	if err != nil {
+		return structs.ContainerEngine{Error: unreachable(d.host, err)}
+	}
+	ictx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	info, err := d.c.Info(ictx)
+	if err != nil {
+		return structs.ContainerEngine{Error: unreachable(d.host, err)}
+	}
+	return structs.ContainerEngine{
+		Engine:     engineName(v.Platform.Name, v.Version),
+		APIVersion: truncate(d.c.ClientVersion(), structs.MaxEngineFieldLen),
+		GPUs:       canHandOutGPUs(info),
+	}
+}
+
+// unreachable says in words why the engine at host did not answer.
+func unreachable(host string, err error) string {
+	return truncate(fmt.Sprintf("engine unreachable at %s: %v", host, err), structs.MaxEngineErrorLen)
+}
+
+// engineName names the engine ("docker 20.10.21"); Podman and others say
+// who they are in the version's platform name.
+func engineName(platform, version string) string {
+	name := "docker"
+	if strings.Contains(strings.ToLower(platform), "podman") {
+		name = "podman"
+	}
+	return truncate(name+" "+version, structs.MaxEngineFieldLen)
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// canHandOutGPUs is true when the engine has an NVIDIA runtime or CDI
+// spec directories configured.
+func canHandOutGPUs(info system.Info) bool {
+	for name := range info.Runtimes {
+		if strings.Contains(strings.ToLower(name), "nvidia") {
+			return true
+		}
+	}
+	return len(info.CDISpecDirs) > 0
+}

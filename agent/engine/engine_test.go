@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestProbe_RealEngineReportsVersionAPIAndNoGPURuntime(t *testing.T) {
+	d, err := NewDocker(DefaultSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	got := d.Probe(context.Background())
+	if got.Error != "" {
+		t.Skipf("no container engine answers at %s: %s", DefaultSocket, got.Error)
+	}
+	if !strings.HasPrefix(got.Engine, "docker ") || len(got.Engine) <= len("docker ") {
+		t.Errorf("engine = %q, want docker and its version", got.Engine)
+	}
+	// The engine on this machine speaks API 1.41 and has no NVIDIA runtime.
+	if got.APIVersion != "1.41" {
+		t.Errorf("API version = %q, want the negotiated 1.41", got.APIVersion)
+	}
+	if got.GPUs {
+		t.Errorf("GPUs = true, want false: the engine here has no NVIDIA runtime or CDI")
+	}
+}
+
+func TestProbe_NothingListeningIsUnreachableWithinTheTimeout(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	d, err := NewDocker(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	start := time.Now()
+	got := d.Probe(context.Background())
+	if !strings.Contains(got.Error, "engine unreachable at unix://"+sock) {
+		t.Errorf("error = %q, want it to say the engine at %s is unreachable", got.Error, sock)
+	}
+	if got.Engine != "" || got.APIVersion != "" || got.GPUs {
+		t.Errorf("unreachable engine reported %+v, want only the error", got)
+	}
+	if took := time.Since(start); took > 2*ProbeTimeout+time.Second {
+		t.Errorf("probe took %v, want it bounded by the %v timeout", took, ProbeTimeout)
+	}
+}
+
+func TestProbe_SilentEngineIsCutOffByTheTimeout(t *testing.T) {
+	// A socket that accepts but never answers must not hold the probe
+	// longer than its timeout.
+	sock := filepath.Join(t.TempDir(), "silent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	d, err := NewDocker("unix://" + sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	start := time.Now()
+	got := d.Probe(context.Background())
+	if !strings.Contains(got.Error, "engine unreachable") {
+		t.Errorf("error = %q, want the engine unreachable", got.Error)
+	}
+	if took := time.Since(start); took > 2*ProbeTimeout+time.Second {
+		t.Errorf("probe took %v, want it bounded by the %v timeout", took, ProbeTimeout)
+	}
+}
+
+func TestHost_RefusesARelativeOrForeignAddress(t *testing.T) {
+	for _, s := range []string{"docker.sock", "tcp://1.2.3.4:2375", "unix://relative.sock", ""} {
+		if _, err := Host(s); !errors.Is(err, ErrBadSocket) {
+			t.Errorf("Host(%q) = %v, want ErrBadSocket", s, err)
+		}
+	}
+	for s, want := range map[string]string{"/run/podman.sock": "unix:///run/podman.sock", DefaultSocket: DefaultSocket} {
+		if got, err := Host(s); err != nil || got != want {
+			t.Errorf("Host(%q) = %q, %v, want %q", s, got, err, want)
+		}
+	}
+}
