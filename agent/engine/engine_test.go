@@ -47,8 +47,8 @@ func TestProbe_NothingListeningIsUnreachableWithinTheTimeout(t *testing.T) {
 	if got.Engine != "" || got.APIVersion != "" || got.GPUs {
 		t.Errorf("unreachable engine reported %+v, want only the error", got)
 	}
-	if took := time.Since(start); took > 2*ProbeTimeout+time.Second {
-		t.Errorf("probe took %v, want it bounded by the %v timeout", took, ProbeTimeout)
+	if took := time.Since(start); took > 10*ProbeTimeout {
+		t.Errorf("probe took %v, want it cut off by the %v timeout (the bound is loose for a busy machine)", took, ProbeTimeout)
 	}
 }
 
@@ -80,8 +80,8 @@ func TestProbe_SilentEngineIsCutOffByTheTimeout(t *testing.T) {
 	if !strings.Contains(got.Error, "engine unreachable") {
 		t.Errorf("error = %q, want the engine unreachable", got.Error)
 	}
-	if took := time.Since(start); took > 2*ProbeTimeout+time.Second {
-		t.Errorf("probe took %v, want it bounded by the %v timeout", took, ProbeTimeout)
+	if took := time.Since(start); took > 10*ProbeTimeout {
+		t.Errorf("probe took %v, want it cut off by the %v timeout (the bound is loose for a busy machine)", took, ProbeTimeout)
 	}
 }
 
