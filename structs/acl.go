@@ -62,6 +62,9 @@ const (
 	PermACL Permission = "acl"
 )
 
+// Permissions lists every permission, in the order the roles gain them.
+var Permissions = []Permission{PermRead, PermSubmit, PermAnyJob, PermLoaderEnv, PermNodes, PermACL}
+
 // rolePerms is what each role adds to the one before it.
 var rolePerms = map[Role][]Permission{
 	RoleReader:    {PermRead},

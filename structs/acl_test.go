@@ -14,9 +14,8 @@ func TestRole_PermissionsGrowWithTheRole(t *testing.T) {
 		RoleOperator:  {PermRead, PermSubmit, PermAnyJob, PermLoaderEnv, PermNodes},
 		RoleAdmin:     {PermRead, PermSubmit, PermAnyJob, PermLoaderEnv, PermNodes, PermACL},
 	}
-	all := []Permission{PermRead, PermSubmit, PermAnyJob, PermLoaderEnv, PermNodes, PermACL}
 	for role, perms := range want {
-		for _, p := range all {
+		for _, p := range Permissions {
 			has := false
 			for _, q := range perms {
 				has = has || q == p

@@ -37,8 +37,7 @@ func (s *Server) handleACLBootstrap(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleWhoAmI(w http.ResponseWriter, r *http.Request) {
 	id := identityOf(r)
 	out := api.WhoAmI{ACL: id.ACL, User: id.User, Role: id.Role, TokenID: id.TokenID, Permissions: []structs.Permission{}}
-	for _, p := range []structs.Permission{structs.PermRead, structs.PermSubmit, structs.PermAnyJob,
-		structs.PermLoaderEnv, structs.PermNodes, structs.PermACL} {
+	for _, p := range structs.Permissions {
 		if id.can(p) {
 			out.Permissions = append(out.Permissions, p)
 		}
@@ -110,12 +109,8 @@ func (s *Server) handleACLTokens(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleACLTokenRevoke(w http.ResponseWriter, r *http.Request) {
-	var id string
-	valid := func() (err error) {
-		id, err = s.findACLToken(r.PathValue("id"))
-		return err
-	}
-	if err := valid(); err != nil {
+	id, err := s.findACLToken(r.PathValue("id"))
+	if err != nil {
 		writeError(w, statusOf(err), err)
 		return
 	}

@@ -124,7 +124,7 @@ func (s *Server) audited(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet || r.Method == http.MethodHead || fromNode(r) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead || s.forwardedByNode(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -141,12 +141,12 @@ func (s *Server) audited(next http.Handler) http.Handler {
 	})
 }
 
-// fromNode reports whether a request was forwarded by a node of the
-// cluster, proven by its node certificate (a secure cluster). In a
-// plaintext cluster the header alone proves nothing, and the write is
-// recorded again where it was forwarded to.
-func fromNode(r *http.Request) bool {
-	return r.Header.Get(api.ForwardedHeader) != "" && r.TLS != nil && len(r.TLS.VerifiedChains) > 0
+// forwardedByNode reports whether a write was forwarded by a node of the
+// cluster, proven by its node certificate (a secure cluster): the node
+// the user sent it to recorded it. In a plaintext cluster the header
+// alone proves nothing, and the write is recorded again here.
+func (s *Server) forwardedByNode(r *http.Request) bool {
+	return r.Header.Get(api.ForwardedHeader) != "" && s.cfg.Trust != nil && s.sentByNode(r)
 }
 
 // statusWriter remembers the status a handler answered.
