@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -42,7 +41,7 @@ func testConfig(t testing.TB, dataDir string) Config {
 		DataDir:       dataDir,
 		BindAddr:      "127.0.0.1",
 		HTTPPort:      -1,
-		RaftPort:      freePort(t),
+		RaftPort:      -1, // bound by the kernel: a port picked and freed first can be taken by another test
 		GossipPort:    -1,
 		GPUs:          "sim:4xH100-80",
 		KillGrace:     time.Second,
@@ -69,16 +68,6 @@ func (w hclogWriter) Write(p []byte) (int, error) {
 		w.t.Log(string(p))
 	}
 	return len(p), nil
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func startAgent(t *testing.T, cfg Config) (*Agent, *api.Client) {
