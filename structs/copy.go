@@ -16,6 +16,8 @@ func (n *Node) Copy() *Node {
 	c.Labels = maps.Clone(n.Labels)
 	if n.Containers != nil {
 		e := *n.Containers
+		e.Images = slices.Clone(e.Images)
+		e.AllowMounts = slices.Clone(e.AllowMounts)
 		c.Containers = &e
 	}
 	if n.GPUs != nil {
@@ -29,13 +31,14 @@ func (n *Node) Copy() *Node {
 }
 
 // Copy returns a deep copy of the spec: its command, environment,
-// constraints and dependencies are copied.
+// constraints, dependencies and mounts are copied.
 func (s JobSpec) Copy() JobSpec {
 	s.Command = slices.Clone(s.Command)
 	s.Env = maps.Clone(s.Env)
 	s.SecretEnv = maps.Clone(s.SecretEnv)
 	s.Constraints = maps.Clone(s.Constraints)
 	s.After = slices.Clone(s.After)
+	s.Mounts = slices.Clone(s.Mounts)
 	if s.Array != nil {
 		a := *s.Array
 		s.Array = &a
@@ -57,7 +60,7 @@ func (j *Job) Copy() *Job {
 	return &c
 }
 
-// Copy returns a deep copy of the allocation, GPU list included. A nil
+// Copy returns a deep copy of the allocation, GPU list and pull progress included. A nil
 // allocation copies to nil.
 func (a *Allocation) Copy() *Allocation {
 	if a == nil {
@@ -65,5 +68,18 @@ func (a *Allocation) Copy() *Allocation {
 	}
 	c := *a
 	c.GPUs = slices.Clone(a.GPUs)
+	if a.Pull != nil {
+		p := *a.Pull
+		c.Pull = &p
+	}
 	return &c
+}
+
+// Equal reports whether two engine reports say the same.
+func (e *ContainerEngine) Equal(o *ContainerEngine) bool {
+	if e == nil || o == nil {
+		return e == o
+	}
+	return e.Engine == o.Engine && e.APIVersion == o.APIVersion && e.GPUs == o.GPUs && e.Error == o.Error &&
+		slices.Equal(e.Images, o.Images) && slices.Equal(e.AllowMounts, o.AllowMounts)
 }

@@ -195,6 +195,9 @@ type AllocUpdate struct {
 	// RunAs, on a running report, is the account the job runs as
 	// (Allocation.RunAs).
 	RunAs string `json:"run_as,omitempty"`
+	// Pull, on a pending report, is how far the node got pulling the
+	// allocation's image (Allocation.Pull).
+	Pull *PullProgress `json:"pull,omitempty"`
 }
 
 // NodeStatusRequest changes a node's status: the leader marks a node down

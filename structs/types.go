@@ -57,8 +57,9 @@ type Node struct {
 	// when rank 0 runs here (zero: DefaultMasterPorts).
 	LinkMbps    int       `json:"link_mbps,omitempty"`
 	MasterPorts PortRange `json:"master_ports,omitzero"`
-	// Containers is what the node's container engine answered; nil when
-	// the agent probes no engine (--container-socket none).
+	// Containers is what the node's container engine answered, and what
+	// the node lets containers mount; nil when the agent probes no engine
+	// (--container-socket none).
 	Containers   *ContainerEngine `json:"containers,omitempty"`
 	Status       NodeStatus       `json:"status"`
 	StatusReason string           `json:"status_reason,omitempty"`
@@ -69,7 +70,8 @@ type Node struct {
 	ModifyIndex  uint64           `json:"modify_index"`
 }
 
-// ContainerEngine is what a node found of its container engine.
+// ContainerEngine is what a node found of its container engine, and the
+// directories it lets jobs' containers mount.
 type ContainerEngine struct {
 	// Engine names the engine and its version ("docker 20.10.21"), and
 	// APIVersion is the API version the agent speaks with it ("1.41").
@@ -78,6 +80,12 @@ type ContainerEngine struct {
 	// GPUs is true when the engine can hand out NVIDIA GPUs: an "nvidia"
 	// runtime is configured, or CDI is enabled.
 	GPUs bool `json:"gpus"`
+	// Images are references of images the engine holds (repo:tag), at most
+	// MaxEngineImages; placement prefers a node that holds a job's image.
+	Images []string `json:"images,omitempty"`
+	// AllowMounts are the host directories under which jobs' mounts may
+	// lie (--allow-mount); none: jobs on this node may mount nothing.
+	AllowMounts []string `json:"allow_mounts,omitempty"`
 	// Error says, in words, why the engine did not answer; the other
 	// fields are then empty.
 	Error string `json:"error,omitempty"`
@@ -88,6 +96,16 @@ type ContainerEngine struct {
 const (
 	MaxEngineFieldLen = 64
 	MaxEngineErrorLen = 512
+)
+
+// MaxEngineImages bounds ContainerEngine.Images and MaxImageRefLen each
+// of its references and a job's Image; MaxMounts bounds a job's and a
+// node's mounts, MaxMountPathLen each path in them.
+const (
+	MaxEngineImages = 64
+	MaxImageRefLen  = 255
+	MaxMounts       = 32
+	MaxMountPathLen = 1024
 )
 
 // GPU is one device of a node.
@@ -254,6 +272,46 @@ type JobSpec struct {
 	// SIGKILL when the job is preempted; Normalize sets
 	// DefaultPreemptGrace for a preemptible job that gives none.
 	PreemptGrace Duration `json:"preempt_grace,omitempty" yaml:"preempt_grace"`
+	// Image, when set, runs the job in this container image on the node's
+	// container engine instead of as a host process: Command is the
+	// container's command (the image's entrypoint, if any, runs it).
+	Image string `json:"image,omitempty" yaml:"image"`
+	// ImagePull is when the node pulls Image (PullIfNotPresent when "").
+	ImagePull PullPolicy `json:"image_pull,omitempty" yaml:"image_pull"`
+	// Mounts are host directories bind-mounted into the container; each
+	// source must lie under a directory its node allows (--allow-mount).
+	Mounts []Mount `json:"mounts,omitempty" yaml:"mounts"`
+	// ShmSizeMiB is the size of the container's /dev/shm; 0 means the
+	// node's default, sized from its memory.
+	ShmSizeMiB SizeMiB `json:"shm_size_mib,omitempty" yaml:"shm_size"`
+}
+
+// PullPolicy says when a node pulls a job's image.
+type PullPolicy string
+
+// Pull policies.
+const (
+	PullIfNotPresent PullPolicy = "if-not-present" // pull when the node does not hold the image
+	PullAlways       PullPolicy = "always"         // pull before every start
+	PullNever        PullPolicy = "never"          // never pull: the node must hold the image
+)
+
+// Mount is a host directory bind-mounted into a job's container; as text
+// it is SRC:DST[:ro] (ParseMount).
+type Mount struct {
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// PullProgress is how far a node got pulling an allocation's image.
+type PullProgress struct {
+	Image string `json:"image"`
+	// Bytes of Total are downloaded; Total is 0 while the engine has not
+	// said how big the image is.
+	Bytes int64     `json:"bytes"`
+	Total int64     `json:"total"`
+	At    time.Time `json:"at"`
 }
 
 // TimeSignal is a signal sent Before the time limit. Name is a signal name
@@ -424,6 +482,9 @@ type Allocation struct {
 	// on every rank, stamped by the leader (0 in entries of leaders before
 	// it; the runner then derives one).
 	MasterPort int `json:"master_port,omitempty"`
+	// Pull, on a pending allocation of an image job, is how far its node
+	// got pulling the image; it is cleared when the job starts.
+	Pull *PullProgress `json:"pull,omitempty"`
 	// CreateIndex is the Raft index that created the allocation; it is the
 	// fencing token a node uses to tell its allocations from older ones.
 	CreateIndex uint64 `json:"create_index"`

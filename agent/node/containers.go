@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"time"
 
 	"github.com/skein-dev/skein/structs"
@@ -54,6 +55,8 @@ func (n *Node) engineReport() *structs.ContainerEngine {
 		return nil
 	}
 	e := *n.engine
+	e.Images = slices.Clone(e.Images)
+	e.AllowMounts = slices.Clone(e.AllowMounts)
 	return &e
 }
 
@@ -68,5 +71,5 @@ func (n *Node) engineChanged() bool {
 	case n.engineRegistered == nil:
 		return true
 	}
-	return *n.engine != *n.engineRegistered
+	return !n.engine.Equal(n.engineRegistered)
 }
