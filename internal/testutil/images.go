@@ -1,0 +1,100 @@
+package testutil
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Busybox is where the tests' container images take their shell and
+// tools from (Debian's busybox-static).
+const Busybox = "/bin/busybox"
+
+// busyboxDockerfile builds a FROM scratch image with busybox's applets in
+// /bin, the accounts root and nobody, and a world-writable /tmp.
+const busyboxDockerfile = `FROM scratch
+COPY busybox /bin/busybox
+RUN ["/bin/busybox", "--install", "-s", "/bin"]
+RUN mkdir -p -m 1777 /tmp && mkdir -p /etc && \
+	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >/etc/passwd && \
+	printf 'root:x:0:\nnogroup:x:65534:\n' >/etc/group
+ENV PATH=/bin
+WORKDIR /tmp
+`
+
+var busyboxImage struct {
+	once sync.Once
+	tag  string
+	err  error
+}
+
+// RequireEngine skips the test unless a Docker engine answers at its
+// default socket, and returns nothing else: the tests then talk to it.
+func RequireEngine(t testing.TB) {
+	t.Helper()
+	if _, err := os.Stat("/var/run/docker.sock"); err != nil {
+		t.Skipf("no Docker engine: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "docker", "version", "--format", "{{.Server.APIVersion}}").CombinedOutput()
+	if err != nil {
+		t.Skipf("no Docker engine answers: docker version: %v: %s", err, bytes.TrimSpace(out))
+	}
+}
+
+// BusyboxImage returns the tag of an image FROM scratch with busybox
+// (see busyboxDockerfile), building it once per test binary. The tag
+// names the image's content, so every package's tests share one image
+// and a rebuild is a no-op. It skips the test where no engine answers
+// or busybox-static is missing.
+func BusyboxImage(t testing.TB) string {
+	t.Helper()
+	RequireEngine(t)
+	bb, err := os.ReadFile(Busybox)
+	if err != nil {
+		t.Skipf("%s is needed for the test image (apt-get install busybox-static): %v", Busybox, err)
+	}
+	busyboxImage.once.Do(func() {
+		busyboxImage.tag, busyboxImage.err = buildBusybox(bb)
+	})
+	if busyboxImage.err != nil {
+		t.Fatal(busyboxImage.err)
+	}
+	return busyboxImage.tag
+}
+
+func buildBusybox(bb []byte) (string, error) {
+	sum := sha256.New()
+	sum.Write(bb)
+	sum.Write([]byte(busyboxDockerfile))
+	tag := "skein-test-busybox:" + hex.EncodeToString(sum.Sum(nil))[:12]
+	if exec.Command("docker", "image", "inspect", tag).Run() == nil {
+		return tag, nil
+	}
+	dir, err := os.MkdirTemp("", "skein-image-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	if err := os.WriteFile(filepath.Join(dir, "busybox"), bb, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(busyboxDockerfile), 0o644); err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "docker", "build", "-q", "-t", tag, dir).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("docker build %s: %v\n%s", tag, err, out)
+	}
+	return tag, nil
+}
