@@ -302,6 +302,7 @@ func (a *Agent) nodeConfig() node.Config {
 	}
 	return node.Config{
 		Engine:             prober,
+		AllowMounts:        a.cfg.AllowMounts,
 		NodeID:             a.nodeID,
 		Name:               a.cfg.Name,
 		Inventory:          a.inv,

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -118,6 +120,18 @@ type Config struct {
 	// or "none" probes none. The agent command defaults it to
 	// DefaultContainerSocket.
 	ContainerSocket string
+	// AllowMounts are the host directories under which image jobs' mounts
+	// may lie (--allow-mount); none: image jobs mount nothing.
+	AllowMounts []string
+	// ShmSizeMiB is an image job's /dev/shm when its spec gives none;
+	// 0 = half the node's memory, as the host's own /dev/shm.
+	ShmSizeMiB int64
+	// KeepFailed keeps the containers of failed jobs for debugging; a
+	// finished container is otherwise removed.
+	KeepFailed bool
+	// ContainerNetwork is image jobs' network: "host" (when "") or
+	// "container:NAME", for an agent that itself runs in container NAME.
+	ContainerNetwork string
 	// Token, when set, is required on every API request. A non-loopback API
 	// without a token is refused unless Insecure is set. In a secure
 	// cluster the founder's token (or one it makes) is the cluster's: other
@@ -387,6 +401,9 @@ func (cfg Config) withDefaults() (Config, error) {
 			return cfg, fmt.Errorf("--container-socket: %w", err)
 		}
 	}
+	if err := checkContainerConfig(&cfg); err != nil {
+		return cfg, err
+	}
 	nofile, err := fdLimit()
 	if err != nil {
 		return cfg, err
@@ -424,4 +441,27 @@ func portString(p int) string {
 		return "0"
 	}
 	return fmt.Sprint(p)
+}
+
+// checkContainerConfig checks and cleans what image jobs get on this node:
+// the directories they may mount, their default /dev/shm and their network.
+func checkContainerConfig(cfg *Config) error {
+	if len(cfg.AllowMounts) > structs.MaxMounts {
+		return fmt.Errorf("--allow-mount: %d directories, more than the limit of %d", len(cfg.AllowMounts), structs.MaxMounts)
+	}
+	for i, dir := range cfg.AllowMounts {
+		if !filepath.IsAbs(dir) || len(dir) > structs.MaxMountPathLen {
+			return fmt.Errorf("--allow-mount %q: want an absolute directory of at most %d bytes", dir, structs.MaxMountPathLen)
+		}
+		cfg.AllowMounts[i] = filepath.Clean(dir)
+	}
+	if cfg.ShmSizeMiB < 0 {
+		return fmt.Errorf("--shm-size %d MiB: must not be negative", cfg.ShmSizeMiB)
+	}
+	if n := cfg.ContainerNetwork; n != "" && n != "host" {
+		if name, ok := strings.CutPrefix(n, "container:"); !ok || name == "" {
+			return fmt.Errorf("--container-network %q: want host or container:NAME", n)
+		}
+	}
+	return nil
 }

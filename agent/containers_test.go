@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,10 +44,14 @@ func TestAgent_NodeReportsTheRealContainerEngine(t *testing.T) {
 	}
 	cfg := testConfig(t, t.TempDir())
 	cfg.ContainerSocket = DefaultContainerSocket
+	cfg.AllowMounts = []string{"/data", "/scratch/"}
 	_, c := startAgent(t, cfg)
 	waitEngine(t, c, func(e *structs.ContainerEngine) error {
 		if e == nil || e.Error != "" || !strings.HasPrefix(e.Engine, "docker ") || e.APIVersion != probe.APIVersion || e.GPUs != probe.GPUs {
 			return fmt.Errorf("node's container engine = %+v, want %+v", e, probe)
+		}
+		if !slices.Equal(e.AllowMounts, []string{"/data", "/scratch"}) {
+			return fmt.Errorf("node allows mounts under %q, want /data and /scratch", e.AllowMounts)
 		}
 		return nil
 	})

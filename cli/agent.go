@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -47,6 +48,10 @@ func agentCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "memory", Usage: "memory to offer to jobs, like 512G (default: all)"},
 			&ucli.IntFlag{Name: "link-mbps", Usage: "speed of this node's network link in Mb/s (default: read from /sys/class/net); rank 0 of a gang goes to the fastest node"},
 			&ucli.StringFlag{Name: "container-socket", Value: agent.DefaultContainerSocket, Usage: "`PATH` or unix://PATH of the container engine's API socket, probed and shown in skein nodes; none probes none"},
+			&ucli.StringSliceFlag{Name: "allow-mount", Usage: "host `DIR` under which image jobs may mount directories (--mount SRC:DST); repeat or comma-separate (default: none)"},
+			&ucli.StringFlag{Name: "shm-size", Usage: "image jobs' /dev/shm when they give no --shm-size, like 64G (default: half the node's memory)"},
+			&ucli.BoolFlag{Name: "keep-failed", Usage: "keep the containers of failed image jobs for debugging (default: remove every finished container)"},
+			&ucli.StringFlag{Name: "container-network", Value: "host", Usage: "image jobs' network: host, or container:`NAME` when the agent itself runs in container NAME"},
 			&ucli.StringFlag{Name: "master-ports", Usage: "`MIN-MAX` ports to give gangs with rank 0 here as MASTER_PORT (default 29500-29999)"},
 			&ucli.DurationFlag{Name: "job-retention", Value: agent.DefaultJobRetention, Usage: "keep a finished job, its allocations and their logs this long, then remove them (give every node the same)"},
 			&ucli.DurationFlag{Name: "kill-grace", Value: 10 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping a job"},
@@ -116,6 +121,10 @@ func agentConfig(c *ucli.Context) (agent.Config, error) {
 	}
 	if c.IsSet("log-max") && logMax < agent.MinLogMaxMiB {
 		return agent.Config{}, usagef(c, "--log-max %q: must be at least %s", c.String("log-max"), structs.FormatMiB(agent.MinLogMaxMiB))
+	}
+	var shmSize structs.SizeMiB
+	if err := decodeFlag(c, "shm-size", &shmSize, structs.ParseSizeMiB); err != nil {
+		return agent.Config{}, err
 	}
 	var masterPorts structs.PortRange
 	if err := decodeFlag(c, "master-ports", &masterPorts, structs.ParsePortRange); err != nil {
@@ -187,6 +196,10 @@ func agentConfig(c *ucli.Context) (agent.Config, error) {
 	cfg.JobEnvAllow = envAllowList(c.String("job-env-allow"))
 	warnSecretsInArgs(c, logger)
 	cfg.LogMaxMiB = int64(logMax)
+	cfg.AllowMounts = slices.DeleteFunc(c.StringSlice("allow-mount"), func(d string) bool { return d == "" })
+	cfg.ShmSizeMiB = int64(shmSize)
+	cfg.KeepFailed = c.Bool("keep-failed")
+	cfg.ContainerNetwork = c.String("container-network")
 	return cfg, nil
 }
 

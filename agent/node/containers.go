@@ -20,6 +20,9 @@ func (n *Node) engineLoop() {
 	defer t.Stop()
 	for {
 		got := n.cfg.Engine.Probe(n.ctx)
+		if got.Error == "" {
+			got.AllowMounts = slices.Clone(n.cfg.AllowMounts)
+		}
 		n.mu.Lock()
 		n.engine = &got
 		n.mu.Unlock()

@@ -41,7 +41,10 @@ type Config struct {
 	LinkMbps      int   // 0: detect
 	MasterPorts   structs.PortRange
 	// Engine probes the node's container engine; nil probes none.
-	Engine engine.Prober
+	// AllowMounts, reported with an engine that answers, are the host
+	// directories image jobs may mount here.
+	Engine      engine.Prober
+	AllowMounts []string
 
 	FSM    *fsm.FSM
 	Raft   Raft
