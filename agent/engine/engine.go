@@ -44,13 +44,14 @@ func Host(socket string) (string, error) {
 	return "", fmt.Errorf("container socket %q: %w", socket, ErrBadSocket)
 }
 
-// Docker probes an engine that speaks the Docker Engine API.
+// Docker probes and runs containers on an engine that speaks the Docker
+// Engine API.
 type Docker struct {
 	host string
 	c    *client.Client
 }
 
-// NewDocker returns a prober of the engine at socket (see Host); it
+// NewDocker returns a client of the engine at socket (see Host); it
 // negotiates the API version with the engine on first use.
 func NewDocker(socket string) (*Docker, error) {
 	host, err := Host(socket)
@@ -90,7 +91,12 @@ func (d *Docker) Probe(ctx context.Context) structs.ContainerEngine {
 
 // unreachable says in words why the engine at host did not answer.
 func unreachable(host string, err error) string {
-	return truncate(fmt.Sprintf("engine unreachable at %s: %v", host, err), structs.MaxEngineErrorLen)
+	return truncate(unreachableError(host, err).Error(), structs.MaxEngineErrorLen)
+}
+
+// unreachableError is ErrUnreachable for the engine at host, with why.
+func unreachableError(host string, err error) error {
+	return fmt.Errorf("%w at %s: %w", ErrUnreachable, host, err)
 }
 
 // engineName names the engine ("docker 20.10.21"); Podman and others say
