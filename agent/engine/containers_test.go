@@ -681,6 +681,10 @@ func TestImages_NewestFirstWithinTheLimit(t *testing.T) {
 	if refs, err := d.Images(callCtx(t), 1); err != nil || len(refs) != 1 {
 		t.Errorf("images within 1 = %v, %v; want one", refs, err)
 	}
+	probe := d.Probe(context.Background())
+	if len(probe.Images) == 0 || len(probe.Images) > structs.MaxEngineImages {
+		t.Errorf("probe's images = %v, want some and at most %d", probe.Images, structs.MaxEngineImages)
+	}
 }
 
 func TestContainerOps_NothingListeningIsUnreachable(t *testing.T) {

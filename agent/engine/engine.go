@@ -82,10 +82,16 @@ func (d *Docker) Probe(ctx context.Context) structs.ContainerEngine {
 	if err != nil {
 		return structs.ContainerEngine{Error: unreachable(d.host, err)}
 	}
+	lctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	// The images are a hint for placement: without them the engine is
+	// still there.
+	images, _ := d.Images(lctx, structs.MaxEngineImages)
 	return structs.ContainerEngine{
 		Engine:     engineName(v.Platform.Name, v.Version),
 		APIVersion: truncate(d.c.ClientVersion(), structs.MaxEngineFieldLen),
 		GPUs:       canHandOutGPUs(info),
+		Images:     images,
 	}
 }
 
