@@ -104,6 +104,11 @@ func TestCLI_AgainstARealAgent(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "no node has 3 GPUs; largest has 2") {
 		t.Fatalf("oversized submit: %d %q", r.code, r.stderr)
 	}
+	// The agent probes no container engine, so no node can run an image.
+	r = runCLI(t, "submit", "--image", "busybox", "--", "true")
+	if r.code != 1 || !strings.Contains(r.stderr, "no node can run image busybox: none has a container engine that answers") {
+		t.Fatalf("image submit to a cluster without engines: %d %q", r.code, r.stderr)
+	}
 
 	r = runCLI(t, "submit", "--gpus", "2", "--", "sleep", "60")
 	long := strings.TrimSpace(r.stdout)

@@ -104,13 +104,17 @@ func printJobDetail(c *ucli.Context, d *api.JobDetail, now time.Time) error {
 		if a.State == structs.AllocSucceeded || a.State == structs.AllocFailed || a.State == structs.AllocKilled || a.State == structs.AllocTimedOut {
 			exit = strconv.Itoa(a.ExitCode)
 		}
+		state := string(a.State)
+		if pulling(&a) {
+			state = pullState(a.Pull)
+		}
 		rows = append(rows, []string{
 			structs.ShortID(a.ID),
 			strconv.Itoa(a.Rank),
 			strconv.Itoa(a.Attempt),
 			node,
 			orDash(a.RunAs),
-			string(a.State),
+			state,
 			exit,
 			orDash(strings.Join(a.GPUs, ",")),
 			orDash(a.Reason),
@@ -142,8 +146,9 @@ func specFields(s structs.JobSpec) []field {
 		model = "any"
 	}
 	constraints := pairs(s.Constraints)
-	return []field{
-		{"Command", shellJoin(s.Command)},
+	fields := []field{{"Command", shellJoin(s.Command)}}
+	fields = append(fields, containerFields(s)...)
+	return append(fields, []field{
 		{"GPUs", strconv.Itoa(s.GPUs) + " per node"},
 		{"Nodes", strconv.Itoa(s.Nodes)},
 		{"GPU model", model},
@@ -158,7 +163,31 @@ func specFields(s structs.JobSpec) []field {
 		{"Secret env", envText(s.SecretEnv)},
 		{"Constraints", orDash(strings.Join(constraints, ", "))},
 		{"Workdir", orDash(s.Workdir)},
+	}...)
+}
+
+// containerFields lists the container a job with an image runs in: the
+// image and its pull policy, and the mounts and /dev/shm size when set.
+func containerFields(s structs.JobSpec) []field {
+	if s.Image == "" {
+		return nil
 	}
+	policy := string(s.ImagePull)
+	if policy == "" {
+		policy = string(structs.PullIfNotPresent) + " (default)"
+	}
+	fields := []field{{"Image", s.Image}, {"Image pull", policy}}
+	if len(s.Mounts) > 0 {
+		mounts := make([]string, len(s.Mounts))
+		for i, m := range s.Mounts {
+			mounts[i] = m.String()
+		}
+		fields = append(fields, field{"Mounts", strings.Join(mounts, ", ")})
+	}
+	if s.ShmSizeMiB > 0 {
+		fields = append(fields, field{"Shm size", structs.FormatMiB(int64(s.ShmSizeMiB))})
+	}
+	return fields
 }
 
 // hideSecrets replaces the values of a spec's secret_env with

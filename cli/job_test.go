@@ -203,3 +203,54 @@ func TestJob_SecretValuesStayHiddenWhenTheAgentSendsThemUnasked(t *testing.T) {
 		}
 	}
 }
+
+func TestJob_ShowsTheContainerAndAPullingAllocation(t *testing.T) {
+	const gib = 1 << 30
+	d := api.JobDetail{
+		Job: structs.Job{
+			ID: testJobID, State: structs.JobRunning, Attempts: 1,
+			Spec: structs.JobSpec{
+				Command: []string{"python", "train.py"}, Nodes: 3, GPUs: 8,
+				Image: "nvcr.io/nvidia/pytorch:24.01-py3", ShmSizeMiB: 64 << 10,
+				Mounts: []structs.Mount{{Source: "/data", Target: "/data", ReadOnly: true}, {Source: "/scratch", Target: "/s"}},
+			},
+		},
+		Allocations: []structs.Allocation{
+			{ID: "a0a0a0a0ffff", NodeID: "n1", Rank: 0, Attempt: 1, State: structs.AllocPending,
+				Pull: &structs.PullProgress{Image: "nvcr.io/nvidia/pytorch:24.01-py3", Bytes: gib + gib/10, Total: 26 * gib / 10}},
+			{ID: "b1b1b1b1ffff", NodeID: "n2", Rank: 1, Attempt: 1, State: structs.AllocPending,
+				Pull: &structs.PullProgress{Image: "nvcr.io/nvidia/pytorch:24.01-py3", Bytes: 300 << 20}},
+			{ID: "c2c2c2c2ffff", NodeID: "n3", Rank: 2, Attempt: 1, State: structs.AllocPending},
+		},
+		Nodes: map[string]string{"n1": "gpu-01", "n2": "gpu-02", "n3": "gpu-03"},
+	}
+	f := newFakeAgent(t)
+	f.reply("GET /v1/jobs/{id}", http.StatusOK, d)
+	r := runCLI(t, "--addr", f.URL, "job", testJobID)
+	if r.code != exitOK {
+		t.Fatalf("exit code %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{
+		`Image:\s+nvcr.io/nvidia/pytorch:24.01-py3\n`,
+		`Image pull:\s+if-not-present \(default\)\n`,
+		`Mounts:\s+/data:/data:ro, /scratch:/s\n`,
+		`Shm size:\s+64G\n`,
+		`a0a0a0a0\s+0\s+1\s+gpu-01\s+-\s+pulling 42% \(1.1 GiB of 2.6 GiB\)\s+-`,
+		`b1b1b1b1\s+1\s+1\s+gpu-02\s+-\s+pulling \(300 MiB so far\)\s+-`,
+		`c2c2c2c2\s+2\s+1\s+gpu-03\s+-\s+pending\s+-`,
+	} {
+		if !regexp.MustCompile(want).MatchString(r.stdout) {
+			t.Errorf("output does not match %s:\n%s", want, r.stdout)
+		}
+	}
+
+	// A job without an image says nothing of containers.
+	d.Job.Spec = structs.JobSpec{Command: []string{"true"}, Nodes: 1}
+	d.Allocations = nil
+	g := newFakeAgent(t)
+	g.reply("GET /v1/jobs/{id}", http.StatusOK, d)
+	r = runCLI(t, "--addr", g.URL, "job", testJobID)
+	if r.code != exitOK || strings.Contains(r.stdout, "Image") || strings.Contains(r.stdout, "Mounts") || strings.Contains(r.stdout, "Shm") {
+		t.Fatalf("exit %d; a job without an image shows container fields:\n%s", r.code, r.stdout)
+	}
+}

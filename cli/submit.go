@@ -42,6 +42,10 @@ var specFlags = map[string]string{
 	"preempt_grace":      "--preempt-grace",
 	"signal":             "--signal",
 	"constraints":        "--constraint",
+	"image":              "--image",
+	"image_pull":         "--image-pull",
+	"mounts":             "--mount",
+	"shm_size_mib":       "--shm-size",
 	"request_id":         "--request-id",
 }
 
@@ -75,7 +79,12 @@ func submitCommand() *ucli.Command {
 			&ucli.BoolFlag{Name: "spread", Usage: "place on the emptiest nodes instead of packing the fullest"},
 			&ucli.BoolFlag{Name: "preemptible", Usage: "may be stopped (SIGTERM, grace, SIGKILL) and requeued for higher-priority work"},
 			&ucli.StringFlag{Name: "preempt-grace", Usage: "time between SIGTERM and SIGKILL when preempted (default 30s, at most 10m)"},
-			&ucli.StringFlag{Name: "workdir", Usage: "directory to run in (default: the current directory)"},
+			&ucli.StringFlag{Name: "image", Usage: "run the job in a container of this `IMAGE` on the node's container engine; CMD is the container's command"},
+			&ucli.StringFlag{Name: "image-pull", Usage: "when the node pulls the image: if-not-present (the default), always or never"},
+			&ucli.GenericFlag{Name: "mount", Usage: "bind-mount the node's directory SRC at DST in the container, read-only with :ro; " +
+				"SRC must lie under a directory the node allows (skein agent --allow-mount) (`SRC:DST[:ro]`, repeatable)", Value: &listValue{}},
+			&ucli.StringFlag{Name: "shm-size", Usage: "size of the container's /dev/shm (SIZE: 512M, 64G; default: the node's, sized from its memory)"},
+			&ucli.StringFlag{Name: "workdir", Usage: "directory to run in (default: the current directory; with --image, the image's)"},
 			&ucli.StringFlag{Name: "request-id", Usage: "idempotency key: repeating it returns the same job (default: random)"},
 			&ucli.BoolFlag{Name: "wait", Usage: "wait for the job to end; exit 0 only if it succeeded"},
 			&ucli.BoolFlag{Name: "json", Usage: "print the created job as JSON"},
@@ -129,10 +138,14 @@ func submitRequest(c *ucli.Context) (api.SubmitRequest, error) {
 	if len(spec.Command) == 0 {
 		return req, usagef(c, "missing command: give the program and its arguments after the flags")
 	}
-	for name, dst := range map[string]*string{"name": &spec.Name, "workdir": &spec.Workdir, "gpu-model": &spec.GPUModel} {
+	for name, dst := range map[string]*string{"name": &spec.Name, "workdir": &spec.Workdir, "gpu-model": &spec.GPUModel,
+		"image": &spec.Image} {
 		if c.IsSet(name) {
 			*dst = c.String(name)
 		}
+	}
+	if c.IsSet("image-pull") {
+		spec.ImagePull = structs.PullPolicy(c.String("image-pull"))
 	}
 	for name, dst := range map[string]*int{"nodes": &spec.Nodes, "gpus": &spec.GPUs, "cpus": &spec.CPUs,
 		"priority": &spec.Priority, "restarts": &spec.Restarts} {
@@ -147,6 +160,7 @@ func submitRequest(c *ucli.Context) (api.SubmitRequest, error) {
 		decodeFlag(c, "signal", &spec.Signal, structs.ParseTimeSignal),
 		decodeFlag(c, "preempt-grace", &spec.PreemptGrace, structs.ParseDuration),
 		decodeFlag(c, "array", &spec.Array, structs.ParseArraySpec),
+		decodeFlag(c, "shm-size", &spec.ShmSizeMiB, structs.ParseSizeMiB),
 	} {
 		if err != nil {
 			return req, err
@@ -180,7 +194,14 @@ func submitRequest(c *ucli.Context) (api.SubmitRequest, error) {
 		return req, err
 	}
 	spec.Constraints = merged(spec.Constraints, constraints)
-	if spec.Workdir == "" {
+	mounts, err := mountFlag(c)
+	if err != nil {
+		return req, err
+	}
+	spec.Mounts = append(spec.Mounts, mounts...)
+	// A container starts in its image's working directory: the caller's
+	// is a path on another machine.
+	if spec.Workdir == "" && spec.Image == "" {
 		if spec.Workdir, err = os.Getwd(); err != nil {
 			return req, fmt.Errorf("find the current directory for --workdir: %w", err)
 		}
@@ -273,6 +294,19 @@ func afterFlag(c *ucli.Context) ([]structs.Dependency, error) {
 	return deps, nil
 }
 
+// mountFlag collects --mount SRC:DST[:ro].
+func mountFlag(c *ucli.Context) ([]structs.Mount, error) {
+	var mounts []structs.Mount
+	for _, v := range *c.Generic("mount").(*listValue) {
+		m, err := structs.ParseMount(v)
+		if err != nil {
+			return nil, usagef(c, "--mount: %v", err)
+		}
+		mounts = append(mounts, m)
+	}
+	return mounts, nil
+}
+
 // submitJob submits req, repeating it with the same request ID when the
 // agent could not be reached; an answer from the agent is never repeated.
 func submitJob(ctx context.Context, cl *api.Client, req api.SubmitRequest) (*structs.Job, error) {
@@ -292,16 +326,19 @@ func submitJob(ctx context.Context, cl *api.Client, req api.SubmitRequest) (*str
 	}
 }
 
-// waitJob polls a job until it ends and says how it ended on ErrWriter. It
-// fails unless the job succeeded.
+// waitJob polls a job until it ends and says how it ended on ErrWriter,
+// and, while its allocations pull their image, how far they got. It fails
+// unless the job succeeded.
 func waitJob(c *ucli.Context, cl *api.Client, id string) error {
 	tick := time.NewTicker(waitInterval)
 	defer tick.Stop()
+	pulls := newPullReporter(c.App.ErrWriter)
 	for {
 		d, err := cl.Job(c.Context, id)
 		if err != nil {
 			return err
 		}
+		pulls.report(d, time.Now())
 		if j := d.Job; j.State.Terminal() {
 			line := fmt.Sprintf("job %s %s", structs.ShortID(j.ID), j.State)
 			if j.Reason != "" {

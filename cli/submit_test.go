@@ -97,6 +97,138 @@ func TestSubmit_BuildsSpecFromEveryFlag(t *testing.T) {
 	}
 }
 
+func TestSubmit_ImageFlagsDescribeTheContainer(t *testing.T) {
+	f := newFakeAgent(t)
+	acceptSubmit(f)
+	r := runCLI(t, "--addr", f.URL, "submit", "--image", "nvcr.io/nvidia/pytorch:24.01-py3", "--gpus", "8",
+		"--mount", "/data:/data:ro", "--mount", "/scratch/alice:/scratch", "--shm-size", "64G", "--image-pull", "always",
+		"--", "python", "train.py")
+	if r.code != exitOK {
+		t.Fatalf("exit code %d: %s", r.code, r.stderr)
+	}
+	want := structs.JobSpec{
+		Command: []string{"python", "train.py"}, Nodes: 1, GPUs: 8,
+		Image: "nvcr.io/nvidia/pytorch:24.01-py3", ImagePull: structs.PullAlways, ShmSizeMiB: 64 << 10,
+		Mounts: []structs.Mount{{Source: "/data", Target: "/data", ReadOnly: true}, {Source: "/scratch/alice", Target: "/scratch"}},
+	}
+	// No Workdir: the container starts in its image's, not in a path of
+	// the submitting machine.
+	if got := submitted(t, f)[0].Spec; !reflect.DeepEqual(got, want) {
+		t.Errorf("spec = %+v\nwant %+v", got, want)
+	}
+}
+
+func TestSubmit_FileMountsAndMountFlagsAddUp(t *testing.T) {
+	f := newFakeAgent(t)
+	acceptSubmit(f)
+	path := filepath.Join(t.TempDir(), "job.yaml")
+	writeTestFile(t, path, "image: busybox\nmounts: [\"/data:/data:ro\"]\nshm_size: 1G\ncommand: [true]\n")
+	r := runCLI(t, "--addr", f.URL, "submit", "--file", path, "--mount", "/models:/models:ro", "--image", "busybox:1.36")
+	if r.code != exitOK {
+		t.Fatalf("exit code %d: %s", r.code, r.stderr)
+	}
+	got := submitted(t, f)[0].Spec
+	want := []structs.Mount{{Source: "/data", Target: "/data", ReadOnly: true}, {Source: "/models", Target: "/models", ReadOnly: true}}
+	if !reflect.DeepEqual(got.Mounts, want) || got.Image != "busybox:1.36" || got.ShmSizeMiB != 1024 {
+		t.Errorf("image %q, mounts %+v, shm %d; want busybox:1.36, %+v, 1024", got.Image, got.Mounts, got.ShmSizeMiB, want)
+	}
+}
+
+func TestSubmit_WaitPrintsPullProgressThenTheEnd(t *testing.T) {
+	f := newFakeAgent(t)
+	acceptSubmit(f)
+	const gib = 1 << 30
+	pulls := []*structs.PullProgress{
+		{Image: "pytorch:24.01", Bytes: 300 << 20},            // the total not known yet
+		{Image: "pytorch:24.01", Bytes: gib, Total: 10 * gib}, // 10%
+		{Image: "pytorch:24.01", Bytes: gib + 1, Total: 10 * gib},
+		{Image: "pytorch:24.01", Bytes: 5 * gib, Total: 10 * gib}, // 50%
+		nil,
+	}
+	var polls atomic.Int32
+	f.handle("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		n := int(polls.Add(1)) - 1
+		d := api.JobDetail{Job: structs.Job{ID: r.PathValue("id"), State: structs.JobRunning, Spec: structs.JobSpec{Nodes: 1}},
+			Nodes: map[string]string{"node-1": "gpu-01"}}
+		a := structs.Allocation{ID: "alloc-1", NodeID: "node-1", State: structs.AllocPending}
+		switch {
+		case n < len(pulls)-1:
+			a.Pull = pulls[n]
+		case n == len(pulls)-1:
+			a.State = structs.AllocRunning
+		default:
+			a.State, d.Job.State = structs.AllocSucceeded, structs.JobSucceeded
+		}
+		d.Allocations = []structs.Allocation{a}
+		writeJSON(w, http.StatusOK, d)
+	})
+	r := runCLI(t, "--addr", f.URL, "submit", "--wait", "--image", "pytorch:24.01", "true")
+	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	if r.code != exitOK || len(lines) < 4 {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	for i, want := range []string{
+		"job abcdef01 on gpu-01: pulling pytorch:24.01 (300 MiB so far)",
+		"job abcdef01 on gpu-01: pulling pytorch:24.01 10% (1 GiB of 10 GiB)",
+	} {
+		if lines[i] != want {
+			t.Errorf("line %d = %q, want %q", i+1, lines[i], want)
+		}
+	}
+	// The pull that moved on by a byte is only said if the poll after
+	// it came pullEvery later, which a slow machine may take.
+	if last := lines[len(lines)-2:]; last[0] != "job abcdef01 on gpu-01: pulling pytorch:24.01 50% (5 GiB of 10 GiB)" ||
+		last[1] != "job abcdef01 succeeded" {
+		t.Errorf("last lines %q, want the 50%% line, then the end", last)
+	}
+}
+
+func TestPullReporter_SaysEachStepOrAfterAWhile(t *testing.T) {
+	var b strings.Builder
+	rep := newPullReporter(&b)
+	t0 := time.Unix(1e9, 0)
+	detail := func(bytes, total int64) *api.JobDetail {
+		return &api.JobDetail{
+			Job: structs.Job{ID: testJobID, Spec: structs.JobSpec{Nodes: 2}},
+			Allocations: []structs.Allocation{
+				{ID: "a0", NodeID: "fedcba9876543210fedcba9876543210", Rank: 0, State: structs.AllocPending,
+					Pull: &structs.PullProgress{Image: "img", Bytes: bytes, Total: total}},
+				{ID: "a1", NodeID: "node-1", Rank: 1, State: structs.AllocRunning},
+			},
+			Nodes: map[string]string{"node-1": "gpu-02"},
+		}
+	}
+	steps := []struct {
+		at           time.Duration
+		bytes, total int64
+		said         bool
+	}{
+		{0, 10, 0, true},                      // the first report
+		{time.Second, 20, 0, false},           // no total, too soon
+		{6 * time.Second, 30, 0, true},        // no total, a while later
+		{7 * time.Second, 30, 1000, true},     // the total came: 3%
+		{8 * time.Second, 70, 1000, false},    // 7%: less than a step
+		{9 * time.Second, 80, 1000, true},     // 8%: a step
+		{30 * time.Second, 80, 1000, false},   // no progress, however long
+		{31 * time.Second, 81, 1000, true},    // a while later, any progress
+		{32 * time.Second, 1000, 1000, true},  // done
+		{33 * time.Second, 5000, 1000, false}, // odd bytes past the total stay at 100%
+	}
+	for i, s := range steps {
+		b.Reset()
+		rep.report(detail(s.bytes, s.total), t0.Add(s.at))
+		if said := b.Len() > 0; said != s.said {
+			t.Errorf("step %d (%d of %d at %s): said %q, want a line: %v", i, s.bytes, s.total, s.at, b.String(), s.said)
+		}
+	}
+	b.Reset()
+	rep = newPullReporter(&b)
+	rep.report(detail(550, 1000), t0)
+	if want := "job abcdef01 rank 0 on fedcba98: pulling img 55% (550 B of 1000 B)\n"; b.String() != want {
+		t.Errorf("line %q, want %q", b.String(), want)
+	}
+}
+
 func TestSubmit_ArgumentsAfterCommandBelongToTheJob(t *testing.T) {
 	cases := []struct {
 		name    string
@@ -296,6 +428,16 @@ func TestSubmit_BadValuesAreRejectedBeforeSending(t *testing.T) {
 		{"secret env also in env", []string{"--env", "K=1", "--secret-env", "K=2", "true"}, exitError, "Error: --secret-env: K is in env too; give it once"},
 		{"empty program", []string{"--", ""}, exitError, "Error: command: empty"},
 		{"request ID too long", []string{"--request-id", strings.Repeat("r", 200), "true"}, exitError, "Error: --request-id: longer than"},
+		{"bad image", []string{"--image", "My Image", "true"}, exitError, `Error: --image: "My Image" holds a space`},
+		{"bad pull policy", []string{"--image", "busybox", "--image-pull", "sometimes", "true"}, exitError,
+			`Error: --image-pull: "sometimes": want if-not-present, always or never`},
+		{"mount that does not parse", []string{"--image", "busybox", "--mount", "/data", "true"}, exitUsage,
+			`Error: --mount: invalid mount "/data": want SRC:DST or SRC:DST:ro`},
+		{"relative mount", []string{"--image", "busybox", "--mount", "data:/data", "true"}, exitError,
+			`Error: --mount: source "data": want an absolute path`},
+		{"mount without image", []string{"--mount", "/data:/data", "true"}, exitError, "Error: --mount: set, but the job has no image"},
+		{"shm size that does not parse", []string{"--image", "busybox", "--shm-size", "big", "true"}, exitUsage, `Error: --shm-size: invalid size "big"`},
+		{"shm size too big", []string{"--image", "busybox", "--shm-size", "2T", "true"}, exitError, "Error: --shm-size: 2T is out of range 0..1T"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -473,8 +615,14 @@ array: 0-99%8
 spread: true
 preemptible: true
 preempt_grace: 45s
+image: nvcr.io/nvidia/pytorch:24.01-py3
+image_pull: never
+mounts: ["/data:/data:ro", /scratch:/scratch]
+shm_size: 64G
 `
 	flags := []string{
+		"--image", "nvcr.io/nvidia/pytorch:24.01-py3", "--image-pull", "never", "--mount", "/data:/data:ro",
+		"--mount", "/scratch:/scratch", "--shm-size", "64G",
 		"--name", "train", "--workdir", "/data", "--nodes", "2", "--gpus", "8", "--gpu-model", "H100",
 		"--gpu-mem", "80G", "--cpus", "32", "--mem", "1.5T", "--priority", "-7", "--restarts", "2",
 		"--time-limit", "2h", "--signal", "sigusr2@10m", "--env", "LR=3e-4", "--env", "SEED=1",
@@ -529,6 +677,9 @@ func TestSubmit_FileErrorsNameTheField(t *testing.T) {
 		{"wrong type", "command: [x]\ngpus: two\n", "job.yaml: line 2: cannot unmarshal !!str `two` into int"},
 		{"bad value after a wrong type", "command: [x]\ngpus: two\nmem: 12Q\n", `job.yaml: line 3: mem: invalid size "12Q"`},
 		{"key given twice", "command: [x]\ngpus: 1\ngpus: 2\n", `job.yaml: line 3: mapping key "gpus" already defined at line 2`},
+		{"bad mount", "command: [x]\nimage: busybox\nmounts: [\"/data:/data\", /data]\n", `job.yaml: line 3: mounts: invalid mount "/data": want SRC:DST`},
+		{"mount as a map", "command: [x]\nimage: busybox\nmounts: [{source: /a, target: /b}]\n", "job.yaml: line 3: mounts: want one value written as the flag takes it"},
+		{"bad shm size", "command: [x]\nimage: busybox\nshm_size: huge\n", `job.yaml: line 3: shm_size: invalid size "huge"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,7 +13,9 @@ import (
 // applyAllocUpdate records allocation progress reported by the node that runs
 // them. Updates for allocations of other nodes (fencing) or unknown ones are
 // skipped and listed in the returned error; the others still apply. Moves
-// backwards and updates to finished allocations are ignored.
+// backwards and updates to finished allocations are ignored, except that a
+// pending report of a pending allocation records how far its image pull
+// got (Allocation.Pull, cleared when the allocation runs or ends).
 func (s *state) applyAllocUpdate(l *raft.Log) any {
 	var req structs.AllocUpdateRequest
 	decode(l, &req)
@@ -38,12 +40,20 @@ func (s *state) updateAlloc(nodeID string, u *structs.AllocUpdate, index uint64)
 	}
 	switch u.State {
 	case structs.AllocPending:
-		return nil // never a move forward
+		// Never a move forward; it may say how far the image pull got.
+		if a.State == structs.AllocPending && u.Pull != nil {
+			if p := pullProgress(u.Pull); a.Pull == nil || *a.Pull != p {
+				a.Pull = &p
+				a.ModifyIndex = index
+			}
+		}
+		return nil
 	case structs.AllocRunning:
 		if a.State == structs.AllocPending {
 			a.State = structs.AllocRunning
 			a.StartedAt = u.At
 			a.RunAs = clip(u.RunAs, structs.MaxNameLen)
+			a.Pull = nil
 			a.ModifyIndex = index
 		}
 		return nil
@@ -63,6 +73,7 @@ func (s *state) endAlloc(a *structs.Allocation, u *structs.AllocUpdate, index ui
 	a.FinishedAt = u.At
 	a.ExitCode = u.ExitCode
 	a.Reason = u.Reason
+	a.Pull = nil // a failed pull says so in the reason
 	a.ModifyIndex = index
 	s.release(a)
 	if a.State != structs.AllocSucceeded {
@@ -185,6 +196,20 @@ func failure(j *structs.Job, a *structs.Allocation) string {
 		return fmt.Sprintf("rank %d %s", a.Rank, what)
 	}
 	return what
+}
+
+// pullProgress is a copy of a node's pull report as the state keeps it:
+// the image cut to MaxImageRefLen, the byte counts not negative and the
+// bytes not past a known total.
+func pullProgress(p *structs.PullProgress) structs.PullProgress {
+	c := *p
+	c.Image = clip(c.Image, structs.MaxImageRefLen)
+	c.Total = max(c.Total, 0)
+	c.Bytes = max(c.Bytes, 0)
+	if c.Total > 0 {
+		c.Bytes = min(c.Bytes, c.Total)
+	}
+	return c
 }
 
 // clip cuts s to at most n bytes.

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -251,5 +252,84 @@ func TestFSM_Cancel_RunningJobWithoutLiveAllocsEndsAtOnce(t *testing.T) {
 	j := h.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: "j", At: t0}).(*structs.Job)
 	if j.State != structs.JobCancelled || j.Reason != "cancelled by user" {
 		t.Fatalf("job: %+v", j)
+	}
+}
+
+func TestFSM_AllocUpdate_PendingPullProgressIsKeptUntilTheAllocationRuns(t *testing.T) {
+	h := newHarness(t)
+	h.register(node("n1", 1))
+	h.submit("j", spec(1, 0))
+	h.place("j", alloc("a0", "n1", 0))
+	pull := func(p structs.PullProgress) {
+		h.apply(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: "n1", Updates: []structs.AllocUpdate{
+			{AllocID: "a0", State: structs.AllocPending, At: h.at(), Pull: &p},
+		}})
+	}
+	sent := structs.PullProgress{Image: "pytorch:24.01", Bytes: 100, Total: 1000, At: h.at()}
+	pull(sent)
+	a := h.alloc("a0")
+	if a.State != structs.AllocPending || a.Pull == nil || *a.Pull != sent || a.ModifyIndex != h.idx {
+		t.Fatalf("alloc after a pull report: %+v (pull %+v), want pending with %+v at index %d", a, a.Pull, sent, h.idx)
+	}
+	sent.Bytes = 200 // the state keeps a copy, not the sender's value
+	if h.alloc("a0").Pull.Bytes != 100 {
+		t.Fatal("the stored pull progress shares memory with the report")
+	}
+
+	// The same report again changes nothing.
+	before, index := h.f.Hash(), h.alloc("a0").ModifyIndex
+	pull(structs.PullProgress{Image: "pytorch:24.01", Bytes: 100, Total: 1000, At: a.Pull.At})
+	if h.f.Hash() != before || h.alloc("a0").ModifyIndex != index {
+		t.Fatal("a repeated pull report changed the state")
+	}
+
+	// A node's odd numbers are bounded: a long image is cut, counts are
+	// not negative and the bytes not past a known total.
+	pull(structs.PullProgress{Image: strings.Repeat("i", 4*structs.MaxImageRefLen), Bytes: -5, Total: -1})
+	if p := h.alloc("a0").Pull; len(p.Image) != structs.MaxImageRefLen || p.Bytes != 0 || p.Total != 0 {
+		t.Fatalf("pull progress %+v, want the image cut to %d bytes and counts of 0", p, structs.MaxImageRefLen)
+	}
+	pull(structs.PullProgress{Image: "x", Bytes: 5000, Total: 1000})
+	if p := h.alloc("a0").Pull; p.Bytes != 1000 {
+		t.Fatalf("bytes %d past the total 1000", p.Bytes)
+	}
+
+	h.mustUpdate("n1", "a0", structs.AllocRunning, 0, "")
+	if a := h.alloc("a0"); a.Pull != nil {
+		t.Fatalf("a running allocation still says it pulls: %+v", a.Pull)
+	}
+	before = h.f.Hash()
+	pull(structs.PullProgress{Image: "x", Bytes: 1})
+	if h.f.Hash() != before || h.alloc("a0").Pull != nil {
+		t.Fatal("a pull report for a running allocation changed it")
+	}
+}
+
+func TestFSM_AllocUpdate_AFailedPullEndsWithItsReasonAndNoProgress(t *testing.T) {
+	h := newHarness(t)
+	h.register(node("n1", 0))
+	h.submit("j", spec(1, 0))
+	h.place("j", alloc("a0", "n1", 0))
+	h.apply(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: "n1", Updates: []structs.AllocUpdate{
+		{AllocID: "a0", State: structs.AllocPending, At: h.at(), Pull: &structs.PullProgress{Image: "x", Bytes: 10, Total: 100}},
+	}})
+	h.mustUpdate("n1", "a0", structs.AllocFailed, -1, "pull x: manifest unknown")
+	if a := h.alloc("a0"); a.State != structs.AllocFailed || a.Pull != nil || a.Reason != "pull x: manifest unknown" {
+		t.Fatalf("alloc after a failed pull: %s %q, pull %+v; want failed with the reason and no progress", a.State, a.Reason, a.Pull)
+	}
+}
+
+func TestFSM_AllocUpdate_PullReportOfAnotherNodeIsRefused(t *testing.T) {
+	h := newHarness(t)
+	h.register(node("n1", 0))
+	h.register(node("n2", 0))
+	h.submit("j", spec(1, 0))
+	h.place("j", alloc("a0", "n1", 0))
+	err := h.applyErr(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: "n2", Updates: []structs.AllocUpdate{
+		{AllocID: "a0", State: structs.AllocPending, At: h.at(), Pull: &structs.PullProgress{Image: "x", Bytes: 10}},
+	}})
+	wantErrIs(t, err, ErrWrongNode)
+	if a := h.alloc("a0"); a.Pull != nil {
+		t.Fatalf("another node's report set the pull progress: %+v", a.Pull)
 	}
 }

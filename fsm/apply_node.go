@@ -60,10 +60,10 @@ func validateNode(n *structs.Node) error {
 	if len(n.GPUDriver) > maxVersionLen || len(n.CUDAVersion) > maxVersionLen {
 		return fmt.Errorf("node %s: %w: GPU driver or CUDA version longer than %d bytes", n.ID, ErrInvalidRequest, maxVersionLen)
 	}
-	if e := n.Containers; e != nil && (len(e.Engine) > structs.MaxEngineFieldLen ||
-		len(e.APIVersion) > structs.MaxEngineFieldLen || len(e.Error) > structs.MaxEngineErrorLen) {
-		return fmt.Errorf("node %s: %w: container engine name or API version longer than %d bytes, or error longer than %d",
-			n.ID, ErrInvalidRequest, structs.MaxEngineFieldLen, structs.MaxEngineErrorLen)
+	if n.Containers != nil {
+		if err := n.Containers.Validate(); err != nil {
+			return fmt.Errorf("node %s: %w: %w", n.ID, ErrInvalidRequest, err)
+		}
 	}
 	if n.LinkMbps < 0 {
 		return fmt.Errorf("node %s: %w: link speed %d Mb/s is negative", n.ID, ErrInvalidRequest, n.LinkMbps)

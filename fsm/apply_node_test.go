@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -117,17 +119,31 @@ func TestFSM_NodeAllocsLostWithoutRestartsFailsTheJob(t *testing.T) {
 func TestFSM_NodeRegisterKeepsTheContainerEngineAndBoundsIt(t *testing.T) {
 	h := newHarness(t)
 	n := node("n1", 0)
-	n.Containers = &structs.ContainerEngine{Engine: "docker 20.10.21", APIVersion: "1.41"}
+	n.Containers = &structs.ContainerEngine{Engine: "docker 20.10.21", APIVersion: "1.41", GPUs: true,
+		Images: []string{"busybox:latest"}, AllowMounts: []string{"/data"}}
 	h.register(n)
 	got, _ := h.f.Node("n1")
-	if got.Containers == nil || *got.Containers != *n.Containers {
+	if !got.Containers.Equal(n.Containers) {
 		t.Fatalf("registered container engine = %+v, want %+v", got.Containers, n.Containers)
 	}
 	before := h.f.Hash()
-	long := node("n1", 0)
-	long.Containers = &structs.ContainerEngine{Error: strings.Repeat("x", structs.MaxEngineErrorLen+1)}
-	if err := h.applyErr(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: long, At: h.at()}); !errors.Is(err, ErrInvalidRequest) {
-		t.Errorf("register with a %d-byte engine error = %v, want ErrInvalidRequest", len(long.Containers.Error), err)
+	many := make([]string, structs.MaxEngineImages+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("img:%d", i)
+	}
+	for name, e := range map[string]structs.ContainerEngine{
+		"a long engine error":    {Error: strings.Repeat("x", structs.MaxEngineErrorLen+1)},
+		"too many images":        {Engine: "docker", Images: many},
+		"a long image reference": {Engine: "docker", Images: []string{strings.Repeat("i", structs.MaxImageRefLen+1)}},
+		"too many allowed mounts": {Engine: "docker",
+			AllowMounts: slices.Repeat([]string{"/data"}, structs.MaxMounts+1)},
+		"a relative allowed mount": {Engine: "docker", AllowMounts: []string{"data"}},
+	} {
+		bad := node("n1", 0)
+		bad.Containers = &e
+		if err := h.applyErr(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: bad, At: h.at()}); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("register with %s = %v, want ErrInvalidRequest", name, err)
+		}
 	}
 	if h.f.Hash() != before {
 		t.Error("a refused registration changed state")

@@ -26,7 +26,10 @@ func richState(t *testing.T) *harness {
 	n1.GPUSource, n1.Version = "simulated", "0.1.0"
 	n1.LinkMbps, n1.MasterPorts = 100000, structs.PortRange{Min: 29000, Max: 29999}
 	h.register(n1)
-	h.register(node("n2", 2))
+	n2 := node("n2", 2)
+	n2.Containers = &structs.ContainerEngine{Engine: "docker 20.10.21", APIVersion: "1.41", GPUs: true,
+		Images: []string{"busybox:latest"}, AllowMounts: []string{"/data"}}
+	h.register(n2)
 	n3 := node("n3", 0)
 	n3.Status = structs.NodeDown
 	h.register(n3)
@@ -63,6 +66,16 @@ func richState(t *testing.T) *harness {
 	h.place("killed", alloc("killed0", "n1", 0))
 	h.mustUpdate("n1", "killed0", structs.AllocKilled, 137, "killed: node drained")
 
+	img := spec(1, 0)
+	img.Image, img.ImagePull, img.ShmSizeMiB = "nvcr.io/nvidia/pytorch:24.01-py3", structs.PullAlways, 64<<10
+	img.Mounts = []structs.Mount{{Source: "/data", Target: "/data", ReadOnly: true}}
+	h.submit("pull", img)
+	h.place("pull", alloc("pull0", "n2", 0))
+	h.apply(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: "n2", Updates: []structs.AllocUpdate{
+		{AllocID: "pull0", State: structs.AllocPending, At: h.at(),
+			Pull: &structs.PullProgress{Image: img.Image, Bytes: 1 << 30, Total: 5 << 30, At: h.at()}},
+	}})
+
 	late := spec(1, 0)
 	late.TimeLimit = structs.Duration(time.Hour)
 	late.Signal = &structs.TimeSignal{Name: "USR1", Before: structs.Duration(time.Minute)}
@@ -94,6 +107,9 @@ func TestFSM_SnapshotRoundTripsEveryRecord(t *testing.T) {
 	}
 	if err := checkIndexes(g.st); err != nil {
 		t.Fatalf("restored indexes: %v", err)
+	}
+	if a, _ := g.Alloc("pull0"); a == nil || a.Pull == nil || a.Pull.Bytes != 1<<30 {
+		t.Fatalf("restored pulling allocation %+v lost its pull progress", a)
 	}
 	if got, ok := g.JobByRequestID("req-1"); !ok || got.ID != "queued" {
 		t.Fatal("restored FSM lost the request id index")

@@ -25,9 +25,11 @@
 // Placement is a pure function (DESIGN.md §1.3): no clock (the leader
 // passes the time in), no I/O, no goroutines and no randomness, so the same
 // state, jobs and time always give the same plan. Each job goes through a
-// short pipeline: cheap filters (node ready, constraints, GPU model and
+// short pipeline: cheap filters (node ready, constraints, for a job with an
+// image the node's container engine and allowed mounts, GPU model and
 // memory, free GPUs, CPUs, memory, the reservation), a scorer (binpack or
-// spread), and a pick, found through an index of nodes by free GPU count;
+// spread, ties to a node that holds the job's image), and a pick, found
+// through an index of nodes by free GPU count;
 // inside the chosen node, BestGPUs picks the best-connected free GPUs
 // (NVLink, then PCIe switch, then NUMA node).
 // One accounting object, the ledger, hands out GPUs and can never hand one

@@ -23,6 +23,14 @@ type request struct {
 	mem    int64
 	// constraints are Spec.Constraints sorted by key.
 	constraints []label
+	// container is set for a job with an image: it needs an engine that
+	// answers, one that hands out GPUs when it asks for some on real ones,
+	// and a node that allows each of mounts, the mount sources.
+	container bool
+	mounts    []string
+	// holders says, per ledger node, whether it holds the job's image
+	// (ledger.holders); nil when no node does.
+	holders []bool
 	// modelOK says, per ledger model, whether it matches model.
 	modelOK []bool
 	// end is when the job would end if it started now (unix nanoseconds;
@@ -69,7 +77,41 @@ func newRequest(j *structs.Job, l *ledger) (*request, error) {
 	for i, m := range l.models {
 		r.modelOK[i] = strings.Contains(m, r.model)
 	}
+	if s.Image != "" {
+		r.container = true
+		for _, m := range s.Mounts {
+			r.mounts = append(r.mounts, m.Source)
+		}
+		r.holders = l.holders(s.Image)
+	}
 	return r, nil
+}
+
+// simulatedGPUs is the Node.GPUSource of simulated GPUs (gpu.SourceSimulated):
+// a container needs no engine support to get them.
+const simulatedGPUs = "simulated"
+
+// containerFit checks the node's container engine for a job with an
+// image: the engine answers, can hand out the node's GPUs when the job
+// asks for some (simulated GPUs need nothing of it), and the node allows
+// every mount source. It returns the first failing filter and, for a
+// mount, its source.
+func (r *request) containerFit(n *structs.Node) (reasonCode, string) {
+	e := n.Containers
+	switch {
+	case e == nil || (e.Engine == "" && e.Error == ""):
+		return reasonNoEngine, ""
+	case !e.Answers():
+		return reasonEngineDown, ""
+	case r.gpus > 0 && !e.GPUs && n.GPUSource != simulatedGPUs:
+		return reasonEngineGPUs, ""
+	}
+	for _, src := range r.mounts {
+		if !structs.MountAllowed(src, e.AllowMounts) {
+			return reasonMount, src
+		}
+	}
+	return reasonNone, ""
 }
 
 // matches reports whether a GPU has the model and memory the job asks for.
@@ -85,6 +127,13 @@ const (
 	reasonNone reasonCode = iota
 	reasonStatus
 	reasonConstraint
+	// The container filters of a job with an image: no engine, an engine
+	// that does not answer, one that cannot hand out the node's GPUs, a
+	// mount source the node does not allow.
+	reasonNoEngine
+	reasonEngineDown
+	reasonEngineGPUs
+	reasonMount
 	reasonModel
 	reasonGPUMem
 	reasonGPUs
@@ -109,20 +158,19 @@ type fit struct {
 	// cpusLeft is how many CPUs the node keeps after the rank; MaxInt when
 	// the node does not track CPUs.
 	cpusLeft int
-	score    float64
+	// cached is set when the node holds the job's image, so it starts
+	// without a pull.
+	cached bool
+	score  float64
 }
 
 // check runs the filters for one rank of r on one node. It returns
 // reasonNone and the fit when the node passes, else the first failing filter
-// and its argument (the node status, or the constraint key).
+// and its argument (the node status, the constraint key, or the mount
+// source).
 func (r *request) check(i int, ns *nodeState) (fit, reasonCode, string) {
-	if !ns.ready {
-		return fit{}, reasonStatus, string(ns.node.Status)
-	}
-	for _, c := range r.constraints {
-		if v, ok := ns.node.Labels[c.key]; !ok || v != c.value {
-			return fit{}, reasonConstraint, c.key
-		}
+	if code, arg := r.static(ns); code != reasonNone {
+		return fit{}, code, arg
 	}
 	matching := ns.freeGPUs
 	if r.model != "" || r.gpuMem > 0 {
@@ -162,7 +210,26 @@ func (r *request) check(i int, ns *nodeState) (fit, reasonCode, string) {
 	if ns.memTracked && r.mem > 0 && ns.freeMem < r.mem {
 		return fit{}, reasonMem, ""
 	}
-	return fit{node: i, gpusLeft: matching - r.gpus, cpusLeft: cpusLeft}, reasonNone, ""
+	return fit{node: i, gpusLeft: matching - r.gpus, cpusLeft: cpusLeft, cached: r.holders != nil && r.holders[i]}, reasonNone, ""
+}
+
+// static runs the filters that look at the node alone, not at what is in
+// use there: ready, every constraint, and the container engine and mounts
+// of a job with an image. It returns the first failing filter and its
+// argument, or reasonNone.
+func (r *request) static(ns *nodeState) (reasonCode, string) {
+	if !ns.ready {
+		return reasonStatus, string(ns.node.Status)
+	}
+	for _, c := range r.constraints {
+		if v, ok := ns.node.Labels[c.key]; !ok || v != c.value {
+			return reasonConstraint, c.key
+		}
+	}
+	if r.container {
+		return r.containerFit(ns.node)
+	}
+	return reasonNone, ""
 }
 
 // shortOf names why a node has too few free matching GPUs: the most common
@@ -193,7 +260,7 @@ func (r *request) shortOf(ns *nodeState, matching int) reasonCode {
 type tally struct {
 	counts [numReasons]int
 	// byArg splits the reasons that carry an argument (status, constraint,
-	// the reservation's text).
+	// the mount source, the reservation's text).
 	byArg map[reasonKey]int
 }
 
@@ -203,7 +270,7 @@ type reasonKey struct {
 }
 
 func (t *tally) add(code reasonCode, arg string) {
-	if code == reasonStatus || code == reasonConstraint || code == reasonReserved {
+	if code == reasonStatus || code == reasonConstraint || code == reasonMount || code == reasonReserved {
 		if t.byArg == nil {
 			t.byArg = make(map[reasonKey]int)
 		}
@@ -249,6 +316,14 @@ func reasonText(r *request, code reasonCode, arg string) string {
 		return "node " + arg
 	case reasonConstraint:
 		return "missing constraint " + arg + "=" + r.job.Spec.Constraints[arg]
+	case reasonNoEngine:
+		return "no container engine"
+	case reasonEngineDown:
+		return "container engine not answering"
+	case reasonEngineGPUs:
+		return "container engine cannot hand out NVIDIA GPUs"
+	case reasonMount:
+		return "mount " + arg + " not allowed (--allow-mount)"
 	case reasonModel:
 		return "gpu_model " + r.job.Spec.GPUModel + " required"
 	case reasonGPUMem:

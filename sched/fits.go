@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/skein-dev/skein/structs"
@@ -11,8 +12,10 @@ import (
 // It wraps ErrNeverFits.
 type FitError struct {
 	// Field is the JobSpec field no node is big enough for ("gpus", "cpus",
-	// "memory_mib"), or "" when every field fits some node but no node
-	// fits them all at once.
+	// "memory_mib") or has what it needs for ("image": a container engine
+	// that answers; "gpus": one that hands out GPUs; "mounts": a node that
+	// allows them), or "" when every field fits some node but no node fits
+	// them all at once.
 	Field string
 	// Msg is the whole message, e.g. "no node has 12 GPUs; largest has 8".
 	Msg string
@@ -25,23 +28,39 @@ func (e *FitError) Unwrap() error { return ErrNeverFits }
 
 // CheckFits returns an error when no node in nodes could EVER run one rank
 // of spec, even idle, counting only per-node capacity in GPUs, CPUs and
-// memory (healthy or not, ignoring usage, status, model and labels). A node
-// that reports 0 CPUs (or 0 memory) does not track them and fits any amount.
-// With no nodes it returns ErrNoNodes; otherwise a *FitError, or nil when
-// some node could.
+// memory (healthy or not, ignoring usage, status, model and labels), and,
+// for a job with an image, the node's container engine: it must answer,
+// hand out the node's GPUs when the job asks for some, and the node must
+// allow every mount. A node that reports 0 CPUs (or 0 memory) does not
+// track them and fits any amount. With no nodes it returns ErrNoNodes;
+// otherwise a *FitError, or nil when some node could.
 func CheckFits(nodes []*structs.Node, spec structs.JobSpec) error {
+	var registered []*structs.Node
+	for _, n := range nodes {
+		if n != nil {
+			registered = append(registered, n)
+		}
+	}
+	if len(registered) == 0 {
+		return ErrNoNodes
+	}
+	hosts, who := registered, "node"
+	if spec.Image != "" {
+		var err error
+		if hosts, err = containerHosts(registered, spec); err != nil {
+			return err
+		}
+		if len(hosts) < len(registered) {
+			who = "node that can run the container"
+		}
+	}
 	var (
-		found                      bool
 		maxGPUs, maxCPUs           int
 		maxMem                     int64
 		cpuUntracked, memUntracked bool
 		mem                        = int64(spec.MemoryMiB)
 	)
-	for _, n := range nodes {
-		if n == nil {
-			continue
-		}
-		found = true
+	for _, n := range hosts {
 		gpusOK := spec.GPUs <= len(n.GPUs)
 		cpusOK := n.CPUs == 0 || spec.CPUs <= n.CPUs
 		memOK := n.MemoryMiB == 0 || mem <= n.MemoryMiB
@@ -55,15 +74,13 @@ func CheckFits(nodes []*structs.Node, spec structs.JobSpec) error {
 		memUntracked = memUntracked || n.MemoryMiB == 0
 	}
 	switch {
-	case !found:
-		return ErrNoNodes
 	case spec.GPUs > maxGPUs:
-		return &FitError{Field: "gpus", Msg: fmt.Sprintf("no node has %s; largest has %d", plural(spec.GPUs, "GPU"), maxGPUs)}
+		return &FitError{Field: "gpus", Msg: fmt.Sprintf("no %s has %s; largest has %d", who, plural(spec.GPUs, "GPU"), maxGPUs)}
 	case !cpuUntracked && spec.CPUs > maxCPUs:
-		return &FitError{Field: "cpus", Msg: fmt.Sprintf("no node has %s; largest has %d", plural(spec.CPUs, "CPU"), maxCPUs)}
+		return &FitError{Field: "cpus", Msg: fmt.Sprintf("no %s has %s; largest has %d", who, plural(spec.CPUs, "CPU"), maxCPUs)}
 	case !memUntracked && mem > maxMem:
-		return &FitError{Field: "memory_mib", Msg: fmt.Sprintf("no node has %s memory; largest has %s",
-			structs.FormatMiB(mem), structs.FormatMiB(maxMem))}
+		return &FitError{Field: "memory_mib", Msg: fmt.Sprintf("no %s has %s memory; largest has %s",
+			who, structs.FormatMiB(mem), structs.FormatMiB(maxMem))}
 	}
 	var parts []string
 	if spec.GPUs > 0 {
@@ -77,5 +94,69 @@ func CheckFits(nodes []*structs.Node, spec structs.JobSpec) error {
 	}
 	last := len(parts) - 1
 	list := strings.Join(parts[:last], ", ") + " and " + parts[last]
-	return &FitError{Msg: "no node has " + list + " together"}
+	return &FitError{Msg: "no " + who + " has " + list + " together"}
+}
+
+// containerHosts returns the nodes that could run the container of spec,
+// a job with an image, as the placement filters judge their engines, or a
+// *FitError naming the first thing no node has: an engine that answers, one
+// that hands out GPUs, a node that allows the mounts.
+func containerHosts(nodes []*structs.Node, spec structs.JobSpec) ([]*structs.Node, error) {
+	var answering, withGPUs, hosts []*structs.Node
+	for _, n := range nodes {
+		if !n.Containers.Answers() {
+			continue
+		}
+		answering = append(answering, n)
+		if spec.GPUs > 0 && !n.Containers.GPUs && n.GPUSource != simulatedGPUs {
+			continue
+		}
+		withGPUs = append(withGPUs, n)
+		if mountsAllowed(spec.Mounts, n.Containers.AllowMounts) {
+			hosts = append(hosts, n)
+		}
+	}
+	switch {
+	case len(answering) == 0:
+		return nil, &FitError{Field: "image", Msg: fmt.Sprintf(
+			"no node can run image %s: none has a container engine that answers (skein nodes shows each node's engine)", spec.Image)}
+	case len(withGPUs) == 0:
+		return nil, &FitError{Field: "gpus", Msg: "no node can give the container GPUs: " +
+			"no node's container engine has the nvidia runtime or CDI"}
+	case len(hosts) > 0:
+		return hosts, nil
+	}
+	who := "node with a container engine"
+	if len(withGPUs) < len(answering) {
+		who = "node whose container engine can hand out GPUs"
+	}
+	for _, m := range spec.Mounts {
+		if !slices.ContainsFunc(withGPUs, func(n *structs.Node) bool {
+			return structs.MountAllowed(m.Source, n.Containers.AllowMounts)
+		}) {
+			return nil, &FitError{Field: "mounts", Msg: fmt.Sprintf("no %s allows mount %s (skein agent --allow-mount)", who, m.Source)}
+		}
+	}
+	return nil, &FitError{Field: "mounts", Msg: fmt.Sprintf("no %s allows all of the mounts %s (skein agent --allow-mount)",
+		who, mountSources(spec.Mounts))}
+}
+
+// mountsAllowed reports whether every mount's source lies under a
+// directory of allow.
+func mountsAllowed(mounts []structs.Mount, allow []string) bool {
+	for _, m := range mounts {
+		if !structs.MountAllowed(m.Source, allow) {
+			return false
+		}
+	}
+	return true
+}
+
+// mountSources lists the sources of mounts for people: "/a, /b".
+func mountSources(mounts []structs.Mount) string {
+	srcs := make([]string, len(mounts))
+	for i, m := range mounts {
+		srcs[i] = m.Source
+	}
+	return strings.Join(srcs, ", ")
 }

@@ -29,6 +29,8 @@ type ledger struct {
 	// nodes with k free GPUs, ordered by (cpuKey, ledger index), which is
 	// the order better ranks fits of equal score in.
 	byFree [][]int32
+	// imageHolders memoizes holders per image reference.
+	imageHolders map[string][]bool
 }
 
 // nodeState is what one node has left in this pass.
@@ -184,6 +186,30 @@ func buildLedger(nodes []*structs.Node, allocs []*structs.Allocation, end func(*
 	}
 	l.buildIndex()
 	return l
+}
+
+// holders says, per node, whether it holds the image ref (its engine
+// lists it, ContainerEngine.Holds), or nil when no node does. It is worked
+// out once per image and pass: a pass over many jobs of one image pays for
+// one walk of the nodes' image lists.
+func (l *ledger) holders(ref string) []bool {
+	if h, ok := l.imageHolders[ref]; ok {
+		return h
+	}
+	var h []bool
+	for i := range l.nodes {
+		if l.nodes[i].node.Containers.Holds(ref) {
+			if h == nil {
+				h = make([]bool, len(l.nodes))
+			}
+			h[i] = true
+		}
+	}
+	if l.imageHolders == nil {
+		l.imageHolders = make(map[string][]bool)
+	}
+	l.imageHolders[ref] = h
+	return h
 }
 
 // outOfService names the health state that keeps work off a GPU.

@@ -119,6 +119,9 @@ type shape struct {
 	gpuMem, mem       int64
 	model             string
 	constraints       string
+	// container is "" for a job without an image, else a mark followed by
+	// the mount sources.
+	container string
 	// class is how the job stands to the reservation: see placer.class.
 	class uint8
 }
@@ -138,6 +141,15 @@ func shapeOf(j *structs.Job, class uint8) shape {
 			b.WriteByte(0)
 		}
 		sh.constraints = b.String()
+	}
+	if s.Image != "" {
+		var b strings.Builder
+		b.WriteByte(1)
+		for _, m := range s.Mounts {
+			b.WriteString(m.Source)
+			b.WriteByte(0)
+		}
+		sh.container = b.String()
 	}
 	return sh
 }
@@ -210,10 +222,11 @@ func (p *placer) fit(r *request) ([]structs.Allocation, string) {
 // for r exactly as scoring every node would: the score must depend only on
 // the node's free matching GPUs, which must be all its free GPUs (no model
 // or GPU-memory filter, or a uniform inventory), and ties must fall to free
-// CPUs, then node index. A scorer that looks at anything else must return
+// CPUs, then node index: so no node may hold the job's image, which breaks
+// ties before the CPUs do. A scorer that looks at anything else must return
 // false here for the jobs it scores.
 func (p *placer) indexRanksExactly(r *request) bool {
-	return !p.reference && (p.l.uniform || (r.model == "" && r.gpuMem == 0))
+	return !p.reference && r.holders == nil && (p.l.uniform || (r.model == "" && r.gpuMem == 0))
 }
 
 // scanIndex walks the free-GPU buckets from the best score (binpack: the

@@ -244,16 +244,12 @@ func (c *candidate) usableBy(r *request, l *ledger) bool {
 }
 
 // couldUse reports whether a rank of r could ever run on the node, its
-// current usage aside: ready, with every constraint and a GPU of the
-// model and memory asked for.
+// current usage aside: ready, with every constraint, the container engine
+// and mounts a job with an image needs, and a GPU of the model and memory
+// asked for.
 func (r *request) couldUse(ns *nodeState) bool {
-	if !ns.ready {
+	if code, _ := r.static(ns); code != reasonNone {
 		return false
-	}
-	for _, c := range r.constraints {
-		if v, ok := ns.node.Labels[c.key]; !ok || v != c.value {
-			return false
-		}
 	}
 	if r.gpus == 0 {
 		return true

@@ -53,8 +53,8 @@ type event struct {
 // could ever host one rank, the earliest time it could, given the end of
 // every allocation there (live or granted in this pass); then the r.nodes
 // nodes that are ready first, ties to the lower node ID. It returns nil when
-// fewer than r.nodes nodes could ever host a rank (down, wrong labels or
-// model, or too small), so that job holds nothing back.
+// fewer than r.nodes nodes could ever host a rank (down, wrong labels,
+// container engine or model, or too small), so that job holds nothing back.
 func (p *placer) reserve(r *request) *reservation {
 	type cand struct {
 		node int
@@ -87,13 +87,8 @@ func (p *placer) reserve(r *request) *reservation {
 // reuse.
 func (p *placer) earliest(r *request, i int, evs []event) (int64, bool, []event) {
 	ns := &p.l.nodes[i]
-	if !ns.ready {
+	if code, _ := r.static(ns); code != reasonNone {
 		return 0, false, evs
-	}
-	for _, c := range r.constraints {
-		if v, ok := ns.node.Labels[c.key]; !ok || v != c.value {
-			return 0, false, evs
-		}
 	}
 	evs = evs[:0]
 	gpus, cpus, mem := 0, ns.freeCPUs, ns.freeMem

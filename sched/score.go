@@ -36,12 +36,27 @@ func scorerFor(j *structs.Job) scorer {
 	return binpack
 }
 
-// better orders fits best first: higher score, then fewer CPUs left (binpack
-// again), then the lower node ID, so the pick is deterministic.
+// better orders fits best first: higher score, then a node that holds the
+// job's image (it starts without a pull), then fewer CPUs left (binpack
+// again), then the lower node ID, so the pick is deterministic. The image
+// only breaks ties of the score: a pull costs minutes once, a node broken
+// up for want of a better fit costs every large job after it.
 func better(a, b fit) int {
 	return cmp.Or(
 		cmp.Compare(b.score, a.score),
+		compareBool(b.cached, a.cached),
 		cmp.Compare(a.cpusLeft, b.cpusLeft),
 		cmp.Compare(a.node, b.node),
 	)
+}
+
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }

@@ -11,8 +11,8 @@ import (
 
 // Some value types travel in JSON as objects but are written by people as
 // text: ArraySpec ("0-99%8") and Dependency ("abc123:any") here,
-// TimeSignal ("USR1@90s", timesignal.go) and PortRange ("29500-29999",
-// ports.go). Each has one parse function, used by the flag that sets it
+// TimeSignal ("USR1@90s", timesignal.go), PortRange ("29500-29999",
+// ports.go) and Mount ("/data:/data:ro", containers.go). Each has one parse function, used by the flag that sets it
 // and, through UnmarshalYAML, by job files. They do not implement
 // encoding.TextUnmarshaler: encoding/json would then refuse their object
 // form, and an UnmarshalJSON put back to accept it could not honour the

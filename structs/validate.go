@@ -154,6 +154,9 @@ func (s *JobSpec) Validate() error {
 	if err := s.validateSignal(); err != nil {
 		return err
 	}
+	if err := s.validateContainer(); err != nil {
+		return err
+	}
 	if len(s.Constraints) > MaxLabels {
 		return fieldErr("constraints", "%d constraints, more than the limit of %d", len(s.Constraints), MaxLabels)
 	}

@@ -36,6 +36,10 @@ func fullJobSpec() JobSpec {
 		Array:           &ArraySpec{Start: 0, End: 99, MaxRunning: 8},
 		Preemptible:     true,
 		PreemptGrace:    Duration(45 * time.Second),
+		Image:           "nvcr.io/nvidia/pytorch:24.01-py3",
+		ImagePull:       PullAlways,
+		Mounts:          []Mount{{Source: "/data", Target: "/data", ReadOnly: true}, {Source: "/scratch", Target: "/s"}},
+		ShmSizeMiB:      64 * 1024,
 	}
 }
 
@@ -85,7 +89,21 @@ const fullJobSpecJSON = `{
     "max_running": 8
   },
   "preemptible": true,
-  "preempt_grace": "45s"
+  "preempt_grace": "45s",
+  "image": "nvcr.io/nvidia/pytorch:24.01-py3",
+  "image_pull": "always",
+  "mounts": [
+    {
+      "source": "/data",
+      "target": "/data",
+      "read_only": true
+    },
+    {
+      "source": "/scratch",
+      "target": "/s"
+    }
+  ],
+  "shm_size_mib": 65536
 }`
 
 // checkWire checks that every field of v is set, that v encodes to want,
@@ -163,8 +181,9 @@ func TestNode_JSONIsPinned(t *testing.T) {
 		GPUs:      []GPU{{Index: 0, UUID: "GPU-1", Model: "H100", MemoryMiB: 81920, PCIBusID: "0000:01:00.0", Healthy: true, NUMANode: 0}},
 		GPUSource: "nvml", GPUDriver: "550.54.15", CUDAVersion: "12.4", LinkMbps: 100000,
 		MasterPorts: PortRange{Min: 29500, Max: 29999},
-		Containers:  &ContainerEngine{Engine: "docker 20.10.21", APIVersion: "1.41", GPUs: true},
-		Status:      NodeReady, StatusReason: "joined",
+		Containers: &ContainerEngine{Engine: "docker 20.10.21", APIVersion: "1.41", GPUs: true,
+			Images: []string{"busybox:latest"}, AllowMounts: []string{"/data"}},
+		Status: NodeReady, StatusReason: "joined",
 		StatusAt: at, Role: RoleVoter, Version: "0.1.0", RegisteredAt: at, ModifyIndex: 4,
 	}
 	want := `{
@@ -202,7 +221,13 @@ func TestNode_JSONIsPinned(t *testing.T) {
   "containers": {
     "engine": "docker 20.10.21",
     "api_version": "1.41",
-    "gpus": true
+    "gpus": true,
+    "images": [
+      "busybox:latest"
+    ],
+    "allow_mounts": [
+      "/data"
+    ]
   },
   "status": "ready",
   "status_reason": "joined",
@@ -222,6 +247,7 @@ func TestJobSpec_StrictDecodingRefusesUnknownFieldsInside(t *testing.T) {
 		`{"command":["x"],"array":{"start":0,"end":3,"max_runing":2}}`,
 		`{"command":["x"],"after":[{"job_id":"a","conditon":"any"}]}`,
 		`{"command":["x"],"signal":{"name":"USR1","befor":"1m"}}`,
+		`{"command":["x"],"mounts":[{"source":"/a","target":"/b","readonly":true}]}`,
 	} {
 		dec := json.NewDecoder(bytes.NewReader([]byte(body)))
 		dec.DisallowUnknownFields()
