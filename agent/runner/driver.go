@@ -39,11 +39,11 @@ type driver interface {
 	// to record for it (127 otherwise).
 	start(ctx context.Context, sp spec, in startArgs) (jobHandle, error)
 	// killOrphan kills whatever still runs of a job whose supervisor died,
-	// found from the spec and the record (job.pid) it was started with;
-	// the record is empty when the supervisor died before it wrote one,
-	// perhaps while it was starting the job. Finding nothing left is not
-	// an error.
-	killOrphan(sp spec, rec jobRecord) error
+	// found from the spec, the allocation's directory and the record
+	// (job.pid) it was started with; the record is empty when the
+	// supervisor died before it wrote one, perhaps while it was starting
+	// the job. Finding nothing left is not an error.
+	killOrphan(sp spec, dir string, rec jobRecord) error
 }
 
 // startArgs is what a driver starts a job with besides its spec.

@@ -68,20 +68,22 @@ func startContainer(ctx context.Context, d *engine.Docker, sp spec, in startArgs
 		return nil, err
 	}
 	name := containerName(sp.AllocID)
-	// A container of this name is a leftover of this allocation's own: an
-	// earlier supervisor created (or even started) it and died before it
-	// wrote job.pid. This supervisor holds the allocation's lock, so no
-	// other creates one now, and job.pid is absent (run refuses to start
-	// otherwise), so nobody ever recorded that job as started, and its
-	// runner, which finds it by name, would kill it as an orphan anyway.
-	// Removing it first keeps two copies of the job from ever running
-	// side by side; one that is running when removed had run for nothing.
-	if err := callEngine(ctx, func(ctx context.Context) error { return d.Remove(ctx, name) }); err != nil {
+	allocDir := filepath.Dir(in.dir)
+	// A container of this name and allocation directory is a leftover of
+	// this allocation's own: an earlier supervisor created (or even
+	// started) it and died before it wrote job.pid. This supervisor holds
+	// the allocation's lock, so no other creates one now, and job.pid is
+	// absent (run refuses to start otherwise), so nobody ever recorded
+	// that job as started, and its runner, which finds it by name, would
+	// remove it as an orphan anyway. Removing it first keeps two copies
+	// of the job from ever running side by side; one that is running when
+	// removed had run for nothing.
+	if err := removeByName(ctx, d, name, allocDir); err != nil {
 		return nil, fmt.Errorf("remove the leftover container %s: %w", name, err)
 	}
 	cs := engine.ContainerSpec{
 		Name:     name,
-		Labels:   map[string]string{engine.LabelAlloc: sp.AllocID, engine.LabelAllocDir: filepath.Dir(in.dir)},
+		Labels:   map[string]string{engine.LabelAlloc: sp.AllocID, engine.LabelAllocDir: allocDir},
 		Image:    c.Image,
 		Cmd:      sp.Argv,
 		Env:      sp.Env,
@@ -156,6 +158,33 @@ func pullImage(ctx context.Context, d *engine.Docker, c *containerSpec, in start
 	return nil
 }
 
+// removeByName removes the container called name if it is one of the
+// runner's whose allocation directory is allocDir; a container of that
+// name that is not (another runner shares the engine) is an error, and
+// none at all is fine.
+func removeByName(ctx context.Context, d *engine.Docker, name, allocDir string) error {
+	var st engine.ContainerState
+	err := callEngine(ctx, func(ctx context.Context) error {
+		var err error
+		st, err = d.Inspect(ctx, name)
+		return err
+	})
+	switch {
+	case errors.Is(err, engine.ErrNoContainer):
+		return nil
+	case err != nil:
+		return err
+	case st.Labels[engine.LabelAllocDir] != allocDir:
+		return fmt.Errorf("%w: container %s belongs to allocation directory %q, not %s",
+			errForeignContainer, name, st.Labels[engine.LabelAllocDir], allocDir)
+	}
+	err = callEngine(ctx, func(ctx context.Context) error { return d.Remove(ctx, st.ID) })
+	if errors.Is(err, engine.ErrNoContainer) {
+		return nil
+	}
+	return err
+}
+
 // callEngine runs one call to the engine, bounded by engineCallTimeout.
 func callEngine(ctx context.Context, call func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, engineCallTimeout)
@@ -165,23 +194,28 @@ func callEngine(ctx context.Context, call func(context.Context) error) error {
 
 // killOrphan removes the job's container, found by the ID job.pid
 // records or, when the supervisor died before it wrote one, by the name
-// it would have had.
-func (containerDriver) killOrphan(sp spec, rec jobRecord) error {
+// it would have had (and its allocation directory: dir is the
+// allocation's).
+func (containerDriver) killOrphan(sp spec, dir string, rec jobRecord) error {
 	if sp.Container == nil {
 		return errNoContainerSpec
-	}
-	ref := rec.ContainerID
-	if ref == "" {
-		ref = containerName(sp.AllocID)
 	}
 	d, err := engine.NewDocker(sp.Container.Socket)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
-	err = callEngine(context.Background(), func(ctx context.Context) error { return d.Remove(ctx, ref) })
+	ctx := context.Background()
+	if rec.ContainerID == "" {
+		name := containerName(sp.AllocID)
+		if err := removeByName(ctx, d, name, filepath.Dir(dir)); err != nil {
+			return fmt.Errorf("remove container %s: %w", name, err)
+		}
+		return nil
+	}
+	err = callEngine(ctx, func(ctx context.Context) error { return d.Remove(ctx, rec.ContainerID) })
 	if err != nil && !errors.Is(err, engine.ErrNoContainer) {
-		return fmt.Errorf("remove container %s: %w", ref, err)
+		return fmt.Errorf("remove container %s: %w", rec.ContainerID, err)
 	}
 	return nil
 }

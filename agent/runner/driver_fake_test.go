@@ -99,7 +99,7 @@ func fakePull(ctx context.Context, sp spec, in startArgs, cancellable bool) erro
 
 // killOrphan leaves orphanMarker in the job's workdir, when the job was
 // started.
-func (fakeDriver) killOrphan(sp spec, rec jobRecord) error {
+func (fakeDriver) killOrphan(sp spec, _ string, rec jobRecord) error {
 	if rec.StartedAt.IsZero() {
 		return nil
 	}

@@ -90,7 +90,7 @@ func (processDriver) start(_ context.Context, sp spec, in startArgs) (jobHandle,
 
 // killOrphan kills the job's process group, if its leader still runs;
 // without a record nothing was started.
-func (processDriver) killOrphan(_ spec, rec jobRecord) error {
+func (processDriver) killOrphan(_ spec, _ string, rec jobRecord) error {
 	leader := procRecord{PID: rec.PID, StartTime: rec.StartTime}
 	if !leader.alive() {
 		return nil

@@ -20,26 +20,27 @@ import (
 
 // Errors of this package.
 var (
-	ErrNoAllocDir      = errors.New("no allocation directory configured")
-	ErrInvalidAllocID  = errors.New("invalid allocation id")
-	ErrNoCommand       = errors.New("empty command")
-	ErrUnknownStream   = errors.New("unknown log stream")
-	ErrNoLogs          = errors.New("no logs")
-	ErrStillRunning    = errors.New("allocation still running")
-	ErrClosed          = errors.New("runner is shut down")
-	ErrSupervised      = errors.New("held by another supervisor")
-	ErrSupervisor      = errors.New("cannot start supervisor")
-	ErrUnknownDriver   = errors.New("unknown driver")
-	ErrJobUser         = errors.New("unusable job user")
-	ErrRootRefused     = errors.New("refusing to run the job as root")
-	ErrEnvAllow        = errors.New("invalid job environment allow-list entry")
-	ErrNoEngine        = errors.New("no container engine on this node")
-	ErrMountRefused    = errors.New("mount refused")
-	ErrAllowMount      = errors.New("invalid allowed mount directory")
-	errNoContainerSpec = errors.New("spec has no container section")
-	errBadStat         = errors.New("unexpected /proc stat format")
-	errNoAccount       = errors.New("spec names no account to run the job as")
-	errNotPlainFile    = errors.New("not a plain file")
+	ErrNoAllocDir       = errors.New("no allocation directory configured")
+	ErrInvalidAllocID   = errors.New("invalid allocation id")
+	ErrNoCommand        = errors.New("empty command")
+	ErrUnknownStream    = errors.New("unknown log stream")
+	ErrNoLogs           = errors.New("no logs")
+	ErrStillRunning     = errors.New("allocation still running")
+	ErrClosed           = errors.New("runner is shut down")
+	ErrSupervised       = errors.New("held by another supervisor")
+	ErrSupervisor       = errors.New("cannot start supervisor")
+	ErrUnknownDriver    = errors.New("unknown driver")
+	ErrJobUser          = errors.New("unusable job user")
+	ErrRootRefused      = errors.New("refusing to run the job as root")
+	ErrEnvAllow         = errors.New("invalid job environment allow-list entry")
+	ErrNoEngine         = errors.New("no container engine on this node")
+	ErrMountRefused     = errors.New("mount refused")
+	ErrAllowMount       = errors.New("invalid allowed mount directory")
+	errNoContainerSpec  = errors.New("spec has no container section")
+	errForeignContainer = errors.New("a container of that name is not this allocation's")
+	errBadStat          = errors.New("unexpected /proc stat format")
+	errNoAccount        = errors.New("spec names no account to run the job as")
+	errNotPlainFile     = errors.New("not a plain file")
 )
 
 const (
@@ -664,7 +665,7 @@ func (r *Runner) killOrphan(a *alloc) bool {
 	if started {
 		r.log.Warn("job left without a supervisor; killing what remains of it", "alloc", a.id, "driver", sp.Driver)
 	}
-	if err := d.killOrphan(sp, job); err != nil {
+	if err := d.killOrphan(sp, a.dir, job); err != nil {
 		r.log.Error("cannot kill the job left without a supervisor", "alloc", a.id, "error", err)
 	}
 	return started
