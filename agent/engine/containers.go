@@ -2,10 +2,25 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+	"golang.org/x/sys/unix"
 
 	"github.com/skein-dev/skein/structs"
 )
@@ -26,8 +41,11 @@ var (
 	// ErrUnreachable: the engine did not answer.
 	ErrUnreachable = errors.New("engine unreachable")
 	// ErrNoContainer: no container has that ID or name.
-	ErrNoContainer   = errors.New("no such container")
-	errUnimplemented = errors.New("not implemented yet")
+	ErrNoContainer = errors.New("no such container")
+	// ErrNotRunning: the container is not running (Signal).
+	ErrNotRunning = errors.New("container not running")
+	// ErrNameInUse: another container has the name (Create).
+	ErrNameInUse = errors.New("container name in use")
 )
 
 // GPUMode is how a container is handed its GPUs.
@@ -78,7 +96,8 @@ type PullProgress struct {
 	Bytes, Total int64
 }
 
-// ContainerState is what the engine says of one container.
+// ContainerState is what the engine says of one container (List leaves
+// ExitCode and StartedAt zero: only Inspect knows them).
 type ContainerState struct {
 	ID        string
 	Name      string
@@ -88,68 +107,409 @@ type ContainerState struct {
 	StartedAt time.Time
 }
 
+// pullReportEvery is how often, at most, Pull reports its progress.
+const pullReportEvery = 250 * time.Millisecond
+
+// daemonSaid prefixes the client's text of an error the engine answered.
+const daemonSaid = "Error response from daemon: "
+
 // HasImage reports whether the engine holds the image ref.
 func (d *Docker) HasImage(ctx context.Context, ref string) (bool, error) {
-	return false, errUnimplemented
+	_, err := d.c.ImageInspect(ctx, ref)
+	switch {
+	case err == nil:
+		return true, nil
+	case cerrdefs.IsNotFound(err):
+		return false, nil
+	}
+	return false, d.fail(fmt.Sprintf("inspect image %q", ref), err)
 }
 
 // Pull pulls ref, calling progress (when not nil) as the engine reports
-// how far it got. A failure says why in words: the image does not exist
+// how far it got: at most every pullReportEvery, and once more when the
+// pull succeeded. A failure says why in words: the image does not exist
 // (ErrImageNotFound), the engine did not answer (ErrUnreachable), or what
 // the engine said.
 func (d *Docker) Pull(ctx context.Context, ref string, progress func(PullProgress)) error {
-	return errUnimplemented
+	op := fmt.Sprintf("pull %q", ref)
+	body, err := d.c.ImagePull(ctx, ref, image.PullOptions{})
+	if err != nil {
+		if !unanswered(err) && imageMissing(err, err.Error()) {
+			return imageNotFound(ref, err)
+		}
+		return d.fail(op, err)
+	}
+	defer body.Close()
+	var (
+		layers   = map[string]PullProgress{}
+		reported PullProgress
+		last     time.Time
+	)
+	dec := json.NewDecoder(body)
+	for {
+		var m pullMessage
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: %w", op, ctx.Err())
+			}
+			return d.fail(op, err)
+		}
+		if msg := m.err(); msg != "" {
+			if imageMissing(nil, msg) {
+				return imageNotFound(ref, errors.New(msg))
+			}
+			return fmt.Errorf("%s: %s", op, msg)
+		}
+		m.apply(layers)
+		if now := progressSum(layers); progress != nil && now != reported && time.Since(last) >= pullReportEvery {
+			progress(now)
+			reported, last = now, time.Now()
+		}
+	}
+	if progress != nil {
+		progress(progressSum(layers))
+	}
+	return nil
+}
+
+// pullMessage is one message of the engine's pull stream.
+type pullMessage struct {
+	ID       string `json:"id"`
+	Status   string `json:"status"`
+	Progress *struct {
+		Current int64 `json:"current"`
+		Total   int64 `json:"total"`
+	} `json:"progressDetail"`
+	Error *struct {
+		Message string `json:"message"`
+	} `json:"errorDetail"`
+	ErrorText string `json:"error"`
+}
+
+// err is the message's error, "" when it reports none.
+func (m *pullMessage) err() string {
+	if m.Error != nil && m.Error.Message != "" {
+		return m.Error.Message
+	}
+	return m.ErrorText
+}
+
+// apply records a layer's download progress: its bytes while
+// downloading, and all of them once downloaded. Extraction reports
+// progress too, of another count, and is left out.
+func (m *pullMessage) apply(layers map[string]PullProgress) {
+	if m.ID == "" {
+		return
+	}
+	l := layers[m.ID]
+	switch m.Status {
+	case "Downloading":
+		if m.Progress == nil {
+			return
+		}
+		l = PullProgress{Bytes: m.Progress.Current, Total: m.Progress.Total}
+	case "Download complete", "Pull complete":
+		l.Bytes = l.Total
+	default:
+		return
+	}
+	layers[m.ID] = l
+}
+
+// progressSum adds up the layers' progress.
+func progressSum(layers map[string]PullProgress) PullProgress {
+	var sum PullProgress
+	for _, l := range layers {
+		sum.Bytes += l.Bytes
+		sum.Total += l.Total
+	}
+	return sum
+}
+
+// imageMissing reports whether the engine's answer err (or, from the pull
+// stream, its text msg) says that the image or its repository does not
+// exist.
+func imageMissing(err error, msg string) bool {
+	if cerrdefs.IsNotFound(err) {
+		return true
+	}
+	msg = strings.ToLower(msg)
+	for _, s := range []string{"not found", "manifest unknown", "pull access denied", "repository does not exist", "no such image"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// imageNotFound is ErrImageNotFound for ref, with the engine's reason.
+func imageNotFound(ref string, reason error) error {
+	return &kindError{ErrImageNotFound, fmt.Errorf("image %q not found: %s", ref, strings.TrimPrefix(reason.Error(), daemonSaid))}
 }
 
 // Images lists the references (repo:tag) of the images the engine holds,
-// newest first, at most limit of them.
+// newest first, at most limit of them; references longer than
+// structs.MaxImageRefLen are left out.
 func (d *Docker) Images(ctx context.Context, limit int) ([]string, error) {
-	return nil, errUnimplemented
+	list, err := d.c.ImageList(ctx, image.ListOptions{})
+	if err != nil {
+		return nil, d.fail("list images", err)
+	}
+	sort.SliceStable(list, func(i, j int) bool { return list[i].Created > list[j].Created })
+	var refs []string
+	for _, img := range list {
+		for _, tag := range img.RepoTags {
+			if len(refs) >= limit {
+				return refs, nil
+			}
+			if tag != "<none>:<none>" && len(tag) <= structs.MaxImageRefLen {
+				refs = append(refs, tag)
+			}
+		}
+	}
+	return refs, nil
 }
 
-// Create creates the container (not started) and returns its ID.
+// Create creates the container (not started) and returns its ID. The
+// container runs docker-init as PID 1, which forwards signals to the
+// command, and the engine keeps no log of its output (Attach takes it).
+// A container handed GPUs may lock unlimited memory (NCCL pins its
+// buffers); one without keeps the engine's limit, since an engine that
+// may not raise it (no CAP_SYS_RESOURCE) fails every start that asks.
+// A mount's source must exist.
 func (d *Docker) Create(ctx context.Context, spec ContainerSpec) (string, error) {
-	return "", errUnimplemented
+	op := fmt.Sprintf("create container %q", spec.Name)
+	devices, err := deviceRequests(spec.GPUMode, spec.GPUs)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", op, err)
+	}
+	network := spec.Network
+	if network == "" {
+		network = "host"
+	}
+	mounts := make([]mount.Mount, len(spec.Mounts))
+	for i, m := range spec.Mounts {
+		mounts[i] = mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly}
+	}
+	tini := true
+	cfg := &container.Config{
+		Image:      spec.Image,
+		Cmd:        spec.Cmd,
+		Env:        spec.Env,
+		WorkingDir: spec.Workdir,
+		User:       spec.User,
+		Labels:     spec.Labels,
+	}
+	host := &container.HostConfig{
+		NetworkMode: container.NetworkMode(network),
+		Init:        &tini,
+		ShmSize:     spec.ShmSize,
+		GroupAdd:    spec.GroupAdd,
+		Mounts:      mounts,
+		LogConfig:   container.LogConfig{Type: "none"},
+		Resources:   container.Resources{DeviceRequests: devices},
+	}
+	if len(devices) > 0 {
+		host.Ulimits = []*container.Ulimit{{Name: "memlock", Soft: -1, Hard: -1}}
+	}
+	created, err := d.c.ContainerCreate(ctx, cfg, host, nil, nil, spec.Name)
+	switch {
+	case err == nil:
+		return created.ID, nil
+	case cerrdefs.IsConflict(err):
+		return "", kind(ErrNameInUse, op, err)
+	case cerrdefs.IsNotFound(err) && strings.Contains(strings.ToLower(err.Error()), "no such image"):
+		return "", imageNotFound(spec.Image, err)
+	}
+	return "", d.fail(op, err)
+}
+
+// deviceRequests hands the GPUs over as mode says.
+func deviceRequests(mode GPUMode, gpus []string) ([]container.DeviceRequest, error) {
+	switch mode {
+	case GPUsNone:
+		return nil, nil
+	case GPUsNVIDIA:
+		return []container.DeviceRequest{{Driver: "nvidia", DeviceIDs: gpus, Capabilities: [][]string{{"gpu"}}}}, nil
+	case GPUsCDI:
+		ids := make([]string, len(gpus))
+		for i, uuid := range gpus {
+			ids[i] = "nvidia.com/gpu=" + uuid
+		}
+		return []container.DeviceRequest{{Driver: "cdi", DeviceIDs: ids}}, nil
+	}
+	return nil, fmt.Errorf("GPU mode %q is none of %q, %q and %q", mode, GPUsNone, GPUsNVIDIA, GPUsCDI)
 }
 
 // Attach streams the container's standard output and error into stdout
-// and stderr until the container ends (or ctx is done); the channel gets
-// the stream's end (nil at the container's end). Attach before Start so
-// that no output is missed.
+// and stderr (both not nil) until the container ends (or ctx is done);
+// the channel gets the stream's end (nil at the container's end, ctx's
+// error when ctx ended it) and the connection to the engine is closed.
+// Attach before Start so that no output is missed.
 func (d *Docker) Attach(ctx context.Context, id string, stdout, stderr io.Writer) (<-chan error, error) {
-	return nil, errUnimplemented
+	op := "attach to container " + id
+	resp, err := d.c.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdout: true, Stderr: true})
+	if err != nil {
+		// A refused upgrade does not say why: ask whether the container
+		// is there.
+		if _, ierr := d.c.ContainerInspect(ctx, id); cerrdefs.IsNotFound(ierr) {
+			return nil, kind(ErrNoContainer, op, ierr)
+		}
+		return nil, d.fail(op, err)
+	}
+	end := make(chan error, 1)
+	stop := context.AfterFunc(ctx, resp.Close)
+	go func() {
+		_, err := stdcopy.StdCopy(stdout, stderr, resp.Reader)
+		if !stop() {
+			err = ctx.Err()
+		}
+		resp.Close()
+		if err != nil {
+			err = fmt.Errorf("%s: %w", op, err)
+		}
+		end <- err
+	}()
+	return end, nil
 }
 
 // Start starts a created container.
 func (d *Docker) Start(ctx context.Context, id string) error {
-	return errUnimplemented
+	return d.containerErr("start container "+id, d.c.ContainerStart(ctx, id, container.StartOptions{}))
 }
 
 // Wait blocks until the container is not running and returns its exit
-// code.
+// code. A ctx that ends first ends the wait with ctx's error.
 func (d *Docker) Wait(ctx context.Context, id string) (int, error) {
-	return 0, errUnimplemented
+	op := "wait for container " + id
+	exited, failed := d.c.ContainerWait(ctx, id, container.WaitConditionNotRunning)
+	select {
+	case r := <-exited:
+		if r.Error != nil && r.Error.Message != "" {
+			return 0, fmt.Errorf("%s: %s", op, r.Error.Message)
+		}
+		return int(r.StatusCode), nil
+	case err := <-failed:
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("%s: %w", op, ctx.Err())
+		}
+		return 0, d.containerErr(op, err)
+	}
 }
 
-// Signal sends sig to the container's main process.
+// Signal sends sig to the container's main process; ErrNotRunning when
+// the container does not run.
 func (d *Docker) Signal(ctx context.Context, id string, sig syscall.Signal) error {
-	return errUnimplemented
+	name := strings.TrimPrefix(unix.SignalName(sig), "SIG")
+	if name == "" {
+		name = strconv.Itoa(int(sig))
+	}
+	op := fmt.Sprintf("signal %s to container %s", name, id)
+	err := d.c.ContainerKill(ctx, id, name)
+	if cerrdefs.IsConflict(err) {
+		return kind(ErrNotRunning, op, err)
+	}
+	return d.containerErr(op, err)
 }
 
 // Inspect returns the container's state; ErrNoContainer when there is no
 // such container.
 func (d *Docker) Inspect(ctx context.Context, id string) (ContainerState, error) {
-	return ContainerState{}, errUnimplemented
+	c, err := d.c.ContainerInspect(ctx, id)
+	if err != nil {
+		return ContainerState{}, d.containerErr("inspect container "+id, err)
+	}
+	if c.ContainerJSONBase == nil {
+		return ContainerState{}, fmt.Errorf("inspect container %s: the engine's answer has no state", id)
+	}
+	st := ContainerState{ID: c.ID, Name: strings.TrimPrefix(c.Name, "/")}
+	if c.Config != nil {
+		st.Labels = c.Config.Labels
+	}
+	if c.State != nil {
+		st.Running = c.State.Running
+		st.ExitCode = c.State.ExitCode
+		// A container never started has the zero time, which parses.
+		if st.StartedAt, err = time.Parse(time.RFC3339Nano, c.State.StartedAt); err != nil {
+			return ContainerState{}, fmt.Errorf("inspect container %s: started at %q: %w", id, c.State.StartedAt, err)
+		}
+	}
+	return st, nil
 }
 
-// Remove removes the container, killing it first if it still runs;
-// a container that is already gone is not an error.
+// Remove removes the container and its anonymous volumes, killing it
+// first if it still runs; a container that is already gone is not an
+// error.
 func (d *Docker) Remove(ctx context.Context, id string) error {
-	return errUnimplemented
+	err := d.c.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	return d.containerErr("remove container "+id, err)
 }
 
 // List returns the containers, running or not, that carry label key with
 // value (every value when value is "").
 func (d *Docker) List(ctx context.Context, key, value string) ([]ContainerState, error) {
-	return nil, errUnimplemented
+	if key == "" {
+		return nil, errors.New("list containers: the label key is empty")
+	}
+	label := key
+	if value != "" {
+		label += "=" + value
+	}
+	list, err := d.c.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", label))})
+	if err != nil {
+		return nil, d.fail(fmt.Sprintf("list containers labelled %q", label), err)
+	}
+	states := make([]ContainerState, len(list))
+	for i, c := range list {
+		states[i] = ContainerState{ID: c.ID, Labels: c.Labels, Running: c.State == container.StateRunning}
+		if len(c.Names) > 0 {
+			states[i].Name = strings.TrimPrefix(c.Names[0], "/")
+		}
+	}
+	return states, nil
+}
+
+// containerErr is fail for an operation on one container: an engine that
+// has no such container is ErrNoContainer.
+func (d *Docker) containerErr(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case cerrdefs.IsNotFound(err):
+		return kind(ErrNoContainer, op, err)
+	}
+	return d.fail(op, err)
+}
+
+// fail says that op failed with err; an engine that did not answer is
+// ErrUnreachable.
+func (d *Docker) fail(op string, err error) error {
+	if unanswered(err) {
+		err = unreachableError(d.host, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// unanswered reports whether err says the engine did not answer: no
+// connection, a connection lost, or no answer within ctx's deadline.
+func unanswered(err error) bool {
+	return client.IsErrConnectionFailed(err) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, new(*net.OpError))
+}
+
+// kindError is an error of a kind (one of the package's sentinels) in
+// its own words: errors.Is matches the kind and err's chain; the text is
+// err's alone.
+type kindError struct{ kind, err error }
+
+func (e *kindError) Error() string   { return e.err.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }
+
+// kind is err, the engine's answer to op, as an error of kind k.
+func kind(k error, op string, err error) error {
+	return &kindError{k, fmt.Errorf("%s: %w", op, err)}
 }

@@ -1,6 +1,9 @@
 // Package engine talks to the node's container engine (Docker Engine, or
-// another that speaks its API) through the engine's official client. For
-// now it only probes the engine: whether it answers, which version and API
-// it speaks, and whether it can hand out NVIDIA GPUs. It is the only
-// importer of the Docker client.
+// another that speaks its API) through the engine's official client. It
+// probes the engine (whether it answers, which version and API it speaks,
+// whether it can hand out NVIDIA GPUs, which images it holds) and runs
+// containers on it: pull, create, attach, start, wait, signal, inspect,
+// remove, and list by label. Every call is bounded by its context, and an
+// engine that does not answer is ErrUnreachable. It is the only importer
+// of the Docker client.
 package engine

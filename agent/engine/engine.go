@@ -44,13 +44,14 @@ func Host(socket string) (string, error) {
 	return "", fmt.Errorf("container socket %q: %w", socket, ErrBadSocket)
 }
 
-// Docker probes an engine that speaks the Docker Engine API.
+// Docker probes and runs containers on an engine that speaks the Docker
+// Engine API.
 type Docker struct {
 	host string
 	c    *client.Client
 }
 
-// NewDocker returns a prober of the engine at socket (see Host); it
+// NewDocker returns a client of the engine at socket (see Host); it
 // negotiates the API version with the engine on first use.
 func NewDocker(socket string) (*Docker, error) {
 	host, err := Host(socket)
@@ -81,16 +82,27 @@ func (d *Docker) Probe(ctx context.Context) structs.ContainerEngine {
 	if err != nil {
 		return structs.ContainerEngine{Error: unreachable(d.host, err)}
 	}
+	lctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	// The images are a hint for placement: without them the engine is
+	// still there.
+	images, _ := d.Images(lctx, structs.MaxEngineImages)
 	return structs.ContainerEngine{
 		Engine:     engineName(v.Platform.Name, v.Version),
 		APIVersion: truncate(d.c.ClientVersion(), structs.MaxEngineFieldLen),
 		GPUs:       canHandOutGPUs(info),
+		Images:     images,
 	}
 }
 
 // unreachable says in words why the engine at host did not answer.
 func unreachable(host string, err error) string {
-	return truncate(fmt.Sprintf("engine unreachable at %s: %v", host, err), structs.MaxEngineErrorLen)
+	return truncate(unreachableError(host, err).Error(), structs.MaxEngineErrorLen)
+}
+
+// unreachableError is ErrUnreachable for the engine at host, with why.
+func unreachableError(host string, err error) error {
+	return fmt.Errorf("%w at %s: %w", ErrUnreachable, host, err)
 }
 
 // engineName names the engine ("docker 20.10.21"); Podman and others say
