@@ -196,6 +196,7 @@ func TestRunner_MountOutsideTheAllowedDirectoriesFailsToStart(t *testing.T) {
 // engine, the image and policy, the checked mounts, the shm size, the
 // GPUs, the network and the account by number; the environment is the
 // job's without the host's PATH, HOME and SHELL, and no work/ is made.
+// An engine that does not answer fails the start in words.
 func TestRunner_ImageTaskSpecNamesTheContainerDriver(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -228,7 +229,11 @@ func TestRunner_ImageTaskSpecNamesTheContainerDriver(t *testing.T) {
 			tk.Job.Spec.Env = map[string]string{"MY_VAR": "mine"}
 			tk.Job.Spec.Mounts = []structs.Mount{{Source: allowed, Target: "/data", ReadOnly: true}}
 			mustStart(t, r, tk)
-			waitTerminal(t, rec, tk.Alloc.ID) // there is no engine
+			// There is no engine there, and the start says so.
+			if u := waitTerminal(t, rec, tk.Alloc.ID); u.State != structs.AllocFailed ||
+				!strings.Contains(u.Reason, engine.ErrUnreachable.Error()+" at "+socket) {
+				t.Errorf("ended %+v, want a start failure saying the engine at %s is unreachable", u, socket)
+			}
 			dir := filepath.Join(e.allocDir, tk.Alloc.ID)
 			var sp spec
 			if found, err := readJSON(filepath.Join(dir, specFile), &sp); !found || err != nil {

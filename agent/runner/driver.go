@@ -32,9 +32,9 @@ var drivers = map[string]driver{
 // keeps everything else (time limit, lease, stop requests and their grace,
 // status.json), so a new kind of job is a new driver and nothing more.
 type driver interface {
-	// start starts the job sp describes. A start that takes long (a
-	// container's image is pulled first) gives up when ctx is done: the
-	// supervisor cancels it when the job is stopped meanwhile. A job that
+	// start starts the job sp describes. What takes long before the job
+	// runs (a container's image is pulled first) gives up when ctx is
+	// done: the supervisor cancels it when the job is stopped meanwhile. A job that
 	// cannot be started is an error; a *startError says which exit code
 	// to record for it (127 otherwise).
 	start(ctx context.Context, sp spec, in startArgs) (jobHandle, error)

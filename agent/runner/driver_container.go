@@ -61,12 +61,16 @@ func (containerDriver) start(ctx context.Context, sp spec, in startArgs) (jobHan
 }
 
 // startContainer pulls the image when it must, then creates, attaches to
-// and starts the container.
+// and starts the container. Only the pull gives up when ctx is done: once
+// the image is here the start goes through, however short the moment a
+// stop came in, so that a job that ran at all is stopped as one (the
+// supervisor stops it with its grace).
 func startContainer(ctx context.Context, d *engine.Docker, sp spec, in startArgs) (*containerJob, error) {
 	c := sp.Container
 	if err := pullImage(ctx, d, c, in); err != nil {
 		return nil, err
 	}
+	ctx = context.WithoutCancel(ctx)
 	name := containerName(sp.AllocID)
 	allocDir := filepath.Dir(in.dir)
 	// A container of this name and allocation directory is a leftover of
@@ -103,7 +107,7 @@ func startContainer(ctx context.Context, d *engine.Docker, sp spec, in startArgs
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("create container %s from %s: %w", name, c.Image, err)
+		return nil, err
 	}
 	j := &containerJob{d: d, id: id, name: name, keepFailed: c.KeepFailed, log: in.log,
 		sent: make(map[syscall.Signal]bool)}
@@ -113,12 +117,12 @@ func startContainer(ctx context.Context, d *engine.Docker, sp spec, in startArgs
 	j.attached, err = d.Attach(attachCtx, id, in.stdout, in.stderr)
 	if err != nil {
 		j.discard()
-		return nil, fmt.Errorf("attach to container %s: %w", name, err)
+		return nil, err
 	}
 	startedAt := time.Now().UTC()
 	if err := callEngine(ctx, func(ctx context.Context) error { return d.Start(ctx, id) }); err != nil {
 		j.discard()
-		return nil, fmt.Errorf("start container %s: %w", name, err)
+		return nil, err
 	}
 	j.rec = jobRecord{ContainerID: id, ContainerName: name, StartedAt: startedAt}
 	return j, nil
@@ -138,7 +142,7 @@ func pullImage(ctx context.Context, d *engine.Docker, c *containerSpec, in start
 		})
 		switch {
 		case err != nil:
-			return fmt.Errorf("look for image %s: %w", c.Image, err)
+			return err
 		case has:
 			return nil
 		case c.Pull == structs.PullNever:
@@ -152,10 +156,7 @@ func pullImage(ctx context.Context, d *engine.Docker, c *containerSpec, in start
 	w.write()
 	err := d.Pull(ctx, c.Image, w.update)
 	w.finish()
-	if err != nil {
-		return fmt.Errorf("pull image %s: %w", c.Image, err)
-	}
-	return nil
+	return err
 }
 
 // removeByName removes the container called name if it is one of the
@@ -186,6 +187,8 @@ func removeByName(ctx context.Context, d *engine.Docker, name, allocDir string) 
 }
 
 // callEngine runs one call to the engine, bounded by engineCallTimeout.
+// The engine's errors name the call and the container or image, so the
+// driver returns them as they are.
 func callEngine(ctx context.Context, call func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, engineCallTimeout)
 	defer cancel()
