@@ -29,8 +29,9 @@
 //
 // A task whose job names an image runs in a container on the node's
 // engine (Config.ContainerSocket), through the container driver
-// (driver_container.go), the only part that talks to the engine (through
-// agent/engine). The runner resolves everything into spec.json's
+// (driver_container.go); it and CleanContainers (containers.go) reach
+// the engine only through agent/engine. The runner resolves everything
+// into spec.json's
 // container section: the image and pull policy, the mounts (each source
 // must lie under one of Config.AllowMounts, by path component, symlinks
 // followed; the scheduler filters by them already), the shm size, the
