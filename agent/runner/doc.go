@@ -27,28 +27,27 @@
 // leader exits. A spec that names no driver was written before specs named
 // one, and runs a process.
 //
-// A task whose job names an image runs in a container on the node's
-// engine (Config.ContainerSocket), through the container driver
-// (driver_container.go); it and CleanContainers (containers.go) reach
-// the engine only through agent/engine. The runner resolves everything
-// into spec.json's
-// container section: the image and pull policy, the mounts (each source
-// must lie under one of Config.AllowMounts, by path component, symlinks
-// followed; the scheduler filters by them already), the shm size, the
-// GPUs and how they are handed over, the network, and the account by
-// number (containers.go). The supervisor pulls the image as the policy
-// says, recording the pull's progress in pull.json, which the runner
-// reports while the allocation is pending; a stop or an expired lease
-// cancels a pull in flight. It then creates the container skein-<allocID>,
-// labelled with its allocation and the runner's allocation directory,
-// attaches its output to the logs and starts it. Signals go to the
-// container's main process, and the engine's exit code 128+N is a death
-// by signal N when the supervisor sent N. Once the container has ended
-// and its output is in, it is removed, unless it failed by itself and
-// Config.KeepFailed keeps it. An orphan is removed by the ID job.pid
-// records, or by name when its supervisor died before it wrote job.pid;
-// CleanContainers removes whatever else of this runner's is left on the
-// engine for an allocation no supervisor looks after.
+// A task whose job names an image runs in a container on the node's engine
+// (Config.ContainerSocket), through the container driver
+// (driver_container.go); it and CleanContainers (containers.go) reach the
+// engine only through agent/engine. The runner resolves everything into
+// spec.json's container section: the image and pull policy, the mounts
+// (each source must lie under one of Config.AllowMounts, by path
+// component, symlinks followed; the scheduler filters by them already),
+// the shm size, the GPUs and how they are handed over, the network, and
+// the account by number (containers.go). The supervisor pulls the image as
+// the policy says, recording the pull's progress in pull.json, which the
+// runner reports while the allocation is pending; a stop or an expired
+// lease cancels a pull in flight. It then creates the container
+// skein-<allocID>, labelled with its allocation and the runner's
+// allocation directory, attaches its output to the logs and starts it.
+// Signals go to the container's main process, and the engine's exit code
+// 128+N is a death by signal N when the supervisor sent N. Once the
+// container has ended and its output is in, it is removed, unless it
+// failed by itself and Config.KeepFailed keeps it. An orphan is removed by
+// the ID job.pid records, or by name when its supervisor died before it
+// wrote job.pid; CleanContainers removes whatever else of this runner's is
+// left on the engine for an allocation no supervisor looks after.
 //
 // A job runs as its owner (structs.Job.Owner): the local account of that
 // name when the node has one, as Slurm maps users, else the job user
