@@ -24,9 +24,30 @@
 // runner asks the spec's driver to kill whatever the job left. The process
 // driver (driver_process.go) runs the job as a process in its own process
 // group: signals go to the whole group, and the group is killed when its
-// leader exits. A container driver will sit beside it, in a file of its own,
-// for tasks that name an image. A spec that names no driver was written
-// before specs named one, and runs a process.
+// leader exits. A spec that names no driver was written before specs named
+// one, and runs a process.
+//
+// A task whose job names an image runs in a container on the node's engine
+// (Config.ContainerSocket), through the container driver
+// (driver_container.go); it and CleanContainers (containers.go) reach the
+// engine only through agent/engine. The runner resolves everything into
+// spec.json's container section: the image and pull policy, the mounts
+// (each source must lie under one of Config.AllowMounts, by path
+// component, symlinks followed; the scheduler filters by them already),
+// the shm size, the GPUs and how they are handed over, the network, and
+// the account by number (containers.go). The supervisor pulls the image as
+// the policy says, recording the pull's progress in pull.json, which the
+// runner reports while the allocation is pending; a stop or an expired
+// lease cancels a pull in flight. It then creates the container
+// skein-<allocID>, labelled with its allocation and the runner's
+// allocation directory, attaches its output to the logs and starts it.
+// Signals go to the container's main process, and the engine's exit code
+// 128+N is a death by signal N when the supervisor sent N. Once the
+// container has ended and its output is in, it is removed, unless it
+// failed by itself and Config.KeepFailed keeps it. An orphan is removed by
+// the ID job.pid records, or by name when its supervisor died before it
+// wrote job.pid; CleanContainers removes whatever else of this runner's is
+// left on the engine for an allocation no supervisor looks after.
 //
 // A job runs as its owner (structs.Job.Owner): the local account of that
 // name when the node has one, as Slurm maps users, else the job user
@@ -42,7 +63,9 @@
 // and its account's HOME, USER, LOGNAME and SHELL, takes from the agent's
 // environment only what Config.JobEnvAllow names (by default the locale
 // and time zone), then its own --env and skein's variables (env.go). The
-// agent's secrets never reach it.
+// agent's secrets never reach it. A container job gets the same but the
+// host's PATH, HOME and SHELL: the image's stay, and so does the image's
+// working directory unless the job names one (no work/ is made for it).
 //
 // The job's stdout and stderr are pipes that the supervisor copies into
 // the allocation's logs (logs.go), so that their size is the supervisor's
@@ -57,7 +80,9 @@
 // a moment when something the job left outside its process group still
 // holds them, and only then is the outcome recorded. A job whose
 // supervisor died has nobody reading its pipes: its next write fails
-// (SIGPIPE), if the runner has not killed it first.
+// (SIGPIPE), if the runner has not killed it first. A container's output
+// reaches the pipes through the engine's attach stream, which the
+// supervisor waits for, a moment at most, once the container has ended.
 //
 // A supervisor is alive exactly while it holds an exclusive flock on
 // supervisor.lock. The runner takes that lock before it forks and the
@@ -77,13 +102,16 @@
 // account:
 //
 //	spec.json        what to run (driver, account, argv, final env, workdir, time
-//	                 limit and signal, kill grace), and the Raft index that
-//	                 created the allocation
+//	                 limit and signal, kill grace, a container's section), and
+//	                 the Raft index that created the allocation
 //	supervisor.lock  held by the live supervisor
 //	supervisor.pid   supervisor pid and start time
 //	supervisor.log   the supervisor's own diagnostics
 //	job.pid          once started: the job's start time and how its driver finds it
-//	                 (a process: pid, process group and /proc start time)
+//	                 (a process: pid, process group and /proc start time; a
+//	                 container: its ID and name)
+//	pull.json        while a container's image is pulled: how far it got
+//	                 (rewritten at most once a second, and at the end)
 //	stdout.log       the job's standard output, the newest part (at most a quarter
 //	                 of the log cap; the job's account, 0600)
 //	stdout.log.1     the part before it, once the log was rotated (as much again)
@@ -91,7 +119,7 @@
 //	stderr.log       the job's standard error, and stderr.log.1 and .meta likewise
 //	stop.json        why a stop was requested, written before signalling
 //	status.json      the outcome, written once when the job is over
-//	work/            the job's working directory when its spec names none
+//	work/            a process job's working directory when its spec names none
 //	                 (the job's account, 0700)
 //
 // The agent keeps AllocDir in its data dir, which is 0711 for that reason;

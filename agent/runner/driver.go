@@ -1,10 +1,13 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // processDriverName is the driver spec.json names for a job run as a
@@ -20,7 +23,8 @@ const (
 // drivers are the drivers a supervisor and a runner know, by the name
 // spec.json gives them.
 var drivers = map[string]driver{
-	processDriverName: processDriver{},
+	processDriverName:   processDriver{},
+	containerDriverName: containerDriver{},
 }
 
 // A driver runs one kind of job (a process, a container) for a supervisor.
@@ -28,14 +32,29 @@ var drivers = map[string]driver{
 // keeps everything else (time limit, lease, stop requests and their grace,
 // status.json), so a new kind of job is a new driver and nothing more.
 type driver interface {
-	// start starts the job sp describes, its standard output and error
-	// going to the given files. A job that cannot be started is an error;
-	// a *startError says which exit code to record for it (127 otherwise).
-	start(sp spec, stdout, stderr *os.File) (jobHandle, error)
+	// start starts the job sp describes. What takes long before the job
+	// runs (a container's image is pulled first) gives up when ctx is
+	// done: the supervisor cancels it when the job is stopped meanwhile. A job that
+	// cannot be started is an error; a *startError says which exit code
+	// to record for it (127 otherwise).
+	start(ctx context.Context, sp spec, in startArgs) (jobHandle, error)
 	// killOrphan kills whatever still runs of a job whose supervisor died,
-	// found from the spec and the record (job.pid) it was started with.
-	// Finding nothing left is not an error.
-	killOrphan(sp spec, rec jobRecord) error
+	// found from the spec, the allocation's directory and the record
+	// (job.pid) it was started with; the record is empty when the
+	// supervisor died before it wrote one, perhaps while it was starting
+	// the job. Finding nothing left is not an error.
+	killOrphan(sp spec, dir string, rec jobRecord) error
+}
+
+// startArgs is what a driver starts a job with besides its spec.
+type startArgs struct {
+	// dir is the allocation's directory, where a driver keeps its own
+	// control files (the container driver's pull.json).
+	dir string
+	// stdout and stderr take the job's output.
+	stdout, stderr *os.File
+	// log is the supervisor's log, for what a driver cannot return.
+	log hclog.Logger
 }
 
 // A jobHandle is a job its driver started, as the supervisor sees it.
@@ -59,6 +78,9 @@ type jobRecord struct {
 	PID       int    `json:"pid,omitempty"`
 	PGID      int    `json:"pgid,omitempty"`
 	StartTime uint64 `json:"start_time,omitempty"`
+	// A container job: the container's ID and name on the engine.
+	ContainerID   string `json:"container_id,omitempty"`
+	ContainerName string `json:"container_name,omitempty"`
 
 	StartedAt time.Time `json:"started_at"`
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/skein-dev/skein/agent/engine"
 )
 
 // fakeDriverName is the driver of jobs that run inside the supervisor
@@ -26,6 +29,15 @@ const (
 	fakeUntilKill   = "until-kill"   // ends on SIGKILL only
 	fakeCannotStart = "cannot-start" // fails to start, as a program that may not be run
 	fakeExitPrefix  = "exit:"        // "exit:N" ends at once with code N
+	// fakePulling starts as a container whose image is pulled: it
+	// records a growing pull progress until fakeRelease appears in its
+	// workdir, when it goes on as fakeUntilTerm, or until its start is
+	// cancelled, when it fails to start.
+	fakePulling = "pulling"
+	// fakeSlowStart is fakePulling deaf to the cancel: it starts once
+	// released, whatever happened meanwhile.
+	fakeSlowStart = "slow-start"
+	fakeRelease   = "release"
 )
 
 var errFakeOver = errors.New("fake job is over")
@@ -36,12 +48,18 @@ var errFakeOver = errors.New("fake job is over")
 // reaches only through the driver interface.
 type fakeDriver struct{}
 
-func (fakeDriver) start(sp spec, stdout, _ *os.File) (jobHandle, error) {
+func (fakeDriver) start(ctx context.Context, sp spec, in startArgs) (jobHandle, error) {
 	mode := sp.Argv[0]
 	if mode == fakeCannotStart {
 		return nil, &startError{code: exitCannotExec, err: errors.New("fake: cannot start")}
 	}
-	j := &fakeJob{mode: mode, out: stdout, ended: make(chan exit, 1),
+	if mode == fakePulling || mode == fakeSlowStart {
+		if err := fakePull(ctx, sp, in, mode == fakePulling); err != nil {
+			return nil, err
+		}
+		mode = fakeUntilTerm
+	}
+	j := &fakeJob{mode: mode, out: in.stdout, ended: make(chan exit, 1),
 		rec: jobRecord{StartedAt: time.Now().UTC()}}
 	if s, ok := strings.CutPrefix(mode, fakeExitPrefix); ok {
 		code, err := strconv.Atoi(s)
@@ -53,8 +71,38 @@ func (fakeDriver) start(sp spec, stdout, _ *os.File) (jobHandle, error) {
 	return j, nil
 }
 
-// killOrphan leaves orphanMarker in the job's workdir.
-func (fakeDriver) killOrphan(sp spec, rec jobRecord) error {
+// fakePull records a pull's progress in pull.json, a byte more every few
+// milliseconds, until fakeRelease appears in the job's workdir or, when
+// cancellable, ctx is done.
+func fakePull(ctx context.Context, sp spec, in startArgs, cancellable bool) error {
+	w := &pullWriter{path: filepath.Join(in.dir, pullFile), image: "fake:pulled", log: in.log}
+	w.write()
+	defer w.finish()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	done := ctx.Done()
+	if !cancellable {
+		done = nil
+	}
+	for n := int64(1); ; n++ {
+		if _, err := os.Stat(filepath.Join(sp.Workdir, fakeRelease)); err == nil {
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("fake pull: %w", ctx.Err())
+		case <-tick.C:
+			w.update(engine.PullProgress{Bytes: n, Total: 1 << 20})
+		}
+	}
+}
+
+// killOrphan leaves orphanMarker in the job's workdir, when the job was
+// started.
+func (fakeDriver) killOrphan(sp spec, _ string, rec jobRecord) error {
+	if rec.StartedAt.IsZero() {
+		return nil
+	}
 	return os.WriteFile(filepath.Join(sp.Workdir, orphanMarker),
 		[]byte(rec.StartedAt.Format(time.RFC3339Nano)), 0o600)
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -25,7 +26,8 @@ import (
 // not enter fails the start.
 type processDriver struct{}
 
-func (processDriver) start(sp spec, stdout, stderr *os.File) (jobHandle, error) {
+// start starts the process at once; it takes no context.
+func (processDriver) start(_ context.Context, sp spec, in startArgs) (jobHandle, error) {
 	asRoot := os.Geteuid() == 0
 	if asRoot && sp.User == nil {
 		return nil, &startError{code: exitCannotExec, err: errNoAccount}
@@ -58,8 +60,8 @@ func (processDriver) start(sp spec, stdout, stderr *os.File) (jobHandle, error) 
 	}
 	cmd.Env = append([]string{}, sp.Env...)
 	cmd.Dir = workdir
-	cmd.Stdout = stdout
-	cmd.Stderr = stderr
+	cmd.Stdout = in.stdout
+	cmd.Stderr = in.stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if asRoot {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: sp.User.UID, Gid: sp.User.GID, Groups: sp.User.Groups}
@@ -86,8 +88,9 @@ func (processDriver) start(sp spec, stdout, stderr *os.File) (jobHandle, error) 
 	return j, nil
 }
 
-// killOrphan kills the job's process group, if its leader still runs.
-func (processDriver) killOrphan(_ spec, rec jobRecord) error {
+// killOrphan kills the job's process group, if its leader still runs;
+// without a record nothing was started.
+func (processDriver) killOrphan(_ spec, _ string, rec jobRecord) error {
 	leader := procRecord{PID: rec.PID, StartTime: rec.StartTime}
 	if !leader.alive() {
 		return nil

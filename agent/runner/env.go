@@ -25,10 +25,10 @@ var ownEnv = append([]string{
 	"SKEIN_ARRAY_ID", "SKEIN_ARRAY_INDEX", "SKEIN_TIME_LIMIT", "SKEIN_TIME_SIGNAL",
 }, structs.LaunchEnv...)
 
-// BuildEnv returns the complete environment of a task's process: base
-// (the job's minimal environment, jobBaseEnv), then the job spec's env and
-// secret_env (each sorted by name), then skein's own variables, which
-// always win. Each name appears once; the agent's secrets (secretEnv)
+// BuildEnv returns the complete environment of a task's job: base (the
+// job's minimal environment, jobBaseEnv or containerBaseEnv), then the
+// job spec's env and secret_env (each sorted by name), then skein's own
+// variables, which always win. Each name appears once; the agent's secrets (secretEnv)
 // never appear.
 //
 // skein sets CUDA_VISIBLE_DEVICES to the allocated GPU UUIDs joined by commas
@@ -180,12 +180,27 @@ func allowed(allow []string, name string) bool {
 	return false
 }
 
-// jobBaseEnv is the environment a job of account a starts from, never the
-// agent's own: PATH (JobPath), HOME, USER, LOGNAME and SHELL of the
-// account, then the variables of agentEnv the allow-list passes (the
+// jobBaseEnv is the environment a process job of account a starts from,
+// never the agent's own: PATH (JobPath), HOME, USER, LOGNAME and SHELL of
+// the account, then the variables of agentEnv the allow-list passes (the
 // agent's secrets never).
 func jobBaseEnv(a Account, allow, agentEnv []string) []string {
 	env := []string{"PATH=" + JobPath, "HOME=" + a.Home, "USER=" + a.Name, "LOGNAME=" + a.Name, "SHELL=" + a.Shell}
+	return appendAllowed(env, allow, agentEnv)
+}
+
+// containerBaseEnv is the environment a container job of account a
+// starts from: the account's USER and LOGNAME (a uid the image has no
+// account for still has a name, for tools that ask), then what the
+// allow-list passes of agentEnv. The host's PATH, HOME and SHELL mean
+// nothing in the image: the image's own stay.
+func containerBaseEnv(a Account, allow, agentEnv []string) []string {
+	return appendAllowed([]string{"USER=" + a.Name, "LOGNAME=" + a.Name}, allow, agentEnv)
+}
+
+// appendAllowed appends the variables of agentEnv the allow-list passes
+// to env; the agent's secrets never pass.
+func appendAllowed(env, allow, agentEnv []string) []string {
 	for _, kv := range withoutSecrets(agentEnv) {
 		if name, _, ok := strings.Cut(kv, "="); ok && allowed(allow, name) {
 			env = append(env, kv)

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/skein-dev/skein/agent/engine"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -26,6 +27,7 @@ const (
 	stderrFile        = "stderr.log"
 	stopFile          = "stop.json"
 	statusFile        = "status.json"
+	pullFile          = "pull.json"
 	workDirName       = "work"
 )
 
@@ -70,6 +72,36 @@ type spec struct {
 	// LogMax is the most bytes the job's logs may hold on disk (logs.go);
 	// a spec written before specs had one takes DefaultLogMax.
 	LogMax int64 `json:"log_max,omitempty"`
+	// Container is what the container driver runs the job with; only a
+	// spec of that driver has it.
+	Container *containerSpec `json:"container,omitempty"`
+}
+
+// containerSpec is spec.json's container section: what the container
+// driver needs besides the job's argv, env and workdir. The runner
+// resolves all of it (mounts checked against the node's allowed
+// directories, the shm size and the account's ids), so the supervisor
+// looks nothing up.
+type containerSpec struct {
+	// Socket is the engine's socket (engine.Host).
+	Socket string             `json:"socket"`
+	Image  string             `json:"image"`
+	Pull   structs.PullPolicy `json:"pull"`
+	// Mounts have their sources resolved (symlinks followed), as checked.
+	Mounts []structs.Mount `json:"mounts,omitempty"`
+	// ShmSize is /dev/shm's size in bytes; 0 is the engine's default.
+	ShmSize int64 `json:"shm_size,omitempty"`
+	// GPUs are the allocation's GPU UUIDs, handed to the container as
+	// GPUMode says (engine.GPUsNone: no devices, simulated GPUs).
+	GPUs    []string       `json:"gpus,omitempty"`
+	GPUMode engine.GPUMode `json:"gpu_mode,omitempty"`
+	Network string         `json:"network"`
+	// KeepFailed keeps the container of a job that failed by itself.
+	KeepFailed bool `json:"keep_failed,omitempty"`
+	// User is "UID:GID" of the job's account, and Groups its
+	// supplementary group IDs.
+	User   string   `json:"user"`
+	Groups []string `json:"groups,omitempty"`
 }
 
 // lease is the node's right to run its jobs, renewed by the agent while

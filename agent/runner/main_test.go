@@ -2,6 +2,7 @@ package runner
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -201,12 +202,16 @@ var idSeq struct {
 	n int
 }
 
+// idPrefix makes this test binary's allocation IDs its own: containers
+// are named after them, and other tests may share the engine.
+var idPrefix = fmt.Sprintf("alloc%06x-", rand.Uint32()&0xffffff)
+
 // newAllocID returns an allocation ID no other test uses.
 func newAllocID() string {
 	idSeq.Lock()
 	defer idSeq.Unlock()
 	idSeq.n++
-	return fmt.Sprintf("alloc%04d", idSeq.n)
+	return fmt.Sprintf("%s%04d", idPrefix, idSeq.n)
 }
 
 // task builds a task running argv with a unique allocation ID.

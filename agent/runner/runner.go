@@ -14,27 +14,33 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/skein-dev/skein/agent/engine"
 	"github.com/skein-dev/skein/structs"
 )
 
 // Errors of this package.
 var (
-	ErrNoAllocDir     = errors.New("no allocation directory configured")
-	ErrInvalidAllocID = errors.New("invalid allocation id")
-	ErrNoCommand      = errors.New("empty command")
-	ErrUnknownStream  = errors.New("unknown log stream")
-	ErrNoLogs         = errors.New("no logs")
-	ErrStillRunning   = errors.New("allocation still running")
-	ErrClosed         = errors.New("runner is shut down")
-	ErrSupervised     = errors.New("held by another supervisor")
-	ErrSupervisor     = errors.New("cannot start supervisor")
-	ErrUnknownDriver  = errors.New("unknown driver")
-	ErrJobUser        = errors.New("unusable job user")
-	ErrRootRefused    = errors.New("refusing to run the job as root")
-	ErrEnvAllow       = errors.New("invalid job environment allow-list entry")
-	errBadStat        = errors.New("unexpected /proc stat format")
-	errNoAccount      = errors.New("spec names no account to run the job as")
-	errNotPlainFile   = errors.New("not a plain file")
+	ErrNoAllocDir       = errors.New("no allocation directory configured")
+	ErrInvalidAllocID   = errors.New("invalid allocation id")
+	ErrNoCommand        = errors.New("empty command")
+	ErrUnknownStream    = errors.New("unknown log stream")
+	ErrNoLogs           = errors.New("no logs")
+	ErrStillRunning     = errors.New("allocation still running")
+	ErrClosed           = errors.New("runner is shut down")
+	ErrSupervised       = errors.New("held by another supervisor")
+	ErrSupervisor       = errors.New("cannot start supervisor")
+	ErrUnknownDriver    = errors.New("unknown driver")
+	ErrJobUser          = errors.New("unusable job user")
+	ErrRootRefused      = errors.New("refusing to run the job as root")
+	ErrEnvAllow         = errors.New("invalid job environment allow-list entry")
+	ErrNoEngine         = errors.New("no container engine on this node")
+	ErrMountRefused     = errors.New("mount refused")
+	ErrAllowMount       = errors.New("invalid allowed mount directory")
+	errNoContainerSpec  = errors.New("spec has no container section")
+	errForeignContainer = errors.New("a container of that name is not this allocation's")
+	errBadStat          = errors.New("unexpected /proc stat format")
+	errNoAccount        = errors.New("spec names no account to run the job as")
+	errNotPlainFile     = errors.New("not a plain file")
 )
 
 const (
@@ -44,6 +50,11 @@ const (
 	pollInterval = 200 * time.Millisecond
 	maxAllocID   = 128
 	lostReason   = "lost: supervisor exited without recording a result"
+	// pullReportInterval is how often, at most, an allocation's pull
+	// progress is reported.
+	pullReportInterval = time.Second
+	// defaultNetwork is a container's network when Config names none.
+	defaultNetwork = "host"
 )
 
 // Config configures a Runner.
@@ -85,6 +96,29 @@ type Config struct {
 	// disk, in all (logs.go); 0 means DefaultLogMax, and it is at least
 	// MinLogMax.
 	LogMax int64
+
+	// What a task whose job names an image runs with (the container
+	// driver). ContainerSocket is the engine's socket (engine.Host); ""
+	// means this node runs no containers, and such a task fails to start.
+	ContainerSocket string
+	// AllowMounts are the host directories under which a container's
+	// mounts must lie, by path component, symlinks followed; none: no
+	// mounts. The scheduler places jobs by them already; this is the
+	// node's own check.
+	AllowMounts []string
+	// DefaultShmSize is /dev/shm's size in bytes for a job that gives
+	// none (JobSpec.ShmSizeMiB 0); 0 leaves it to the engine.
+	DefaultShmSize int64
+	// KeepFailed keeps the container of a job that failed by itself (a
+	// non-zero exit the supervisor did not cause), for debugging; it
+	// goes with its allocation's directory (CleanContainers).
+	KeepFailed bool
+	// ContainerNetwork is the containers' network mode; "" means "host".
+	ContainerNetwork string
+	// ContainerGPUs is how a container is handed its GPUs;
+	// engine.GPUsNone (simulated GPUs) passes no devices, though the job
+	// sees the same CUDA_VISIBLE_DEVICES.
+	ContainerGPUs engine.GPUMode
 }
 
 // Task is one allocation to run and the job it belongs to.
@@ -124,6 +158,13 @@ type Runner struct {
 	envAllow   []string
 	agentEnv   []string
 	logMax     int64
+	// How image tasks run (Config.ContainerSocket and the rest).
+	socket      string
+	allowMounts []string
+	shmSize     int64
+	keepFailed  bool
+	network     string
+	gpuMode     engine.GPUMode
 
 	mu       sync.Mutex
 	allocs   map[string]*alloc // tracked: being started or watched
@@ -173,20 +214,42 @@ func New(cfg Config) (*Runner, error) {
 	if err := CheckEnvAllow(envAllow); err != nil {
 		return nil, err
 	}
+	if cfg.ContainerSocket != "" {
+		if _, err := engine.Host(cfg.ContainerSocket); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range cfg.AllowMounts {
+		if !filepath.IsAbs(d) {
+			return nil, fmt.Errorf("%w %q: want an absolute path", ErrAllowMount, d)
+		}
+	}
+	if cfg.DefaultShmSize < 0 {
+		return nil, fmt.Errorf("default shm size %d bytes: must not be negative", cfg.DefaultShmSize)
+	}
+	if cfg.ContainerNetwork == "" {
+		cfg.ContainerNetwork = defaultNetwork
+	}
 	r := &Runner{
-		dir:        dir,
-		supCmd:     slices.Clone(cfg.SupervisorCmd),
-		killGrace:  cfg.KillGrace,
-		leasePath:  cfg.LeasePath,
-		fenceGrace: cfg.FenceGrace,
-		report:     cfg.Report,
-		log:        cfg.Logger,
-		switchUser: os.Geteuid() == 0,
-		envAllow:   slices.Clone(envAllow),
-		agentEnv:   slices.Clone(cfg.AgentEnv),
-		logMax:     cfg.LogMax,
-		allocs:     make(map[string]*alloc),
-		quit:       make(chan struct{}),
+		dir:         dir,
+		supCmd:      slices.Clone(cfg.SupervisorCmd),
+		killGrace:   cfg.KillGrace,
+		leasePath:   cfg.LeasePath,
+		fenceGrace:  cfg.FenceGrace,
+		report:      cfg.Report,
+		log:         cfg.Logger,
+		switchUser:  os.Geteuid() == 0,
+		envAllow:    slices.Clone(envAllow),
+		agentEnv:    slices.Clone(cfg.AgentEnv),
+		logMax:      cfg.LogMax,
+		socket:      cfg.ContainerSocket,
+		allowMounts: slices.Clone(cfg.AllowMounts),
+		shmSize:     cfg.DefaultShmSize,
+		keepFailed:  cfg.KeepFailed,
+		network:     cfg.ContainerNetwork,
+		gpuMode:     cfg.ContainerGPUs,
+		allocs:      make(map[string]*alloc),
+		quit:        make(chan struct{}),
 	}
 	if len(r.supCmd) == 0 {
 		exe, err := os.Executable()
@@ -344,26 +407,34 @@ func (r *Runner) launch(a *alloc, t Task) error {
 	sp := spec{
 		AllocID:     a.id,
 		CreateIndex: t.Alloc.CreateIndex,
-		// Every task runs as a process; this is where a task that names
-		// an image will choose the container driver.
-		Driver:     processDriverName,
-		Argv:       slices.Clone(t.Job.Spec.Command),
-		User:       &acct,
-		Env:        BuildEnv(t, jobBaseEnv(acct, r.envAllow, r.agentEnv)),
-		Workdir:    t.Job.Spec.Workdir,
-		TimeLimit:  t.Job.Spec.TimeLimit,
-		KillGrace:  structs.Duration(r.killGrace),
-		LeasePath:  r.leasePath,
-		FenceGrace: structs.Duration(r.fenceGrace),
-		LogMax:     r.logMax,
+		Driver:      processDriverName,
+		Argv:        slices.Clone(t.Job.Spec.Command),
+		User:        &acct,
+		Workdir:     t.Job.Spec.Workdir,
+		TimeLimit:   t.Job.Spec.TimeLimit,
+		KillGrace:   structs.Duration(r.killGrace),
+		LeasePath:   r.leasePath,
+		FenceGrace:  structs.Duration(r.fenceGrace),
+		LogMax:      r.logMax,
 	}
 	if sig := t.Job.Spec.Signal; sig != nil && sp.TimeLimit > 0 {
 		sp.Signal, sp.SignalBefore = sig.Name, sig.Before
 	}
-	if sp.Workdir == "" {
-		sp.Workdir = filepath.Join(a.dir, workDirName)
-		if err := makeWorkdir(sp.Workdir, acct, r.switchUser); err != nil {
+	if t.Job.Spec.Image != "" {
+		// The image's PATH and HOME stay the image's, and so does its
+		// working directory unless the job names one.
+		sp.Driver = containerDriverName
+		sp.Env = BuildEnv(t, containerBaseEnv(acct, r.envAllow, r.agentEnv))
+		if sp.Container, err = r.containerSpec(t, acct); err != nil {
 			return err
+		}
+	} else {
+		sp.Env = BuildEnv(t, jobBaseEnv(acct, r.envAllow, r.agentEnv))
+		if sp.Workdir == "" {
+			sp.Workdir = filepath.Join(a.dir, workDirName)
+			if err := makeWorkdir(sp.Workdir, acct, r.switchUser); err != nil {
+				return err
+			}
 		}
 	}
 	if err := writeJSONAtomic(filepath.Join(a.dir, specFile), sp); err != nil {
@@ -465,9 +536,9 @@ func (r *Runner) attach(a *alloc) bool {
 func (r *Runner) watch(a *alloc, ready, exited <-chan struct{}) {
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
-	running := false
+	var w watchState
 	for {
-		if r.check(a, &running) {
+		if r.check(a, &w) {
 			return
 		}
 		select {
@@ -482,8 +553,16 @@ func (r *Runner) watch(a *alloc, ready, exited <-chan struct{}) {
 	}
 }
 
+// watchState is what watch remembers of an allocation between checks.
+type watchState struct {
+	running bool
+	// pull is the pull progress last reported, at pullAt.
+	pull   structs.PullProgress
+	pullAt time.Time
+}
+
 // check looks at an allocation's directory once; true when it is over.
-func (r *Runner) check(a *alloc, running *bool) bool {
+func (r *Runner) check(a *alloc, w *watchState) bool {
 	// The lock first: status.json is written before the lock is released.
 	held, err := lockHeld(a.dir)
 	if err != nil {
@@ -496,15 +575,33 @@ func (r *Runner) check(a *alloc, running *bool) bool {
 		r.settle(a)
 		return true
 	}
-	if !*running {
+	if !w.running {
 		var job jobRecord
 		if found, err := readJSON(filepath.Join(a.dir, jobPIDFile), &job); found && err == nil {
-			*running = true
-			r.log.Info("job running", "alloc", a.id, "pid", job.PID)
+			w.running = true
+			r.log.Info("job running", "alloc", a.id, "pid", job.PID, "container", job.ContainerName)
 			r.report(structs.AllocUpdate{AllocID: a.id, State: structs.AllocRunning, At: job.StartedAt, RunAs: runsAs(a.dir)})
+		} else {
+			r.reportPull(a, w)
 		}
 	}
 	return false
+}
+
+// reportPull reports how far the supervisor got pulling the allocation's
+// image (pull.json), when that changed, at most once per
+// pullReportInterval.
+func (r *Runner) reportPull(a *alloc, w *watchState) {
+	var p structs.PullProgress
+	if found, err := readJSON(filepath.Join(a.dir, pullFile), &p); !found || err != nil {
+		return
+	}
+	if p.Image == w.pull.Image && p.Bytes == w.pull.Bytes && p.Total == w.pull.Total ||
+		time.Since(w.pullAt) < pullReportInterval {
+		return
+	}
+	w.pull, w.pullAt = p, time.Now()
+	r.report(structs.AllocUpdate{AllocID: a.id, State: structs.AllocPending, At: p.At, Pull: &p})
 }
 
 // settle reports the outcome of an allocation whose supervisor is gone:
@@ -530,37 +627,48 @@ func (r *Runner) settle(a *alloc) {
 }
 
 // lostStatus is the outcome of an allocation whose supervisor died without
-// recording one. A stop that reached the supervisor before it could handle
-// signals leaves no job.pid: that allocation was killed, not lost.
+// recording one, after killing what it left. A stop that reached the
+// supervisor before it started the job leaves no job.pid: that allocation
+// was killed, not lost.
 func (r *Runner) lostStatus(a *alloc) status {
 	now := time.Now().UTC()
+	started := r.killOrphan(a)
 	var req stopRequest
-	stopFound, _ := readJSON(filepath.Join(a.dir, stopFile), &req)
-	_, err := os.Stat(filepath.Join(a.dir, jobPIDFile))
-	if stopFound && errors.Is(err, fs.ErrNotExist) {
+	if stopFound, _ := readJSON(filepath.Join(a.dir, stopFile), &req); stopFound && !started {
 		return status{State: structs.AllocKilled, ExitCode: exitUnknown,
 			Reason: "killed: " + req.Reason, FinishedAt: now}
 	}
-	r.killOrphan(a)
 	return status{State: structs.AllocLost, ExitCode: exitUnknown, Reason: lostReason, FinishedAt: now}
 }
 
 // killOrphan kills, through the driver its spec names, whatever a job whose
-// supervisor died still runs.
-func (r *Runner) killOrphan(a *alloc) {
+// supervisor died still runs, and reports whether job.pid records that
+// the job was started. The driver is asked even without job.pid: the
+// supervisor may have died while it was starting the job (a container
+// created, its ID not yet recorded).
+func (r *Runner) killOrphan(a *alloc) bool {
 	var job jobRecord
-	if found, err := readJSON(filepath.Join(a.dir, jobPIDFile), &job); !found || err != nil {
-		return
+	_, err := os.Stat(filepath.Join(a.dir, jobPIDFile))
+	started := !errors.Is(err, fs.ErrNotExist)
+	if started {
+		if _, err := readJSON(filepath.Join(a.dir, jobPIDFile), &job); err != nil {
+			r.log.Error("unreadable job record; looking for the job without it", "alloc", a.id, "error", err)
+		}
 	}
 	sp, d, err := specDriver(a.dir)
 	if err != nil {
-		r.log.Error("cannot kill the job left without a supervisor", "alloc", a.id, "error", err)
-		return
+		if started {
+			r.log.Error("cannot kill the job left without a supervisor", "alloc", a.id, "error", err)
+		}
+		return started
 	}
-	r.log.Warn("job left without a supervisor; killing what remains of it", "alloc", a.id, "driver", sp.Driver)
-	if err := d.killOrphan(sp, job); err != nil {
+	if started {
+		r.log.Warn("job left without a supervisor; killing what remains of it", "alloc", a.id, "driver", sp.Driver)
+	}
+	if err := d.killOrphan(sp, a.dir, job); err != nil {
 		r.log.Error("cannot kill the job left without a supervisor", "alloc", a.id, "error", err)
 	}
+	return started
 }
 
 // specDriver reads an allocation's spec and the driver it names.

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -229,8 +230,12 @@ func (s *supervisor) runJob(sp spec, d driver) status {
 		// from then on counts as vanished (wait checks expiry itself).
 		s.leaseExpired(sp.LeasePath)
 	}
-	job, err := d.start(sp, out.stdout.w, out.stderr.w)
+	job, stopped, err := s.start(d, sp, out)
 	if err != nil {
+		if stopped != "" {
+			return status{State: structs.AllocKilled, ExitCode: exitUnknown,
+				Reason: "killed: " + stopped, FinishedAt: time.Now().UTC()}
+		}
 		code := exitNotFound
 		var se *startError
 		if errors.As(err, &se) {
@@ -245,11 +250,65 @@ func (s *supervisor) runJob(sp spec, d driver) status {
 		return startFailed(exitUnknown, fmt.Errorf("record job pid: %w", err))
 	}
 	s.signalReady()
-	s.log.Info("job started", "driver", sp.Driver, "pid", rec.PID, "argv0", sp.Argv[0], "user", userName(sp.User))
+	s.log.Info("job started", "driver", sp.Driver, "pid", rec.PID, "container", rec.ContainerName,
+		"argv0", sp.Argv[0], "user", userName(sp.User))
 
 	st := s.wait(job, sp)
 	st.StartedAt = rec.StartedAt
 	return st
+}
+
+// start starts the job through its driver. A start can take long (the
+// container driver pulls the image first), so a stop request or an
+// expired lease meanwhile cancels it: when the start then fails, stopped
+// says why the job was stopped, and the job is recorded as killed rather
+// than failed. A stop signal that came too late to cancel the start is
+// put back for wait, which stops the job as usual.
+func (s *supervisor) start(d driver, sp spec, out *jobOutput) (jobHandle, string, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stopped string
+	var caught os.Signal
+	started := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		var leaseCheck <-chan time.Time
+		if sp.LeasePath != "" {
+			t := time.NewTicker(leasePoll)
+			defer t.Stop()
+			leaseCheck = t.C
+		}
+		for {
+			select {
+			case <-started:
+				return
+			case caught = <-s.sigs:
+				stopped, _, _, _ = s.stopRequested()
+				if stopped == "" {
+					stopped = "stop requested"
+				}
+				cancel()
+				return
+			case <-leaseCheck:
+				if s.leaseExpired(sp.LeasePath) {
+					stopped = fencedReason
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	job, err := d.start(ctx, sp, startArgs{dir: s.dir, stdout: out.stdout.w, stderr: out.stderr.w, log: s.log})
+	close(started)
+	<-watched
+	if err == nil && caught != nil {
+		select {
+		case s.sigs <- caught:
+		default: // full: a stop signal is waiting already
+		}
+	}
+	return job, stopped, err
 }
 
 // signal sends sig to the job; a signal that cannot be sent is logged, and

@@ -24,7 +24,7 @@ var allowed = map[string][]string{
 	"cluster":      {},
 	"trust":        {},
 	"api":          {"structs"},
-	"agent/runner": {"structs"},
+	"agent/runner": {"structs", "agent/engine"},
 	"agent/engine": {"structs"},
 	"agent/peer":   {"structs", "fsm", "cluster", "api"},
 	"agent/leader": {"structs", "fsm", "sched", "cluster"},
