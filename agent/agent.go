@@ -291,7 +291,38 @@ func (a *Agent) runnerConfig() runner.Config {
 		JobUser:       a.cfg.JobUser,
 		JobEnvAllow:   a.cfg.JobEnvAllow,
 		LogMax:        a.cfg.LogMaxMiB << 20,
+		// Image jobs.
+		ContainerSocket:  a.cfg.ContainerSocket,
+		AllowMounts:      a.cfg.AllowMounts,
+		DefaultShmSize:   a.shmSize(),
+		KeepFailed:       a.cfg.KeepFailed,
+		ContainerNetwork: a.cfg.ContainerNetwork,
+		ContainerGPUs:    a.containerGPUs(),
 	}
+}
+
+// shmSize is an image job's /dev/shm, in bytes, when its spec gives none:
+// --shm-size, else half the memory the node offers, as the host's own
+// /dev/shm (tmpfs takes memory only as it is written).
+func (a *Agent) shmSize() int64 {
+	if a.cfg.ShmSizeMiB > 0 {
+		return a.cfg.ShmSizeMiB << 20
+	}
+	mem := a.cfg.MemoryMiB
+	if mem == 0 {
+		mem = node.HostMemoryMiB()
+	}
+	return mem / 2 << 20
+}
+
+// containerGPUs is how image jobs get their GPUs: real GPUs by the
+// engine's NVIDIA device request (what docker run --gpus sends), simulated
+// ones not at all (the job still sees their UUIDs in CUDA_VISIBLE_DEVICES).
+func (a *Agent) containerGPUs() engine.GPUMode {
+	if a.inv.Source == gpu.SourceNVML {
+		return engine.GPUsNVIDIA
+	}
+	return engine.GPUsNone
 }
 
 // nodeConfig is the configuration of this node's own duties.

@@ -15,7 +15,7 @@ func (n *Node) register() error {
 		cpus = runtime.NumCPU()
 	}
 	if mem == 0 {
-		mem = hostMemoryMiB()
+		mem = HostMemoryMiB()
 	}
 	link := n.cfg.LinkMbps
 	if link == 0 {

@@ -7,9 +7,9 @@ import (
 	"strings"
 )
 
-// hostMemoryMiB reads MemTotal from /proc/meminfo; 0 when unknown, which the
+// HostMemoryMiB reads MemTotal from /proc/meminfo; 0 when unknown, which the
 // scheduler treats as "memory not tracked".
-func hostMemoryMiB() int64 {
+func HostMemoryMiB() int64 {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
 		return 0

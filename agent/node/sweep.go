@@ -1,15 +1,26 @@
 package node
 
-import "time"
+import (
+	"context"
+	"time"
+)
+
+// containerSweepTimeout bounds one pass over the container engine's
+// containers, so a silent engine holds up no sweep for long.
+const containerSweepTimeout = 30 * time.Second
 
 // sweepLoop removes, every SweepInterval, the directories of this node's
 // allocations that the state no longer holds, logs included: the leader
 // removes a finished job with its allocations after its retention
 // (agent/leader/gc.go), and the node follows once it has applied that.
+// At start and at every sweep it also removes the containers no
+// supervisor looks after any more: found at start (the node died with
+// them running) or left by a killed supervisor.
 func (n *Node) sweepLoop() {
 	tick := time.NewTicker(n.cfg.SweepInterval)
 	defer tick.Stop()
 	for {
+		n.sweepContainers()
 		select {
 		case <-n.ctx.Done():
 			return
@@ -22,5 +33,19 @@ func (n *Node) sweepLoop() {
 		if err != nil {
 			n.log.Warn("remove allocation directories", "error", err)
 		}
+	}
+}
+
+// sweepContainers removes the containers of allocations that are over or
+// have no supervisor (runner.CleanContainers).
+func (n *Node) sweepContainers() {
+	ctx, cancel := context.WithTimeout(n.ctx, containerSweepTimeout)
+	defer cancel()
+	removed, err := n.runner.CleanContainers(ctx)
+	if removed > 0 {
+		n.log.Warn("removed containers no supervisor looked after", "count", removed)
+	}
+	if err != nil && n.ctx.Err() == nil {
+		n.log.Warn("remove stray containers", "error", err)
 	}
 }
