@@ -28,7 +28,13 @@ func (n *node) gossip() string { return fmt.Sprintf("%s:%d", n.ip, n.gossipPort)
 
 func (n *node) start(t testing.TB, join ...string) {
 	t.Helper()
-	extra := []string{"--gossip-port", fmt.Sprint(n.gossipPort)}
+	n.startWith(t, nil, join...)
+}
+
+// startWith is start with more agent flags.
+func (n *node) startWith(t testing.TB, flags []string, join ...string) {
+	t.Helper()
+	extra := append([]string{"--gossip-port", fmt.Sprint(n.gossipPort)}, flags...)
 	for _, j := range join {
 		extra = append(extra, "--join", j)
 	}
