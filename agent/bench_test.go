@@ -106,17 +106,27 @@ func BenchmarkSubmitToRunningCluster(b *testing.B) {
 }
 
 func benchSubmitToRunning(b *testing.B, a *Agent, c *api.Client) {
+	benchSubmitSpecToRunning(b, a, c, structs.JobSpec{Command: []string{"true"}, GPUs: 1})
+}
+
+// benchSubmitSpecToRunning submits spec b.N times, one at a time, and
+// reports submit -> started (the node's start time) and submit -> running
+// (the start committed).
+func benchSubmitSpecToRunning(b *testing.B, a *Agent, c *api.Client, spec structs.JobSpec) {
 	ctx := context.Background()
 	started := make([]time.Duration, 0, b.N)
 	committed := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		job, err := c.SubmitJob(ctx, api.SubmitRequest{Spec: structs.JobSpec{Command: []string{"true"}, GPUs: 1}})
+		job, err := c.SubmitJob(ctx, api.SubmitRequest{Spec: spec.Copy()})
 		if err != nil {
 			b.Fatal(err)
 		}
 		alloc := waitAlloc(b, a, job.ID, func(al *structs.Allocation) bool { return al.State != structs.AllocPending })
+		if alloc.State != structs.AllocRunning && alloc.State != structs.AllocSucceeded {
+			b.Fatalf("job %s: allocation %s (%s)", structs.ShortID(job.ID), alloc.State, alloc.Reason)
+		}
 		committed = append(committed, time.Since(t0))
 		started = append(started, alloc.StartedAt.Sub(t0))
 		waitAlloc(b, a, job.ID, func(al *structs.Allocation) bool { return !al.Live() })
@@ -154,8 +164,9 @@ func report(b *testing.B, what string, d []time.Duration) {
 
 // benchCluster starts an n-node cluster with production timings (only the
 // ports and data dirs are the tests'), for the failover and throughput
-// benchmarks; sec is SecurityTLS for a secure cluster.
-func benchCluster(b *testing.B, n int, sec Security) *testCluster {
+// benchmarks; sec is SecurityTLS for a secure cluster, and each of with
+// changes every node's config.
+func benchCluster(b *testing.B, n int, sec Security, with ...func(*Config)) *testCluster {
 	tc := &testCluster{t: b, net: &cluster.Partitioner{}}
 	for i := range n {
 		cfg := testConfig(b, b.TempDir())
@@ -165,6 +176,9 @@ func benchCluster(b *testing.B, n int, sec Security) *testCluster {
 		cfg.Token = clusterToken
 		cfg.Timing = cluster.Timing{} // production Raft timings
 		cfg.Security = sec
+		for _, f := range with {
+			f(&cfg)
+		}
 		if i > 0 {
 			cfg.Join = []string{tc.agents[i-1].raft.GossipAddr()}
 			if sec == SecurityTLS {
@@ -267,15 +281,28 @@ func benchLeaderFailover(b *testing.B, n int, sec Security) {
 // timings (stop-after 2.5s, down-after 3.5s). -benchtime 10x gives 10 trials.
 func BenchmarkNodeLossRecovery(b *testing.B) {
 	for _, sec := range securities {
-		b.Run(sec.name, func(b *testing.B) { benchNodeLossRecovery(b, sec.mode) })
+		b.Run(sec.name, func(b *testing.B) {
+			benchNodeLossRecovery(b, sec.mode, structs.JobSpec{Command: []string{"sleep", "600"}, GPUs: 1, Restarts: 1})
+		})
 	}
 }
 
-func benchNodeLossRecovery(b *testing.B, sec Security) {
+// BenchmarkNodeLossRecoveryImage is BenchmarkNodeLossRecovery (plaintext)
+// with the job in a container image every node holds: the cut-off node's
+// supervisor stops the container when its lease runs out, and the
+// replacement starts a container of its own.
+func BenchmarkNodeLossRecoveryImage(b *testing.B) {
+	image := testutil.BusyboxImage(b)
+	benchNodeLossRecovery(b, SecurityAuto,
+		structs.JobSpec{Command: []string{"sleep", "600"}, GPUs: 1, Restarts: 1, Image: image},
+		func(cfg *Config) { cfg.ContainerSocket = DefaultContainerSocket })
+}
+
+func benchNodeLossRecovery(b *testing.B, sec Security, spec structs.JobSpec, with ...func(*Config)) {
 	var trials []time.Duration
 	for range b.N {
 		b.StopTimer()
-		tc := benchCluster(b, 3, sec)
+		tc := benchCluster(b, 3, sec, with...)
 		lead := -1
 		for i, a := range tc.agents {
 			if a.raft.IsLeader() {
@@ -287,7 +314,7 @@ func benchNodeLossRecovery(b *testing.B, sec Security) {
 		// Keep the leader's own GPUs busy so the job lands on a worker.
 		var job *structs.Job
 		for {
-			j, err := c.SubmitJob(context.Background(), api.SubmitRequest{Spec: structs.JobSpec{Command: []string{"sleep", "600"}, GPUs: 1, Restarts: 1}})
+			j, err := c.SubmitJob(context.Background(), api.SubmitRequest{Spec: spec.Copy()})
 			if err != nil {
 				b.Fatal(err)
 			}
