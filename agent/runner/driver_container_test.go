@@ -249,7 +249,7 @@ func TestContainer_JobRunsAsItsAccountWithTheImagesPathAndHome(t *testing.T) {
 			tk.Job.Owner = tc.owner
 			tk.Job.Spec.Workdir = tc.workdir
 			out := stdoutOf(t, r, rec, e.allocDir, tk)
-			want := strconv.Itoa(tc.uid) + "\n" + strconv.Itoa(tc.gid) + "\n" + tc.user + " /bin " + tc.home + "\n" + tc.pwd + "\n"
+			want := strconv.Itoa(tc.uid) + "\n" + strconv.Itoa(tc.gid) + "\n" + tc.user + " " + testutil.ImagePATH + " " + tc.home + "\n" + tc.pwd + "\n"
 			if out != want {
 				t.Errorf("job printed %q, want %q", out, want)
 			}

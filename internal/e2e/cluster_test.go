@@ -79,6 +79,29 @@ func waitNodes(t testing.TB, p *agentProc, want map[string]structs.NodeStatus) {
 	})
 }
 
+// waitVoters waits until the Raft group, as p sees it, has n voters.
+func waitVoters(t testing.TB, p *agentProc, n int) {
+	t.Helper()
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		out, err := p.skein(t, "raft", "peers", "--json")
+		if err != nil {
+			return err
+		}
+		var peers []api.RaftPeer
+		_ = json.Unmarshal([]byte(out), &peers)
+		voters := 0
+		for _, p := range peers {
+			if p.Voter {
+				voters++
+			}
+		}
+		if voters != n {
+			return fmt.Errorf("%d voters of %d peers, want %d", voters, len(peers), n)
+		}
+		return nil
+	})
+}
+
 func leaderOf(t testing.TB, nodes []*node) *node {
 	t.Helper()
 	var lead *node
@@ -124,24 +147,7 @@ func TestProcess_ThreeNodes_LeaderKilledWorkerFrozenNodeRestarted(t *testing.T) 
 	nodes[2].start(t, nodes[1].gossip()) // through a non-leader
 	all := map[string]structs.NodeStatus{"node-127.0.0.21": "ready", "node-127.0.0.22": "ready", "node-127.0.0.23": "ready"}
 	waitNodes(t, nodes[2].proc, all)
-	testutil.WaitFor(t, 30*time.Second, func() error {
-		out, err := nodes[0].proc.skein(t, "raft", "peers", "--json")
-		if err != nil {
-			return err
-		}
-		var peers []api.RaftPeer
-		_ = json.Unmarshal([]byte(out), &peers)
-		voters := 0
-		for _, p := range peers {
-			if p.Voter {
-				voters++
-			}
-		}
-		if voters != 3 {
-			return fmt.Errorf("%d voters of %d peers, want 3", voters, len(peers))
-		}
-		return nil
-	})
+	waitVoters(t, nodes[0].proc, 3)
 
 	// SIGKILL the leader: another takes over and takes writes.
 	lead := leaderOf(t, nodes)

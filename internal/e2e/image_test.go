@@ -60,6 +60,9 @@ func TestProcess_ImageJobs_GangFencingAndAdoption(t *testing.T) {
 	}
 	all := map[string]structs.NodeStatus{"node-127.0.0.31": "ready", "node-127.0.0.32": "ready", "node-127.0.0.33": "ready"}
 	waitNodes(t, nodes[0].proc, all)
+	// Any one node may be frozen or killed below: the other two must
+	// keep a quorum.
+	waitVoters(t, nodes[0].proc, 3)
 	p := nodes[0].proc
 
 	// A gang of two containers, one per node, each with its rank.

@@ -18,6 +18,9 @@ import (
 // tools from (Debian's busybox-static).
 const Busybox = "/bin/busybox"
 
+// ImagePATH is the PATH the test images set.
+const ImagePATH = "/usr/local/bin:/bin"
+
 // busyboxDockerfile builds a FROM scratch image with busybox's applets in
 // /bin, the accounts root and nobody, and a world-writable /tmp.
 const busyboxDockerfile = `FROM scratch
@@ -26,7 +29,7 @@ RUN ["/bin/busybox", "--install", "-s", "/bin"]
 RUN mkdir -p -m 1777 /tmp && mkdir -p /etc && \
 	printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >/etc/passwd && \
 	printf 'root:x:0:\nnogroup:x:65534:\n' >/etc/group
-ENV PATH=/usr/local/bin:/bin
+ENV PATH=` + ImagePATH + `
 WORKDIR /tmp
 `
 
