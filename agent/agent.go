@@ -292,12 +292,12 @@ func (a *Agent) runnerConfig() runner.Config {
 		JobEnvAllow:   a.cfg.JobEnvAllow,
 		LogMax:        a.cfg.LogMaxMiB << 20,
 		// Image jobs.
-		ContainerSocket:  a.cfg.ContainerSocket,
-		AllowMounts:      a.cfg.AllowMounts,
-		DefaultShmSize:   a.shmSize(),
-		KeepFailed:       a.cfg.KeepFailed,
-		ContainerNetwork: a.cfg.ContainerNetwork,
-		ContainerGPUs:    a.containerGPUs(),
+		ContainerSocket: a.cfg.ContainerSocket,
+		AllowMounts:     a.cfg.AllowMounts,
+		DefaultShmSize:  a.shmSize(),
+		KeepFailed:      a.cfg.KeepFailed,
+		ContainerHost:   a.cfg.ContainerHost,
+		ContainerGPUs:   a.containerGPUs(),
 	}
 }
 

@@ -129,9 +129,13 @@ type Config struct {
 	// KeepFailed keeps the containers of failed jobs for debugging; a
 	// finished container is otherwise removed.
 	KeepFailed bool
-	// ContainerNetwork is image jobs' network: "host" (when "") or
-	// "container:NAME", for an agent that itself runs in container NAME.
-	ContainerNetwork string
+	// ContainerHost names the container the agent itself runs in
+	// (--in-container): image jobs' containers then live inside it as its
+	// processes do, sharing its network, its process namespace (they die
+	// with it) and, with the engine's cgroupfs driver, its cgroup (they
+	// freeze with it). "": the agent runs on the machine, and image jobs
+	// on the host's network.
+	ContainerHost string
 	// Token, when set, is required on every API request. A non-loopback API
 	// without a token is refused unless Insecure is set. In a secure
 	// cluster the founder's token (or one it makes) is the cluster's: other
@@ -443,8 +447,20 @@ func portString(p int) string {
 	return fmt.Sprint(p)
 }
 
+// validContainerName is the engine's rule for a container's name.
+func validContainerName(n string) bool {
+	for i, r := range n {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || i > 0 && strings.ContainsRune("_.-", r)
+		if !ok {
+			return false
+		}
+	}
+	return len(n) <= 128
+}
+
 // checkContainerConfig checks and cleans what image jobs get on this node:
-// the directories they may mount, their default /dev/shm and their network.
+// the directories they may mount, their default /dev/shm and the container
+// the agent runs in.
 func checkContainerConfig(cfg *Config) error {
 	if len(cfg.AllowMounts) > structs.MaxMounts {
 		return fmt.Errorf("--allow-mount: %d directories, more than the limit of %d", len(cfg.AllowMounts), structs.MaxMounts)
@@ -458,10 +474,8 @@ func checkContainerConfig(cfg *Config) error {
 	if cfg.ShmSizeMiB < 0 {
 		return fmt.Errorf("--shm-size %d MiB: must not be negative", cfg.ShmSizeMiB)
 	}
-	if n := cfg.ContainerNetwork; n != "" && n != "host" {
-		if name, ok := strings.CutPrefix(n, "container:"); !ok || name == "" {
-			return fmt.Errorf("--container-network %q: want host or container:NAME", n)
-		}
+	if n := cfg.ContainerHost; n != "" && !validContainerName(n) {
+		return fmt.Errorf("--in-container %q: want a container name or ID (letters, digits, '_', '.', '-')", n)
 	}
 	return nil
 }

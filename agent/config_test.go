@@ -22,7 +22,7 @@ func TestConfig_RejectsBadSettingsNamingTheFlag(t *testing.T) {
 		{"clean period too short", Config{DataDir: "x", BindAddr: "127.0.0.1", GPUCleanPeriod: time.Millisecond}, "--gpu-clean-period"},
 		{"relative allowed mount", Config{DataDir: "x", BindAddr: "127.0.0.1", AllowMounts: []string{"data"}}, `--allow-mount "data": want an absolute directory`},
 		{"negative shm", Config{DataDir: "x", BindAddr: "127.0.0.1", ShmSizeMiB: -1}, "--shm-size -1 MiB"},
-		{"bad container network", Config{DataDir: "x", BindAddr: "127.0.0.1", ContainerNetwork: "bridge"}, `--container-network "bridge"`},
+		{"bad host container", Config{DataDir: "x", BindAddr: "127.0.0.1", ContainerHost: "a b"}, `--in-container "a b"`},
 		{"log cap negative", Config{DataDir: "x", BindAddr: "127.0.0.1", LogMaxMiB: -1}, "--log-max -1M: out of range 1M..64T"},
 	}
 	for _, tc := range cases {

@@ -51,7 +51,7 @@ func agentCommand() *ucli.Command {
 			&ucli.StringSliceFlag{Name: "allow-mount", Usage: "host `DIR` under which image jobs may mount directories (--mount SRC:DST); repeat or comma-separate (default: none)"},
 			&ucli.StringFlag{Name: "shm-size", Usage: "image jobs' /dev/shm when they give no --shm-size, like 64G (default: half the node's memory)"},
 			&ucli.BoolFlag{Name: "keep-failed", Usage: "keep the containers of failed image jobs for debugging (default: remove every finished container)"},
-			&ucli.StringFlag{Name: "container-network", Value: "host", Usage: "image jobs' network: host, or container:`NAME` when the agent itself runs in container NAME"},
+			&ucli.StringFlag{Name: "in-container", Usage: "the agent itself runs in container `NAME` on its engine: image jobs' containers live inside it (its network, processes and cgroup), as its own processes do"},
 			&ucli.StringFlag{Name: "master-ports", Usage: "`MIN-MAX` ports to give gangs with rank 0 here as MASTER_PORT (default 29500-29999)"},
 			&ucli.DurationFlag{Name: "job-retention", Value: agent.DefaultJobRetention, Usage: "keep a finished job, its allocations and their logs this long, then remove them (give every node the same)"},
 			&ucli.DurationFlag{Name: "kill-grace", Value: 10 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping a job"},
@@ -199,7 +199,7 @@ func agentConfig(c *ucli.Context) (agent.Config, error) {
 	cfg.AllowMounts = slices.DeleteFunc(c.StringSlice("allow-mount"), func(d string) bool { return d == "" })
 	cfg.ShmSizeMiB = int64(shmSize)
 	cfg.KeepFailed = c.Bool("keep-failed")
-	cfg.ContainerNetwork = c.String("container-network")
+	cfg.ContainerHost = c.String("in-container")
 	return cfg, nil
 }
 

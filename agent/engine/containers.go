@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -88,6 +89,13 @@ type ContainerSpec struct {
 	// Network is the network mode: "host" (the default when ""), or
 	// "container:NAME" to share another container's network.
 	Network string
+	// Host, when set, names the container this one lives inside, as a
+	// process of it would (an agent that itself runs in a container):
+	// it shares Host's network and process namespaces, so it dies with
+	// Host, and, where the engine manages cgroups itself (the cgroupfs
+	// driver), sits in Host's cgroup, so it freezes and thaws with it.
+	// Network is then ignored.
+	Host string
 }
 
 // PullProgress is one report of a pull in flight: Bytes of Total
@@ -314,6 +322,11 @@ func (d *Docker) Create(ctx context.Context, spec ContainerSpec) (string, error)
 	if len(devices) > 0 {
 		host.Ulimits = []*container.Ulimit{{Name: "memlock", Soft: -1, Hard: -1}}
 	}
+	if spec.Host != "" {
+		if err := d.nest(ctx, host, spec.Host); err != nil {
+			return "", fmt.Errorf("%s: %w", op, err)
+		}
+	}
 	created, err := d.c.ContainerCreate(ctx, cfg, host, nil, nil, spec.Name)
 	switch {
 	case err == nil:
@@ -324,6 +337,32 @@ func (d *Docker) Create(ctx context.Context, spec ContainerSpec) (string, error)
 		return "", imageNotFound(spec.Image, err)
 	}
 	return "", d.fail(op, err)
+}
+
+// nest puts a container inside the running container named outer
+// (ContainerSpec.Host).
+func (d *Docker) nest(ctx context.Context, host *container.HostConfig, outer string) error {
+	c, err := d.c.ContainerInspect(ctx, outer)
+	if err != nil {
+		return d.containerErr(fmt.Sprintf("inspect the host container %q", outer), err)
+	}
+	if c.State == nil || !c.State.Running {
+		return fmt.Errorf("host container %q: %w", outer, ErrNotRunning)
+	}
+	host.NetworkMode = container.NetworkMode("container:" + c.ID)
+	host.PidMode = container.PidMode("container:" + c.ID)
+	info, err := d.c.Info(ctx)
+	if err != nil {
+		return d.fail("engine info", err)
+	}
+	if info.CgroupDriver == "cgroupfs" {
+		parent := "/docker"
+		if c.HostConfig != nil && c.HostConfig.CgroupParent != "" {
+			parent = c.HostConfig.CgroupParent
+		}
+		host.CgroupParent = path.Join(parent, c.ID)
+	}
+	return nil
 }
 
 // deviceRequests hands the GPUs over as mode says.

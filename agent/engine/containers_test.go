@@ -750,3 +750,57 @@ func TestContainerOps_ASilentEngineIsUnreachableWhenTheDeadlinePasses(t *testing
 		t.Errorf("create = %v, want ErrUnreachable for the deadline that passed", err)
 	}
 }
+
+// TestContainer_NestedInAHostContainerSharesItsFate puts a container
+// inside another, as an agent that runs in a container does with its
+// jobs: it sees the host container's processes, sits in its cgroup where
+// the engine manages cgroups itself, and dies with it.
+func TestContainer_NestedInAHostContainerSharesItsFate(t *testing.T) {
+	d := testDocker(t)
+	outerSpec := testSpec(t, "sleep", "1000")
+	outer := start(t, d, outerSpec)
+	spec := testSpec(t, "sh", "-c", "ps -o comm; echo listed; sleep 1000")
+	spec.Host = outerSpec.Name
+	inner := start(t, d, spec)
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		if out := inner.stdout.String(); !strings.Contains(out, "listed") {
+			return fmt.Errorf("inner container printed %q so far", out)
+		}
+		return nil
+	})
+	if out := inner.stdout.String(); !strings.Contains(out, "sleep") {
+		t.Errorf("the nested container sees processes %q, want the host container's sleep among them", out)
+	}
+	got, err := d.c.ContainerInspect(callCtx(t), inner.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := got.HostConfig
+	if string(h.PidMode) != "container:"+outer.id || string(h.NetworkMode) != "container:"+outer.id {
+		t.Errorf("pid mode %q, network %q; want both container:%s", h.PidMode, h.NetworkMode, outer.id)
+	}
+	info, err := d.c.Info(callCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.CgroupDriver == "cgroupfs" && !strings.HasSuffix(h.CgroupParent, "/"+outer.id) {
+		t.Errorf("cgroup parent %q, want the host container's cgroup", h.CgroupParent)
+	}
+	if err := d.Signal(callCtx(t), outer.id, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if code := inner.wait(t, d); code != 137 {
+		t.Errorf("the nested container ended with %d when its host was killed, want 137 (killed)", code)
+	}
+	outer.wait(t, d)
+
+	spec = testSpec(t, "true")
+	spec.Host = outerSpec.Name
+	if _, err := d.Create(callCtx(t), spec); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("create inside a stopped host container: %v, want ErrNotRunning", err)
+	}
+	spec.Host = uniqueName("skein-engine-test-none")
+	if _, err := d.Create(callCtx(t), spec); !errors.Is(err, ErrNoContainer) {
+		t.Errorf("create inside a host container that does not exist: %v, want ErrNoContainer", err)
+	}
+}

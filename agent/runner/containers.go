@@ -52,7 +52,7 @@ func (r *Runner) containerSpec(t Task, acct Account) (*containerSpec, error) {
 		ShmSize:    shm,
 		GPUs:       slices.Clone(t.Alloc.GPUs),
 		GPUMode:    r.gpuMode,
-		Network:    r.network,
+		Host:       r.host,
 		KeepFailed: r.keepFailed,
 		User:       strconv.FormatUint(uint64(acct.UID), 10) + ":" + strconv.FormatUint(uint64(acct.GID), 10),
 	}

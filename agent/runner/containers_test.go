@@ -246,7 +246,7 @@ func TestRunner_ImageTaskSpecNamesTheContainerDriver(t *testing.T) {
 			}
 			want := containerSpec{Socket: socket, Image: "busybox:1", Pull: tc.pull,
 				Mounts: []structs.Mount{{Source: allowed, Target: "/data", ReadOnly: true}}, ShmSize: tc.wantShm,
-				GPUs: tk.Alloc.GPUs, GPUMode: engine.GPUsNVIDIA, Network: "host", KeepFailed: true,
+				GPUs: tk.Alloc.GPUs, GPUMode: engine.GPUsNVIDIA, KeepFailed: true,
 				User: fmt.Sprintf("%d:%d", nobody.UID, nobody.GID), Groups: c.Groups}
 			if !reflect.DeepEqual(*c, want) {
 				t.Errorf("container section = %+v, want %+v", *c, want)

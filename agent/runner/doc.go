@@ -34,8 +34,9 @@
 // spec.json's container section: the image and pull policy, the mounts
 // (each source must lie under one of Config.AllowMounts, by path
 // component, symlinks followed; the scheduler filters by them already),
-// the shm size, the GPUs and how they are handed over, the network, and
-// the account by number (containers.go). The supervisor pulls the image as
+// the shm size, the GPUs and how they are handed over, the container the
+// runner itself runs in if any (Config.ContainerHost), and the account by
+// number (containers.go). The supervisor pulls the image as
 // the policy says, recording the pull's progress in pull.json, which the
 // runner reports while the allocation is pending; a stop or an expired
 // lease cancels a pull in flight. It then creates the container

@@ -98,7 +98,7 @@ func startContainer(ctx context.Context, d *engine.Docker, sp spec, in startArgs
 		ShmSize:  c.ShmSize,
 		GPUs:     c.GPUs,
 		GPUMode:  c.GPUMode,
-		Network:  c.Network,
+		Host:     c.Host,
 	}
 	var id string
 	err := callEngine(ctx, func(ctx context.Context) error {

@@ -405,7 +405,7 @@ func TestContainer_OrphanWithoutJobPIDIsRemovedByName(t *testing.T) {
 	other := t.TempDir()
 	containerSpecOf := func() spec {
 		return spec{Driver: containerDriverName, Argv: []string{"true"}, KillGrace: structs.Duration(time.Second),
-			Container: &containerSpec{Socket: engine.DefaultSocket, Image: e.image, Pull: structs.PullNever, Network: "host"}}
+			Container: &containerSpec{Socket: engine.DefaultSocket, Image: e.image, Pull: structs.PullNever}}
 	}
 	ours := newAllocDir(t, e.testEnv, containerSpecOf())
 	foreign := newAllocDir(t, e.testEnv, containerSpecOf())
@@ -438,7 +438,7 @@ func TestContainer_LeftoverOfTheSameAllocationIsReplacedNotDoubled(t *testing.T)
 	e := newContainerEnv(t)
 	dir := newAllocDir(t, e.testEnv, spec{Driver: containerDriverName, Argv: []string{"sh", "-c", "echo fresh"},
 		User: jobUser(t), KillGrace: structs.Duration(time.Second),
-		Container: &containerSpec{Socket: engine.DefaultSocket, Image: e.image, Pull: structs.PullNever, Network: "host"}})
+		Container: &containerSpec{Socket: engine.DefaultSocket, Image: e.image, Pull: structs.PullNever}})
 	id := filepath.Base(dir)
 	leftover := e.container(t, containerName(id),
 		map[string]string{engine.LabelAlloc: id, engine.LabelAllocDir: e.allocDir}, true)

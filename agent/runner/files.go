@@ -95,7 +95,9 @@ type containerSpec struct {
 	// GPUMode says (engine.GPUsNone: no devices, simulated GPUs).
 	GPUs    []string       `json:"gpus,omitempty"`
 	GPUMode engine.GPUMode `json:"gpu_mode,omitempty"`
-	Network string         `json:"network"`
+	// Host names the container the runner runs in, that the job's
+	// container lives inside; "" runs it on the host's network.
+	Host string `json:"host,omitempty"`
 	// KeepFailed keeps the container of a job that failed by itself.
 	KeepFailed bool `json:"keep_failed,omitempty"`
 	// User is "UID:GID" of the job's account, and Groups its

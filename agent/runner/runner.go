@@ -53,8 +53,6 @@ const (
 	// pullReportInterval is how often, at most, an allocation's pull
 	// progress is reported.
 	pullReportInterval = time.Second
-	// defaultNetwork is a container's network when Config names none.
-	defaultNetwork = "host"
 )
 
 // Config configures a Runner.
@@ -113,8 +111,10 @@ type Config struct {
 	// non-zero exit the supervisor did not cause), for debugging; it
 	// goes with its allocation's directory (CleanContainers).
 	KeepFailed bool
-	// ContainerNetwork is the containers' network mode; "" means "host".
-	ContainerNetwork string
+	// ContainerHost, when set, names the container this runner itself
+	// runs in: jobs' containers then live inside it as its processes do
+	// (engine.ContainerSpec.Host), instead of on the host's network.
+	ContainerHost string
 	// ContainerGPUs is how a container is handed its GPUs;
 	// engine.GPUsNone (simulated GPUs) passes no devices, though the job
 	// sees the same CUDA_VISIBLE_DEVICES.
@@ -163,7 +163,7 @@ type Runner struct {
 	allowMounts []string
 	shmSize     int64
 	keepFailed  bool
-	network     string
+	host        string
 	gpuMode     engine.GPUMode
 
 	mu       sync.Mutex
@@ -227,9 +227,6 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.DefaultShmSize < 0 {
 		return nil, fmt.Errorf("default shm size %d bytes: must not be negative", cfg.DefaultShmSize)
 	}
-	if cfg.ContainerNetwork == "" {
-		cfg.ContainerNetwork = defaultNetwork
-	}
 	r := &Runner{
 		dir:         dir,
 		supCmd:      slices.Clone(cfg.SupervisorCmd),
@@ -246,7 +243,7 @@ func New(cfg Config) (*Runner, error) {
 		allowMounts: slices.Clone(cfg.AllowMounts),
 		shmSize:     cfg.DefaultShmSize,
 		keepFailed:  cfg.KeepFailed,
-		network:     cfg.ContainerNetwork,
+		host:        cfg.ContainerHost,
 		gpuMode:     cfg.ContainerGPUs,
 		allocs:      make(map[string]*alloc),
 		quit:        make(chan struct{}),
