@@ -67,8 +67,10 @@ func TestChaos(t *testing.T) {
 	requireDocker(t)
 	began := time.Now()
 
-	d := startDemo(t, buildImage(t), p.nodes)
-	r := &run{t: t, d: d, seed: seed, rng: rand.New(rand.NewPCG(seed, 1)), failovers: map[string][]time.Duration{}}
+	image := buildImage(t)
+	d := startDemo(t, image, p.nodes)
+	r := &run{t: t, d: d, seed: seed, rng: rand.New(rand.NewPCG(seed, 1)), failovers: map[string][]time.Duration{},
+		jobImage: image}
 	// Registered after startDemo, so it runs before demo.sh down.
 	t.Cleanup(r.keepResults)
 
@@ -101,6 +103,9 @@ type run struct {
 	seed uint64
 	rng  *rand.Rand
 	cl   *client
+	// jobImage is the image a third of the workload jobs run in (the
+	// nodes' own), on the host's engine, inside their node's container.
+	jobImage string
 	// http is the HTTP client of every API call (api), made once.
 	http     *http.Client
 	httpErr  error
@@ -409,6 +414,12 @@ func (c *client) submit(id string) request {
 		GPUs:     gpus,
 		Restarts: 3,
 	}}
+	if c.rng.IntN(3) == 0 {
+		// The same workload in a container: its locks are the same
+		// files, through a mount of the shared directory.
+		body.Spec.Image = c.r.jobImage
+		body.Spec.Mounts = []structs.Mount{{Source: c.r.d.shared, Target: "/shared"}}
+	}
 	for range 5 {
 		node := c.r.d.nodes[c.rng.IntN(len(c.r.d.nodes))]
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -518,6 +529,7 @@ func (r *run) check(cl *client) {
 
 	allocs := r.checkAllocations(final[r.d.nodes[0]])
 	r.checkWorkload(allocs)
+	r.checkContainers(final[r.d.nodes[0]])
 	r.checkLeaders()
 }
 
@@ -653,6 +665,37 @@ func (r *run) checkWorkload(allocs map[string]structs.Allocation) {
 	r.logf("workload started for %d allocations; allocation states %v", len(starts), states)
 }
 
+// checkContainers counts the image jobs and checks that, once every job
+// has ended, none of their containers still runs: each was stopped with
+// its allocation, or died with its node's container.
+func (r *run) checkContainers(jobs []structs.Job) {
+	r.t.Helper()
+	images := 0
+	for _, j := range jobs {
+		if j.Spec.Image != "" {
+			images++
+		}
+	}
+	if images == 0 {
+		r.t.Errorf("none of %d jobs ran in a container; a third should have", len(jobs))
+	}
+	waitFor(r.t, "no container of an ended job to run", time.Minute, func() error {
+		// Label filters of one docker ps must all match: ask per node.
+		for _, n := range r.d.nodes {
+			out, err := exec.Command("docker", "ps", "--format", "{{.Names}}",
+				"--filter", "label=skein.alloc-dir=/data/"+r.container(n)+"/allocs").CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("docker ps: %v: %s", err, out)
+			}
+			if names := strings.Fields(string(out)); len(names) > 0 {
+				return fmt.Errorf("containers of node %s still running: %v", n, names)
+			}
+		}
+		return nil
+	})
+	r.logf("%d of %d jobs ran in containers; none of their containers runs", images, len(jobs))
+}
+
 var electionWon = regexp.MustCompile(`election won:? .*term=(\d+)`)
 
 // checkLeaders reads every node's log for the elections it won: two nodes
@@ -718,7 +761,7 @@ func (r *run) keepResults() {
 	for _, n := range r.d.nodes {
 		out, _ := exec.Command("docker", "logs", r.container(n)).CombinedOutput()
 		write("docker-logs-"+n+".txt", out)
-		if out, err := exec.Command("docker", "cp", r.container(n)+":/data/"+n, filepath.Join(dir, "data-"+n)).CombinedOutput(); err != nil {
+		if out, err := exec.Command("docker", "cp", r.container(n)+":/data/"+r.container(n), filepath.Join(dir, "data-"+n)).CombinedOutput(); err != nil {
 			r.t.Logf("keep data of %s: %v: %s", n, err, out)
 		}
 		jobs, ok := final[n]

@@ -26,6 +26,12 @@
 #   SKEIN_DEMO_SHARED  host directory mounted at /shared in every node (/tmp/NAME-demo)
 #   SKEIN_DEMO_NODES   number of nodes, 3 to 5 (3)
 #   SKEIN_DEMO_VOTERS  Raft voters among them, odd (3)
+#   SKEIN_DEMO_ENGINE  1: the nodes run image jobs on this host's container
+#                      engine (its socket is mounted into every node, which
+#                      makes the nodes root on this host); jobs' containers
+#                      live inside their node's container and may mount
+#                      SHARED, which every node also sees at its own path
+#                      (0)
 set -eu
 
 NAME=${SKEIN_DEMO_NAME:-skein}
@@ -37,6 +43,7 @@ SHARED=${SKEIN_DEMO_SHARED:-/tmp/$NAME-demo}
 NET=$NAME-demo
 COUNT=${SKEIN_DEMO_NODES:-3}
 VOTERS=${SKEIN_DEMO_VOTERS:-3}
+ENGINE=${SKEIN_DEMO_ENGINE:-0}
 case $COUNT in
 3) NODES="a b c" ;;
 4) NODES="a b c d" ;;
@@ -122,6 +129,25 @@ wait_up() {
 	done
 }
 
+# engine_mounts prints the docker run options that give a node this host's
+# container engine with SKEIN_DEMO_ENGINE=1: its socket, and SHARED where
+# the host has it, since the engine reads jobs' mount sources on the host.
+engine_mounts() {
+	if [ "$ENGINE" = 1 ]; then
+		echo "-v /var/run/docker.sock:/var/run/docker.sock -v $SHARED:$SHARED"
+	fi
+}
+
+# engine_flags prints the agent flags of node container $1 for image jobs:
+# their containers live inside the node's and may mount SHARED.
+engine_flags() {
+	if [ "$ENGINE" = 1 ]; then
+		echo "--in-container $1 --allow-mount $SHARED"
+	else
+		echo "--container-socket none"
+	fi
+}
+
 # join_token makes a one-use join token on the founder, valid for an hour.
 join_token() {
 	sk "$NAME-$founder" join-token create --uses 1 --ttl 1h 2>/dev/null
@@ -161,19 +187,22 @@ up() {
 			join="--join $(ip_of "$founder")"
 			token=$(join_token) || die "no join token from $NAME-$founder; see: docker logs $NAME-$founder"
 		fi
-		# The CLI in each container talks to its own agent over TLS.
-		# shellcheck disable=SC2086 # $publish and $join are lists of words
+		# The CLI in each container talks to its own agent over TLS. The
+		# data dir is named after the container: agents that share an
+		# engine tell their jobs' containers apart by it.
+		# shellcheck disable=SC2046,SC2086 # $publish, $join and the engine options are lists of words
 		docker run -d --name "$c" --hostname "$c" --label "$LABEL" \
 			--network "$NET" --ip "$(ip_of "$n")" $publish \
 			--user "$(id -u):$(id -g)" -v "$SHARED:/shared" -e "SKEIN_TOKEN=$TOKEN" \
-			-e "SKEIN_ADDR=https://127.0.0.1:7470" -e "SKEIN_CACERT=/data/$n/tls/ca.crt" \
-			-e "SKEIN_JOIN_TOKEN=${token:-}" \
-			"$IMAGE" agent --name "$c" --data-dir "/data/$n" --bind 0.0.0.0 \
-			--advertise "$(ip_of "$n")" --gpus sim:8xH100-80 --voters "$VOTERS" $join >/dev/null
+			-e "SKEIN_ADDR=https://127.0.0.1:7470" -e "SKEIN_CACERT=/data/$c/tls/ca.crt" \
+			-e "SKEIN_JOIN_TOKEN=${token:-}" $(engine_mounts) \
+			"$IMAGE" skein agent --name "$c" --data-dir "/data/$c" --bind 0.0.0.0 \
+			--advertise "$(ip_of "$n")" --gpus sim:8xH100-80 --voters "$VOTERS" $join \
+			$(engine_flags "$c") >/dev/null
 		if [ "$n" = "$founder" ]; then
 			wait_up "$c"
 			# The CA certificate, for clients on the host.
-			docker exec "$c" cat "/data/$n/tls/ca.crt" >"$SHARED/ca.crt"
+			docker exec "$c" cat "/data/$c/tls/ca.crt" >"$SHARED/ca.crt"
 		fi
 	done
 	# Wait for a leader and every node.
@@ -204,7 +233,11 @@ up() {
 
 down() {
 	ids=$(docker ps -aq --filter "label=$LABEL")
-	if [ -n "$ids" ]; then
+	# With SKEIN_DEMO_ENGINE=1, the jobs' containers too, running or not.
+	for n in $NODES; do
+		ids="$ids $(docker ps -aq --filter "label=skein.alloc-dir=/data/$NAME-$n/allocs")"
+	done
+	if [ -n "$(echo "$ids" | tr -d ' ')" ]; then
 		# shellcheck disable=SC2086 # a list of IDs
 		docker rm -f $ids >/dev/null
 	fi

@@ -238,6 +238,7 @@ func startDemo(t *testing.T, image string, nodes int) *demo {
 		"SKEIN_DEMO_TOKEN=" + d.token,
 		"SKEIN_DEMO_SHARED=" + d.shared,
 		fmt.Sprintf("SKEIN_DEMO_NODES=%d", nodes),
+		"SKEIN_DEMO_ENGINE=1",
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
