@@ -168,6 +168,11 @@ func (a *Agent) start() error {
 	if err != nil {
 		return err
 	}
+	if a.cfg.ContainerSocket != "" {
+		if a.engine, err = engine.NewDocker(a.cfg.ContainerSocket); err != nil {
+			return err
+		}
+	}
 	if a.runner, err = runner.New(a.runnerConfig()); err != nil {
 		return err
 	}
@@ -196,11 +201,6 @@ func (a *Agent) start() error {
 		JobRetention:      a.cfg.JobRetention,
 		Logger:            a.logger.Named("leader"),
 	})
-	if a.cfg.ContainerSocket != "" {
-		if a.engine, err = engine.NewDocker(a.cfg.ContainerSocket); err != nil {
-			return err
-		}
-	}
 	a.node = node.New(a.nodeConfig())
 	adopted, err := a.runner.Restore()
 	if err != nil {
@@ -315,14 +315,15 @@ func (a *Agent) shmSize() int64 {
 	return mem / 2 << 20
 }
 
-// containerGPUs is how image jobs get their GPUs: real GPUs by the
-// engine's NVIDIA device request (what docker run --gpus sends), simulated
-// ones not at all (the job still sees their UUIDs in CUDA_VISIBLE_DEVICES).
+// containerGPUs is how image jobs get their GPUs: real GPUs as the engine
+// takes them (engine.Docker.GPUMode: CDI names or the NVIDIA device
+// request), simulated ones not at all (the job still sees their UUIDs in
+// CUDA_VISIBLE_DEVICES).
 func (a *Agent) containerGPUs() engine.GPUMode {
-	if a.inv.Source == gpu.SourceNVML {
-		return engine.GPUsNVIDIA
+	if a.inv.Source != gpu.SourceNVML || a.engine == nil {
+		return engine.GPUsNone
 	}
-	return engine.GPUsNone
+	return a.engine.GPUMode(context.Background())
 }
 
 // nodeConfig is the configuration of this node's own duties.

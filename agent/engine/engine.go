@@ -125,10 +125,33 @@ func truncate(s string, n int) string {
 // canHandOutGPUs is true when the engine has an NVIDIA runtime or CDI
 // spec directories configured.
 func canHandOutGPUs(info system.Info) bool {
+	return hasNVIDIARuntime(info) || len(info.CDISpecDirs) > 0
+}
+
+func hasNVIDIARuntime(info system.Info) bool {
 	for name := range info.Runtimes {
 		if strings.Contains(strings.ToLower(name), "nvidia") {
 			return true
 		}
 	}
-	return len(info.CDISpecDirs) > 0
+	return false
+}
+
+// GPUMode says how to hand this engine's containers real GPUs: by CDI
+// names when CDI is all it has, else by the NVIDIA device request (what
+// `docker run --gpus` sends, served by the NVIDIA runtime or the NVIDIA
+// container toolkit's hook), which is also the answer when the engine
+// does not answer now.
+func (d *Docker) GPUMode(ctx context.Context) GPUMode {
+	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+	info, err := d.c.Info(ctx)
+	return gpuModeOf(info, err)
+}
+
+func gpuModeOf(info system.Info, err error) GPUMode {
+	if err == nil && !hasNVIDIARuntime(info) && len(info.CDISpecDirs) > 0 {
+		return GPUsCDI
+	}
+	return GPUsNVIDIA
 }

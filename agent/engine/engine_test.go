@@ -8,6 +8,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/system"
+
+	"github.com/skein-dev/skein/internal/testutil"
 )
 
 func TestProbe_RealEngineReportsVersionAPIAndNoGPURuntime(t *testing.T) {
@@ -95,5 +99,36 @@ func TestHost_RefusesARelativeOrForeignAddress(t *testing.T) {
 		if got, err := Host(s); err != nil || got != want {
 			t.Errorf("Host(%q) = %q, %v, want %q", s, got, err, want)
 		}
+	}
+}
+
+func TestGPUMode_CDIOnlyWhereItIsAllTheEngineHas(t *testing.T) {
+	cdi := []string{"/etc/cdi", "/var/run/cdi"}
+	cases := []struct {
+		name string
+		info system.Info
+		err  error
+		want GPUMode
+	}{
+		{"nvidia runtime", system.Info{Runtimes: map[string]system.RuntimeWithStatus{"nvidia": {}}}, nil, GPUsNVIDIA},
+		{"nvidia runtime and CDI", system.Info{Runtimes: map[string]system.RuntimeWithStatus{"nvidia": {}}, CDISpecDirs: cdi}, nil, GPUsNVIDIA},
+		{"CDI only", system.Info{Runtimes: map[string]system.RuntimeWithStatus{"runc": {}}, CDISpecDirs: cdi}, nil, GPUsCDI},
+		{"neither: the toolkit's hook may serve the request", system.Info{}, nil, GPUsNVIDIA},
+		{"no answer", system.Info{CDISpecDirs: cdi}, errors.New("unreachable"), GPUsNVIDIA},
+	}
+	for _, tc := range cases {
+		if got := gpuModeOf(tc.info, tc.err); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	// The real engine here has neither.
+	testutil.RequireEngine(t)
+	d, err := NewDocker(DefaultSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if got := d.GPUMode(context.Background()); got != GPUsNVIDIA {
+		t.Errorf("the machine's engine: %q, want %q", got, GPUsNVIDIA)
 	}
 }
