@@ -723,21 +723,7 @@ func TestContainerOps_NothingListeningIsUnreachable(t *testing.T) {
 }
 
 func TestContainerOps_ASilentEngineIsUnreachableWhenTheDeadlinePasses(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "silent.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
+	sock := silentEngine(t)
 	d, err := NewDocker(sock)
 	if err != nil {
 		t.Fatal(err)

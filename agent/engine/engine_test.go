@@ -56,24 +56,38 @@ func TestProbe_NothingListeningIsUnreachableWithinTheTimeout(t *testing.T) {
 	}
 }
 
-func TestProbe_SilentEngineIsCutOffByTheTimeout(t *testing.T) {
-	// A socket that accepts but never answers must not hold the probe
-	// longer than its timeout.
+// silentEngine is the path of a socket that accepts connections and never
+// answers on them, until the test ends.
+func silentEngine(t *testing.T) string {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "silent.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	t.Cleanup(func() { l.Close() })
 	go func() {
+		var held []net.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			defer c.Close()
+			held = append(held, c)
 		}
 	}()
+	return sock
+}
+
+func TestProbe_SilentEngineIsCutOffByTheTimeout(t *testing.T) {
+	// A socket that accepts but never answers must not hold the probe
+	// longer than its timeout.
+	sock := silentEngine(t)
 	d, err := NewDocker("unix://" + sock)
 	if err != nil {
 		t.Fatal(err)

@@ -74,9 +74,11 @@ func checkMounts(mounts []structs.Mount, allow []string) ([]structs.Mount, error
 	if len(mounts) == 0 {
 		return nil, nil
 	}
+	clean := make([]string, len(allow))
 	real := make([]string, len(allow))
 	for i, d := range allow {
 		d = filepath.Clean(d)
+		clean[i] = d
 		if r, err := filepath.EvalSymlinks(d); err == nil {
 			d = r
 		}
@@ -89,13 +91,13 @@ func checkMounts(mounts []structs.Mount, allow []string) ([]structs.Mount, error
 	out := make([]structs.Mount, 0, len(mounts))
 	for _, m := range mounts {
 		refuse := func(why string) error {
-			return fmt.Errorf("%w: %s: %s (allowed: %s)", ErrMountRefused, mountText(m), why, allowed)
+			return fmt.Errorf("%w: %s: %s (allowed: %s)", ErrMountRefused, m, why, allowed)
 		}
 		if !filepath.IsAbs(m.Source) {
 			return nil, refuse("the source is not an absolute path")
 		}
 		src := filepath.Clean(m.Source)
-		if !underAny(src, allow) {
+		if !structs.MountAllowed(src, clean) {
 			return nil, refuse(src + " is not under an allowed directory")
 		}
 		resolved, err := filepath.EvalSymlinks(src)
@@ -106,34 +108,13 @@ func checkMounts(mounts []structs.Mount, allow []string) ([]structs.Mount, error
 			}
 			return nil, refuse(fmt.Sprintf("source %s: %v", src, err))
 		}
-		if !underAny(resolved, real) {
+		if !structs.MountAllowed(resolved, real) {
 			return nil, refuse(fmt.Sprintf("%s leads to %s, which is not under an allowed directory", src, resolved))
 		}
 		m.Source = resolved
 		out = append(out, m)
 	}
 	return out, nil
-}
-
-// mountText writes a mount as the user gave it: SRC:DST[:ro].
-func mountText(m structs.Mount) string {
-	s := m.Source + ":" + m.Target
-	if m.ReadOnly {
-		s += ":ro"
-	}
-	return s
-}
-
-// underAny reports whether the clean path p is one of dirs or lies below
-// one, by whole path components: /data2 is not under /data.
-func underAny(p string, dirs []string) bool {
-	for _, d := range dirs {
-		d = filepath.Clean(d)
-		if p == d || d == "/" || strings.HasPrefix(p, d+"/") {
-			return true
-		}
-	}
-	return false
 }
 
 // CleanContainers removes the containers this runner's supervisors left

@@ -100,9 +100,9 @@ func TestCheckMounts_SourcesMustLieUnderAnAllowedDirectory(t *testing.T) {
 			got, err := checkMounts([]structs.Mount{tc.mount}, tc.allow)
 			if tc.refused != "" {
 				if !errors.Is(err, ErrMountRefused) || !strings.Contains(err.Error(), tc.refused) ||
-					!strings.Contains(err.Error(), mountText(tc.mount)) {
+					!strings.Contains(err.Error(), tc.mount.String()) {
 					t.Fatalf("checkMounts = %v, %v; want %v naming %s and saying %q", got, err, ErrMountRefused,
-						mountText(tc.mount), tc.refused)
+						tc.mount.String(), tc.refused)
 				}
 				if len(tc.allow) > 0 && !strings.Contains(err.Error(), strings.Join(tc.allow, ", ")) {
 					t.Errorf("error %q does not list the allowed directories", err)

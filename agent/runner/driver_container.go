@@ -119,12 +119,12 @@ func startContainer(ctx context.Context, d *engine.Docker, sp spec, in startArgs
 		j.discard()
 		return nil, err
 	}
-	startedAt := time.Now().UTC()
 	if err := callEngine(ctx, func(ctx context.Context) error { return d.Start(ctx, id) }); err != nil {
 		j.discard()
 		return nil, err
 	}
-	j.rec = jobRecord{ContainerID: id, ContainerName: name, StartedAt: startedAt}
+	// The job started when the engine says it runs, not when it was asked.
+	j.rec = jobRecord{ContainerID: id, ContainerName: name, StartedAt: time.Now().UTC()}
 	return j, nil
 }
 
