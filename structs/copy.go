@@ -60,7 +60,7 @@ func (j *Job) Copy() *Job {
 	return &c
 }
 
-// Copy returns a deep copy of the allocation, GPU list and pull progress included. A nil
+// Copy returns a deep copy of the allocation, GPU list, pull progress and health included. A nil
 // allocation copies to nil.
 func (a *Allocation) Copy() *Allocation {
 	if a == nil {
@@ -72,6 +72,10 @@ func (a *Allocation) Copy() *Allocation {
 		p := *a.Pull
 		c.Pull = &p
 	}
+	if a.Health != nil {
+		h := *a.Health
+		c.Health = &h
+	}
 	return &c
 }
 
@@ -82,4 +86,20 @@ func (e *ContainerEngine) Equal(o *ContainerEngine) bool {
 	}
 	return e.Engine == o.Engine && e.APIVersion == o.APIVersion && e.GPUs == o.GPUs && e.Error == o.Error &&
 		slices.Equal(e.Images, o.Images) && slices.Equal(e.AllowMounts, o.AllowMounts)
+}
+
+// Copy returns a deep copy of the service, its replicas' job spec and
+// health check included. A nil service copies to nil.
+func (s *Service) Copy() *Service {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	c.Spec.Job = s.Spec.Job.Copy()
+	if s.Spec.Health != nil {
+		h := *s.Spec.Health
+		h.Command = slices.Clone(h.Command)
+		c.Spec.Health = &h
+	}
+	return &c
 }

@@ -8,26 +8,29 @@ type MessageType uint8
 
 // Message types. A new type takes the next free number.
 const (
-	NodeRegisterType   MessageType = 1
-	JobSubmitType      MessageType = 2
-	JobCancelType      MessageType = 3
-	PlanApplyType      MessageType = 4
-	AllocUpdateType    MessageType = 5
-	NodeStatusType     MessageType = 6
-	NodeAllocsLostType MessageType = 7
-	NodeGPUHealthType  MessageType = 8
-	GPUCordonType      MessageType = 9
-	JobPreemptType     MessageType = 10
-	JobGCType          MessageType = 11
-	TrustInitType      MessageType = 12
-	JoinTokenType      MessageType = 13
-	NodeAdmitType      MessageType = 14
-	NodeRevokeType     MessageType = 15
-	KeyringType        MessageType = 16
-	ACLBootstrapType   MessageType = 17
-	ACLTokenType       MessageType = 18
-	ACLUserType        MessageType = 19
-	LimitsSetType      MessageType = 20
+	NodeRegisterType    MessageType = 1
+	JobSubmitType       MessageType = 2
+	JobCancelType       MessageType = 3
+	PlanApplyType       MessageType = 4
+	AllocUpdateType     MessageType = 5
+	NodeStatusType      MessageType = 6
+	NodeAllocsLostType  MessageType = 7
+	NodeGPUHealthType   MessageType = 8
+	GPUCordonType       MessageType = 9
+	JobPreemptType      MessageType = 10
+	JobGCType           MessageType = 11
+	TrustInitType       MessageType = 12
+	JoinTokenType       MessageType = 13
+	NodeAdmitType       MessageType = 14
+	NodeRevokeType      MessageType = 15
+	KeyringType         MessageType = 16
+	ACLBootstrapType    MessageType = 17
+	ACLTokenType        MessageType = 18
+	ACLUserType         MessageType = 19
+	LimitsSetType       MessageType = 20
+	ServiceRegisterType MessageType = 21
+	ServiceScaleType    MessageType = 22
+	ServiceDeleteType   MessageType = 23
 )
 
 // IgnoreUnknownTypeFlag marks an entry that a replica which does not know its
@@ -100,6 +103,30 @@ type JobSubmitRequest struct {
 	// Job.AllowRoot).
 	Owner     string `json:"owner,omitempty"`
 	AllowRoot bool   `json:"allow_root,omitempty"`
+}
+
+// ServiceRegisterRequest creates a service (Service.ID is new) and its
+// replica jobs. Owner and AllowRoot are stamped by the leader as for a
+// job.
+type ServiceRegisterRequest struct {
+	Service Service `json:"service"`
+}
+
+// ServiceScaleRequest sets how many replicas a service wants: new replica
+// jobs are made, or the newest replicas are stopped, to match.
+type ServiceScaleRequest struct {
+	Name     string    `json:"name"`
+	Replicas int       `json:"replicas"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// ServiceDeleteRequest stops every replica of a service; the service goes
+// once none runs.
+type ServiceDeleteRequest struct {
+	Name   string    `json:"name"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // JobCancelRequest cancels a job: a queued job ends at once, a running job's
@@ -198,6 +225,9 @@ type AllocUpdate struct {
 	// Pull, on a pending report, is how far the node got pulling the
 	// allocation's image (Allocation.Pull).
 	Pull *PullProgress `json:"pull,omitempty"`
+	// Health, on a running report of a service's replica, is what its
+	// node found of its health (Allocation.Health).
+	Health *AllocHealth `json:"health,omitempty"`
 }
 
 // NodeStatusRequest changes a node's status: the leader marks a node down

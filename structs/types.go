@@ -414,8 +414,11 @@ type Job struct {
 	// fault was the hardware's, not the job's.
 	GPUFaults int `json:"gpu_faults,omitempty"`
 	// ArrayID and ArrayIndex place a task in its job array.
-	ArrayID     string `json:"array_id,omitempty"`
-	ArrayIndex  int    `json:"array_index,omitempty"`
+	ArrayID    string `json:"array_id,omitempty"`
+	ArrayIndex int    `json:"array_index,omitempty"`
+	// Service, on a replica of a service, names it: the job restarts
+	// whenever it ends, for as long as the service wants it.
+	Service     string `json:"service,omitempty"`
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`
 }
@@ -485,6 +488,9 @@ type Allocation struct {
 	// Pull, on a pending allocation of an image job, is how far its node
 	// got pulling the image; it is cleared when the job starts.
 	Pull *PullProgress `json:"pull,omitempty"`
+	// Health, on a running replica of a service, is what its node last
+	// found of its health; nil until the first check.
+	Health *AllocHealth `json:"health,omitempty"`
 	// CreateIndex is the Raft index that created the allocation; it is the
 	// fencing token a node uses to tell its allocations from older ones.
 	CreateIndex uint64 `json:"create_index"`

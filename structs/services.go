@@ -1,0 +1,141 @@
+package structs
+
+import (
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A Service is a long-running job of Replicas copies. Each copy, a
+// replica, is a job of its own (Job.Service names the service): placed
+// like a one-node job, restarted whenever it ends for as long as the
+// service wants it, and replaced elsewhere when its node is lost. The
+// service is reached through the ingress of any node, which sends each
+// request to a healthy replica (HealthCheck) on the port its allocation
+// was given (Allocation.MasterPort, in the env var PortEnv names).
+type Service struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Owner and AllowRoot are stamped by the leader as for a job, and
+	// every replica job inherits them.
+	Owner     string      `json:"owner,omitempty"`
+	AllowRoot bool        `json:"allow_root,omitempty"`
+	Spec      ServiceSpec `json:"spec"`
+	// Replicas is how many replicas the service wants now; a scale
+	// changes it, with Reason saying why ("scaled 2→4 by alice").
+	Replicas int    `json:"replicas"`
+	Reason   string `json:"reason,omitempty"`
+	// NextReplica numbers the next replica job made (its ID is the
+	// service's ID, '-', that number), so that a replica made again after
+	// a scale down never takes an ID the state still holds.
+	NextReplica int `json:"next_replica"`
+	// Deleted is set by a delete: every replica stops, and the service
+	// goes once none runs.
+	Deleted     bool      `json:"deleted,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	CreateIndex uint64    `json:"create_index"`
+	ModifyIndex uint64    `json:"modify_index"`
+}
+
+// ReplicaJobID is the ID of replica job n of the service with ID id.
+func ReplicaJobID(serviceID string, n int) string {
+	return serviceID + "-r" + strconv.Itoa(n)
+}
+
+// ServiceSpec is what each replica of a service runs and how it is
+// reached.
+type ServiceSpec struct {
+	// Job is every replica's job: its command, image, GPUs, priority and
+	// the rest. It runs on one node; it has no array, dependencies or
+	// restart count (a replica restarts for as long as it is wanted).
+	Job JobSpec `json:"job"`
+	// PortEnv names the env var that holds the replica's port
+	// (DefaultPortEnv when ""); the replica must listen on it.
+	PortEnv string `json:"port_env,omitempty"`
+	// Health, when set, is how a replica's node tells a healthy replica;
+	// without it a running replica is healthy.
+	Health *HealthCheck `json:"health,omitempty"`
+	// DrainTimeout is how long a replica being stopped keeps serving the
+	// requests it has (DefaultDrainTimeout when 0).
+	DrainTimeout Duration `json:"drain_timeout,omitempty"`
+	// Public lets the ingress serve the service without a token when the
+	// cluster's ACLs are on.
+	Public bool `json:"public,omitempty"`
+}
+
+// Service defaults.
+const (
+	DefaultPortEnv      = "PORT"
+	DefaultDrainTimeout = Duration(30 * time.Second)
+	// MaxReplicas bounds a service's replicas.
+	MaxReplicas = 1000
+	// MaxServiceNameLen bounds a service's name, which is a path segment
+	// of the ingress and a DNS label.
+	MaxServiceNameLen = 63
+)
+
+// Health check kinds.
+const (
+	HealthHTTP = "http" // GET Path on the replica's port answers 2xx or 3xx
+	HealthTCP  = "tcp"  // the replica's port accepts a connection
+	HealthExec = "exec" // Command, run on the replica's node, exits 0
+)
+
+// HealthCheck is how a replica's node tells whether it serves.
+type HealthCheck struct {
+	Kind    string   `json:"kind"`
+	Path    string   `json:"path,omitempty"`
+	Command []string `json:"command,omitempty"`
+	// Interval between checks, Timeout of each, and Failures in a row
+	// that make a healthy replica unhealthy (one success makes it
+	// healthy again); Grace is how long after its start a replica's
+	// failures do not count (model loading). Zero values take the
+	// defaults below.
+	Interval Duration `json:"interval,omitempty"`
+	Timeout  Duration `json:"timeout,omitempty"`
+	Failures int      `json:"failures,omitempty"`
+	Grace    Duration `json:"grace,omitempty"`
+}
+
+// Health check defaults.
+const (
+	DefaultHealthInterval = Duration(5 * time.Second)
+	DefaultHealthTimeout  = Duration(2 * time.Second)
+	DefaultHealthFailures = 3
+)
+
+// AllocHealth is what a replica's node last found of its health.
+type AllocHealth struct {
+	Healthy bool `json:"healthy"`
+	// Reason says why it is not healthy ("GET /health: 503", "starting:
+	// within its grace"), or what passed.
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// ValidateServiceName checks a service's name: 1 to MaxServiceNameLen
+// lower-case letters, digits and '-', starting with a letter.
+func ValidateServiceName(name string) error {
+	if name == "" || len(name) > MaxServiceNameLen {
+		return fieldErr("name", "%q: want 1 to %d characters", name, MaxServiceNameLen)
+	}
+	for i, r := range name {
+		ok := r >= 'a' && r <= 'z' || i > 0 && (r >= '0' && r <= '9' || r == '-')
+		if !ok {
+			return fieldErr("name", "%q: want lower-case letters, digits and '-', starting with a letter", name)
+		}
+	}
+	return nil
+}
+
+// String writes the check as --health takes it: "http:/health", "tcp",
+// "exec:CMD ARGS".
+func (h *HealthCheck) String() string {
+	switch h.Kind {
+	case HealthHTTP:
+		return h.Kind + ":" + h.Path
+	case HealthExec:
+		return h.Kind + ":" + strings.Join(h.Command, " ")
+	}
+	return h.Kind
+}
