@@ -3,7 +3,8 @@
 // probes the engine (whether it answers, which version and API it speaks,
 // whether it can hand out NVIDIA GPUs, which images it holds) and runs
 // containers on it: pull, create, attach, start, wait, signal, inspect,
-// remove, and list by label. Every call is bounded by its context, and an
+// remove, list by label, and exec a command in a running one (a service
+// replica's health check). Every call is bounded by its context, and an
 // engine that does not answer is ErrUnreachable. It is the only importer
 // of the Docker client.
 package engine
