@@ -50,6 +50,11 @@
 // wrote job.pid; CleanContainers removes whatever else of this runner's is
 // left on the engine for an allocation no supervisor looks after.
 //
+// Exec runs a command beside a running job, as the job would run it (a
+// service replica's exec health check): through the driver spec.json
+// names, as a process of the job's account with its environment and
+// working directory, or in the job's container through the engine's exec.
+//
 // A job runs as its owner (structs.Job.Owner): the local account of that
 // name when the node has one, as Slurm maps users, else the job user
 // (Config.JobUser, --job-user, default nobody). An owner whose account is

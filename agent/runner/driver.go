@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"syscall"
 	"time"
@@ -28,7 +29,8 @@ var drivers = map[string]driver{
 }
 
 // A driver runs one kind of job (a process, a container) for a supervisor.
-// It knows how to start a job, signal it and wait for it; the supervisor
+// It knows how to start a job, signal it and wait for it (and, for the
+// runner, how to run a command beside it: Runner.Exec); the supervisor
 // keeps everything else (time limit, lease, stop requests and their grace,
 // status.json), so a new kind of job is a new driver and nothing more.
 type driver interface {
@@ -44,6 +46,11 @@ type driver interface {
 	// supervisor died before it wrote one, perhaps while it was starting
 	// the job. Finding nothing left is not an error.
 	killOrphan(sp spec, dir string, rec jobRecord) error
+	// exec runs argv beside the running job sp describes (found by its
+	// record, job.pid), as the job itself would run it: its account, its
+	// environment, its working directory. It writes the command's output
+	// into out and returns its exit code; ctx bounds it (Runner.Exec).
+	exec(ctx context.Context, sp spec, dir string, rec jobRecord, argv []string, out io.Writer) (int, error)
 }
 
 // startArgs is what a driver starts a job with besides its spec.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -221,6 +222,25 @@ func (containerDriver) killOrphan(sp spec, dir string, rec jobRecord) error {
 		return fmt.Errorf("remove container %s: %w", rec.ContainerID, err)
 	}
 	return nil
+}
+
+// exec runs argv in the job's container, found by the ID job.pid
+// records, as the job's account; the container's environment and
+// working directory are the job's already. The engine cannot stop an
+// exec: one that outlives ctx runs on until it ends by itself.
+func (containerDriver) exec(ctx context.Context, sp spec, _ string, rec jobRecord, argv []string, out io.Writer) (int, error) {
+	if sp.Container == nil {
+		return 0, errNoContainerSpec
+	}
+	if rec.ContainerID == "" {
+		return 0, fmt.Errorf("exec in the job's container: %w: job.pid names no container", ErrNotRunning)
+	}
+	d, err := engine.NewDocker(sp.Container.Socket)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	return d.Exec(ctx, rec.ContainerID, engine.ExecSpec{Cmd: argv, User: sp.Container.User}, out)
 }
 
 // containerJob is a job started by containerDriver.

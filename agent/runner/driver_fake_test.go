@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -105,6 +106,12 @@ func (fakeDriver) killOrphan(sp spec, _ string, rec jobRecord) error {
 	}
 	return os.WriteFile(filepath.Join(sp.Workdir, orphanMarker),
 		[]byte(rec.StartedAt.Format(time.RFC3339Nano)), 0o600)
+}
+
+// exec refuses: a fake job is the supervisor itself, with nothing to run
+// a command beside.
+func (fakeDriver) exec(context.Context, spec, string, jobRecord, []string, io.Writer) (int, error) {
+	return 0, errors.New("fake jobs run no commands")
 }
 
 type fakeJob struct {

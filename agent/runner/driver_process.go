@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -103,6 +104,77 @@ func (processDriver) killOrphan(_ spec, _ string, rec jobRecord) error {
 		return fmt.Errorf("kill process group %d: %w", pgid, err)
 	}
 	return nil
+}
+
+// exec runs argv as the job's account, with its environment, in its
+// working directory, the program looked up in the job's PATH, in a
+// process group of its own: killed, group and all, when ctx ends, and
+// whatever it left in the group when it exits.
+func (processDriver) exec(ctx context.Context, sp spec, dir string, _ jobRecord, argv []string, out io.Writer) (int, error) {
+	asRoot := os.Geteuid() == 0
+	if asRoot && sp.User == nil {
+		return 0, errNoAccount
+	}
+	workdir := sp.Workdir
+	if !filepath.IsAbs(workdir) {
+		workdir = filepath.Join(dir, workdir)
+	}
+	path, _ := lookupEnv(sp.Env, "PATH")
+	prog, err := lookPathIn(argv[0], path)
+	if err != nil {
+		return 0, err
+	}
+	cmd := exec.CommandContext(ctx, prog, argv[1:]...)
+	cmd.Args[0] = argv[0]
+	cmd.Env = append([]string{}, sp.Env...)
+	cmd.Dir = workdir
+	cmd.Stdout = out
+	cmd.Stderr = out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if asRoot {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: sp.User.UID, Gid: sp.User.GID, Groups: sp.User.Groups}
+	}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = execWaitDelay
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	err = cmd.Wait()
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	switch {
+	case !ok:
+		return 0, fmt.Errorf("wait for %s: %w", argv[0], err)
+	case ws.Signaled():
+		return 128 + int(ws.Signal()), nil
+	}
+	return ws.ExitStatus(), nil
+}
+
+// execWaitDelay bounds how long an exec's output may stay open after
+// the command exited (something it started still holds it).
+const execWaitDelay = time.Second
+
+// lookPathIn finds a program as a shell with PATH path would: a name with
+// a slash as it is, any other in the first directory of path that holds
+// an executable file of that name.
+func lookPathIn(name, path string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: %w in the job's PATH %q", name, exec.ErrNotFound, path)
 }
 
 // processJob is a job started by processDriver.

@@ -26,6 +26,7 @@ var (
 	ErrUnknownStream    = errors.New("unknown log stream")
 	ErrNoLogs           = errors.New("no logs")
 	ErrStillRunning     = errors.New("allocation still running")
+	ErrNotRunning       = errors.New("allocation not running")
 	ErrClosed           = errors.New("runner is shut down")
 	ErrSupervised       = errors.New("held by another supervisor")
 	ErrSupervisor       = errors.New("cannot start supervisor")
