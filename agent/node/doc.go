@@ -2,7 +2,8 @@
 // registers its inventory, keeps its lease with the leader (and fences its
 // jobs when it cannot), makes its processes match the allocations
 // committed to it (the local loop), reports their progress (the
-// reporter), watches its GPUs and reports their health, and announces its
+// reporter), watches its GPUs and reports their health, checks the health
+// of its service replicas and reports it (checks.go), and announces its
 // free GPUs by gossip. It acts only on applied state (DESIGN.md §1.4) and
 // writes only through the leader.
 package node

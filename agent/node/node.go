@@ -81,6 +81,8 @@ type Node struct {
 	fsm     *fsm.FSM
 	runner  *runner.Runner
 	reports *reporter
+	// checks runs the health checks of this node's service replicas.
+	checks *replicaChecks
 	// health turns GPU health events into reports; sim is the monitor of
 	// simulated GPUs, into which faults are injected (nil for real GPUs).
 	health *healthTracker
@@ -122,6 +124,7 @@ func New(cfg Config) *Node {
 		fenced:     true,
 	}
 	n.reports = newReporter(n)
+	n.checks = newReplicaChecks(n.reports.add, cfg.Runner.Exec, cfg.Logger)
 	return n
 }
 
@@ -134,6 +137,7 @@ func (n *Node) Run(ctx context.Context) {
 	n.goLoop(n.heartbeatLoop)
 	n.goLoop(n.registerLoop)
 	n.goLoop(n.sweepLoop)
+	n.goLoop(n.replicaCheckLoop)
 	if n.cfg.Engine != nil {
 		n.goLoop(n.engineLoop)
 	}

@@ -1,0 +1,19 @@
+package node
+
+import (
+	"os"
+	"testing"
+
+	"github.com/skein-dev/skein/agent/runner"
+)
+
+// superviseEnv makes the test binary act as an allocation's supervisor,
+// for the tests that run jobs under a real runner.
+const superviseEnv = "SKEIN_TEST_SUPERVISE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(superviseEnv) != "" {
+		os.Exit(runner.Supervise(os.Args[len(os.Args)-1]))
+	}
+	os.Exit(m.Run())
+}
