@@ -17,25 +17,26 @@ const module = "github.com/skein-dev/skein"
 // here; other subpackages belong to their top-level package's unit. It is
 // the README's architecture table.
 var allowed = map[string][]string{
-	"structs":      {},
-	"sched":        {"structs"},
-	"fsm":          {"structs"},
-	"gpu":          {"structs"},
-	"cluster":      {},
-	"trust":        {},
-	"api":          {"structs"},
-	"agent/runner": {"structs", "agent/engine"},
-	"agent/engine": {"structs"},
-	"agent/peer":   {"structs", "fsm", "cluster", "api"},
-	"agent/leader": {"structs", "fsm", "sched", "cluster"},
-	"agent/node":   {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/runner", "agent/engine"},
-	"agent/secure": {"structs", "fsm", "cluster", "api", "agent/peer", "trust"},
-	"agent/server": {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/secure", "trust"},
+	"structs":       {},
+	"sched":         {"structs"},
+	"fsm":           {"structs"},
+	"gpu":           {"structs"},
+	"cluster":       {},
+	"trust":         {},
+	"api":           {"structs"},
+	"agent/runner":  {"structs", "agent/engine"},
+	"agent/engine":  {"structs"},
+	"agent/peer":    {"structs", "fsm", "cluster", "api"},
+	"agent/leader":  {"structs", "fsm", "sched", "cluster"},
+	"agent/node":    {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/runner", "agent/engine"},
+	"agent/secure":  {"structs", "fsm", "cluster", "api", "agent/peer", "trust"},
+	"agent/server":  {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/secure", "trust"},
+	"agent/ingress": {"structs", "api"},
 	"agent": {"structs", "fsm", "sched", "cluster", "gpu", "api",
-		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "trust"},
+		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "trust"},
 	"cli": {"api", "structs", "agent", "agent/runner"}, // agent only for the agent and supervise commands
 	"internal": {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent", "cli",
-		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "trust"},
+		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "trust"},
 	"chaos": {"structs"}, // the container demo's test reads job states; the workload imports nothing
 	"":      {"cli"},     // main.go
 }

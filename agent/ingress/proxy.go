@@ -1,0 +1,406 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/structs"
+)
+
+// Bounds of proxying one request.
+const (
+	// maxTries bounds the replicas one request is tried on.
+	maxTries = 3
+	// defaultDialTimeout bounds connecting to a replica.
+	defaultDialTimeout = 5 * time.Second
+	// idlePerReplica is how many idle connections to one replica are kept
+	// for the next requests.
+	idlePerReplica = 32
+	// maxNameInError bounds a requested name quoted back in a 404.
+	maxNameInError = 64
+)
+
+// State is what the ingress reads of the cluster's state; *fsm.FSM has
+// it. Every call returns copies.
+type State interface {
+	Service(name string) (*structs.Service, bool)
+	// ServiceReplicas returns the service's replica jobs, live and ended.
+	ServiceReplicas(name string) []*structs.Job
+	Allocs(jobID string) []*structs.Allocation
+	Node(id string) (*structs.Node, bool)
+	// Watch returns the index of the last applied entry.
+	Watch() (uint64, <-chan struct{})
+}
+
+// Authenticator admits a request or says why not; the user API's
+// authenticator (agent/server) is one. Every caller it admits holds at
+// least the read permission: every role does.
+type Authenticator interface {
+	Authenticate(r *http.Request) (*http.Request, error)
+}
+
+// Config configures a Proxy.
+type Config struct {
+	State State
+	// Auth admits the callers of services that are not public; nil
+	// admits everyone.
+	Auth Authenticator
+	// DialTimeout bounds connecting to a replica; 0 is 5s.
+	DialTimeout time.Duration
+	Logger      hclog.Logger
+}
+
+// Proxy is the ingress's handler: it routes a request to a service by
+// its Host or its path, and sends it to one of the service's endpoints.
+type Proxy struct {
+	cfg Config
+	log hclog.Logger
+	rp  *httputil.ReverseProxy
+	// now is the clock of endpoints' cooldowns and graces; nil is
+	// time.Now.
+	now func() time.Time
+
+	mu sync.Mutex
+	// views holds, by service name, its endpoints as of an index of the
+	// state; a request at a later index makes them again.
+	views map[string]*view
+}
+
+// New returns a Proxy.
+func New(cfg Config) *Proxy {
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = defaultDialTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	p := &Proxy{cfg: cfg, log: cfg.Logger, views: map[string]*view{}}
+	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
+	base := &http.Transport{
+		// Replicas are reached directly, never through the agent's
+		// HTTP_PROXY.
+		Proxy: nil,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, &dialError{err}
+			}
+			return conn, nil
+		},
+		MaxIdleConnsPerHost: idlePerReplica,
+		IdleConnTimeout:     90 * time.Second,
+		// Bodies pass as the replica encoded them.
+		DisableCompression: true,
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:       p.rewrite,
+		Transport:     &retrier{p: p, base: base},
+		FlushInterval: -1, // every write of the replica reaches the client at once
+		ErrorHandler:  p.proxyError,
+		ErrorLog:      cfg.Logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+	}
+	return p
+}
+
+func (p *Proxy) clock() time.Time {
+	if p.now != nil {
+		return p.now()
+	}
+	return time.Now()
+}
+
+// route is where a request goes: the service, the path the replica sees
+// and the prefix taken off it.
+type route struct {
+	v       *view
+	path    string
+	rawPath string
+	prefix  string
+	// stripAuth drops the Authorization header, which carried the
+	// caller's skein token.
+	stripAuth bool
+}
+
+type routeKey struct{}
+
+// ServeHTTP implements http.Handler. A request for service NAME is
+// either Host: NAME.<anything> (when a service of that name exists; the
+// path is the replica's as it is), or /NAME/rest, which reaches the
+// replica as /rest (query kept). The caller must be admitted by the
+// authenticator unless the service is public; a service that does not
+// exist is answered 404 only to callers admitted, so that names are not
+// probed. Then: no endpoint is 503 saying why, and no replica that
+// answered is 502.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rt, name := p.route(r)
+	public := rt.v != nil && rt.v.svc.Spec.Public
+	if !public && p.cfg.Auth != nil {
+		admitted, err := p.cfg.Auth.Authenticate(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="skein"`)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		r = admitted
+		rt.stripAuth = p.authorizationAdmitted(r)
+	}
+	switch {
+	case rt.v == nil && name == "":
+		http.Error(w, "no service in the request: ask for /NAME/... or Host: NAME.<domain>", http.StatusNotFound)
+		return
+	case rt.v == nil:
+		http.Error(w, fmt.Sprintf("service %q not found", clip(name, maxNameInError)), http.StatusNotFound)
+		return
+	case len(rt.v.ends) == 0:
+		http.Error(w, rt.v.whyNone(p.clock()), http.StatusServiceUnavailable)
+		return
+	}
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, &rt)))
+}
+
+// authorizationAdmitted reports whether the Authorization header is what
+// admitted an admitted request: the caller's skein token, which the
+// replica must not see. A request admitted without it (a token in
+// X-Skein-Token, or an authenticator that asks for none) keeps it, for a
+// service that checks its own keys.
+func (p *Proxy) authorizationAdmitted(r *http.Request) bool {
+	if r.Header.Get("Authorization") == "" {
+		return false
+	}
+	without := r.Clone(r.Context())
+	without.Header.Del("Authorization")
+	_, err := p.cfg.Auth.Authenticate(without)
+	return err != nil
+}
+
+// route finds the service a request is for, and the name asked for
+// ("" when the request names none).
+func (p *Proxy) route(r *http.Request) (route, string) {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if label, rest, ok := strings.Cut(host, "."); ok && rest != "" && structs.ValidateServiceName(label) == nil {
+		if v, found := p.view(label); found {
+			return route{v: v, path: r.URL.Path, rawPath: r.URL.RawPath}, label
+		}
+	}
+	name, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if name == "" || structs.ValidateServiceName(name) != nil {
+		return route{}, name
+	}
+	v, found := p.view(name)
+	if !found {
+		return route{}, name
+	}
+	rt := route{v: v, path: "/" + rest, prefix: "/" + name}
+	if raw := r.URL.RawPath; raw != "" {
+		if rawRest, ok := strings.CutPrefix(raw, rt.prefix); ok && (rawRest == "" || rawRest[0] == '/') {
+			rt.rawPath = "/" + strings.TrimPrefix(rawRest, "/")
+		}
+	}
+	return rt, name
+}
+
+// view returns the service's endpoints as of the state's last applied
+// entry, made again only when an entry was applied since they were made.
+func (p *Proxy) view(name string) (*view, bool) {
+	index, _ := p.cfg.State.Watch()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.views[name]
+	if old != nil && old.index == index {
+		return old, true
+	}
+	svc, ok := p.cfg.State.Service(name)
+	if !ok {
+		delete(p.views, name)
+		return nil, false
+	}
+	v := makeView(p.cfg.State, svc, index, old)
+	p.views[name] = v
+	return v, true
+}
+
+// InFlight returns, by allocation ID, the requests this node's ingress
+// has in flight at each endpoint of the service; nil for a service that
+// does not exist.
+func (p *Proxy) InFlight(service string) map[string]int64 {
+	v, ok := p.view(service)
+	if !ok {
+		return nil
+	}
+	out := make(map[string]int64, len(v.ends))
+	for _, e := range v.ends {
+		out[e.allocID] = e.inFlight.Load()
+	}
+	return out
+}
+
+// rewrite makes the request the replica gets: the path without the
+// service's prefix (X-Forwarded-Prefix says which), X-Forwarded-For,
+// -Host and -Proto of this hop (those the client sent are dropped: the
+// replica can trust them), and no skein token. The replica's address is
+// the retrier's to set.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	rt := pr.In.Context().Value(routeKey{}).(*route)
+	pr.Out.URL.Scheme = "http"
+	pr.Out.URL.Host = rt.v.svc.Name
+	pr.Out.URL.Path, pr.Out.URL.RawPath = rt.path, rt.rawPath
+	pr.Out.Host = ""
+	pr.SetXForwarded()
+	if rt.prefix != "" {
+		pr.Out.Header.Set("X-Forwarded-Prefix", rt.prefix)
+	}
+	pr.Out.Header.Del(api.TokenHeader)
+	if rt.stripAuth {
+		pr.Out.Header.Del("Authorization")
+	}
+}
+
+// proxyError answers a request no replica answered.
+func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	var pe *proxyErr
+	if !errors.As(err, &pe) {
+		rt := r.Context().Value(routeKey{}).(*route)
+		pe = &proxyErr{status: http.StatusBadGateway, msg: "service " + rt.v.svc.Name + ": " + err.Error()}
+	}
+	if r.Context().Err() == nil {
+		p.log.Debug("request not served", "path", r.URL.Path, "status", pe.status, "error", pe.msg)
+	}
+	http.Error(w, pe.msg, pe.status)
+}
+
+// proxyErr is an answer the ingress gives itself.
+type proxyErr struct {
+	status int
+	msg    string
+}
+
+func (e *proxyErr) Error() string { return e.msg }
+
+// dialError is a connection to a replica that could not be made: nothing
+// of the request was sent.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// retrier sends a request to an endpoint of its service, the one with
+// the fewest requests in flight, and to another when the connection to
+// it could not be made: a dial error, before any byte of the request was
+// sent. A request's body is never buffered: it is retried only when not
+// a byte of it was read (always so after a dial error), so bodies of any
+// size stream through, and a request that failed once its bytes were on
+// their way is not sent twice.
+type retrier struct {
+	p    *Proxy
+	base http.RoundTripper
+}
+
+func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
+	rt := req.Context().Value(routeKey{}).(*route)
+	v := rt.v
+	tried := map[*endpoint]bool{}
+	var body *onceBody
+	if req.Body != nil {
+		body = &onceBody{rc: req.Body}
+	}
+	var last error
+	for len(tried) < maxTries {
+		e := v.pick(tried, t.p.clock())
+		if e == nil {
+			break
+		}
+		tried[e] = true
+		out := *req
+		u := *req.URL
+		u.Host = e.addr
+		out.URL = &u
+		if body != nil {
+			out.Body = body
+		}
+		e.inFlight.Add(1)
+		res, err := t.base.RoundTrip(&out)
+		if err == nil {
+			res.Body = counted(res.Body, e.inFlight)
+			return res, nil
+		}
+		e.inFlight.Add(-1)
+		last = err
+		var de *dialError
+		if !errors.As(err, &de) || body != nil && body.read.Load() || req.Context().Err() != nil {
+			return nil, &proxyErr{status: http.StatusBadGateway,
+				msg: fmt.Sprintf("service %s: replica %s failed: %v", v.svc.Name, e.addr, err)}
+		}
+		e.failedAt.Store(t.p.clock().UnixNano())
+		t.p.log.Debug("replica refused a connection; trying another", "service", v.svc.Name, "addr", e.addr, "error", err)
+	}
+	return nil, &proxyErr{status: http.StatusBadGateway,
+		msg: fmt.Sprintf("service %s: no replica answered (tried %d of %d): %v", v.svc.Name, len(tried), len(v.ends), last)}
+}
+
+// onceBody is a request's body handed to one try after another: it
+// records whether a try read from it, and closing it is left to the
+// server that owns it.
+type onceBody struct {
+	rc   io.ReadCloser
+	read atomic.Bool
+}
+
+func (b *onceBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.rc.Read(p)
+}
+
+func (b *onceBody) Close() error { return nil }
+
+// counted wraps a replica's answer so that its request leaves the
+// endpoint's count when the answer is closed; an upgraded connection
+// (101) stays writable.
+func counted(body io.ReadCloser, n *atomic.Int64) io.ReadCloser {
+	c := &countedBody{ReadCloser: body, n: n}
+	if rwc, ok := body.(io.ReadWriteCloser); ok {
+		return &countedConn{countedBody: c, w: rwc}
+	}
+	return c
+}
+
+type countedBody struct {
+	io.ReadCloser
+	n    *atomic.Int64
+	done atomic.Bool
+}
+
+func (c *countedBody) Close() error {
+	if !c.done.Swap(true) {
+		c.n.Add(-1)
+	}
+	return c.ReadCloser.Close()
+}
+
+type countedConn struct {
+	*countedBody
+	w io.Writer
+}
+
+func (c *countedConn) Write(p []byte) (int, error) { return c.w.Write(p) }
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
