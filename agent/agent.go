@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/skein-dev/skein/agent/engine"
+	"github.com/skein-dev/skein/agent/ingress"
 	"github.com/skein-dev/skein/agent/leader"
 	"github.com/skein-dev/skein/agent/node"
 	"github.com/skein-dev/skein/agent/peer"
@@ -68,6 +69,10 @@ type Agent struct {
 	node     *node.Node
 	server   *server.Server
 	listener net.Listener
+	// ingress serves the cluster's services on ingressListener; both nil
+	// without --ingress-port.
+	ingress         *ingress.Server
+	ingressListener net.Listener
 	// conns limits the API's connections; nodes says which are nodes'.
 	conns *server.ConnLimiter
 	nodes nodeAddrs
@@ -138,6 +143,9 @@ func (a *Agent) start() error {
 	}
 	// The API listens first: gossip metadata carries its address.
 	if err := a.listen(); err != nil {
+		return err
+	}
+	if err := a.listenIngress(); err != nil {
 		return err
 	}
 	a.announce = peer.NewAnnouncer(node.InventoryMeta(a.cfg.Name, a.HTTPAddr(), inv))
@@ -240,6 +248,9 @@ func (a *Agent) start() error {
 		IsNode:       a.nodes.has,
 		Logger:       a.logger.Named("http"),
 	})
+	if a.ingressListener != nil {
+		a.ingress = a.newIngress(userAuth)
+	}
 
 	a.node.Run(a.ctx)
 	if a.secure != nil {
@@ -270,9 +281,12 @@ func (a *Agent) start() error {
 		}
 	}
 	a.goLoop(a.server.Serve)
+	if a.ingress != nil {
+		a.goLoop(a.ingress.Serve)
+	}
 	a.logHowToUse()
 	a.logger.Info("agent started", "node", a.cfg.Name, "id", structs.ShortID(a.nodeID),
-		"api", a.HTTPAddr(), "gossip", a.raft.GossipAddr(), "data_dir", a.dataDir, "gpus", a.gpuSummary())
+		"api", a.HTTPAddr(), "ingress", a.IngressAddr(), "gossip", a.raft.GossipAddr(), "data_dir", a.dataDir, "gpus", a.gpuSummary())
 	return nil
 }
 
@@ -535,6 +549,7 @@ func (a *Agent) stop(handover bool) {
 		} else if a.listener != nil {
 			_ = a.listener.Close()
 		}
+		a.stopIngress()
 		a.cancel()
 		a.wg.Wait()
 		if a.node != nil {

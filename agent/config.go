@@ -19,11 +19,13 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// Default ports (DESIGN.md §8).
+// Default ports (DESIGN.md §8). DefaultIngressPort is the agent
+// command's: an agent of a Config that gives none runs no ingress.
 const (
-	DefaultHTTPPort   = 7470
-	DefaultRaftPort   = 7471
-	DefaultGossipPort = 7472
+	DefaultHTTPPort    = 7470
+	DefaultRaftPort    = 7471
+	DefaultGossipPort  = 7472
+	DefaultIngressPort = 7480
 )
 
 // DefaultRaftTimeout is the Raft heartbeat and election timeout
@@ -101,6 +103,10 @@ type Config struct {
 	AdvertiseAddr string
 	HTTPPort      int // 0 = DefaultHTTPPort; -1 = any free port (tests)
 	RaftPort      int // 0 = DefaultRaftPort; -1 = any free port (tests)
+	// IngressPort is where the ingress (agent/ingress) serves the
+	// cluster's services, on the bind address: 0 = no ingress (the agent
+	// command defaults it to DefaultIngressPort); -1 = any free port.
+	IngressPort int
 	// GPUs is the --gpus mode: auto, nvml, none or sim:COUNTxMODEL[-MEMGB][:TOPOLOGY].
 	GPUs   string
 	Labels map[string]string
@@ -289,7 +295,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.RaftPort == 0 {
 		cfg.RaftPort = DefaultRaftPort
 	}
-	for name, p := range map[string]int{"--http-port": cfg.HTTPPort, "--raft-port": cfg.RaftPort} {
+	for name, p := range map[string]int{"--http-port": cfg.HTTPPort, "--raft-port": cfg.RaftPort, "--ingress-port": cfg.IngressPort} {
 		if p < -1 || p > 65535 {
 			return cfg, fmt.Errorf("%s %d: out of range 1..65535", name, p)
 		}

@@ -5,10 +5,13 @@
 //   - agent/leader: what a node does while it leads (scheduling passes,
 //     committing plans, the node monitor, removing expired jobs);
 //   - agent/node: what every node does for itself (registration, the
-//     lease, the local loop and reporter, GPU health, its gossip
+//     lease, the local loop and reporter, GPU health, its replicas'
+//     health checks, its gossip
 //     announcement, removing the directories of dropped allocations);
 //   - agent/server: the HTTP surface, the user API and the node-to-node
 //     API on separate routers, each behind its own Authenticator;
+//   - agent/ingress: every node's proxy to the cluster's services, on
+//     its own port, behind the user API's authenticator;
 //   - agent/peer: how nodes find and reach one another;
 //   - agent/runner: the supervisor that runs one allocation, and its
 //     drivers.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -33,6 +34,7 @@ func agentCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "http-port", Value: agent.DefaultHTTPPort, Usage: "HTTP API port"},
 			&ucli.IntFlag{Name: "raft-port", Value: agent.DefaultRaftPort, Usage: "Raft port"},
 			&ucli.IntFlag{Name: "gossip-port", Value: agent.DefaultGossipPort, Usage: "gossip port (TCP and UDP)"},
+			&ucli.StringFlag{Name: "ingress-port", Value: strconv.Itoa(agent.DefaultIngressPort), Usage: "`PORT` of the ingress, which serves the cluster's services (/NAME/... or Host: NAME.DOMAIN) on the bind address, HTTPS in a cluster with TLS; none runs no ingress"},
 			&ucli.StringSliceFlag{Name: "join", Usage: "gossip address `HOST[:PORT]` of any member to join (repeatable; retried until one answers)"},
 			&ucli.IntFlag{Name: "bootstrap-expect", Usage: "wait for `N` nodes, then form one cluster with them as voters"},
 			&ucli.IntFlag{Name: "voters", Value: 3, Usage: "Raft voters to keep (odd); other nodes hold the state as non-voters"},
@@ -84,6 +86,9 @@ func runAgent(c *ucli.Context) error {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "skein agent %q serving %s (data in %s)\n", a.Name(), a.HTTPAddr(), a.DataDir())
+	if addr := a.IngressAddr(); addr != "" {
+		fmt.Fprintf(c.App.Writer, "services at %s/NAME/\n", addr)
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
@@ -128,6 +133,10 @@ func agentConfig(c *ucli.Context) (agent.Config, error) {
 	}
 	var masterPorts structs.PortRange
 	if err := decodeFlag(c, "master-ports", &masterPorts, structs.ParsePortRange); err != nil {
+		return agent.Config{}, err
+	}
+	ingressPort, err := agentIngressPort(c)
+	if err != nil {
 		return agent.Config{}, err
 	}
 	level := hclog.LevelFromString(c.String("log-level"))
@@ -200,7 +209,22 @@ func agentConfig(c *ucli.Context) (agent.Config, error) {
 	cfg.ShmSizeMiB = int64(shmSize)
 	cfg.KeepFailed = c.Bool("keep-failed")
 	cfg.ContainerHost = c.String("in-container")
+	cfg.IngressPort = ingressPort
 	return cfg, nil
+}
+
+// agentIngressPort maps --ingress-port to the agent's: a port, or 0 for
+// none.
+func agentIngressPort(c *ucli.Context) (int, error) {
+	s := c.String("ingress-port")
+	if s == "none" {
+		return 0, nil
+	}
+	p, err := strconv.Atoi(s)
+	if err != nil || p < 0 || p > 65535 {
+		return 0, usagef(c, "--ingress-port %q: want a port from 1 to 65535, or none (0 is none too)", s)
+	}
+	return p, nil
 }
 
 // envAllowList splits --job-env-allow; "" allows nothing.

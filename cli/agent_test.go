@@ -20,6 +20,8 @@ func TestAgent_BadFlagValuesAreUsageErrors(t *testing.T) {
 		{"negative per-client cap", []string{"--max-conns-per-client", "-5"}, `Error: --max-conns-per-client -5: must be positive`},
 		{"log cap of nothing", []string{"--log-max", "0"}, `Error: --log-max "0": must be at least 1M`},
 		{"log cap that does not parse", []string{"--log-max", "lots"}, `Error: --log-max: invalid size "lots"`},
+		{"ingress port that is no number", []string{"--ingress-port", "off"}, `Error: --ingress-port "off": want a port from 1 to 65535, or none`},
+		{"ingress port out of range", []string{"--ingress-port", "70000"}, `Error: --ingress-port "70000": want a port from 1 to 65535, or none`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,66 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+
+	"github.com/skein-dev/skein/agent/ingress"
+	"github.com/skein-dev/skein/agent/server"
+)
+
+// listenIngress binds the ingress's port on the bind address, when the
+// agent runs one (Config.IngressPort).
+func (a *Agent) listenIngress() error {
+	if a.cfg.IngressPort == 0 {
+		return nil
+	}
+	addr := net.JoinHostPort(a.cfg.BindAddr, portString(a.cfg.IngressPort))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen for the ingress on %s (--ingress-port; none runs no ingress): %w", addr, err)
+	}
+	a.ingressListener = l
+	return nil
+}
+
+// newIngress makes the ingress's server on its listener, secure as the
+// API is (agent/ingress/DESIGN.md): HTTPS with the node's certificate in
+// a cluster with TLS, and services that are not public served only to
+// callers the user API's authenticator admits.
+func (a *Agent) newIngress(userAuth server.Authenticator) *ingress.Server {
+	l := a.ingressListener
+	if a.secure != nil {
+		l = tls.NewListener(l, a.secure.ServerTLS(tls.NoClientCert))
+	}
+	proxy := ingress.New(ingress.Config{State: a.fsm, Auth: userAuth, Logger: a.logger.Named("ingress")})
+	return ingress.NewServer(l, proxy, a.logger.Named("ingress"))
+}
+
+// stopIngress stops the ingress, giving requests in flight the API's
+// drain, then cutting off the streams still open.
+func (a *Agent) stopIngress() {
+	switch {
+	case a.ingress != nil:
+		ctx, cancel := context.WithTimeout(context.Background(), serverDrain)
+		a.ingress.Shutdown(ctx)
+		cancel()
+	case a.ingressListener != nil:
+		_ = a.ingressListener.Close()
+	}
+}
+
+// IngressAddr is the base URL of this agent's ingress; "" when it runs
+// none.
+func (a *Agent) IngressAddr() string {
+	if a.ingressListener == nil {
+		return ""
+	}
+	port := a.ingressListener.Addr().(*net.TCPAddr).Port
+	scheme := "http://"
+	if a.cfg.secure() {
+		scheme = "https://"
+	}
+	return scheme + net.JoinHostPort(a.cfg.AdvertiseAddr, fmt.Sprint(port))
+}
