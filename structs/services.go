@@ -42,6 +42,21 @@ func ReplicaJobID(serviceID string, n int) string {
 	return serviceID + "-r" + strconv.Itoa(n)
 }
 
+// ReplicaService returns the ID of the service whose replica job jobID
+// is (ReplicaJobID), and false for a job that is no replica.
+func ReplicaService(jobID string) (string, bool) {
+	i := strings.LastIndex(jobID, "-r")
+	if i <= 0 || i+2 == len(jobID) {
+		return "", false
+	}
+	for _, c := range jobID[i+2:] {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	return jobID[:i], true
+}
+
 // ServiceSpec is what each replica of a service runs and how it is
 // reached.
 type ServiceSpec struct {

@@ -143,7 +143,7 @@ func TestJob_JSONIsPinned(t *testing.T) {
 		SubmittedAt: at, StartedAt: at.Add(time.Minute), FinishedAt: at.Add(time.Hour), Attempts: 3,
 		NotBefore: at.Add(2 * time.Hour), StopRequested: true, PreemptedBy: "fedcba98", Preemptions: 1,
 		PreemptReason: "preempted by job fedcba98 (priority 10)", Reason: "waiting", ExitCode: 3, GPUFaults: 1,
-		ArrayID: "0123456789abcdef0123456789abcdef", ArrayIndex: 7, CreateIndex: 10, ModifyIndex: 12,
+		ArrayID: "0123456789abcdef0123456789abcdef", ArrayIndex: 7, Service: "llama", CreateIndex: 10, ModifyIndex: 12,
 	}
 	spec := strings.ReplaceAll(fullJobSpecJSON, "\n", "\n  ")
 	want := `{
@@ -167,6 +167,7 @@ func TestJob_JSONIsPinned(t *testing.T) {
   "gpu_faults": 1,
   "array_id": "0123456789abcdef0123456789abcdef",
   "array_index": 7,
+  "service": "llama",
   "create_index": 10,
   "modify_index": 12
 }`
