@@ -39,24 +39,51 @@ func get(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// startReplica runs a serving workload until cancel and returns its base
+// URL. The port is picked free and then bound by the workload, so another
+// process may take it in between: then it tries another.
+func startReplica(t *testing.T, dir string, args []string, env map[string]string) (string, context.CancelFunc, <-chan int) {
+	t.Helper()
+	for range 5 {
+		port := freePort(t)
+		env["PORT"] = strconv.Itoa(port)
+		ctx, cancel := context.WithCancel(context.Background())
+		code := make(chan int, 1)
+		go func() {
+			code <- run(ctx, append([]string{"--dir", dir, "--serve-port-env", "PORT"}, args...), envOf(env), io.Discard)
+		}()
+		base := fmt.Sprintf("http://127.0.0.1:%d", port)
+		up := false
+		waitFor(t, "the replica to answer or exit", func() bool {
+			select {
+			case c := <-code:
+				if c != exitError {
+					t.Fatalf("replica exited %d before it served", c)
+				}
+				return true // the port was taken meanwhile
+			default:
+			}
+			resp, err := http.Get(base + "/health")
+			if err == nil {
+				resp.Body.Close()
+				up = true
+			}
+			return up
+		})
+		if up {
+			return base, cancel, code
+		}
+		cancel()
+	}
+	t.Fatal("no free port in 5 tries")
+	return "", nil, nil
+}
+
 func TestWorkload_ServesAsAReplica(t *testing.T) {
 	dir := t.TempDir()
-	port := freePort(t)
 	sick := filepath.Join(dir, "sick")
-	env := map[string]string{"SKEIN_ALLOC_ID": "a1", "SKEIN_JOB_ID": "j1", "PORT": strconv.Itoa(port)}
-	ctx, cancel := context.WithCancel(context.Background())
-	code := make(chan int, 1)
-	go func() {
-		code <- run(ctx, []string{"--dir", dir, "--serve-port-env", "PORT", "--unhealthy-if", sick}, envOf(env), io.Discard)
-	}()
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	waitFor(t, "the replica to answer", func() bool {
-		resp, err := http.Get(base + "/health")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil
-	})
+	env := map[string]string{"SKEIN_ALLOC_ID": "a1", "SKEIN_JOB_ID": "j1"}
+	base, cancel, code := startReplica(t, dir, []string{"--unhealthy-if", sick}, env)
 	if st, body := get(t, base+"/health"); st != http.StatusOK || body != "ok\n" {
 		t.Errorf("/health = %d %q, want 200 ok", st, body)
 	}
