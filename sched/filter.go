@@ -31,6 +31,11 @@ type request struct {
 	// holders says, per ledger node, whether it holds the job's image
 	// (ledger.holders); nil when no node does.
 	holders []bool
+	// service is the ID of the service the job is a replica of ("" for
+	// none), and replicas its live replicas per ledger node (nil: none
+	// anywhere), which placement spreads.
+	service  string
+	replicas []int
 	// modelOK says, per ledger model, whether it matches model.
 	modelOK []bool
 	// end is when the job would end if it started now (unix nanoseconds;
@@ -83,6 +88,9 @@ func newRequest(j *structs.Job, l *ledger) (*request, error) {
 			r.mounts = append(r.mounts, m.Source)
 		}
 		r.holders = l.holders(s.Image)
+	}
+	if svc, ok := structs.ReplicaService(j.ID); ok && j.Service != "" {
+		r.service, r.replicas = svc, l.replicas[svc]
 	}
 	return r, nil
 }
@@ -158,6 +166,8 @@ type fit struct {
 	// cpusLeft is how many CPUs the node keeps after the rank; MaxInt when
 	// the node does not track CPUs.
 	cpusLeft int
+	// siblings counts the live replicas of the job's service on the node.
+	siblings int
 	// cached is set when the node holds the job's image, so it starts
 	// without a pull.
 	cached bool
@@ -210,7 +220,11 @@ func (r *request) check(i int, ns *nodeState) (fit, reasonCode, string) {
 	if ns.memTracked && r.mem > 0 && ns.freeMem < r.mem {
 		return fit{}, reasonMem, ""
 	}
-	return fit{node: i, gpusLeft: matching - r.gpus, cpusLeft: cpusLeft, cached: r.holders != nil && r.holders[i]}, reasonNone, ""
+	f := fit{node: i, gpusLeft: matching - r.gpus, cpusLeft: cpusLeft, cached: r.holders != nil && r.holders[i]}
+	if r.replicas != nil {
+		f.siblings = r.replicas[i]
+	}
+	return f, reasonNone, ""
 }
 
 // static runs the filters that look at the node alone, not at what is in

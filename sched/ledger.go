@@ -31,6 +31,9 @@ type ledger struct {
 	byFree [][]int32
 	// imageHolders memoizes holders per image reference.
 	imageHolders map[string][]bool
+	// replicas counts, per service ID, its live replicas on each node
+	// (by ledger index), grants of this pass included.
+	replicas map[string][]int
 }
 
 // nodeState is what one node has left in this pass.
@@ -133,6 +136,7 @@ func buildLedger(nodes []*structs.Node, allocs []*structs.Allocation, end func(*
 
 	l := &ledger{nodes: make([]nodeState, len(list)), uniform: true}
 	byID := make(map[string]*nodeState, len(list))
+	indexOf := make(map[string]int, len(list))
 	modelIDs := make(map[string]int)
 	for i, n := range list {
 		ns := &l.nodes[i]
@@ -171,12 +175,16 @@ func buildLedger(nodes []*structs.Node, allocs []*structs.Allocation, end func(*
 			return cmp.Or(cmp.Compare(a.index, b.index), cmp.Compare(a.uuid, b.uuid))
 		})
 		byID[n.ID] = ns
+		indexOf[n.ID] = i
 	}
 	for i, a := range allocs {
 		if a == nil || !a.Live() {
 			continue
 		}
 		if ns, ok := byID[a.NodeID]; ok {
+			if svc, ok := structs.ReplicaService(a.JobID); ok {
+				l.addReplica(svc, indexOf[a.NodeID])
+			}
 			ns.freeCPUs -= a.CPUs
 			ns.freeMem -= a.MemoryMiB
 			if a.CPUs != 0 || a.MemoryMiB != 0 {
@@ -186,6 +194,17 @@ func buildLedger(nodes []*structs.Node, allocs []*structs.Allocation, end func(*
 	}
 	l.buildIndex()
 	return l
+}
+
+// addReplica counts a replica of service svc on node i.
+func (l *ledger) addReplica(svc string, i int) {
+	if l.replicas == nil {
+		l.replicas = make(map[string][]int)
+	}
+	if l.replicas[svc] == nil {
+		l.replicas[svc] = make([]int, len(l.nodes))
+	}
+	l.replicas[svc][i]++
 }
 
 // holders says, per node, whether it holds the image ref (its engine

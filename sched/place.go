@@ -223,10 +223,11 @@ func (p *placer) fit(r *request) ([]structs.Allocation, string) {
 // the node's free matching GPUs, which must be all its free GPUs (no model
 // or GPU-memory filter, or a uniform inventory), and ties must fall to free
 // CPUs, then node index: so no node may hold the job's image, which breaks
-// ties before the CPUs do. A scorer that looks at anything else must return
-// false here for the jobs it scores.
+// ties before the CPUs do, and the job may be no replica of a service with
+// replicas placed, which count before the score. A scorer that looks at
+// anything else must return false here for the jobs it scores.
 func (p *placer) indexRanksExactly(r *request) bool {
-	return !p.reference && r.holders == nil && (p.l.uniform || (r.model == "" && r.gpuMem == 0))
+	return !p.reference && r.holders == nil && r.replicas == nil && (p.l.uniform || (r.model == "" && r.gpuMem == 0))
 }
 
 // scanIndex walks the free-GPU buckets from the best score (binpack: the
@@ -344,6 +345,11 @@ func (p *placer) commit(r *request, fits []fit) ([]structs.Allocation, string) {
 		})
 	}
 	t.commit()
+	if r.service != "" {
+		for _, f := range fits {
+			p.l.addReplica(r.service, f.node)
+		}
+	}
 	if !p.backfill {
 		return allocs, ""
 	}

@@ -36,13 +36,16 @@ func scorerFor(j *structs.Job) scorer {
 	return binpack
 }
 
-// better orders fits best first: higher score, then a node that holds the
-// job's image (it starts without a pull), then fewer CPUs left (binpack
-// again), then the lower node ID, so the pick is deterministic. The image
-// only breaks ties of the score: a pull costs minutes once, a node broken
-// up for want of a better fit costs every large job after it.
+// better orders fits best first: for a service's replica, the node with
+// the fewest of its replicas (so a node's loss takes out at most its
+// share), then higher score, then a node that holds the job's image (it
+// starts without a pull), then fewer CPUs left (binpack again), then the
+// lower node ID, so the pick is deterministic. The image only breaks ties
+// of the score: a pull costs minutes once, a node broken up for want of a
+// better fit costs every large job after it.
 func better(a, b fit) int {
 	return cmp.Or(
+		cmp.Compare(a.siblings, b.siblings),
 		cmp.Compare(b.score, a.score),
 		compareBool(b.cached, a.cached),
 		cmp.Compare(a.cpusLeft, b.cpusLeft),

@@ -12,6 +12,14 @@
 //
 //	skein submit --gpus 2 --restarts 2 -- skein-workload --dir /shared --for 5m
 //
+// With --serve-port-env NAME it also serves HTTP on the port $NAME holds
+// while it runs, as a service's replica (skein serve) would: /health (503
+// while the file --unhealthy-if names exists), /work?ms=N (a slow request
+// that answers with the allocation and the path it got), /stream?n=K
+// (flushed lines) and /metrics (the in-flight gauge).
+//
+//	skein serve --name web --replicas 2 -- skein-workload --dir /shared --serve-port-env PORT
+//
 // The kernel drops a lock when its holder dies, so a killed workload (or a
 // killed container) frees its GPUs at once, as a real GPU would be freed.
 package main

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -52,6 +53,11 @@ type config struct {
 	node  string
 	host  string
 	gpus  []string
+	// serve, when set, is the address the workload serves HTTP on while
+	// it runs (server, serve.go); unhealthyIf names the file whose
+	// existence makes its /health fail.
+	serve       string
+	unhealthyIf string
 }
 
 func main() {
@@ -109,6 +115,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return exitError
 	}
 
+	if cfg.serve != "" {
+		stopServing, err := serve(ctx, cfg.serve, &server{alloc: cfg.alloc, unhealthyIf: cfg.unhealthyIf})
+		if err != nil {
+			fmt.Fprintf(stderr, "skein-workload: %v\n", err)
+			_ = record("stop", err.Error())
+			return exitError
+		}
+		defer stopServing()
+	}
+
 	var done <-chan time.Time
 	if cfg.dur > 0 {
 		t := time.NewTimer(cfg.dur)
@@ -141,6 +157,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	dir := fs.String("dir", "", "directory shared by all nodes for lock files and "+EventsFile+" (required)")
 	dur := fs.Duration("for", 0, "how long to run (0: until SIGTERM)")
 	job := fs.String("job", getenv("SKEIN_JOB_ID"), "job ID to lock (default $SKEIN_JOB_ID)")
+	serveEnv := fs.String("serve-port-env", "", "serve HTTP (/health, /work, /stream, /metrics) on the port this env var holds, as a service replica (e.g. PORT)")
+	unhealthyIf := fs.String("unhealthy-if", "", "with --serve-port-env: /health answers 503 while this file exists")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -151,6 +169,14 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 		return config{}, fmt.Errorf("%w: --dir is required", errUsage)
 	case *dur < 0:
 		return config{}, fmt.Errorf("%w: --for %s: must not be negative", errUsage, *dur)
+	}
+	var addr string
+	if *serveEnv != "" {
+		port, err := strconv.Atoi(getenv(*serveEnv))
+		if err != nil || port <= 0 || port > 65535 {
+			return config{}, fmt.Errorf("%w: --serve-port-env %s: $%s is %q, not a port", errUsage, *serveEnv, *serveEnv, getenv(*serveEnv))
+		}
+		addr = ":" + strconv.Itoa(port)
 	}
 	host, err := os.Hostname()
 	if err != nil {
@@ -163,6 +189,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 		alloc: getenv("SKEIN_ALLOC_ID"),
 		node:  getenv("SKEIN_NODE"),
 		host:  host,
+		serve: addr,
+
+		unhealthyIf: *unhealthyIf,
 	}
 	for _, u := range strings.Split(getenv("CUDA_VISIBLE_DEVICES"), ",") {
 		if u = strings.TrimSpace(u); u != "" {
