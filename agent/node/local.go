@@ -112,6 +112,7 @@ func (n *Node) startAlloc(alloc *structs.Allocation) {
 		err = n.runner.Start(runner.Task{
 			Alloc: *alloc, Job: *job, NodeName: n.cfg.Name,
 			Peers: n.peers(alloc), MasterPort: masterPortOf(alloc),
+			PortEnv: n.portEnv(job),
 		})
 	}
 	if err != nil {
@@ -119,6 +120,18 @@ func (n *Node) startAlloc(alloc *structs.Allocation) {
 		n.reports.add(structs.AllocUpdate{AllocID: alloc.ID, State: structs.AllocFailed,
 			ExitCode: -1, Reason: "start failed: " + err.Error(), At: now()})
 	}
+}
+
+// portEnv names the variable a service replica gets its port in (its
+// service's PortEnv); "" for a job that is no replica.
+func (n *Node) portEnv(job *structs.Job) string {
+	if job.Service == "" {
+		return ""
+	}
+	if svc, ok := n.fsm.Service(job.Service); ok && svc.Spec.PortEnv != "" {
+		return svc.Spec.PortEnv
+	}
+	return structs.DefaultPortEnv
 }
 
 // peers lists every rank of an allocation's attempt with its node's name

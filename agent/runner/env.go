@@ -37,7 +37,8 @@ var ownEnv = append([]string{
 // a name, SKEIN_JOB_NAME. A job with a time limit sees it in whole seconds
 // in SKEIN_TIME_LIMIT, and its --signal as SKEIN_TIME_SIGNAL (USR1@1m0s).
 // With the task's peers known it also sets the torchrun and Slurm
-// variables (structs.LaunchEnv).
+// variables (structs.LaunchEnv), and a service replica's task gets its
+// port in the variable Task.PortEnv names.
 func BuildEnv(t Task, base []string) []string {
 	env := newEnvList(len(base) + len(t.Job.Spec.Env) + len(ownEnv))
 	for _, kv := range base {
@@ -75,6 +76,9 @@ func BuildEnv(t Task, base []string) []string {
 	}
 	if len(t.Peers) > 0 {
 		setLaunchEnv(env, t, jobID)
+	}
+	if t.PortEnv != "" && !skeinOwned(t.PortEnv) {
+		env.set(t.PortEnv, strconv.Itoa(t.MasterPort))
 	}
 	if t.Job.ArrayID != "" {
 		index := strconv.Itoa(t.Job.ArrayIndex)

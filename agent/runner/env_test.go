@@ -226,3 +226,21 @@ func TestBuildEnv_SecretEnvReachesTheJobLikeEnv(t *testing.T) {
 		t.Fatalf("env %v", got)
 	}
 }
+
+func TestBuildEnv_AReplicaGetsItsPortInItsPortVariable(t *testing.T) {
+	tk := Task{
+		Alloc:      structs.Allocation{ID: "a1", JobID: "svc-r0", MasterPort: 29512},
+		Job:        structs.Job{ID: "svc-r0", Service: "web", Spec: structs.JobSpec{Nodes: 1}},
+		Peers:      []Peer{{Rank: 0, Node: "gpu-a", Addr: "10.0.0.5"}},
+		MasterPort: 29512,
+		PortEnv:    "HTTP_PORT",
+	}
+	env := envMap(t, BuildEnv(tk, []string{"HTTP_PORT=1"}))
+	if env["HTTP_PORT"] != "29512" || env["MASTER_PORT"] != "29512" {
+		t.Errorf("HTTP_PORT %q, MASTER_PORT %q: want the replica's port in both", env["HTTP_PORT"], env["MASTER_PORT"])
+	}
+	tk.PortEnv = "CUDA_VISIBLE_DEVICES"
+	if env := envMap(t, BuildEnv(tk, nil)); env["CUDA_VISIBLE_DEVICES"] != "" {
+		t.Errorf("a port variable of skein's own took its place: CUDA_VISIBLE_DEVICES=%q", env["CUDA_VISIBLE_DEVICES"])
+	}
+}

@@ -132,6 +132,10 @@ type Task struct {
 	// environment (MASTER_ADDR, NODE_RANK, SLURM_*).
 	Peers      []Peer
 	MasterPort int
+	// PortEnv, on a service replica's task, names the variable that
+	// holds the replica's port (its allocation's MasterPort), which it
+	// must listen on (structs.ServiceSpec.PortEnv).
+	PortEnv string
 }
 
 // Peer is one rank of a job: the node it runs on and that node's address.
