@@ -2,16 +2,20 @@ package agent
 
 import (
 	"crypto/tls"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/internal/testutil"
+	"github.com/skein-dev/skein/structs"
 )
 
 // ingressGet sends GET path to the agent's ingress with the token (""
@@ -93,4 +97,122 @@ func TestIngress_ASecureAgentServesHTTPSAndWantsTheAPIsToken(t *testing.T) {
 	if _, err := untrusted.Get(a.IngressAddr() + "/"); err == nil {
 		t.Error("a client without the cluster's CA trusted the ingress")
 	}
+}
+
+// runningReplicas returns the running allocations of the service's
+// replicas that report the health wanted (nil: any, reported or not).
+func runningReplicas(a *Agent, service string, healthy *bool) []*structs.Allocation {
+	var out []*structs.Allocation
+	for _, job := range a.fsm.ServiceReplicas(service) {
+		for _, alloc := range a.fsm.Allocs(job.ID) {
+			if alloc.State != structs.AllocRunning {
+				continue
+			}
+			if healthy == nil || alloc.Health != nil && alloc.Health.Healthy == *healthy {
+				out = append(out, alloc)
+			}
+		}
+	}
+	return out
+}
+
+// waitReplicas waits until n of the service's replicas run with the
+// health wanted, and returns them.
+func waitReplicas(t *testing.T, a *Agent, service string, n int, healthy bool) []*structs.Allocation {
+	t.Helper()
+	var got []*structs.Allocation
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		got = runningReplicas(a, service, &healthy)
+		if len(got) != n {
+			var jobs []string
+			for _, j := range a.fsm.ServiceReplicas(service) {
+				jobs = append(jobs, fmt.Sprintf("%s %s (%s)", j.ID, j.State, j.Reason))
+			}
+			return fmt.Errorf("%d replicas running with healthy=%v, want %d; all running: %d; replicas: %s", len(got), healthy, n,
+				len(runningReplicas(a, service, nil)), strings.Join(jobs, ", "))
+		}
+		return nil
+	})
+	return got
+}
+
+// A service of two replicas of busybox's httpd, reached through the
+// ingress: not served while its replicas are starting, served once they
+// are healthy, and still served while one of them is killed and replaced.
+func TestIngress_AServiceOfTwoReplicasIsServedThroughTheLossOfOne(t *testing.T) {
+	if _, err := os.Stat(testutil.Busybox); err != nil {
+		t.Skipf("busybox's httpd serves the replicas: %v", err)
+	}
+	cfg := testConfig(t, t.TempDir())
+	cfg.IngressPort = -1
+	a, _ := startAgent(t, cfg)
+	site := testutil.SharedDir(t)
+	if err := os.WriteFile(filepath.Join(site, "index.html"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := a.apply(structs.ServiceRegisterType, structs.ServiceRegisterRequest{Service: structs.Service{
+		ID: structs.NewID(), Name: "web", Replicas: 2, CreatedAt: time.Now().UTC(),
+		Spec: structs.ServiceSpec{
+			Job: structs.JobSpec{Command: []string{"/bin/sh", "-c", "exec " + testutil.Busybox + " httpd -f -p $PORT -h " + site}},
+			// Healthy once the site has /health; starting until then.
+			Health: &structs.HealthCheck{Kind: structs.HealthHTTP, Path: "/health",
+				Interval: structs.Duration(200 * time.Millisecond), Timeout: structs.Duration(200 * time.Millisecond),
+				Grace: structs.Duration(time.Hour)},
+		},
+	}})
+	if err != nil {
+		t.Fatalf("register the service: %v", err)
+	}
+	waitReplicas(t, a, "web", 2, false)
+	code, body := ingressGet(t, http.DefaultClient, a, "/web/index.html", "")
+	if code != http.StatusServiceUnavailable || body != "service web has no healthy replica: 2 starting\n" {
+		t.Errorf("while the replicas start: %d %q, want 503 saying they start", code, body)
+	}
+
+	if err := os.WriteFile(filepath.Join(site, "health"), []byte("ok\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	replicas := waitReplicas(t, a, "web", 2, true)
+	if replicas[0].NodeID != a.NodeID() || replicas[0].MasterPort == replicas[1].MasterPort {
+		t.Fatalf("replicas %+v and %+v: want two on this node, on ports of their own", replicas[0], replicas[1])
+	}
+	serve := func(what string) {
+		t.Helper()
+		for i := range 20 {
+			if code, body := ingressGet(t, http.DefaultClient, a, "/web/index.html", ""); code != http.StatusOK || body != "hello\n" {
+				t.Fatalf("%s, request %d: %d %q, want the site", what, i, code, body)
+			}
+		}
+	}
+	serve("both replicas healthy")
+
+	// Kill one replica's process: the other serves every request, those
+	// sent to the dead one before the state knows included.
+	killed := replicas[0]
+	var job struct {
+		PGID int `json:"pgid"`
+	}
+	b, err := os.ReadFile(filepath.Join(a.allocDir(), killed.ID, "job.pid"))
+	if err == nil {
+		err = json.Unmarshal(b, &job)
+	}
+	if err != nil || job.PGID <= 0 {
+		t.Fatalf("find the replica's process: %v (%s)", err, b)
+	}
+	if err := syscall.Kill(-job.PGID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	serve("one replica killed")
+
+	// Its replica job runs again, on a new allocation, and serves too.
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		healthy := true
+		for _, alloc := range runningReplicas(a, "web", &healthy) {
+			if alloc.JobID == killed.JobID && alloc.ID != killed.ID {
+				return nil
+			}
+		}
+		return fmt.Errorf("replica %s has not come back healthy", killed.JobID)
+	})
+	serve("the killed replica back")
 }
