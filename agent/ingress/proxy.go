@@ -40,8 +40,8 @@ type State interface {
 	ServiceReplicas(name string) []*structs.Job
 	Allocs(jobID string) []*structs.Allocation
 	Node(id string) (*structs.Node, bool)
-	// Watch returns the index of the last applied entry.
-	Watch() (uint64, <-chan struct{})
+	// Index is the index of the last applied entry.
+	Index() uint64
 }
 
 // Authenticator admits a request or says why not; the user API's
@@ -217,7 +217,7 @@ func (p *Proxy) route(r *http.Request) (route, string) {
 // view returns the service's endpoints as of the state's last applied
 // entry, made again only when an entry was applied since they were made.
 func (p *Proxy) view(name string) (*view, bool) {
-	index, _ := p.cfg.State.Watch()
+	index := p.cfg.State.Index()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	old := p.views[name]

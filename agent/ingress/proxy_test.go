@@ -84,10 +84,10 @@ func (s *fakeState) Node(id string) (*structs.Node, bool) {
 	return &c, true
 }
 
-func (s *fakeState) Watch() (uint64, <-chan struct{}) {
+func (s *fakeState) Index() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.index, nil
+	return s.index
 }
 
 // change applies f to the state and moves its index.
