@@ -80,6 +80,12 @@ func (t MessageType) String() string {
 		return "acl-user"
 	case LimitsSetType:
 		return "limits-set"
+	case ServiceRegisterType:
+		return "service-register"
+	case ServiceScaleType:
+		return "service-scale"
+	case ServiceDeleteType:
+		return "service-delete"
 	}
 	return "unknown"
 }

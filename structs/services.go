@@ -72,6 +72,13 @@ const (
 	// MaxServiceNameLen bounds a service's name, which is a path segment
 	// of the ingress and a DNS label.
 	MaxServiceNameLen = 63
+	// MaxPortEnvLen bounds ServiceSpec.PortEnv, and MaxDrainTimeout its
+	// DrainTimeout.
+	MaxPortEnvLen   = 64
+	MaxDrainTimeout = Duration(time.Hour)
+	// MaxServiceReasonLen bounds the reason of a register, scale or
+	// delete.
+	MaxServiceReasonLen = 512
 )
 
 // Health check kinds.
@@ -104,14 +111,29 @@ const (
 	DefaultHealthFailures = 3
 )
 
+// Bounds of a health check: its HTTP path, Interval and Timeout,
+// Grace (model loading may take long, but not for days) and Failures.
+const (
+	MaxHealthPathLen  = 1024
+	MaxHealthInterval = Duration(time.Hour)
+	MaxHealthGrace    = Duration(24 * time.Hour)
+	MaxHealthFailures = 100
+)
+
 // AllocHealth is what a replica's node last found of its health.
 type AllocHealth struct {
 	Healthy bool `json:"healthy"`
 	// Reason says why it is not healthy ("GET /health: 503", "starting:
-	// within its grace"), or what passed.
-	Reason string    `json:"reason,omitempty"`
-	At     time.Time `json:"at"`
+	// within its grace"), or what passed; the state keeps at most
+	// MaxAllocHealthReasonLen bytes of it.
+	Reason string `json:"reason,omitempty"`
+	// At is when the node found it so; the state keeps the report that
+	// changed Healthy or Reason, so it is when the replica became so.
+	At time.Time `json:"at"`
 }
+
+// MaxAllocHealthReasonLen bounds AllocHealth.Reason as the state keeps it.
+const MaxAllocHealthReasonLen = 256
 
 // ValidateServiceName checks a service's name: 1 to MaxServiceNameLen
 // lower-case letters, digits and '-', starting with a letter.

@@ -418,7 +418,12 @@ type Job struct {
 	ArrayIndex int    `json:"array_index,omitempty"`
 	// Service, on a replica of a service, names it: the job restarts
 	// whenever it ends, for as long as the service wants it.
-	Service     string `json:"service,omitempty"`
+	Service string `json:"service,omitempty"`
+	// Crashes, on a replica, counts its attempts in a row that ended
+	// within a minute of starting, or before they started; each such
+	// restart waits longer (a crash loop's backoff), and an attempt that
+	// ran a minute or more sets it back to 0.
+	Crashes     int    `json:"crashes,omitempty"`
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`
 }

@@ -91,18 +91,8 @@ func (s *JobSpec) Validate() error {
 	if len(s.Command) == 0 || s.Command[0] == "" {
 		return fieldErr("command", "empty: give the program and its arguments after --")
 	}
-	if len(s.Command) > MaxArgs {
-		return fieldErr("command", "%d arguments, more than the limit of %d", len(s.Command), MaxArgs)
-	}
-	n := 0
-	for _, a := range s.Command {
-		n += len(a)
-		if strings.IndexByte(a, 0) >= 0 {
-			return fieldErr("command", "argument contains a NUL byte")
-		}
-	}
-	if n > MaxCommandBytes {
-		return fieldErr("command", "%d bytes, more than the limit of %d", n, MaxCommandBytes)
+	if err := validateCommand("command", s.Command); err != nil {
+		return err
 	}
 	if n := len(s.Env) + len(s.SecretEnv); n > MaxEnvVars {
 		return fieldErr("env", "%d variables with secret_env, more than the limit of %d", n, MaxEnvVars)
@@ -194,6 +184,25 @@ func (s *JobSpec) Validate() error {
 func ValidateRequestID(id string) error {
 	if len(id) > MaxRequestIDLen {
 		return fieldErr("request_id", "longer than %d characters", MaxRequestIDLen)
+	}
+	return nil
+}
+
+// validateCommand checks a command's size against MaxArgs and
+// MaxCommandBytes, and that no argument holds a NUL byte.
+func validateCommand(field string, cmd []string) error {
+	if len(cmd) > MaxArgs {
+		return fieldErr(field, "%d arguments, more than the limit of %d", len(cmd), MaxArgs)
+	}
+	n := 0
+	for _, a := range cmd {
+		n += len(a)
+		if strings.IndexByte(a, 0) >= 0 {
+			return fieldErr(field, "argument contains a NUL byte")
+		}
+	}
+	if n > MaxCommandBytes {
+		return fieldErr(field, "%d bytes, more than the limit of %d", n, MaxCommandBytes)
 	}
 	return nil
 }

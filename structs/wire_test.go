@@ -143,7 +143,7 @@ func TestJob_JSONIsPinned(t *testing.T) {
 		SubmittedAt: at, StartedAt: at.Add(time.Minute), FinishedAt: at.Add(time.Hour), Attempts: 3,
 		NotBefore: at.Add(2 * time.Hour), StopRequested: true, PreemptedBy: "fedcba98", Preemptions: 1,
 		PreemptReason: "preempted by job fedcba98 (priority 10)", Reason: "waiting", ExitCode: 3, GPUFaults: 1,
-		ArrayID: "0123456789abcdef0123456789abcdef", ArrayIndex: 7, CreateIndex: 10, ModifyIndex: 12,
+		ArrayID: "0123456789abcdef0123456789abcdef", ArrayIndex: 7, Service: "llama", Crashes: 2, CreateIndex: 10, ModifyIndex: 12,
 	}
 	spec := strings.ReplaceAll(fullJobSpecJSON, "\n", "\n  ")
 	want := `{
@@ -167,10 +167,68 @@ func TestJob_JSONIsPinned(t *testing.T) {
   "gpu_faults": 1,
   "array_id": "0123456789abcdef0123456789abcdef",
   "array_index": 7,
+  "service": "llama",
+  "crashes": 2,
   "create_index": 10,
   "modify_index": 12
 }`
 	checkWire(t, job, want)
+}
+
+func TestService_JSONIsPinned(t *testing.T) {
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	svc := Service{
+		ID: "0123456789abcdef", Name: "llama", Owner: "alice", AllowRoot: true,
+		Spec: ServiceSpec{
+			Job: JobSpec{Command: []string{"serve"}, Nodes: 1, GPUs: 1}, PortEnv: "PORT",
+			Health: &HealthCheck{Kind: HealthHTTP, Path: "/health", Command: []string{"x"}, Interval: Duration(10 * time.Second),
+				Timeout: Duration(time.Second), Failures: 5, Grace: Duration(10 * time.Minute)},
+			DrainTimeout: Duration(time.Minute), Public: true,
+		},
+		Replicas: 4, Reason: "scaled 2→4 by alice", NextReplica: 6, Deleted: true, CreatedAt: at, CreateIndex: 7, ModifyIndex: 9,
+	}
+	want := `{
+  "id": "0123456789abcdef",
+  "name": "llama",
+  "owner": "alice",
+  "allow_root": true,
+  "spec": {
+    "job": {
+      "command": [
+        "serve"
+      ],
+      "nodes": 1,
+      "gpus": 1
+    },
+    "port_env": "PORT",
+    "health": {
+      "kind": "http",
+      "path": "/health",
+      "command": [
+        "x"
+      ],
+      "interval": "10s",
+      "timeout": "1s",
+      "failures": 5,
+      "grace": "10m0s"
+    },
+    "drain_timeout": "1m0s",
+    "public": true
+  },
+  "replicas": 4,
+  "reason": "scaled 2→4 by alice",
+  "next_replica": 6,
+  "deleted": true,
+  "created_at": "2026-11-29T12:00:00Z",
+  "create_index": 7,
+  "modify_index": 9
+}`
+	checkWire(t, svc, want)
+	checkWire(t, AllocHealth{Healthy: true, Reason: "GET /health: 200", At: at}, `{
+  "healthy": true,
+  "reason": "GET /health: 200",
+  "at": "2026-11-29T12:00:00Z"
+}`)
 }
 
 func TestNode_JSONIsPinned(t *testing.T) {
