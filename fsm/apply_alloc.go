@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/raft"
 
@@ -28,7 +29,8 @@ func (s *state) applyAllocUpdate(l *raft.Log) any {
 	return errors.Join(skipped...)
 }
 
-// updateAlloc applies one allocation update.
+// updateAlloc applies one allocation update. A running report may carry a
+// replica's health, kept while the allocation runs (setHealth).
 func (s *state) updateAlloc(nodeID string, u *structs.AllocUpdate, index uint64) error {
 	a, ok := s.allocs[u.AllocID]
 	if !ok {
@@ -56,6 +58,9 @@ func (s *state) updateAlloc(nodeID string, u *structs.AllocUpdate, index uint64)
 			a.Pull = nil
 			a.ModifyIndex = index
 		}
+		if u.Health != nil && a.State == structs.AllocRunning && s.jobs[a.JobID].Service != "" {
+			setHealth(a, u.Health, index)
+		}
 		return nil
 	case structs.AllocSucceeded, structs.AllocFailed, structs.AllocLost, structs.AllocKilled, structs.AllocTimedOut:
 		if a.Live() {
@@ -73,7 +78,8 @@ func (s *state) endAlloc(a *structs.Allocation, u *structs.AllocUpdate, index ui
 	a.FinishedAt = u.At
 	a.ExitCode = u.ExitCode
 	a.Reason = u.Reason
-	a.Pull = nil // a failed pull says so in the reason
+	a.Pull = nil   // a failed pull says so in the reason
+	a.Health = nil // only a running replica has a health
 	a.ModifyIndex = index
 	s.release(a)
 	if a.State != structs.AllocSucceeded {
@@ -87,7 +93,9 @@ func (s *state) endAlloc(a *structs.Allocation, u *structs.AllocUpdate, index ui
 }
 
 // decideJob ends or requeues a running job once every allocation of its
-// current attempt is terminal.
+// current attempt is terminal. A replica its service still wants goes
+// back to the queue however the attempt ended (restartReplica), unless it
+// was preempted, which requeues it as any job.
 func (s *state) decideJob(a *structs.Allocation, at time.Time, index uint64) {
 	j, ok := s.jobs[a.JobID]
 	if !ok || j.State != structs.JobRunning || a.Attempt != j.Attempts {
@@ -118,6 +126,11 @@ func (s *state) decideJob(a *structs.Allocation, at time.Time, index uint64) {
 		s.finishJob(j, structs.JobCancelled, cancelReason(j), at, index)
 	case j.PreemptedBy != "":
 		s.requeuePreempted(j, at, index)
+	case s.wantsReplica(j):
+		if failed == nil {
+			failed = a
+		}
+		s.restartReplica(j, failed, at, index)
 	case failed == nil:
 		s.finishJob(j, structs.JobSucceeded, "", at, index)
 	case timedOut != nil:
@@ -169,8 +182,9 @@ func (s *state) faulted(j *structs.Job) *structs.Allocation {
 	return f
 }
 
-// restartBackoff is the wait before attempt n+1 of a job whose attempt n
-// failed: 1s, 2s, 4s, ... up to a minute.
+// restartBackoff is the wait before the next attempt of a job after its
+// nth failure in a row (a job's restart after attempt n failed, a
+// replica's nth crash): 1s, 2s, 4s, ... up to a minute.
 func restartBackoff(n int) time.Duration {
 	if n > 6 {
 		return time.Minute
@@ -178,8 +192,8 @@ func restartBackoff(n int) time.Duration {
 	return min(time.Second<<max(n-1, 0), time.Minute)
 }
 
-// failure says what went wrong with an allocation, naming its rank when the
-// job has several.
+// failure says how an allocation ended, which is what went wrong unless
+// it succeeded, naming its rank when the job has several.
 func failure(j *structs.Job, a *structs.Allocation) string {
 	var what string
 	switch {
@@ -187,7 +201,7 @@ func failure(j *structs.Job, a *structs.Allocation) string {
 		what = a.GPUFault
 	case a.Reason != "":
 		what = a.Reason
-	case a.State == structs.AllocFailed:
+	case a.State == structs.AllocFailed || a.State == structs.AllocSucceeded:
 		what = fmt.Sprintf("exited with code %d", a.ExitCode)
 	default:
 		what = string(a.State)
@@ -212,10 +226,29 @@ func pullProgress(p *structs.PullProgress) structs.PullProgress {
 	return c
 }
 
-// clip cuts s to at most n bytes.
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
+// setHealth keeps a copy of a running replica's health as its node
+// reported it, the reason cut to structs.MaxAllocHealthReasonLen. A
+// report that changes neither Healthy nor Reason changes nothing, so the
+// kept At is when the replica became so.
+func setHealth(a *structs.Allocation, h *structs.AllocHealth, index uint64) {
+	c := *h
+	c.Reason = clip(c.Reason, structs.MaxAllocHealthReasonLen)
+	if a.Health != nil && a.Health.Healthy == c.Healthy && a.Health.Reason == c.Reason {
+		return
 	}
-	return s
+	a.Health = &c
+	a.ModifyIndex = index
+}
+
+// clip cuts s to at most n bytes, never inside a UTF-8 sequence: a broken
+// one comes back from a snapshot's JSON as U+FFFD, and a restored replica
+// of the state would then hold other bytes than the others.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -86,7 +86,8 @@ func (s *state) applyJobSubmit(l *raft.Log) any {
 // that has not ended, each as cancel describes. A single cancel returns a
 // copy of the job; an array cancel returns a copy of the task with the
 // highest index among those it cancelled (the last one, as when a client
-// cancelled the tasks one by one).
+// cancelled the tasks one by one). A replica its service still wants is
+// refused: a scale or delete of the service stops it.
 func (s *state) applyJobCancel(l *raft.Log) any {
 	var req structs.JobCancelRequest
 	decode(l, &req)
@@ -103,6 +104,10 @@ func (s *state) applyJobCancel(l *raft.Log) any {
 	}
 	if j.State.Terminal() {
 		return fmt.Errorf("job %s: %w (%s)", structs.ShortID(j.ID), ErrJobFinished, j.State)
+	}
+	if s.wantsReplica(j) {
+		return fmt.Errorf("job %s: %w: it is a replica of service %s, which restarts it: scale or delete the service instead",
+			structs.ShortID(j.ID), ErrInvalidRequest, j.Service)
 	}
 	s.cancel(j, req.Reason, req.At, l.Index)
 	return j.Copy()
@@ -166,13 +171,17 @@ func cancelReason(j *structs.Job) string {
 	return reasonCancelled
 }
 
-// finishJob moves a job to a terminal state.
+// finishJob moves a job to a terminal state. The last replica of a
+// deleted service to end takes the service out of the state.
 func (s *state) finishJob(j *structs.Job, st structs.JobState, reason string, at time.Time, index uint64) {
 	s.setJobState(j, st)
 	j.Reason = reason
 	j.FinishedAt = at
 	j.PreemptedBy = ""
 	j.ModifyIndex = index
+	if svc := s.serviceOf(j); svc != nil {
+		s.dropDeleted(svc)
+	}
 }
 
 // stopAlloc asks a live allocation's process to stop.

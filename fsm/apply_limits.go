@@ -52,8 +52,15 @@ func (s *state) checkSubmitLimits(owner string, spec *structs.JobSpec) error {
 				ErrLimit, ownerName(owner), lim.MaxArray, n)
 		}
 	}
-	if have := s.ownerQueued[owner]; structs.Exceeds(have+n, lim.MaxQueued) {
-		return fmt.Errorf("%w: %s may have %d queued jobs (has %d, %s)", ErrLimit, ownerName(owner), lim.MaxQueued, have, what)
+	return s.checkQueuedLimits(owner, n, what)
+}
+
+// checkQueuedLimits refuses n more queued jobs of owner that would pass
+// the owner's or the cluster's queued-jobs limit; what says what adds
+// them ("this job adds 1").
+func (s *state) checkQueuedLimits(owner string, n int, what string) error {
+	if have, max := s.ownerQueued[owner], s.limits.For(owner).MaxQueued; structs.Exceeds(have+n, max) {
+		return fmt.Errorf("%w: %s may have %d queued jobs (has %d, %s)", ErrLimit, ownerName(owner), max, have, what)
 	}
 	if have, max := len(s.queued), s.limits.ClusterMaxQueued(); structs.Exceeds(have+n, max) {
 		return fmt.Errorf("%w: the cluster may have %d queued jobs (has %d, %s)", ErrLimit, max, have, what)

@@ -364,8 +364,9 @@ func (m *model) checkVictims(before map[string]*structs.Job, asked map[string][]
 // checkPreemptions asserts what preemption must keep true after every entry.
 func (m *model) checkPreemptions() {
 	for _, j := range m.h.f.Jobs() {
-		// Preemptions and the first GPU faults use no restart.
-		if used := j.Attempts - 1 - j.Preemptions - j.GPUFaults; used > j.Spec.Restarts {
+		// Preemptions and the first GPU faults use no restart; a
+		// replica's restarts never run out.
+		if used := j.Attempts - 1 - j.Preemptions - j.GPUFaults; used > j.Spec.Restarts && j.Service == "" {
 			m.rt.Fatalf("job %s used %d restarts of %d (%d attempts, %d preemptions, %d GPU faults)",
 				j.ID, used, j.Spec.Restarts, j.Attempts, j.Preemptions, j.GPUFaults)
 		}

@@ -1,10 +1,11 @@
 // Package fsm is skein's replicated state machine: it implements raft.FSM,
 // applies committed log entries to the in-memory state (nodes, jobs,
-// allocations and, in a secure cluster, the trust state: CA certificates,
-// join tokens, admissions, gossip keyring; the users' limits), enforces GPU
-// exclusivity, idempotent submission and the queued-jobs limits there,
-// removes finished jobs once their retention has passed, and answers read
-// queries with deep copies of that state.
+// allocations, services and, in a secure cluster, the trust state: CA
+// certificates, join tokens, admissions, gossip keyring; the users'
+// limits), enforces GPU exclusivity, idempotent submission and the
+// queued-jobs limits there, makes, restarts and stops the replica jobs of
+// services, removes finished jobs once their retention has passed, and
+// answers read queries with deep copies of that state.
 //
 // See DESIGN.md in this folder for why it is built this way.
 package fsm

@@ -44,6 +44,10 @@ var (
 	ErrNoACL            = errors.New("ACLs are not bootstrapped: run skein acl bootstrap first")
 	ErrACLTokenExists   = errors.New("ACL token already exists")
 	ErrACLTokenNotFound = errors.New("no such ACL token")
+
+	ErrServiceNotFound = errors.New("no such service")
+	ErrServiceExists   = errors.New("service already exists")
+	ErrServiceDeleted  = errors.New("service is being deleted")
 )
 
 // FSM is skein's raft.FSM. Apply and Restore are called by Raft; the queries
@@ -124,6 +128,12 @@ func (f *FSM) Apply(l *raft.Log) any {
 		resp = f.st.applyACLUser(l)
 	case structs.LimitsSetType:
 		resp = f.st.applyLimitsSet(l)
+	case structs.ServiceRegisterType:
+		resp = f.st.applyServiceRegister(l)
+	case structs.ServiceScaleType:
+		resp = f.st.applyServiceScale(l)
+	case structs.ServiceDeleteType:
+		resp = f.st.applyServiceDelete(l)
 	default:
 		if !skippable {
 			panic(fmt.Sprintf("fsm: log entry %d has unknown type %d", l.Index, uint8(t)))

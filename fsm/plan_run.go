@@ -12,13 +12,17 @@ import (
 const reasonPlanCancel = "cancelled by the scheduler"
 
 // runPlan checks the parts of a plan in the order Apply takes them:
-// cancels, then preemptions, then placements. Unless dry, each part that
-// passes is applied before the next is checked, so a part sees the parts
-// before it. Refused parts are returned, each with its job and reason.
+// cancels (never of a replica its service wants), then preemptions, then
+// placements. Unless dry, each part that passes is applied before the
+// next is checked, so a part sees the parts before it. Refused parts are
+// returned, each with its job and reason.
 func (s *state) runPlan(p *structs.Plan, at time.Time, index uint64, dry bool) *structs.PlanResult {
 	res := &structs.PlanResult{}
 	for _, c := range p.Cancels {
 		j, reason := s.queuedJob(c.JobID)
+		if reason == "" && s.wantsReplica(j) {
+			reason = fmt.Sprintf("job is a replica of service %s, which still wants it", j.Service)
+		}
 		if reason != "" {
 			res.RejectedCancels = append(res.RejectedCancels, structs.JobBlocked{JobID: c.JobID, Reason: reason})
 			continue

@@ -320,6 +320,7 @@ func (m *model) check() {
 			}
 		}
 	}
+	m.checkServices()
 	if err := checkIndexes(f.st); err != nil {
 		m.rt.Fatalf("indexes: %v", err)
 	}

@@ -18,16 +18,17 @@ import (
 
 // Versions of the snapshot format. Version 1 holds nodes, jobs and
 // allocations; version 2 adds the trust records; version 3 the limits;
-// version 4 the ACL records.
+// version 4 the ACL records; version 5 the services.
 // Snapshot writes the oldest version that holds the state, so a binary that
 // predates a version still reads a cluster that uses none of its records;
 // Restore reads them all.
 const (
-	minSnapshotVersion    = 1
-	trustSnapshotVersion  = 2
-	limitsSnapshotVersion = 3
-	aclSnapshotVersion    = 4
-	snapshotVersion       = aclSnapshotVersion // the newest
+	minSnapshotVersion     = 1
+	trustSnapshotVersion   = 2
+	limitsSnapshotVersion  = 3
+	aclSnapshotVersion     = 4
+	serviceSnapshotVersion = 5
+	snapshotVersion        = serviceSnapshotVersion // the newest
 )
 
 // Record types of a snapshot.
@@ -45,6 +46,8 @@ const (
 	recordACL      = "acl"
 	recordACLToken = "acl_token"
 	recordACLUser  = "acl_user"
+
+	recordService = "service"
 )
 
 // header is the first line of a snapshot.
@@ -69,12 +72,14 @@ type record struct {
 	ACL      *structs.ACLState `json:"acl,omitempty"`
 	ACLToken *structs.ACLToken `json:"acl_token,omitempty"`
 	ACLUser  *structs.ACLUser  `json:"acl_user,omitempty"`
+
+	Service *structs.Service `json:"service,omitempty"`
 }
 
 // snapshot is a deep copy of the state, in the order it is written: nodes,
 // then jobs, then allocations, each by ID; then the trust state, join
 // tokens by ID and admissions by node ID; then the limits; then the ACL
-// state, tokens by ID and users by name.
+// state, tokens by ID and users by name; then the services by name.
 type snapshot struct {
 	index  uint64
 	nodes  []*structs.Node
@@ -90,6 +95,8 @@ type snapshot struct {
 	acl       *structs.ACLState
 	aclTokens []structs.ACLToken
 	aclUsers  []structs.ACLUser
+
+	services []*structs.Service
 }
 
 var _ raft.FSMSnapshot = (*snapshot)(nil)
@@ -158,11 +165,17 @@ func (s *state) snapshot() *snapshot {
 	for _, name := range slices.Sorted(maps.Keys(s.aclUsers)) {
 		snap.aclUsers = append(snap.aclUsers, s.aclUsers[name])
 	}
+	for _, name := range slices.Sorted(maps.Keys(s.services)) {
+		snap.services = append(snap.services, s.services[name].Copy())
+	}
 	return snap
 }
 
 // version is the oldest snapshot version that holds everything in snap.
 func (snap *snapshot) version() int {
+	if len(snap.services) > 0 {
+		return serviceSnapshotVersion
+	}
 	if snap.acl != nil {
 		return aclSnapshotVersion
 	}
@@ -177,7 +190,7 @@ func (snap *snapshot) version() int {
 
 // Persist writes the snapshot as newline-delimited JSON: the header, then one
 // record per node, job, allocation, trust state, join token and admission,
-// and the limits if any were set.
+// the limits if any were set, the ACL records and the services.
 func (snap *snapshot) Persist(sink raft.SnapshotSink) error {
 	if err := snap.write(sink); err != nil {
 		_ = sink.Cancel()
@@ -255,6 +268,11 @@ func (snap *snapshot) writeRecords(enc *json.Encoder) error {
 			return err
 		}
 	}
+	for _, svc := range snap.services {
+		if err := enc.Encode(record{Type: recordService, Service: svc}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -270,7 +288,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer f.mu.Unlock()
 	f.st = st
 	f.fire()
-	f.logger.Info("restored snapshot", "index", st.index, "nodes", len(st.nodes), "jobs", len(st.jobs), "allocs", len(st.allocs))
+	f.logger.Info("restored snapshot", "index", st.index, "nodes", len(st.nodes), "jobs", len(st.jobs), "allocs", len(st.allocs),
+		"services", len(st.services))
 	return nil
 }
 
@@ -296,7 +315,8 @@ func readSnapshot(r io.Reader) (*state, error) {
 		}
 		if (h.Version < trustSnapshotVersion && isTrustRecord(rec.Type)) ||
 			(h.Version < limitsSnapshotVersion && rec.Type == recordLimits) ||
-			(h.Version < aclSnapshotVersion && isACLRecord(rec.Type)) {
+			(h.Version < aclSnapshotVersion && isACLRecord(rec.Type)) ||
+			(h.Version < serviceSnapshotVersion && rec.Type == recordService) {
 			return nil, fmt.Errorf("%w: record %d: %s record in a version %d snapshot", ErrBadSnapshot, n, rec.Type, h.Version)
 		}
 		if err := st.restoreRecord(&rec); err != nil {
@@ -318,7 +338,7 @@ func isTrustRecord(typ string) bool {
 // restoreRecord adds one snapshot record to a state being restored, checking
 // what Apply would have guaranteed: unique IDs, allocations of known jobs,
 // no GPU held twice, one valid trust state and join tokens and admissions
-// only after it.
+// only after it, services with an ID and a valid name, each once.
 func (s *state) restoreRecord(rec *record) error {
 	switch rec.Type {
 	case recordNode:
@@ -443,6 +463,23 @@ func (s *state) restoreRecord(rec *record) error {
 			return fmt.Errorf("acl user: %w", err)
 		}
 		s.aclUsers[u.Name] = *u
+	case recordService:
+		svc := rec.Service
+		switch {
+		case svc == nil || svc.ID == "":
+			return errors.New("service record without service id")
+		case hasKey(s.services, svc.Name):
+			return fmt.Errorf("service %s twice", svc.Name)
+		}
+		if err := structs.ValidateServiceName(svc.Name); err != nil {
+			return fmt.Errorf("service %s: %w", structs.ShortID(svc.ID), err)
+		}
+		for _, o := range s.services {
+			if o.ID == svc.ID {
+				return fmt.Errorf("services %s and %s have one id", o.Name, svc.Name)
+			}
+		}
+		s.services[svc.Name] = svc
 	default:
 		return fmt.Errorf("unknown record type %q", rec.Type)
 	}

@@ -165,8 +165,8 @@ func TestFSM_Restore_RejectsBadSnapshotsAndKeepsState(t *testing.T) {
 	}{
 		{"empty", "", "header"},
 		{"garbage", "\x00\x01garbage", "header"},
-		{"unknown version", `{"version":5,"index":9}`, "version 5, want 1 to 4"},
-		{"missing version", `{"index":9}`, "version 0, want 1 to 4"},
+		{"unknown version", `{"version":6,"index":9}`, "version 6, want 1 to 5"},
+		{"missing version", `{"index":9}`, "version 0, want 1 to 5"},
 		{"unknown record type", hdr + `{"type":"volume"}`, `record 1: unknown record type "volume"`},
 		{"truncated record", hdr + node + `{"type":"job","job":{"id"`, "record 2"},
 		{"record without body", hdr + `{"type":"node"}`, "node record without node id"},
@@ -259,6 +259,8 @@ func checkIndexes(s *state) error {
 		return fmt.Errorf("master port holders %v, want %v", s.portHolder, want.portHolder)
 	case !sameSets(s.arrayTasks, want.arrayTasks):
 		return fmt.Errorf("array tasks %v, want %v", setIDs(s.arrayTasks), setIDs(want.arrayTasks))
+	case !sameSets(s.serviceJobs, want.serviceJobs):
+		return fmt.Errorf("service jobs %v, want %v", setIDs(s.serviceJobs), setIDs(want.serviceJobs))
 	case !sameSets(s.dependents, want.dependents):
 		return fmt.Errorf("dependents %v, want %v", setIDs(s.dependents), setIDs(want.dependents))
 	case !maps.Equal(s.queued, want.queued):

@@ -26,6 +26,9 @@ type state struct {
 	// The limits an admin set; nil holds the built-in defaults.
 	limits *structs.LimitTable
 
+	// Services by name; each replica is a job in jobs (Job.Service).
+	services map[string]*structs.Service
+
 	// Access control: nil and empty until the ACL bootstrap. Tokens by
 	// ID, users by name.
 	acl       *structs.ACLState
@@ -43,6 +46,7 @@ type state struct {
 	nodeUsed     map[string]usage                 // node ID -> what its live allocations hold
 	portHolder   map[nodePort]string              // rank 0's node and MASTER_PORT -> ID of the live rank 0 using it
 	arrayTasks   map[string]jobSet                // array ID -> its tasks
+	serviceJobs  map[string]jobSet                // service name -> the replica jobs naming it, of every service of that name
 	dependents   map[string]jobSet                // job ID -> the jobs whose Spec.After names it
 	queued       jobSet                           // the jobs in state queued
 	ownerQueued  map[string]int                   // owner -> how many of its jobs are queued
@@ -76,6 +80,7 @@ func newState() *state {
 		admissions:   map[string]structs.Admission{},
 		aclTokens:    map[string]structs.ACLToken{},
 		aclUsers:     map[string]structs.ACLUser{},
+		services:     map[string]*structs.Service{},
 		jobByRequest: map[string]string{},
 		jobAllocs:    map[string][]*structs.Allocation{},
 		nodeLive:     map[string]allocSet{},
@@ -84,6 +89,7 @@ func newState() *state {
 		nodeUsed:     map[string]usage{},
 		portHolder:   map[nodePort]string{},
 		arrayTasks:   map[string]jobSet{},
+		serviceJobs:  map[string]jobSet{},
 		dependents:   map[string]jobSet{},
 		queued:       jobSet{},
 		ownerQueued:  map[string]int{},
@@ -99,6 +105,9 @@ func (s *state) addJob(j *structs.Job) {
 	}
 	if j.ArrayID != "" {
 		addToSet(s.arrayTasks, j.ArrayID, j.ID, j)
+	}
+	if j.Service != "" {
+		addToSet(s.serviceJobs, j.Service, j.ID, j)
 	}
 	for _, d := range j.Spec.After {
 		addToSet(s.dependents, d.JobID, j.ID, j)
@@ -145,6 +154,9 @@ func (s *state) removeJob(j *structs.Job) {
 	}
 	if j.ArrayID != "" {
 		removeFromSet(s.arrayTasks, j.ArrayID, j.ID)
+	}
+	if j.Service != "" {
+		removeFromSet(s.serviceJobs, j.Service, j.ID)
 	}
 	for _, d := range j.Spec.After {
 		removeFromSet(s.dependents, d.JobID, j.ID)
