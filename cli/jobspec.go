@@ -55,6 +55,7 @@ func jobSpecFlags(what, show string) []ucli.Flag {
 		&ucli.GenericFlag{Name: "secret-env", Usage: "like --env, for a secret: " + what + " gets it, but its value is returned only to its owner and operators " +
 			"(" + show + " --show-secrets) and never logged; prefer --secret-env K, which copies it from your environment, to K=V on a command line others can see (repeatable)", Value: &listValue{}},
 		&ucli.GenericFlag{Name: "constraint", Usage: "only nodes with label K=V (repeatable)", Value: &listValue{}},
+		&ucli.BoolFlag{Name: "spread", Usage: "place on the emptiest nodes instead of packing the fullest"},
 		&ucli.BoolFlag{Name: "preemptible", Usage: "may be stopped (SIGTERM, grace, SIGKILL) and requeued for higher-priority work"},
 		&ucli.StringFlag{Name: "preempt-grace", Usage: "time between SIGTERM and SIGKILL when preempted (default 30s, at most 10m)"},
 		&ucli.StringFlag{Name: "image", Usage: "run " + what + " in a container of this `IMAGE` on the node's container engine; CMD is the container's command"},
@@ -109,8 +110,10 @@ func jobSpecFromFlags(c *ucli.Context, spec *structs.JobSpec) error {
 		return err
 	}
 	spec.SecretEnv = merged(spec.SecretEnv, secretEnv)
-	if c.IsSet("preemptible") {
-		spec.Preemptible = c.Bool("preemptible")
+	for name, dst := range map[string]*bool{"spread": &spec.Spread, "preemptible": &spec.Preemptible} {
+		if c.IsSet(name) {
+			*dst = c.Bool(name)
+		}
 	}
 	constraints, err := constraintFlag(c)
 	if err != nil {

@@ -35,7 +35,6 @@ func submitCommand() *ucli.Command {
 		&ucli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the job from a YAML `FILE` (- for stdin); flags override it"},
 		&ucli.GenericFlag{Name: "after", Usage: "start only after job `ID[:ok|any]` has succeeded (ok, the default) or ended (any) (repeatable)", Value: &listValue{}},
 		&ucli.StringFlag{Name: "array", Usage: "a job array: one task per index of `START-END[%MAX]`, at most MAX running at once"},
-		&ucli.BoolFlag{Name: "spread", Usage: "place on the emptiest nodes instead of packing the fullest"},
 		&ucli.StringFlag{Name: "request-id", Usage: "idempotency key: repeating it returns the same job (default: random)"},
 		&ucli.BoolFlag{Name: "wait", Usage: "wait for the job to end; exit 0 only if it succeeded"},
 		&ucli.BoolFlag{Name: "json", Usage: "print the created job as JSON"},
@@ -87,7 +86,11 @@ func submitRequest(c *ucli.Context) (api.SubmitRequest, error) {
 	var spec structs.JobSpec
 	var err error
 	if path := c.String("file"); path != "" {
-		if spec, err = readJobFile(path, c.App.Reader); err != nil {
+		f, err := readJobFile(path, c.App.Reader)
+		if err != nil {
+			return req, err
+		}
+		if spec, err = f.jobSpec(); err != nil {
 			return req, err
 		}
 	}
@@ -113,9 +116,6 @@ func submitRequest(c *ucli.Context) (api.SubmitRequest, error) {
 	}
 	if c.IsSet("array") && c.Bool("wait") {
 		return req, usagef(c, "--wait waits for one job; it cannot be used with --array")
-	}
-	if c.IsSet("spread") {
-		spec.Spread = c.Bool("spread")
 	}
 	after, err := afterFlag(c)
 	if err != nil {
