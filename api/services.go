@@ -32,10 +32,11 @@ const (
 	// ReplicaHealthy: its allocation runs and passes its health check
 	// (or the service has none): it is one of the service's endpoints.
 	ReplicaHealthy ReplicaStatus = "healthy"
-	// ReplicaStarting: placed and not yet healthy, within its health
-	// check's grace or before its first check.
+	// ReplicaStarting: about to be placed, or placed and not yet
+	// healthy: within its health check's grace, or before its first
+	// check.
 	ReplicaStarting ReplicaStatus = "starting"
-	// ReplicaQueued: waiting to be placed; the reason says why.
+	// ReplicaQueued: waiting for room to be placed; the reason says why.
 	ReplicaQueued ReplicaStatus = "queued"
 	// ReplicaUnhealthy: running, but failing its health check.
 	ReplicaUnhealthy ReplicaStatus = "unhealthy"
@@ -85,13 +86,15 @@ type Replica struct {
 	// check found, or how it last ended.
 	Reason string `json:"reason,omitempty"`
 	// Alloc is the latest allocation of the replica's job (nil before
-	// its first placement), on the node named Node, listening on Port.
+	// its first placement); while it is live, it is on the node named
+	// Node, listening on Port.
 	Alloc *structs.Allocation `json:"alloc,omitempty"`
 	Node  string              `json:"node,omitempty"`
 	Port  int                 `json:"port,omitempty"`
-	// Restarts counts the times the replica was placed again, for any
-	// reason; Crashes its attempts in a row that ended soon after they
-	// started (structs.Job.Crashes).
+	// Restarts counts the replica's attempts that ended, for any reason,
+	// and were followed by another (or will be: it waits to start again);
+	// Crashes its attempts in a row that ended soon after they started
+	// (structs.Job.Crashes).
 	Restarts int `json:"restarts"`
 	Crashes  int `json:"crashes"`
 	// LastExit is how its latest ended allocation ended.

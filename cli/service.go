@@ -105,8 +105,11 @@ func printServiceDetail(c *ucli.Context, d *api.ServiceDetail, now time.Time) er
 			port = strconv.Itoa(r.Port)
 		}
 		restarts := strconv.Itoa(r.Restarts)
-		if r.Crashes > 0 {
-			restarts += fmt.Sprintf(" (%d crashes)", r.Crashes)
+		switch {
+		case r.Crashes == 1:
+			restarts += " (1 crash)"
+		case r.Crashes > 1:
+			restarts += fmt.Sprintf(" (%d crashes in a row)", r.Crashes)
 		}
 		rows = append(rows, []string{
 			"r" + strconv.Itoa(r.Index),

@@ -30,7 +30,7 @@ func testService(now time.Time) api.ServiceDetail {
 			{JobID: structs.ReplicaJobID(testJobID, 0), Index: 0, State: structs.JobRunning, Status: api.ReplicaHealthy, Node: "gpu-01", Port: 20001,
 				Alloc: &structs.Allocation{State: structs.AllocRunning, MasterPort: 20001}},
 			{JobID: structs.ReplicaJobID(testJobID, 2), Index: 2, State: structs.JobQueued, Status: api.ReplicaCrashLooping,
-				Reason: "crash-looping: restarting in 40s: exit code 1 (3 quick exits in a row)", Restarts: 3, Crashes: 3, Node: "gpu-02",
+				Reason: "crash-looping: restarting in 40s: exit code 1 (3 quick exits in a row)", Restarts: 3, Crashes: 3,
 				LastExit: &api.ReplicaExit{State: structs.AllocFailed, ExitCode: 1, At: now.Add(-5 * time.Second)}},
 		},
 		Endpoints: []string{"http://10.0.0.1:7480/llama/", "http://10.0.0.2:7480/llama/"},
@@ -109,7 +109,7 @@ func TestService_DetailShowsReplicasAndEndpoints(t *testing.T) {
 	rows := strings.Split(strings.TrimSuffix(r.stdout[strings.Index(r.stdout, "REPLICA  JOB"):], "\n"), "\n")
 	want := [][]string{
 		{"r0", structs.ReplicaJobID(testJobID, 0), "gpu-01", "20001", "running", "healthy", "0", "-", "-"},
-		{"r2", structs.ReplicaJobID(testJobID, 2), "gpu-02", "-", "queued", "crash-looping", "3", "(3", "crashes)",
+		{"r2", structs.ReplicaJobID(testJobID, 2), "-", "-", "queued", "crash-looping", "3", "(3", "crashes", "in", "a", "row)",
 			"exit", "1,", "5s", "ago", "crash-looping:"},
 	}
 	for i, w := range want {

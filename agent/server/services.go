@@ -207,7 +207,7 @@ const healthStarting = "starting"
 // replicaOf describes a live replica job of svc from its latest
 // allocation.
 func (s *Server) replicaOf(svc *structs.Service, job *structs.Job) api.Replica {
-	rep := api.Replica{JobID: job.ID, State: job.State, Restarts: max(job.Attempts-1, 0), Crashes: job.Crashes, Reason: job.Reason}
+	rep := api.Replica{JobID: job.ID, State: job.State, Restarts: job.Attempts, Crashes: job.Crashes, Reason: job.Reason}
 	rep.Index, _ = strconv.Atoi(strings.TrimPrefix(job.ID, svc.ID+"-r"))
 	allocs := s.fsm.Allocs(job.ID) // by attempt: the latest last
 	for i := len(allocs) - 1; i >= 0; i-- {
@@ -219,12 +219,16 @@ func (s *Server) replicaOf(svc *structs.Service, job *structs.Job) api.Replica {
 	var latest *structs.Allocation
 	if len(allocs) > 0 {
 		latest = allocs[len(allocs)-1]
-		rep.Alloc, rep.Port = latest, latest.MasterPort
+		rep.Alloc = latest
+	}
+	live := latest != nil && latest.Live()
+	if live {
+		// The attempt running counts no restart until it ends.
+		rep.Restarts, rep.Port = job.Attempts-1, latest.MasterPort
 		if n, ok := s.fsm.Node(latest.NodeID); ok {
 			rep.Node = n.Name
 		}
 	}
-	live := latest != nil && latest.Live()
 	running := live && latest.State == structs.AllocRunning
 	switch {
 	case job.StopRequested:
@@ -240,8 +244,10 @@ func (s *Server) replicaOf(svc *structs.Service, job *structs.Job) api.Replica {
 		}
 	case job.Crashes > 0:
 		rep.Status = api.ReplicaCrashLooping
+	case job.Reason != "":
+		rep.Status = api.ReplicaQueued // the scheduler said why it waits
 	default:
-		rep.Status = api.ReplicaQueued
+		rep.Status = api.ReplicaStarting // made, and not yet looked at
 	}
 	return rep
 }

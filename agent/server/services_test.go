@@ -148,7 +148,14 @@ func TestServiceDetail_ReplicasFollowTheirAllocationAndItsHealth(t *testing.T) {
 	}
 	r0, r1 := structs.ReplicaJobID("svc", 0), structs.ReplicaJobID("svc", 1)
 
-	check("0/2 healthy, 2 queued", api.ReplicaQueued, api.ReplicaQueued)
+	check("0/2 healthy, 2 starting", api.ReplicaStarting, api.ReplicaStarting)
+	st.must(structs.PlanApplyType, structs.PlanApplyRequest{At: time.Now(), Plan: structs.Plan{Blocked: []structs.JobBlocked{
+		{JobID: r1, Reason: "1 node: not enough free GPUs"},
+	}}})
+	d := check("0/2 healthy, 1 starting, 1 queued", api.ReplicaStarting, api.ReplicaQueued)
+	if d.Replicas[1].Reason != "1 node: not enough free GPUs" {
+		t.Fatalf("a queued replica's reason %q", d.Replicas[1].Reason)
+	}
 	place(r0, "a0", 29500)
 	place(r1, "a1", 29501)
 	check("0/2 healthy, 2 starting", api.ReplicaStarting, api.ReplicaStarting)
@@ -158,7 +165,7 @@ func TestServiceDetail_ReplicasFollowTheirAllocationAndItsHealth(t *testing.T) {
 
 	st.report("n1", structs.AllocUpdate{AllocID: "a0", State: structs.AllocRunning,
 		Health: &structs.AllocHealth{Reason: "starting: within its grace of 10m0s: connection refused"}})
-	d := check("0/2 healthy, 2 starting", api.ReplicaStarting, api.ReplicaStarting)
+	d = check("0/2 healthy, 2 starting", api.ReplicaStarting, api.ReplicaStarting)
 	if d.Replicas[0].Reason != "starting: within its grace of 10m0s: connection refused" {
 		t.Fatalf("a starting replica's reason %q", d.Replicas[0].Reason)
 	}
@@ -176,7 +183,8 @@ func TestServiceDetail_ReplicasFollowTheirAllocationAndItsHealth(t *testing.T) {
 
 	st.report("n1", structs.AllocUpdate{AllocID: "a1", State: structs.AllocFailed, ExitCode: 3, Reason: "exit code 3"})
 	d = check("1/2 healthy, 1 crash-looping", api.ReplicaHealthy, api.ReplicaCrashLooping)
-	if r := d.Replicas[1]; r.Crashes != 1 || r.LastExit == nil || r.LastExit.ExitCode != 3 || !strings.Contains(r.Reason, "restarting in") {
+	if r := d.Replicas[1]; r.Crashes != 1 || r.Restarts != 1 || r.Node != "" || r.Port != 0 || r.LastExit == nil || r.LastExit.ExitCode != 3 ||
+		!strings.Contains(r.Reason, "restarting in") {
 		t.Fatalf("a crashed replica: %+v, last exit %+v", r, r.LastExit)
 	}
 	place(r1, "a1b", 29501)
@@ -187,8 +195,11 @@ func TestServiceDetail_ReplicasFollowTheirAllocationAndItsHealth(t *testing.T) {
 	}
 
 	st.must(structs.ServiceScaleType, structs.ServiceScaleRequest{Name: "web", Replicas: 4, At: time.Now()})
-	check("scaling 2→4, 2 queued", api.ReplicaHealthy, api.ReplicaHealthy, api.ReplicaQueued, api.ReplicaQueued)
+	check("scaling 2→4", api.ReplicaHealthy, api.ReplicaHealthy, api.ReplicaStarting, api.ReplicaStarting)
 	place(structs.ReplicaJobID("svc", 2), "a2", 29502)
+	st.must(structs.PlanApplyType, structs.PlanApplyRequest{At: time.Now(), Plan: structs.Plan{Blocked: []structs.JobBlocked{
+		{JobID: structs.ReplicaJobID("svc", 3), Reason: "1 node: not enough free GPUs"},
+	}}})
 	check("scaling 2→4, 1 queued", api.ReplicaHealthy, api.ReplicaHealthy, api.ReplicaStarting, api.ReplicaQueued)
 
 	st.must(structs.ServiceScaleType, structs.ServiceScaleRequest{Name: "web", Replicas: 1, At: time.Now()})
