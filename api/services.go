@@ -68,8 +68,8 @@ type ServiceDetail struct {
 	ServiceInfo
 	Replicas []Replica `json:"replicas"`
 	// Endpoints are the service's URLs on the ingress of every ready
-	// node: http://NODE:INGRESS-PORT/NAME/. Any of them reaches every
-	// healthy replica.
+	// node: http://NODE:INGRESS-PORT/NAME/ (https in a cluster with TLS).
+	// Any of them reaches every healthy replica.
 	Endpoints []string `json:"endpoints"`
 }
 

@@ -308,7 +308,8 @@ func serviceState(svc *structs.Service, st map[api.ReplicaStatus]int, growing, l
 }
 
 // endpoints are the service's URLs on the ingress of every ready node,
-// by node name; none when the ingress is off.
+// by node name; none when the ingress is off. A node's ingress answers
+// on its API's address and scheme (HTTPS in a cluster with TLS).
 func (s *Server) endpoints(name string) []string {
 	out := []string{}
 	if s.cfg.IngressPort == 0 {
@@ -319,7 +320,8 @@ func (s *Server) endpoints(name string) []string {
 		if n.Status != structs.NodeReady || err != nil || u.Hostname() == "" {
 			continue
 		}
-		out = append(out, "http://"+net.JoinHostPort(u.Hostname(), strconv.Itoa(s.cfg.IngressPort))+"/"+name+"/")
+		ingress := url.URL{Scheme: u.Scheme, Host: net.JoinHostPort(u.Hostname(), strconv.Itoa(s.cfg.IngressPort)), Path: "/" + name + "/"}
+		out = append(out, ingress.String())
 	}
 	return out
 }

@@ -95,7 +95,7 @@ func TestEndpoints_OneURLPerReadyNodeOnTheIngressPort(t *testing.T) {
 		st.node(n)
 	}
 	s := &Server{cfg: Config{IngressPort: 7480}, fsm: st.f}
-	want := []string{"http://10.0.0.1:7480/llama/", "http://[fd00::2]:7480/llama/"}
+	want := []string{"http://10.0.0.1:7480/llama/", "https://[fd00::2]:7480/llama/"}
 	if got := s.endpoints("llama"); !reflect.DeepEqual(got, want) {
 		t.Errorf("endpoints %q, want %q", got, want)
 	}
