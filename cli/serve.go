@@ -84,7 +84,7 @@ func serveAction(c *ucli.Context) error {
 		return err
 	}
 	_, err = fmt.Fprintf(c.App.ErrWriter, "service %s: %s; %s (skein service %s)\n",
-		d.Service.Name, d.State, answersAt(d.Endpoints), d.Service.Name)
+		d.Service.Name, printable(d.State), answersAt(d.Endpoints), d.Service.Name)
 	return err
 }
 
@@ -95,6 +95,8 @@ func answersAt(endpoints []string) string {
 		return "no node serves an ingress"
 	case 1:
 		return "it answers at " + endpoints[0]
+	case 2:
+		return "it answers at " + endpoints[0] + " and on the ingress of 1 other node"
 	}
 	return fmt.Sprintf("it answers at %s and on the ingress of %d other nodes", endpoints[0], len(endpoints)-1)
 }

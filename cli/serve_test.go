@@ -59,7 +59,7 @@ func TestServe_PrintsTheNameAndWhereItAnswers(t *testing.T) {
 	if r.stdout != "llama\n" {
 		t.Errorf("stdout = %q, want the name alone", r.stdout)
 	}
-	want := "service llama: 0/2 healthy, 2 starting; it answers at http://10.0.0.1:7480/llama/ and on the ingress of 1 other nodes (skein service llama)\n"
+	want := "service llama: 0/2 healthy, 2 starting; it answers at http://10.0.0.1:7480/llama/ and on the ingress of 1 other node (skein service llama)\n"
 	if r.stderr != want {
 		t.Errorf("stderr = %q, want %q", r.stderr, want)
 	}
