@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -16,57 +17,157 @@ import (
 // maxJobFileBytes bounds a --file job description, like the API's body cap.
 const maxJobFileBytes = 1 << 20
 
-// readJobFile reads a job file (`skein submit --file job.yaml`) into a
-// spec; "-" reads standard input. The file's keys are the yaml names of
-// structs.JobSpec, its values written as the submit flags take them;
-// unknown keys are refused.
-func readJobFile(path string, stdin io.Reader) (structs.JobSpec, error) {
-	var spec structs.JobSpec
+// Kinds of job file: a job (the default) or a service.
+const (
+	kindJob     = "job"
+	kindService = "service"
+)
+
+// jobFile is what a job file holds: the spec of a job, or of each replica
+// of a service (kind: service) with what the service adds.
+type jobFile struct {
+	Kind    string          `yaml:"kind"`
+	Job     structs.JobSpec `yaml:",inline"`
+	Service serviceKeys     `yaml:",inline"`
+	// path names the file in errors, and keys are its top-level keys
+	// with their lines.
+	path string
+	keys map[string]int
+}
+
+// serviceKeys are the keys a service file adds to a job's, written as
+// the serve flags take them.
+type serviceKeys struct {
+	Replicas       *int             `yaml:"replicas"`
+	PortEnv        string           `yaml:"port_env"`
+	Health         *healthText      `yaml:"health"`
+	HealthInterval structs.Duration `yaml:"health_interval"`
+	HealthTimeout  structs.Duration `yaml:"health_timeout"`
+	HealthFailures int              `yaml:"health_failures"`
+	HealthGrace    structs.Duration `yaml:"health_grace"`
+	DrainTimeout   structs.Duration `yaml:"drain_timeout"`
+	Public         bool             `yaml:"public"`
+}
+
+// healthText is a health check written as --health takes it.
+type healthText structs.HealthCheck
+
+// UnmarshalYAML reads a check as parseHealth does, from one value.
+func (h *healthText) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return errors.New("want one value written as --health takes it, not a list or map")
+	}
+	hc, err := parseHealth(n.Value)
+	if err != nil {
+		return err
+	}
+	*h = healthText(*hc)
+	return nil
+}
+
+// jobOnlyKeys are the keys of a job file that a service file does not
+// take, and why.
+var jobOnlyKeys = map[string]string{
+	"nodes":      "a replica runs on one node (run more replicas instead)",
+	"restarts":   "a replica restarts for as long as its service wants it",
+	"time_limit": "a replica runs until it is stopped",
+	"signal":     "a replica runs until it is stopped, with no time limit to signal before",
+	"array":      "a service runs replicas, not array tasks",
+	"after":      "a replica waits for no job",
+}
+
+// readJobFile reads a job file (`skein submit --file job.yaml`, `skein
+// serve -f service.yaml`); "-" reads standard input. The file's keys are
+// the yaml names of structs.JobSpec and, in a service file, of
+// serviceKeys, its values written as the flags take them; unknown keys
+// are refused.
+func readJobFile(path string, stdin io.Reader) (*jobFile, error) {
+	f := &jobFile{path: path}
 	r := stdin
 	if path != "-" {
-		f, err := os.Open(path)
+		file, err := os.Open(path)
 		if err != nil {
-			return spec, err
+			return nil, err
 		}
-		defer f.Close()
-		r = f
+		defer file.Close()
+		r = file
 	}
 	b, err := io.ReadAll(io.LimitReader(r, maxJobFileBytes+1))
 	if err != nil {
-		return spec, fmt.Errorf("read %s: %w", path, err)
+		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	if len(b) > maxJobFileBytes {
-		return spec, fmt.Errorf("%s: larger than %d bytes", path, maxJobFileBytes)
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxJobFileBytes)
 	}
 	if err := secretEnvShape(b); err != nil {
-		return spec, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
-	err = dec.Decode(&spec)
+	err = dec.Decode(f)
 	var typeErr *yaml.TypeError
 	switch {
 	case err == nil || errors.Is(err, io.EOF):
-		return spec, nil
 	case errors.As(err, &typeErr):
 		errs := make([]error, len(typeErr.Errors))
 		for i, e := range typeErr.Errors {
 			errs[i] = fmt.Errorf("%s: %s", path, e)
 		}
-		return spec, errors.Join(errs...)
+		return nil, errors.Join(errs...)
+	default:
+		return nil, fmt.Errorf("%s: %w", path, whereInJobFile(b, err))
 	}
-	return spec, fmt.Errorf("%s: %w", path, whereInJobFile(b, err))
+	f.keys = map[string]int{}
+	m := topLevel(b)
+	for i := 0; i+1 < len(m); i += 2 {
+		f.keys[m[i].Value] = m[i].Line
+	}
+	switch f.Kind {
+	case "", kindJob, kindService:
+		return f, nil
+	}
+	return nil, fmt.Errorf("%s: line %d: kind: %q: want %s (the default) or %s", path, f.keys["kind"], f.Kind, kindJob, kindService)
+}
+
+// jobSpec is the file's job, refusing a service file.
+func (f *jobFile) jobSpec() (structs.JobSpec, error) {
+	if f.Kind == kindService {
+		return f.Job, fmt.Errorf("%s: kind: service: a service file runs with skein serve -f %s", f.path, f.path)
+	}
+	for _, k := range yamlKeys[serviceKeys]() {
+		if line, ok := f.keys[k]; ok {
+			return f.Job, fmt.Errorf("%s: line %d: %s: only a file of kind: service takes it (skein serve -f)", f.path, line, k)
+		}
+	}
+	return f.Job, nil
+}
+
+// yamlKeys are the yaml keys of the fields of T.
+func yamlKeys[T any]() []string {
+	var keys []string
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[T]()) {
+		if k, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// topLevel is the key and value nodes of a YAML document that is a
+// mapping, in turn, or nil for any other document.
+func topLevel(b []byte) []*yaml.Node {
+	var doc yaml.Node
+	if yaml.Unmarshal(b, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil
+	}
+	return doc.Content[0].Content
 }
 
 // secretEnvShape refuses a job file whose secret_env is not a map of
 // names to plain values before it is decoded: yaml's own error for that
 // quotes the start of the value, and a secret's value is never printed.
 func secretEnvShape(b []byte) error {
-	var doc yaml.Node
-	if yaml.Unmarshal(b, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-		return nil // not a mapping: the decoder says what is wrong
-	}
-	m := doc.Content[0].Content
+	m := topLevel(b) // none when not a mapping: the decoder says what is wrong
 	for i := 0; i+1 < len(m); i += 2 {
 		v := resolved(m[i+1])
 		if m[i].Value != "secret_env" || v.Tag == "!!null" {
@@ -97,16 +198,13 @@ func resolved(n *yaml.Node) *yaml.Node {
 // without saying where it was. Each top-level key is decoded alone until
 // one fails that way. Errors of the YAML syntax already say their line.
 func whereInJobFile(b []byte, err error) error {
-	var doc yaml.Node
-	if yaml.Unmarshal(b, &doc) == nil && len(doc.Content) > 0 && doc.Content[0].Kind == yaml.MappingNode {
-		m := doc.Content[0].Content
-		for i := 0; i+1 < len(m); i += 2 {
-			one := yaml.Node{Kind: yaml.MappingNode, Content: m[i : i+2]}
-			var spec structs.JobSpec
-			var typeErr *yaml.TypeError
-			if e := one.Decode(&spec); e != nil && !errors.As(e, &typeErr) {
-				return fmt.Errorf("line %d: %s: %w", m[i].Line, m[i].Value, e)
-			}
+	m := topLevel(b)
+	for i := 0; i+1 < len(m); i += 2 {
+		one := yaml.Node{Kind: yaml.MappingNode, Content: m[i : i+2]}
+		var f jobFile
+		var typeErr *yaml.TypeError
+		if e := one.Decode(&f); e != nil && !errors.As(e, &typeErr) {
+			return fmt.Errorf("line %d: %s: %w", m[i].Line, m[i].Value, e)
 		}
 	}
 	return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))

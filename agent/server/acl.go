@@ -29,16 +29,15 @@ type Identity struct {
 // can reports whether the caller holds p.
 func (id Identity) can(p structs.Permission) bool { return id.Role.Can(p) }
 
-// owns reports whether the caller owns job (and may act on it as an owner).
-func (id Identity) owns(job *structs.Job) bool {
-	return job.Owner == id.User && id.can(structs.PermSubmit)
+// mayActFor reports whether the caller may act on what owner owns: as
+// that owner, or as one who may act on every user's jobs.
+func (id Identity) mayActFor(owner string) bool {
+	return id.can(structs.PermAnyJob) || owner == id.User && id.can(structs.PermSubmit)
 }
 
 // mayActOn reports whether the caller may cancel job, read its logs and
 // see its environment.
-func (id Identity) mayActOn(job *structs.Job) bool {
-	return id.can(structs.PermAnyJob) || id.owns(job)
-}
+func (id Identity) mayActOn(job *structs.Job) bool { return id.mayActFor(job.Owner) }
 
 // identityKey is the context key of a user request's Identity.
 type identityKey struct{}
@@ -128,15 +127,27 @@ func need(p structs.Permission, what string, h http.HandlerFunc) http.HandlerFun
 // mayActOn answers 403 and returns false unless the caller may act on job
 // (what says how, for the message).
 func mayActOn(w http.ResponseWriter, r *http.Request, job *structs.Job, what string) bool {
+	return mayActFor(w, r, job.Owner, what+" of another user's job")
+}
+
+// mayActOnService answers 403 and returns false unless the caller may
+// act on svc (what says how: "scale").
+func mayActOnService(w http.ResponseWriter, r *http.Request, svc *structs.Service, what string) bool {
+	return mayActFor(w, r, svc.Owner, what+" another user's service")
+}
+
+// mayActFor answers 403 and returns false unless the caller may act on
+// what owner owns (what, for the message, says what was refused).
+func mayActFor(w http.ResponseWriter, r *http.Request, owner, what string) bool {
 	id := identityOf(r)
-	if id.mayActOn(job) {
+	if id.mayActFor(owner) {
 		return true
 	}
 	need := structs.PermAnyJob
-	if job.Owner == id.User {
+	if owner == id.User {
 		need = structs.PermSubmit
 	}
-	writeError(w, http.StatusForbidden, &structs.PermissionError{Role: id.Role, Need: need, What: what + " of another user's job"})
+	writeError(w, http.StatusForbidden, &structs.PermissionError{Role: id.Role, Need: need, What: what})
 	return false
 }
 
@@ -160,14 +171,27 @@ func checkLoaderEnv(id Identity, spec *structs.JobSpec) error {
 // env unless the caller may act on it, and of its secret_env unless
 // secrets were asked for too. It changes job, which must be a copy.
 func redact(id Identity, job *structs.Job, secrets bool) *structs.Job {
-	mine := id.mayActOn(job)
+	redactSpec(id.mayActOn(job), &job.Spec, secrets)
+	return job
+}
+
+// redactService hides what the caller may not see of a service's
+// replicas' job, as redact does of a job's. It changes svc, which must be
+// a copy.
+func redactService(id Identity, svc *structs.Service, secrets bool) *structs.Service {
+	redactSpec(id.mayActFor(svc.Owner), &svc.Spec.Job, secrets)
+	return svc
+}
+
+// redactSpec hides the values of spec's env unless mine, and of its
+// secret_env unless mine and secrets.
+func redactSpec(mine bool, spec *structs.JobSpec, secrets bool) {
 	if !mine {
-		hide(job.Spec.Env)
+		hide(spec.Env)
 	}
 	if !mine || !secrets {
-		hide(job.Spec.SecretEnv)
+		hide(spec.SecretEnv)
 	}
-	return job
 }
 
 func hide(env map[string]string) {

@@ -89,6 +89,9 @@ type Config struct {
 	Leave func()
 	// JobRetention is how long a finished job stays (reported by status).
 	JobRetention time.Duration
+	// IngressPort is the port the nodes' ingress serves services on, in
+	// the endpoints a service's detail lists (0: no ingress, none).
+	IngressPort int
 	// Trust serves admission, join tokens, the CA and the keyring of a
 	// secure cluster; nil in a plaintext one.
 	Trust *secure.Secure
@@ -162,8 +165,8 @@ func holdWrite(w http.ResponseWriter) {
 }
 
 // userRoutes is the user API. Every route needs a permission of the
-// caller's role (structs.Permission); those on one job also check who owns
-// it, in the handler.
+// caller's role (structs.Permission); those on one job or service also
+// check who owns it, in the handler.
 func (s *Server) userRoutes() http.Handler {
 	read, submit, nodes, acl := structs.PermRead, structs.PermSubmit, structs.PermNodes, structs.PermACL
 	mux := http.NewServeMux()
@@ -172,6 +175,11 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("GET /v1/jobs/{id}", need(read, "see jobs", s.handleJob))
 	mux.HandleFunc("DELETE /v1/jobs/{id}", need(submit, "cancel jobs", s.handleCancel))
 	mux.HandleFunc("GET /v1/jobs/{id}/logs", need(submit, "read logs", s.handleLogs))
+	mux.HandleFunc("POST /v1/services", need(submit, "create services", s.handleServiceCreate))
+	mux.HandleFunc("GET /v1/services", need(read, "list services", s.handleServices))
+	mux.HandleFunc("GET /v1/services/{name}", need(read, "see services", s.handleService))
+	mux.HandleFunc("POST /v1/services/{name}/scale", need(submit, "scale services", s.handleServiceScale))
+	mux.HandleFunc("DELETE /v1/services/{name}", need(submit, "delete services", s.handleServiceDelete))
 	mux.HandleFunc("GET /v1/nodes", need(read, "list nodes", s.handleNodes))
 	mux.HandleFunc("GET /v1/status", need(read, "see the status", s.handleStatus))
 	mux.HandleFunc("GET /v1/members", need(read, "list members", s.handleMembers))

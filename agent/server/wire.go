@@ -13,6 +13,7 @@ import (
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/sched"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -70,8 +71,12 @@ func statusOf(err error) int {
 	case errors.As(err, &remote):
 		return remote.StatusCode
 	case errors.As(err, &fe), errors.Is(err, errBadRequest), errors.Is(err, fsm.ErrAmbiguousID),
-		errors.Is(err, fsm.ErrInvalidRequest):
+		errors.Is(err, fsm.ErrInvalidRequest), errors.Is(err, sched.ErrNeverFits):
 		return http.StatusBadRequest
+	case errors.Is(err, fsm.ErrServiceNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, fsm.ErrServiceExists), errors.Is(err, fsm.ErrServiceDeleted):
+		return http.StatusConflict
 	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, structs.ErrPermission):

@@ -1,0 +1,220 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// The flags that describe what a job runs and what it needs, shared by
+// `skein submit` (a job) and `skein serve` (each replica of a service):
+// jobSpecFlags declares them, and jobSpecFromFlags sets a spec from them.
+
+// specFlags maps the JobSpec fields that Validate names to the flags that
+// set them.
+var specFlags = map[string]string{
+	"name":               "--name",
+	"env":                "--env",
+	"secret_env":         "--secret-env",
+	"nodes":              "--nodes",
+	"gpus":               "--gpus",
+	"gpu_memory_min_mib": "--gpu-mem",
+	"cpus":               "--cpus",
+	"memory_mib":         "--mem",
+	"priority":           "--priority",
+	"restarts":           "--restarts",
+	"time_limit":         "--time-limit",
+	"preempt_grace":      "--preempt-grace",
+	"signal":             "--signal",
+	"constraints":        "--constraint",
+	"image":              "--image",
+	"image_pull":         "--image-pull",
+	"mounts":             "--mount",
+	"shm_size_mib":       "--shm-size",
+	"request_id":         "--request-id",
+}
+
+// jobSpecFlags are the flags jobSpecFromFlags reads. In their help, what
+// names what runs ("the job", "each replica"), and show is the command
+// that shows secret values.
+func jobSpecFlags(what, show string) []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.IntFlag{Name: "gpus", Usage: "GPUs per node"},
+		&ucli.StringFlag{Name: "gpu-model", Usage: "only GPUs of this model"},
+		&ucli.StringFlag{Name: "gpu-mem", Usage: "least memory per GPU (SIZE: 512M, 80G)"},
+		&ucli.IntFlag{Name: "cpus", Usage: "CPUs per node"},
+		&ucli.StringFlag{Name: "mem", Usage: "memory per node (SIZE: 512M, 80G)"},
+		&ucli.IntFlag{Name: "priority", Usage: "higher runs first (-1000..1000)"},
+		&ucli.GenericFlag{Name: "env", Usage: "set K=V in " + what + "'s environment, or copy K from yours (repeatable)", Value: &listValue{}},
+		&ucli.GenericFlag{Name: "secret-env", Usage: "like --env, for a secret: " + what + " gets it, but its value is returned only to its owner and operators " +
+			"(" + show + " --show-secrets) and never logged; prefer --secret-env K, which copies it from your environment, to K=V on a command line others can see (repeatable)", Value: &listValue{}},
+		&ucli.GenericFlag{Name: "constraint", Usage: "only nodes with label K=V (repeatable)", Value: &listValue{}},
+		&ucli.BoolFlag{Name: "spread", Usage: "place on the emptiest nodes instead of packing the fullest"},
+		&ucli.BoolFlag{Name: "preemptible", Usage: "may be stopped (SIGTERM, grace, SIGKILL) and requeued for higher-priority work"},
+		&ucli.StringFlag{Name: "preempt-grace", Usage: "time between SIGTERM and SIGKILL when preempted (default 30s, at most 10m)"},
+		&ucli.StringFlag{Name: "image", Usage: "run " + what + " in a container of this `IMAGE` on the node's container engine; CMD is the container's command"},
+		&ucli.StringFlag{Name: "image-pull", Usage: "when the node pulls the image: if-not-present (the default), always or never"},
+		&ucli.GenericFlag{Name: "mount", Usage: "bind-mount the node's directory SRC at DST in the container, read-only with :ro; " +
+			"SRC must lie under a directory the node allows (skein agent --allow-mount) (`SRC:DST[:ro]`, repeatable)", Value: &listValue{}},
+		&ucli.StringFlag{Name: "shm-size", Usage: "size of the container's /dev/shm (SIZE: 512M, 64G; default: the node's, sized from its memory)"},
+		&ucli.StringFlag{Name: "workdir", Usage: "directory to run in (default: the current directory; with --image, the image's)"},
+	}
+}
+
+// jobSpecFromFlags sets spec, read from a file or empty, from the
+// arguments (the command) and the flags of jobSpecFlags, which override
+// it; a spec without an image and a workdir gets the current directory.
+func jobSpecFromFlags(c *ucli.Context, spec *structs.JobSpec) error {
+	if c.NArg() > 0 {
+		spec.Command = c.Args().Slice()
+	}
+	if len(spec.Command) == 0 {
+		return usagef(c, "missing command: give the program and its arguments after the flags")
+	}
+	for name, dst := range map[string]*string{"workdir": &spec.Workdir, "gpu-model": &spec.GPUModel, "image": &spec.Image} {
+		if c.IsSet(name) {
+			*dst = c.String(name)
+		}
+	}
+	if c.IsSet("image-pull") {
+		spec.ImagePull = structs.PullPolicy(c.String("image-pull"))
+	}
+	for name, dst := range map[string]*int{"gpus": &spec.GPUs, "cpus": &spec.CPUs, "priority": &spec.Priority} {
+		if c.IsSet(name) {
+			*dst = c.Int(name)
+		}
+	}
+	for _, err := range []error{
+		decodeFlag(c, "gpu-mem", &spec.GPUMemoryMinMiB, structs.ParseSizeMiB),
+		decodeFlag(c, "mem", &spec.MemoryMiB, structs.ParseSizeMiB),
+		decodeFlag(c, "preempt-grace", &spec.PreemptGrace, structs.ParseDuration),
+		decodeFlag(c, "shm-size", &spec.ShmSizeMiB, structs.ParseSizeMiB),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	env, err := envFlag(c, "env")
+	if err != nil {
+		return err
+	}
+	spec.Env = merged(spec.Env, env)
+	secretEnv, err := envFlag(c, "secret-env")
+	if err != nil {
+		return err
+	}
+	spec.SecretEnv = merged(spec.SecretEnv, secretEnv)
+	for name, dst := range map[string]*bool{"spread": &spec.Spread, "preemptible": &spec.Preemptible} {
+		if c.IsSet(name) {
+			*dst = c.Bool(name)
+		}
+	}
+	constraints, err := constraintFlag(c)
+	if err != nil {
+		return err
+	}
+	spec.Constraints = merged(spec.Constraints, constraints)
+	mounts, err := mountFlag(c)
+	if err != nil {
+		return err
+	}
+	spec.Mounts = append(spec.Mounts, mounts...)
+	// A container starts in its image's working directory: the caller's
+	// is a path on another machine.
+	if spec.Workdir == "" && spec.Image == "" {
+		if spec.Workdir, err = os.Getwd(); err != nil {
+			return fmt.Errorf("find the current directory for --workdir: %w", err)
+		}
+	}
+	return nil
+}
+
+// merged returns base with over's entries added, over winning.
+func merged(base, over map[string]string) map[string]string {
+	if len(over) == 0 {
+		return base
+	}
+	if base == nil {
+		base = make(map[string]string, len(over))
+	}
+	maps.Copy(base, over)
+	return base
+}
+
+// flagError renames the field of a *structs.FieldError to the flag that sets it.
+func flagError(err error) error {
+	var fe *structs.FieldError
+	if errors.As(err, &fe) {
+		if name, ok := specFlags[fe.Field]; ok {
+			return &structs.FieldError{Field: name, Msg: fe.Msg}
+		}
+	}
+	return err
+}
+
+// envFlag collects --env K=V, and --env K copied from the caller, or the
+// same of --secret-env: the flag called name.
+func envFlag(c *ucli.Context, name string) (map[string]string, error) {
+	list := c.Generic(name).(*listValue)
+	if len(*list) == 0 {
+		return nil, nil
+	}
+	env := make(map[string]string, len(*list))
+	for _, kv := range *list {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			if v, ok = os.LookupEnv(k); !ok {
+				return nil, fmt.Errorf("--%s %s: not set in your environment; give a value with --%s %s=VALUE", name, k, name, k)
+			}
+		}
+		env[k] = v
+	}
+	return env, nil
+}
+
+// constraintFlag collects --constraint K=V.
+func constraintFlag(c *ucli.Context) (map[string]string, error) {
+	list := c.Generic("constraint").(*listValue)
+	if len(*list) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(*list))
+	for _, kv := range *list {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, usagef(c, "--constraint %q: want KEY=VALUE", kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+// mountFlag collects --mount SRC:DST[:ro].
+func mountFlag(c *ucli.Context) ([]structs.Mount, error) {
+	var mounts []structs.Mount
+	for _, v := range *c.Generic("mount").(*listValue) {
+		m, err := structs.ParseMount(v)
+		if err != nil {
+			return nil, usagef(c, "--mount: %v", err)
+		}
+		mounts = append(mounts, m)
+	}
+	return mounts, nil
+}
+
+// listValue is a repeatable flag that keeps every value as given: no
+// splitting on commas, no trimming.
+type listValue []string
+
+func (l *listValue) Set(s string) error {
+	*l = append(*l, s)
+	return nil
+}
+
+func (l *listValue) String() string { return strings.Join(*l, " ") }
