@@ -246,6 +246,7 @@ func (a *Agent) start() error {
 		UserAuth:     userAuth,
 		NodeAuth:     nodeAuth,
 		IsNode:       a.nodes.has,
+		IngressPort:  a.ingressPort(),
 		Logger:       a.logger.Named("http"),
 	})
 	if a.ingressListener != nil {

@@ -25,6 +25,16 @@ func (a *Agent) listenIngress() error {
 	return nil
 }
 
+// ingressPort is the port the ingress is bound to, 0 without one: every
+// node's ingress serves on the port its agent was given, so the API names
+// this one in services' URLs.
+func (a *Agent) ingressPort() int {
+	if a.ingressListener == nil {
+		return 0
+	}
+	return a.ingressListener.Addr().(*net.TCPAddr).Port
+}
+
 // newIngress makes the ingress's server on its listener, secure as the
 // API is (agent/ingress/DESIGN.md): HTTPS with the node's certificate in
 // a cluster with TLS, and services that are not public served only to
