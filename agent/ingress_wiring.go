@@ -40,7 +40,9 @@ func (a *Agent) ingressPort() int {
 // a cluster with TLS, and services that are not public served only to
 // callers the user API's authenticator admits.
 func (a *Agent) newIngress(userAuth server.Authenticator) *ingress.Server {
-	l := a.ingressListener
+	// Its connections count with the API's, within the limits sized from
+	// the agent's descriptors.
+	l := a.conns.Share(a.ingressListener, a.secure == nil)
 	if a.secure != nil {
 		l = tls.NewListener(l, a.secure.ServerTLS(tls.NoClientCert))
 	}

@@ -91,9 +91,28 @@ func LimitConns(l net.Listener, cfg ListenerConfig) *ConnLimiter {
 
 // Accept returns the next connection within the limits; those over them
 // are refused and closed here.
-func (l *ConnLimiter) Accept() (net.Conn, error) {
+func (l *ConnLimiter) Accept() (net.Conn, error) { return l.accept(l.Listener, l.cfg.HTTPRefusal) }
+
+// Share returns other limited by the same counts as l: the connections of
+// both together stay within l's limits, which size the agent's
+// descriptors (the ingress shares the API's). httpRefusal is other's own
+// (ListenerConfig.HTTPRefusal).
+func (l *ConnLimiter) Share(other net.Listener, httpRefusal bool) net.Listener {
+	return &sharedListener{Listener: other, lim: l, httpRefusal: httpRefusal}
+}
+
+type sharedListener struct {
+	net.Listener
+	lim         *ConnLimiter
+	httpRefusal bool
+}
+
+func (s *sharedListener) Accept() (net.Conn, error) { return s.lim.accept(s.Listener, s.httpRefusal) }
+
+// accept returns the next connection of from within the limits.
+func (l *ConnLimiter) accept(from net.Listener, httpRefusal bool) (net.Conn, error) {
 	for {
-		c, err := l.Listener.Accept()
+		c, err := from.Accept()
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +122,7 @@ func (l *ConnLimiter) Accept() (net.Conn, error) {
 		if refusal == "" {
 			return &limitedConn{Conn: c, release: release}, nil
 		}
-		l.refuse(c, refusal)
+		refuse(c, refusal, httpRefusal)
 	}
 }
 
@@ -151,8 +170,8 @@ func (l *ConnLimiter) admit(ip netip.Addr, node bool) (release func(), refusal s
 
 // refuse closes a connection over a limit, after telling a plaintext
 // HTTP client why.
-func (l *ConnLimiter) refuse(c net.Conn, why string) {
-	if l.cfg.HTTPRefusal {
+func refuse(c net.Conn, why string, httpRefusal bool) {
+	if httpRefusal {
 		body := `{"error":` + strconv.Quote(why) + "}\n"
 		_ = c.SetWriteDeadline(time.Now().Add(refusalWrite))
 		_, _ = c.Write([]byte("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n" +

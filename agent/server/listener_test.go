@@ -14,6 +14,7 @@ import (
 // are answered "ok" and kept, as an HTTP server would keep them.
 type limitedServer struct {
 	l        *ConnLimiter
+	accepts  net.Listener // l, or a listener sharing its counts
 	accepted chan net.Conn
 }
 
@@ -30,12 +31,18 @@ func startLimited(t *testing.T, limits ConnLimits, httpRefusal bool) *limitedSer
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &limitedServer{accepted: make(chan net.Conn, 100)}
-	s.l = LimitConns(raw, ListenerConfig{Limits: limits, HTTPRefusal: httpRefusal,
+	lim := LimitConns(raw, ListenerConfig{Limits: limits, HTTPRefusal: httpRefusal,
 		IsNode: func(ip netip.Addr) bool { return ip == node1 || ip == node2 }})
+	return serveLimited(t, lim, lim)
+}
+
+// serveLimited answers the connections accepts accepts, which lim limits.
+func serveLimited(t *testing.T, lim *ConnLimiter, accepts net.Listener) *limitedServer {
+	t.Helper()
+	s := &limitedServer{l: lim, accepts: accepts, accepted: make(chan net.Conn, 100)}
 	go func() {
 		for {
-			c, err := s.l.Accept()
+			c, err := s.accepts.Accept()
 			if err != nil {
 				return
 			}
@@ -46,7 +53,7 @@ func startLimited(t *testing.T, limits ConnLimits, httpRefusal bool) *limitedSer
 		}
 	}()
 	t.Cleanup(func() {
-		s.l.Close()
+		s.accepts.Close()
 		for {
 			select {
 			case c := <-s.accepted:
@@ -66,7 +73,7 @@ func startLimited(t *testing.T, limits ConnLimits, httpRefusal bool) *limitedSer
 func (s *limitedServer) dial(t *testing.T, from string) (line string, server net.Conn) {
 	t.Helper()
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
-	c, err := d.Dial("tcp", s.l.Addr().String())
+	c, err := d.Dial("tcp", s.accepts.Addr().String())
 	if err != nil {
 		t.Fatalf("dial from %s: %v", from, err)
 	}
@@ -154,6 +161,25 @@ func TestConnLimiter_NodesKeepTheirReserveWhileUsersAreAtTheirCap(t *testing.T) 
 	s.mustRefuse(t, node2.String(), "too many connections from the cluster's nodes: at most 5")
 	// Users still have none.
 	s.mustRefuse(t, "127.0.0.4", "holds its most from clients")
+}
+
+func TestConnLimiter_ASharedListenerCountsWithTheFirst(t *testing.T) {
+	api := startLimited(t, ConnLimits{Users: 3, PerClient: 2, Nodes: 2, PerNode: 2}, true)
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ingress := serveLimited(t, api.l, api.l.Share(raw, true))
+	api.mustAccept(t, "127.0.0.2")
+	// The client's second connection, on the other listener, is its last.
+	ingress.mustAccept(t, "127.0.0.2")
+	ingress.mustRefuse(t, "127.0.0.2", "at most 2 per client address")
+	api.mustRefuse(t, "127.0.0.2", "at most 2 per client address")
+	// And the total counts both listeners.
+	held := ingress.mustAccept(t, "127.0.0.3")
+	api.mustRefuse(t, "127.0.0.4", "holds its most from clients (3)")
+	held[0].Close()
+	api.mustAccept(t, "127.0.0.4")
 }
 
 func TestConnLimiter_CountsAcceptedRefusedAndOpen(t *testing.T) {
