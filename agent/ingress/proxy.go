@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -300,11 +301,13 @@ func (e *dialError) Unwrap() error { return e.err }
 
 // retrier sends a request to an endpoint of its service, the one with
 // the fewest requests in flight, and to another when the connection to
-// it could not be made: a dial error, before any byte of the request was
-// sent. A request's body is never buffered: it is retried only when not
-// a byte of it was read (always so after a dial error), so bodies of any
-// size stream through, and a request that failed once its bytes were on
-// their way is not sent twice.
+// it could not be made (a dial error, before any byte of the request was
+// sent), or when a GET, HEAD or OPTIONS without a body lost its
+// connection before any answer (retriable). A request's body is never
+// buffered: it is retried only when not a byte of it was read (always so
+// after a dial error), so bodies of any size stream through, and a
+// request with a body that failed once its bytes were on their way is
+// not sent twice.
 type retrier struct {
 	p    *Proxy
 	base http.RoundTripper
@@ -340,8 +343,7 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		e.inFlight.Add(-1)
 		last = err
-		var de *dialError
-		if !errors.As(err, &de) || body != nil && body.read.Load() || req.Context().Err() != nil {
+		if !retriable(req, body, err) || req.Context().Err() != nil {
 			return nil, &proxyErr{status: http.StatusBadGateway,
 				msg: fmt.Sprintf("service %s: replica %s failed: %v", v.svc.Name, e.addr, err)}
 		}
@@ -350,6 +352,26 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return nil, &proxyErr{status: http.StatusBadGateway,
 		msg: fmt.Sprintf("service %s: no replica answered (tried %d of %d): %v", v.svc.Name, len(tried), len(v.ends), last)}
+}
+
+// retriable reports whether a try that failed with err may go to another
+// replica: when its connection could not be made, so nothing was sent
+// (and no byte of the body read), or when a request without a body whose
+// method is idempotent lost its connection before any answer: a kept-alive
+// connection to a replica that died since, which the replica may have
+// reset before or after it got the request, and which the same GET again
+// cannot harm.
+func retriable(req *http.Request, body *onceBody, err error) bool {
+	var de *dialError
+	if errors.As(err, &de) {
+		return body == nil || !body.read.Load()
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		return false
+	}
+	return body == nil && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF))
 }
 
 // onceBody is a request's body handed to one try after another: it

@@ -621,3 +621,60 @@ func TestServer_ServesAndShutsDownWithAStreamOpen(t *testing.T) {
 }
 
 func testLogger() hclog.Logger { return hclog.NewNullLogger() }
+
+// resetter is a replica that reads each request and resets its
+// connection without an answer, as one that died with the request on its
+// way would; it counts the requests it got.
+func resetter(t *testing.T) (addr string, got *atomic.Int32) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	got = &atomic.Int32{}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+				got.Add(1)
+			}
+			c.(*net.TCPConn).SetLinger(0)
+			c.Close()
+		}
+	}()
+	return l.Addr().String(), got
+}
+
+func TestProxy_AGetWhoseConnectionIsResetGoesToAnotherReplicaAndAPostDoesNot(t *testing.T) {
+	st := newFakeState()
+	st.addService(structs.Service{Name: "llama", Replicas: 2})
+	resetAddr, reset := resetter(t)
+	st.addReplica(t, "llama", resetAddr, nil)
+	st.addReplica(t, "llama", addrOf(t, echo(t, "live")), nil)
+	_, srv := testProxy(t, st, nil)
+	// Either replica may be picked first; each GET ends at the live one.
+	for range 4 {
+		code, body := get(t, srv, "/llama/v1/models", nil)
+		if code != http.StatusOK || !strings.HasPrefix(body, "live") {
+			t.Fatalf("GET: %d %q, want the live replica's answer", code, body)
+		}
+	}
+	if reset.Load() == 0 {
+		t.Fatal("the resetting replica got no request: the test proves nothing")
+	}
+	// A POST reached the replica, which may have acted on it: it is not
+	// sent again, and the client is told.
+	st2 := newFakeState()
+	st2.addService(structs.Service{Name: "llama", Replicas: 1})
+	st2.addReplica(t, "llama", resetAddr, nil)
+	_, srv2 := testProxy(t, st2, nil)
+	before := reset.Load()
+	code, _ := do(t, srv2, http.MethodPost, "/llama/v1/completions", nil, strings.NewReader("prompt"))
+	if code != http.StatusBadGateway || reset.Load() != before+1 {
+		t.Errorf("POST to a replica that resets: %d after %d tries, want 502 after one", code, reset.Load()-before)
+	}
+}
