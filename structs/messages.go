@@ -31,6 +31,10 @@ const (
 	ServiceRegisterType MessageType = 21
 	ServiceScaleType    MessageType = 22
 	ServiceDeleteType   MessageType = 23
+	// Reserved for the autoscaler and rolling updates (issue 14).
+	ServiceAutoscaleType MessageType = 24
+	ServiceUpdateType    MessageType = 25
+	ServiceRolloutType   MessageType = 26
 )
 
 // IgnoreUnknownTypeFlag marks an entry that a replica which does not know its
