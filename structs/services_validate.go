@@ -28,6 +28,12 @@ func (s *Service) Validate() error {
 	if err := validateServiceReason(s.Reason); err != nil {
 		return err
 	}
+	if s.Autoscale != nil {
+		s.Autoscale.Normalize()
+		if err := s.Autoscale.Validate(); err != nil {
+			return err
+		}
+	}
 	return s.Spec.Validate()
 }
 
