@@ -427,6 +427,12 @@ func (c *Client) UpdateGPUHealth(ctx context.Context, req structs.NodeGPUHealthR
 	return c.do(ctx, http.MethodPost, "/v1/internal/gpu-health", nil, req, &struct{}{})
 }
 
+// ReportLoads sends this node's view of the autoscaled services' load to
+// the leader.
+func (c *Client) ReportLoads(ctx context.Context, nodeID string, loads []structs.ServiceLoad) error {
+	return c.do(ctx, http.MethodPost, "/v1/internal/loads", nil, LoadsRequest{NodeID: nodeID, Services: loads}, &struct{}{})
+}
+
 // GPUs lists every GPU of every node.
 func (c *Client) GPUs(ctx context.Context) ([]GPUInfo, error) {
 	var gpus []GPUInfo

@@ -73,6 +73,11 @@ type Config struct {
 	Heartbeats interface {
 		HeardFrom(nodeID string, at time.Time)
 	}
+	// Loads takes the nodes' reports of the autoscaled services' load;
+	// only the leader's autoscaler uses them (agent/leader).
+	Loads interface {
+		ReportLoads(nodeID string, loads []structs.ServiceLoad, at time.Time)
+	}
 	// Logs reads the output of this node's allocations: OpenLog what is
 	// kept of a stream (reading at its end returns io.EOF; with follow,
 	// reading again returns what was written since), LogDropped how many
@@ -218,6 +223,7 @@ func (s *Server) internalRoutes() http.Handler {
 	mux.HandleFunc("POST "+internalPrefix+"register", s.handleRegister)
 	mux.HandleFunc("POST "+internalPrefix+"alloc-updates", s.handleAllocUpdates)
 	mux.HandleFunc("POST "+internalPrefix+"gpu-health", s.handleGPUHealth)
+	mux.HandleFunc("POST "+internalPrefix+"loads", s.handleLoads)
 	mux.HandleFunc("POST "+internalPrefix+"renew", s.handleRenew)
 	mux.HandleFunc("POST "+internalPrefix+"ca-key", s.handleCAKey)
 	mux.HandleFunc(internalPrefix, notFound)
