@@ -47,7 +47,7 @@ type Config struct {
 	// AutoscaleInterval is how often autoscaled services are looked at
 	// (DefaultAutoscaleInterval when 0).
 	AutoscaleInterval time.Duration
-	Logger       hclog.Logger
+	Logger            hclog.Logger
 }
 
 // Gossip is what the leader hears by gossip, ahead of the state. It only
