@@ -193,3 +193,53 @@ func TestServiceRoutes_AutoscaleSetRefusesManualScaleOff(t *testing.T) {
 		t.Fatalf("scale once off: %+v, %v", d, err)
 	}
 }
+
+// In a cluster the load reaches the leader from every node: the requests
+// held through a follower's ingress alone make the leader scale up.
+func TestCluster_AutoscaleCountsTheLoadAtAFollowersIngress(t *testing.T) {
+	bin := buildWorkload(t)
+	tc := startClusterWith(t, 2, func(_ int, cfg *Config) {
+		cfg.IngressPort = -1
+		cfg.AutoscaleInterval = 200 * time.Millisecond
+	})
+	lead := tc.leader()
+	follower := tc.agents[1-lead]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := tc.client(follower).CreateService(ctx, api.ServiceCreateRequest{
+		Name: "web",
+		Spec: structs.ServiceSpec{
+			Job:    structs.JobSpec{Command: []string{bin, "--dir", testutil.SharedDir(t), "--serve-port-env", "PORT"}},
+			Health: &structs.HealthCheck{Kind: structs.HealthHTTP, Path: "/health", Interval: structs.Duration(200 * time.Millisecond), Timeout: structs.Duration(200 * time.Millisecond)},
+			Public: true,
+		},
+		Autoscale: &structs.Autoscale{Min: 1, Max: 2, Metric: structs.AutoscaleInFlight, Target: 2},
+	})
+	if err != nil {
+		t.Fatalf("create the service: %v", err)
+	}
+	waitReplicas(t, follower, "web", 1, true)
+	var load sync.WaitGroup
+	for range 6 {
+		load.Add(1)
+		go func() {
+			defer load.Done()
+			for ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, follower.IngressAddr()+"/web/work?ms=300", nil)
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		svc, _ := tc.agents[lead].fsm.Service("web")
+		if svc.Replicas != 2 {
+			return fmt.Errorf("the service wants %d replicas (%s), want 2", svc.Replicas, svc.Reason)
+		}
+		return nil
+	})
+	cancel()
+	load.Wait()
+}

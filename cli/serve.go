@@ -216,6 +216,9 @@ func (f *jobFile) serviceRequest(req *api.ServiceCreateRequest) error {
 		req.Replicas = *sk.Replicas
 	}
 	req.Spec.PortEnv, req.Spec.DrainTimeout, req.Spec.Public = sk.PortEnv, sk.DrainTimeout, sk.Public
+	if err := f.serviceAutoscale(req); err != nil {
+		return err
+	}
 	if sk.Health == nil {
 		for _, k := range []string{"health_interval", "health_timeout", "health_failures", "health_grace"} {
 			if line, ok := f.keys[k]; ok {

@@ -23,20 +23,25 @@ func autoscaleFlags() []ucli.Flag {
 	}
 }
 
-// autoscaleFromFlags builds an autoscale of bounds MIN-MAX from the
-// flags; --target is required.
-func autoscaleFromFlags(c *ucli.Context, bounds string) (*structs.Autoscale, error) {
-	a := &structs.Autoscale{}
-	if err := a.ParseRange(bounds); err != nil {
-		return nil, usagef(c, "%v", err)
+// autoscaleFromFlags sets a's bounds from MIN-MAX (none: a's stay) and
+// the rest from the flags that are set, then checks it; a target is
+// required, from --target or a.
+func autoscaleFromFlags(c *ucli.Context, a *structs.Autoscale, bounds string) (*structs.Autoscale, error) {
+	if bounds != "" {
+		if err := a.ParseRange(bounds); err != nil {
+			return nil, usagef(c, "%v", err)
+		}
 	}
-	if !c.IsSet("target") {
+	if c.IsSet("target") {
+		if err := a.ParseTarget(c.String("target")); err != nil {
+			return nil, usagef(c, "--%v", err)
+		}
+	} else if a.Metric == "" {
 		return nil, usagef(c, "missing --target: the load per replica to scale for, like inflight=10")
 	}
-	if err := a.ParseTarget(c.String("target")); err != nil {
-		return nil, usagef(c, "--%v", err)
+	if c.IsSet("scale-tolerance") {
+		a.Tolerance = c.Float64("scale-tolerance")
 	}
-	a.Tolerance = c.Float64("scale-tolerance")
 	for _, err := range []error{
 		decodeFlag(c, "scale-up-window", &a.UpWindow, structs.ParseDuration),
 		decodeFlag(c, "scale-down-window", &a.DownWindow, structs.ParseDuration),
@@ -86,7 +91,7 @@ func serviceAutoscaleAction(c *ucli.Context) error {
 		if err := noAutoscaleFlags(c, "off turns autoscaling off"); err != nil {
 			return err
 		}
-	} else if a, err = autoscaleFromFlags(c, args[1]); err != nil {
+	} else if a, err = autoscaleFromFlags(c, &structs.Autoscale{}, args[1]); err != nil {
 		return err
 	}
 	cl, err := newClient(c)
@@ -118,18 +123,61 @@ func autoscaleSummary(a *structs.Autoscale) string {
 	return b.String()
 }
 
-// serveAutoscale sets the request's autoscale from --autoscale and its
-// flags; without --replicas the service starts at MIN.
+// serveAutoscale sets the request's autoscale from the file's, if any,
+// and --autoscale and its flags, which override it; without --replicas
+// the service starts at MIN.
 func serveAutoscale(c *ucli.Context, req *api.ServiceCreateRequest) error {
-	if !c.IsSet("autoscale") {
+	if !c.IsSet("autoscale") && req.Autoscale == nil {
 		return noAutoscaleFlags(c, "the service has no --autoscale MIN-MAX")
 	}
-	a, err := autoscaleFromFlags(c, c.String("autoscale"))
+	base := req.Autoscale
+	if base == nil {
+		base = &structs.Autoscale{}
+	}
+	a, err := autoscaleFromFlags(c, base, c.String("autoscale"))
 	if err != nil {
 		return err
 	}
 	req.Autoscale = a
-	if !c.IsSet("replicas") {
+	if !c.IsSet("replicas") && !c.IsSet("file") {
+		req.Replicas = a.Min
+	}
+	return nil
+}
+
+// autoscaleKeys are the keys of a service file that set its autoscale,
+// written as the flags take them.
+type autoscaleKeys struct {
+	Autoscale       string           `yaml:"autoscale"`
+	Target          string           `yaml:"target"`
+	ScaleUpWindow   structs.Duration `yaml:"scale_up_window"`
+	ScaleDownWindow structs.Duration `yaml:"scale_down_window"`
+	ScaleTolerance  float64          `yaml:"scale_tolerance"`
+}
+
+// serviceAutoscale sets req's autoscale from the file's keys; the flags
+// check it once they have had their say.
+func (f *jobFile) serviceAutoscale(req *api.ServiceCreateRequest) error {
+	k := f.Service.autoscaleKeys
+	if k.Autoscale == "" {
+		for _, key := range yamlKeys[autoscaleKeys]()[1:] {
+			if line, ok := f.keys[key]; ok {
+				return fmt.Errorf("%s: line %d: %s: set, but the service has no autoscale (MIN-MAX)", f.path, line, key)
+			}
+		}
+		return nil
+	}
+	a := &structs.Autoscale{Tolerance: k.ScaleTolerance, UpWindow: k.ScaleUpWindow, DownWindow: k.ScaleDownWindow}
+	if err := a.ParseRange(k.Autoscale); err != nil {
+		return fmt.Errorf("%s: line %d: %w", f.path, f.keys["autoscale"], err)
+	}
+	if k.Target != "" {
+		if err := a.ParseTarget(k.Target); err != nil {
+			return fmt.Errorf("%s: line %d: %w", f.path, f.keys["target"], err)
+		}
+	}
+	req.Autoscale = a
+	if f.Service.Replicas == nil {
 		req.Replicas = a.Min
 	}
 	return nil

@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -83,5 +84,26 @@ func TestServiceAutoscale_SetsOrTurnsOff(t *testing.T) {
 	}
 	if n := len(f.requests()); n != 2 {
 		t.Errorf("the agent got %d requests, want the two good ones", n)
+	}
+}
+
+func TestServe_FileAutoscaleIsOverriddenByFlagsAndNeedsItsBounds(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "web.yaml")
+	writeTestFile(t, path, "kind: service\nname: web\nautoscale: 1-4\ntarget: inflight=3\ncommand: [serve]\n")
+	f := newFakeAgent(t)
+	acceptServe(f)
+	r := runCLI(t, "--addr", f.URL, "serve", "-f", path, "--autoscale", "2-5")
+	if r.code != exitOK {
+		t.Fatalf("exit code %d: %s", r.code, r.stderr)
+	}
+	if a := served(t, f)[0].Autoscale; a == nil || a.Min != 2 || a.Max != 5 || a.Target != 3 || a.Metric != structs.AutoscaleInFlight {
+		t.Fatalf("autoscale %+v: want the flag's bounds, the file's target", a)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	writeTestFile(t, bad, "kind: service\nname: web\ntarget: inflight=3\ncommand: [serve]\n")
+	if r := runCLI(t, "--addr", f.URL, "serve", "-f", bad); r.code == exitOK ||
+		!strings.Contains(r.stderr, "line 3: target: set, but the service has no autoscale (MIN-MAX)") {
+		t.Fatalf("target without autoscale: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
