@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
@@ -116,11 +115,8 @@ func autoscaleSummary(a *structs.Autoscale) string {
 	if a == nil {
 		return "off"
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d-%d replicas, %s per replica", a.Min, a.Max, strings.TrimPrefix(a.String(), fmt.Sprintf("%d-%d ", a.Min, a.Max)))
-	fmt.Fprintf(&b, ", up after %s, down after %s, tolerance %g",
+	return fmt.Sprintf("%d-%d replicas, %s per replica, up after %s, down after %s, tolerance %g", a.Min, a.Max, a.TargetText(),
 		shortDuration(time.Duration(a.UpWindow)), shortDuration(time.Duration(a.DownWindow)), a.Tolerance)
-	return b.String()
 }
 
 // serveAutoscale sets the request's autoscale from the file's, if any,

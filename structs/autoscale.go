@@ -1,7 +1,6 @@
 package structs
 
 import (
-	"fmt"
 	"math"
 	"regexp"
 	"strconv"
@@ -91,9 +90,10 @@ func validateAutoscaleMetric(m string) error {
 // Clamp returns n within [Min, Max].
 func (a *Autoscale) Clamp(n int) int { return min(max(n, a.Min), a.Max) }
 
-// String writes the autoscale as the CLI takes it: "1-8 inflight=10".
-func (a *Autoscale) String() string {
-	return fmt.Sprintf("%d-%d %s=%s", a.Min, a.Max, a.Metric, strconv.FormatFloat(a.Target, 'g', -1, 64))
+// TargetText writes the metric and target as --target takes them:
+// "inflight=10".
+func (a *Autoscale) TargetText() string {
+	return a.Metric + "=" + strconv.FormatFloat(a.Target, 'g', -1, 64)
 }
 
 // ParseRange parses --autoscale MIN-MAX ("1-8") into a's Min
