@@ -240,7 +240,7 @@ func (a *Agent) start() error {
 		Apply:        a.apply,
 		Peers:        a.peers,
 		Heartbeats:   a.leader,
-		Loads:        a.leader,
+		Autoscaler:   a.leader,
 		Logs:         a.runner,
 		Faults:       a.node,
 		Leave:        a.Leave,

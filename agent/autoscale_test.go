@@ -240,6 +240,17 @@ func TestCluster_AutoscaleCountsTheLoadAtAFollowersIngress(t *testing.T) {
 		}
 		return nil
 	})
+	// The follower's API asks the leader what it observed.
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		d, err := tc.client(follower).Service(ctx, "web")
+		if err != nil {
+			return err
+		}
+		if d.Observed == nil || d.Observed.Value <= 0 {
+			return fmt.Errorf("observed %+v, want the load", d.Observed)
+		}
+		return nil
+	})
 	cancel()
 	load.Wait()
 }

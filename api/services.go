@@ -81,6 +81,9 @@ type ServiceDetail struct {
 	// node: http://NODE:INGRESS-PORT/NAME/ (https in a cluster with TLS).
 	// Any of them reaches every healthy replica.
 	Endpoints []string `json:"endpoints"`
+	// Observed is the leader's latest look at the load per replica of
+	// an autoscaled service; nil when it has none (or none answered).
+	Observed *structs.AutoscaleObservation `json:"observed,omitempty"`
 }
 
 // Replica is one replica of a service: its job and that job's latest

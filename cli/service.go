@@ -68,7 +68,7 @@ func printServiceDetail(c *ucli.Context, d *api.ServiceDetail, now time.Time) er
 		{"Owner", orDash(svc.Owner)},
 		{"State", d.State},
 		{"Replicas", replicas},
-		{"Autoscale", autoscaleSummary(svc.Autoscale)},
+		{"Autoscale", autoscaleDetail(d, now)},
 		{"Created", timeWithAge(now, svc.CreatedAt)},
 		{"Port env", svc.Spec.PortEnv},
 		{"Health", healthSummary(svc.Spec.Health)},

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
@@ -117,6 +119,20 @@ func autoscaleSummary(a *structs.Autoscale) string {
 	}
 	return fmt.Sprintf("%d-%d replicas, %s per replica, up after %s, down after %s, tolerance %g", a.Min, a.Max, a.TargetText(),
 		shortDuration(time.Duration(a.UpWindow)), shortDuration(time.Duration(a.DownWindow)), a.Tolerance)
+}
+
+// autoscaleDetail is autoscaleSummary with what the leader last observed:
+// "...; observed 3.5 per replica 2s ago".
+func autoscaleDetail(d *api.ServiceDetail, now time.Time) string {
+	a := d.Service.Autoscale
+	if a == nil {
+		return "off"
+	}
+	o := d.Observed
+	if o == nil {
+		return autoscaleSummary(a) + "; nothing observed yet"
+	}
+	return fmt.Sprintf("%s; observed %s per replica %s ago", autoscaleSummary(a), strconv.FormatFloat(math.Round(o.Value*100)/100, 'f', -1, 64), age(now, o.At))
 }
 
 // serveAutoscale sets the request's autoscale from the file's, if any,

@@ -107,3 +107,29 @@ func TestServe_FileAutoscaleIsOverriddenByFlagsAndNeedsItsBounds(t *testing.T) {
 		t.Fatalf("target without autoscale: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+func TestService_DetailShowsTheAutoscaleAndWhatWasObserved(t *testing.T) {
+	now := time.Now()
+	d := testService(now)
+	d.Service.Autoscale = &structs.Autoscale{Min: 1, Max: 8, Metric: structs.AutoscaleInFlight, Target: 10, Tolerance: 0.1,
+		DownWindow: structs.DefaultAutoscaleDownWindow}
+	d.Service.Reason = "scaled 2→4: 38 requests in flight per replica, target 10"
+	d.Observed = &structs.AutoscaleObservation{Value: 9.456, At: now.Add(-2 * time.Second)}
+	f := newFakeAgent(t)
+	f.reply("GET /v1/services/{name}", http.StatusOK, d)
+	r := runCLI(t, "--addr", f.URL, "service", "llama")
+	for _, want := range []string{
+		"Replicas:      2 wanted (scaled 2→4: 38 requests in flight per replica, target 10)",
+		"Autoscale:     1-8 replicas, inflight=10 per replica, up after 0s, down after 5m, tolerance 0.1; observed 9.46 per replica 2s ago",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	d.Observed, d.Service.Autoscale = nil, nil
+	off := newFakeAgent(t)
+	off.reply("GET /v1/services/{name}", http.StatusOK, d)
+	if r := runCLI(t, "--addr", off.URL, "service", "llama"); !strings.Contains(r.stdout, "Autoscale:     off\n") {
+		t.Errorf("output lacks the autoscale off:\n%s", r.stdout)
+	}
+}

@@ -139,6 +139,13 @@ type ServiceLoad struct {
 	Gauges   map[string]float64 `json:"gauges,omitempty"`
 }
 
+// AutoscaleObservation is the leader's latest look at an autoscaled
+// service's load: the metric per replica, and when.
+type AutoscaleObservation struct {
+	Value float64   `json:"value"`
+	At    time.Time `json:"at"`
+}
+
 // MaxLoadServices bounds the services of one node's load report.
 const MaxLoadServices = 4096
 

@@ -24,6 +24,8 @@ type autoscaler struct {
 	mu      sync.Mutex
 	loads   map[string]nodeLoads
 	history map[string]sched.AutoscaleHistory
+	// observed is each service's latest observation, by name.
+	observed map[string]structs.AutoscaleObservation
 }
 
 type nodeLoads struct {
@@ -71,22 +73,34 @@ func (l *Leader) autoscaleLoop(stop <-chan struct{}) {
 func (l *Leader) resetAutoscale() {
 	l.as.mu.Lock()
 	l.as.history = map[string]sched.AutoscaleHistory{}
+	l.as.observed = map[string]structs.AutoscaleObservation{}
 	l.as.mu.Unlock()
+}
+
+// Observed returns the latest observation of an autoscaled service's
+// load while this node leads, and false when it has none.
+func (l *Leader) Observed(service string) (structs.AutoscaleObservation, bool) {
+	l.as.mu.Lock()
+	defer l.as.mu.Unlock()
+	o, ok := l.as.observed[service]
+	return o, ok
 }
 
 // autoscale takes one look, at now, at every autoscaled service: the
 // metric per replica from the nodes' fresh reports, and sched.Autoscale's
 // decision, committed as a ServiceScale entry with its reason when it
 // changes the replicas. A service no fresh report covers is left alone,
-// and its history forgotten.
+// and its history and observation forgotten.
 func (l *Leader) autoscale(now time.Time) {
 	services := l.fsm.Services()
 	l.as.mu.Lock()
 	if l.as.history == nil {
 		l.as.history = map[string]sched.AutoscaleHistory{}
+		l.as.observed = map[string]structs.AutoscaleObservation{}
 	}
 	fresh := l.freshLoads(now)
 	seen := map[string]bool{}
+	clear(l.as.observed)
 	type scale struct {
 		req structs.ServiceScaleRequest
 		id  string
@@ -101,6 +115,7 @@ func (l *Leader) autoscale(now time.Time) {
 			continue
 		}
 		seen[svc.ID] = true
+		l.as.observed[svc.Name] = structs.AutoscaleObservation{Value: observed, At: now.UTC()}
 		d := sched.Autoscale(sched.AutoscaleLook{Service: svc, Observed: observed, Now: now, History: l.as.history[svc.ID]})
 		l.as.history[svc.ID] = d.History
 		if d.Replicas != svc.Replicas {

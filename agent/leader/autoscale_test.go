@@ -41,6 +41,9 @@ func TestLeader_AutoscaleSumsTheIngressesAndScalesUpFastDownSlowly(t *testing.T)
 	if n, why := h.replicas(); n != 4 || why != "scaled 1→4: 35 requests in flight per replica, target 10" {
 		t.Fatalf("after the load: %d replicas (%q)", n, why)
 	}
+	if o, ok := h.l.Observed("web"); !ok || o.Value != 35 || !o.At.Equal(at(0).UTC()) {
+		t.Fatalf("observed %+v, %v; want 35 at the look", o, ok)
+	}
 	// The same load over 4 replicas is within the tolerance: no change.
 	before := h.idx
 	report(5, 20, 20)
@@ -74,6 +77,9 @@ func TestLeader_AutoscaleIgnoresStaleReportsAndANewLeaderDoesNotFlap(t *testing.
 	h.l.autoscale(t0.Add(4 * DefaultAutoscaleInterval))
 	if n, _ := h.replicas(); n != 1 {
 		t.Fatalf("scaled to %d on a stale report", n)
+	}
+	if o, ok := h.l.Observed("web"); ok {
+		t.Fatalf("observed %+v from a stale report", o)
 	}
 	h.l.ReportLoads("n1", []structs.ServiceLoad{{Service: "web", Gauges: map[string]float64{"a1": 30}}}, t0)
 	h.l.autoscale(t0)

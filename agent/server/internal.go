@@ -93,8 +93,8 @@ func (s *Server) handleLoads(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	if s.cfg.Loads != nil {
-		s.cfg.Loads.ReportLoads(req.NodeID, req.Services, time.Now())
+	if s.cfg.Autoscaler != nil {
+		s.cfg.Autoscaler.ReportLoads(req.NodeID, req.Services, time.Now())
 	}
 	writeJSON(w, http.StatusOK, struct{}{})
 }

@@ -73,10 +73,12 @@ type Config struct {
 	Heartbeats interface {
 		HeardFrom(nodeID string, at time.Time)
 	}
-	// Loads takes the nodes' reports of the autoscaled services' load;
-	// only the leader's autoscaler uses them (agent/leader).
-	Loads interface {
+	// Autoscaler takes the nodes' reports of the autoscaled services'
+	// load and tells what it last observed of a service; only the
+	// leader's counts (agent/leader).
+	Autoscaler interface {
 		ReportLoads(nodeID string, loads []structs.ServiceLoad, at time.Time)
+		Observed(service string) (structs.AutoscaleObservation, bool)
 	}
 	// Logs reads the output of this node's allocations: OpenLog what is
 	// kept of a stream (reading at its end returns io.EOF; with follow,
@@ -225,6 +227,7 @@ func (s *Server) internalRoutes() http.Handler {
 	mux.HandleFunc("POST "+internalPrefix+"alloc-updates", s.handleAllocUpdates)
 	mux.HandleFunc("POST "+internalPrefix+"gpu-health", s.handleGPUHealth)
 	mux.HandleFunc("POST "+internalPrefix+"loads", s.handleLoads)
+	mux.HandleFunc("GET "+internalPrefix+"autoscale/{name}", s.handleObserved)
 	mux.HandleFunc("POST "+internalPrefix+"renew", s.handleRenew)
 	mux.HandleFunc("POST "+internalPrefix+"ca-key", s.handleCAKey)
 	mux.HandleFunc(internalPrefix, notFound)

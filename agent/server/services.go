@@ -78,7 +78,11 @@ func (s *Server) handleService(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, s.serviceDetail(identityOf(r), svc, r.URL.Query().Get("secrets") == "true"))
+	d := s.serviceDetail(identityOf(r), svc, r.URL.Query().Get("secrets") == "true")
+	if svc.Autoscale != nil {
+		d.Observed = s.observed(r.Context(), svc.Name)
+	}
+	writeJSON(w, http.StatusOK, d)
 }
 
 // handleServiceScale sets how many replicas a service wants, saying who
