@@ -138,6 +138,7 @@ func TestACL_EveryRouteRefusesRolesWithoutItsPermission(t *testing.T) {
 		{"GET", "/v1/services", nil, structs.PermRead},
 		{"GET", "/v1/services/nope", nil, structs.PermRead},
 		{"POST", "/v1/services/nope/scale", bad, structs.PermSubmit},
+		{"POST", "/v1/services/nope/autoscale", bad, structs.PermSubmit},
 		{"DELETE", "/v1/services/nope", nil, structs.PermSubmit},
 		{"GET", "/v1/nodes", nil, structs.PermRead},
 		{"GET", "/v1/status", nil, structs.PermRead},

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,10 +70,11 @@ type Agent struct {
 	node     *node.Node
 	server   *server.Server
 	listener net.Listener
-	// ingress serves the cluster's services on ingressListener; both nil
-	// without --ingress-port.
+	// ingress serves the cluster's services on ingressListener through
+	// proxy; all nil without --ingress-port.
 	ingress         *ingress.Server
 	ingressListener net.Listener
+	proxy           *ingress.Proxy
 	// conns limits the API's connections; nodes says which are nodes'.
 	conns *server.ConnLimiter
 	nodes nodeAddrs
@@ -207,6 +209,7 @@ func (a *Agent) start() error {
 		StopAfter:         a.cfg.StopAfter,
 		DownAfter:         a.cfg.DownAfter,
 		JobRetention:      a.cfg.JobRetention,
+		AutoscaleInterval: a.cfg.AutoscaleInterval,
 		Logger:            a.logger.Named("leader"),
 	})
 	a.node = node.New(a.nodeConfig())
@@ -237,6 +240,7 @@ func (a *Agent) start() error {
 		Apply:        a.apply,
 		Peers:        a.peers,
 		Heartbeats:   a.leader,
+		Autoscaler:   a.leader,
 		Logs:         a.runner,
 		Faults:       a.node,
 		Leave:        a.Leave,
@@ -377,6 +381,9 @@ func (a *Agent) nodeConfig() node.Config {
 		GPUCleanPeriod:     a.cfg.GPUCleanPeriod,
 		AllowForeignGPUUse: a.cfg.AllowForeignGPUUse,
 		GPUMonitor:         a.cfg.GPUMonitor,
+		LoadInterval:       cmp.Or(a.cfg.AutoscaleInterval, leader.DefaultAutoscaleInterval),
+		InFlight:           a.ingressInFlight,
+		Loads:              a.leader,
 		Logger:             a.logger,
 	}
 }

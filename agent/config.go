@@ -215,6 +215,10 @@ type Config struct {
 	// their logs, is kept; 0 = DefaultJobRetention. The leader's applies,
 	// so give every node the same.
 	JobRetention time.Duration
+	// AutoscaleInterval is how often nodes report the load of autoscaled
+	// services and the leader looks at it; 0 =
+	// leader.DefaultAutoscaleInterval. Tests shorten it.
+	AutoscaleInterval time.Duration
 	// GPUMonitor watches this node's GPUs; nil picks one for the inventory
 	// (see newMonitor).
 	GPUMonitor gpu.Monitor

@@ -46,8 +46,8 @@ func (a *Agent) newIngress(userAuth server.Authenticator) *ingress.Server {
 	if a.secure != nil {
 		l = tls.NewListener(l, a.secure.ServerTLS(tls.NoClientCert))
 	}
-	proxy := ingress.New(ingress.Config{State: a.fsm, Auth: userAuth, Logger: a.logger.Named("ingress")})
-	return ingress.NewServer(l, proxy, a.logger.Named("ingress"))
+	a.proxy = ingress.New(ingress.Config{State: a.fsm, Auth: userAuth, Logger: a.logger.Named("ingress")})
+	return ingress.NewServer(l, a.proxy, a.logger.Named("ingress"))
 }
 
 // stopIngress stops the ingress, giving requests in flight the API's
@@ -75,4 +75,14 @@ func (a *Agent) IngressAddr() string {
 		scheme = "https://"
 	}
 	return scheme + net.JoinHostPort(a.cfg.AdvertiseAddr, fmt.Sprint(port))
+}
+
+// ingressInFlight is what the ingress has in flight to a service's
+// replicas, by allocation (nil without an ingress): the node reports it
+// for autoscaling.
+func (a *Agent) ingressInFlight(service string) map[string]int64 {
+	if a.proxy == nil {
+		return nil
+	}
+	return a.proxy.InFlight(service)
 }

@@ -198,6 +198,7 @@ func TestSecure_InternalRoutes_RefuseUserTokensForgedReportsAndOtherCAs(t *testi
 		"heartbeat":     api.HeartbeatRequest{NodeID: victimID},
 		"alloc-updates": api.AllocUpdatesRequest{NodeID: victimID, Updates: []structs.AllocUpdate{{AllocID: alloc.ID, State: structs.AllocSucceeded}}},
 		"gpu-health":    structs.NodeGPUHealthRequest{NodeID: victimID, At: time.Now()},
+		"loads":         api.LoadsRequest{NodeID: victimID, Services: []structs.ServiceLoad{{Service: "web", InFlight: 1000}}},
 	}
 	userTLS, err := api.ClusterTLS([]byte(strings.Join(leader.secure.CA().CACerts, "")))
 	if err != nil {

@@ -427,6 +427,19 @@ func (c *Client) UpdateGPUHealth(ctx context.Context, req structs.NodeGPUHealthR
 	return c.do(ctx, http.MethodPost, "/v1/internal/gpu-health", nil, req, &struct{}{})
 }
 
+// ReportLoads sends this node's view of the autoscaled services' load to
+// the leader.
+func (c *Client) ReportLoads(ctx context.Context, nodeID string, loads []structs.ServiceLoad) error {
+	return c.do(ctx, http.MethodPost, "/v1/internal/loads", nil, LoadsRequest{NodeID: nodeID, Services: loads}, &struct{}{})
+}
+
+// AutoscaleObserved asks the leader for its latest observation of an
+// autoscaled service's load.
+func (c *Client) AutoscaleObserved(ctx context.Context, name string) (*structs.AutoscaleObservation, error) {
+	var o structs.AutoscaleObservation
+	return &o, c.do(ctx, http.MethodGet, "/v1/internal/autoscale/"+url.PathEscape(name), nil, nil, &o)
+}
+
 // GPUs lists every GPU of every node.
 func (c *Client) GPUs(ctx context.Context) ([]GPUInfo, error) {
 	var gpus []GPUInfo

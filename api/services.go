@@ -15,6 +15,9 @@ type ServiceCreateRequest struct {
 	Name     string              `json:"name"`
 	Replicas int                 `json:"replicas"`
 	Spec     structs.ServiceSpec `json:"spec"`
+	// Autoscale, when set, lets the leader scale it (Replicas is then
+	// brought within its bounds).
+	Autoscale *structs.Autoscale `json:"autoscale,omitempty"`
 }
 
 // ServiceScaleRequest is the body of POST /v1/services/{name}/scale.
@@ -22,6 +25,13 @@ type ServiceCreateRequest struct {
 type ServiceScaleRequest struct {
 	Replicas int    `json:"replicas"`
 	Reason   string `json:"reason,omitempty"`
+}
+
+// ServiceAutoscaleRequest is the body of POST
+// /v1/services/{name}/autoscale: how the leader is to scale the service,
+// or null to turn autoscaling off.
+type ServiceAutoscaleRequest struct {
+	Autoscale *structs.Autoscale `json:"autoscale"`
 }
 
 // ReplicaStatus is where a replica of a service stands, in one word.
@@ -71,6 +81,9 @@ type ServiceDetail struct {
 	// node: http://NODE:INGRESS-PORT/NAME/ (https in a cluster with TLS).
 	// Any of them reaches every healthy replica.
 	Endpoints []string `json:"endpoints"`
+	// Observed is the leader's latest look at the load per replica of
+	// an autoscaled service; nil when it has none (or none answered).
+	Observed *structs.AutoscaleObservation `json:"observed,omitempty"`
 }
 
 // Replica is one replica of a service: its job and that job's latest
@@ -138,6 +151,13 @@ func (c *Client) ServiceWithSecrets(ctx context.Context, name string) (*ServiceD
 func (c *Client) ScaleService(ctx context.Context, name string, req ServiceScaleRequest) (*ServiceDetail, error) {
 	var d ServiceDetail
 	return &d, c.do(ctx, http.MethodPost, "/v1/services/"+url.PathEscape(name)+"/scale", nil, req, &d)
+}
+
+// AutoscaleService sets how the leader scales a service; nil turns
+// autoscaling off.
+func (c *Client) AutoscaleService(ctx context.Context, name string, a *structs.Autoscale) (*ServiceDetail, error) {
+	var d ServiceDetail
+	return &d, c.do(ctx, http.MethodPost, "/v1/services/"+url.PathEscape(name)+"/autoscale", nil, ServiceAutoscaleRequest{Autoscale: a}, &d)
 }
 
 // DeleteService stops every replica of a service; the service goes once

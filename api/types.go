@@ -137,6 +137,12 @@ type HeartbeatRequest struct {
 	NodeID string `json:"node_id"`
 }
 
+// LoadsRequest is a node's view of the autoscaled services' load.
+type LoadsRequest struct {
+	NodeID   string                `json:"node_id"`
+	Services []structs.ServiceLoad `json:"services"`
+}
+
 // HeartbeatResponse names the leader that accepted the heartbeat.
 type HeartbeatResponse struct {
 	LeaderID string `json:"leader_id"`

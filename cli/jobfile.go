@@ -47,6 +47,7 @@ type serviceKeys struct {
 	HealthGrace    structs.Duration `yaml:"health_grace"`
 	DrainTimeout   structs.Duration `yaml:"drain_timeout"`
 	Public         bool             `yaml:"public"`
+	autoscaleKeys  `yaml:",inline"`
 }
 
 // healthText is a health check written as --health takes it.

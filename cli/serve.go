@@ -17,18 +17,26 @@ import (
 // serve flags that set them; those of the replicas' job (job.FIELD) are
 // the submit flags of specFlags.
 var serviceFlags = map[string]string{
-	"name":            "--name",
-	"replicas":        "--replicas",
-	"port_env":        "--port-env",
-	"health.kind":     "--health",
-	"health.path":     "--health",
-	"health.command":  "--health",
-	"health.interval": "--health-interval",
-	"health.timeout":  "--health-timeout",
-	"health.failures": "--health-failures",
-	"health.grace":    "--health-grace",
-	"drain_timeout":   "--drain-timeout",
-	"job.name":        "--name",
+	"name":                  "--name",
+	"replicas":              "--replicas",
+	"port_env":              "--port-env",
+	"health.kind":           "--health",
+	"health.path":           "--health",
+	"health.command":        "--health",
+	"health.interval":       "--health-interval",
+	"health.timeout":        "--health-timeout",
+	"health.failures":       "--health-failures",
+	"health.grace":          "--health-grace",
+	"drain_timeout":         "--drain-timeout",
+	"autoscale":             "--autoscale",
+	"autoscale.min":         "--autoscale",
+	"autoscale.max":         "--autoscale",
+	"autoscale.metric":      "--target",
+	"autoscale.target":      "--target",
+	"autoscale.tolerance":   "--scale-tolerance",
+	"autoscale.up_window":   "--scale-up-window",
+	"autoscale.down_window": "--scale-down-window",
+	"job.name":              "--name",
 }
 
 func serveCommand() *ucli.Command {
@@ -44,7 +52,9 @@ func serveCommand() *ucli.Command {
 		&ucli.StringFlag{Name: "health-grace", Usage: "time after a replica starts in which failed checks do not count, like 10m for loading a model"},
 		&ucli.StringFlag{Name: "drain-timeout", Usage: "time a replica being stopped keeps serving the requests it has (default 30s)"},
 		&ucli.BoolFlag{Name: "public", Usage: "the ingress serves it without a token when the cluster has ACLs"},
+		&ucli.StringFlag{Name: "autoscale", Usage: "let the leader scale it between `MIN-MAX` replicas with its load (needs --target; see skein service autoscale)"},
 	}
+	flags = append(flags, autoscaleFlags()...)
 	flags = append(flags, jobSpecFlags("each replica", "skein service")...)
 	flags = append(flags,
 		&ucli.StringFlag{Name: "file", Aliases: []string{"f"}, Usage: "read the service from a YAML `FILE` of kind: service (- for stdin); flags override it"},
@@ -150,8 +160,11 @@ func serveRequest(c *ucli.Context) (api.ServiceCreateRequest, error) {
 	if c.IsSet("public") {
 		spec.Public = c.Bool("public")
 	}
+	if err := serveAutoscale(c, &req); err != nil {
+		return req, err
+	}
 	spec.Normalize()
-	svc := structs.Service{Name: req.Name, Replicas: req.Replicas, Spec: *spec}
+	svc := structs.Service{Name: req.Name, Replicas: req.Replicas, Spec: *spec, Autoscale: req.Autoscale}
 	if err := svc.Validate(); err != nil {
 		return req, serviceFlagError(err)
 	}
@@ -203,6 +216,9 @@ func (f *jobFile) serviceRequest(req *api.ServiceCreateRequest) error {
 		req.Replicas = *sk.Replicas
 	}
 	req.Spec.PortEnv, req.Spec.DrainTimeout, req.Spec.Public = sk.PortEnv, sk.DrainTimeout, sk.Public
+	if err := f.serviceAutoscale(req); err != nil {
+		return err
+	}
 	if sk.Health == nil {
 		for _, k := range []string{"health_interval", "health_timeout", "health_failures", "health_grace"} {
 			if line, ok := f.keys[k]; ok {

@@ -193,6 +193,11 @@ health_failures: 5
 health_grace: 10m
 drain_timeout: 1m
 public: true
+autoscale: 2-6
+target: gauge:vllm:num_requests_waiting=5
+scale_up_window: 30s
+scale_down_window: 10m
+scale_tolerance: 0.2
 command: [vllm, serve]
 gpus: 1
 image: vllm/vllm-openai:v0.6
@@ -200,7 +205,8 @@ env: {MODEL: /models/llama}
 `
 	flags := []string{"--name", "llama", "--replicas", "2", "--port-env", "HTTP_PORT", "--health", "exec:curl -fsS localhost:8000/health",
 		"--health-interval", "10s", "--health-timeout", "3s", "--health-failures", "5", "--health-grace", "10m",
-		"--drain-timeout", "1m", "--public", "--gpus", "1", "--image", "vllm/vllm-openai:v0.6", "--env", "MODEL=/models/llama",
+		"--drain-timeout", "1m", "--public", "--autoscale", "2-6", "--target", "gauge:vllm:num_requests_waiting=5",
+		"--scale-up-window", "30s", "--scale-down-window", "10m", "--scale-tolerance", "0.2", "--gpus", "1", "--image", "vllm/vllm-openai:v0.6", "--env", "MODEL=/models/llama",
 		"--", "vllm", "serve"}
 	// The file must say every key a service file adds to a job's: a key
 	// added to serviceKeys belongs in this test.
@@ -227,6 +233,9 @@ env: {MODEL: /models/llama}
 	}
 	if h := reqs[0].Spec.Health; h == nil || h.Failures != 5 || len(h.Command) != 3 || !reqs[0].Spec.Public {
 		t.Fatalf("the file's health check and public did not arrive: %+v", reqs[0].Spec)
+	}
+	if a := reqs[0].Autoscale; a == nil || a.Max != 6 || a.Tolerance != 0.2 || a.DownWindow != structs.Duration(10*time.Minute) {
+		t.Fatalf("the file's autoscale did not arrive: %+v", a)
 	}
 }
 

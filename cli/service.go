@@ -23,6 +23,7 @@ func serviceCommand() *ucli.Command {
 		},
 		Subcommands: []*ucli.Command{
 			serviceDeleteCommand(),
+			serviceAutoscaleCommand(),
 		},
 		Action: serviceAction,
 	}
@@ -67,6 +68,7 @@ func printServiceDetail(c *ucli.Context, d *api.ServiceDetail, now time.Time) er
 		{"Owner", orDash(svc.Owner)},
 		{"State", d.State},
 		{"Replicas", replicas},
+		{"Autoscale", autoscaleDetail(d, now)},
 		{"Created", timeWithAge(now, svc.CreatedAt)},
 		{"Port env", svc.Spec.PortEnv},
 		{"Health", healthSummary(svc.Spec.Health)},

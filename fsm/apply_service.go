@@ -45,6 +45,9 @@ func (s *state) applyServiceRegister(l *raft.Log) any {
 			return fmt.Errorf("service %s: %w: id %s is service %s's", svc.Name, ErrServiceExists, structs.ShortID(svc.ID), o.Name)
 		}
 	}
+	if svc.Autoscale != nil {
+		svc.Replicas = svc.Autoscale.Clamp(svc.Replicas)
+	}
 	if err := s.checkReplicaLimits(svc, svc.Replicas); err != nil {
 		return fmt.Errorf("service %s: %w", svc.Name, err)
 	}
@@ -75,26 +78,38 @@ func (s *state) applyServiceScale(l *raft.Log) any {
 	case svc.Deleted:
 		return fmt.Errorf("service %s: %w", req.Name, ErrServiceDeleted)
 	}
-	wanted := s.wantedReplicas(svc)
-	if req.Replicas == svc.Replicas && len(wanted) == svc.Replicas {
-		return svc.Copy()
+	if err := s.scaleService(svc, req.Replicas, req.Reason, req.At, l.Index); err != nil {
+		return err
 	}
-	if add := req.Replicas - len(wanted); add > 0 {
+	return svc.Copy()
+}
+
+// scaleService makes svc want n replicas, as a scale does: new replica
+// jobs, or the newest stopped. It stamps ScaledAt when Replicas changes.
+func (s *state) scaleService(svc *structs.Service, n int, why string, at time.Time, index uint64) error {
+	wanted := s.wantedReplicas(svc)
+	if n == svc.Replicas && len(wanted) == svc.Replicas {
+		return nil
+	}
+	if add := n - len(wanted); add > 0 {
 		if err := s.checkReplicaLimits(svc, add); err != nil {
 			return fmt.Errorf("service %s: %w", svc.Name, err)
 		}
 		for range add {
-			s.addReplica(svc, req.At, l.Index)
+			s.addReplica(svc, at, index)
 		}
 	}
-	reason := withReason(fmt.Sprintf("service %s scaled to %s", svc.Name, replicasText(req.Replicas)), req.Reason)
-	for i := len(wanted) - 1; i >= req.Replicas; i-- {
-		s.cancel(wanted[i], reason, req.At, l.Index)
+	reason := withReason(fmt.Sprintf("service %s scaled to %s", svc.Name, replicasText(n)), why)
+	for i := len(wanted) - 1; i >= n; i-- {
+		s.cancel(wanted[i], reason, at, index)
 	}
-	svc.Reason = cmp.Or(req.Reason, fmt.Sprintf("scaled %d→%d", svc.Replicas, req.Replicas))
-	svc.Replicas = req.Replicas
-	svc.ModifyIndex = l.Index
-	return svc.Copy()
+	if n != svc.Replicas {
+		svc.ScaledAt = at
+	}
+	svc.Reason = cmp.Or(why, fmt.Sprintf("scaled %d→%d", svc.Replicas, n))
+	svc.Replicas = n
+	svc.ModifyIndex = index
+	return nil
 }
 
 // applyServiceDelete marks a service deleted and stops every replica it

@@ -134,6 +134,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 		resp = f.st.applyServiceScale(l)
 	case structs.ServiceDeleteType:
 		resp = f.st.applyServiceDelete(l)
+	case structs.ServiceAutoscaleType:
+		resp = f.st.applyServiceAutoscale(l)
 	default:
 		if !skippable {
 			panic(fmt.Sprintf("fsm: log entry %d has unknown type %d", l.Index, uint8(t)))

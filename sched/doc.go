@@ -38,7 +38,8 @@
 //
 // Preemptions and Preemptor answer which running preemptible jobs to stop
 // for a job that does not fit. Expired is the state GC policy: which
-// finished jobs nothing needs any more.
+// finished jobs nothing needs any more. Autoscale decides an autoscaled
+// service's replicas from the load per replica the leader observed.
 //
 // The plan is a proposal: the leader verifies it against the newest state
 // and the FSM re-checks it in Apply.

@@ -88,8 +88,8 @@ func (e *ContainerEngine) Equal(o *ContainerEngine) bool {
 		slices.Equal(e.Images, o.Images) && slices.Equal(e.AllowMounts, o.AllowMounts)
 }
 
-// Copy returns a deep copy of the service, its replicas' job spec and
-// health check included. A nil service copies to nil.
+// Copy returns a deep copy of the service, its replicas' job spec, health
+// check, autoscaling and rollout included. A nil service copies to nil.
 func (s *Service) Copy() *Service {
 	if s == nil {
 		return nil
@@ -100,6 +100,14 @@ func (s *Service) Copy() *Service {
 		h := *s.Spec.Health
 		h.Command = slices.Clone(h.Command)
 		c.Spec.Health = &h
+	}
+	if s.Autoscale != nil {
+		a := *s.Autoscale
+		c.Autoscale = &a
+	}
+	if s.Rollout != nil {
+		r := *s.Rollout
+		c.Rollout = &r
 	}
 	return &c
 }

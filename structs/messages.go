@@ -31,6 +31,10 @@ const (
 	ServiceRegisterType MessageType = 21
 	ServiceScaleType    MessageType = 22
 	ServiceDeleteType   MessageType = 23
+	// Reserved for the autoscaler and rolling updates (issue 14).
+	ServiceAutoscaleType MessageType = 24
+	ServiceUpdateType    MessageType = 25
+	ServiceRolloutType   MessageType = 26
 )
 
 // IgnoreUnknownTypeFlag marks an entry that a replica which does not know its
@@ -86,6 +90,8 @@ func (t MessageType) String() string {
 		return "service-scale"
 	case ServiceDeleteType:
 		return "service-delete"
+	case ServiceAutoscaleType:
+		return "service-autoscale"
 	}
 	return "unknown"
 }
@@ -133,6 +139,15 @@ type ServiceDeleteRequest struct {
 	Name   string    `json:"name"`
 	Reason string    `json:"reason,omitempty"`
 	At     time.Time `json:"at"`
+}
+
+// ServiceAutoscaleRequest sets how the leader scales a service
+// (Service.Autoscale), or with Autoscale nil turns autoscaling off. Set,
+// it brings Replicas within Min and Max at once.
+type ServiceAutoscaleRequest struct {
+	Name      string     `json:"name"`
+	Autoscale *Autoscale `json:"autoscale,omitempty"`
+	At        time.Time  `json:"at"`
 }
 
 // JobCancelRequest cancels a job: a queued job ends at once, a running job's

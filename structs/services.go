@@ -29,6 +29,17 @@ type Service struct {
 	// service's ID, '-', that number), so that a replica made again after
 	// a scale down never takes an ID the state still holds.
 	NextReplica int `json:"next_replica"`
+	// Autoscale, when set, lets the leader set Replicas between its Min
+	// and Max from a metric of the replicas' load; ScaledAt is when
+	// Replicas last changed, whoever changed it.
+	Autoscale *Autoscale `json:"autoscale,omitempty"`
+	ScaledAt  time.Time  `json:"scaled_at,omitzero"`
+	// Version numbers the service's spec: 1 at register, one more at each
+	// update. A replica job runs the version it was made from
+	// (Job.ServiceVersion); Rollout, while set, is an update replacing
+	// the replicas of an older version.
+	Version int      `json:"version"`
+	Rollout *Rollout `json:"rollout,omitempty"`
 	// Deleted is set by a delete: every replica stops, and the service
 	// goes once none runs.
 	Deleted     bool      `json:"deleted,omitempty"`
@@ -36,6 +47,62 @@ type Service struct {
 	CreateIndex uint64    `json:"create_index"`
 	ModifyIndex uint64    `json:"modify_index"`
 }
+
+// Autoscale is how the leader scales a service: between Min and Max
+// replicas, so that Metric per replica stays near Target. Desired =
+// ceil(current × observed / Target), left alone within Tolerance of the
+// target; a scale up waits UpWindow of load above it, a scale down
+// DownWindow below it (stabilisation: up fast, down slowly).
+type Autoscale struct {
+	Min int `json:"min"`
+	Max int `json:"max"`
+	// Metric is AutoscaleInFlight, AutoscaleGPU or AutoscaleGaugePrefix
+	// followed by a Prometheus gauge's name, read from each replica's
+	// /metrics.
+	Metric     string   `json:"metric"`
+	Target     float64  `json:"target"`
+	Tolerance  float64  `json:"tolerance,omitempty"`
+	UpWindow   Duration `json:"up_window,omitempty"`
+	DownWindow Duration `json:"down_window,omitempty"`
+}
+
+// Autoscale metrics.
+const (
+	// AutoscaleInFlight: requests in flight or queued per replica, as the
+	// ingress of every node counts them.
+	AutoscaleInFlight = "inflight"
+	// AutoscaleGPU: the mean utilisation (percent) of the replicas' GPUs.
+	AutoscaleGPU = "gpu"
+	// AutoscaleGaugePrefix, followed by a gauge's name: its mean value
+	// over the replicas' /metrics ("gauge:vllm:num_requests_waiting").
+	AutoscaleGaugePrefix = "gauge:"
+)
+
+// Rollout is an update of a service in progress: replicas of the older
+// versions are replaced by replicas of Version a few at a time, each new
+// one healthy before the next old one drains.
+type Rollout struct {
+	// Version is the version being rolled out; From the one it replaces
+	// (the one a rollback returns to).
+	Version int `json:"version"`
+	From    int `json:"from"`
+	// MaxSurge is how many replicas beyond Replicas may run during the
+	// rollout, MaxUnavailable how many fewer than Replicas may be healthy.
+	MaxSurge       int `json:"max_surge"`
+	MaxUnavailable int `json:"max_unavailable"`
+	// State is RolloutRunning, RolloutDone, RolloutRolledBack; Reason says
+	// why it stopped or how far it got.
+	State     string    `json:"state"`
+	Reason    string    `json:"reason,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// Rollout states.
+const (
+	RolloutRunning    = "running"
+	RolloutDone       = "done"
+	RolloutRolledBack = "rolled-back"
+)
 
 // ReplicaJobID is the ID of replica job n of the service with ID id.
 func ReplicaJobID(serviceID string, n int) string {

@@ -16,7 +16,8 @@ func (s *ServiceSpec) Normalize() {
 }
 
 // Validate checks a service whose spec is normalized: its name, the
-// replicas it wants, its reason and its spec. The error is a *FieldError
+// replicas it wants, its reason, its autoscale (normalized here) and its
+// spec. The error is a *FieldError
 // naming the first wrong field.
 func (s *Service) Validate() error {
 	if err := ValidateServiceName(s.Name); err != nil {
@@ -27,6 +28,12 @@ func (s *Service) Validate() error {
 	}
 	if err := validateServiceReason(s.Reason); err != nil {
 		return err
+	}
+	if s.Autoscale != nil {
+		s.Autoscale.Normalize()
+		if err := s.Autoscale.Validate(); err != nil {
+			return err
+		}
 	}
 	return s.Spec.Validate()
 }

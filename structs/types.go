@@ -418,7 +418,10 @@ type Job struct {
 	ArrayIndex int    `json:"array_index,omitempty"`
 	// Service, on a replica of a service, names it: the job restarts
 	// whenever it ends, for as long as the service wants it.
-	Service string `json:"service,omitempty"`
+	// ServiceVersion is the version of the service's spec it runs
+	// (Service.Version).
+	Service        string `json:"service,omitempty"`
+	ServiceVersion int    `json:"service_version,omitempty"`
 	// Crashes, on a replica, counts its attempts in a row that ended
 	// within a minute of starting, or before they started; each such
 	// restart waits longer (a crash loop's backoff), and an attempt that

@@ -143,7 +143,7 @@ func TestJob_JSONIsPinned(t *testing.T) {
 		SubmittedAt: at, StartedAt: at.Add(time.Minute), FinishedAt: at.Add(time.Hour), Attempts: 3,
 		NotBefore: at.Add(2 * time.Hour), StopRequested: true, PreemptedBy: "fedcba98", Preemptions: 1,
 		PreemptReason: "preempted by job fedcba98 (priority 10)", Reason: "waiting", ExitCode: 3, GPUFaults: 1,
-		ArrayID: "0123456789abcdef0123456789abcdef", ArrayIndex: 7, Service: "llama", Crashes: 2, CreateIndex: 10, ModifyIndex: 12,
+		ArrayID: "0123456789abcdef0123456789abcdef", ArrayIndex: 7, Service: "llama", ServiceVersion: 3, Crashes: 2, CreateIndex: 10, ModifyIndex: 12,
 	}
 	spec := strings.ReplaceAll(fullJobSpecJSON, "\n", "\n  ")
 	want := `{
@@ -168,6 +168,7 @@ func TestJob_JSONIsPinned(t *testing.T) {
   "array_id": "0123456789abcdef0123456789abcdef",
   "array_index": 7,
   "service": "llama",
+  "service_version": 3,
   "crashes": 2,
   "create_index": 10,
   "modify_index": 12
@@ -185,7 +186,12 @@ func TestService_JSONIsPinned(t *testing.T) {
 				Timeout: Duration(time.Second), Failures: 5, Grace: Duration(10 * time.Minute)},
 			DrainTimeout: Duration(time.Minute), Public: true,
 		},
-		Replicas: 4, Reason: "scaled 2→4 by alice", NextReplica: 6, Deleted: true, CreatedAt: at, CreateIndex: 7, ModifyIndex: 9,
+		Replicas: 4, Reason: "scaled 2→4 by alice", NextReplica: 6,
+		Autoscale: &Autoscale{Min: 1, Max: 8, Metric: AutoscaleInFlight, Target: 10, Tolerance: 0.1,
+			UpWindow: Duration(time.Second), DownWindow: Duration(5 * time.Minute)},
+		ScaledAt: at, Version: 3,
+		Rollout: &Rollout{Version: 3, From: 2, MaxSurge: 1, MaxUnavailable: 0, State: RolloutRunning, Reason: "2 of 4 replaced", StartedAt: at},
+		Deleted: true, CreatedAt: at, CreateIndex: 7, ModifyIndex: 9,
 	}
 	want := `{
   "id": "0123456789abcdef",
@@ -218,6 +224,26 @@ func TestService_JSONIsPinned(t *testing.T) {
   "replicas": 4,
   "reason": "scaled 2→4 by alice",
   "next_replica": 6,
+  "autoscale": {
+    "min": 1,
+    "max": 8,
+    "metric": "inflight",
+    "target": 10,
+    "tolerance": 0.1,
+    "up_window": "1s",
+    "down_window": "5m0s"
+  },
+  "scaled_at": "2026-11-29T12:00:00Z",
+  "version": 3,
+  "rollout": {
+    "version": 3,
+    "from": 2,
+    "max_surge": 1,
+    "max_unavailable": 0,
+    "state": "running",
+    "reason": "2 of 4 replaced",
+    "started_at": "2026-11-29T12:00:00Z"
+  },
   "deleted": true,
   "created_at": "2026-11-29T12:00:00Z",
   "create_index": 7,

@@ -2,7 +2,10 @@
 // scheduling loop (one sched pass per state change, its plan verified and
 // committed in bounded entries), the node monitor (nodes that stop
 // heartbeating are marked down, and their allocations declared lost once
-// they have certainly stopped them), and the record of graceful leaves.
-// Everything it decides is a Raft entry; it keeps no state a new leader
-// would need, only the heartbeats it has heard since it began to lead.
+// they have certainly stopped them), the record of graceful leaves, and
+// the autoscaler (autoscale.go: the nodes' load reports, a sched decision
+// per autoscaled service, a scale entry with its reason). Everything it
+// decides is a Raft entry; it keeps no state a new leader would need,
+// only the heartbeats and load reports it has heard since it began to
+// lead.
 package leader

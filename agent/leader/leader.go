@@ -44,7 +44,10 @@ type Config struct {
 	DownAfter         time.Duration
 	// JobRetention is how long a finished job stays in the state.
 	JobRetention time.Duration
-	Logger       hclog.Logger
+	// AutoscaleInterval is how often autoscaled services are looked at
+	// (DefaultAutoscaleInterval when 0).
+	AutoscaleInterval time.Duration
+	Logger            hclog.Logger
 }
 
 // Gossip is what the leader hears by gossip, ahead of the state. It only
@@ -67,6 +70,8 @@ type Leader struct {
 	mu sync.Mutex
 	// heard is when each node's heartbeat last reached this node.
 	heard map[string]time.Time
+	// as is what autoscaling remembers (autoscale.go).
+	as autoscaler
 }
 
 // New returns a Leader; Follow runs it.
@@ -110,7 +115,7 @@ func (l *Leader) Follow(ctx context.Context) {
 
 // lead runs the leader's duties until stop closes: a barrier so the FSM
 // holds every committed entry, then the node monitor, the removal of
-// expired jobs and the scheduling loop.
+// expired jobs, the autoscaler and the scheduling loop.
 func (l *Leader) lead(stop <-chan struct{}) {
 	for {
 		err := l.cfg.Raft.Barrier(barrierTimeout)
@@ -128,10 +133,14 @@ func (l *Leader) lead(stop <-chan struct{}) {
 	since := time.Now()
 	var duties sync.WaitGroup
 	defer duties.Wait()
-	duties.Add(2)
+	duties.Add(3)
 	go func() {
 		defer duties.Done()
 		l.monitorNodes(stop, since)
+	}()
+	go func() {
+		defer duties.Done()
+		l.autoscaleLoop(stop)
 	}()
 	go func() {
 		defer duties.Done()

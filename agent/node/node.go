@@ -71,7 +71,20 @@ type Config struct {
 	AllowForeignGPUUse bool
 	// GPUMonitor watches this node's GPUs; nil picks one for the inventory.
 	GPUMonitor gpu.Monitor
-	Logger     hclog.Logger
+	// LoadInterval is how often the node reports the load of autoscaled
+	// services (loadLoop; 0 reports none): InFlight, when this node runs
+	// an ingress, counts the requests it has in flight to a service's
+	// replicas, and Loads takes the reports while this node leads.
+	LoadInterval time.Duration
+	InFlight     func(service string) map[string]int64
+	Loads        LoadSink
+	Logger       hclog.Logger
+}
+
+// LoadSink takes nodes' reports of the autoscaled services' load
+// (agent/leader).
+type LoadSink interface {
+	ReportLoads(nodeID string, loads []structs.ServiceLoad, at time.Time)
 }
 
 // Node carries out this node's duties.
@@ -138,6 +151,7 @@ func (n *Node) Run(ctx context.Context) {
 	n.goLoop(n.registerLoop)
 	n.goLoop(n.sweepLoop)
 	n.goLoop(n.replicaCheckLoop)
+	n.goLoop(n.loadLoop)
 	if n.cfg.Engine != nil {
 		n.goLoop(n.engineLoop)
 	}

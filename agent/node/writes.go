@@ -1,6 +1,8 @@
 package node
 
 import (
+	"time"
+
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -44,4 +46,20 @@ func (n *Node) writeGPUHealth(req structs.NodeGPUHealthRequest) error {
 		return err
 	}
 	return c.UpdateGPUHealth(n.ctx, req)
+}
+
+// writeLoads sends this node's view of the autoscaled services' load to
+// the leader, or hands it over when this node leads.
+func (n *Node) writeLoads(loads []structs.ServiceLoad) error {
+	c, err := n.cfg.Peers.LeaderClient(n.ctx)
+	if err != nil {
+		return err
+	}
+	if c == nil {
+		if n.cfg.Loads != nil {
+			n.cfg.Loads.ReportLoads(n.cfg.NodeID, loads, time.Now())
+		}
+		return nil
+	}
+	return c.ReportLoads(n.ctx, n.cfg.NodeID, loads)
 }

@@ -81,3 +81,20 @@ func (s *Server) handleGPUHealth(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, struct{}{})
 }
+
+// handleLoads hands another node's view of the autoscaled services' load
+// to the leader's autoscaler. Leader only; nothing is written.
+func (s *Server) handleLoads(w http.ResponseWriter, r *http.Request) {
+	var req api.LoadsRequest
+	if !s.leaderRequest(w, r, &req) || !reportsFor(w, r, req.NodeID) {
+		return
+	}
+	if err := structs.ValidateLoads(req.Services); err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	if s.cfg.Autoscaler != nil {
+		s.cfg.Autoscaler.ReportLoads(req.NodeID, req.Services, time.Now())
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}

@@ -73,6 +73,13 @@ type Config struct {
 	Heartbeats interface {
 		HeardFrom(nodeID string, at time.Time)
 	}
+	// Autoscaler takes the nodes' reports of the autoscaled services'
+	// load and tells what it last observed of a service; only the
+	// leader's counts (agent/leader).
+	Autoscaler interface {
+		ReportLoads(nodeID string, loads []structs.ServiceLoad, at time.Time)
+		Observed(service string) (structs.AutoscaleObservation, bool)
+	}
 	// Logs reads the output of this node's allocations: OpenLog what is
 	// kept of a stream (reading at its end returns io.EOF; with follow,
 	// reading again returns what was written since), LogDropped how many
@@ -179,6 +186,7 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("GET /v1/services", need(read, "list services", s.handleServices))
 	mux.HandleFunc("GET /v1/services/{name}", need(read, "see services", s.handleService))
 	mux.HandleFunc("POST /v1/services/{name}/scale", need(submit, "scale services", s.handleServiceScale))
+	mux.HandleFunc("POST /v1/services/{name}/autoscale", need(submit, "autoscale services", s.handleServiceAutoscale))
 	mux.HandleFunc("DELETE /v1/services/{name}", need(submit, "delete services", s.handleServiceDelete))
 	mux.HandleFunc("GET /v1/nodes", need(read, "list nodes", s.handleNodes))
 	mux.HandleFunc("GET /v1/status", need(read, "see the status", s.handleStatus))
@@ -218,6 +226,8 @@ func (s *Server) internalRoutes() http.Handler {
 	mux.HandleFunc("POST "+internalPrefix+"register", s.handleRegister)
 	mux.HandleFunc("POST "+internalPrefix+"alloc-updates", s.handleAllocUpdates)
 	mux.HandleFunc("POST "+internalPrefix+"gpu-health", s.handleGPUHealth)
+	mux.HandleFunc("POST "+internalPrefix+"loads", s.handleLoads)
+	mux.HandleFunc("GET "+internalPrefix+"autoscale/{name}", s.handleObserved)
 	mux.HandleFunc("POST "+internalPrefix+"renew", s.handleRenew)
 	mux.HandleFunc("POST "+internalPrefix+"ca-key", s.handleCAKey)
 	mux.HandleFunc(internalPrefix, notFound)

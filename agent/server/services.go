@@ -24,7 +24,8 @@ func (s *Server) handleServiceCreate(w http.ResponseWriter, r *http.Request) {
 	id := identityOf(r)
 	var req api.ServiceCreateRequest
 	s.leaderWrite(w, r, &req, func() error { return s.checkServiceCreate(id, &req) }, statusOf, func() (any, error) {
-		svc := structs.Service{ID: structs.NewID(), Name: req.Name, Owner: id.User, Spec: req.Spec, Replicas: req.Replicas, CreatedAt: now()}
+		svc := structs.Service{ID: structs.NewID(), Name: req.Name, Owner: id.User, Spec: req.Spec, Replicas: req.Replicas,
+			Autoscale: req.Autoscale, CreatedAt: now()}
 		if u, ok := s.fsm.ACLUser(id.User); ok && id.ACL {
 			svc.AllowRoot = u.AllowRoot
 		}
@@ -45,7 +46,7 @@ func (s *Server) handleServiceCreate(w http.ResponseWriter, r *http.Request) {
 // able to run a replica (with none registered yet, the replicas wait).
 func (s *Server) checkServiceCreate(id Identity, req *api.ServiceCreateRequest) error {
 	req.Spec.Normalize()
-	svc := structs.Service{Name: req.Name, Replicas: req.Replicas, Spec: req.Spec}
+	svc := structs.Service{Name: req.Name, Replicas: req.Replicas, Spec: req.Spec, Autoscale: req.Autoscale}
 	if err := svc.Validate(); err != nil {
 		return err
 	}
@@ -77,7 +78,11 @@ func (s *Server) handleService(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, s.serviceDetail(identityOf(r), svc, r.URL.Query().Get("secrets") == "true"))
+	d := s.serviceDetail(identityOf(r), svc, r.URL.Query().Get("secrets") == "true")
+	if svc.Autoscale != nil {
+		d.Observed = s.observed(r.Context(), svc.Name)
+	}
+	writeJSON(w, http.StatusOK, d)
 }
 
 // handleServiceScale sets how many replicas a service wants, saying who
@@ -104,6 +109,8 @@ func (s *Server) handleServiceScale(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 	case svc.Deleted:
 		err = fmt.Errorf("service %s: %w", svc.Name, fsm.ErrServiceDeleted)
+	case svc.Autoscale != nil:
+		err = autoscaledError(svc)
 	default:
 		err = scale.Validate()
 	}

@@ -1,0 +1,43 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// applyServiceAutoscale sets or clears how the leader scales a service
+// and returns a copy of the service. Set, it brings Replicas within the
+// autoscale's Min and Max at once, by the path a scale takes, saying so
+// in Reason; cleared, the replicas stay as they are.
+func (s *state) applyServiceAutoscale(l *raft.Log) any {
+	var req structs.ServiceAutoscaleRequest
+	decode(l, &req)
+	if err := req.Validate(); err != nil {
+		return fmt.Errorf("service autoscale: %w", err)
+	}
+	svc, ok := s.services[req.Name]
+	switch {
+	case !ok:
+		return fmt.Errorf("service %s: %w", req.Name, ErrServiceNotFound)
+	case svc.Deleted:
+		return fmt.Errorf("service %s: %w", req.Name, ErrServiceDeleted)
+	}
+	a := req.Autoscale
+	if a == nil {
+		svc.Autoscale = nil
+		svc.ModifyIndex = l.Index
+		return svc.Copy()
+	}
+	if n := a.Clamp(svc.Replicas); n != svc.Replicas {
+		why := fmt.Sprintf("scaled %d→%d: autoscale is %d-%d", svc.Replicas, n, a.Min, a.Max)
+		if err := s.scaleService(svc, n, why, req.At, l.Index); err != nil {
+			return err
+		}
+	}
+	svc.Autoscale = a
+	svc.ModifyIndex = l.Index
+	return svc.Copy()
+}

@@ -1,0 +1,101 @@
+package sched
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// AutoscaleHistory is what the leader remembers between autoscale looks
+// at one service: since when the load has been above the target, or
+// below it (zero: not so at the last look). It lives in the leader's
+// memory only; a new leader starts from none and relies on
+// Service.ScaledAt not to flap.
+type AutoscaleHistory struct {
+	AboveSince time.Time
+	BelowSince time.Time
+}
+
+// AutoscaleLook is one look at an autoscaled service: its Replicas now,
+// the metric per replica observed now (Observed, the mean over the
+// replicas that report), and the history of earlier looks.
+type AutoscaleLook struct {
+	Service  *structs.Service
+	Observed float64
+	Now      time.Time
+	History  AutoscaleHistory
+}
+
+// AutoscaleDecision is what a look decides: the replicas the service is
+// to want (its Replicas when nothing changes), the reason in words when
+// they change, and the history for the next look.
+type AutoscaleDecision struct {
+	Replicas int
+	Reason   string
+	History  AutoscaleHistory
+}
+
+// Autoscale decides a service's replicas from one look. Desired =
+// ceil(current × observed / target), within Min and Max; a load within
+// the tolerance of the target changes nothing. A scale up waits until the
+// load has been above the target for UpWindow, a scale down until it has
+// been below for DownWindow and DownWindow has passed since the last
+// scale (Service.ScaledAt, so that neither a step of load nor a new
+// leader makes it flap).
+func Autoscale(look AutoscaleLook) AutoscaleDecision {
+	svc, a := look.Service, look.Service.Autoscale
+	cur := svc.Replicas
+	keep := AutoscaleDecision{Replicas: cur}
+	if cur < a.Min || cur > a.Max {
+		n := a.Clamp(cur)
+		return AutoscaleDecision{Replicas: n, Reason: fmt.Sprintf("scaled %d→%d: autoscale is %d-%d", cur, n, a.Min, a.Max)}
+	}
+	ratio := look.Observed / a.Target
+	if math.Abs(ratio-1) <= a.Tolerance {
+		return keep
+	}
+	want := a.Clamp(int(math.Ceil(float64(cur) * ratio)))
+	h := look.History
+	switch {
+	case want > cur:
+		if h.AboveSince.IsZero() {
+			h.AboveSince = look.Now
+		}
+		keep.History = AutoscaleHistory{AboveSince: h.AboveSince}
+		if look.Now.Sub(h.AboveSince) < time.Duration(a.UpWindow) {
+			return keep
+		}
+	case want < cur:
+		if h.BelowSince.IsZero() {
+			h.BelowSince = look.Now
+		}
+		keep.History = AutoscaleHistory{BelowSince: h.BelowSince}
+		down := time.Duration(a.DownWindow)
+		if look.Now.Sub(h.BelowSince) < down || look.Now.Sub(svc.ScaledAt) < down {
+			return keep
+		}
+	default:
+		return keep
+	}
+	return AutoscaleDecision{
+		Replicas: want,
+		Reason:   fmt.Sprintf("scaled %d→%d: %s per replica, target %s", cur, want, metricText(a.Metric, look.Observed), number(a.Target)),
+	}
+}
+
+// metricText says a metric's value in words: "38 requests in flight",
+// "gauge vllm:num_requests_waiting 7.5".
+func metricText(metric string, v float64) string {
+	if metric == structs.AutoscaleInFlight {
+		return number(v) + " requests in flight"
+	}
+	return "gauge " + metric[len(structs.AutoscaleGaugePrefix):] + " " + number(v)
+}
+
+// number writes v with at most two decimals.
+func number(v float64) string {
+	return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64)
+}
