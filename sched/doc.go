@@ -38,7 +38,9 @@
 //
 // Preemptions and Preemptor answer which running preemptible jobs to stop
 // for a job that does not fit. Expired is the state GC policy: which
-// finished jobs nothing needs any more.
+// finished jobs nothing needs any more. NextRolloutStep is a rolling
+// update's next step: new replicas within the surge, old ones stopped
+// once new ones are healthy, done, or a rollback when a new one fails.
 //
 // The plan is a proposal: the leader verifies it against the newest state
 // and the FSM re-checks it in Apply.
