@@ -109,8 +109,8 @@ func (l *Leader) Follow(ctx context.Context) {
 }
 
 // lead runs the leader's duties until stop closes: a barrier so the FSM
-// holds every committed entry, then the node monitor, the removal of
-// expired jobs and the scheduling loop.
+// holds every committed entry, then the node monitor, the rollouts of
+// service updates, the removal of expired jobs and the scheduling loop.
 func (l *Leader) lead(stop <-chan struct{}) {
 	for {
 		err := l.cfg.Raft.Barrier(barrierTimeout)
@@ -128,10 +128,14 @@ func (l *Leader) lead(stop <-chan struct{}) {
 	since := time.Now()
 	var duties sync.WaitGroup
 	defer duties.Wait()
-	duties.Add(2)
+	duties.Add(3)
 	go func() {
 		defer duties.Done()
 		l.monitorNodes(stop, since)
+	}()
+	go func() {
+		defer duties.Done()
+		l.rolloutLoop(stop)
 	}()
 	go func() {
 		defer duties.Done()
