@@ -23,6 +23,7 @@ func serviceCommand() *ucli.Command {
 		},
 		Subcommands: []*ucli.Command{
 			serviceDeleteCommand(),
+			serviceUpdateCommand(),
 		},
 		Action: serviceAction,
 	}
@@ -67,6 +68,7 @@ func printServiceDetail(c *ucli.Context, d *api.ServiceDetail, now time.Time) er
 		{"Owner", orDash(svc.Owner)},
 		{"State", d.State},
 		{"Replicas", replicas},
+		{"Version", versionSummary(svc)},
 		{"Created", timeWithAge(now, svc.CreatedAt)},
 		{"Port env", svc.Spec.PortEnv},
 		{"Health", healthSummary(svc.Spec.Health)},
@@ -113,6 +115,7 @@ func printServiceDetail(c *ucli.Context, d *api.ServiceDetail, now time.Time) er
 		}
 		rows = append(rows, []string{
 			"r" + strconv.Itoa(r.Index),
+			strconv.Itoa(r.Version),
 			r.JobID,
 			orDash(r.Node),
 			port,
@@ -123,7 +126,7 @@ func printServiceDetail(c *ucli.Context, d *api.ServiceDetail, now time.Time) er
 			orDash(r.Reason),
 		})
 	}
-	return printTable(w, []string{"REPLICA", "JOB", "NODE", "PORT", "STATE", "HEALTH", "RESTARTS", "LAST EXIT", "REASON"}, rows)
+	return printTable(w, []string{"REPLICA", "VERSION", "JOB", "NODE", "PORT", "STATE", "HEALTH", "RESTARTS", "LAST EXIT", "REASON"}, rows)
 }
 
 // healthSummary describes a service's health check with the timings it

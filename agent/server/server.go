@@ -179,6 +179,7 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("GET /v1/services", need(read, "list services", s.handleServices))
 	mux.HandleFunc("GET /v1/services/{name}", need(read, "see services", s.handleService))
 	mux.HandleFunc("POST /v1/services/{name}/scale", need(submit, "scale services", s.handleServiceScale))
+	mux.HandleFunc("POST /v1/services/{name}/update", need(submit, "update services", s.handleServiceUpdate))
 	mux.HandleFunc("DELETE /v1/services/{name}", need(submit, "delete services", s.handleServiceDelete))
 	mux.HandleFunc("GET /v1/nodes", need(read, "list nodes", s.handleNodes))
 	mux.HandleFunc("GET /v1/status", need(read, "see the status", s.handleStatus))
