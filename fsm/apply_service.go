@@ -331,8 +331,8 @@ func (s *state) applyServiceUpdate(l *raft.Log) any {
 // the replicas the service wants or MaxSurge beyond them, a step that
 // would leave fewer than Replicas-MaxUnavailable replicas, or stop an
 // available one when no more than that are available, a Done while an
-// older replica remains, and a RollBack of a rollout already rolling
-// back. It returns a copy of the service.
+// older replica remains or the replicas are not Replicas, and a RollBack
+// of a rollout already rolling back. It returns a copy of the service.
 func (s *state) applyServiceRollout(l *raft.Log) any {
 	var req structs.ServiceRolloutRequest
 	decode(l, &req)
@@ -368,8 +368,11 @@ func (s *state) applyServiceRollout(l *raft.Log) any {
 		r.Reason = clip(withReason("rolled back", req.Reason), structs.MaxServiceReasonLen)
 		svc.Reason = fmt.Sprintf("rolling back to version %d", svc.Version)
 	case req.Done:
-		if len(older) > 0 {
+		switch {
+		case len(older) > 0:
 			return fmt.Errorf("service %s: %w: %s of older versions remain", svc.Name, ErrRolloutStale, replicasText(len(older)))
+		case len(wanted) != svc.Replicas:
+			return fmt.Errorf("service %s: %w: %s of version %d, %d wanted", svc.Name, ErrRolloutStale, replicasText(len(wanted)), r.Version, svc.Replicas)
 		}
 		if r.State == structs.RolloutRunning {
 			r.State, r.Reason = structs.RolloutDone, withReason(fmt.Sprintf("every replica runs version %d", r.Version), r.Reason)

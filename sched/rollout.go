@@ -112,7 +112,7 @@ func NextRolloutStep(st RolloutState, svc *structs.Service, now time.Time, p Rol
 			availOlder++
 		}
 	}
-	if len(older) == 0 && len(current) >= svc.Replicas && availCurrent == len(current) {
+	if len(older) == 0 && len(current) == svc.Replicas && availCurrent == len(current) {
 		step.Done = true
 		return step, true
 	}
