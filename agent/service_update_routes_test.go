@@ -20,12 +20,13 @@ func TestServiceRoutes_UpdateIsTheOwnersAndChecked(t *testing.T) {
 	alice := clientFor(t, a, userToken(t, admin, "alice", structs.RoleSubmitter))
 	bob := clientFor(t, a, userToken(t, admin, "bob", structs.RoleSubmitter))
 	reader := clientFor(t, a, userToken(t, admin, "rita", structs.RoleReader))
-	created, err := alice.CreateService(ctx, sleepService("web", 1))
-	if err != nil {
+	req := sleepService("web", 1)
+	req.Spec.Job.SecretEnv = map[string]string{"HF_TOKEN": "s3cret"}
+	if _, err := alice.CreateService(ctx, req); err != nil {
 		t.Fatal(err)
 	}
 	waitServiceState(t, alice, "web", "1/1 healthy")
-	spec := created.Service.Spec
+	spec := req.Spec
 	spec.Job.Env = map[string]string{"MODEL": "v2"}
 	several := spec
 	several.Job.Nodes = 2
@@ -63,6 +64,10 @@ func TestServiceRoutes_UpdateIsTheOwnersAndChecked(t *testing.T) {
 	}
 	if d.Service.Version != 2 || d.Service.Reason != "updating to version 2: by alice" || d.Service.Rollout == nil {
 		t.Fatalf("update answered version %d, reason %q, rollout %+v", d.Service.Version, d.Service.Reason, d.Service.Rollout)
+	}
+	// The spec kept for a rollback hides its secrets as the spec does.
+	if p := d.Service.PrevSpec; p == nil || p.Job.SecretEnv["HF_TOKEN"] != api.HiddenValue || d.Service.Spec.Job.SecretEnv["HF_TOKEN"] != api.HiddenValue {
+		t.Fatalf("update answered spec %+v, previous spec %+v", d.Service.Spec.Job, d.Service.PrevSpec)
 	}
 	// Its one replica is replaced by one of version 2.
 	testutil.WaitFor(t, 30*time.Second, func() error {
