@@ -34,6 +34,16 @@ type ServiceAutoscaleRequest struct {
 	Autoscale *structs.Autoscale `json:"autoscale"`
 }
 
+// ServiceUpdateRequest is the body of POST /v1/services/{name}/update:
+// the service's whole new spec, rolled out at most MaxSurge replicas
+// beyond those it wants and MaxUnavailable fewer available (both 0: a
+// surge of 1, none unavailable).
+type ServiceUpdateRequest struct {
+	Spec           structs.ServiceSpec `json:"spec"`
+	MaxSurge       int                 `json:"max_surge,omitempty"`
+	MaxUnavailable int                 `json:"max_unavailable,omitempty"`
+}
+
 // ReplicaStatus is where a replica of a service stands, in one word.
 type ReplicaStatus string
 
@@ -92,9 +102,12 @@ type Replica struct {
 	JobID string `json:"job_id"`
 	// Index is the replica's number in its job ID
 	// (structs.ReplicaJobID).
-	Index  int              `json:"index"`
-	State  structs.JobState `json:"state"`
-	Status ReplicaStatus    `json:"status"`
+	Index int `json:"index"`
+	// Version is the version of the service's spec the replica runs
+	// (structs.Job.ServiceVersion).
+	Version int              `json:"version"`
+	State   structs.JobState `json:"state"`
+	Status  ReplicaStatus    `json:"status"`
 	// Reason says why it is not healthy: why it waits, what its health
 	// check found, or how it last ended.
 	Reason string `json:"reason,omitempty"`
@@ -158,6 +171,12 @@ func (c *Client) ScaleService(ctx context.Context, name string, req ServiceScale
 func (c *Client) AutoscaleService(ctx context.Context, name string, a *structs.Autoscale) (*ServiceDetail, error) {
 	var d ServiceDetail
 	return &d, c.do(ctx, http.MethodPost, "/v1/services/"+url.PathEscape(name)+"/autoscale", nil, ServiceAutoscaleRequest{Autoscale: a}, &d)
+}
+
+// UpdateService gives a service a new spec, which the leader rolls out.
+func (c *Client) UpdateService(ctx context.Context, name string, req ServiceUpdateRequest) (*ServiceDetail, error) {
+	var d ServiceDetail
+	return &d, c.do(ctx, http.MethodPost, "/v1/services/"+url.PathEscape(name)+"/update", nil, req, &d)
 }
 
 // DeleteService stops every replica of a service; the service goes once

@@ -119,7 +119,11 @@ func commandClient(c *ucli.Context, want ...string) ([]string, *api.Client, erro
 // exactly one per name in want, and applies flags given after them, so that
 // `skein job ID --json` works like `skein job --json ID`.
 func cmdArgs(c *ucli.Context, want ...string) ([]string, error) {
-	rest := c.Args().Slice()
+	return cmdArgsOf(c, c.Args().Slice(), want...)
+}
+
+// cmdArgsOf is cmdArgs over rest, some of the command's arguments.
+func cmdArgsOf(c *ucli.Context, rest []string, want ...string) ([]string, error) {
 	var pos []string
 	for i := 0; i < len(rest); i++ {
 		a := rest[i]

@@ -24,6 +24,7 @@ func serviceCommand() *ucli.Command {
 		Subcommands: []*ucli.Command{
 			serviceDeleteCommand(),
 			serviceAutoscaleCommand(),
+			serviceUpdateCommand(),
 		},
 		Action: serviceAction,
 	}
@@ -69,6 +70,7 @@ func printServiceDetail(c *ucli.Context, d *api.ServiceDetail, now time.Time) er
 		{"State", d.State},
 		{"Replicas", replicas},
 		{"Autoscale", autoscaleDetail(d, now)},
+		{"Version", versionSummary(svc)},
 		{"Created", timeWithAge(now, svc.CreatedAt)},
 		{"Port env", svc.Spec.PortEnv},
 		{"Health", healthSummary(svc.Spec.Health)},
@@ -115,6 +117,7 @@ func printServiceDetail(c *ucli.Context, d *api.ServiceDetail, now time.Time) er
 		}
 		rows = append(rows, []string{
 			"r" + strconv.Itoa(r.Index),
+			strconv.Itoa(r.Version),
 			r.JobID,
 			orDash(r.Node),
 			port,
@@ -125,7 +128,7 @@ func printServiceDetail(c *ucli.Context, d *api.ServiceDetail, now time.Time) er
 			orDash(r.Reason),
 		})
 	}
-	return printTable(w, []string{"REPLICA", "JOB", "NODE", "PORT", "STATE", "HEALTH", "RESTARTS", "LAST EXIT", "REASON"}, rows)
+	return printTable(w, []string{"REPLICA", "VERSION", "JOB", "NODE", "PORT", "STATE", "HEALTH", "RESTARTS", "LAST EXIT", "REASON"}, rows)
 }
 
 // healthSummary describes a service's health check with the timings it

@@ -97,7 +97,7 @@ func TestService_DetailShowsReplicasAndEndpoints(t *testing.T) {
 		"Endpoints (on any node's ingress):\n  http://10.0.0.1:7480/llama/\n  http://10.0.0.2:7480/llama/\n",
 		"Image:", "vllm/vllm-openai:v0.6",
 		"Secret env:  HF_TOKEN=" + api.HiddenValue,
-		"REPLICA  JOB", "HEALTH", "RESTARTS", "LAST EXIT",
+		"REPLICA  VERSION  JOB", "HEALTH", "RESTARTS", "LAST EXIT",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.stdout)
@@ -106,10 +106,10 @@ func TestService_DetailShowsReplicasAndEndpoints(t *testing.T) {
 	if strings.Contains(r.stdout, "hf_x") || strings.Contains(r.stdout, "Time limit") || strings.Contains(r.stdout, "Restarts:") {
 		t.Errorf("output shows a secret or a field replicas do not have:\n%s", r.stdout)
 	}
-	rows := strings.Split(strings.TrimSuffix(r.stdout[strings.Index(r.stdout, "REPLICA  JOB"):], "\n"), "\n")
+	rows := strings.Split(strings.TrimSuffix(r.stdout[strings.Index(r.stdout, "REPLICA  VERSION  JOB"):], "\n"), "\n")
 	want := [][]string{
-		{"r0", structs.ReplicaJobID(testJobID, 0), "gpu-01", "20001", "running", "healthy", "0", "-", "-"},
-		{"r2", structs.ReplicaJobID(testJobID, 2), "-", "-", "queued", "crash-looping", "3", "(3", "crashes", "in", "a", "row)",
+		{"r0", "0", structs.ReplicaJobID(testJobID, 0), "gpu-01", "20001", "running", "healthy", "0", "-", "-"},
+		{"r2", "0", structs.ReplicaJobID(testJobID, 2), "-", "-", "queued", "crash-looping", "3", "(3", "crashes", "in", "a", "row)",
 			"exit", "1,", "5s", "ago", "crash-looping:"},
 	}
 	for i, w := range want {

@@ -52,6 +52,7 @@ func (s *state) applyServiceRegister(l *raft.Log) any {
 		return fmt.Errorf("service %s: %w", svc.Name, err)
 	}
 	svc.NextReplica, svc.Deleted = 0, false
+	svc.Version, svc.Rollout, svc.PrevSpec = 1, nil, nil
 	svc.CreateIndex, svc.ModifyIndex = l.Index, l.Index
 	s.services[svc.Name] = svc
 	for range svc.Replicas {
@@ -143,7 +144,7 @@ func (s *state) applyServiceDelete(l *raft.Log) any {
 }
 
 // addReplica makes the service's next replica job, queued: the service's
-// job on one node, its owner's, submitted at `at`. Its number is
+// job (of its current Version) on one node, its owner's, submitted at `at`. Its number is
 // NextReplica, skipping any whose ID the state holds, so no replica takes
 // the ID of another job.
 func (s *state) addReplica(svc *structs.Service, at time.Time, index uint64) {
@@ -156,15 +157,16 @@ func (s *state) addReplica(svc *structs.Service, at time.Time, index uint64) {
 	spec := svc.Spec.Job.Copy()
 	spec.Nodes = 1
 	s.addJob(&structs.Job{
-		ID:          id,
-		Owner:       svc.Owner,
-		AllowRoot:   svc.AllowRoot,
-		Spec:        spec,
-		State:       structs.JobQueued,
-		SubmittedAt: at,
-		Service:     svc.Name,
-		CreateIndex: index,
-		ModifyIndex: index,
+		ID:             id,
+		Owner:          svc.Owner,
+		AllowRoot:      svc.AllowRoot,
+		Spec:           spec,
+		State:          structs.JobQueued,
+		SubmittedAt:    at,
+		Service:        svc.Name,
+		ServiceVersion: svc.Version,
+		CreateIndex:    index,
+		ModifyIndex:    index,
 	})
 }
 
@@ -295,4 +297,179 @@ func withReason(what, extra string) string {
 		return what
 	}
 	return what + ": " + extra
+}
+
+// applyServiceUpdate gives a service a new spec and starts a rollout to
+// it: the spec is validated as a register's, Version goes up by one (past
+// any version a rollback left behind, so no two specs share a number),
+// and the spec it replaces is kept as PrevSpec, the one a rollback
+// returns to. An update while a rollout runs or rolls back replaces that
+// rollout: the new one starts from the latest spec (its From is the
+// current Version), and replicas of every older version are replaced.
+// No replica is made or stopped here: the leader's rollout steps do
+// that (applyServiceRollout). It returns a copy of the service.
+func (s *state) applyServiceUpdate(l *raft.Log) any {
+	var req structs.ServiceUpdateRequest
+	decode(l, &req)
+	req.Normalize()
+	if err := req.Validate(); err != nil {
+		return fmt.Errorf("service update: %w", err)
+	}
+	svc, ok := s.services[req.Name]
+	switch {
+	case !ok:
+		return fmt.Errorf("service %s: %w", req.Name, ErrServiceNotFound)
+	case svc.Deleted:
+		return fmt.Errorf("service %s: %w", req.Name, ErrServiceDeleted)
+	}
+	prev := svc.Spec.Copy()
+	next := svc.Version
+	if r := svc.Rollout; r != nil {
+		next = max(next, r.Version, r.From)
+	}
+	next++
+	svc.Rollout = &structs.Rollout{
+		Version: next, From: svc.Version,
+		MaxSurge: req.MaxSurge, MaxUnavailable: req.MaxUnavailable,
+		State: structs.RolloutRunning, Reason: req.Reason, StartedAt: req.At,
+	}
+	svc.Spec, svc.PrevSpec, svc.Version = req.Spec.Copy(), &prev, next
+	svc.Reason = withReason(fmt.Sprintf("updating to version %d", next), req.Reason)
+	svc.ModifyIndex = l.Index
+	return svc.Copy()
+}
+
+// applyServiceRollout applies one step of a service's rollout (see
+// structs.ServiceRolloutRequest). It refuses, changing nothing, a step
+// for a rollout that is not the active one at req.Version, a Stop that
+// names anything but a wanted replica of an older version, an Add past
+// the replicas the service wants or MaxSurge beyond them, a step that
+// would leave fewer than Replicas-MaxUnavailable replicas, or stop an
+// available one when no more than that are available, a Done while an
+// older replica remains or the replicas are not Replicas, and a RollBack
+// of a rollout already rolling back. It returns a copy of the service.
+func (s *state) applyServiceRollout(l *raft.Log) any {
+	var req structs.ServiceRolloutRequest
+	decode(l, &req)
+	if err := req.Validate(); err != nil {
+		return fmt.Errorf("service rollout: %w", err)
+	}
+	svc, ok := s.services[req.Name]
+	switch {
+	case !ok:
+		return fmt.Errorf("service %s: %w", req.Name, ErrServiceNotFound)
+	case svc.Deleted:
+		return fmt.Errorf("service %s: %w", req.Name, ErrServiceDeleted)
+	case !svc.Rollout.Active() || svc.Rollout.Version != req.Version:
+		return fmt.Errorf("service %s: %w: no rollout to version %d runs", svc.Name, ErrRolloutStale, req.Version)
+	}
+	r := svc.Rollout
+	wanted := s.wantedReplicas(svc)
+	var older []*structs.Job
+	for _, j := range wanted {
+		if j.ServiceVersion != r.Version {
+			older = append(older, j)
+		}
+	}
+	switch {
+	case req.RollBack:
+		if r.State != structs.RolloutRunning || svc.PrevSpec == nil {
+			return fmt.Errorf("service %s: %w: the rollout to version %d is already rolling back", svc.Name, ErrRolloutStale, r.Version)
+		}
+		svc.Spec, svc.PrevSpec = *svc.PrevSpec, nil
+		svc.Version = r.From
+		r.Version, r.From = r.From, r.Version
+		r.State = structs.RolloutRollingBack
+		r.Reason = clip(withReason("rolled back", req.Reason), structs.MaxServiceReasonLen)
+		svc.Reason = fmt.Sprintf("rolling back to version %d", svc.Version)
+	case req.Done:
+		switch {
+		case len(older) > 0:
+			return fmt.Errorf("service %s: %w: %s of older versions remain", svc.Name, ErrRolloutStale, replicasText(len(older)))
+		case len(wanted) != svc.Replicas:
+			return fmt.Errorf("service %s: %w: %s of version %d, %d wanted", svc.Name, ErrRolloutStale, replicasText(len(wanted)), r.Version, svc.Replicas)
+		}
+		if r.State == structs.RolloutRunning {
+			r.State, r.Reason = structs.RolloutDone, withReason(fmt.Sprintf("every replica runs version %d", r.Version), r.Reason)
+		} else {
+			r.State = structs.RolloutRolledBack
+		}
+		svc.PrevSpec = nil
+		svc.Reason = fmt.Sprintf("version %d", svc.Version)
+	default:
+		if err := s.checkRolloutStep(svc, &req, wanted, older); err != nil {
+			return fmt.Errorf("service %s: %w", svc.Name, err)
+		}
+		for range req.Add {
+			s.addReplica(svc, req.At, l.Index)
+		}
+		reason := fmt.Sprintf("service %s: replaced by version %d", svc.Name, r.Version)
+		for _, id := range req.Stop {
+			s.cancel(s.jobs[id], reason, req.At, l.Index)
+		}
+	}
+	svc.ModifyIndex = l.Index
+	return svc.Copy()
+}
+
+// checkRolloutStep checks a step's Add and Stop against the state: the
+// replicas the service wants (wanted) and those of them of an older
+// version than the rollout's (older).
+func (s *state) checkRolloutStep(svc *structs.Service, req *structs.ServiceRolloutRequest, wanted, older []*structs.Job) error {
+	r := svc.Rollout
+	if req.Add > 0 {
+		if n := len(wanted) + req.Add; n > svc.Replicas+r.MaxSurge {
+			return fmt.Errorf("%w: %s would pass %d wanted and a surge of %d", ErrRolloutStale, replicasText(n), svc.Replicas, r.MaxSurge)
+		}
+		if n := len(wanted) - len(older) + req.Add; n > svc.Replicas {
+			return fmt.Errorf("%w: %s of version %d would pass the %d wanted", ErrRolloutStale, replicasText(n), r.Version, svc.Replicas)
+		}
+		if err := s.checkReplicaLimits(svc, req.Add); err != nil {
+			return err
+		}
+	}
+	available := 0
+	for _, j := range wanted {
+		if s.replicaAvailable(svc, j) {
+			available++
+		}
+	}
+	stopsAvailable := 0
+	for i, id := range req.Stop {
+		j := s.jobs[id]
+		if j == nil || !slices.Contains(older, j) {
+			return fmt.Errorf("%w: stop %s: not a replica of an older version the service wants", ErrRolloutStale, id)
+		}
+		if slices.Contains(req.Stop[:i], id) {
+			return fmt.Errorf("%w: stop %s: named twice", ErrInvalidRequest, id)
+		}
+		if s.replicaAvailable(svc, j) {
+			stopsAvailable++
+		}
+	}
+	floor := svc.Replicas - r.MaxUnavailable
+	if n := len(wanted) + req.Add - len(req.Stop); len(req.Stop) > 0 && n < floor {
+		return fmt.Errorf("%w: %s would remain, fewer than %d wanted less %d unavailable", ErrRolloutStale, replicasText(n), svc.Replicas, r.MaxUnavailable)
+	}
+	if stopsAvailable > 0 && available-stopsAvailable < floor {
+		return fmt.Errorf("%w: %d available would remain, fewer than %d wanted less %d unavailable",
+			ErrRolloutStale, available-stopsAvailable, svc.Replicas, r.MaxUnavailable)
+	}
+	return nil
+}
+
+// replicaAvailable reports whether a replica serves: its allocation runs
+// and is not being stopped, and it is healthy (or its service has no
+// health check and its node reported none).
+func (s *state) replicaAvailable(svc *structs.Service, j *structs.Job) bool {
+	for _, a := range s.jobAllocs[j.ID] {
+		if a.State != structs.AllocRunning || a.DesiredState == structs.DesiredStop {
+			continue
+		}
+		if a.Health != nil {
+			return a.Health.Healthy
+		}
+		return svc.Spec.Health == nil
+	}
+	return false
 }

@@ -48,6 +48,7 @@ var (
 	ErrServiceNotFound = errors.New("no such service")
 	ErrServiceExists   = errors.New("service already exists")
 	ErrServiceDeleted  = errors.New("service is being deleted")
+	ErrRolloutStale    = errors.New("rollout step no longer fits the state")
 )
 
 // FSM is skein's raft.FSM. Apply and Restore are called by Raft; the queries
@@ -136,6 +137,10 @@ func (f *FSM) Apply(l *raft.Log) any {
 		resp = f.st.applyServiceDelete(l)
 	case structs.ServiceAutoscaleType:
 		resp = f.st.applyServiceAutoscale(l)
+	case structs.ServiceUpdateType:
+		resp = f.st.applyServiceUpdate(l)
+	case structs.ServiceRolloutType:
+		resp = f.st.applyServiceRollout(l)
 	default:
 		if !skippable {
 			panic(fmt.Sprintf("fsm: log entry %d has unknown type %d", l.Index, uint8(t)))

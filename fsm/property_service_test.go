@@ -121,7 +121,8 @@ func (m *model) learnReplicas(name string) {
 }
 
 // checkServices asserts what services keep true after every entry: a
-// service that is not deleted wants exactly Replicas replicas, each
+// service that is not deleted wants exactly Replicas replicas (but while
+// a rollout replaces them: see checkRollouts), each
 // queued or running on one node, its owner's; a deleted one wants none
 // and stays only while one of its replicas is queued or running; every
 // replica that has not ended belongs to a service in the state; only a
@@ -146,7 +147,7 @@ func (m *model) checkServices() {
 			}
 		}
 		switch {
-		case !svc.Deleted && wanted != svc.Replicas:
+		case !svc.Deleted && !svc.Rollout.Active() && wanted != svc.Replicas:
 			m.rt.Fatalf("service %s wants %d replicas, %d are wanted", svc.Name, svc.Replicas, wanted)
 		case svc.Deleted && wanted != 0:
 			m.rt.Fatalf("deleted service %s still wants %d replicas", svc.Name, wanted)

@@ -40,6 +40,8 @@
 // for a job that does not fit. Expired is the state GC policy: which
 // finished jobs nothing needs any more. Autoscale decides an autoscaled
 // service's replicas from the load per replica the leader observed.
+// NextRolloutStep is a rolling update's next step: new replicas within the surge, old ones stopped
+// once new ones are healthy, done, or a rollback when a new one fails.
 //
 // The plan is a proposal: the leader verifies it against the newest state
 // and the FSM re-checks it in Apply.

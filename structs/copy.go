@@ -88,19 +88,26 @@ func (e *ContainerEngine) Equal(o *ContainerEngine) bool {
 		slices.Equal(e.Images, o.Images) && slices.Equal(e.AllowMounts, o.AllowMounts)
 }
 
+// Copy returns a deep copy of the spec: its job and health check.
+func (s ServiceSpec) Copy() ServiceSpec {
+	s.Job = s.Job.Copy()
+	if s.Health != nil {
+		h := *s.Health
+		h.Command = slices.Clone(h.Command)
+		s.Health = &h
+	}
+	return s
+}
+
 // Copy returns a deep copy of the service, its replicas' job spec, health
-// check, autoscaling and rollout included. A nil service copies to nil.
+// check, autoscaling, rollout and previous spec included. A nil service
+// copies to nil.
 func (s *Service) Copy() *Service {
 	if s == nil {
 		return nil
 	}
 	c := *s
-	c.Spec.Job = s.Spec.Job.Copy()
-	if s.Spec.Health != nil {
-		h := *s.Spec.Health
-		h.Command = slices.Clone(h.Command)
-		c.Spec.Health = &h
-	}
+	c.Spec = s.Spec.Copy()
 	if s.Autoscale != nil {
 		a := *s.Autoscale
 		c.Autoscale = &a
@@ -108,6 +115,10 @@ func (s *Service) Copy() *Service {
 	if s.Rollout != nil {
 		r := *s.Rollout
 		c.Rollout = &r
+	}
+	if s.PrevSpec != nil {
+		p := s.PrevSpec.Copy()
+		c.PrevSpec = &p
 	}
 	return &c
 }

@@ -92,6 +92,10 @@ func (t MessageType) String() string {
 		return "service-delete"
 	case ServiceAutoscaleType:
 		return "service-autoscale"
+	case ServiceUpdateType:
+		return "service-update"
+	case ServiceRolloutType:
+		return "service-rollout"
 	}
 	return "unknown"
 }
@@ -148,6 +152,40 @@ type ServiceAutoscaleRequest struct {
 	Name      string     `json:"name"`
 	Autoscale *Autoscale `json:"autoscale,omitempty"`
 	At        time.Time  `json:"at"`
+}
+
+// ServiceUpdateRequest gives a service a new spec (validated as a
+// register's): its Version goes up by one and a rollout replaces the
+// replicas of older versions, at most MaxSurge beyond its replicas and
+// at most MaxUnavailable of them unavailable at any time. Both 0 takes
+// the defaults, a surge of 1 and none unavailable.
+type ServiceUpdateRequest struct {
+	Name           string      `json:"name"`
+	Spec           ServiceSpec `json:"spec"`
+	MaxSurge       int         `json:"max_surge,omitempty"`
+	MaxUnavailable int         `json:"max_unavailable,omitempty"`
+	Reason         string      `json:"reason,omitempty"`
+	At             time.Time   `json:"at"`
+}
+
+// ServiceRolloutRequest is one step of a rollout, as the leader decided
+// it from the state (sched.NextRolloutStep): make Add replicas of
+// Version and stop the older replicas Stop names (drained, as a scale
+// down stops them); or, alone, RollBack (return to the version the
+// rollout replaces, Reason saying why) or Done (every replica is of
+// Version and healthy). The state refuses a step whose rollout is no
+// longer the one running at Version, whose IDs are not older replicas of
+// the service, or that would pass MaxSurge or MaxUnavailable: a step of
+// an old leader, or one decided on a state that has moved on.
+type ServiceRolloutRequest struct {
+	Name     string    `json:"name"`
+	Version  int       `json:"version"`
+	Add      int       `json:"add,omitempty"`
+	Stop     []string  `json:"stop,omitempty"`
+	RollBack bool      `json:"roll_back,omitempty"`
+	Done     bool      `json:"done,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	At       time.Time `json:"at"`
 }
 
 // JobCancelRequest cancels a job: a queued job ends at once, a running job's

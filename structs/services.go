@@ -40,6 +40,9 @@ type Service struct {
 	// the replicas of an older version.
 	Version int      `json:"version"`
 	Rollout *Rollout `json:"rollout,omitempty"`
+	// PrevSpec is the spec of Rollout.From while a rollout that may still
+	// roll back runs: a rollback makes it the spec again.
+	PrevSpec *ServiceSpec `json:"prev_spec,omitempty"`
 	// Deleted is set by a delete: every replica stops, and the service
 	// goes once none runs.
 	Deleted     bool      `json:"deleted,omitempty"`
@@ -90,8 +93,10 @@ type Rollout struct {
 	// rollout, MaxUnavailable how many fewer than Replicas may be healthy.
 	MaxSurge       int `json:"max_surge"`
 	MaxUnavailable int `json:"max_unavailable"`
-	// State is RolloutRunning, RolloutDone, RolloutRolledBack; Reason says
-	// why it stopped or how far it got.
+	// State is RolloutRunning, then RolloutDone; or RolloutRollingBack
+	// (Version is then From again, the failed version is From, and the
+	// failed replicas are being replaced) and then RolloutRolledBack.
+	// Reason says why it rolled back or how it ended.
 	State     string    `json:"state"`
 	Reason    string    `json:"reason,omitempty"`
 	StartedAt time.Time `json:"started_at"`
@@ -99,10 +104,17 @@ type Rollout struct {
 
 // Rollout states.
 const (
-	RolloutRunning    = "running"
-	RolloutDone       = "done"
-	RolloutRolledBack = "rolled-back"
+	RolloutRunning     = "running"
+	RolloutDone        = "done"
+	RolloutRollingBack = "rolling-back"
+	RolloutRolledBack  = "rolled-back"
 )
+
+// Active reports whether the rollout still replaces replicas: it runs
+// or rolls back.
+func (r *Rollout) Active() bool {
+	return r != nil && (r.State == RolloutRunning || r.State == RolloutRollingBack)
+}
 
 // ReplicaJobID is the ID of replica job n of the service with ID id.
 func ReplicaJobID(serviceID string, n int) string {

@@ -190,8 +190,9 @@ func TestService_JSONIsPinned(t *testing.T) {
 		Autoscale: &Autoscale{Min: 1, Max: 8, Metric: AutoscaleInFlight, Target: 10, Tolerance: 0.1,
 			UpWindow: Duration(time.Second), DownWindow: Duration(5 * time.Minute)},
 		ScaledAt: at, Version: 3,
-		Rollout: &Rollout{Version: 3, From: 2, MaxSurge: 1, MaxUnavailable: 0, State: RolloutRunning, Reason: "2 of 4 replaced", StartedAt: at},
-		Deleted: true, CreatedAt: at, CreateIndex: 7, ModifyIndex: 9,
+		Rollout:  &Rollout{Version: 3, From: 2, MaxSurge: 1, MaxUnavailable: 0, State: RolloutRunning, Reason: "2 of 4 replaced", StartedAt: at},
+		PrevSpec: &ServiceSpec{Job: JobSpec{Command: []string{"serve"}}, PortEnv: "PORT"},
+		Deleted:  true, CreatedAt: at, CreateIndex: 7, ModifyIndex: 9,
 	}
 	want := `{
   "id": "0123456789abcdef",
@@ -243,6 +244,16 @@ func TestService_JSONIsPinned(t *testing.T) {
     "state": "running",
     "reason": "2 of 4 replaced",
     "started_at": "2026-11-29T12:00:00Z"
+  },
+  "prev_spec": {
+    "job": {
+      "command": [
+        "serve"
+      ],
+      "nodes": 0,
+      "gpus": 0
+    },
+    "port_env": "PORT"
   },
   "deleted": true,
   "created_at": "2026-11-29T12:00:00Z",

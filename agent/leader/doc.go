@@ -2,9 +2,11 @@
 // scheduling loop (one sched pass per state change, its plan verified and
 // committed in bounded entries), the node monitor (nodes that stop
 // heartbeating are marked down, and their allocations declared lost once
-// they have certainly stopped them), the record of graceful leaves, and
-// the autoscaler (autoscale.go: the nodes' load reports, a sched decision
-// per autoscaled service, a scale entry with its reason). Everything it
+// they have certainly stopped them), the record of graceful leaves, the
+// autoscaler (autoscale.go: the nodes' load reports, a sched decision per
+// autoscaled service, a scale entry with its reason) and the rollout loop
+// (rollout.go: each step of a service's rolling update, decided by
+// sched.NextRolloutStep and re-checked by the state). Everything it
 // decides is a Raft entry; it keeps no state a new leader would need,
 // only the heartbeats and load reports it has heard since it began to
 // lead.

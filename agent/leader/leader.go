@@ -115,7 +115,8 @@ func (l *Leader) Follow(ctx context.Context) {
 
 // lead runs the leader's duties until stop closes: a barrier so the FSM
 // holds every committed entry, then the node monitor, the removal of
-// expired jobs, the autoscaler and the scheduling loop.
+// expired jobs, the autoscaler, the rollouts of service updates and the
+// scheduling loop.
 func (l *Leader) lead(stop <-chan struct{}) {
 	for {
 		err := l.cfg.Raft.Barrier(barrierTimeout)
@@ -133,7 +134,7 @@ func (l *Leader) lead(stop <-chan struct{}) {
 	since := time.Now()
 	var duties sync.WaitGroup
 	defer duties.Wait()
-	duties.Add(3)
+	duties.Add(4)
 	go func() {
 		defer duties.Done()
 		l.monitorNodes(stop, since)
@@ -141,6 +142,10 @@ func (l *Leader) lead(stop <-chan struct{}) {
 	go func() {
 		defer duties.Done()
 		l.autoscaleLoop(stop)
+	}()
+	go func() {
+		defer duties.Done()
+		l.rolloutLoop(stop)
 	}()
 	go func() {
 		defer duties.Done()

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"time"
 
 	"github.com/skein-dev/skein/agent/runner"
 	"github.com/skein-dev/skein/structs"
@@ -81,7 +80,7 @@ func (n *Node) reconcileLocal() {
 		case isTracked && alloc.DesiredState == structs.DesiredStop:
 			if !n.stopping[alloc.ID] {
 				n.stopping[alloc.ID] = true
-				n.runner.StopAfter(alloc.ID, stopReason(alloc), time.Duration(alloc.StopGrace))
+				n.stopTracked(alloc)
 			}
 		case isTracked || n.hasAllocDir(alloc.ID):
 			// Running, or its outcome is on its way from the runner.

@@ -180,6 +180,9 @@ func redact(id Identity, job *structs.Job, secrets bool) *structs.Job {
 // a copy.
 func redactService(id Identity, svc *structs.Service, secrets bool) *structs.Service {
 	redactSpec(id.mayActFor(svc.Owner), &svc.Spec.Job, secrets)
+	if svc.PrevSpec != nil { // the spec a rollback would return to
+		redactSpec(id.mayActFor(svc.Owner), &svc.PrevSpec.Job, secrets)
+	}
 	return svc
 }
 

@@ -187,6 +187,7 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("GET /v1/services/{name}", need(read, "see services", s.handleService))
 	mux.HandleFunc("POST /v1/services/{name}/scale", need(submit, "scale services", s.handleServiceScale))
 	mux.HandleFunc("POST /v1/services/{name}/autoscale", need(submit, "autoscale services", s.handleServiceAutoscale))
+	mux.HandleFunc("POST /v1/services/{name}/update", need(submit, "update services", s.handleServiceUpdate))
 	mux.HandleFunc("DELETE /v1/services/{name}", need(submit, "delete services", s.handleServiceDelete))
 	mux.HandleFunc("GET /v1/nodes", need(read, "list nodes", s.handleNodes))
 	mux.HandleFunc("GET /v1/status", need(read, "see the status", s.handleStatus))

@@ -214,7 +214,7 @@ const healthStarting = "starting"
 // replicaOf describes a live replica job of svc from its latest
 // allocation.
 func (s *Server) replicaOf(svc *structs.Service, job *structs.Job) api.Replica {
-	rep := api.Replica{JobID: job.ID, State: job.State, Restarts: job.Attempts, Crashes: job.Crashes, Reason: job.Reason}
+	rep := api.Replica{JobID: job.ID, Version: job.ServiceVersion, State: job.State, Restarts: job.Attempts, Crashes: job.Crashes, Reason: job.Reason}
 	rep.Index, _ = strconv.Atoi(strings.TrimPrefix(job.ID, svc.ID+"-r"))
 	allocs := s.fsm.Allocs(job.ID) // by attempt: the latest last
 	for i := len(allocs) - 1; i >= 0; i-- {
