@@ -19,7 +19,7 @@ import (
 )
 
 // buildWorkload builds skein-workload where the jobs' user can run it.
-func buildWorkload(t *testing.T) string {
+func buildWorkload(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(testutil.SharedDir(t), "skein-workload")
 	build := exec.Command("go", "build", "-o", bin, "github.com/skein-dev/skein/chaos/workload")

@@ -118,7 +118,7 @@ func runningReplicas(a *Agent, service string, healthy *bool) []*structs.Allocat
 
 // waitReplicas waits until n of the service's replicas run with the
 // health wanted, and returns them.
-func waitReplicas(t *testing.T, a *Agent, service string, n int, healthy bool) []*structs.Allocation {
+func waitReplicas(t testing.TB, a *Agent, service string, n int, healthy bool) []*structs.Allocation {
 	t.Helper()
 	var got []*structs.Allocation
 	testutil.WaitFor(t, 30*time.Second, func() error {
