@@ -442,3 +442,62 @@ func TestProcess_ImageService_ReplicasInContainersServedThroughTheIngress(t *tes
 	})
 	reached(d)
 }
+
+// TestProcess_Service_HealthCheckedAgainAfterAgentRestart SIGKILLs a real
+// agent whose replica keeps running, makes the replica fail its health
+// check while no agent watches it, and starts the agent again: the
+// adopted replica is checked again, reported unhealthy and left out of the
+// ingress, and is an endpoint again once it passes.
+func TestProcess_Service_HealthCheckedAgainAfterAgentRestart(t *testing.T) {
+	bin := buildWorkload(t)
+	shared := testutil.SharedDir(t)
+	sick := filepath.Join(shared, "sick")
+	n := newServiceNodes(t, 26260, "127.0.0.65")[0]
+	n.start(t)
+	p := n.proc
+	if out, err := p.skein(t, "serve", "--name", "solo", "--health", "http:/health",
+		"--health-interval", "200ms", "--health-timeout", "200ms", "--health-failures", "1", "--",
+		bin, "--dir", shared, "--serve-port-env", "PORT", "--unhealthy-if", sick); err != nil {
+		t.Fatalf("serve: %v\n%s", err, out)
+	}
+	replica := waitHealthy(t, p, "solo", []*serviceNode{n}, true).Replicas[0]
+	// status waits until the ingress answers want and the replica, on its
+	// first allocation still, stands as status.
+	status := func(want int, st api.ReplicaStatus) {
+		t.Helper()
+		testutil.WaitFor(t, 30*time.Second, func() error {
+			d, err := serviceView(t, n.proc, "solo")
+			if err != nil {
+				return err
+			}
+			if r := d.Replicas[0]; r.Alloc == nil || r.Alloc.ID != replica.Alloc.ID || r.Status != st {
+				return fmt.Errorf("replica %+v, want %s on allocation %s", r, st, replica.Alloc.ID)
+			}
+			resp, err := http.Get(n.url("solo", "/work?ms=0"))
+			if err != nil {
+				return err
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				return fmt.Errorf("ingress answered %d %q, want %d", resp.StatusCode, b, want)
+			}
+			return nil
+		})
+	}
+	status(http.StatusOK, api.ReplicaHealthy)
+
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Wait()
+	if err := os.WriteFile(sick, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.start(t)
+	status(http.StatusServiceUnavailable, api.ReplicaUnhealthy)
+	if err := os.Remove(sick); err != nil {
+		t.Fatal(err)
+	}
+	status(http.StatusOK, api.ReplicaHealthy)
+}
