@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -311,13 +312,14 @@ func TestProcess_Service_ServedThroughReplicaNodeAndLeaderLoss(t *testing.T) {
 		}
 		return fmt.Errorf("replica %s not back healthy: %s", killed.JobID, d.State)
 	})
-	settle("replica killed", nodes)
+	d = settle("replica killed", nodes)
 
 	// (b) A node that neither leads nor serves the client dies with its
 	// replicas; they run again on the other two.
 	load.enter("node killed")
 	victim.killAll(t)
-	settle("node killed", []*serviceNode{leader, ingress})
+	waitRefused(t, d, victim)
+	d = settle("node killed", []*serviceNode{leader, ingress})
 	victim.start(t, ingress.gossip())
 	waitNodes(t, p, map[string]structs.NodeStatus{leader.name(): "ready", ingress.name(): "ready", victim.name(): "ready"})
 	waitVoters(t, p, 3)
@@ -329,6 +331,7 @@ func TestProcess_Service_ServedThroughReplicaNodeAndLeaderLoss(t *testing.T) {
 	}
 	load.enter("leader killed")
 	leader.killAll(t)
+	waitRefused(t, d, leader)
 	settle("leader killed", []*serviceNode{ingress, victim})
 	testutil.WaitFor(t, 20*time.Second, func() error {
 		if ok, failed := load.counts("leader killed, then"); ok+len(failed) < 50 {
@@ -346,6 +349,30 @@ func TestProcess_Service_ServedThroughReplicaNodeAndLeaderLoss(t *testing.T) {
 		if ok == 0 && !strings.HasSuffix(phase, ", then") {
 			t.Errorf("%s: no request served", phase)
 		}
+	}
+}
+
+// waitRefused waits until every replica of d on node n refuses
+// connections: it died with its node. The node must have had one.
+func waitRefused(t *testing.T, d api.ServiceDetail, n *serviceNode) {
+	t.Helper()
+	had := 0
+	for _, r := range d.Replicas {
+		if r.Node != n.name() {
+			continue
+		}
+		had++
+		testutil.WaitFor(t, 10*time.Second, func() error {
+			conn, err := net.DialTimeout("tcp", net.JoinHostPort(n.ip, strconv.Itoa(r.Port)), time.Second)
+			if err != nil {
+				return nil
+			}
+			conn.Close()
+			return fmt.Errorf("replica %s still accepts on %s:%d", r.JobID, n.ip, r.Port)
+		})
+	}
+	if had == 0 {
+		t.Fatalf("%s ran no replica of %s: %+v", n.name(), d.Service.Name, d.Replicas)
 	}
 }
 
