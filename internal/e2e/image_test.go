@@ -19,13 +19,7 @@ import (
 func workloadImage(t *testing.T) string {
 	t.Helper()
 	testutil.RequireEngine(t)
-	bin := filepath.Join(t.TempDir(), "skein-workload")
-	build := exec.Command("go", "build", "-o", bin, "github.com/skein-dev/skein/chaos/workload")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build skein-workload: %v\n%s", err, out)
-	}
-	return testutil.ImageWith(t, bin)
+	return testutil.ImageWith(t, buildWorkload(t))
 }
 
 // containerOf says what the engine holds of an allocation's container:
