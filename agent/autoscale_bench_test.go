@@ -23,7 +23,7 @@ import (
 // new replica healthy ("healthy", its health checked every 200 ms). Each
 // iteration is a service of its own, deleted after.
 func BenchmarkAutoscaleReaction(b *testing.B) {
-	bin := buildWorkload(b)
+	bin := testutil.Workload(b)
 	shared := testutil.SharedDir(b)
 	cfg := testConfig(b, b.TempDir())
 	cfg.IngressPort = -1

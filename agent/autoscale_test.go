@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,21 +14,6 @@ import (
 	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
-
-// buildWorkload builds skein-workload where the jobs' user can run it.
-func buildWorkload(t testing.TB) string {
-	t.Helper()
-	bin := filepath.Join(testutil.SharedDir(t), "skein-workload")
-	build := exec.Command("go", "build", "-o", bin, "github.com/skein-dev/skein/chaos/workload")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build skein-workload: %v\n%s", err, out)
-	}
-	if err := os.Chmod(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
 
 // watchReplicas records every count of replicas the service wants, as
 // the state changes, until ctx ends.
@@ -70,7 +52,7 @@ func watchReplicas(ctx context.Context, a *Agent, name string) func() []int {
 // up to 3, where it stays while the load lasts; once the load stops it
 // scales back down to 1. The counts it wanted go up, then down, once.
 func TestAutoscale_ScalesUpUnderLoadAndBackDownWithoutFlapping(t *testing.T) {
-	bin := buildWorkload(t)
+	bin := testutil.Workload(t)
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
 	cfg.AutoscaleInterval = 200 * time.Millisecond
@@ -197,7 +179,7 @@ func TestServiceRoutes_AutoscaleSetRefusesManualScaleOff(t *testing.T) {
 // In a cluster the load reaches the leader from every node: the requests
 // held through a follower's ingress alone make the leader scale up.
 func TestCluster_AutoscaleCountsTheLoadAtAFollowersIngress(t *testing.T) {
-	bin := buildWorkload(t)
+	bin := testutil.Workload(t)
 	tc := startClusterWith(t, 2, func(_ int, cfg *Config) {
 		cfg.IngressPort = -1
 		cfg.AutoscaleInterval = 200 * time.Millisecond

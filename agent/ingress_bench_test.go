@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -22,16 +21,11 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// workloadService is a service spec of skein-workload replicas, built for
+// benchWorkloadSpec is a service spec of skein-workload replicas, built for
 // the benchmark, checked healthy by GET /health every 200ms.
-func workloadService(b *testing.B) structs.ServiceSpec {
+func benchWorkloadSpec(b *testing.B) structs.ServiceSpec {
 	b.Helper()
-	bin := filepath.Join(testutil.JobDir(b), "skein-workload")
-	build := exec.Command("go", "build", "-o", bin, "github.com/skein-dev/skein/chaos/workload")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build skein-workload: %v\n%s", err, out)
-	}
+	bin := testutil.Workload(b)
 	return structs.ServiceSpec{
 		Job: structs.JobSpec{Command: []string{bin, "--dir", testutil.SharedDir(b), "--serve-port-env", "PORT"}},
 		Health: &structs.HealthCheck{Kind: structs.HealthHTTP, Path: "/health",
@@ -105,7 +99,7 @@ func benchIngressLatency(b *testing.B, conc int) {
 	cfg := testConfig(b, b.TempDir())
 	cfg.IngressPort = -1
 	a, c := startBenchAgent(b, cfg)
-	if _, err := c.CreateService(context.Background(), api.ServiceCreateRequest{Name: "bench", Replicas: 1, Spec: workloadService(b)}); err != nil {
+	if _, err := c.CreateService(context.Background(), api.ServiceCreateRequest{Name: "bench", Replicas: 1, Spec: benchWorkloadSpec(b)}); err != nil {
 		b.Fatal(err)
 	}
 	replica := waitHealthyReplicas(b, a, "bench", 1, nil)[0]
@@ -174,7 +168,7 @@ func benchIngressLatency(b *testing.B, conc int) {
 }
 
 func benchIngressNodeLoss(b *testing.B) {
-	spec := workloadService(b)
+	spec := benchWorkloadSpec(b)
 	spec.Public = true // the cluster has a token; the client sends none
 	var failed []float64
 	var lastFailure, whole []time.Duration

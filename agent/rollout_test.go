@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -20,28 +17,12 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// workloadBinary builds skein-workload (chaos/workload) where every job
-// may run it.
-func workloadBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(testutil.SharedDir(t), "skein-workload")
-	build := exec.Command("go", "build", "-o", bin, "github.com/skein-dev/skein/chaos/workload")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build skein-workload: %v\n%s", err, out)
-	}
-	if err := os.Chmod(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return bin
-}
-
 // workloadService starts an agent with an ingress and creates web: n
 // replicas of skein-workload serving on $PORT, checked on /health, with
 // MODEL=v1 in their env. It waits until they are all healthy.
 func workloadService(t *testing.T, n int) (*Agent, *api.Client, structs.ServiceSpec) {
 	t.Helper()
-	bin := workloadBinary(t)
+	bin := testutil.Workload(t)
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
 	a, c := startAgent(t, cfg)

@@ -19,7 +19,7 @@ import (
 func workloadImage(t *testing.T) string {
 	t.Helper()
 	testutil.RequireEngine(t)
-	return testutil.ImageWith(t, buildWorkload(t))
+	return testutil.ImageWith(t, testutil.Workload(t))
 }
 
 // containerOf says what the engine holds of an allocation's container:

@@ -23,19 +23,6 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// buildWorkload builds skein-workload into a directory jobs can reach and
-// returns its path.
-func buildWorkload(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(testutil.JobDir(t), "skein-workload")
-	build := exec.Command("go", "build", "-o", bin, "github.com/skein-dev/skein/chaos/workload")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build skein-workload: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // serviceNode is a node of a cluster that serves services: its ingress
 // port, and a range of replica ports of its own, since every node's
 // replicas listen on all of this machine's addresses.
@@ -232,7 +219,7 @@ func (c *loadClient) counts(phase string) (ok int, failed []string) {
 // which Go's client retries itself. Each phase allows 5.
 func TestProcess_Service_ServedThroughReplicaNodeAndLeaderLoss(t *testing.T) {
 	const maxFailed = 5
-	bin := buildWorkload(t)
+	bin := testutil.Workload(t)
 	shared := testutil.SharedDir(t)
 	nodes := newServiceNodes(t, 26100, "127.0.0.61", "127.0.0.62", "127.0.0.63")
 	nodes[0].start(t)
@@ -476,7 +463,7 @@ func TestProcess_ImageService_ReplicasInContainersServedThroughTheIngress(t *tes
 // adopted replica is checked again, reported unhealthy and left out of the
 // ingress, and is an endpoint again once it passes.
 func TestProcess_Service_HealthCheckedAgainAfterAgentRestart(t *testing.T) {
-	bin := buildWorkload(t)
+	bin := testutil.Workload(t)
 	shared := testutil.SharedDir(t)
 	sick := filepath.Join(shared, "sick")
 	n := newServiceNodes(t, 26260, "127.0.0.65")[0]
