@@ -18,12 +18,9 @@ func (s *state) applyServiceAutoscale(l *raft.Log) any {
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("service autoscale: %w", err)
 	}
-	svc, ok := s.services[req.Name]
-	switch {
-	case !ok:
-		return fmt.Errorf("service %s: %w", req.Name, ErrServiceNotFound)
-	case svc.Deleted:
-		return fmt.Errorf("service %s: %w", req.Name, ErrServiceDeleted)
+	svc, err := s.liveService(req.Name)
+	if err != nil {
+		return err
 	}
 	a := req.Autoscale
 	if a == nil {

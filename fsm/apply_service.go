@@ -61,6 +61,19 @@ func (s *state) applyServiceRegister(l *raft.Log) any {
 	return svc.Copy()
 }
 
+// liveService is the service name names, unless there is none or it is
+// being deleted.
+func (s *state) liveService(name string) (*structs.Service, error) {
+	svc, ok := s.services[name]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("service %s: %w", name, ErrServiceNotFound)
+	case svc.Deleted:
+		return nil, fmt.Errorf("service %s: %w", name, ErrServiceDeleted)
+	}
+	return svc, nil
+}
+
 // applyServiceScale sets how many replicas a service wants: new replica
 // jobs are made, or the newest of those it wants (the highest replica
 // numbers) are stopped as a user's cancel stops a job. It returns a copy
@@ -72,12 +85,9 @@ func (s *state) applyServiceScale(l *raft.Log) any {
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("service scale: %w", err)
 	}
-	svc, ok := s.services[req.Name]
-	switch {
-	case !ok:
-		return fmt.Errorf("service %s: %w", req.Name, ErrServiceNotFound)
-	case svc.Deleted:
-		return fmt.Errorf("service %s: %w", req.Name, ErrServiceDeleted)
+	svc, err := s.liveService(req.Name)
+	if err != nil {
+		return err
 	}
 	if err := s.scaleService(svc, req.Replicas, req.Reason, req.At, l.Index); err != nil {
 		return err
@@ -315,12 +325,9 @@ func (s *state) applyServiceUpdate(l *raft.Log) any {
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("service update: %w", err)
 	}
-	svc, ok := s.services[req.Name]
-	switch {
-	case !ok:
-		return fmt.Errorf("service %s: %w", req.Name, ErrServiceNotFound)
-	case svc.Deleted:
-		return fmt.Errorf("service %s: %w", req.Name, ErrServiceDeleted)
+	svc, err := s.liveService(req.Name)
+	if err != nil {
+		return err
 	}
 	prev := svc.Spec.Copy()
 	next := svc.Version
@@ -354,13 +361,11 @@ func (s *state) applyServiceRollout(l *raft.Log) any {
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("service rollout: %w", err)
 	}
-	svc, ok := s.services[req.Name]
-	switch {
-	case !ok:
-		return fmt.Errorf("service %s: %w", req.Name, ErrServiceNotFound)
-	case svc.Deleted:
-		return fmt.Errorf("service %s: %w", req.Name, ErrServiceDeleted)
-	case !svc.Rollout.Active() || svc.Rollout.Version != req.Version:
+	svc, err := s.liveService(req.Name)
+	if err != nil {
+		return err
+	}
+	if !svc.Rollout.Active() || svc.Rollout.Version != req.Version {
 		return fmt.Errorf("service %s: %w: no rollout to version %d runs", svc.Name, ErrRolloutStale, req.Version)
 	}
 	r := svc.Rollout
