@@ -207,7 +207,7 @@ func TestACL_JobsBelongToTheirOwner(t *testing.T) {
 	if job.Owner != "alice" || job.Spec.SecretEnv["WANDB_API_KEY"] != api.HiddenValue || job.Spec.Env["LR"] != "3e-4" {
 		t.Fatalf("submit answered owner %q env %v secret_env %v", job.Owner, job.Spec.Env, job.Spec.SecretEnv)
 	}
-	submit(t, bob, 0, "true")
+	bobs := submit(t, bob, 0, "true")
 
 	// Others see the job, not its environment.
 	for name, c := range map[string]*api.Client{"bob": bob, "reader": reader} {
@@ -243,6 +243,14 @@ func TestACL_JobsBelongToTheirOwner(t *testing.T) {
 		t.Fatalf("bob's jobs as the reader sees them: %+v", page)
 	}
 
+	// Both jobs settle first, so that only a refusal could change the state.
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		if al := a.fsm.Allocs(job.ID); len(al) != 1 || al[0].State != structs.AllocRunning {
+			return fmt.Errorf("alice's job has not started")
+		}
+		return nil
+	})
+	waitJobState(t, bob, bobs.ID, structs.JobSucceeded)
 	before := a.fsm.Hash()
 	_, err = bob.CancelJob(ctx, job.ID)
 	wantStatus(t, err, http.StatusForbidden, "lacks jobs:any to cancel of another user's job")
@@ -365,5 +373,25 @@ func TestACL_RevokedTokenIsRefusedOnEveryNode(t *testing.T) {
 			}
 			return fmt.Errorf("%s answered %v", a.Name(), err)
 		})
+	}
+}
+
+// A token works on every node as soon as its create returns, as a user
+// would use it: the follower that has not applied it yet waits for it.
+func TestACL_ANewTokenWorksAtOnceOnEveryNode(t *testing.T) {
+	tc := startCluster(t, 3)
+	ctx := context.Background()
+	lead := tc.leader()
+	admin := tc.client(tc.agents[lead])
+	for i := range 5 {
+		tok, err := admin.CreateACLToken(ctx, api.ACLTokenCreateRequest{User: fmt.Sprintf("user%d", i), Role: structs.RoleReader})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range tc.agents {
+			if _, err := clientFor(t, a, tok.Token).Status(ctx); err != nil {
+				t.Fatalf("token %d on %s right after its create: %v", i, a.Name(), err)
+			}
+		}
 	}
 }

@@ -63,6 +63,12 @@ var (
 	errACLNotYet       = errors.New("this node has no ACLs: the cluster has not been bootstrapped (skein acl bootstrap), or this node has not caught up yet; try again")
 )
 
+// tokenWait bounds how long a node waits for a token it does not know:
+// one the leader has just made, acknowledged once a majority had it, may
+// still be a heartbeat away from this node. A token that never comes (a
+// wrong one) is refused after it, which also slows guessing.
+const tokenWait = 500 * time.Millisecond
+
 // ACLAuth authenticates users by ACL token once the cluster has ACLs, and
 // with Legacy (the cluster's API token) before, when the caller holds every
 // permission. The token is checked against the replicated state on every
@@ -96,7 +102,7 @@ func (a ACLAuth) Authenticate(r *http.Request) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec, ok := a.FSM.ACLToken(tok.ID)
+	rec, ok := a.token(r.Context(), tok.ID)
 	if !ok || !trust.EqualHash(trust.HashSecret(tok.Secret), rec.SecretHash) {
 		return nil, errACLTokenUnknown
 	}
@@ -111,6 +117,26 @@ func (a ACLAuth) Authenticate(r *http.Request) (*http.Request, error) {
 		return nil, fmt.Errorf("%w on %s", errACLTokenExpired, rec.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return withIdentity(r, Identity{ACL: true, User: rec.User, Role: rec.Role, TokenID: rec.ID}), nil
+}
+
+// token finds the token with the ID id in the state, waiting up to
+// tokenWait for this node to apply it.
+func (a ACLAuth) token(ctx context.Context, id string) (structs.ACLToken, bool) {
+	deadline := time.NewTimer(tokenWait)
+	defer deadline.Stop()
+	for {
+		_, changed := a.FSM.Watch()
+		if rec, ok := a.FSM.ACLToken(id); ok {
+			return rec, true
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return structs.ACLToken{}, false
+		case <-ctx.Done():
+			return structs.ACLToken{}, false
+		}
+	}
 }
 
 // need serves h only to callers holding p; others get 403 naming it.
