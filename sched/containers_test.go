@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -219,13 +218,7 @@ func TestCheckFits_ImageJobNeedsAnEngineGPUsAndMounts(t *testing.T) {
 	noGPUs := gpuNode("nogpus", 8, "A100", 80, withEngine(false, []string{"/data", "/etc"}))
 	small := gpuNode("small", 2, "L4", 24, withEngine(true, []string{"/data"}))
 	sim := gpuNode("sim", 4, "A100", 40, simulated, withEngine(false, []string{"/scratch"}))
-	cases := []struct {
-		name      string
-		nodes     []*structs.Node
-		spec      structs.JobSpec
-		want      string // "" means nil
-		wantField string
-	}{
+	cases := []fitCase{
 		{name: "an engine that answers", nodes: []*structs.Node{bare, small}, spec: structs.JobSpec{Image: "busybox", GPUs: 2}},
 		{name: "down nodes count", nodes: []*structs.Node{gpuNode("n", 2, "L4", 24, withStatus(structs.NodeDown), withEngine(true, nil))},
 			spec: structs.JobSpec{Image: "busybox", GPUs: 2}},
@@ -250,22 +243,5 @@ func TestCheckFits_ImageJobNeedsAnEngineGPUsAndMounts(t *testing.T) {
 		{name: "every node can run it", nodes: []*structs.Node{small}, spec: structs.JobSpec{Image: "busybox", GPUs: 4},
 			want: "no node has 4 GPUs; largest has 2", wantField: "gpus"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			err := CheckFits(tc.nodes, tc.spec)
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("err = %v, want nil", err)
-				}
-				return
-			}
-			var fe *FitError
-			if !errors.As(err, &fe) || !errors.Is(err, ErrNeverFits) {
-				t.Fatalf("err = %v (%T), want a *FitError wrapping ErrNeverFits", err, err)
-			}
-			if fe.Error() != tc.want || fe.Field != tc.wantField {
-				t.Fatalf("err = %q field %q, want %q field %q", fe.Error(), fe.Field, tc.want, tc.wantField)
-			}
-		})
-	}
+	checkFitCases(t, cases)
 }

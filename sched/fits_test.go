@@ -11,13 +11,7 @@ func TestCheckFits_NamesTheResourceNoNodeHas(t *testing.T) {
 	big := gpuNode("big", 8, "A100", 80, withCPUs(64), withMemGiB(2048))
 	small := gpuNode("small", 2, "L4", 24, withCPUs(8), withMemGiB(64), withStatus(structs.NodeDown))
 	cpuOnly := gpuNode("cpu", 0, "", 0, withCPUs(128), withMemGiB(256))
-	cases := []struct {
-		name      string
-		nodes     []*structs.Node
-		spec      structs.JobSpec
-		want      string // "" means nil
-		wantField string
-	}{
+	cases := []fitCase{
 		{name: "fits an idle node", nodes: []*structs.Node{small, big}, spec: structs.JobSpec{GPUs: 8, CPUs: 64, MemoryMiB: 2 << 20}},
 		{name: "down node and unhealthy GPUs still count", nodes: []*structs.Node{
 			gpuNode("n", 4, "A100", 80, withStatus(structs.NodeDown), withUnhealthy(0, 1, 2, 3)),
@@ -44,6 +38,29 @@ func TestCheckFits_NamesTheResourceNoNodeHas(t *testing.T) {
 			spec: structs.JobSpec{GPUs: 1, CPUs: 100},
 			want: "no node has 1 GPU and 100 CPUs together"},
 	}
+	checkFitCases(t, cases)
+}
+
+func TestCheckFits_NoNodesIsErrNoNodes(t *testing.T) {
+	for _, nodes := range [][]*structs.Node{nil, {nil}} {
+		if err := CheckFits(nodes, structs.JobSpec{GPUs: 1}); !errors.Is(err, ErrNoNodes) {
+			t.Errorf("CheckFits(%v) = %v, want ErrNoNodes", nodes, err)
+		}
+	}
+}
+
+// fitCase is one CheckFits case: want "" means nil, else the message and
+// the field it names.
+type fitCase struct {
+	name      string
+	nodes     []*structs.Node
+	spec      structs.JobSpec
+	want      string
+	wantField string
+}
+
+func checkFitCases(t *testing.T, cases []fitCase) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckFits(tc.nodes, tc.spec)
@@ -61,13 +78,5 @@ func TestCheckFits_NamesTheResourceNoNodeHas(t *testing.T) {
 				t.Fatalf("err = %q field %q, want %q field %q", fe.Error(), fe.Field, tc.want, tc.wantField)
 			}
 		})
-	}
-}
-
-func TestCheckFits_NoNodesIsErrNoNodes(t *testing.T) {
-	for _, nodes := range [][]*structs.Node{nil, {nil}} {
-		if err := CheckFits(nodes, structs.JobSpec{GPUs: 1}); !errors.Is(err, ErrNoNodes) {
-			t.Errorf("CheckFits(%v) = %v, want ErrNoNodes", nodes, err)
-		}
 	}
 }
