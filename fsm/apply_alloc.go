@@ -228,12 +228,12 @@ func pullProgress(p *structs.PullProgress) structs.PullProgress {
 
 // setHealth keeps a copy of a running replica's health as its node
 // reported it, the reason cut to structs.MaxAllocHealthReasonLen. A
-// report that changes neither Healthy nor Reason changes nothing, so the
+// report that changes neither Healthy, Starting nor Reason changes nothing, so the
 // kept At is when the replica became so.
 func setHealth(a *structs.Allocation, h *structs.AllocHealth, index uint64) {
 	c := *h
 	c.Reason = clip(c.Reason, structs.MaxAllocHealthReasonLen)
-	if a.Health != nil && a.Health.Healthy == c.Healthy && a.Health.Reason == c.Reason {
+	if a.Health != nil && *a.Health == (structs.AllocHealth{Healthy: c.Healthy, Starting: c.Starting, Reason: c.Reason, At: a.Health.At}) {
 		return
 	}
 	a.Health = &c

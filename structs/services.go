@@ -217,6 +217,10 @@ const (
 // AllocHealth is what a replica's node last found of its health.
 type AllocHealth struct {
 	Healthy bool `json:"healthy"`
+	// Starting, on a replica not healthy yet, says it has not passed its
+	// first check and has not failed enough to be unhealthy: within its
+	// grace, or below its failure threshold.
+	Starting bool `json:"starting,omitempty"`
 	// Reason says why it is not healthy ("GET /health: 503", "starting:
 	// within its grace"), or what passed; the state keeps at most
 	// MaxAllocHealthReasonLen bytes of it.

@@ -261,8 +261,9 @@ func TestService_JSONIsPinned(t *testing.T) {
   "modify_index": 9
 }`
 	checkWire(t, svc, want)
-	checkWire(t, AllocHealth{Healthy: true, Reason: "GET /health: 200", At: at}, `{
+	checkWire(t, AllocHealth{Healthy: true, Starting: true, Reason: "GET /health: 200", At: at}, `{
   "healthy": true,
+  "starting": true,
   "reason": "GET /health: 200",
   "at": "2026-11-29T12:00:00Z"
 }`)

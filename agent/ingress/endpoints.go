@@ -98,7 +98,7 @@ func makeView(st State, svc *structs.Service, index uint64, old *view) *view {
 			v.waiting = append(v.waiting, waiting{kind: waitNodeDown})
 		case svc.Spec.Health != nil && (live.Health == nil || !live.Health.Healthy):
 			w := waiting{kind: waitUnhealthy, startedAt: live.StartedAt, grace: grace}
-			if live.Health == nil {
+			if live.Health == nil || live.Health.Starting {
 				w.kind = waitStarting
 			} else {
 				w.reason = live.Health.Reason

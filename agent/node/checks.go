@@ -373,7 +373,7 @@ func (s *checkState) observe(h structs.HealthCheck, startedAt time.Time, ok bool
 		return structs.AllocHealth{}, false
 	}
 	s.phase = next
-	return structs.AllocHealth{Healthy: next == phaseHealthy, Reason: clipReason(reason), At: now.UTC()}, true
+	return structs.AllocHealth{Healthy: next == phaseHealthy, Starting: next == phaseStarting, Reason: clipReason(reason), At: now.UTC()}, true
 }
 
 // clipReason bounds a reason to maxHealthReason bytes, on a rune boundary.

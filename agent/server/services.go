@@ -206,11 +206,6 @@ func (s *Server) replicas(svc *structs.Service) []replica {
 	return out
 }
 
-// healthStarting begins the reason of a replica's health report while
-// it has not passed yet and has not failed enough to be unhealthy (the
-// node's words, agent/node).
-const healthStarting = "starting"
-
 // replicaOf describes a live replica job of svc from its latest
 // allocation.
 func (s *Server) replicaOf(svc *structs.Service, job *structs.Job) api.Replica {
@@ -242,7 +237,7 @@ func (s *Server) replicaOf(svc *structs.Service, job *structs.Job) api.Replica {
 		rep.Status = api.ReplicaStopping
 	case running && (svc.Spec.Health == nil || latest.Health != nil && latest.Health.Healthy):
 		rep.Status, rep.Reason = api.ReplicaHealthy, ""
-	case running && latest.Health != nil && !strings.HasPrefix(latest.Health.Reason, healthStarting):
+	case running && latest.Health != nil && !latest.Health.Starting:
 		rep.Status, rep.Reason = api.ReplicaUnhealthy, latest.Health.Reason
 	case live:
 		rep.Status = api.ReplicaStarting

@@ -164,7 +164,7 @@ func TestServiceDetail_ReplicasFollowTheirAllocationAndItsHealth(t *testing.T) {
 	check("0/2 healthy, 2 starting", api.ReplicaStarting, api.ReplicaStarting)
 
 	st.report("n1", structs.AllocUpdate{AllocID: "a0", State: structs.AllocRunning,
-		Health: &structs.AllocHealth{Reason: "starting: within its grace of 10m0s: connection refused"}})
+		Health: &structs.AllocHealth{Starting: true, Reason: "starting: within its grace of 10m0s: connection refused"}})
 	d = check("0/2 healthy, 2 starting", api.ReplicaStarting, api.ReplicaStarting)
 	if d.Replicas[0].Reason != "starting: within its grace of 10m0s: connection refused" {
 		t.Fatalf("a starting replica's reason %q", d.Replicas[0].Reason)
