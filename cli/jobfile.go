@@ -46,8 +46,12 @@ type serviceKeys struct {
 	HealthFailures int              `yaml:"health_failures"`
 	HealthGrace    structs.Duration `yaml:"health_grace"`
 	DrainTimeout   structs.Duration `yaml:"drain_timeout"`
-	Public         bool             `yaml:"public"`
-	autoscaleKeys  `yaml:",inline"`
+	// ProgressDeadline and UnhealthyTimeout are
+	// --progress-deadline and --unhealthy-timeout.
+	ProgressDeadline structs.Duration `yaml:"progress_deadline"`
+	UnhealthyTimeout structs.Duration `yaml:"unhealthy_timeout"`
+	Public           bool             `yaml:"public"`
+	autoscaleKeys    `yaml:",inline"`
 }
 
 // healthText is a health check written as --health takes it.

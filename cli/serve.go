@@ -28,6 +28,8 @@ var serviceFlags = map[string]string{
 	"health.failures":       "--health-failures",
 	"health.grace":          "--health-grace",
 	"drain_timeout":         "--drain-timeout",
+	"progress_deadline":     "--progress-deadline",
+	"unhealthy_timeout":     "--unhealthy-timeout",
 	"autoscale":             "--autoscale",
 	"autoscale.min":         "--autoscale",
 	"autoscale.max":         "--autoscale",
@@ -51,6 +53,7 @@ func serveCommand() *ucli.Command {
 		&ucli.IntFlag{Name: "health-failures", Usage: "failed checks in a row that make a healthy replica unhealthy (default 3)"},
 		&ucli.StringFlag{Name: "health-grace", Usage: "time after a replica starts in which failed checks do not count, like 10m for loading a model"},
 		&ucli.StringFlag{Name: "drain-timeout", Usage: "time a replica being stopped keeps serving the requests it has (default 30s)"},
+		progressDeadlineFlag(), unhealthyTimeoutFlag(),
 		&ucli.BoolFlag{Name: "public", Usage: "the ingress serves it without a token when the cluster has ACLs"},
 		&ucli.StringFlag{Name: "autoscale", Usage: "let the leader scale it between `MIN-MAX` replicas with its load (needs --target; see skein service autoscale)"},
 	}
@@ -157,6 +160,9 @@ func serveRequest(c *ucli.Context) (api.ServiceCreateRequest, error) {
 	if err := decodeFlag(c, "drain-timeout", &spec.DrainTimeout, structs.ParseDuration); err != nil {
 		return req, err
 	}
+	if err := rolloutFlags(c, spec); err != nil {
+		return req, err
+	}
 	if c.IsSet("public") {
 		spec.Public = c.Bool("public")
 	}
@@ -199,6 +205,28 @@ func healthFlags(c *ucli.Context, spec *structs.ServiceSpec) error {
 	return nil
 }
 
+// progressDeadlineFlag and unhealthyTimeoutFlag set when a rollout to
+// the spec rolls back (rolloutFlags reads them).
+func progressDeadlineFlag() ucli.Flag {
+	return &ucli.StringFlag{Name: "progress-deadline", Usage: fmt.Sprintf(
+		"time a rollout may go without progress (a new replica made, started or healthy) before it rolls back, like a new version no node has room for (default %s)",
+		structs.DefaultProgressDeadline)}
+}
+
+func unhealthyTimeoutFlag() ucli.Flag {
+	return &ucli.StringFlag{Name: "unhealthy-timeout", Usage: fmt.Sprintf(
+		"time a new replica may stay unhealthy after its health grace before its rollout rolls back (default %s)", structs.DefaultUnhealthyTimeout)}
+}
+
+// rolloutFlags sets the spec's progress deadline and unhealthy timeout
+// from their flags.
+func rolloutFlags(c *ucli.Context, spec *structs.ServiceSpec) error {
+	if err := decodeFlag(c, "progress-deadline", &spec.ProgressDeadline, structs.ParseDuration); err != nil {
+		return err
+	}
+	return decodeFlag(c, "unhealthy-timeout", &spec.UnhealthyTimeout, structs.ParseDuration)
+}
+
 // serviceRequest sets req from a service file, refusing any other file
 // and the keys of a job that a service does not take.
 func (f *jobFile) serviceRequest(req *api.ServiceCreateRequest) error {
@@ -216,6 +244,7 @@ func (f *jobFile) serviceRequest(req *api.ServiceCreateRequest) error {
 		req.Replicas = *sk.Replicas
 	}
 	req.Spec.PortEnv, req.Spec.DrainTimeout, req.Spec.Public = sk.PortEnv, sk.DrainTimeout, sk.Public
+	req.Spec.ProgressDeadline, req.Spec.UnhealthyTimeout = sk.ProgressDeadline, sk.UnhealthyTimeout
 	if err := f.serviceAutoscale(req); err != nil {
 		return err
 	}

@@ -75,6 +75,7 @@ func printServiceDetail(c *ucli.Context, d *api.ServiceDetail, now time.Time) er
 		{"Port env", svc.Spec.PortEnv},
 		{"Health", healthSummary(svc.Spec.Health)},
 		{"Drain timeout", shortDuration(time.Duration(cmp.Or(svc.Spec.DrainTimeout, structs.DefaultDrainTimeout)))},
+		{"Rollouts", rolloutBounds(svc.Spec)},
 		{"Public", public},
 	}
 	if err := printFields(w, "", fields); err != nil {
@@ -129,6 +130,13 @@ func printServiceDetail(c *ucli.Context, d *api.ServiceDetail, now time.Time) er
 		})
 	}
 	return printTable(w, []string{"REPLICA", "VERSION", "JOB", "NODE", "PORT", "STATE", "HEALTH", "RESTARTS", "LAST EXIT", "REASON"}, rows)
+}
+
+// rolloutBounds says when a rollout to the spec rolls back: "a new
+// replica unhealthy for 30s after its grace, or no progress in 10m".
+func rolloutBounds(s structs.ServiceSpec) string {
+	return fmt.Sprintf("roll back on a new replica unhealthy for %s after its grace, or no progress in %s",
+		shortDuration(s.RolloutUnhealthyTimeout()), shortDuration(s.RolloutProgressDeadline()))
 }
 
 // healthSummary describes a service's health check with the timings it

@@ -132,7 +132,11 @@ func autoscaleDetail(d *api.ServiceDetail, now time.Time) string {
 	if o == nil {
 		return autoscaleSummary(a) + "; nothing observed yet"
 	}
-	return fmt.Sprintf("%s; observed %s per replica %s ago", autoscaleSummary(a), strconv.FormatFloat(math.Round(o.Value*100)/100, 'f', -1, 64), age(now, o.At))
+	s := fmt.Sprintf("%s; observed %s per replica %s ago", autoscaleSummary(a), strconv.FormatFloat(math.Round(o.Value*100)/100, 'f', -1, 64), age(now, o.At))
+	if o.Paused != "" {
+		s += "; " + printable(o.Paused)
+	}
+	return s
 }
 
 // serveAutoscale sets the request's autoscale from the file's, if any,

@@ -126,6 +126,12 @@ func TestService_DetailShowsTheAutoscaleAndWhatWasObserved(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, r.stdout)
 		}
 	}
+	d.Observed.Paused = "paused: rollout to version 3 in progress"
+	paused := newFakeAgent(t)
+	paused.reply("GET /v1/services/{name}", http.StatusOK, d)
+	if r := runCLI(t, "--addr", paused.URL, "service", "llama"); !strings.Contains(r.stdout, "per replica 2s ago; paused: rollout to version 3 in progress\n") {
+		t.Errorf("output lacks the pause:\n%s", r.stdout)
+	}
 	d.Observed, d.Service.Autoscale = nil, nil
 	off := newFakeAgent(t)
 	off.reply("GET /v1/services/{name}", http.StatusOK, d)

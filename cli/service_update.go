@@ -24,6 +24,7 @@ func serviceUpdateCommand() *ucli.Command {
 		&ucli.IntFlag{Name: "health-failures", Usage: "failed checks in a row that make a healthy replica unhealthy"},
 		&ucli.StringFlag{Name: "health-grace", Usage: "time after a replica starts in which failed checks do not count"},
 		&ucli.StringFlag{Name: "drain-timeout", Usage: "time a replica being stopped keeps serving the requests it has"},
+		progressDeadlineFlag(), unhealthyTimeoutFlag(),
 		&ucli.BoolFlag{Name: "public", Usage: "the ingress serves it without a token when the cluster has ACLs"},
 	}
 	flags = append(flags, jobSpecFlags("each replica", "skein service")...)
@@ -36,7 +37,9 @@ func serviceUpdateCommand() *ucli.Command {
 			"(--env adds to or replaces its variables; flags not given keep their values). The\n" +
 			"leader then starts up to --max-surge replicas of the new version, stops an old one\n" +
 			"each time a new one is healthy (at most --max-unavailable fewer than wanted), and\n" +
-			"rolls back, saying why, if a new replica crash-loops or stays unhealthy.\n" +
+			"rolls back, saying why, if a new replica crash-loops or stays unhealthy for\n" +
+			"--unhealthy-timeout after its grace, or the rollout makes no progress for\n" +
+			"--progress-deadline (a new replica no node has room for). Both are the new spec's.\n" +
 			"skein service NAME shows how far it got.",
 		Flags:  flags,
 		Action: serviceUpdateAction,
@@ -112,6 +115,9 @@ func updateRequest(c *ucli.Context, svc structs.Service, command []string) (api.
 		return api.ServiceUpdateRequest{}, err
 	}
 	if err := decodeFlag(c, "drain-timeout", &spec.DrainTimeout, structs.ParseDuration); err != nil {
+		return api.ServiceUpdateRequest{}, err
+	}
+	if err := rolloutFlags(c, &spec); err != nil {
 		return api.ServiceUpdateRequest{}, err
 	}
 	if c.IsSet("public") {

@@ -78,7 +78,10 @@ func (s *state) liveService(name string) (*structs.Service, error) {
 // jobs are made, or the newest of those it wants (the highest replica
 // numbers) are stopped as a user's cancel stops a job. It returns a copy
 // of the service. A scale to what the service has already changes
-// nothing; one that would pass the queued-jobs limits is refused.
+// nothing; one that would pass the queued-jobs limits is refused, and so
+// is one of an autoscaled service while a rollout runs or rolls back
+// (only the leader's autoscaler scales such a service, and it pauses for
+// rollouts: a decision it made before the update is stale).
 func (s *state) applyServiceScale(l *raft.Log) any {
 	var req structs.ServiceScaleRequest
 	decode(l, &req)
@@ -88,6 +91,9 @@ func (s *state) applyServiceScale(l *raft.Log) any {
 	svc, err := s.liveService(req.Name)
 	if err != nil {
 		return err
+	}
+	if svc.Autoscale != nil && svc.Rollout.Active() && req.Replicas != svc.Replicas {
+		return fmt.Errorf("service %s: %w: a rollout to version %d is in progress", svc.Name, ErrAutoscalePaused, svc.Rollout.Version)
 	}
 	if err := s.scaleService(svc, req.Replicas, req.Reason, req.At, l.Index); err != nil {
 		return err
@@ -347,7 +353,8 @@ func (s *state) applyServiceUpdate(l *raft.Log) any {
 }
 
 // applyServiceRollout applies one step of a service's rollout (see
-// structs.ServiceRolloutRequest). It refuses, changing nothing, a step
+// structs.ServiceRolloutRequest); a step that makes or stops replicas is
+// progress, stamped as the rollout's ProgressAt (the leader's At). It refuses, changing nothing, a step
 // for a rollout that is not the active one at req.Version, a Stop that
 // names anything but a wanted replica of an older version, an Add past
 // the replicas the service wants or MaxSurge beyond them, a step that
@@ -411,6 +418,9 @@ func (s *state) applyServiceRollout(l *raft.Log) any {
 		reason := fmt.Sprintf("service %s: replaced by version %d", svc.Name, r.Version)
 		for _, id := range req.Stop {
 			s.cancel(s.jobs[id], reason, req.At, l.Index)
+		}
+		if req.At.After(r.ProgressAt) {
+			r.ProgressAt = req.At
 		}
 	}
 	svc.ModifyIndex = l.Index

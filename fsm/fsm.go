@@ -49,6 +49,7 @@ var (
 	ErrServiceExists   = errors.New("service already exists")
 	ErrServiceDeleted  = errors.New("service is being deleted")
 	ErrRolloutStale    = errors.New("rollout step no longer fits the state")
+	ErrAutoscalePaused = errors.New("autoscaling is paused")
 )
 
 // FSM is skein's raft.FSM. Apply and Restore are called by Raft; the queries

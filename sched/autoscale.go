@@ -31,10 +31,12 @@ type AutoscaleLook struct {
 
 // AutoscaleDecision is what a look decides: the replicas the service is
 // to want (its Replicas when nothing changes), the reason in words when
-// they change, and the history for the next look.
+// they change, and the history for the next look. Paused, when set, says
+// why the autoscaler leaves the service alone for now whatever its load.
 type AutoscaleDecision struct {
 	Replicas int
 	Reason   string
+	Paused   string
 	History  AutoscaleHistory
 }
 
@@ -45,10 +47,19 @@ type AutoscaleDecision struct {
 // been below for DownWindow and DownWindow has passed since the last
 // scale (Service.ScaledAt, so that neither a step of load nor a new
 // leader makes it flap).
+//
+// While a rollout runs or rolls back the autoscaler pauses: the replicas
+// stay as they are (the rollout counts on them, and its surge skews the
+// load per replica), and the history is dropped, so that the windows
+// start again from the first look after the rollout.
 func Autoscale(look AutoscaleLook) AutoscaleDecision {
 	svc, a := look.Service, look.Service.Autoscale
 	cur := svc.Replicas
 	keep := AutoscaleDecision{Replicas: cur}
+	if r := svc.Rollout; r.Active() {
+		keep.Paused = fmt.Sprintf("paused: rollout to version %d in progress", r.Version)
+		return keep
+	}
 	if cur < a.Min || cur > a.Max {
 		n := a.Clamp(cur)
 		return AutoscaleDecision{Replicas: n, Reason: fmt.Sprintf("scaled %d→%d: autoscale is %d-%d", cur, n, a.Min, a.Max)}

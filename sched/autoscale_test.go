@@ -116,3 +116,36 @@ func TestAutoscale_StepOfLoadScalesOnceEachWay(t *testing.T) {
 		t.Fatalf("scales = %q, want %q", scales, want)
 	}
 }
+
+// While a rollout runs or rolls back the autoscaler decides nothing,
+// says why, and drops its history; once the rollout is over the same
+// look scales again, its up window starting afresh.
+func TestAutoscale_PausesDuringARollout(t *testing.T) {
+	above := AutoscaleHistory{AboveSince: asT0.Add(-time.Hour)}
+	for _, state := range []string{structs.RolloutRunning, structs.RolloutRollingBack} {
+		svc := autoscaled(2, asT0.Add(-time.Hour))
+		svc.Rollout = &structs.Rollout{Version: 3, From: 2, State: state}
+		d := Autoscale(AutoscaleLook{Service: svc, Observed: 38, Now: asT0, History: above})
+		want := AutoscaleDecision{Replicas: 2, Paused: "paused: rollout to version 3 in progress"}
+		if d != want {
+			t.Errorf("%s: got %+v, want %+v", state, d, want)
+		}
+		// Out of bounds is left alone too: the rollout counts on Replicas.
+		svc.Replicas = 9
+		if d := Autoscale(AutoscaleLook{Service: svc, Observed: 38, Now: asT0}); d.Replicas != 9 || d.Paused == "" {
+			t.Errorf("%s: out of bounds: got %+v, want 9 replicas, paused", state, d)
+		}
+	}
+	for _, state := range []string{structs.RolloutDone, structs.RolloutRolledBack} {
+		svc := autoscaled(2, asT0.Add(-time.Hour))
+		svc.Rollout = &structs.Rollout{Version: 3, From: 2, State: state}
+		d := Autoscale(AutoscaleLook{Service: svc, Observed: 38, Now: asT0, History: above})
+		if d.Paused != "" || d.Replicas != 8 {
+			t.Errorf("%s: got %+v, want a scale to 8", state, d)
+		}
+		d = Autoscale(AutoscaleLook{Service: svc, Observed: 38, Now: asT0})
+		if d.Replicas != 2 || d.History.AboveSince != asT0 {
+			t.Errorf("%s, no history: got %+v, want the up window to start now", state, d)
+		}
+	}
+}

@@ -17,18 +17,17 @@ type RolloutState interface {
 }
 
 // RolloutPolicy says when a replica of the version being rolled out has
-// failed, which rolls the rollout back.
+// failed, which rolls the rollout back. How long a replica may stay
+// unhealthy, and a rollout go without progress, are the service spec's
+// (ServiceSpec.UnhealthyTimeout, ProgressDeadline).
 type RolloutPolicy struct {
 	// Crashes is how many quick exits in a row (Job.Crashes) make a
 	// replica crash-looping.
 	Crashes int
-	// Unhealthy is how long a replica may stay unhealthy after its
-	// health check's grace.
-	Unhealthy time.Duration
 }
 
 // DefaultRolloutPolicy is the policy of the leader's rollouts.
-var DefaultRolloutPolicy = RolloutPolicy{Crashes: 3, Unhealthy: 30 * time.Second}
+var DefaultRolloutPolicy = RolloutPolicy{Crashes: 3}
 
 // rolloutReplica is a replica the service wants, as a rollout sees it.
 type rolloutReplica struct {
@@ -55,7 +54,9 @@ func (r rolloutReplica) available(svc *structs.Service) bool {
 // now (the state must change first). The step is one of, in order:
 //   - while the rollout runs, a rollback when a replica of the new
 //     version has failed (crash-looping, or unhealthy for longer than
-//     the policy allows after its grace), saying which and why;
+//     the spec's UnhealthyTimeout after its grace), saying which and
+//     why, or when the rollout has made no progress for the spec's
+//     ProgressDeadline (stalled), saying which replica holds it up;
 //   - Done, when every replica the service wants is of the rollout's
 //     version and available (running, healthy);
 //   - else Add and Stop: up to MaxSurge replicas of the version beyond
@@ -100,6 +101,10 @@ func NextRolloutStep(st RolloutState, svc *structs.Service, now time.Time, p Rol
 				return step, true
 			}
 		}
+		if why := stalled(svc, current, now); why != "" {
+			step.RollBack, step.Reason = true, why
+			return step, true
+		}
 	}
 	availCurrent, availOlder := 0, 0
 	for _, rr := range current {
@@ -142,7 +147,8 @@ func NextRolloutStep(st RolloutState, svc *structs.Service, now time.Time, p Rol
 
 // failed says why a replica of the version being rolled out has failed,
 // "" when it has not: it crash-loops (p.Crashes quick exits in a row), or
-// it has been unhealthy for p.Unhealthy past its check's grace.
+// it has been unhealthy for the spec's UnhealthyTimeout past its check's
+// grace.
 func failed(svc *structs.Service, rr rolloutReplica, now time.Time, p RolloutPolicy) string {
 	name := replicaName(svc, rr.job)
 	if rr.job.Crashes >= p.Crashes {
@@ -159,18 +165,94 @@ func failed(svc *structs.Service, rr rolloutReplica, now time.Time, p RolloutPol
 	if a == nil || a.State != structs.AllocRunning || a.Health == nil || a.Health.Healthy {
 		return ""
 	}
-	var grace time.Duration
-	if h := svc.Spec.Health; h != nil {
-		grace = time.Duration(h.Grace)
-	}
 	since := a.Health.At
-	if end := a.StartedAt.Add(grace); end.After(since) {
+	if end := a.StartedAt.Add(grace(svc)); end.After(since) {
 		since = end
 	}
-	if d := now.Sub(since); d >= p.Unhealthy {
+	if d := now.Sub(since); d >= svc.Spec.RolloutUnhealthyTimeout() {
 		return fmt.Sprintf("replica %s of version %d unhealthy for %s: %s", name, rr.job.ServiceVersion, d.Round(time.Second), a.Health.Reason)
 	}
 	return ""
+}
+
+// stalled says why a running rollout has made no progress for its spec's
+// ProgressDeadline, "" when it has made some since. Progress is the
+// rollout's start, its latest step that made or stopped replicas
+// (Rollout.ProgressAt), and each replica of the new version running to
+// the end of its health grace (a replica loading its model is no stall;
+// one unhealthy past it is) or becoming available. The reason names the
+// first new replica not available and what holds it: for one not placed,
+// the scheduler's reason it waits (Job.Reason).
+func stalled(svc *structs.Service, current []rolloutReplica, now time.Time) string {
+	r := svc.Rollout
+	last := r.StartedAt
+	if r.ProgressAt.After(last) {
+		last = r.ProgressAt
+	}
+	var stuck *rolloutReplica
+	for i, rr := range current {
+		if a := rr.live; a != nil && a.State == structs.AllocRunning {
+			if end := a.StartedAt.Add(grace(svc)); end.After(last) {
+				last = end
+			}
+		}
+		if rr.available(svc) {
+			if at := availableAt(svc, rr.live); at.After(last) {
+				last = at
+			}
+		} else if stuck == nil {
+			stuck = &current[i]
+		}
+	}
+	deadline := svc.Spec.RolloutProgressDeadline()
+	if now.Sub(last) < deadline {
+		return ""
+	}
+	why := fmt.Sprintf("version %d made no progress in %s", r.Version, deadline)
+	if stuck == nil {
+		return why
+	}
+	return why + ": replica " + replicaName(svc, stuck.job) + " " + holdUp(*stuck)
+}
+
+// holdUp says what keeps a replica from being available: "not placed:
+// WHY", "placed, not started: WHY" or "not healthy: WHY".
+func holdUp(rr rolloutReplica) string {
+	a := rr.live
+	switch {
+	case a == nil:
+		return withWhy("not placed", rr.job.Reason)
+	case a.State != structs.AllocRunning:
+		return withWhy("placed, not started", a.Reason)
+	case a.Health != nil:
+		return withWhy("not healthy", a.Health.Reason)
+	}
+	return "not healthy"
+}
+
+// withWhy is what, followed by why when there is one.
+func withWhy(what, why string) string {
+	if why == "" {
+		return what
+	}
+	return what + ": " + why
+}
+
+// availableAt is when an available replica's allocation became so: when
+// its node found it healthy, or, without a report, when it started.
+func availableAt(svc *structs.Service, a *structs.Allocation) time.Time {
+	if a.Health != nil {
+		return a.Health.At
+	}
+	return a.StartedAt
+}
+
+// grace is the health grace of svc's replicas: 0 without a check.
+func grace(svc *structs.Service) time.Duration {
+	if h := svc.Spec.Health; h != nil {
+		return time.Duration(h.Grace)
+	}
+	return 0
 }
 
 // replicaName is a replica's name within its service: "r5".

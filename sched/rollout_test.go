@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,7 +123,7 @@ func TestNextRolloutStep_Situations(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			svc := &structs.Service{ID: "svc-web", Name: "web", Replicas: c.replicas, Version: 2,
 				Spec:    structs.ServiceSpec{Health: &structs.HealthCheck{Kind: structs.HealthHTTP, Path: "/health"}},
-				Rollout: &structs.Rollout{Version: 2, From: 1, MaxSurge: c.surge, MaxUnavailable: c.down, State: c.state}}
+				Rollout: &structs.Rollout{Version: 2, From: 1, MaxSurge: c.surge, MaxUnavailable: c.down, State: c.state, StartedAt: now.Add(-time.Minute)}}
 			if c.state == "" {
 				svc.Rollout.State = structs.RolloutRunning
 			}
@@ -157,7 +158,7 @@ func TestNextRolloutStep_ReachesTheEndWithinTheLimits(t *testing.T) {
 			}
 			next := lim.replicas
 			svc := &structs.Service{ID: "svc-web", Name: "web", Replicas: lim.replicas, Version: 2,
-				Rollout: &structs.Rollout{Version: 2, From: 1, MaxSurge: lim.surge, MaxUnavailable: lim.down, State: structs.RolloutRunning}}
+				Rollout: &structs.Rollout{Version: 2, From: 1, MaxSurge: lim.surge, MaxUnavailable: lim.down, State: structs.RolloutRunning, StartedAt: rolloutT0}}
 			for range 100 {
 				step, ok := NextRolloutStep(rolloutState(reps, rolloutT0), svc, rolloutT0, DefaultRolloutPolicy)
 				if !ok {
@@ -195,5 +196,125 @@ func TestNextRolloutStep_ReachesTheEndWithinTheLimits(t *testing.T) {
 			}
 			t.Fatal("no end in 100 steps")
 		})
+	}
+}
+
+// A rollout that makes no progress for its spec's ProgressDeadline rolls
+// back, naming the replica that holds it up and why; progress is its
+// start or latest step, a new replica running to the end of its grace,
+// or becoming available.
+func TestNextRolloutStep_ProgressDeadline(t *testing.T) {
+	now := rolloutT0
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	queued := func(j *structs.Job, _ *structs.Allocation) {
+		j.Reason = "waiting: 0 of 3 nodes have 8 free GPUs"
+	}
+	cases := []struct {
+		name       string
+		deadline   time.Duration // the spec's; 0: the default
+		grace      time.Duration
+		unhealthy  time.Duration // the spec's unhealthy timeout; 0: the default
+		progressAt time.Time
+		how        string // the new replica r2's
+		edit       func(*structs.Job, *structs.Allocation)
+		want       string // the rollback's reason; "": no step
+	}{
+		{name: "not placed for the default deadline", progressAt: ago(10 * time.Minute), how: "queued", edit: queued,
+			want: "version 2 made no progress in 10m0s: replica r2 not placed: waiting: 0 of 3 nodes have 8 free GPUs"},
+		{name: "not placed, just within the deadline", progressAt: ago(10*time.Minute - time.Second), how: "queued", edit: queued},
+		{name: "the spec's deadline", deadline: time.Minute, progressAt: ago(time.Minute), how: "queued",
+			want: "version 2 made no progress in 1m0s: replica r2 not placed"},
+		{name: "a longer deadline of the spec", deadline: time.Hour, progressAt: ago(30 * time.Minute), how: "queued"},
+		{name: "placed, still pulling", progressAt: ago(11 * time.Minute), how: "healthy",
+			edit: func(_ *structs.Job, a *structs.Allocation) {
+				a.State, a.Health, a.Reason = structs.AllocPending, nil, "pulling image"
+			},
+			want: "version 2 made no progress in 10m0s: replica r2 placed, not started: pulling image"},
+		{name: "within a grace longer than the deadline", grace: 30 * time.Minute, progressAt: ago(25 * time.Minute), how: "starting",
+			edit: func(_ *structs.Job, a *structs.Allocation) { a.StartedAt = ago(25 * time.Minute) }},
+		{name: "unhealthy past its grace, a long unhealthy timeout", grace: time.Minute, unhealthy: time.Hour,
+			progressAt: ago(20 * time.Minute), how: "unhealthy",
+			edit: func(_ *structs.Job, a *structs.Allocation) { a.StartedAt = ago(20 * time.Minute) },
+			want: "version 2 made no progress in 10m0s: replica r2 not healthy: GET /health: 503 (3 failures in a row)"},
+		{name: "the new one became healthy since the last step", progressAt: ago(time.Hour), how: "healthy",
+			edit: func(_ *structs.Job, a *structs.Allocation) { a.Health.At = ago(time.Minute) }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := rolloutState([]rrep{{0, 1, "healthy"}, {1, 1, "healthy"}, {2, 2, c.how}}, now)
+			if c.edit != nil {
+				var a *structs.Allocation
+				if as := st.allocs["svc-web-r2"]; len(as) > 0 {
+					a = as[0]
+				}
+				c.edit(st.jobs[2], a)
+			}
+			svc := &structs.Service{ID: "svc-web", Name: "web", Replicas: 2, Version: 2,
+				Spec: structs.ServiceSpec{
+					Health:           &structs.HealthCheck{Kind: structs.HealthHTTP, Path: "/health", Grace: structs.Duration(c.grace)},
+					ProgressDeadline: structs.Duration(c.deadline), UnhealthyTimeout: structs.Duration(c.unhealthy)},
+				Rollout: &structs.Rollout{Version: 2, From: 1, MaxSurge: 1, State: structs.RolloutRunning,
+					StartedAt: ago(2 * time.Hour), ProgressAt: c.progressAt}}
+			step, ok := NextRolloutStep(st, svc, now, DefaultRolloutPolicy)
+			if c.want == "" {
+				if ok && step.RollBack {
+					t.Fatalf("rolled back: %s", step.Reason)
+				}
+				return
+			}
+			if !ok || !step.RollBack || step.Reason != c.want {
+				t.Fatalf("got %+v (ok %v), want a rollback: %s", step, ok, c.want)
+			}
+		})
+	}
+}
+
+// A rollout that has not started a new replica yet counts from its
+// start; one rolling back never rolls back for want of progress.
+func TestNextRolloutStep_ProgressDeadline_StartAndRollingBack(t *testing.T) {
+	now := rolloutT0
+	st := rolloutState([]rrep{{0, 1, "healthy"}, {1, 1, "healthy"}, {2, 2, "queued"}}, now)
+	svc := &structs.Service{ID: "svc-web", Name: "web", Replicas: 2, Version: 2,
+		Rollout: &structs.Rollout{Version: 2, From: 1, MaxSurge: 1, State: structs.RolloutRunning, StartedAt: now.Add(-10 * time.Minute)}}
+	if step, ok := NextRolloutStep(st, svc, now, DefaultRolloutPolicy); !ok || !step.RollBack {
+		t.Fatalf("running, 10m since its start: got %+v (ok %v), want a rollback", step, ok)
+	}
+	svc.Rollout.StartedAt = now.Add(-9 * time.Minute)
+	if step, ok := NextRolloutStep(st, svc, now, DefaultRolloutPolicy); ok {
+		t.Fatalf("running, 9m since its start: got %+v, want no step", step)
+	}
+	svc.Version, svc.Rollout.Version, svc.Rollout.From, svc.Rollout.State = 1, 1, 2, structs.RolloutRollingBack
+	st = rolloutState([]rrep{{0, 1, "queued"}, {1, 1, "healthy"}, {2, 2, "healthy"}}, now)
+	svc.Rollout.StartedAt = now.Add(-time.Hour)
+	if step, ok := NextRolloutStep(st, svc, now, DefaultRolloutPolicy); ok && step.RollBack {
+		t.Fatalf("rolling back: got %+v, want no rollback", step)
+	}
+}
+
+// The spec's UnhealthyTimeout bounds how long a new replica may stay
+// unhealthy after its grace.
+func TestNextRolloutStep_UnhealthyTimeout(t *testing.T) {
+	now := rolloutT0
+	for _, c := range []struct {
+		timeout, unhealthyFor time.Duration
+		rollBack              bool
+	}{
+		{0, 29 * time.Second, false}, {0, 30 * time.Second, true},
+		{2 * time.Minute, time.Minute, false}, {2 * time.Minute, 2 * time.Minute, true},
+		{5 * time.Second, 5 * time.Second, true},
+	} {
+		st := rolloutState([]rrep{{0, 1, "healthy"}, {1, 1, "healthy"}, {2, 2, "unhealthy"}}, now)
+		st.allocs["svc-web-r2"][0].Health.At = now.Add(-c.unhealthyFor)
+		svc := &structs.Service{ID: "svc-web", Name: "web", Replicas: 2, Version: 2,
+			Spec: structs.ServiceSpec{Health: &structs.HealthCheck{Kind: structs.HealthHTTP, Path: "/health"},
+				UnhealthyTimeout: structs.Duration(c.timeout)},
+			Rollout: &structs.Rollout{Version: 2, From: 1, MaxSurge: 1, State: structs.RolloutRunning, StartedAt: now.Add(-time.Minute)}}
+		step, ok := NextRolloutStep(st, svc, now, DefaultRolloutPolicy)
+		if got := ok && step.RollBack; got != c.rollBack {
+			t.Errorf("timeout %s, unhealthy for %s: got %+v (ok %v), want rollback %v", c.timeout, c.unhealthyFor, step, ok, c.rollBack)
+		}
+		if c.rollBack && !strings.Contains(step.Reason, "unhealthy for "+c.unhealthyFor.String()) {
+			t.Errorf("timeout %s: reason %q does not say for how long", c.timeout, step.Reason)
+		}
 	}
 }

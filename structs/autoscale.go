@@ -140,10 +140,13 @@ type ServiceLoad struct {
 }
 
 // AutoscaleObservation is the leader's latest look at an autoscaled
-// service's load: the metric per replica, and when.
+// service's load: the metric per replica, and when. Paused, when set,
+// says why that look decided nothing ("paused: rollout to version 3 in
+// progress").
 type AutoscaleObservation struct {
-	Value float64   `json:"value"`
-	At    time.Time `json:"at"`
+	Value  float64   `json:"value"`
+	At     time.Time `json:"at"`
+	Paused string    `json:"paused,omitempty"`
 }
 
 // MaxLoadServices bounds the services of one node's load report.

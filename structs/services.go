@@ -100,6 +100,11 @@ type Rollout struct {
 	State     string    `json:"state"`
 	Reason    string    `json:"reason,omitempty"`
 	StartedAt time.Time `json:"started_at"`
+	// ProgressAt is when the latest step that made or stopped replicas
+	// was applied (the leader's time in the step); zero before the first.
+	// With StartedAt and the replicas' health it is what the progress
+	// deadline (ServiceSpec.ProgressDeadline) counts from.
+	ProgressAt time.Time `json:"progress_at,omitzero"`
 }
 
 // Rollout states.
@@ -155,12 +160,45 @@ type ServiceSpec struct {
 	// Public lets the ingress serve the service without a token when the
 	// cluster's ACLs are on.
 	Public bool `json:"public,omitempty"`
+	// ProgressDeadline is how long a rollout to this spec may go without
+	// progress (a step that makes or stops a replica, a new replica
+	// running past its health grace or becoming healthy) before it rolls
+	// back, as one whose new version cannot be placed would otherwise
+	// wait forever (DefaultProgressDeadline when 0).
+	ProgressDeadline Duration `json:"progress_deadline,omitempty"`
+	// UnhealthyTimeout is how long a replica of this spec, being rolled
+	// out, may stay unhealthy after its health grace before the rollout
+	// rolls back (DefaultUnhealthyTimeout when 0).
+	UnhealthyTimeout Duration `json:"unhealthy_timeout,omitempty"`
+}
+
+// RolloutProgressDeadline is the spec's ProgressDeadline, or its default.
+func (s *ServiceSpec) RolloutProgressDeadline() time.Duration {
+	if s.ProgressDeadline > 0 {
+		return time.Duration(s.ProgressDeadline)
+	}
+	return time.Duration(DefaultProgressDeadline)
+}
+
+// RolloutUnhealthyTimeout is the spec's UnhealthyTimeout, or its default.
+func (s *ServiceSpec) RolloutUnhealthyTimeout() time.Duration {
+	if s.UnhealthyTimeout > 0 {
+		return time.Duration(s.UnhealthyTimeout)
+	}
+	return time.Duration(DefaultUnhealthyTimeout)
 }
 
 // Service defaults.
 const (
 	DefaultPortEnv      = "PORT"
 	DefaultDrainTimeout = Duration(30 * time.Second)
+	// DefaultProgressDeadline and DefaultUnhealthyTimeout bound a
+	// rollout (ServiceSpec.ProgressDeadline, UnhealthyTimeout); their
+	// Max* bound what a spec may set.
+	DefaultProgressDeadline = Duration(10 * time.Minute)
+	DefaultUnhealthyTimeout = Duration(30 * time.Second)
+	MaxProgressDeadline     = Duration(48 * time.Hour)
+	MaxUnhealthyTimeout     = Duration(24 * time.Hour)
 	// MaxReplicas bounds a service's replicas.
 	MaxReplicas = 1000
 	// MaxServiceNameLen bounds a service's name, which is a path segment

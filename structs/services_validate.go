@@ -60,7 +60,8 @@ func (r *ServiceDeleteRequest) Validate() error {
 
 // Validate checks a normalized service spec: the replicas' job (whose
 // fields the error names as job.FIELD), the port's env var, the health
-// check and the drain timeout. The error is a *FieldError naming the
+// check, the drain timeout and the rollout's progress deadline and
+// unhealthy timeout. The error is a *FieldError naming the
 // first wrong field.
 func (s *ServiceSpec) Validate() error {
 	if err := s.validateJob(); err != nil {
@@ -83,8 +84,13 @@ func (s *ServiceSpec) Validate() error {
 			return err
 		}
 	}
-	if s.DrainTimeout < 0 || s.DrainTimeout > MaxDrainTimeout {
+	switch {
+	case s.DrainTimeout < 0 || s.DrainTimeout > MaxDrainTimeout:
 		return fieldErr("drain_timeout", "%s is out of range 0s..%s", s.DrainTimeout, MaxDrainTimeout)
+	case s.ProgressDeadline < 0 || s.ProgressDeadline > MaxProgressDeadline:
+		return fieldErr("progress_deadline", "%s is out of range 0s..%s (0: the default, %s)", s.ProgressDeadline, MaxProgressDeadline, DefaultProgressDeadline)
+	case s.UnhealthyTimeout < 0 || s.UnhealthyTimeout > MaxUnhealthyTimeout:
+		return fieldErr("unhealthy_timeout", "%s is out of range 0s..%s (0: the default, %s)", s.UnhealthyTimeout, MaxUnhealthyTimeout, DefaultUnhealthyTimeout)
 	}
 	return nil
 }

@@ -82,6 +82,12 @@ func TestService_Validate(t *testing.T) {
 		{"drain timeout", func(s *Service) { s.Spec.DrainTimeout = MaxDrainTimeout }, "", ""},
 		{"drain timeout too long", func(s *Service) { s.Spec.DrainTimeout = MaxDrainTimeout + 1 }, "drain_timeout", "0s..1h0m0s"},
 		{"negative drain timeout", func(s *Service) { s.Spec.DrainTimeout = -1 }, "drain_timeout", "out of range"},
+		{"progress deadline", func(s *Service) { s.Spec.ProgressDeadline = MaxProgressDeadline }, "", ""},
+		{"progress deadline too long", func(s *Service) { s.Spec.ProgressDeadline = MaxProgressDeadline + 1 }, "progress_deadline", "0s..48h0m0s"},
+		{"negative progress deadline", func(s *Service) { s.Spec.ProgressDeadline = -1 }, "progress_deadline", "out of range"},
+		{"unhealthy timeout", func(s *Service) { s.Spec.UnhealthyTimeout = MaxUnhealthyTimeout }, "", ""},
+		{"unhealthy timeout too long", func(s *Service) { s.Spec.UnhealthyTimeout = MaxUnhealthyTimeout + 1 }, "unhealthy_timeout", "0s..24h0m0s"},
+		{"negative unhealthy timeout", func(s *Service) { s.Spec.UnhealthyTimeout = -1 }, "unhealthy_timeout", "the default, 30s"},
 
 		{"tcp check", func(s *Service) { s.Spec.Health = &HealthCheck{Kind: HealthTCP} }, "", ""},
 		{"exec check", func(s *Service) {

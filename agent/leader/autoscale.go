@@ -90,7 +90,9 @@ func (l *Leader) Observed(service string) (structs.AutoscaleObservation, bool) {
 // metric per replica from the nodes' fresh reports, and sched.Autoscale's
 // decision, committed as a ServiceScale entry with its reason when it
 // changes the replicas. A service no fresh report covers is left alone,
-// and its history and observation forgotten.
+// and its history and observation forgotten. One with a rollout in
+// progress is left alone too (sched.Autoscale pauses), its observation
+// saying so.
 func (l *Leader) autoscale(now time.Time) {
 	services := l.fsm.Services()
 	l.as.mu.Lock()
@@ -115,8 +117,8 @@ func (l *Leader) autoscale(now time.Time) {
 			continue
 		}
 		seen[svc.ID] = true
-		l.as.observed[svc.Name] = structs.AutoscaleObservation{Value: observed, At: now.UTC()}
 		d := sched.Autoscale(sched.AutoscaleLook{Service: svc, Observed: observed, Now: now, History: l.as.history[svc.ID]})
+		l.as.observed[svc.Name] = structs.AutoscaleObservation{Value: observed, At: now.UTC(), Paused: d.Paused}
 		l.as.history[svc.ID] = d.History
 		if d.Replicas != svc.Replicas {
 			scales = append(scales, scale{structs.ServiceScaleRequest{Name: svc.Name, Replicas: d.Replicas, Reason: d.Reason, At: now.UTC()}, svc.ID})

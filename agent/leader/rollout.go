@@ -10,7 +10,8 @@ import (
 )
 
 // rolloutTick is how often the rollout loop looks again without a state
-// change: a replica's unhealthy time grows without one.
+// change: a replica's unhealthy time, and a rollout's time without
+// progress, grow without one.
 const rolloutTick = time.Second
 
 // rolloutLoop drives the services' rolling updates while this node leads:
