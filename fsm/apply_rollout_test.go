@@ -238,3 +238,70 @@ func TestFSM_ServiceRollout_SurvivesASnapshot(t *testing.T) {
 		t.Fatalf("restored service: %+v", s)
 	}
 }
+
+// A step that makes or stops replicas stamps the rollout's ProgressAt
+// with its time (the leader's); a refused step, a Done and a rollback do
+// not, and a snapshot keeps it.
+func TestFSM_ServiceRollout_StepsStampProgress(t *testing.T) {
+	h := serving2(t)
+	h.updateService("mistral", 1, 0)
+	if p := h.svc("web").Rollout.ProgressAt; !p.IsZero() {
+		t.Fatalf("a new rollout has progress at %v, want none (its start counts)", p)
+	}
+	added := h.at()
+	if err := h.step(structs.ServiceRolloutRequest{Version: 2, Add: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if p := h.svc("web").Rollout.ProgressAt; !p.Equal(added) {
+		t.Fatalf("after an add: progress at %v, want %v", p, added)
+	}
+	wantErrIs(t, h.step(structs.ServiceRolloutRequest{Version: 2, Stop: []string{"svc-web-r0"}}), ErrRolloutStale)
+	if p := h.svc("web").Rollout.ProgressAt; !p.Equal(added) {
+		t.Fatalf("after a refused stop: progress at %v, want %v still", p, added)
+	}
+	h.runHealthy("svc-web-r2", "a2", 2)
+	stopped := h.at()
+	if err := h.step(structs.ServiceRolloutRequest{Version: 2, Stop: []string{"svc-web-r0"}}); err != nil {
+		t.Fatal(err)
+	}
+	if p := h.svc("web").Rollout.ProgressAt; !p.Equal(stopped) {
+		t.Fatalf("after a stop: progress at %v, want %v", p, stopped)
+	}
+	if s, _ := restoreFresh(t, h.f).Service("web"); !s.Rollout.ProgressAt.Equal(stopped) {
+		t.Fatalf("restored: progress at %v, want %v", s.Rollout.ProgressAt, stopped)
+	}
+	if err := h.step(structs.ServiceRolloutRequest{Version: 2, RollBack: true, Reason: "version 2 made no progress in 10m0s"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.svc("web").Rollout; !r.ProgressAt.Equal(stopped) || r.Reason != "rolled back: version 2 made no progress in 10m0s" {
+		t.Fatalf("after the rollback: %+v", r)
+	}
+}
+
+// An autoscaled service is not scaled while a rollout runs or rolls back
+// (only the leader's autoscaler scales it, and it pauses for rollouts),
+// and is again once the rollout is over.
+func TestFSM_ServiceScale_OfAnAutoscaledServiceWaitsForTheRollout(t *testing.T) {
+	h := serving2(t)
+	if _, ok := h.autoscale("web", &structs.Autoscale{Min: 1, Max: 4, Metric: structs.AutoscaleInFlight, Target: 10}).(*structs.Service); !ok {
+		t.Fatal("autoscale refused")
+	}
+	h.updateService("mistral", 1, 0)
+	before := h.f.Hash()
+	err, _ := h.scale("web", 3, "scaled 2→3: 15 requests in flight per replica, target 10").(error)
+	wantErrIs(t, err, ErrAutoscalePaused, "a rollout to version 2 is in progress")
+	if h.f.Hash() != before {
+		t.Fatal("a refused scale changed the state")
+	}
+	if err := h.step(structs.ServiceRolloutRequest{Version: 2, RollBack: true, Reason: "no"}); err != nil {
+		t.Fatal(err)
+	}
+	err, _ = h.scale("web", 3, "").(error)
+	wantErrIs(t, err, ErrAutoscalePaused, "a rollout to version 1 is in progress")
+	if err := h.step(structs.ServiceRolloutRequest{Version: 1, Done: true}); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := h.scale("web", 3, "").(*structs.Service); !ok || s.Replicas != 3 {
+		t.Fatalf("after the rollout: %v, want 3 replicas", s)
+	}
+}
