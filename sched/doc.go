@@ -41,7 +41,9 @@
 // finished jobs nothing needs any more. Autoscale decides an autoscaled
 // service's replicas from the load per replica the leader observed.
 // NextRolloutStep is a rolling update's next step: new replicas within the surge, old ones stopped
-// once new ones are healthy, done, or a rollback when a new one fails.
+// once new ones are healthy, done, or a rollback when a new one fails or
+// the rollout makes no progress by its spec's deadline. Autoscale pauses
+// while a rollout is active.
 //
 // The plan is a proposal: the leader verifies it against the newest state
 // and the FSM re-checks it in Apply.
