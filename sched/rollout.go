@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/skein-dev/skein/structs"
 )
@@ -97,12 +98,12 @@ func NextRolloutStep(st RolloutState, svc *structs.Service, now time.Time, p Rol
 	if r.State == structs.RolloutRunning {
 		for _, rr := range current {
 			if why := failed(svc, rr, now, p); why != "" {
-				step.RollBack, step.Reason = true, why
+				step.RollBack, step.Reason = true, clipReason(why)
 				return step, true
 			}
 		}
 		if why := stalled(svc, current, now); why != "" {
-			step.RollBack, step.Reason = true, why
+			step.RollBack, step.Reason = true, clipReason(why)
 			return step, true
 		}
 	}
@@ -197,7 +198,7 @@ func stalled(svc *structs.Service, current []rolloutReplica, now time.Time) stri
 			}
 		}
 		if rr.available(svc) {
-			if at := availableAt(svc, rr.live); at.After(last) {
+			if at := availableAt(rr.live); at.After(last) {
 				last = at
 			}
 		} else if stuck == nil {
@@ -240,11 +241,25 @@ func withWhy(what, why string) string {
 
 // availableAt is when an available replica's allocation became so: when
 // its node found it healthy, or, without a report, when it started.
-func availableAt(svc *structs.Service, a *structs.Allocation) time.Time {
+func availableAt(a *structs.Allocation) time.Time {
 	if a.Health != nil {
 		return a.Health.At
 	}
 	return a.StartedAt
+}
+
+// clipReason cuts a rollback's reason to what a step may carry
+// (structs.MaxServiceReasonLen bytes), at a character's start: it quotes
+// the scheduler's and the nodes' words, which may be longer.
+func clipReason(s string) string {
+	n := structs.MaxServiceReasonLen
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // grace is the health grace of svc's replicas: 0 without a check.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/skein-dev/skein/structs"
 )
@@ -316,5 +317,22 @@ func TestNextRolloutStep_UnhealthyTimeout(t *testing.T) {
 		if c.rollBack && !strings.Contains(step.Reason, "unhealthy for "+c.unhealthyFor.String()) {
 			t.Errorf("timeout %s: reason %q does not say for how long", c.timeout, step.Reason)
 		}
+	}
+}
+
+// A rollback's reason quoting a long wait reason is cut to what a step
+// may carry, so the state does not refuse the rollback.
+func TestNextRolloutStep_ALongReasonIsCutToTheLimit(t *testing.T) {
+	now := rolloutT0
+	st := rolloutState([]rrep{{0, 1, "healthy"}, {1, 2, "queued"}}, now)
+	st.jobs[1].Reason = strings.Repeat("é", structs.MaxServiceReasonLen)
+	svc := &structs.Service{ID: "svc-web", Name: "web", Replicas: 1, Version: 2,
+		Rollout: &structs.Rollout{Version: 2, From: 1, MaxSurge: 1, State: structs.RolloutRunning, StartedAt: now.Add(-time.Hour)}}
+	step, ok := NextRolloutStep(st, svc, now, DefaultRolloutPolicy)
+	if !ok || !step.RollBack {
+		t.Fatalf("got %+v (ok %v), want a rollback", step, ok)
+	}
+	if err := step.Validate(); err != nil || !utf8.ValidString(step.Reason) || !strings.HasPrefix(step.Reason, "version 2 made no progress") {
+		t.Fatalf("reason of %d bytes (valid UTF-8 %v): %v", len(step.Reason), utf8.ValidString(step.Reason), err)
 	}
 }
