@@ -37,7 +37,8 @@ type ServiceAutoscaleRequest struct {
 // ServiceUpdateRequest is the body of POST /v1/services/{name}/update:
 // the service's whole new spec, rolled out at most MaxSurge replicas
 // beyond those it wants and MaxUnavailable fewer available (both 0: a
-// surge of 1, none unavailable).
+// surge of 1, none unavailable). The new spec's ProgressDeadline and
+// UnhealthyTimeout say when the rollout gives up and rolls back.
 type ServiceUpdateRequest struct {
 	Spec           structs.ServiceSpec `json:"spec"`
 	MaxSurge       int                 `json:"max_surge,omitempty"`

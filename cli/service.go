@@ -132,8 +132,9 @@ func printServiceDetail(c *ucli.Context, d *api.ServiceDetail, now time.Time) er
 	return printTable(w, []string{"REPLICA", "VERSION", "JOB", "NODE", "PORT", "STATE", "HEALTH", "RESTARTS", "LAST EXIT", "REASON"}, rows)
 }
 
-// rolloutBounds says when a rollout to the spec rolls back: "a new
-// replica unhealthy for 30s after its grace, or no progress in 10m".
+// rolloutBounds says when a rollout to the spec rolls back: "roll back
+// on a new replica unhealthy for 30s after its grace, or no progress in
+// 10m".
 func rolloutBounds(s structs.ServiceSpec) string {
 	return fmt.Sprintf("roll back on a new replica unhealthy for %s after its grace, or no progress in %s",
 		shortDuration(s.RolloutUnhealthyTimeout()), shortDuration(s.RolloutProgressDeadline()))
