@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -211,4 +213,13 @@ func TestServiceDetail_ReplicasFollowTheirAllocationAndItsHealth(t *testing.T) {
 
 	st.must(structs.ServiceDeleteType, structs.ServiceDeleteRequest{Name: "web", At: time.Now()})
 	check("deleting, 1 stopping", api.ReplicaStopping)
+}
+
+// A scale of an autoscaled service that the state refuses because a
+// rollout began meanwhile is a conflict, as a manual scale of one is.
+func TestStatusOf_AScaleRefusedDuringARolloutIsAConflict(t *testing.T) {
+	err := fmt.Errorf("service web: %w: a rollout to version 2 is in progress", fsm.ErrAutoscalePaused)
+	if got := statusOf(err); got != http.StatusConflict {
+		t.Fatalf("status %d, want %d", got, http.StatusConflict)
+	}
 }

@@ -75,7 +75,8 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, fsm.ErrServiceNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, fsm.ErrServiceExists), errors.Is(err, fsm.ErrServiceDeleted), errors.Is(err, errAutoscaled):
+	case errors.Is(err, fsm.ErrServiceExists), errors.Is(err, fsm.ErrServiceDeleted), errors.Is(err, errAutoscaled),
+		errors.Is(err, fsm.ErrAutoscalePaused):
 		return http.StatusConflict
 	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge
