@@ -82,6 +82,17 @@ func TestService_Validate(t *testing.T) {
 		{"drain timeout", func(s *Service) { s.Spec.DrainTimeout = MaxDrainTimeout }, "", ""},
 		{"drain timeout too long", func(s *Service) { s.Spec.DrainTimeout = MaxDrainTimeout + 1 }, "drain_timeout", "0s..1h0m0s"},
 		{"negative drain timeout", func(s *Service) { s.Spec.DrainTimeout = -1 }, "drain_timeout", "out of range"},
+		{"gpu target with GPUs", func(s *Service) {
+			s.Spec.Job.GPUs = 2
+			s.Autoscale = &Autoscale{Min: 1, Max: 4, Metric: AutoscaleGPU, Target: 80}
+		}, "", ""},
+		{"gpu target without GPUs", func(s *Service) {
+			s.Spec.Job.GPUs = 0
+			s.Autoscale = &Autoscale{Min: 1, Max: 4, Metric: AutoscaleGPU, Target: 80}
+		}, "autoscale.metric", "--target gpu=N needs --gpus"},
+		{"unknown metric", func(s *Service) {
+			s.Autoscale = &Autoscale{Min: 1, Max: 4, Metric: "cpu", Target: 80}
+		}, "autoscale.metric", "want inflight, gpu or gauge:NAME"},
 
 		{"tcp check", func(s *Service) { s.Spec.Health = &HealthCheck{Kind: HealthTCP} }, "", ""},
 		{"exec check", func(s *Service) {
