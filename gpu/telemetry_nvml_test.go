@@ -331,3 +331,37 @@ func TestNVMLTelemetry_ShutsNVMLDownWhenItStops(t *testing.T) {
 		t.Errorf("Init called %d times and Shutdown %d, want 2 each (discovery, then telemetry)", inits, shutdowns)
 	}
 }
+
+// On a machine with NVIDIA GPUs, the real library: every GPU of the
+// inventory is read, with at least its utilisation and memory (every
+// data-centre GPU has those), and the total memory discovery found.
+func TestNVMLTelemetry_ReadsTheRealGPUs(t *testing.T) {
+	inv, err := discoverNVML()
+	if err != nil {
+		t.Skipf("no NVML on this machine: %v", err)
+	}
+	if len(inv.GPUs) == 0 {
+		t.Skip("NVML sees no GPU on this machine")
+	}
+	tel := NewNVMLTelemetry(nvml.New(), inv.GPUs, TelemetryConfig{Period: time.Hour})
+	runSampler(t, tel)
+	got := waitSample(t, tel, "the first reading", someSample)
+	if len(got) != len(inv.GPUs) {
+		t.Fatalf("%d samples for %d GPUs", len(got), len(inv.GPUs))
+	}
+	for i, s := range got {
+		g := inv.GPUs[i]
+		t.Logf("GPU %d %s: readings %06b, %v %% busy, %d/%d MiB, %v °C, %v W, ECC %d/%d", s.Index, s.Model, s.Has,
+			s.UtilPercent, s.MemUsedMiB, s.MemTotalMiB, s.TempC, s.PowerW, s.ECCCorrected, s.ECCUncorrected)
+		switch {
+		case s.UUID != g.UUID || s.Index != g.Index || s.Simulated:
+			t.Errorf("GPU %d: sample of %s (index %d, simulated %t), want %s", i, s.UUID, s.Index, s.Simulated, g.UUID)
+		case s.Has&(HasUtil|HasMemory) != HasUtil|HasMemory:
+			t.Errorf("GPU %d: readings %06b, want at least utilisation and memory", i, s.Has)
+		case s.MemTotalMiB != g.MemoryMiB || s.MemUsedMiB > s.MemTotalMiB:
+			t.Errorf("GPU %d: %d of %d MiB used, want a total of %d", i, s.MemUsedMiB, s.MemTotalMiB, g.MemoryMiB)
+		case s.UtilPercent < 0 || s.UtilPercent > 100:
+			t.Errorf("GPU %d: %v %% busy", i, s.UtilPercent)
+		}
+	}
+}
