@@ -73,7 +73,7 @@ type Sampler interface {
 }
 
 // DefaultTelemetryPeriod is how often a sampler reads its GPUs when its
-// config does not say: modest, as dcgm-exporter's default scrape.
+// config does not say: a few NVML queries per GPU, well apart.
 const DefaultTelemetryPeriod = 5 * time.Second
 
 // TelemetryConfig tunes a sampler. Zero values mean production defaults.

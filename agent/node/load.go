@@ -20,8 +20,9 @@ const maxMetricsBytes = 4 << 20
 // loadLoop tells the leader, every LoadInterval, what this node sees of
 // the load of the autoscaled services (structs.ServiceLoad): the requests
 // its ingress has in flight to each, the gauge of each of their replicas
-// here, or the utilisation of the GPUs those replicas hold. Services without autoscale cost nothing; a report that
-// does not reach the leader is not sent again (the next one replaces it).
+// here, or the utilisation of the GPUs those replicas hold. Services
+// without autoscale cost nothing; a report that does not reach the
+// leader is not sent again (the next one replaces it).
 func (n *Node) loadLoop() {
 	if n.cfg.LoadInterval <= 0 {
 		return
