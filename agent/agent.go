@@ -81,6 +81,12 @@ type Agent struct {
 	// done is closed when the agent has left the cluster.
 	done chan struct{}
 
+	// telemetry reads this node's GPUs (telemetry_wiring.go) for the load
+	// reports, metrics and the web UI; xids counts the critical XIDs its
+	// monitor sees, for it.
+	telemetry gpu.Telemetry
+	xids      *gpu.XIDCounter
+
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -212,6 +218,7 @@ func (a *Agent) start() error {
 		AutoscaleInterval: a.cfg.AutoscaleInterval,
 		Logger:            a.logger.Named("leader"),
 	})
+	sampler := a.newTelemetry()
 	a.node = node.New(a.nodeConfig())
 	adopted, err := a.runner.Restore()
 	if err != nil {
@@ -258,6 +265,7 @@ func (a *Agent) start() error {
 	}
 
 	a.node.Run(a.ctx)
+	a.goLoop(func() { sampler.Run(a.ctx) })
 	if a.secure != nil {
 		a.secure.Run(a.ctx, secure.Deps{Raft: a.raft, Peers: a.peers, Announce: a.announce}, a.goLoop)
 	}
@@ -317,6 +325,7 @@ func (a *Agent) runnerConfig() runner.Config {
 		KeepFailed:      a.cfg.KeepFailed,
 		ContainerHost:   a.cfg.ContainerHost,
 		ContainerGPUs:   a.containerGPUs(),
+		SimulatedGPUs:   a.inv.Source == gpu.SourceSimulated,
 	}
 }
 
@@ -380,7 +389,8 @@ func (a *Agent) nodeConfig() node.Config {
 		SweepInterval:      leader.GCInterval(a.cfg.JobRetention),
 		GPUCleanPeriod:     a.cfg.GPUCleanPeriod,
 		AllowForeignGPUUse: a.cfg.AllowForeignGPUUse,
-		GPUMonitor:         a.cfg.GPUMonitor,
+		GPUMonitor:         a.gpuMonitor(),
+		Telemetry:          a.telemetry,
 		LoadInterval:       cmp.Or(a.cfg.AutoscaleInterval, leader.DefaultAutoscaleInterval),
 		InFlight:           a.ingressInFlight,
 		Loads:              a.leader,

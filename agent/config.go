@@ -222,6 +222,10 @@ type Config struct {
 	// GPUMonitor watches this node's GPUs; nil picks one for the inventory
 	// (see newMonitor).
 	GPUMonitor gpu.Monitor
+	// TelemetryPeriod is how often this node reads its GPUs' telemetry
+	// (telemetry_wiring.go); 0 = gpu.DefaultTelemetryPeriod. Tests
+	// shorten it.
+	TelemetryPeriod time.Duration
 	// MaxConns bounds the API connections held at once from clients that
 	// are not the cluster's nodes, and MaxConnsPerClient those from one
 	// client address; 0 sizes them from the file-descriptor limit

@@ -17,7 +17,7 @@ import (
 func autoscaleFlags() []ucli.Flag {
 	return []ucli.Flag{
 		&ucli.StringFlag{Name: "target", Usage: "the load per replica to scale for: inflight=N (requests in flight or queued at the ingress; waiting=N is the same), " +
-			"or gauge:NAME=V (the Prometheus gauge NAME on each replica's /metrics)"},
+			"gpu=PERCENT (the mean utilisation of the replicas' GPUs; needs --gpus), or gauge:NAME=V (the Prometheus gauge NAME on each replica's /metrics)"},
 		&ucli.StringFlag{Name: "scale-up-window", Usage: "how long the load must stay above the target before a scale up (default 0: at once)"},
 		&ucli.StringFlag{Name: "scale-down-window", Usage: "how long the load must stay below the target, and since the last scale, before a scale down (default 5m)"},
 		&ucli.Float64Flag{Name: "scale-tolerance", Usage: "the fraction of the target within which nothing changes (default 0.1)"},

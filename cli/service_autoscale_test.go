@@ -38,7 +38,7 @@ func TestServe_BadAutoscaleIsRefusedBeforeSending(t *testing.T) {
 		{"autoscale without target", []string{"--autoscale", "1-3"}, "missing --target"},
 		{"bounds that do not parse", []string{"--autoscale", "3", "--target", "inflight=3"}, `"3": want MIN-MAX replicas`},
 		{"min zero", []string{"--autoscale", "0-3", "--target", "inflight=3"}, "--autoscale: 0: want at least 1"},
-		{"gpu", []string{"--autoscale", "1-3", "--target", "gpu=80"}, "--target: gpu: not supported yet"},
+		{"gpu without GPUs", []string{"--autoscale", "1-3", "--target", "gpu=80"}, "--target: gpu: the replicas hold no GPUs (--target gpu=N needs --gpus)"},
 		{"bad gauge", []string{"--autoscale", "1-3", "--target", "gauge:a-b=1"}, "--target: \"a-b\": want a Prometheus metric name"},
 		{"zero target", []string{"--autoscale", "1-3", "--target", "inflight=0"}, "--target: 0: want more than 0"},
 		{"target not a number", []string{"--autoscale", "1-3", "--target", "inflight=lots"}, `the value "lots" is not a number`},

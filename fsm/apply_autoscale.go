@@ -28,6 +28,9 @@ func (s *state) applyServiceAutoscale(l *raft.Log) any {
 		svc.ModifyIndex = l.Index
 		return svc.Copy()
 	}
+	if err := a.ValidateFor(&svc.Spec); err != nil {
+		return fmt.Errorf("service autoscale: %w", err)
+	}
 	if n := a.Clamp(svc.Replicas); n != svc.Replicas {
 		why := fmt.Sprintf("scaled %d→%d: autoscale is %d-%d", svc.Replicas, n, a.Min, a.Max)
 		if err := s.scaleService(svc, n, why, req.At, l.Index); err != nil {

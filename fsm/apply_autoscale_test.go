@@ -79,7 +79,7 @@ func TestFSM_ServiceAutoscale_RefusesBadRequests(t *testing.T) {
 		{"min zero", "web", &structs.Autoscale{Min: 0, Max: 2, Metric: "inflight", Target: 1}, "autoscale.min"},
 		{"max below min", "web", &structs.Autoscale{Min: 3, Max: 2, Metric: "inflight", Target: 1}, "autoscale.max"},
 		{"too many", "web", &structs.Autoscale{Min: 1, Max: structs.MaxReplicas + 1, Metric: "inflight", Target: 1}, "autoscale.max"},
-		{"gpu", "web", &structs.Autoscale{Min: 1, Max: 2, Metric: "gpu", Target: 80}, "not supported"},
+		{"gpu without GPUs", "web", &structs.Autoscale{Min: 1, Max: 2, Metric: "gpu", Target: 80}, "--target gpu=N needs --gpus"},
 		{"bad gauge", "web", &structs.Autoscale{Min: 1, Max: 2, Metric: "gauge:9x", Target: 1}, "autoscale.metric"},
 		{"other metric", "web", &structs.Autoscale{Min: 1, Max: 2, Metric: "cpu", Target: 1}, "autoscale.metric"},
 		{"zero target", "web", &structs.Autoscale{Min: 1, Max: 2, Metric: "inflight"}, "autoscale.target"},
@@ -93,5 +93,24 @@ func TestFSM_ServiceAutoscale_RefusesBadRequests(t *testing.T) {
 				t.Fatalf("err = %v, want one naming %q", err, c.want)
 			}
 		})
+	}
+}
+
+// The gpu metric needs replicas that hold GPUs, set on a service or kept
+// through an update of its spec.
+func TestFSM_ServiceAutoscale_GPUTargetNeedsGPUs(t *testing.T) {
+	h := newHarness(t)
+	h.registerService(service("web", 1, 2))
+	gpu := &structs.Autoscale{Min: 1, Max: 4, Metric: structs.AutoscaleGPU, Target: 80}
+	if got, ok := h.autoscale("web", gpu).(*structs.Service); !ok || got.Autoscale == nil || got.Autoscale.Metric != structs.AutoscaleGPU {
+		t.Fatalf("autoscale on GPU utilisation of a service with GPUs: %v", got)
+	}
+	spec := service("web", 1, 0).Spec
+	err, _ := h.apply(structs.ServiceUpdateType, structs.ServiceUpdateRequest{Name: "web", Spec: spec, MaxSurge: 1, At: h.at()}).(error)
+	if err == nil || !strings.Contains(err.Error(), "service update: autoscale.metric: gpu: the replicas hold no GPUs") {
+		t.Fatalf("update to no GPUs under a gpu target: err = %v", err)
+	}
+	if got := h.svc("web"); got.Spec.Job.GPUs != 2 || got.Version != 1 {
+		t.Fatalf("refused update changed the service: %d GPUs, version %d", got.Spec.Job.GPUs, got.Version)
 	}
 }

@@ -335,6 +335,11 @@ func (s *state) applyServiceUpdate(l *raft.Log) any {
 	if err != nil {
 		return err
 	}
+	if svc.Autoscale != nil {
+		if err := svc.Autoscale.ValidateFor(&req.Spec); err != nil {
+			return fmt.Errorf("service update: %w", err)
+		}
+	}
 	prev := svc.Spec.Copy()
 	next := svc.Version
 	if r := svc.Rollout; r != nil {

@@ -24,6 +24,18 @@
 // initialise every GPU is Fatal at every check. SimMonitor reports only
 // the faults injected into it.
 //
+// Telemetry (NewTelemetry) takes readings in the background every period
+// (DefaultTelemetryPeriod) and hands out the last ones without waiting on
+// a device. NVMLTelemetry reads, per GPU, the utilisation of the GPU and
+// of its memory, memory used and total, temperature, power and the
+// volatile ECC counts; a query that fails or is not supported leaves its
+// reading out of Sample.Has. The XID count comes from the monitor, which
+// sees the events already: an XIDCounter shared through MonitorConfig and
+// TelemetryConfig. SimTelemetry makes nothing up: a simulated GPU has
+// only utilisation and memory, 0 while free, and while held what its job
+// writes to its utilisation file ("UTIL [MEM_MIB]"; the agent names the
+// file, see TelemetryConfig.Holders).
+//
 // It is the only skein package that imports go-nvml. go-nvml needs cgo, so
 // the NVML code carries a cgo build constraint; a binary built with
 // CGO_ENABLED=0 still builds and reports that NVML support is missing.

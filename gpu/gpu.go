@@ -46,6 +46,10 @@ var (
 	// ErrNotSimulated refuses a fault injected into a GPU that is not
 	// simulated.
 	ErrNotSimulated = errors.New("faults can only be injected into simulated GPUs")
+	// errEmptyUtil is a simulated GPU's utilisation file with nothing in
+	// it, and errBadUtil one that does not parse (SimTelemetry).
+	errEmptyUtil = errors.New("empty utilisation file")
+	errBadUtil   = errors.New("utilisation file")
 )
 
 // Inventory is what a node offers.

@@ -101,6 +101,10 @@ type MonitorConfig struct {
 	EventWait time.Duration
 	// Now stamps events (time.Now).
 	Now func() time.Time
+	// XIDs counts every critical XID event of each GPU, the application's
+	// own included, for the telemetry (TelemetryConfig.XIDs); nil counts
+	// none.
+	XIDs *XIDCounter
 }
 
 func (c MonitorConfig) withDefaults() MonitorConfig {
@@ -117,12 +121,12 @@ func (c MonitorConfig) withDefaults() MonitorConfig {
 }
 
 // NewMonitor returns the monitor that fits inv: an NVML monitor for GPUs
-// NVML found, checking every interval (DefaultCheckInterval when 0), and a
-// *SimMonitor otherwise, into which faults can be injected. A binary built
-// without NVML support reports NVML GPUs as Fatal at every check.
-func NewMonitor(inv Inventory, interval time.Duration) Monitor {
+// NVML found, tuned by cfg, and a *SimMonitor otherwise, into which
+// faults can be injected. A binary built without NVML support reports
+// NVML GPUs as Fatal at every check.
+func NewMonitor(inv Inventory, cfg MonitorConfig) Monitor {
 	if inv.Source == SourceNVML {
-		return newNVMLMonitor(inv.GPUs, MonitorConfig{Interval: interval})
+		return newNVMLMonitor(inv.GPUs, cfg)
 	}
 	return NewSimMonitor(len(inv.GPUs))
 }

@@ -52,9 +52,9 @@ func TestNewMonitor_SimulatedAndEmptyInventoriesTakeInjectedFaults(t *testing.T)
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, ok := NewMonitor(inv, 0).(*SimMonitor)
+		m, ok := NewMonitor(inv, MonitorConfig{}).(*SimMonitor)
 		if !ok {
-			t.Fatalf("%s: NewMonitor = %T, want *SimMonitor", mode, NewMonitor(inv, 0))
+			t.Fatalf("%s: NewMonitor = %T, want *SimMonitor", mode, NewMonitor(inv, MonitorConfig{}))
 		}
 		err = m.Inject(Event{Index: 3, Kind: Fatal})
 		if wantErr := len(inv.GPUs) == 0; (err != nil) != wantErr {
@@ -71,7 +71,7 @@ func TestNewMonitor_NVMLGPUsAreFatalWithoutNVML(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		NewMonitor(inv, time.Hour).Run(ctx, out)
+		NewMonitor(inv, MonitorConfig{Interval: time.Hour}).Run(ctx, out)
 	}()
 	for i := range 2 {
 		select {

@@ -177,17 +177,21 @@ func (m *NVMLMonitor) watch(ctx context.Context, out chan<- Event) (stop func(),
 }
 
 // translate turns an NVML event into a health event; ok is false for
-// events that say nothing about the GPU's health.
+// events that say nothing about the GPU's health. It counts every
+// critical XID in cfg.XIDs, the application's own too.
 func (m *NVMLMonitor) translate(handles map[nvml.Device]int, data nvml.EventData) (Event, bool) {
 	i, ok := handles[data.Device]
 	if !ok {
 		return Event{}, false
 	}
+	g := m.gpus[i]
+	if data.EventType == nvml.EventTypeXidCriticalError {
+		m.cfg.XIDs.Add(g.Index)
+	}
 	kind, reason := classifyEvent(data.EventType, data.EventData)
 	if kind == "" {
 		return Event{}, false
 	}
-	g := m.gpus[i]
 	return Event{Index: g.Index, UUID: g.UUID, Kind: kind, Reason: reason, At: m.cfg.Now()}, true
 }
 

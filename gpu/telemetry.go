@@ -1,6 +1,13 @@
 package gpu
 
-import "time"
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/skein-dev/skein/structs"
+)
 
 // Sample is one reading of one GPU's telemetry, taken on its node. It stays
 // on that node (metrics, the web UI) except for the utilisation of the GPUs
@@ -56,4 +63,101 @@ type Telemetry interface {
 	// Sample returns the latest reading of every GPU, in index order; nil
 	// before the first reading or on a node without GPUs.
 	Sample() []Sample
+}
+
+// Sampler is a Telemetry that takes its readings while Run runs.
+type Sampler interface {
+	Telemetry
+	// Run takes a reading at once and then every period until ctx ends.
+	Run(ctx context.Context)
+}
+
+// DefaultTelemetryPeriod is how often a sampler reads its GPUs when its
+// config does not say: a few NVML queries per GPU, well apart.
+const DefaultTelemetryPeriod = 5 * time.Second
+
+// TelemetryConfig tunes a sampler. Zero values mean production defaults.
+type TelemetryConfig struct {
+	// Period is the time between readings (DefaultTelemetryPeriod).
+	Period time.Duration
+	// XIDs, shared with the GPUs' monitor (MonitorConfig.XIDs), counts
+	// the critical XID events seen on each GPU; nil counts none.
+	XIDs *XIDCounter
+	// Holders, for simulated GPUs, names the utilisation file of the job
+	// holding each GPU, by UUID (see SimTelemetry); nil: none is held.
+	Holders func() map[string]string
+	// Now stamps readings (time.Now).
+	Now func() time.Time
+}
+
+func (c TelemetryConfig) withDefaults() TelemetryConfig {
+	if c.Period <= 0 {
+		c.Period = DefaultTelemetryPeriod
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// NewTelemetry returns the sampler that fits inv: NVML's for GPUs NVML
+// found, and a *SimTelemetry otherwise (which, on a node without GPUs,
+// samples nothing). A binary built without NVML support lists NVML GPUs
+// with no readings.
+func NewTelemetry(inv Inventory, cfg TelemetryConfig) Sampler {
+	if inv.Source == SourceNVML {
+		return newNVMLTelemetry(inv.GPUs, cfg)
+	}
+	return NewSimTelemetry(inv.GPUs, cfg)
+}
+
+// XIDCounter counts the critical XID events of each GPU of a node, by
+// index. The NVML monitor adds to it as events come and the telemetry
+// reads it, so that a count needs neither a second event registration
+// nor a channel between them. It is safe for concurrent use.
+type XIDCounter struct {
+	counts []atomic.Uint64
+}
+
+// NewXIDCounter counts for GPUs 0..gpus-1.
+func NewXIDCounter(gpus int) *XIDCounter {
+	return &XIDCounter{counts: make([]atomic.Uint64, max(gpus, 0))}
+}
+
+// Add counts one XID event on GPU index; an index out of range, or a nil
+// counter, counts nothing.
+func (c *XIDCounter) Add(index int) {
+	if c != nil && index >= 0 && index < len(c.counts) {
+		c.counts[index].Add(1)
+	}
+}
+
+// Count is how many XID events GPU index has had; 0 for a nil counter.
+func (c *XIDCounter) Count(index int) uint64 {
+	if c == nil || index < 0 || index >= len(c.counts) {
+		return 0
+	}
+	return c.counts[index].Load()
+}
+
+// latest holds a sampler's last readings, so that Sample never waits on
+// the reading in progress.
+type latest struct {
+	p atomic.Pointer[[]Sample]
+}
+
+func (l *latest) store(s []Sample) { l.p.Store(&s) }
+
+// load returns a copy of the last readings; nil before the first.
+func (l *latest) load() []Sample {
+	p := l.p.Load()
+	if p == nil || len(*p) == 0 {
+		return nil
+	}
+	return slices.Clone(*p)
+}
+
+// blank is a sample of g with no readings yet, but its XID count.
+func blank(g structs.GPU, xids *XIDCounter, at time.Time) Sample {
+	return Sample{Index: g.Index, UUID: g.UUID, Model: g.Model, Simulated: g.Simulated, XIDs: xids.Count(g.Index), At: at}
 }

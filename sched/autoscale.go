@@ -20,8 +20,9 @@ type AutoscaleHistory struct {
 }
 
 // AutoscaleLook is one look at an autoscaled service: its Replicas now,
-// the metric per replica observed now (Observed, the mean over the
-// replicas that report), and the history of earlier looks.
+// the metric per replica observed now (Observed: the mean over the
+// replicas that report; for the gpu metric the mean utilisation of the
+// GPUs the running replicas hold), and the history of earlier looks.
 type AutoscaleLook struct {
 	Service  *structs.Service
 	Observed float64
@@ -98,10 +99,13 @@ func Autoscale(look AutoscaleLook) AutoscaleDecision {
 }
 
 // metricText says a metric's value in words: "38 requests in flight",
-// "gauge vllm:num_requests_waiting 7.5".
+// "85% GPU utilisation", "gauge vllm:num_requests_waiting 7.5".
 func metricText(metric string, v float64) string {
-	if metric == structs.AutoscaleInFlight {
+	switch metric {
+	case structs.AutoscaleInFlight:
 		return number(v) + " requests in flight"
+	case structs.AutoscaleGPU:
+		return number(v) + "% GPU utilisation"
 	}
 	return "gauge " + metric[len(structs.AutoscaleGaugePrefix):] + " " + number(v)
 }

@@ -85,6 +85,27 @@ func TestAutoscale_GaugeReason(t *testing.T) {
 	}
 }
 
+func TestAutoscale_GPUUtilisation(t *testing.T) {
+	svc := autoscaled(2, time.Time{})
+	svc.Autoscale.Metric, svc.Autoscale.Target, svc.Autoscale.UpWindow = structs.AutoscaleGPU, 80, 0
+	for _, c := range []struct {
+		observed float64
+		want     int
+		reason   string
+	}{
+		{observed: 100, want: 3, reason: "scaled 2→3: 100% GPU utilisation per replica, target 80"},
+		{observed: 85, want: 2},
+		{observed: 72.5, want: 2},
+		{observed: 0, want: 1, reason: "scaled 2→1: 0% GPU utilisation per replica, target 80"},
+	} {
+		h := AutoscaleHistory{BelowSince: asT0.Add(-time.Hour)}
+		d := Autoscale(AutoscaleLook{Service: svc, Observed: c.observed, Now: asT0, History: h})
+		if d.Replicas != c.want || d.Reason != c.reason {
+			t.Errorf("%v%%: got %d %q, want %d %q", c.observed, d.Replicas, d.Reason, c.want, c.reason)
+		}
+	}
+}
+
 // A load that steps up and stays, looked at every 5s, makes one scale
 // up after the up window and then none: once scaled, the load per
 // replica is within the tolerance. When it stops, one scale down after

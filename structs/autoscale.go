@@ -75,14 +75,23 @@ func validateAutoscaleMetric(m string) error {
 		return nil
 	}
 	if m == AutoscaleGPU {
-		return fieldErr("autoscale.metric", "gpu: not supported yet; use inflight or gauge:NAME")
+		return nil
 	}
 	name, ok := strings.CutPrefix(m, AutoscaleGaugePrefix)
 	if !ok {
-		return fieldErr("autoscale.metric", "%q: want inflight or gauge:NAME", m)
+		return fieldErr("autoscale.metric", "%q: want inflight, gpu or gauge:NAME", m)
 	}
 	if len(name) > 256 || !promMetricName.MatchString(name) {
 		return fieldErr("autoscale.metric", "%q: want a Prometheus metric name after gauge: (letters, digits, '_' and ':', at most 256)", name)
+	}
+	return nil
+}
+
+// ValidateFor checks that the autoscale can observe the replicas of
+// spec: the gpu metric needs replicas that hold GPUs.
+func (a *Autoscale) ValidateFor(spec *ServiceSpec) error {
+	if a.Metric == AutoscaleGPU && spec.Job.GPUs == 0 {
+		return fieldErr("autoscale.metric", "gpu: the replicas hold no GPUs (--target gpu=N needs --gpus)")
 	}
 	return nil
 }
@@ -110,12 +119,12 @@ func (a *Autoscale) ParseRange(s string) error {
 }
 
 // ParseTarget parses --target METRIC=VALUE into a's Metric and Target:
-// inflight=10 (or waiting=10, the same metric), gauge:NAME=V; gpu=80 is
-// refused by Validate.
+// inflight=10 (or waiting=10, the same metric), gpu=80 (the replicas'
+// GPUs' mean utilisation, in percent), gauge:NAME=V.
 func (a *Autoscale) ParseTarget(s string) error {
 	i := strings.LastIndex(s, "=")
 	if i < 0 {
-		return fieldErr("target", "%q: want METRIC=VALUE, like inflight=10 or gauge:NAME=5", s)
+		return fieldErr("target", "%q: want METRIC=VALUE, like inflight=10, gpu=80 or gauge:NAME=5", s)
 	}
 	metric, value := s[:i], s[i+1:]
 	v, err := strconv.ParseFloat(value, 64)
@@ -131,12 +140,16 @@ func (a *Autoscale) ParseTarget(s string) error {
 
 // ServiceLoad is what one node saw of an autoscaled service's load at
 // its last look: the requests its ingress has in flight to the service's
-// replicas (on any node), and each of the service's replicas on this
-// node's gauge, by allocation ID.
+// replicas (on any node), each of the service's replicas on this node's
+// gauge, by allocation ID, and the utilisation of the GPUs its running
+// replicas on this node hold: GPUUtil percent summed over GPUs of them
+// (a sum and a count, so that the leader averages over every node's).
 type ServiceLoad struct {
 	Service  string             `json:"service"`
 	InFlight int64              `json:"in_flight,omitempty"`
 	Gauges   map[string]float64 `json:"gauges,omitempty"`
+	GPUUtil  float64            `json:"gpu_util,omitempty"`
+	GPUs     int                `json:"gpus,omitempty"`
 }
 
 // AutoscaleObservation is the leader's latest look at an autoscaled
@@ -154,7 +167,8 @@ const MaxLoadServices = 4096
 
 // ValidateLoads checks a node's load report: at most MaxLoadServices
 // services, each named, at most MaxReplicas gauges each, every value a
-// finite number.
+// finite number, at most MaxGPUsPerNode GPUs with a utilisation of 0 to
+// 100 % each.
 func ValidateLoads(loads []ServiceLoad) error {
 	if len(loads) > MaxLoadServices {
 		return fieldErr("services", "%d: want at most %d", len(loads), MaxLoadServices)
@@ -173,6 +187,12 @@ func ValidateLoads(loads []ServiceLoad) error {
 			if math.IsNaN(v) || math.IsInf(v, 0) {
 				return fieldErr("gauges", "%s: %v is not a number", ShortID(id), v)
 			}
+		}
+		if l.GPUs < 0 || l.GPUs > MaxGPUsPerNode {
+			return fieldErr("gpus", "%d: want 0 to %d", l.GPUs, MaxGPUsPerNode)
+		}
+		if !(l.GPUUtil >= 0) || l.GPUUtil > 100*float64(l.GPUs) {
+			return fieldErr("gpu_util", "%v over %d GPUs: want 0 to %d (percent summed over the GPUs)", l.GPUUtil, l.GPUs, 100*l.GPUs)
 		}
 	}
 	return nil

@@ -34,6 +34,9 @@ func (s *Service) Validate() error {
 		if err := s.Autoscale.Validate(); err != nil {
 			return err
 		}
+		if err := s.Autoscale.ValidateFor(&s.Spec); err != nil {
+			return err
+		}
 	}
 	return s.Spec.Validate()
 }

@@ -88,6 +88,17 @@ func TestService_Validate(t *testing.T) {
 		{"unhealthy timeout", func(s *Service) { s.Spec.UnhealthyTimeout = MaxUnhealthyTimeout }, "", ""},
 		{"unhealthy timeout too long", func(s *Service) { s.Spec.UnhealthyTimeout = MaxUnhealthyTimeout + 1 }, "unhealthy_timeout", "0s..24h0m0s"},
 		{"negative unhealthy timeout", func(s *Service) { s.Spec.UnhealthyTimeout = -1 }, "unhealthy_timeout", "the default, 30s"},
+		{"gpu target with GPUs", func(s *Service) {
+			s.Spec.Job.GPUs = 2
+			s.Autoscale = &Autoscale{Min: 1, Max: 4, Metric: AutoscaleGPU, Target: 80}
+		}, "", ""},
+		{"gpu target without GPUs", func(s *Service) {
+			s.Spec.Job.GPUs = 0
+			s.Autoscale = &Autoscale{Min: 1, Max: 4, Metric: AutoscaleGPU, Target: 80}
+		}, "autoscale.metric", "--target gpu=N needs --gpus"},
+		{"unknown metric", func(s *Service) {
+			s.Autoscale = &Autoscale{Min: 1, Max: 4, Metric: "cpu", Target: 80}
+		}, "autoscale.metric", "want inflight, gpu or gauge:NAME"},
 
 		{"tcp check", func(s *Service) { s.Spec.Health = &HealthCheck{Kind: HealthTCP} }, "", ""},
 		{"exec check", func(s *Service) {

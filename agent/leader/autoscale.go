@@ -157,7 +157,9 @@ func (l *Leader) freshLoads(now time.Time) []structs.ServiceLoad {
 // observe returns the metric per replica of svc from the nodes' loads:
 // for in flight, every node's ingress's count summed, over the replicas
 // the service wants; for a gauge, the mean over the replicas that
-// report it. False when no node reported it.
+// report it; for GPU utilisation, the mean over the GPUs the running
+// replicas hold, on every node (which, replicas holding as many GPUs
+// each, is the mean per replica). False when no node reported it.
 func observe(svc *structs.Service, loads []structs.ServiceLoad) (float64, bool) {
 	var sum float64
 	n := 0
@@ -166,14 +168,18 @@ func observe(svc *structs.Service, loads []structs.ServiceLoad) (float64, bool) 
 		if ld.Service != svc.Name {
 			continue
 		}
-		if !gauge {
+		switch {
+		case svc.Autoscale.Metric == structs.AutoscaleGPU:
+			sum += ld.GPUUtil
+			n += ld.GPUs
+		case gauge:
+			for _, v := range ld.Gauges {
+				sum += v
+				n++
+			}
+		default:
 			sum += float64(ld.InFlight)
 			n = max(svc.Replicas, 1)
-			continue
-		}
-		for _, v := range ld.Gauges {
-			sum += v
-			n++
 		}
 	}
 	if n == 0 {

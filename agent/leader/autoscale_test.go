@@ -8,11 +8,16 @@ import (
 )
 
 // autoscaled registers service web of one replica, 1-4 on metric with
-// target 10, up window 0 and down window 1m.
+// target 10, up window 0 and down window 1m; its replicas hold a GPU for
+// the gpu metric.
 func (h *harness) autoscaled(metric string) {
+	gpus := 0
+	if metric == structs.AutoscaleGPU {
+		gpus = 1
+	}
 	h.must(structs.ServiceRegisterType, structs.ServiceRegisterRequest{Service: structs.Service{
 		ID: "svc-web", Name: "web", Owner: "alice", Replicas: 1, CreatedAt: time.Now().UTC(),
-		Spec: structs.ServiceSpec{Job: structs.JobSpec{Command: []string{"serve"}}},
+		Spec: structs.ServiceSpec{Job: structs.JobSpec{Command: []string{"serve"}, GPUs: gpus}},
 		Autoscale: &structs.Autoscale{Min: 1, Max: 4, Metric: metric, Target: 10,
 			DownWindow: structs.Duration(time.Minute)},
 	}})
@@ -65,6 +70,30 @@ func TestLeader_AutoscaleSumsTheIngressesAndScalesUpFastDownSlowly(t *testing.T)
 	}
 	if n, why := h.replicas(); n != 1 || why != "scaled 4→1: 0 requests in flight per replica, target 10" {
 		t.Fatalf("after the down window: %d replicas (%q)", n, why)
+	}
+}
+
+// GPU utilisation is averaged over every GPU the nodes report, not over
+// the nodes: a node with three busy GPUs outweighs one with one idle GPU.
+func TestLeader_AutoscaleAveragesGPUUtilisationOverTheGPUs(t *testing.T) {
+	h := newHarness(t)
+	h.autoscaled(structs.AutoscaleGPU)
+	t0 := time.Now()
+	h.l.ReportLoads("n1", []structs.ServiceLoad{{Service: "web", GPUUtil: 3 * 40, GPUs: 3}}, t0)
+	h.l.ReportLoads("n2", []structs.ServiceLoad{{Service: "web", GPUUtil: 0, GPUs: 1}}, t0)
+	h.l.autoscale(t0)
+	if o, ok := h.l.Observed("web"); !ok || o.Value != 30 {
+		t.Fatalf("observed %+v, %v; want 30 (120 %% over 4 GPUs)", o, ok)
+	}
+	if n, why := h.replicas(); n != 3 || why != "scaled 1→3: 30% GPU utilisation per replica, target 10" {
+		t.Fatalf("%d replicas (%q), want 3", n, why)
+	}
+	// Reports without a GPU read say nothing: the service is left alone.
+	h.l.ReportLoads("n1", []structs.ServiceLoad{{Service: "web"}}, t0.Add(time.Second))
+	h.l.ReportLoads("n2", []structs.ServiceLoad{{Service: "web"}}, t0.Add(time.Second))
+	h.l.autoscale(t0.Add(time.Second))
+	if _, ok := h.l.Observed("web"); ok {
+		t.Fatal("an observation from reports that read no GPU")
 	}
 }
 

@@ -18,7 +18,7 @@ func (n *Node) newMonitor() gpu.Monitor {
 	case len(n.cfg.Inventory.GPUs) == 0:
 		return nil
 	}
-	return gpu.NewMonitor(n.cfg.Inventory, gpu.DefaultCheckInterval)
+	return gpu.NewMonitor(n.cfg.Inventory, gpu.MonitorConfig{})
 }
 
 // gpuTrack is what the health loop knows of one GPU.

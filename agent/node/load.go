@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skein-dev/skein/gpu"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -18,9 +19,10 @@ const maxMetricsBytes = 4 << 20
 
 // loadLoop tells the leader, every LoadInterval, what this node sees of
 // the load of the autoscaled services (structs.ServiceLoad): the requests
-// its ingress has in flight to each, and the gauge of each of their
-// replicas here. Services without autoscale cost nothing; a report that
-// does not reach the leader is not sent again (the next one replaces it).
+// its ingress has in flight to each, the gauge of each of their replicas
+// here, or the utilisation of the GPUs those replicas hold. Services
+// without autoscale cost nothing; a report that does not reach the
+// leader is not sent again (the next one replaces it).
 func (n *Node) loadLoop() {
 	if n.cfg.LoadInterval <= 0 {
 		return
@@ -67,6 +69,7 @@ func (n *Node) serviceLoads(client *http.Client) []structs.ServiceLoad {
 	if len(order) == 0 {
 		return nil
 	}
+	var util map[string]float64 // by GPU UUID, read once when first needed
 	for _, alloc := range n.fsm.NodeLiveAllocs(n.cfg.NodeID) {
 		if alloc.State != structs.AllocRunning || alloc.DesiredState == structs.DesiredStop {
 			continue
@@ -79,6 +82,19 @@ func (n *Node) serviceLoads(client *http.Client) []structs.ServiceLoad {
 		if !ok || svc.Autoscale == nil {
 			continue
 		}
+		l := byName[job.Service]
+		if svc.Autoscale.Metric == structs.AutoscaleGPU {
+			if util == nil {
+				util = n.gpuUtil()
+			}
+			for _, uuid := range alloc.GPUs {
+				if v, ok := util[uuid]; ok {
+					l.GPUUtil += v
+					l.GPUs++
+				}
+			}
+			continue
+		}
 		gauge, ok := svc.Autoscale.Gauge()
 		if !ok {
 			continue
@@ -88,7 +104,6 @@ func (n *Node) serviceLoads(client *http.Client) []structs.ServiceLoad {
 			n.log.Debug("scrape replica gauge", "alloc", alloc.ID, "gauge", gauge, "error", err)
 			continue
 		}
-		l := byName[job.Service]
 		if l.Gauges == nil {
 			l.Gauges = map[string]float64{}
 		}
@@ -98,6 +113,21 @@ func (n *Node) serviceLoads(client *http.Client) []structs.ServiceLoad {
 	out := make([]structs.ServiceLoad, len(order))
 	for i, name := range order {
 		out[i] = *byName[name]
+	}
+	return out
+}
+
+// gpuUtil is the latest utilisation of each of this node's GPUs that
+// has one, by UUID; empty without telemetry.
+func (n *Node) gpuUtil() map[string]float64 {
+	out := map[string]float64{}
+	if n.cfg.Telemetry == nil {
+		return out
+	}
+	for _, s := range n.cfg.Telemetry.Sample() {
+		if s.Has&gpu.HasUtil != 0 {
+			out[s.UUID] = s.UtilPercent
+		}
 	}
 	return out
 }

@@ -78,7 +78,12 @@ type Config struct {
 	LoadInterval time.Duration
 	InFlight     func(service string) map[string]int64
 	Loads        LoadSink
-	Logger       hclog.Logger
+	// Telemetry reads this node's GPUs: the utilisation of those a
+	// service's replicas hold is its load on the gpu metric. nil reads
+	// none.
+	Telemetry gpu.Telemetry
+
+	Logger hclog.Logger
 }
 
 // LoadSink takes nodes' reports of the autoscaled services' load

@@ -103,9 +103,9 @@
 // and its logs, and no one else may list them. Every control file is
 // root's and 0600, so that no other user reads a spec (it holds its job's
 // secret env) and no job rewrites what the root runner trusts (a
-// rewritten job.pid would have it kill any process); only work/ and the
-// logs (with their rotated parts, not their .meta) belong to the job's
-// account:
+// rewritten job.pid would have it kill any process); only work/, the
+// logs (with their rotated parts, not their .meta) and sim-gpu-util belong
+// to the job's account:
 //
 //	spec.json        what to run (driver, account, argv, final env, workdir, time
 //	                 limit and signal, kill grace, a container's section), and
@@ -125,6 +125,9 @@
 //	stderr.log       the job's standard error, and stderr.log.1 and .meta likewise
 //	stop.json        why a stop was requested, written before signalling
 //	status.json      the outcome, written once when the job is over
+//	sim-gpu-util     a process job's on simulated GPUs: the utilisation it
+//	                 writes for the node's telemetry (SimGPUUtilEnv; the job's
+//	                 account, 0600)
 //	work/            a process job's working directory when its spec names none
 //	                 (the job's account, 0700)
 //

@@ -22,8 +22,14 @@ var secretEnv = []string{"SKEIN_TOKEN", "SKEIN_JOIN_TOKEN", "SKEIN_ENCRYPT"}
 var ownEnv = append([]string{
 	"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SKEIN_JOB_ID", "SKEIN_ALLOC_ID",
 	"SKEIN_NODE", "SKEIN_RANK", "SKEIN_ATTEMPT", "SKEIN_JOB_NAME",
-	"SKEIN_ARRAY_ID", "SKEIN_ARRAY_INDEX", "SKEIN_TIME_LIMIT", "SKEIN_TIME_SIGNAL",
+	"SKEIN_ARRAY_ID", "SKEIN_ARRAY_INDEX", "SKEIN_TIME_LIMIT", "SKEIN_TIME_SIGNAL", SimGPUUtilEnv,
 }, structs.LaunchEnv...)
+
+// SimGPUUtilEnv names the file a process job on simulated GPUs may write
+// what it does with them to, for the node's telemetry (gpu.SimTelemetry
+// says the format: "UTIL [MEM_MIB]", like "75" or "75 40960"). Only such a
+// job gets it.
+const SimGPUUtilEnv = "SKEIN_SIM_GPU_UTIL_FILE"
 
 // BuildEnv returns the complete environment of a task's job: base (the
 // job's minimal environment, jobBaseEnv or containerBaseEnv), then the
@@ -38,7 +44,8 @@ var ownEnv = append([]string{
 // in SKEIN_TIME_LIMIT, and its --signal as SKEIN_TIME_SIGNAL (USR1@1m0s).
 // With the task's peers known it also sets the torchrun and Slurm
 // variables (structs.LaunchEnv), and a service replica's task gets its
-// port in the variable Task.PortEnv names.
+// port in the variable Task.PortEnv names. A process task on simulated
+// GPUs gets SimGPUUtilEnv.
 func BuildEnv(t Task, base []string) []string {
 	env := newEnvList(len(base) + len(t.Job.Spec.Env) + len(ownEnv))
 	for _, kv := range base {
@@ -79,6 +86,9 @@ func BuildEnv(t Task, base []string) []string {
 	}
 	if t.PortEnv != "" && !skeinOwned(t.PortEnv) {
 		env.set(t.PortEnv, strconv.Itoa(t.MasterPort))
+	}
+	if t.SimGPUUtilFile != "" {
+		env.set(SimGPUUtilEnv, t.SimGPUUtilFile)
 	}
 	if t.Job.ArrayID != "" {
 		index := strconv.Itoa(t.Job.ArrayIndex)

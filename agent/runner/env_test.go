@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -242,5 +244,52 @@ func TestBuildEnv_AReplicaGetsItsPortInItsPortVariable(t *testing.T) {
 	tk.PortEnv = "CUDA_VISIBLE_DEVICES"
 	if env := envMap(t, BuildEnv(tk, nil)); env["CUDA_VISIBLE_DEVICES"] != "" {
 		t.Errorf("a port variable of skein's own took its place: CUDA_VISIBLE_DEVICES=%q", env["CUDA_VISIBLE_DEVICES"])
+	}
+}
+
+func TestRunner_AJobOnSimulatedGPUsGetsItsUtilisationFile(t *testing.T) {
+	t.Parallel()
+	sim, _ := newEnv(t).runner(t, func(c *Config) { c.SimulatedGPUs = true })
+	real, _ := newEnv(t).runner(t)
+	work := testutil.SharedDir(t)
+	script := `printf '%s' "${SKEIN_SIM_GPU_UTIL_FILE-unset}" > "$OUT"; [ -z "$SKEIN_SIM_GPU_UTIL_FILE" ] || echo 42 > "$SKEIN_SIM_GPU_UTIL_FILE"`
+	tests := []struct {
+		name string
+		r    *Runner
+		gpus []string
+		file bool
+	}{
+		{name: "simulated GPUs", r: sim, gpus: []string{"GPU-sim-0", "GPU-sim-1"}, file: true},
+		{name: "no GPUs", r: sim},
+		{name: "real GPUs", r: real, gpus: []string{"GPU-0"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tk := sh(script)
+			tk.Alloc.GPUs = tc.gpus
+			out := filepath.Join(work, tk.Alloc.ID)
+			// A job cannot set the variable itself.
+			tk.Job.Spec.Env = map[string]string{"OUT": out, SimGPUUtilEnv: "/tmp/mine"}
+			mustStart(t, tc.r, tk)
+			path := tc.r.SimGPUUtilFile(tk.Alloc.ID)
+			want := "unset"
+			if tc.file {
+				want = path
+			}
+			waitFile(t, out, want)
+			if got := readFile(t, out); got != want {
+				t.Fatalf("%s = %q, want %q", SimGPUUtilEnv, got, want)
+			}
+			if !tc.file {
+				if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s: stat = %v, want no utilisation file", path, err)
+				}
+				return
+			}
+			waitFile(t, path, "42\n")
+			if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+				t.Errorf("utilisation file: %v, mode %v, want 0600", err, fi.Mode())
+			}
+		})
 	}
 }

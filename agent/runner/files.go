@@ -29,6 +29,7 @@ const (
 	statusFile        = "status.json"
 	pullFile          = "pull.json"
 	workDirName       = "work"
+	simGPUUtilFile    = "sim-gpu-util"
 )
 
 // exitUnknown is the exit code recorded when no process reported one.
@@ -161,6 +162,22 @@ func makeWorkdir(dir string, a Account, chown bool) error {
 	if chown {
 		if err := os.Chown(dir, int(a.UID), int(a.GID)); err != nil {
 			return fmt.Errorf("give workdir to %s: %w", a.Name, err)
+		}
+	}
+	return nil
+}
+
+// makeJobFile makes an empty file at path for the job to write: 0600,
+// and its account's when chown is set.
+func makeJobFile(path string, a Account, chown bool) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Base(path), err)
+	}
+	defer f.Close()
+	if chown {
+		if err := f.Chown(int(a.UID), int(a.GID)); err != nil {
+			return fmt.Errorf("give %s to %s: %w", filepath.Base(path), a.Name, err)
 		}
 	}
 	return nil

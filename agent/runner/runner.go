@@ -116,6 +116,10 @@ type Config struct {
 	// runs in: jobs' containers then live inside it as its processes do
 	// (engine.ContainerSpec.Host), instead of on the host's network.
 	ContainerHost string
+	// SimulatedGPUs says the node's GPUs are simulated: a process job
+	// holding some may write what it does with them to a file the runner
+	// makes in its allocation directory, named in SimGPUUtilEnv.
+	SimulatedGPUs bool
 	// ContainerGPUs is how a container is handed its GPUs;
 	// engine.GPUsNone (simulated GPUs) passes no devices, though the job
 	// sees the same CUDA_VISIBLE_DEVICES.
@@ -136,6 +140,10 @@ type Task struct {
 	// holds the replica's port (its allocation's MasterPort), which it
 	// must listen on (structs.ServiceSpec.PortEnv).
 	PortEnv string
+	// SimGPUUtilFile, set by the runner on a process task holding
+	// simulated GPUs, is the file the job writes its utilisation to
+	// (SimGPUUtilEnv).
+	SimGPUUtilFile string
 }
 
 // Peer is one rank of a job: the node it runs on and that node's address.
@@ -170,6 +178,7 @@ type Runner struct {
 	keepFailed  bool
 	host        string
 	gpuMode     engine.GPUMode
+	simGPUs     bool
 
 	mu       sync.Mutex
 	allocs   map[string]*alloc // tracked: being started or watched
@@ -250,6 +259,7 @@ func New(cfg Config) (*Runner, error) {
 		keepFailed:  cfg.KeepFailed,
 		host:        cfg.ContainerHost,
 		gpuMode:     cfg.ContainerGPUs,
+		simGPUs:     cfg.SimulatedGPUs,
 		allocs:      make(map[string]*alloc),
 		quit:        make(chan struct{}),
 	}
@@ -386,6 +396,13 @@ func (r *Runner) spawn(f func()) bool {
 	return true
 }
 
+// SimGPUUtilFile is where the job of an allocation on simulated GPUs
+// writes its utilisation (SimGPUUtilEnv; gpu.SimTelemetry reads it): a
+// file of the job's account in the allocation's directory.
+func (r *Runner) SimGPUUtilFile(allocID string) string {
+	return filepath.Join(r.dir, allocID, simGPUUtilFile)
+}
+
 // account is the account a task's job runs as: its owner's, the job
 // user's, or the runner's own when the runner is not root.
 func (r *Runner) account(t Task) (Account, error) {
@@ -431,6 +448,12 @@ func (r *Runner) launch(a *alloc, t Task) error {
 			return err
 		}
 	} else {
+		if r.simGPUs && len(t.Alloc.GPUs) > 0 {
+			t.SimGPUUtilFile = r.SimGPUUtilFile(a.id)
+			if err := makeJobFile(t.SimGPUUtilFile, acct, r.switchUser); err != nil {
+				return err
+			}
+		}
 		sp.Env = BuildEnv(t, jobBaseEnv(acct, r.envAllow, r.agentEnv))
 		if sp.Workdir == "" {
 			sp.Workdir = filepath.Join(a.dir, workDirName)

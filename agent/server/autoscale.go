@@ -36,7 +36,10 @@ func (s *Server) handleServiceAutoscale(w http.ResponseWriter, r *http.Request) 
 			return fmt.Errorf("service %s: %w", svc.Name, fsm.ErrServiceDeleted)
 		}
 		e := entry()
-		return e.Validate()
+		if err := e.Validate(); err != nil || e.Autoscale == nil {
+			return err
+		}
+		return e.Autoscale.ValidateFor(&svc.Spec)
 	}
 	s.leaderWrite(w, r, &req, valid, statusOf, func() (any, error) {
 		resp, err := s.cfg.Apply(structs.ServiceAutoscaleType, entry())

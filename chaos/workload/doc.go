@@ -20,6 +20,14 @@
 //
 //	skein serve --name web --replicas 2 -- skein-workload --dir /shared --serve-port-env PORT
 //
+// With --sim-gpu-util-per-request P, on simulated GPUs, it reports them
+// P % busy per request in flight to /work, at most 100 %, in the file
+// $SKEIN_SIM_GPU_UTIL_FILE names, which the node's simulated telemetry
+// reads: a service autoscaled on GPU utilisation then scales with load.
+//
+//	skein serve --name web --gpus 1 --autoscale 1-4 --target gpu=50 -- \
+//	    skein-workload --dir /shared --serve-port-env PORT --sim-gpu-util-per-request 25
+//
 // The kernel drops a lock when its holder dies, so a killed workload (or a
 // killed container) frees its GPUs at once, as a real GPU would be freed.
 package main

@@ -58,6 +58,11 @@ type config struct {
 	// existence makes its /health fail.
 	serve       string
 	unhealthyIf string
+	// utilFile and utilPerRequest, on simulated GPUs, make the server
+	// report its GPUs busy in proportion to its requests in flight
+	// (--sim-gpu-util-per-request).
+	utilFile       string
+	utilPerRequest float64
 }
 
 func main() {
@@ -116,7 +121,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 
 	if cfg.serve != "" {
-		stopServing, err := serve(ctx, cfg.serve, &server{alloc: cfg.alloc, unhealthyIf: cfg.unhealthyIf})
+		srv := &server{alloc: cfg.alloc, unhealthyIf: cfg.unhealthyIf, utilFile: cfg.utilFile, utilPerRequest: cfg.utilPerRequest}
+		if err := srv.reportUtil(); err != nil {
+			fmt.Fprintf(stderr, "skein-workload: %v\n", err)
+			_ = record("stop", err.Error())
+			return exitError
+		}
+		stopServing, err := serve(ctx, cfg.serve, srv)
 		if err != nil {
 			fmt.Fprintf(stderr, "skein-workload: %v\n", err)
 			_ = record("stop", err.Error())
@@ -159,6 +170,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 	job := fs.String("job", getenv("SKEIN_JOB_ID"), "job ID to lock (default $SKEIN_JOB_ID)")
 	serveEnv := fs.String("serve-port-env", "", "serve HTTP (/health, /work, /stream, /metrics) on the port this env var holds, as a service replica (e.g. PORT)")
 	unhealthyIf := fs.String("unhealthy-if", "", "with --serve-port-env: /health answers 503 while this file exists")
+	utilPerRequest := fs.Float64("sim-gpu-util-per-request", 0, "with --serve-port-env on simulated GPUs: report the GPUs this many percent busy per request in flight (at most 100), in $"+simUtilEnv+", for autoscaling on GPU utilisation")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -169,6 +181,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 		return config{}, fmt.Errorf("%w: --dir is required", errUsage)
 	case *dur < 0:
 		return config{}, fmt.Errorf("%w: --for %s: must not be negative", errUsage, *dur)
+	case !(*utilPerRequest >= 0 && *utilPerRequest <= 100):
+		return config{}, fmt.Errorf("%w: --sim-gpu-util-per-request %v: want 0 to 100 (percent)", errUsage, *utilPerRequest)
+	case *utilPerRequest > 0 && *serveEnv == "":
+		return config{}, fmt.Errorf("%w: --sim-gpu-util-per-request needs --serve-port-env: it counts the requests served", errUsage)
 	}
 	var addr string
 	if *serveEnv != "" {
@@ -192,6 +208,13 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (config,
 		serve: addr,
 
 		unhealthyIf: *unhealthyIf,
+
+		utilPerRequest: *utilPerRequest,
+	}
+	if *utilPerRequest > 0 {
+		if cfg.utilFile = getenv(simUtilEnv); cfg.utilFile == "" {
+			fmt.Fprintf(stderr, "skein-workload: --sim-gpu-util-per-request: $%s is not set (no simulated GPUs): reporting nothing\n", simUtilEnv)
+		}
 	}
 	for _, u := range strings.Split(getenv("CUDA_VISIBLE_DEVICES"), ",") {
 		if u = strings.TrimSpace(u); u != "" {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -25,12 +26,62 @@ const maxWork = time.Minute
 //	GET /stream?n=K       K lines, one every 50 ms, each flushed at once
 //	GET /metrics          the gauge skein_workload_in_flight in the Prometheus text format
 //
+// With --sim-gpu-util-per-request P it also reports, on simulated GPUs,
+// its GPUs P % busy per /work request in flight (at most 100 %), so that
+// autoscaling on GPU utilisation can be tested end to end.
+//
 // Every other path answers as /work does, so that a prefix the ingress
 // failed to strip shows in the answer.
 type server struct {
 	alloc       string
 	unhealthyIf string
 	inFlight    atomic.Int64
+	// utilFile, when set, is told the GPUs' utilisation: utilPerRequest
+	// percent per request in flight to /work, at most 100, rewritten
+	// whenever that count changes (utilMu orders the rewrites).
+	utilFile       string
+	utilPerRequest float64
+	utilMu         sync.Mutex
+}
+
+// simUtilEnv names the file a job on simulated GPUs reports their
+// utilisation in: "UTIL" in percent, one line (skein's runner sets it).
+const simUtilEnv = "SKEIN_SIM_GPU_UTIL_FILE"
+
+// reportUtil writes the utilisation the requests in flight make, when
+// the workload reports one. The file is rewritten in place (its
+// directory is not the job's to make files in); a reader that catches it
+// empty keeps the last value.
+func (s *server) reportUtil() error {
+	if s.utilFile == "" {
+		return nil
+	}
+	s.utilMu.Lock()
+	defer s.utilMu.Unlock()
+	util := min(s.utilPerRequest*float64(s.inFlight.Load()), 100)
+	if err := os.WriteFile(s.utilFile, []byte(strconv.FormatFloat(util, 'f', -1, 64)+"\n"), 0o600); err != nil {
+		return fmt.Errorf("report GPU utilisation: %w", err)
+	}
+	return nil
+}
+
+// track counts a request in flight until the returned function is
+// called, reporting the utilisation at each change.
+func (s *server) track() func() {
+	s.inFlight.Add(1)
+	s.logUtil()
+	return func() {
+		s.inFlight.Add(-1)
+		s.logUtil()
+	}
+}
+
+// logUtil reports the utilisation; a failure is said on stderr and the
+// request goes on.
+func (s *server) logUtil() {
+	if err := s.reportUtil(); err != nil {
+		fmt.Fprintf(os.Stderr, "skein-workload: %v\n", err)
+	}
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -62,8 +113,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	default:
-		s.inFlight.Add(1)
-		defer s.inFlight.Add(-1)
+		defer s.track()()
 		ms, _ := strconv.Atoi(r.URL.Query().Get("ms"))
 		d := min(time.Duration(max(ms, 0))*time.Millisecond, maxWork)
 		select {

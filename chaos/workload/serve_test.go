@@ -126,3 +126,58 @@ func TestWorkload_ServeNeedsAPort(t *testing.T) {
 		t.Errorf("exit %d without $PORT, want %d", c, exitUsage)
 	}
 }
+
+func TestWorkload_ReportsSimulatedGPUUtilisationPerRequest(t *testing.T) {
+	dir := t.TempDir()
+	util := filepath.Join(dir, "sim-gpu-util")
+	env := map[string]string{"SKEIN_ALLOC_ID": "a1", "SKEIN_JOB_ID": "j1", simUtilEnv: util}
+	base, cancel, code := startReplica(t, dir, []string{"--sim-gpu-util-per-request", "40"}, env)
+	reads := func(want string) {
+		t.Helper()
+		waitFor(t, "utilisation "+want, func() bool {
+			b, err := os.ReadFile(util)
+			return err == nil && string(b) == want+"\n"
+		})
+	}
+	reads("0")
+	// Three slow requests: 120 %, reported as 100.
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{}, 3)
+	for range 3 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/work?ms=60000", nil)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	reads("100")
+	stop()
+	for range 3 {
+		<-done
+	}
+	reads("0")
+	if st, _ := get(t, base+"/work?ms=1"); st != http.StatusOK {
+		t.Errorf("/work = %d", st)
+	}
+	reads("0")
+	cancel()
+	if c := <-code; c != exitOK {
+		t.Fatalf("exit %d, want %d", c, exitOK)
+	}
+}
+
+func TestWorkload_SimGPUUtilNeedsServingAndAPercent(t *testing.T) {
+	dir := t.TempDir()
+	env := envOf(map[string]string{"PORT": "1", simUtilEnv: filepath.Join(dir, "u")})
+	for _, args := range [][]string{
+		{"--sim-gpu-util-per-request", "25"},
+		{"--serve-port-env", "PORT", "--sim-gpu-util-per-request", "101"},
+		{"--serve-port-env", "PORT", "--sim-gpu-util-per-request", "-1"},
+	} {
+		if c := run(context.Background(), append([]string{"--dir", dir}, args...), env, io.Discard); c != exitUsage {
+			t.Errorf("%v: exit %d, want %d", args, c, exitUsage)
+		}
+	}
+}
