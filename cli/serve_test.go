@@ -70,7 +70,7 @@ func TestServe_BuildsTheServiceFromEveryFlag(t *testing.T) {
 	acceptServe(f)
 	r := runCLI(t, "--addr", f.URL, "serve", "--name", "llama", "--replicas", "3", "--port-env", "HTTP_PORT",
 		"--health", "http:/health", "--health-interval", "10s", "--health-timeout", "3s", "--health-failures", "5",
-		"--health-grace", "10m", "--drain-timeout", "1m", "--public",
+		"--health-grace", "10m", "--drain-timeout", "1m", "--drain-delay", "5s", "--public",
 		"--gpus", "1", "--gpu-model", "H100", "--gpu-mem", "80G", "--cpus", "8", "--mem", "64G", "--priority", "50",
 		"--env", "MODEL=/models/llama", "--secret-env", "HF_TOKEN=hf_x", "--constraint", "zone=a", "--preemptible",
 		"--preempt-grace", "45s", "--image", "vllm/vllm-openai:v0.6", "--image-pull", "always", "--mount", "/models:/models:ro",
@@ -98,6 +98,7 @@ func TestServe_BuildsTheServiceFromEveryFlag(t *testing.T) {
 			Health: &structs.HealthCheck{Kind: structs.HealthHTTP, Path: "/health", Interval: structs.Duration(10 * time.Second),
 				Timeout: structs.Duration(3 * time.Second), Failures: 5, Grace: structs.Duration(10 * time.Minute)},
 			DrainTimeout: structs.Duration(time.Minute),
+			DrainDelay:   structs.Duration(5 * time.Second),
 			Public:       true,
 		},
 	}
@@ -164,6 +165,8 @@ func TestServe_BadValuesAreRefusedBeforeSending(t *testing.T) {
 		{"gpus out of range", []string{"--name", "web", "--gpus", "65", "true"}, exitError, "Error: --gpus: 65 is out of range 0..64"},
 		{"mount without image", []string{"--name", "web", "--mount", "/data:/data", "true"}, exitError, "Error: --mount: set, but the job has no image"},
 		{"drain timeout too long", []string{"--name", "web", "--drain-timeout", "2h", "true"}, exitError, "Error: --drain-timeout: 2h0m0s is out of range"},
+		{"drain delay too long", []string{"--name", "web", "--drain-delay", "11m", "true"}, exitError, "Error: --drain-delay: 11m0s is out of range 0s..10m0s"},
+		{"drain delay that does not parse", []string{"--name", "web", "--drain-delay", "soon", "true"}, exitUsage, `Error: --drain-delay: invalid duration "soon"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -192,6 +195,7 @@ health_timeout: 3s
 health_failures: 5
 health_grace: 10m
 drain_timeout: 1m
+drain_delay: 5s
 public: true
 autoscale: 2-6
 target: gauge:vllm:num_requests_waiting=5
@@ -205,7 +209,7 @@ env: {MODEL: /models/llama}
 `
 	flags := []string{"--name", "llama", "--replicas", "2", "--port-env", "HTTP_PORT", "--health", "exec:curl -fsS localhost:8000/health",
 		"--health-interval", "10s", "--health-timeout", "3s", "--health-failures", "5", "--health-grace", "10m",
-		"--drain-timeout", "1m", "--public", "--autoscale", "2-6", "--target", "gauge:vllm:num_requests_waiting=5",
+		"--drain-timeout", "1m", "--drain-delay", "5s", "--public", "--autoscale", "2-6", "--target", "gauge:vllm:num_requests_waiting=5",
 		"--scale-up-window", "30s", "--scale-down-window", "10m", "--scale-tolerance", "0.2", "--gpus", "1", "--image", "vllm/vllm-openai:v0.6", "--env", "MODEL=/models/llama",
 		"--", "vllm", "serve"}
 	// The file must say every key a service file adds to a job's: a key

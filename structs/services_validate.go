@@ -60,8 +60,8 @@ func (r *ServiceDeleteRequest) Validate() error {
 
 // Validate checks a normalized service spec: the replicas' job (whose
 // fields the error names as job.FIELD), the port's env var, the health
-// check and the drain timeout. The error is a *FieldError naming the
-// first wrong field.
+// check, and the drain timeout and delay. The error is a *FieldError
+// naming the first wrong field.
 func (s *ServiceSpec) Validate() error {
 	if err := s.validateJob(); err != nil {
 		return err
@@ -85,6 +85,9 @@ func (s *ServiceSpec) Validate() error {
 	}
 	if s.DrainTimeout < 0 || s.DrainTimeout > MaxDrainTimeout {
 		return fieldErr("drain_timeout", "%s is out of range 0s..%s", s.DrainTimeout, MaxDrainTimeout)
+	}
+	if s.DrainDelay < 0 || s.DrainDelay > MaxDrainDelay {
+		return fieldErr("drain_delay", "%s is out of range 0s..%s", s.DrainDelay, MaxDrainDelay)
 	}
 	return nil
 }

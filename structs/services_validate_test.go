@@ -82,6 +82,9 @@ func TestService_Validate(t *testing.T) {
 		{"drain timeout", func(s *Service) { s.Spec.DrainTimeout = MaxDrainTimeout }, "", ""},
 		{"drain timeout too long", func(s *Service) { s.Spec.DrainTimeout = MaxDrainTimeout + 1 }, "drain_timeout", "0s..1h0m0s"},
 		{"negative drain timeout", func(s *Service) { s.Spec.DrainTimeout = -1 }, "drain_timeout", "out of range"},
+		{"drain delay", func(s *Service) { s.Spec.DrainDelay = MaxDrainDelay }, "", ""},
+		{"drain delay too long", func(s *Service) { s.Spec.DrainDelay = MaxDrainDelay + 1 }, "drain_delay", "0s..10m0s"},
+		{"negative drain delay", func(s *Service) { s.Spec.DrainDelay = -1 }, "drain_delay", "out of range"},
 
 		{"tcp check", func(s *Service) { s.Spec.Health = &HealthCheck{Kind: HealthTCP} }, "", ""},
 		{"exec check", func(s *Service) {
