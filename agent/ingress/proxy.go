@@ -308,10 +308,10 @@ func (e *dialError) Unwrap() error { return e.err }
 // retrier sends a request to an endpoint of its service, the one with
 // the fewest requests in flight, and sends it again when nothing of it
 // can have reached a replica: to another endpoint when the connection to
-// one could not be made (a dial error), or to the same one on a fresh
-// connection, once, when the kept-alive connection it was given had been
-// closed by the replica before a byte of it was written (a replica's
-// keep-alive timeout shorter than the ingress's). A GET, HEAD or OPTIONS
+// one could not be made (a dial error), or once more, the same endpoint
+// included, on a fresh connection when the kept-alive connection it was
+// given had been closed by the replica before a byte of it was written
+// (a replica's keep-alive timeout shorter than the ingress's). A GET, HEAD or OPTIONS
 // without a body that lost its connection before any answer goes to
 // another endpoint too (retriable). A request whose bytes may have
 // reached a replica is otherwise never sent twice: the replica may have
