@@ -46,6 +46,7 @@ type serviceKeys struct {
 	HealthFailures int              `yaml:"health_failures"`
 	HealthGrace    structs.Duration `yaml:"health_grace"`
 	DrainTimeout   structs.Duration `yaml:"drain_timeout"`
+	DrainDelay     structs.Duration `yaml:"drain_delay"`
 	// ProgressDeadline and UnhealthyTimeout are
 	// --progress-deadline and --unhealthy-timeout.
 	ProgressDeadline structs.Duration `yaml:"progress_deadline"`

@@ -30,6 +30,7 @@ var serviceFlags = map[string]string{
 	"drain_timeout":         "--drain-timeout",
 	"progress_deadline":     "--progress-deadline",
 	"unhealthy_timeout":     "--unhealthy-timeout",
+	"drain_delay":           "--drain-delay",
 	"autoscale":             "--autoscale",
 	"autoscale.min":         "--autoscale",
 	"autoscale.max":         "--autoscale",
@@ -54,6 +55,7 @@ func serveCommand() *ucli.Command {
 		&ucli.StringFlag{Name: "health-grace", Usage: "time after a replica starts in which failed checks do not count, like 10m for loading a model"},
 		&ucli.StringFlag{Name: "drain-timeout", Usage: "time a replica being stopped keeps serving the requests it has (default 30s)"},
 		progressDeadlineFlag(), unhealthyTimeoutFlag(),
+		&ucli.StringFlag{Name: "drain-delay", Usage: "time a replica being stopped gets no new request before it is signalled (default 2s)"},
 		&ucli.BoolFlag{Name: "public", Usage: "the ingress serves it without a token when the cluster has ACLs"},
 		&ucli.StringFlag{Name: "autoscale", Usage: "let the leader scale it between `MIN-MAX` replicas with its load (needs --target; see skein service autoscale)"},
 	}
@@ -163,6 +165,9 @@ func serveRequest(c *ucli.Context) (api.ServiceCreateRequest, error) {
 	if err := rolloutFlags(c, spec); err != nil {
 		return req, err
 	}
+	if err := decodeFlag(c, "drain-delay", &spec.DrainDelay, structs.ParseDuration); err != nil {
+		return req, err
+	}
 	if c.IsSet("public") {
 		spec.Public = c.Bool("public")
 	}
@@ -245,6 +250,7 @@ func (f *jobFile) serviceRequest(req *api.ServiceCreateRequest) error {
 	}
 	req.Spec.PortEnv, req.Spec.DrainTimeout, req.Spec.Public = sk.PortEnv, sk.DrainTimeout, sk.Public
 	req.Spec.ProgressDeadline, req.Spec.UnhealthyTimeout = sk.ProgressDeadline, sk.UnhealthyTimeout
+	req.Spec.DrainDelay = sk.DrainDelay
 	if err := f.serviceAutoscale(req); err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ func TestServe_BuildsTheServiceFromEveryFlag(t *testing.T) {
 	acceptServe(f)
 	r := runCLI(t, "--addr", f.URL, "serve", "--name", "llama", "--replicas", "3", "--port-env", "HTTP_PORT",
 		"--health", "http:/health", "--health-interval", "10s", "--health-timeout", "3s", "--health-failures", "5",
-		"--health-grace", "10m", "--drain-timeout", "1m", "--progress-deadline", "20m", "--unhealthy-timeout", "2m", "--public",
+		"--health-grace", "10m", "--drain-timeout", "1m", "--drain-delay", "5s", "--progress-deadline", "20m", "--unhealthy-timeout", "2m", "--public",
 		"--gpus", "1", "--gpu-model", "H100", "--gpu-mem", "80G", "--cpus", "8", "--mem", "64G", "--priority", "50",
 		"--env", "MODEL=/models/llama", "--secret-env", "HF_TOKEN=hf_x", "--constraint", "zone=a", "--preemptible",
 		"--preempt-grace", "45s", "--image", "vllm/vllm-openai:v0.6", "--image-pull", "always", "--mount", "/models:/models:ro",
@@ -98,6 +98,7 @@ func TestServe_BuildsTheServiceFromEveryFlag(t *testing.T) {
 			Health: &structs.HealthCheck{Kind: structs.HealthHTTP, Path: "/health", Interval: structs.Duration(10 * time.Second),
 				Timeout: structs.Duration(3 * time.Second), Failures: 5, Grace: structs.Duration(10 * time.Minute)},
 			DrainTimeout:     structs.Duration(time.Minute),
+			DrainDelay:       structs.Duration(5 * time.Second),
 			ProgressDeadline: structs.Duration(20 * time.Minute),
 			UnhealthyTimeout: structs.Duration(2 * time.Minute),
 			Public:           true,
@@ -171,6 +172,8 @@ func TestServe_BadValuesAreRefusedBeforeSending(t *testing.T) {
 		{"progress deadline that does not parse", []string{"--name", "web", "--progress-deadline", "-1m", "true"}, exitUsage, "Error: --progress-deadline:"},
 		{"unhealthy timeout too long", []string{"--name", "web", "--unhealthy-timeout", "25h", "true"}, exitError,
 			"Error: --unhealthy-timeout: 25h0m0s is out of range 0s..24h0m0s (0: the default, 30s)"},
+		{"drain delay too long", []string{"--name", "web", "--drain-delay", "11m", "true"}, exitError, "Error: --drain-delay: 11m0s is out of range 0s..10m0s"},
+		{"drain delay that does not parse", []string{"--name", "web", "--drain-delay", "soon", "true"}, exitUsage, `Error: --drain-delay: invalid duration "soon"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,6 +204,7 @@ health_grace: 10m
 drain_timeout: 1m
 progress_deadline: 20m
 unhealthy_timeout: 2m
+drain_delay: 5s
 public: true
 autoscale: 2-6
 target: gauge:vllm:num_requests_waiting=5
@@ -214,7 +218,7 @@ env: {MODEL: /models/llama}
 `
 	flags := []string{"--name", "llama", "--replicas", "2", "--port-env", "HTTP_PORT", "--health", "exec:curl -fsS localhost:8000/health",
 		"--health-interval", "10s", "--health-timeout", "3s", "--health-failures", "5", "--health-grace", "10m",
-		"--drain-timeout", "1m", "--progress-deadline", "20m", "--unhealthy-timeout", "2m", "--public", "--autoscale", "2-6", "--target", "gauge:vllm:num_requests_waiting=5",
+		"--drain-timeout", "1m", "--drain-delay", "5s", "--progress-deadline", "20m", "--unhealthy-timeout", "2m", "--public", "--autoscale", "2-6", "--target", "gauge:vllm:num_requests_waiting=5",
 		"--scale-up-window", "30s", "--scale-down-window", "10m", "--scale-tolerance", "0.2", "--gpus", "1", "--image", "vllm/vllm-openai:v0.6", "--env", "MODEL=/models/llama",
 		"--", "vllm", "serve"}
 	// The file must say every key a service file adds to a job's: a key

@@ -76,6 +76,7 @@ func printServiceDetail(c *ucli.Context, d *api.ServiceDetail, now time.Time) er
 		{"Health", healthSummary(svc.Spec.Health)},
 		{"Drain timeout", shortDuration(time.Duration(cmp.Or(svc.Spec.DrainTimeout, structs.DefaultDrainTimeout)))},
 		{"Rollouts", rolloutBounds(svc.Spec)},
+		{"Drain delay", shortDuration(time.Duration(cmp.Or(svc.Spec.DrainDelay, structs.DefaultDrainDelay)))},
 		{"Public", public},
 	}
 	if err := printFields(w, "", fields); err != nil {

@@ -25,6 +25,7 @@ func serviceUpdateCommand() *ucli.Command {
 		&ucli.StringFlag{Name: "health-grace", Usage: "time after a replica starts in which failed checks do not count"},
 		&ucli.StringFlag{Name: "drain-timeout", Usage: "time a replica being stopped keeps serving the requests it has"},
 		progressDeadlineFlag(), unhealthyTimeoutFlag(),
+		&ucli.StringFlag{Name: "drain-delay", Usage: "time a replica being stopped gets no new request before it is signalled"},
 		&ucli.BoolFlag{Name: "public", Usage: "the ingress serves it without a token when the cluster has ACLs"},
 	}
 	flags = append(flags, jobSpecFlags("each replica", "skein service")...)
@@ -118,6 +119,9 @@ func updateRequest(c *ucli.Context, svc structs.Service, command []string) (api.
 		return api.ServiceUpdateRequest{}, err
 	}
 	if err := rolloutFlags(c, &spec); err != nil {
+		return api.ServiceUpdateRequest{}, err
+	}
+	if err := decodeFlag(c, "drain-delay", &spec.DrainDelay, structs.ParseDuration); err != nil {
 		return api.ServiceUpdateRequest{}, err
 	}
 	if c.IsSet("public") {

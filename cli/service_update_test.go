@@ -28,7 +28,7 @@ func TestServiceUpdate_SendsTheCurrentSpecWithTheChanges(t *testing.T) {
 		writeJSON(w, http.StatusOK, d)
 	})
 	r := runCLI(t, "--addr", f.URL, "service", "update", "llama", "--image", "vllm/vllm-openai:v0.7", "--env", "MODE=fast", "--max-surge", "2",
-		"--progress-deadline", "3m", "--unhealthy-timeout", "45s")
+		"--progress-deadline", "3m", "--unhealthy-timeout", "45s", "--drain-delay", "10s")
 	if r.code != exitOK {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -40,7 +40,8 @@ func TestServiceUpdate_SendsTheCurrentSpecWithTheChanges(t *testing.T) {
 	}
 	j := got.Spec.Job
 	if j.Image != "vllm/vllm-openai:v0.7" || j.Env["MODE"] != "fast" || j.SecretEnv["HF_TOKEN"] != "hf_x" || !slices.Equal(j.Command, []string{"vllm", "serve"}) ||
-		j.GPUs != 1 || got.Spec.Health == nil || got.Spec.Health.Path != "/health" || got.MaxSurge != 2 || got.MaxUnavailable != 0 {
+		j.GPUs != 1 || got.Spec.Health == nil || got.Spec.Health.Path != "/health" || got.MaxSurge != 2 || got.MaxUnavailable != 0 ||
+		got.Spec.DrainDelay != structs.Duration(10*time.Second) {
 		t.Fatalf("update sent %+v", got)
 	}
 	if got.Spec.ProgressDeadline != structs.Duration(3*time.Minute) || got.Spec.UnhealthyTimeout != structs.Duration(45*time.Second) {
@@ -78,6 +79,10 @@ func TestServiceUpdate_RefusesLimitsThatCannotMove(t *testing.T) {
 	r := runCLI(t, "--addr", f.URL, "service", "update", "llama", "--max-surge", "0")
 	if r.code != exitError || !strings.Contains(r.stderr, "--max-surge") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = runCLI(t, "--addr", f.URL, "service", "update", "llama", "--drain-delay", "1h")
+	if want := "Error: --drain-delay: 1h0m0s is out of range 0s..10m0s"; r.code != exitError || !strings.Contains(r.stderr, want) {
+		t.Fatalf("exit %d, stderr %q, want %q", r.code, r.stderr, want)
 	}
 	for _, req := range f.requests() {
 		if req.Method == http.MethodPost {

@@ -93,6 +93,7 @@ func TestService_DetailShowsReplicasAndEndpoints(t *testing.T) {
 		"Replicas:      2 wanted (scaled 1→2 by alice)",
 		"Health:        http:/health every 5s, timeout 2s, unhealthy after 3 failures in a row, none counted for 10m after a start",
 		"Drain timeout: 30s",
+		"Drain delay:   2s",
 		"Public:        no",
 		"Endpoints (on any node's ingress):\n  http://10.0.0.1:7480/llama/\n  http://10.0.0.2:7480/llama/\n",
 		"Image:", "vllm/vllm-openai:v0.6",

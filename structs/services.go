@@ -157,6 +157,10 @@ type ServiceSpec struct {
 	// DrainTimeout is how long a replica being stopped keeps serving the
 	// requests it has (DefaultDrainTimeout when 0).
 	DrainTimeout Duration `json:"drain_timeout,omitempty"`
+	// DrainDelay is how long a replica being stopped is left out of the
+	// endpoints before it is signalled, for every node's ingress to have
+	// heard of the stop (DefaultDrainDelay when 0).
+	DrainDelay Duration `json:"drain_delay,omitempty"`
 	// Public lets the ingress serve the service without a token when the
 	// cluster's ACLs are on.
 	Public bool `json:"public,omitempty"`
@@ -192,6 +196,7 @@ func (s *ServiceSpec) RolloutUnhealthyTimeout() time.Duration {
 const (
 	DefaultPortEnv      = "PORT"
 	DefaultDrainTimeout = Duration(30 * time.Second)
+	DefaultDrainDelay   = Duration(2 * time.Second)
 	// DefaultProgressDeadline and DefaultUnhealthyTimeout bound a
 	// rollout (ServiceSpec.ProgressDeadline, UnhealthyTimeout); their
 	// Max* bound what a spec may set.
@@ -204,10 +209,11 @@ const (
 	// MaxServiceNameLen bounds a service's name, which is a path segment
 	// of the ingress and a DNS label.
 	MaxServiceNameLen = 63
-	// MaxPortEnvLen bounds ServiceSpec.PortEnv, and MaxDrainTimeout its
-	// DrainTimeout.
+	// MaxPortEnvLen bounds ServiceSpec.PortEnv, MaxDrainTimeout its
+	// DrainTimeout and MaxDrainDelay its DrainDelay.
 	MaxPortEnvLen   = 64
 	MaxDrainTimeout = Duration(time.Hour)
+	MaxDrainDelay   = Duration(10 * time.Minute)
 	// MaxServiceReasonLen bounds the reason of a register, scale or
 	// delete.
 	MaxServiceReasonLen = 512

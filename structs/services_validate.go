@@ -63,8 +63,8 @@ func (r *ServiceDeleteRequest) Validate() error {
 
 // Validate checks a normalized service spec: the replicas' job (whose
 // fields the error names as job.FIELD), the port's env var, the health
-// check, the drain timeout and the rollout's progress deadline and
-// unhealthy timeout. The error is a *FieldError naming the
+// check, the drain timeout and delay, and the rollout's progress
+// deadline and unhealthy timeout. The error is a *FieldError naming the
 // first wrong field.
 func (s *ServiceSpec) Validate() error {
 	if err := s.validateJob(); err != nil {
@@ -94,6 +94,9 @@ func (s *ServiceSpec) Validate() error {
 		return fieldErr("progress_deadline", "%s is out of range 0s..%s (0: the default, %s)", s.ProgressDeadline, MaxProgressDeadline, DefaultProgressDeadline)
 	case s.UnhealthyTimeout < 0 || s.UnhealthyTimeout > MaxUnhealthyTimeout:
 		return fieldErr("unhealthy_timeout", "%s is out of range 0s..%s (0: the default, %s)", s.UnhealthyTimeout, MaxUnhealthyTimeout, DefaultUnhealthyTimeout)
+	}
+	if s.DrainDelay < 0 || s.DrainDelay > MaxDrainDelay {
+		return fieldErr("drain_delay", "%s is out of range 0s..%s", s.DrainDelay, MaxDrainDelay)
 	}
 	return nil
 }

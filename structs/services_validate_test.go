@@ -99,6 +99,9 @@ func TestService_Validate(t *testing.T) {
 		{"unknown metric", func(s *Service) {
 			s.Autoscale = &Autoscale{Min: 1, Max: 4, Metric: "cpu", Target: 80}
 		}, "autoscale.metric", "want inflight, gpu or gauge:NAME"},
+		{"drain delay", func(s *Service) { s.Spec.DrainDelay = MaxDrainDelay }, "", ""},
+		{"drain delay too long", func(s *Service) { s.Spec.DrainDelay = MaxDrainDelay + 1 }, "drain_delay", "0s..10m0s"},
+		{"negative drain delay", func(s *Service) { s.Spec.DrainDelay = -1 }, "drain_delay", "out of range"},
 
 		{"tcp check", func(s *Service) { s.Spec.Health = &HealthCheck{Kind: HealthTCP} }, "", ""},
 		{"exec check", func(s *Service) {

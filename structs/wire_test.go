@@ -184,7 +184,7 @@ func TestService_JSONIsPinned(t *testing.T) {
 			Job: JobSpec{Command: []string{"serve"}, Nodes: 1, GPUs: 1}, PortEnv: "PORT",
 			Health: &HealthCheck{Kind: HealthHTTP, Path: "/health", Command: []string{"x"}, Interval: Duration(10 * time.Second),
 				Timeout: Duration(time.Second), Failures: 5, Grace: Duration(10 * time.Minute)},
-			DrainTimeout: Duration(time.Minute), Public: true,
+			DrainTimeout: Duration(time.Minute), DrainDelay: Duration(5 * time.Second), Public: true,
 		},
 		Replicas: 4, Reason: "scaled 2→4 by alice", NextReplica: 6,
 		Autoscale: &Autoscale{Min: 1, Max: 8, Metric: AutoscaleInFlight, Target: 10, Tolerance: 0.1,
@@ -220,6 +220,7 @@ func TestService_JSONIsPinned(t *testing.T) {
       "grace": "10m0s"
     },
     "drain_timeout": "1m0s",
+    "drain_delay": "5s",
     "public": true
   },
   "replicas": 4,

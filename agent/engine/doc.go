@@ -4,7 +4,8 @@
 // whether it can hand out NVIDIA GPUs, which images it holds) and runs
 // containers on it: pull, create, attach, start, wait, signal, inspect,
 // remove, list by label, and exec a command in a running one (a service
-// replica's health check). Every call is bounded by its context, and an
+// replica's health check), killed with what it started when its context
+// ends. Every call is bounded by its context, and an
 // engine that does not answer is ErrUnreachable. It is the only importer
 // of the Docker client.
 package engine

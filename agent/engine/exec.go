@@ -33,9 +33,9 @@ type ExecSpec struct {
 // container that does not run is ErrNotRunning, and one that does not
 // exist ErrNoContainer.
 //
-// ctx bounds it: Exec returns ctx's error as soon as ctx ends. The engine
-// has no call that stops an exec, so a command that outlives ctx runs on
-// in the container until it ends by itself (or the container does).
+// ctx bounds it: when ctx ends, Exec kills what the command still runs in
+// the container (killExec) and returns ctx's error, joined with why the
+// kill failed if it did.
 func (d *Docker) Exec(ctx context.Context, id string, spec ExecSpec, out io.Writer) (int, error) {
 	if len(spec.Cmd) == 0 || spec.Cmd[0] == "" {
 		return 0, fmt.Errorf("exec in container %s: the command is empty", id)
@@ -58,7 +58,7 @@ func (d *Docker) Exec(ctx context.Context, id string, spec ExecSpec, out io.Writ
 	resp, err := d.c.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
 	if err != nil {
 		if ctx.Err() != nil {
-			return 0, fmt.Errorf("%s: %w", op, ctx.Err())
+			return 0, d.endExec(op, created.ID, ctx.Err())
 		}
 		return 0, d.containerErr(op, err)
 	}
@@ -67,7 +67,7 @@ func (d *Docker) Exec(ctx context.Context, id string, spec ExecSpec, out io.Writ
 	ended := !stop()
 	resp.Close()
 	if ended {
-		return 0, fmt.Errorf("%s: %w", op, ctx.Err())
+		return 0, d.endExec(op, created.ID, ctx.Err())
 	}
 	if err != nil {
 		return 0, d.fail(op, err)
@@ -76,7 +76,7 @@ func (d *Docker) Exec(ctx context.Context, id string, spec ExecSpec, out io.Writ
 		st, err := d.c.ContainerExecInspect(ctx, created.ID)
 		switch {
 		case ctx.Err() != nil:
-			return 0, fmt.Errorf("%s: %w", op, ctx.Err())
+			return 0, d.endExec(op, created.ID, ctx.Err())
 		case err != nil:
 			return 0, d.fail(op, err)
 		case !st.Running:
@@ -87,4 +87,13 @@ func (d *Docker) Exec(ctx context.Context, id string, spec ExecSpec, out io.Writ
 		case <-time.After(execPollInterval):
 		}
 	}
+}
+
+// endExec kills the exec execID, whose context ended with cause, and
+// says so.
+func (d *Docker) endExec(op, execID string, cause error) error {
+	if err := d.killExec(execID); err != nil {
+		return fmt.Errorf("%s: %w; its command may run on: %w", op, cause, err)
+	}
+	return fmt.Errorf("%s: %w", op, cause)
 }

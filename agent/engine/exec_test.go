@@ -3,9 +3,15 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/skein-dev/skein/internal/testutil"
 )
 
 // running is a started container of the test image that sleeps.
@@ -64,14 +70,89 @@ func TestExec_AStoppedContainerIsNotRunningAndAnUnknownOneIsNoContainer(t *testi
 	}
 }
 
-func TestExec_EndsWithTheContext(t *testing.T) {
+// processesIn returns the command lines the container runs now, as the
+// engine's top lists them.
+func processesIn(t *testing.T, d *Docker, id string) []string {
+	t.Helper()
+	top, err := d.c.ContainerTop(callCtx(t), id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := slices.Index(top.Titles, "CMD")
+	if col < 0 {
+		t.Fatalf("top has no CMD column: %v", top.Titles)
+	}
+	var out []string
+	for _, p := range top.Processes {
+		out = append(out, p[col])
+	}
+	return out
+}
+
+// waitGone waits until no process of the container has want in its
+// command line.
+func waitGone(t *testing.T, d *Docker, id, want string) {
+	t.Helper()
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		for _, cmd := range processesIn(t, d, id) {
+			if strings.Contains(cmd, want) {
+				return fmt.Errorf("%q still runs in the container: %q", want, processesIn(t, d, id))
+			}
+		}
+		return nil
+	})
+}
+
+// An exec past its context is killed with what it started: the engine
+// has no call for it, so Exec does it.
+func TestExec_EndsWithTheContextAndItsCommandIsKilledWithItsChildren(t *testing.T) {
 	d := testDocker(t)
 	id := running(t, d)
 	ctx, cancel := context.WithTimeout(callCtx(t), 300*time.Millisecond)
 	defer cancel()
 	var out syncBuffer
-	_, err := d.Exec(ctx, id, ExecSpec{Cmd: []string{"sleep", "600"}}, &out)
+	_, err := d.Exec(ctx, id, ExecSpec{Cmd: []string{"sh", "-c", "sleep 601 & sleep 602; wait"}}, &out)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("exec of a sleep past its deadline: %v, want the context's deadline", err)
 	}
+	if strings.Contains(err.Error(), "may run on") {
+		t.Errorf("exec past its deadline: %v, want its command killed", err)
+	}
+	waitGone(t, d, id, "sleep 60")
+	if st, err := d.Inspect(callCtx(t), id); err != nil || !st.Running {
+		t.Errorf("after the exec was killed the container is %+v (%v), want it still running", st, err)
+	}
+}
+
+// Where the host may not signal an exec's process, the kill is an exec
+// of kill in the container, with the PID as the container sees it.
+func TestExec_KillInTheContainerKillsByTheHostsPID(t *testing.T) {
+	d := testDocker(t)
+	id := running(t, d)
+	created, err := d.c.ContainerExecCreate(callCtx(t), id, container.ExecOptions{Cmd: []string{"sleep", "603"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.c.ContainerExecStart(callCtx(t), created.ID, container.ExecStartOptions{Detach: true}); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		st, err := d.c.ContainerExecInspect(callCtx(t), created.ID)
+		if err != nil || !st.Running || st.Pid == 0 {
+			return fmt.Errorf("exec %+v (%v), want it running", st, err)
+		}
+		pid = st.Pid
+		return nil
+	})
+	if !inCgroupOf(pid, id) {
+		t.Fatalf("the exec's process %d is not in the container's cgroup as the host sees it", pid)
+	}
+	if ns, ok := nsPID(pid); !ok || ns == pid {
+		t.Fatalf("the container's PID of host process %d: %d, %v; want another", pid, ns, ok)
+	}
+	if err := d.killInContainer(callCtx(t), "kill", id, []int{pid}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, d, id, "sleep 603")
 }

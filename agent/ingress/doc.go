@@ -12,6 +12,8 @@
 // state through a small interface (State), and again only once an entry
 // was applied since. Of the endpoints it picks the one with the fewest
 // requests it has in flight there (InFlight counts them for the
-// autoscaler), and tries another when the connection cannot be made.
+// autoscaler), and tries another when the connection cannot be made, or
+// again on a fresh connection when the kept-alive one it was given had
+// been closed by the replica before a byte of the request went.
 // DESIGN.md says why it works the way it does.
 package ingress

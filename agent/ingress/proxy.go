@@ -1,12 +1,14 @@
 package ingress
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"strings"
 	"sync"
@@ -31,6 +33,10 @@ const (
 	idlePerReplica = 32
 	// maxNameInError bounds a requested name quoted back in a 404.
 	maxNameInError = 64
+	// maxReplayBody bounds the body of a request the ingress holds to
+	// send it again: a body of a known length up to this is read whole
+	// before the first try, a longer or chunked one streams.
+	maxReplayBody = 1 << 20
 )
 
 // State is what the ingress reads of the cluster's state; *fsm.FSM has
@@ -98,7 +104,7 @@ func New(cfg Config) *Proxy {
 			if err != nil {
 				return nil, &dialError{err}
 			}
-			return conn, nil
+			return &replicaConn{Conn: conn}, nil
 		},
 		MaxIdleConnsPerHost: idlePerReplica,
 		IdleConnTimeout:     90 * time.Second,
@@ -300,14 +306,21 @@ func (e *dialError) Error() string { return e.err.Error() }
 func (e *dialError) Unwrap() error { return e.err }
 
 // retrier sends a request to an endpoint of its service, the one with
-// the fewest requests in flight, and to another when the connection to
-// it could not be made (a dial error, before any byte of the request was
-// sent), or when a GET, HEAD or OPTIONS without a body lost its
-// connection before any answer (retriable). A request's body is never
-// buffered: it is retried only when not a byte of it was read (always so
-// after a dial error), so bodies of any size stream through, and a
-// request with a body that failed once its bytes were on their way is
-// not sent twice.
+// the fewest requests in flight, and sends it again when nothing of it
+// can have reached a replica: to another endpoint when the connection to
+// one could not be made (a dial error), or once more, the same endpoint
+// included, on a fresh connection when the kept-alive connection it was
+// given had been closed by the replica before a byte of it was written
+// (a replica's keep-alive timeout shorter than the ingress's). A GET, HEAD or OPTIONS
+// without a body that lost its connection before any answer goes to
+// another endpoint too (retriable). A request whose bytes may have
+// reached a replica is otherwise never sent twice: the replica may have
+// acted on it.
+//
+// To be sent again a body must still be there: one of a known length up
+// to maxReplayBody is read whole first and given to each try; a longer or
+// chunked one streams through and is sent again only when no try read a
+// byte of it (always so after a dial error).
 type retrier struct {
 	p    *Proxy
 	base http.RoundTripper
@@ -316,11 +329,12 @@ type retrier struct {
 func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 	rt := req.Context().Value(routeKey{}).(*route)
 	v := rt.v
-	tried := map[*endpoint]bool{}
-	var body *onceBody
-	if req.Body != nil {
-		body = &onceBody{rc: req.Body}
+	body, err := newTryBody(req)
+	if err != nil {
+		return nil, &proxyErr{status: http.StatusBadRequest, msg: "service " + v.svc.Name + ": reading the request's body: " + err.Error()}
 	}
+	tried := map[*endpoint]bool{}
+	resent := false // whether a try was sent again on a fresh connection
 	var last error
 	for len(tried) < maxTries {
 		e := v.pick(tried, t.p.clock())
@@ -328,27 +342,36 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 			break
 		}
 		tried[e] = true
-		out := *req
+		sent := &sendLog{}
+		out := req.WithContext(httptrace.WithClientTrace(req.Context(), sent.trace()))
 		u := *req.URL
 		u.Host = e.addr
 		out.URL = &u
 		if body != nil {
-			out.Body = body
+			out.Body = body.reader()
 		}
 		e.inFlight.Add(1)
-		res, err := t.base.RoundTrip(&out)
+		res, err := t.base.RoundTrip(out)
 		if err == nil {
 			res.Body = counted(res.Body, e.inFlight)
 			return res, nil
 		}
 		e.inFlight.Add(-1)
 		last = err
-		if !retriable(req, body, err) || req.Context().Err() != nil {
-			return nil, &proxyErr{status: http.StatusBadGateway,
-				msg: fmt.Sprintf("service %s: replica %s failed: %v", v.svc.Name, e.addr, err)}
+		switch {
+		case req.Context().Err() != nil:
+		case !resent && sent.keptAlive() && sent.sentNothing() && body.replayable():
+			resent = true
+			delete(tried, e)
+			t.p.log.Debug("replica had closed a kept-alive connection; sending again on a fresh one", "service", v.svc.Name, "addr", e.addr, "error", err)
+			continue
+		case retriable(req, body, err):
+			e.failedAt.Store(t.p.clock().UnixNano())
+			t.p.log.Debug("replica refused a connection; trying another", "service", v.svc.Name, "addr", e.addr, "error", err)
+			continue
 		}
-		e.failedAt.Store(t.p.clock().UnixNano())
-		t.p.log.Debug("replica refused a connection; trying another", "service", v.svc.Name, "addr", e.addr, "error", err)
+		return nil, &proxyErr{status: http.StatusBadGateway,
+			msg: fmt.Sprintf("service %s: replica %s failed: %v", v.svc.Name, e.addr, err)}
 	}
 	return nil, &proxyErr{status: http.StatusBadGateway,
 		msg: fmt.Sprintf("service %s: no replica answered (tried %d of %d): %v", v.svc.Name, len(tried), len(v.ends), last)}
@@ -356,15 +379,15 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // retriable reports whether a try that failed with err may go to another
 // replica: when its connection could not be made, so nothing was sent
-// (and no byte of the body read), or when a request without a body whose
-// method is idempotent lost its connection before any answer: a kept-alive
-// connection to a replica that died since, which the replica may have
-// reset before or after it got the request, and which the same GET again
-// cannot harm.
-func retriable(req *http.Request, body *onceBody, err error) bool {
+// (and the body, if any, is still there), or when a request without a
+// body whose method is idempotent lost its connection before any answer:
+// a kept-alive connection to a replica that died since, which the replica
+// may have reset before or after it got the request, and which the same
+// GET again cannot harm.
+func retriable(req *http.Request, body *tryBody, err error) bool {
 	var de *dialError
 	if errors.As(err, &de) {
-		return body == nil || !body.read.Load()
+		return body.replayable()
 	}
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
@@ -374,7 +397,44 @@ func retriable(req *http.Request, body *onceBody, err error) bool {
 	return body == nil && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF))
 }
 
-// onceBody is a request's body handed to one try after another: it
+// tryBody is a request's body given to one try after another: held whole
+// (buf), or streamed once (once). A nil *tryBody is no body.
+type tryBody struct {
+	buf  []byte
+	once *onceBody
+}
+
+// newTryBody holds the body of req when its length is known and at most
+// maxReplayBody, and streams it otherwise; nil when req has none.
+func newTryBody(req *http.Request) (*tryBody, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, nil
+	}
+	if req.ContentLength <= 0 || req.ContentLength > maxReplayBody {
+		return &tryBody{once: &onceBody{rc: req.Body}}, nil
+	}
+	buf := make([]byte, req.ContentLength)
+	if _, err := io.ReadFull(req.Body, buf); err != nil {
+		return nil, err
+	}
+	return &tryBody{buf: buf}, nil
+}
+
+// reader is the body for the next try.
+func (b *tryBody) reader() io.ReadCloser {
+	if b.once != nil {
+		return b.once
+	}
+	return io.NopCloser(bytes.NewReader(b.buf))
+}
+
+// replayable reports whether the body can be given whole to another try:
+// there is none, it is held, or no try read a byte of it.
+func (b *tryBody) replayable() bool {
+	return b == nil || b.once == nil || !b.once.read.Load()
+}
+
+// onceBody is a streamed body handed to one try after another: it
 // records whether a try read from it, and closing it is left to the
 // server that owns it.
 type onceBody struct {

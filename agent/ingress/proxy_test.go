@@ -679,3 +679,92 @@ func TestProxy_AGetWhoseConnectionIsResetGoesToAnotherReplicaAndAPostDoesNot(t *
 		t.Errorf("POST to a replica that resets: %d after %d tries, want 502 after one", code, reset.Load()-before)
 	}
 }
+
+// idleCloser is a replica that closes each connection as soon as it has
+// answered on it, as a server with a short keep-alive timeout does, but
+// without saying so (no Connection: close): the ingress keeps the
+// connection for the next request, which finds it closed. It counts the
+// requests it got.
+func idleCloser(t *testing.T) (addr string, got *atomic.Int32, closed <-chan struct{}) {
+	t.Helper()
+	got = &atomic.Int32{}
+	closes := make(chan struct{}, 1000)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got.Add(1)
+		fmt.Fprintf(w, "%s %s", r.Method, b)
+	}))
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if s == http.StateIdle {
+			c.Close()
+			closes <- struct{}{}
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return addrOf(t, srv), got, closes
+}
+
+// lockedBuffer is a log the proxy writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
+// POSTs one after another to a replica that closes every connection after
+// its answer: the next POST may be given the closed connection before
+// the ingress noticed it closed, and nothing of it is then sent there: it
+// goes on a fresh connection. Every POST is answered, and the replica
+// gets each once. How often the closed connection is given depends on
+// the scheduler, so the test sends POSTs until it happened a few times
+// (the proxy's debug log says so), or fails as proving nothing.
+func TestProxy_APostOnAKeptAliveConnectionTheReplicaClosedIsSentOnAFreshOne(t *testing.T) {
+	const (
+		wantResent = 3
+		atMost     = 20000
+	)
+	st := newFakeState()
+	st.addService(structs.Service{Name: "llama", Replicas: 1})
+	addr, got, closed := idleCloser(t)
+	st.addReplica(t, "llama", addr, nil)
+	var log lockedBuffer
+	p := New(Config{State: st, DialTimeout: 10 * time.Second,
+		Logger: hclog.New(&hclog.LoggerOptions{Output: &log, Level: hclog.Debug})})
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	n, failed := 0, 0
+	for ; n < atMost && log.count("had closed a kept-alive connection") < wantResent; n++ {
+		prompt := "prompt " + strconv.Itoa(n)
+		code, body := do(t, srv, http.MethodPost, "/llama/v1/completions", nil, strings.NewReader(prompt))
+		if code == http.StatusOK {
+			<-closed // the next POST is sent after the replica closed the connection
+		}
+		if code != http.StatusOK || body != "POST "+prompt {
+			failed++
+			if failed <= 3 {
+				t.Errorf("POST %d: %d %q, want 200 %q", n, code, body, "POST "+prompt)
+			}
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of %d POSTs failed", failed, n)
+	}
+	if got.Load() != int32(n) {
+		t.Errorf("the replica got %d requests for %d POSTs, want each once", got.Load(), n)
+	}
+	if resent := log.count("had closed a kept-alive connection"); resent < wantResent {
+		t.Fatalf("a POST was given a connection the replica had closed %d times in %d, want %d: the test proves nothing", resent, n, wantResent)
+	}
+}

@@ -299,11 +299,12 @@ func (c *replicaChecks) probeExec(ctx context.Context, allocID string, argv []st
 	return res.ExitCode == 0, detail
 }
 
-// checkError says in few words why a check failed: its timeout, or the
-// error without the URL the check itself knows.
+// checkError says in few words why a check failed: its timeout (an exec
+// check's command is then killed, with what it started), or the error
+// without the URL the check itself knows.
 func checkError(ctx context.Context, err error, timeout time.Duration) string {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return "no answer within " + timeout.String()
+		return "timed out after " + timeout.String()
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {

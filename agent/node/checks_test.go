@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -236,8 +237,8 @@ func TestReplicaChecks_AFirstFailureReportsStartingAndATimeoutSaysSo(t *testing.
 	check.Timeout = structs.Duration(50 * time.Millisecond)
 	c.sync(context.Background(), map[string]checkTarget{"a1": {allocID: "a1", port: port, startedAt: time.Now(), check: check}})
 	ups := log.waitReports(t, 2)
-	wantReport(t, ups[0], "a1", false, "starting: GET /health: no answer within 50ms (1 of 3 failures)")
-	wantReport(t, ups[1], "a1", false, "GET /health: no answer within 50ms (3 failures in a row)")
+	wantReport(t, ups[0], "a1", false, "starting: GET /health: timed out after 50ms (1 of 3 failures)")
+	wantReport(t, ups[1], "a1", false, "GET /health: timed out after 50ms (3 failures in a row)")
 }
 
 func TestReplicaChecks_ExecPassesOnExitZeroAndSaysWhyItFailed(t *testing.T) {
@@ -294,11 +295,12 @@ func TestWithCheckDefaults_FillsZerosAndBoundsTheInterval(t *testing.T) {
 	}
 }
 
-// An exec check of a process replica, through a real runner: the command
-// runs as the job, with its environment.
-func TestReplicaChecks_ExecRunsBesideAProcessReplica(t *testing.T) {
+// processReplica starts a process replica, allocation id, that sleeps,
+// with env, through a real runner, and returns the runner once its job
+// runs (an exec for it works).
+func processReplica(t *testing.T, id string, env map[string]string) *runner.Runner {
+	t.Helper()
 	dir := testutil.JobDir(t)
-	shared := testutil.SharedDir(t)
 	os.Setenv(superviseEnv, "1") // inherited by the supervisors the runner starts
 	t.Cleanup(func() { os.Unsetenv(superviseEnv) })
 	r, err := runner.New(runner.Config{AllocDir: filepath.Join(dir, "allocs"), SupervisorCmd: []string{os.Args[0]},
@@ -307,11 +309,10 @@ func TestReplicaChecks_ExecRunsBesideAProcessReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(r.Shutdown)
-	id := "replica-" + strconv.Itoa(os.Getpid())
 	if err := r.Start(runner.Task{
 		Alloc: structs.Allocation{ID: id, JobID: "svc-r0", Attempt: 1},
 		Job: structs.Job{ID: "svc-r0", Service: "svc", Spec: structs.JobSpec{Command: []string{"sleep", "3600"}, Nodes: 1,
-			Env: map[string]string{"READY_FILE": filepath.Join(shared, "ready")}}},
+			Env: env}},
 		NodeName: "node-a",
 	}); err != nil {
 		t.Fatal(err)
@@ -325,6 +326,15 @@ func TestReplicaChecks_ExecRunsBesideAProcessReplica(t *testing.T) {
 			return nil
 		})
 	})
+	return r
+}
+
+// An exec check of a process replica, through a real runner: the command
+// runs as the job, with its environment.
+func TestReplicaChecks_ExecRunsBesideAProcessReplica(t *testing.T) {
+	shared := testutil.SharedDir(t)
+	id := "replica-" + strconv.Itoa(os.Getpid())
+	r := processReplica(t, id, map[string]string{"READY_FILE": filepath.Join(shared, "ready")})
 	log := &healthLog{}
 	c := newReplicaChecks(log.add, r.Exec, hclog.NewNullLogger())
 	t.Cleanup(c.stopAll)
@@ -340,4 +350,55 @@ func TestReplicaChecks_ExecRunsBesideAProcessReplica(t *testing.T) {
 	}
 	ups = log.waitReports(t, 2)
 	wantReport(t, ups[1], id, true, "exec sh: exit 0")
+}
+
+// An exec check of a process replica whose command outlives the check's
+// timeout fails, saying so, and the command is killed with what it
+// started (its process group).
+func TestReplicaChecks_AnExecCheckPastItsTimeoutFailsAndItsCommandIsKilledWithItsGroup(t *testing.T) {
+	shared := testutil.SharedDir(t)
+	childFile := filepath.Join(shared, "child.pid")
+	id := "replica-" + strconv.Itoa(os.Getpid())
+	r := processReplica(t, id, map[string]string{"CHILD_FILE": childFile})
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		_, err := r.Exec(context.Background(), id, []string{"true"})
+		return err
+	})
+	log := &healthLog{}
+	c := newReplicaChecks(log.add, r.Exec, hclog.NewNullLogger())
+	t.Cleanup(c.stopAll)
+	check := fastCheck(structs.HealthExec)
+	check.Command = []string{"sh", "-c", `sleep 600 & echo $! > "$CHILD_FILE"; wait`}
+	check.Timeout, check.Failures = structs.Duration(300*time.Millisecond), 1
+	check.Interval = structs.Duration(time.Hour) // one run
+	c.sync(context.Background(), map[string]checkTarget{id: {allocID: id, startedAt: time.Now(), check: check}})
+	ups := log.waitReports(t, 1)
+	wantReport(t, ups[0], id, false, "exec sh: timed out after 300ms (1 failures in a row)")
+	b, err := os.ReadFile(childFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		if gone(pid) {
+			return nil
+		}
+		return fmt.Errorf("the check's child %d still runs", pid)
+	})
+}
+
+// gone reports whether process pid has ended (it may wait to be reaped).
+func gone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
 }

@@ -6,18 +6,13 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// drainDelay is how long a service replica asked to stop keeps running
-// untouched before its process is signalled: time for every node's
-// ingress to apply the stop and send it no new request.
-const drainDelay = 2 * time.Second
-
 // stopTracked stops an allocation the state asks to stop. A job's is
 // stopped at once with the grace the state gave it (a preemption's), or
 // the configured kill grace. A service replica is drained first: the
 // ingress of every node already skips an allocation being stopped, so it
-// waits drainDelay for them all to have seen it, then gets SIGTERM with
-// its service's DrainTimeout (or the preemption's grace) as its kill
-// grace, for the requests in flight to finish.
+// waits its service's DrainDelay for them all to have seen it, then gets
+// SIGTERM with its service's DrainTimeout (or the preemption's grace) as
+// its kill grace, for the requests in flight to finish.
 func (n *Node) stopTracked(alloc *structs.Allocation) {
 	reason := stopReason(alloc)
 	job, ok := n.fsm.Job(alloc.JobID)
@@ -25,17 +20,22 @@ func (n *Node) stopTracked(alloc *structs.Allocation) {
 		n.runner.StopAfter(alloc.ID, reason, time.Duration(alloc.StopGrace))
 		return
 	}
-	grace := time.Duration(structs.DefaultDrainTimeout)
-	if svc, ok := n.fsm.Service(job.Service); ok && svc.Spec.DrainTimeout > 0 {
-		grace = time.Duration(svc.Spec.DrainTimeout)
+	delay, grace := time.Duration(structs.DefaultDrainDelay), time.Duration(structs.DefaultDrainTimeout)
+	if svc, ok := n.fsm.Service(job.Service); ok {
+		if svc.Spec.DrainDelay > 0 {
+			delay = time.Duration(svc.Spec.DrainDelay)
+		}
+		if svc.Spec.DrainTimeout > 0 {
+			grace = time.Duration(svc.Spec.DrainTimeout)
+		}
 	}
 	if alloc.StopGrace > 0 {
 		grace = time.Duration(alloc.StopGrace)
 	}
 	id := alloc.ID
-	n.log.Info("draining replica", "alloc", structs.ShortID(id), "service", job.Service, "delay", drainDelay, "grace", grace)
+	n.log.Info("draining replica", "alloc", structs.ShortID(id), "service", job.Service, "delay", delay, "grace", grace)
 	n.goLoop(func() {
-		t := time.NewTimer(drainDelay)
+		t := time.NewTimer(delay)
 		defer t.Stop()
 		select {
 		case <-n.ctx.Done():

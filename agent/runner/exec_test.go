@@ -130,6 +130,31 @@ func TestExec_ImageJobsCommandRunsInItsContainerAsItsAccount(t *testing.T) {
 	}
 }
 
+// An image job's exec past its context is killed in its container, with
+// what it started, and the job runs on.
+func TestExec_AnImageJobsCommandPastItsContextIsKilledInItsContainer(t *testing.T) {
+	t.Parallel()
+	e := newContainerEnv(t)
+	r, rec := e.runner(t)
+	tk := e.sh("sleep 3600")
+	mustStart(t, r, tk)
+	waitState(t, rec, tk.Alloc.ID, structs.AllocRunning)
+	waitExec(t, r, tk.Alloc.ID, "true")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := r.Exec(ctx, tk.Alloc.ID, []string{"sh", "-c", "sleep 604 & sleep 605; wait"})
+	if !errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "may run on") {
+		t.Fatalf("exec past its deadline: %v, want the context's deadline and its command killed", err)
+	}
+	waitFor(t, 15*time.Second, "the command and its child to be killed in the container", func() (bool, string) {
+		res, err := r.Exec(execCtx(t), tk.Alloc.ID, []string{"ps"})
+		return err == nil && !strings.Contains(res.Output, "sleep 60"), res.Output + errString(err)
+	})
+	if !tracked(r, tk.Alloc.ID) {
+		t.Error("the job ended with its exec")
+	}
+}
+
 func TestTailWriter_KeepsTheEnd(t *testing.T) {
 	w := &tailWriter{max: 8}
 	for _, s := range []string{"abc", "defgh", "ijklmnopq", "r"} {
