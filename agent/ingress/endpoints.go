@@ -14,7 +14,9 @@ import (
 
 // failCooldown is how long an endpoint that refused a connection is
 // passed over while others are left: a replica whose node died costs
-// one failed dial, not one per request.
+// one failed dial, not one per request. After it, one request at a time
+// tries the endpoint again (a probe) until one connects, so the requests
+// in flight when the cooldown ends do not all wait on a dead node's dial.
 const failCooldown = 5 * time.Second
 
 // endpoint is one replica the ingress may send a service's requests to.
@@ -22,11 +24,42 @@ type endpoint struct {
 	allocID string
 	addr    string // host:port
 	// inFlight counts the requests this node's ingress has at the
-	// replica now; failedAt is when a connection to it last failed
-	// (unix nanoseconds, 0: never). Both outlive the view that made the
-	// endpoint, for as long as the replica is one.
+	// replica now; dial is how connecting to it went. Both outlive the
+	// view that made the endpoint, for as long as the replica is one.
 	inFlight *atomic.Int64
-	failedAt *atomic.Int64
+	dial     *dialState
+}
+
+// dialState is how connecting to one replica went lately.
+type dialState struct {
+	// failedAt is when a connection to the replica last failed (unix
+	// nanoseconds), 0 when none has since one was made.
+	failedAt atomic.Int64
+	// probing is set while a request tries the replica again after its
+	// cooldown.
+	probing atomic.Bool
+}
+
+// usable says whether the endpoint is one to prefer at now: no
+// connection to it failed since the last that was made, or one did more
+// than failCooldown ago and no other request is trying it again.
+func (d *dialState) usable(now time.Time) bool {
+	at := d.failedAt.Load()
+	return at == 0 || now.UnixNano()-at >= int64(failCooldown) && !d.probing.Load()
+}
+
+// failed records a connection to the replica that could not be made.
+func (d *dialState) failed(now time.Time) {
+	d.failedAt.Store(now.UnixNano())
+	d.probing.Store(false)
+}
+
+// connected records a connection to the replica that was made.
+func (d *dialState) connected() {
+	if d.failedAt.Load() != 0 {
+		d.failedAt.Store(0)
+		d.probing.Store(false)
+	}
 }
 
 // waiting is a replica that is no endpoint now, and why (for the 503).
@@ -105,9 +138,9 @@ func makeView(st State, svc *structs.Service, index uint64, old *view) *view {
 			}
 			v.waiting = append(v.waiting, w)
 		default:
-			e := &endpoint{allocID: live.ID, addr: addr, inFlight: new(atomic.Int64), failedAt: new(atomic.Int64)}
+			e := &endpoint{allocID: live.ID, addr: addr, inFlight: new(atomic.Int64), dial: new(dialState)}
 			if prev, ok := counters[live.ID]; ok && prev.addr == addr {
-				e.inFlight, e.failedAt = prev.inFlight, prev.failedAt
+				e.inFlight, e.dial = prev.inFlight, prev.dial
 			}
 			v.ends = append(v.ends, e)
 		}
@@ -131,9 +164,10 @@ func endpointAddr(st State, a *structs.Allocation) (addr string, up bool) {
 }
 
 // pick returns the endpoint with the fewest requests in flight through
-// this node, among those not in tried, passing over those that refused
-// a connection within failCooldown while others are left; ties go to
-// one at random. nil when every endpoint was tried.
+// this node, among those not in tried, passing over those that are not
+// usable (a connection refused within failCooldown, or one being probed
+// after it) while others are left; ties go to one at random. nil when
+// every endpoint was tried.
 func (v *view) pick(tried map[*endpoint]bool, now time.Time) *endpoint {
 	var best []*endpoint
 	bestCool := true
@@ -142,7 +176,7 @@ func (v *view) pick(tried map[*endpoint]bool, now time.Time) *endpoint {
 		if tried[e] {
 			continue
 		}
-		cool := now.UnixNano()-e.failedAt.Load() >= int64(failCooldown)
+		cool := e.dial.usable(now)
 		n := e.inFlight.Load()
 		switch {
 		case best == nil, cool && !bestCool, cool == bestCool && n < least:

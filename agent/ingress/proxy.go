@@ -26,8 +26,11 @@ import (
 const (
 	// maxTries bounds the replicas one request is tried on.
 	maxTries = 3
-	// defaultDialTimeout bounds connecting to a replica.
-	defaultDialTimeout = 5 * time.Second
+	// defaultDialTimeout bounds connecting to a replica: long enough for
+	// one lost SYN to be sent again (Linux waits 1 s), so a live replica
+	// is not set aside for a lost packet, and short enough that a request
+	// sent to a dead node's replica goes on to another within 1.5 s.
+	defaultDialTimeout = 1500 * time.Millisecond
 	// idlePerReplica is how many idle connections to one replica are kept
 	// for the next requests.
 	idlePerReplica = 32
@@ -64,7 +67,7 @@ type Config struct {
 	// Auth admits the callers of services that are not public; nil
 	// admits everyone.
 	Auth Authenticator
-	// DialTimeout bounds connecting to a replica; 0 is 5s.
+	// DialTimeout bounds connecting to a replica; 0 is 1.5s.
 	DialTimeout time.Duration
 	Logger      hclog.Logger
 }
@@ -342,6 +345,9 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 			break
 		}
 		tried[e] = true
+		if e.dial.failedAt.Load() != 0 {
+			e.dial.probing.Store(true)
+		}
 		sent := &sendLog{}
 		out := req.WithContext(httptrace.WithClientTrace(req.Context(), sent.trace()))
 		u := *req.URL
@@ -353,10 +359,12 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 		e.inFlight.Add(1)
 		res, err := t.base.RoundTrip(out)
 		if err == nil {
+			e.dial.connected()
 			res.Body = counted(res.Body, e.inFlight)
 			return res, nil
 		}
 		e.inFlight.Add(-1)
+		e.dial.probing.Store(false)
 		last = err
 		switch {
 		case req.Context().Err() != nil:
@@ -366,7 +374,7 @@ func (t *retrier) RoundTrip(req *http.Request) (*http.Response, error) {
 			t.p.log.Debug("replica had closed a kept-alive connection; sending again on a fresh one", "service", v.svc.Name, "addr", e.addr, "error", err)
 			continue
 		case retriable(req, body, err):
-			e.failedAt.Store(t.p.clock().UnixNano())
+			e.dial.failed(t.p.clock())
 			t.p.log.Debug("replica refused a connection; trying another", "service", v.svc.Name, "addr", e.addr, "error", err)
 			continue
 		}

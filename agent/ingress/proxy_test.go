@@ -467,7 +467,7 @@ func TestProxy_ADeadEndpointIsRetriedOnAnotherWithTheBody(t *testing.T) {
 	}
 	v, _ := p.view("llama")
 	for _, e := range v.ends {
-		if e.allocID == dead.ID && e.failedAt.Load() == 0 {
+		if e.allocID == dead.ID && e.dial.failedAt.Load() == 0 {
 			t.Error("the dead replica was never tried")
 		}
 	}
