@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -235,4 +236,65 @@ func TestCluster_AutoscaleCountsTheLoadAtAFollowersIngress(t *testing.T) {
 	})
 	cancel()
 	load.Wait()
+}
+
+// A service autoscaled 0-2 on inflight=1 scales to zero once idle for its
+// down window; a request through the ingress then is held, counted as
+// the service's load, starts a replica, and is answered by it.
+func TestAutoscale_AServiceScaledToZeroStartsAReplicaForARequestAndAnswersIt(t *testing.T) {
+	bin := testutil.Workload(t)
+	cfg := testConfig(t, t.TempDir())
+	cfg.IngressPort = -1
+	cfg.AutoscaleInterval = 200 * time.Millisecond
+	a, c := startAgent(t, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	seen := watchReplicas(ctx, a, "web")
+
+	_, err := c.CreateService(ctx, api.ServiceCreateRequest{
+		Name:     "web",
+		Replicas: 1,
+		Spec: structs.ServiceSpec{
+			Job: structs.JobSpec{Command: []string{bin, "--dir", testutil.SharedDir(t), "--serve-port-env", "PORT"}},
+			Health: &structs.HealthCheck{Kind: structs.HealthHTTP, Path: "/health",
+				Interval: structs.Duration(200 * time.Millisecond), Timeout: structs.Duration(200 * time.Millisecond)},
+			DrainTimeout: structs.Duration(time.Second),
+		},
+		Autoscale: &structs.Autoscale{Min: 0, Max: 2, Metric: structs.AutoscaleInFlight, Target: 1,
+			DownWindow: structs.Duration(time.Second)},
+	})
+	if err != nil {
+		t.Fatalf("create the service: %v", err)
+	}
+	waitReplicas(t, a, "web", 1, true)
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		svc, _ := a.fsm.Service("web")
+		if svc.Replicas != 0 || len(runningReplicas(a, "web", nil)) != 0 {
+			return fmt.Errorf("the idle service wants %d replicas (%s), %d running; want none", svc.Replicas, svc.Reason, len(runningReplicas(a, "web", nil)))
+		}
+		return nil
+	})
+
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.IngressAddr()+"/web/work?ms=10", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("a request to the service scaled to zero: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a request to the service scaled to zero got %d %q, want 200 from a replica started for it", resp.StatusCode, body)
+	}
+	svc, _ := a.fsm.Service("web")
+	cancel()
+	counts := seen()
+	if len(counts) < 3 || counts[0] != 1 || counts[1] != 0 || counts[2] != 1 {
+		t.Fatalf("the service wanted %v; want 1, 0 when idle, then 1 for the request", counts)
+	}
+	if want := "scaled 0→1: 1 requests held for a replica, target 1"; svc.Reason != want && !strings.HasPrefix(svc.Reason, "scaled 1→0") {
+		t.Fatalf("reason %q, want %q (or the idle scale-down after it)", svc.Reason, want)
+	}
+	if a.proxy.InFlight("web")[""] != 0 {
+		t.Fatal("the answered request is still counted as held")
+	}
 }

@@ -43,7 +43,9 @@ type AutoscaleDecision struct {
 
 // Autoscale decides a service's replicas from one look. Desired =
 // ceil(current × observed / target), within Min and Max; a load within
-// the tolerance of the target changes nothing. A scale up waits until the
+// the tolerance of the target changes nothing. A service scaled to zero
+// (Min 0) observes the requests held for it, and wants ceil(held /
+// target) replicas, at least one, as soon as any is held. A scale up waits until the
 // load has been above the target for UpWindow, a scale down until it has
 // been below for DownWindow and DownWindow has passed since the last
 // scale (Service.ScaledAt, so that neither a step of load nor a new
@@ -66,10 +68,15 @@ func Autoscale(look AutoscaleLook) AutoscaleDecision {
 		return AutoscaleDecision{Replicas: n, Reason: fmt.Sprintf("scaled %d→%d: autoscale is %d-%d", cur, n, a.Min, a.Max)}
 	}
 	ratio := look.Observed / a.Target
-	if math.Abs(ratio-1) <= a.Tolerance {
+	want := a.Clamp(int(math.Ceil(float64(cur) * ratio)))
+	switch {
+	case cur == 0 && look.Observed > 0:
+		// Scaled to zero, Observed is every request the ingresses hold
+		// for a replica: as many replicas as that load needs.
+		want = a.Clamp(int(math.Ceil(ratio)))
+	case math.Abs(ratio-1) <= a.Tolerance:
 		return keep
 	}
-	want := a.Clamp(int(math.Ceil(float64(cur) * ratio)))
 	h := look.History
 	switch {
 	case want > cur:
@@ -92,10 +99,11 @@ func Autoscale(look AutoscaleLook) AutoscaleDecision {
 	default:
 		return keep
 	}
-	return AutoscaleDecision{
-		Replicas: want,
-		Reason:   fmt.Sprintf("scaled %d→%d: %s per replica, target %s", cur, want, metricText(a.Metric, look.Observed), number(a.Target)),
+	reason := fmt.Sprintf("scaled %d→%d: %s per replica, target %s", cur, want, metricText(a.Metric, look.Observed), number(a.Target))
+	if cur == 0 {
+		reason = fmt.Sprintf("scaled 0→%d: %s requests held for a replica, target %s", want, number(look.Observed), number(a.Target))
 	}
+	return AutoscaleDecision{Replicas: want, Reason: reason}
 }
 
 // metricText says a metric's value in words: "38 requests in flight",

@@ -18,6 +18,13 @@ func autoscaled(cur int, scaledAt time.Time) *structs.Service {
 	return &structs.Service{Name: "web", Replicas: cur, ScaledAt: scaledAt, Autoscale: a}
 }
 
+// toZero is autoscaled with Min 0: scale to zero, no up window.
+func toZero(cur int, scaledAt time.Time) *structs.Service {
+	svc := autoscaled(cur, scaledAt)
+	svc.Autoscale.Min, svc.Autoscale.UpWindow = 0, 0
+	return svc
+}
+
 func TestAutoscale_Decisions(t *testing.T) {
 	sec := func(n int) time.Time { return asT0.Add(time.Duration(n) * time.Second) }
 	long := sec(-3600)
@@ -62,6 +69,16 @@ func TestAutoscale_Decisions(t *testing.T) {
 			reason: "scaled 2→1: 0 requests in flight per replica, target 10"},
 		{name: "outside the bounds is clamped at once", svc: autoscaled(12, long), observed: 10, now: sec(0),
 			want: 8, reason: "scaled 12→8: autoscale is 1-8"},
+		{name: "scaled to zero, nothing held, stays", svc: toZero(0, long), observed: 0, now: sec(0), want: 0},
+		{name: "scaled to zero, a request held, one replica at once", svc: toZero(0, long), observed: 1, now: sec(0),
+			want: 1, reason: "scaled 0→1: 1 requests held for a replica, target 10"},
+		{name: "scaled to zero, many held, as many as they need", svc: toZero(0, long), observed: 35, now: sec(0),
+			want: 4, reason: "scaled 0→4: 35 requests held for a replica, target 10"},
+		{name: "idle for the down window, to zero", svc: toZero(1, long), observed: 0, now: sec(300),
+			history: AutoscaleHistory{BelowSince: sec(0)}, want: 0,
+			reason: "scaled 1→0: 0 requests in flight per replica, target 10"},
+		{name: "idle, not yet for the down window", svc: toZero(1, long), observed: 0, now: sec(299),
+			history: AutoscaleHistory{BelowSince: sec(0)}, want: 1, history2: AutoscaleHistory{BelowSince: sec(0)}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -43,16 +43,21 @@ func (a *Autoscale) Normalize() {
 	}
 }
 
-// Validate checks a normalized autoscale: 1 <= Min <= Max <= MaxReplicas
-// (no scale to zero), a metric skein can observe, a positive Target, a
+// Validate checks a normalized autoscale: 0 <= Min <= Max <= MaxReplicas,
+// with Max at least 1 and a Min of 0 (scale to zero, which must be asked
+// for) only on the in-flight metric: only the ingress, holding requests
+// for a replica, sees the demand for a service that has none. Then a
+// metric skein can observe, a positive Target, a
 // Tolerance below 1 and windows within MaxAutoscaleWindow. The error is
 // a *FieldError naming the first wrong field.
 func (a *Autoscale) Validate() error {
 	switch {
-	case a.Min < 1:
-		return fieldErr("autoscale.min", "%d: want at least 1 (skein does not scale a service to zero)", a.Min)
-	case a.Max < a.Min || a.Max > MaxReplicas:
-		return fieldErr("autoscale.max", "%d: want %d (min) to %d", a.Max, a.Min, MaxReplicas)
+	case a.Min < 0:
+		return fieldErr("autoscale.min", "%d: want at least 0", a.Min)
+	case a.Max < max(a.Min, 1) || a.Max > MaxReplicas:
+		return fieldErr("autoscale.max", "%d: want %d to %d", a.Max, max(a.Min, 1), MaxReplicas)
+	case a.Min == 0 && a.Metric != AutoscaleInFlight:
+		return fieldErr("autoscale.min", "0 (scale to zero) needs --target inflight=N: with no replica, only the ingress sees the demand")
 	}
 	if err := validateAutoscaleMetric(a.Metric); err != nil {
 		return err
@@ -94,6 +99,13 @@ func (a *Autoscale) ValidateFor(spec *ServiceSpec) error {
 		return fieldErr("autoscale.metric", "gpu: the replicas hold no GPUs (--target gpu=N needs --gpus)")
 	}
 	return nil
+}
+
+// ScalesToZero reports whether the service's autoscaler may take it to
+// no replica (Autoscale.Min 0): the ingress then holds its requests
+// until a replica answers, and counts them as its load.
+func (s *Service) ScalesToZero() bool {
+	return s.Autoscale != nil && s.Autoscale.Min == 0 && !s.Deleted
 }
 
 // Clamp returns n within [Min, Max].

@@ -1,12 +1,15 @@
 package ingress
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -72,5 +75,56 @@ func TestProxy_AProbeThatConnectsClearsTheReplicasFailure(t *testing.T) {
 	}
 	if d.failedAt.Load() != 0 || d.probing.Load() {
 		t.Errorf("after a probe that connected: failedAt %d, probing %v; want 0, false", d.failedAt.Load(), d.probing.Load())
+	}
+}
+
+func TestProxy_ARequestForAServiceScaledToZeroIsHeldAndCountedUntilAReplicaAnswers(t *testing.T) {
+	st := newFakeState()
+	st.addService(structs.Service{Name: "llama", Autoscale: &structs.Autoscale{Min: 0, Max: 2, Metric: structs.AutoscaleInFlight, Target: 1}})
+	p, srv := testProxy(t, st, nil)
+
+	answer := backgroundDo(srv, http.MethodPost, "/llama/v1/completions", "prompt")
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		if n := p.InFlight("llama")[""]; n != 1 {
+			return fmt.Errorf("%d requests counted as held, want 1", n)
+		}
+		return nil
+	})
+	st.addReplica(t, "llama", addrOf(t, echo(t, "r0")), nil)
+	if got := <-answer; !strings.HasPrefix(got, "r0 POST /v1/completions") || !strings.HasSuffix(got, "body=prompt") {
+		t.Fatalf("held request answered %q, want r0's answer with the body", got)
+	}
+	if n := p.InFlight("llama")[""]; n != 0 {
+		t.Fatalf("%d requests still counted as held after the answer", n)
+	}
+
+	// A held request whose client goes away stops being counted.
+	st.change(func() { st.replicas["llama"], st.allocs = nil, map[string][]*structs.Allocation{} })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/llama/x", nil)
+		_, err := client.Do(req)
+		done <- err
+	}()
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		if n := p.InFlight("llama")[""]; n != 1 {
+			return fmt.Errorf("%d requests counted as held, want 1", n)
+		}
+		return nil
+	})
+	cancel()
+	<-done
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		if n := p.InFlight("llama")[""]; n != 0 {
+			return fmt.Errorf("%d requests counted as held after the client went away, want 0", n)
+		}
+		return nil
+	})
+
+	// A service that does not scale to zero answers 503 at once.
+	st.addService(structs.Service{Name: "batch", Replicas: 0})
+	if code, body := get(t, srv, "/batch/x", nil); code != http.StatusServiceUnavailable || !strings.Contains(body, "scaled to 0") {
+		t.Fatalf("got %d %q, want 503 saying it is scaled to 0", code, body)
 	}
 }

@@ -86,6 +86,9 @@ type Proxy struct {
 	// views holds, by service name, its endpoints as of an index of the
 	// state; a request at a later index makes them again.
 	views map[string]*view
+	// held counts, by service name, the requests held for a replica of
+	// a service scaled to zero (see hold).
+	held map[string]*atomic.Int64
 }
 
 // New returns a Proxy.
@@ -96,7 +99,7 @@ func New(cfg Config) *Proxy {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	p := &Proxy{cfg: cfg, log: cfg.Logger, views: map[string]*view{}}
+	p := &Proxy{cfg: cfg, log: cfg.Logger, views: map[string]*view{}, held: map[string]*atomic.Int64{}}
 	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	base := &http.Transport{
 		// Replicas are reached directly, never through the agent's
@@ -173,6 +176,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case rt.v == nil:
 		http.Error(w, fmt.Sprintf("service %q not found", clip(name, maxNameInError)), http.StatusNotFound)
 		return
+	case len(rt.v.ends) == 0 && rt.v.svc.ScalesToZero():
+		v, why := p.hold(r.Context(), rt.v)
+		if v == nil {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
+		}
+		rt.v = v
 	case len(rt.v.ends) == 0:
 		http.Error(w, rt.v.whyNone(p.clock()), http.StatusServiceUnavailable)
 		return
@@ -245,18 +255,85 @@ func (p *Proxy) view(name string) (*view, bool) {
 }
 
 // InFlight returns, by allocation ID, the requests this node's ingress
-// has in flight at each endpoint of the service; nil for a service that
-// does not exist.
+// has in flight at each endpoint of the service, and under "" those it
+// holds for a replica of a service scaled to zero; nil for a service
+// that does not exist.
 func (p *Proxy) InFlight(service string) map[string]int64 {
 	v, ok := p.view(service)
 	if !ok {
 		return nil
 	}
-	out := make(map[string]int64, len(v.ends))
+	out := make(map[string]int64, len(v.ends)+1)
 	for _, e := range v.ends {
 		out[e.allocID] = e.inFlight.Load()
 	}
+	if n := p.heldCounter(service).Load(); n > 0 {
+		out[""] = n
+	}
 	return out
+}
+
+// Holding requests for a service scaled to zero.
+const (
+	// holdPoll is how often a held request looks for an endpoint.
+	holdPoll = 100 * time.Millisecond
+	// minHold and maxHold bound how long a request is held: the
+	// service's health grace (a model loading), within these.
+	minHold = time.Minute
+	maxHold = 10 * time.Minute
+)
+
+// hold keeps a request for a service that scales to zero and has no
+// endpoint until one is there, counting it in InFlight so that the
+// autoscaler sees the demand and starts a replica. It returns the view
+// with the endpoint, or nil and why there is none when the request's
+// context ends or it was held for the service's health grace (at least
+// minHold, at most maxHold).
+func (p *Proxy) hold(ctx context.Context, v *view) (*view, string) {
+	name := v.svc.Name
+	n := p.heldCounter(name)
+	n.Add(1)
+	defer n.Add(-1)
+	var grace time.Duration
+	if h := v.svc.Spec.Health; h != nil {
+		grace = time.Duration(h.Grace)
+	}
+	wait := min(max(grace, minHold), maxHold)
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	tick := time.NewTicker(holdPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, "service " + name + ": the request ended while held for a replica"
+		case <-deadline.C:
+			return nil, fmt.Sprintf("%s (the request was held %s for a replica)", v.whyNone(p.clock()), wait)
+		case <-tick.C:
+		}
+		next, ok := p.view(name)
+		switch {
+		case !ok:
+			return nil, fmt.Sprintf("service %q not found", name)
+		case len(next.ends) > 0:
+			return next, ""
+		case !next.svc.ScalesToZero():
+			return nil, next.whyNone(p.clock())
+		}
+		v = next
+	}
+}
+
+// heldCounter is the count of requests held for the service.
+func (p *Proxy) heldCounter(service string) *atomic.Int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.held[service]
+	if n == nil {
+		n = new(atomic.Int64)
+		p.held[service] = n
+	}
+	return n
 }
 
 // rewrite makes the request the replica gets: the path without the
