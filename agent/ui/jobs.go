@@ -157,7 +157,7 @@ func (u *UI) handleJob(w http.ResponseWriter, r *http.Request, v *view) {
 	if !job.State.Terminal() {
 		v.Refresh = refreshSeconds
 	}
-	d := jobData{Job: job, Command: strings.Join(job.Spec.Command, " "), MayAct: v.Viewer.MayActFor(job.Owner)}
+	d := jobData{Job: job, Command: shellJoin(job.Spec.Command), MayAct: v.Viewer.MayActFor(job.Owner)}
 	d.MayCancel = d.MayAct && !job.State.Terminal()
 	for _, k := range slices.Sorted(maps.Keys(job.Spec.Env)) {
 		d.Env = append(d.Env, envVar{Name: k, Value: job.Spec.Env[k], Hidden: !d.MayAct})
@@ -197,6 +197,19 @@ func (u *UI) handleJob(w http.ResponseWriter, r *http.Request, v *view) {
 		d.Log, d.LogCut, d.LogError = u.logTail(r, job.ID, d.Rank, d.Stream)
 	}
 	u.render(w, http.StatusOK, "job", v, d)
+}
+
+// shellJoin writes a command as a shell would read it back: arguments
+// that hold spaces or quotes are quoted.
+func shellJoin(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`;&|<>*?()[]{}#~") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
 }
 
 // logChoice reads which rank and stream a log request asks for.

@@ -412,3 +412,18 @@ func TestUI_JobPage_ShowsTheEndOfTheLog(t *testing.T) {
 		t.Fatalf("the tail holds %d lines of the log's start, want some and at most %d KiB of it", n, logTailBytes>>10)
 	}
 }
+
+func TestShellJoin_QuotesWhatAShellWouldSplit(t *testing.T) {
+	for _, tc := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"python", "train.py", "--lr=0.1"}, "python train.py --lr=0.1"},
+		{[]string{"sh", "-c", "echo hi; sleep 1"}, "sh -c 'echo hi; sleep 1'"},
+		{[]string{"echo", "it's", ""}, `echo 'it'\''s' ''`},
+	} {
+		if got := shellJoin(tc.argv); got != tc.want {
+			t.Errorf("shellJoin(%q) = %s, want %s", tc.argv, got, tc.want)
+		}
+	}
+}
