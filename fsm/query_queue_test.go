@@ -39,6 +39,27 @@ func TestQueuePage_PagesThroughTheQueueInSchedulingOrder(t *testing.T) {
 	if len(want) != 6 || slices.Contains(want, "job-4") {
 		t.Fatalf("queue %v: want the 6 jobs not cancelled", want)
 	}
+	// A page near the head of a long queue is kept while the queue is
+	// read, a page further on is sorted from all of it: both agree.
+	for i := range 40 {
+		s := spec(1, 1)
+		s.Priority = i % 5
+		h.submit(fmt.Sprintf("more-%d", i), s)
+	}
+	var all []string
+	for _, j := range h.f.State().Queued {
+		all = append(all, j.ID)
+	}
+	for _, pg := range [][2]int{{0, 1}, {0, 5}, {3, 4}, {10, 30}, {40, 10}, {0, 100}} {
+		page, total := h.f.QueuePage(pg[0], pg[1])
+		var ids []string
+		for _, j := range page {
+			ids = append(ids, j.ID)
+		}
+		if want := all[min(pg[0], len(all)):min(pg[0]+pg[1], len(all))]; !slices.Equal(ids, want) || total != len(all) {
+			t.Fatalf("QueuePage(%d, %d) = %v of %d, want %v of %d", pg[0], pg[1], ids, total, want, len(all))
+		}
+	}
 	if page, _ := h.f.QueuePage(100, 3); len(page) != 0 {
 		t.Fatalf("past the end: %d jobs, want none", len(page))
 	}

@@ -175,14 +175,14 @@ func (f *fakeAPI) called() []string {
 // open, a request without a token is let in with every permission (a
 // cluster without ACLs or token).
 type harness struct {
-	t    *testing.T
+	t    testing.TB
 	st   *state
 	ui   *UI
 	api  *fakeAPI
 	open bool
 }
 
-func newHarness(t *testing.T, st *state, tel gpu.Telemetry) *harness {
+func newHarness(t testing.TB, st *state, tel gpu.Telemetry) *harness {
 	h := &harness{t: t, st: st, api: &fakeAPI{answers: map[string]fakeAnswer{}}}
 	h.ui = New(Config{
 		FSM: st.f, NodeID: "n1", NodeName: "alpha", Telemetry: tel,
