@@ -63,8 +63,10 @@ func benchPage(b *testing.B, target string) {
 	b.ReportMetric(float64(size), "bytes/page")
 }
 
-func BenchmarkUI_Overview_10kJobs(b *testing.B)      { benchPage(b, "/ui/") }
-func BenchmarkUI_Queue_10kJobs(b *testing.B)         { benchPage(b, "/ui/queue") }
-func BenchmarkUI_QueueLastPage_10kJobs(b *testing.B) { benchPage(b, fmt.Sprintf("/ui/queue?page=%d", benchQueued/queuePage)) }
-func BenchmarkUI_Jobs_10kJobs(b *testing.B)          { benchPage(b, "/ui/jobs") }
-func BenchmarkUI_Node_10kJobs(b *testing.B)          { benchPage(b, "/ui/nodes/n1") }
+func BenchmarkUI_Overview_10kJobs(b *testing.B) { benchPage(b, "/ui/") }
+func BenchmarkUI_Queue_10kJobs(b *testing.B)    { benchPage(b, "/ui/queue") }
+func BenchmarkUI_QueueLastPage_10kJobs(b *testing.B) {
+	benchPage(b, fmt.Sprintf("/ui/queue?page=%d", benchQueued/queuePage))
+}
+func BenchmarkUI_Jobs_10kJobs(b *testing.B) { benchPage(b, "/ui/jobs") }
+func BenchmarkUI_Node_10kJobs(b *testing.B) { benchPage(b, "/ui/nodes/n1") }
