@@ -27,8 +27,15 @@ func newUIBrowser(t *testing.T, a *Agent) *uiBrowser {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &uiBrowser{t: t, base: a.HTTPAddr(), c: &http.Client{Jar: jar,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	hc := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if a.secure != nil { // trust the cluster's CA, as a browser told to would
+		conf, err := api.ClusterTLS([]byte(strings.Join(a.secure.CA().CACerts, "")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc.Transport = &http.Transport{TLSClientConfig: conf}
+	}
+	return &uiBrowser{t: t, base: a.HTTPAddr(), c: hc}
 }
 
 // do sends a request (a form when form is not nil) and returns the status,
@@ -60,13 +67,31 @@ var uiCSRF = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
 // login signs in with token and returns the status of the answer.
 func (b *uiBrowser) login(token string) (int, string) {
 	b.t.Helper()
+	code, _, body, _ := b.loginCookies(token)
+	return code, body
+}
+
+// loginCookies signs in with token and returns the answer and the cookies
+// it set.
+func (b *uiBrowser) loginCookies(token string) (int, string, string, []*http.Cookie) {
+	b.t.Helper()
 	_, _, page := b.do(http.MethodGet, "/ui/login", nil)
 	m := uiCSRF.FindStringSubmatch(page)
 	if m == nil {
 		b.t.Fatalf("the login page has no CSRF token:\n%s", page)
 	}
-	code, _, body := b.do(http.MethodPost, "/ui/login", url.Values{"csrf": {m[1]}, "token": {token}})
-	return code, body
+	req, err := http.NewRequest(http.MethodPost, b.base+"/ui/login", strings.NewReader(url.Values{"csrf": {m[1]}, "token": {token}}.Encode()))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatalf("login: %v", err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Location"), string(data), resp.Cookies()
 }
 
 // csrf is the CSRF token of a page's forms.
@@ -169,5 +194,31 @@ func TestUI_NoACLsNoToken_TheUIJustWorks(t *testing.T) {
 	}
 	if code, loc, _ := b.do(http.MethodGet, "/ui", nil); code != http.StatusMovedPermanently || loc != "/ui/" {
 		t.Errorf("/ui: %d to %q, want a redirect to /ui/", code, loc)
+	}
+}
+
+func TestUI_SecureCluster_SignsInOverTLSWithSecureCookies(t *testing.T) {
+	tc := startSecureCluster(t, 1)
+	a := tc.agents[0]
+	if !strings.HasPrefix(a.HTTPAddr(), "https://") {
+		t.Fatalf("a secure agent serves %s, want https", a.HTTPAddr())
+	}
+	b := newUIBrowser(t, a)
+	code, _, body, cookies := b.loginCookies(tc.admin)
+	if code != http.StatusSeeOther {
+		t.Fatalf("login with the admin token: %d:\n%s", code, body)
+	}
+	var names []string
+	for _, c := range cookies {
+		names = append(names, c.Name)
+		if !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
+			t.Errorf("cookie %s: Secure %v, HttpOnly %v, SameSite %v; want all three strict", c.Name, c.Secure, c.HttpOnly, c.SameSite)
+		}
+	}
+	if !strings.Contains(strings.Join(names, " "), "skein_token") {
+		t.Fatalf("the login set cookies %v, want the token's", names)
+	}
+	if code, _, page := b.do(http.MethodGet, "/ui/", nil); code != http.StatusOK || !strings.Contains(page, "node0") {
+		t.Fatalf("the overview over TLS: %d:\n%s", code, page)
 	}
 }

@@ -427,3 +427,23 @@ func TestShellJoin_QuotesWhatAShellWouldSplit(t *testing.T) {
 		}
 	}
 }
+
+func TestRecorder_KeepsTheEndOfAStreamFromALinesStart(t *testing.T) {
+	rec := &recorder{header: http.Header{}, status: http.StatusOK, max: 1024}
+	for i := range 1000 {
+		fmt.Fprintf(rec, "line %04d %s\n", i, strings.Repeat("x", 89))
+		if rec.buf.Len() > 2*rec.max {
+			t.Fatalf("the recorder holds %d bytes, more than twice its %d", rec.buf.Len(), rec.max)
+		}
+	}
+	got, cut := tail(rec.buf.Bytes(), rec.max, rec.cut)
+	if !cut || len(got) > rec.max || !strings.HasPrefix(string(got), "line ") || !strings.HasSuffix(string(got), "\n") ||
+		!strings.Contains(string(got), "line 0999 ") {
+		t.Fatalf("tail: cut %v, %d bytes %q...: want the last whole lines within %d bytes, ending with line 999", cut, len(got), got[:min(20, len(got))], rec.max)
+	}
+	short := &recorder{header: http.Header{}, status: http.StatusOK, max: 1024}
+	fmt.Fprint(short, "only\n")
+	if got, cut := tail(short.buf.Bytes(), short.max, short.cut); cut || string(got) != "only\n" {
+		t.Fatalf("a short stream: %q cut %v, want it whole", got, cut)
+	}
+}
