@@ -14,8 +14,9 @@ import (
 
 // callAPI serves one request of the user API in process, as the caller of
 // r (its identity and token go with it), and returns the status and the
-// body, of which only the last max bytes are kept (0: all of it).
-func (u *UI) callAPI(ctx context.Context, r *http.Request, method, path string, body []byte, max int) (int, []byte, bool, error) {
+// body, of which only about the last keep bytes are kept (0: all of it),
+// and whether bytes were dropped from its front.
+func (u *UI) callAPI(ctx context.Context, r *http.Request, method, path string, body []byte, keep int) (int, []byte, bool, error) {
 	req, err := http.NewRequestWithContext(ctx, method, path, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, false, err
@@ -29,7 +30,7 @@ func (u *UI) callAPI(ctx context.Context, r *http.Request, method, path string, 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.RemoteAddr, req.Host = r.RemoteAddr, r.Host
-	rec := &recorder{header: http.Header{}, status: http.StatusOK, max: max}
+	rec := &recorder{header: http.Header{}, status: http.StatusOK, max: keep}
 	u.srv.API.ServeHTTP(rec, req)
 	return rec.status, rec.buf.Bytes(), rec.cut, nil
 }
@@ -80,11 +81,11 @@ func (r *recorder) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// tail is the last max bytes of b, from a line's start where one begins
-// within it.
-func tail(b []byte, max int, cut bool) ([]byte, bool) {
-	if len(b) > max {
-		b, cut = b[len(b)-max:], true
+// tail is the last n bytes of b, from a line's start where one begins
+// within them; cut says bytes were dropped before b.
+func tail(b []byte, n int, cut bool) ([]byte, bool) {
+	if len(b) > n {
+		b, cut = b[len(b)-n:], true
 	}
 	if cut {
 		if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {

@@ -67,7 +67,7 @@ type Config struct {
 	NodeName string
 	// Telemetry reads this node's GPUs; nil shows no utilisation.
 	Telemetry gpu.Telemetry
-	// NodeURL is the API address of a node ("http://10.0.0.2:7070"), ""
+	// NodeURL is the API address of a node ("http://10.0.0.2:7470"), ""
 	// when unknown: other nodes' pages link to that node's own UI, the
 	// only one that has its GPUs' telemetry.
 	NodeURL func(nodeID string) string
