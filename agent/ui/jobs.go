@@ -236,13 +236,15 @@ func logChoice(q url.Values, job *structs.Job) (int, string, error) {
 // logTail reads the end of one stream of a rank through the API, which
 // fetches it from the node that ran it.
 func (u *UI) logTail(r *http.Request, jobID string, rank int, stream string) (string, bool, string) {
-	ctx, cancel := context.WithTimeout(r.Context(), logTailWait)
+	ctx, cancel := context.WithTimeout(r.Context(), u.logWait)
 	defer cancel()
 	path := fmt.Sprintf("/v1/jobs/%s/logs?rank=%d&stream=%s", url.PathEscape(jobID), rank, stream)
 	status, body, cut, err := u.callAPI(ctx, r, http.MethodGet, path, nil, logTailBytes)
 	switch {
 	case err != nil:
 		return "", false, err.Error()
+	case ctx.Err() != nil: // what was read is not the end
+		return "", false, fmt.Sprintf("the log was not read to its end within %s: stream it instead", u.logWait)
 	case status != http.StatusOK:
 		return "", false, apiError(status, body).Error()
 	}

@@ -116,6 +116,8 @@ type UI struct {
 	// a form from before a restart is refused (reload it).
 	csrfKey []byte
 	now     func() time.Time
+	// logWait bounds reading a log tail (logTailWait).
+	logWait time.Duration
 }
 
 // pageNames are the pages, each a template of its own on the layout.
@@ -143,7 +145,7 @@ var static = func() fs.FS {
 
 // New returns the UI's handler for Prefix.
 func New(cfg Config, srv Server) *UI {
-	u := &UI{cfg: cfg, srv: srv, log: cfg.Logger, now: time.Now, csrfKey: make([]byte, 32)}
+	u := &UI{cfg: cfg, srv: srv, log: cfg.Logger, now: time.Now, csrfKey: make([]byte, 32), logWait: logTailWait}
 	if u.log == nil {
 		u.log = hclog.NewNullLogger()
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/skein-dev/skein/gpu"
 	"github.com/skein-dev/skein/structs"
@@ -446,4 +447,26 @@ func TestRecorder_KeepsTheEndOfAStreamFromALinesStart(t *testing.T) {
 	if got, cut := tail(short.buf.Bytes(), short.max, short.cut); cut || string(got) != "only\n" {
 		t.Fatalf("a short stream: %q cut %v, want it whole", got, cut)
 	}
+}
+
+// slowLog answers a log slowly: its first bytes, then nothing until the
+// request gives up.
+type slowLog struct{ *fakeAPI }
+
+func (s slowLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasSuffix(r.URL.Path, "/logs") {
+		s.fakeAPI.ServeHTTP(w, r)
+		return
+	}
+	fmt.Fprint(w, "the start of a long log\n")
+	<-r.Context().Done()
+}
+
+func TestUI_JobPage_ALogNotReadToItsEndIsNotShownAsItsTail(t *testing.T) {
+	h := newHarness(t, cluster(t), nil)
+	h.ui.srv.API = slowLog{h.api}
+	h.ui.logWait = 50 * time.Millisecond
+	page := h.client("alice-token").get("/ui/jobs/job-run-1", http.StatusOK)
+	contains(t, page, "job page", "the log was not read to its end")
+	lacks(t, page, "job page", "the start of a long log")
 }
