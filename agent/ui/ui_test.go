@@ -35,7 +35,9 @@ func cluster(t testing.TB) *state {
 	st.submit("job-fail-1", "bob", structs.JobSpec{Name: "eval", GPUs: 1})
 	st.run("job-fail-1", "n2", 0)
 	st.report("n2", "alloc-job-fail-1", structs.AllocFailed, 3, "exit status 3")
-	st.submit("job-wait-1", "alice", structs.JobSpec{Name: "big", GPUs: 8})
+	st.submit("job-wait-1", "alice", structs.JobSpec{Name: "big", GPUs: 8, CPUs: 8, MemoryMiB: 64 << 10, Priority: 5,
+		TimeLimit: structs.Duration(time.Hour), Constraints: map[string]string{"zone": "a"}, Preemptible: true, Image: "pytorch:24",
+		After: []structs.Dependency{{JobID: "job-run-1", Condition: structs.AfterOK}}})
 	st.block("job-wait-1", evilReason)
 	st.cordon("n1", 3, "bad fan")
 	st.fault("n2", 3, "XID 79: fell off the bus")
@@ -76,6 +78,9 @@ func TestUI_EveryPageShowsTheState(t *testing.T) {
 	contains(t, job, "running job", `id="job-id">job-run-1<`, "python train.py", `href="/ui/nodes/n1">alpha</a>`,
 		"Attempt 1, by rank", `id="cancel"`, "WANDB_KEY", "secret: never shown")
 	c.get("/ui/jobs/job-fail", http.StatusOK) // by a unique prefix, as the API finds it
+	waiting := c.get("/ui/jobs/job-wait-1", http.StatusOK)
+	contains(t, waiting, "queued job", "1h0m0s", "8 CPUs, 64 GiB memory", "zone=a", "pytorch:24", "preemptible",
+		`href="/ui/jobs/job-run-1"`, "Not placed yet", "has not started")
 
 	node := c.get("/ui/nodes/n1", http.StatusOK)
 	contains(t, node, "local node", `id="node-id">n1<`, "73%", "12%", "bad fan", `href="/ui/jobs/job-run-1"`, "Uncordon", "Cordon")
