@@ -254,6 +254,7 @@ func (a *Agent) start() error {
 		JobRetention: a.cfg.JobRetention,
 		Trust:        a.secure,
 		Audit:        a.audit,
+		UI:           a.uiConfig(),
 		UserAuth:     userAuth,
 		NodeAuth:     nodeAuth,
 		IsNode:       a.nodes.has,

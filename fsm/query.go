@@ -265,10 +265,7 @@ func (f *FSM) State() *StateView {
 			}
 		}
 	}
-	slices.SortFunc(v.Queued, func(a, b *structs.Job) int {
-		return cmp.Or(cmp.Compare(b.Spec.Priority, a.Spec.Priority),
-			a.SubmittedAt.Compare(b.SubmittedAt), cmp.Compare(a.ID, b.ID))
-	})
+	slices.SortFunc(v.Queued, queueOrder)
 	return v
 }
 

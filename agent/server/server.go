@@ -14,6 +14,7 @@ import (
 
 	"github.com/skein-dev/skein/agent/peer"
 	"github.com/skein-dev/skein/agent/secure"
+	"github.com/skein-dev/skein/agent/ui"
 	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/gpu"
@@ -104,6 +105,8 @@ type Config struct {
 	Trust *secure.Secure
 	// Audit records users' writes; nil records nothing.
 	Audit *AuditLog
+	// UI is the web UI's configuration; nil serves none.
+	UI *ui.Config
 	// UserAuth guards the user API, NodeAuth the node-to-node API.
 	UserAuth Authenticator
 	NodeAuth Authenticator
@@ -138,7 +141,11 @@ func New(cfg Config) *Server {
 	// certificate is public: neither needs an API token.
 	top.HandleFunc("POST /v1/admit", s.handleAdmit)
 	top.HandleFunc("GET /v1/ca", s.handleCA)
-	top.Handle("/", guard(cfg.UserAuth, s.authFails, s.userRoutes()))
+	user := s.userRoutes()
+	top.Handle("/", guard(cfg.UserAuth, s.authFails, user))
+	if cfg.UI != nil {
+		s.mountUI(top, user)
+	}
 	s.http = &http.Server{
 		Handler:           top,
 		ReadHeaderTimeout: readHeaderTimeout,

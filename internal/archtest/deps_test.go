@@ -30,13 +30,14 @@ var allowed = map[string][]string{
 	"agent/leader":  {"structs", "fsm", "sched", "cluster"},
 	"agent/node":    {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/runner", "agent/engine"},
 	"agent/secure":  {"structs", "fsm", "cluster", "api", "agent/peer", "trust"},
-	"agent/server":  {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/secure", "trust"},
+	"agent/server":  {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/secure", "agent/ui", "trust"},
 	"agent/ingress": {"structs", "api"},
+	"agent/ui":      {"structs", "fsm", "gpu", "api"},
 	"agent": {"structs", "fsm", "sched", "cluster", "gpu", "api",
-		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "trust"},
+		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "agent/ui", "trust"},
 	"cli": {"api", "structs", "agent", "agent/runner"}, // agent only for the agent and supervise commands
 	"internal": {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent", "cli",
-		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "trust"},
+		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "agent/ui", "trust"},
 	"chaos": {"structs"}, // the container demo's test reads job states; the workload imports nothing
 	"":      {"cli"},     // main.go
 }

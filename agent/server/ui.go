@@ -1,0 +1,54 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/skein-dev/skein/agent/ui"
+	"github.com/skein-dev/skein/api"
+)
+
+// mountUI serves the web UI (agent/ui) at ui.Prefix. Its pages are
+// authenticated by the user authenticator, as the user API is, with the
+// token of the UI's session cookie: a browser cannot send a bearer
+// header. The cookie is read on these routes only; the user API never
+// takes it, so no other site's page can use it against the API.
+func (s *Server) mountUI(top *http.ServeMux, user http.Handler) {
+	h := ui.New(*s.cfg.UI, ui.Server{
+		API:          user,
+		Authenticate: s.uiAuthenticate,
+		Leader: func() string {
+			_, id := s.cfg.Raft.Leader()
+			return id
+		},
+	})
+	top.Handle(ui.Prefix, h)
+	top.Handle("GET /ui", http.RedirectHandler(ui.Prefix, http.StatusMovedPermanently))
+}
+
+// uiAuthenticate checks a UI request with token (the session cookie's;
+// "": the request's own headers), as the user API checks a request's
+// token, failed attempts counted and limited alike. The request it
+// returns carries the token in its header, so that the API calls the UI
+// makes with it (a forwarded cancel, a proxied log) carry it on.
+func (s *Server) uiAuthenticate(r *http.Request, token string) (*http.Request, ui.Viewer, error) {
+	if wait := s.authFails.wait(requestClient(r)); wait > 0 && !s.sentByNode(r) {
+		return nil, ui.Viewer{}, fmt.Errorf("too many failed authentications from %s: try again in %ds",
+			requestClient(r), int((wait+time.Second-1)/time.Second))
+	}
+	if token != "" {
+		r = r.Clone(r.Context())
+		r.Header.Del("Authorization")
+		r.Header.Set(api.TokenHeader, token)
+	}
+	req, err := s.cfg.UserAuth.Authenticate(r)
+	if err != nil {
+		if requestToken(r) != "" {
+			s.authFails.failed(r)
+		}
+		return nil, ui.Viewer{}, err
+	}
+	id := identityOf(req)
+	return req, ui.Viewer{ACL: id.ACL, User: id.User, Role: id.Role}, nil
+}

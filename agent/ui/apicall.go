@@ -1,0 +1,125 @@
+package ui
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/skein-dev/skein/api"
+)
+
+// callAPI serves one request of the user API in process, as the caller of
+// r (its identity and token go with it), and returns the status and the
+// body, of which only about the last keep bytes are kept (0: all of it),
+// and whether bytes were dropped from its front.
+func (u *UI) callAPI(ctx context.Context, r *http.Request, method, path string, body []byte, keep int) (int, []byte, bool, error) {
+	req, err := http.NewRequestWithContext(ctx, method, path, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, false, err
+	}
+	for _, h := range []string{api.TokenHeader, "Authorization"} {
+		if v := r.Header.Get(h); v != "" {
+			req.Header.Set(h, v)
+		}
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.RemoteAddr, req.Host = r.RemoteAddr, r.Host
+	rec := &recorder{header: http.Header{}, status: http.StatusOK, max: keep}
+	u.srv.API.ServeHTTP(rec, req)
+	return rec.status, rec.buf.Bytes(), rec.cut, nil
+}
+
+// apiError is the error an API answer carries.
+func apiError(status int, body []byte) error {
+	var e api.ErrorBody
+	if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		return errors.New(e.Error)
+	}
+	return fmt.Errorf("the API answered %d %s", status, strings.TrimSpace(string(body)))
+}
+
+// recorder keeps an in-process answer: its status and the last max bytes
+// of its body.
+type recorder struct {
+	header http.Header
+	status int
+	wrote  bool
+	buf    bytes.Buffer
+	max    int
+	// cut is set when bytes were dropped from the front.
+	cut bool
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if !r.wrote {
+		r.status, r.wrote = status, true
+	}
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	n := len(p)
+	if r.max > 0 && len(p) >= r.max {
+		r.buf.Reset()
+		p, r.cut = p[len(p)-r.max:], true
+	}
+	r.buf.Write(p)
+	if r.max > 0 && r.buf.Len() > 2*r.max {
+		keep := bytes.Clone(r.buf.Bytes()[r.buf.Len()-r.max:])
+		r.buf.Reset()
+		r.buf.Write(keep)
+		r.cut = true
+	}
+	return n, nil
+}
+
+// tail is the last n bytes of b, from a line's start where one begins
+// within them; cut says bytes were dropped before b.
+func tail(b []byte, n int, cut bool) ([]byte, bool) {
+	if len(b) > n {
+		b, cut = b[len(b)-n:], true
+	}
+	if cut {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
+			b = b[i+1:]
+		}
+	}
+	return b, cut
+}
+
+// actionError is a refused action: the API's status and words.
+type actionError struct {
+	status int
+	err    error
+}
+
+func (e *actionError) Error() string { return e.err.Error() }
+
+// statusOf is the status to show an error with.
+func statusOf(err error) int {
+	if ae, ok := err.(*actionError); ok {
+		return ae.status
+	}
+	return http.StatusInternalServerError
+}
+
+// act carries out a write through the API as the caller of r; an answer
+// other than 2xx is returned as an error.
+func (u *UI) act(r *http.Request, method, path string, body []byte) error {
+	status, resp, _, err := u.callAPI(r.Context(), r, method, path, body, 0)
+	if err != nil {
+		return err
+	}
+	if status/100 != 2 {
+		return &actionError{status: status, err: apiError(status, resp)}
+	}
+	return nil
+}

@@ -1,0 +1,313 @@
+package ui
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/gpu"
+	"github.com/skein-dev/skein/structs"
+)
+
+// Prefix is where the UI is served.
+const Prefix = "/ui/"
+
+// Cookies the UI sets, on Prefix only. Both are HttpOnly and
+// SameSite=Strict, and Secure on a TLS listener.
+const (
+	// TokenCookie holds the API token the login page was given.
+	TokenCookie = "skein_token"
+	// sessionCookie holds a random session ID, the key of the CSRF token
+	// the UI's forms carry.
+	sessionCookie = "skein_session"
+	// csrfField is the form field of the CSRF token.
+	csrfField = "csrf"
+)
+
+// refreshSeconds is how often a page refreshes itself.
+const refreshSeconds = 3
+
+// Page sizes of the lists.
+const (
+	queuePage    = 100
+	jobsPage     = 100
+	overviewHead = 10 // queued jobs the overview shows
+)
+
+// Errors of the UI's own checks; a refused action shows the API's error.
+var (
+	errCSRF      = errors.New("the form's CSRF token is missing or wrong: reload the page and try again")
+	errNoToken   = errors.New("give an API token")
+	errBadNumber = errors.New("not a number")
+)
+
+//go:embed templates/*.html
+var templateFiles embed.FS
+
+//go:embed static
+var staticFiles embed.FS
+
+// Config is what the UI reads: this node's state and, for this node's
+// GPUs, their telemetry.
+type Config struct {
+	FSM      *fsm.FSM
+	NodeID   string
+	NodeName string
+	// Telemetry reads this node's GPUs; nil shows no utilisation.
+	Telemetry gpu.Telemetry
+	// NodeURL is the API address of a node ("http://10.0.0.2:7470"), ""
+	// when unknown: other nodes' pages link to that node's own UI, the
+	// only one that has its GPUs' telemetry.
+	NodeURL func(nodeID string) string
+	Logger  hclog.Logger
+}
+
+// Server is what the UI needs of the API server that mounts it.
+type Server struct {
+	// API serves the user API to a request Authenticate let through,
+	// whose identity is in its context; the UI's actions and log tails
+	// go through it.
+	API http.Handler
+	// Authenticate checks token (the session cookie's, or "" without
+	// one), as the user API would check it in a header, and returns the
+	// request to serve, carrying the caller's identity, and who that is.
+	Authenticate func(r *http.Request, token string) (*http.Request, Viewer, error)
+	// Leader is the Raft leader's node ID, "" when there is none.
+	Leader func() string
+}
+
+// Viewer is who looks at the UI: what the server's Identity says.
+type Viewer struct {
+	// ACL is whether the cluster has ACLs; without, the caller holds
+	// every permission and is no user.
+	ACL  bool
+	User string
+	Role structs.Role
+}
+
+// Can reports whether the viewer holds p.
+func (v Viewer) Can(p structs.Permission) bool { return v.Role.Can(p) }
+
+// MayActFor reports whether the viewer may act on what owner owns (cancel
+// a job, read its logs, see its environment), as the API decides it.
+func (v Viewer) MayActFor(owner string) bool {
+	return v.Can(structs.PermAnyJob) || owner == v.User && v.Can(structs.PermSubmit)
+}
+
+// UI serves the pages.
+type UI struct {
+	cfg Config
+	srv Server
+	log hclog.Logger
+	mux *http.ServeMux
+	// csrfKey signs session IDs into CSRF tokens; it is made at start, so
+	// a form from before a restart is refused (reload it).
+	csrfKey []byte
+	now     func() time.Time
+	// logWait bounds reading a log tail (logTailWait).
+	logWait time.Duration
+}
+
+// pageNames are the pages, each a template of its own on the layout.
+var pageNames = []string{"overview", "queue", "jobs", "job", "node", "gpu", "services", "login", "message"}
+
+// pages are the parsed templates; they are embedded, so one that does not
+// parse is a programming error, found by every test.
+var pages = func() map[string]*template.Template {
+	out := map[string]*template.Template{}
+	for _, page := range pageNames {
+		out[page] = template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFiles,
+			"templates/layout.html", "templates/parts.html", "templates/"+page+".html"))
+	}
+	return out
+}()
+
+// static is the stylesheet, the script and the icon.
+var static = func() fs.FS {
+	sub, err := fs.Sub(staticFiles, "static")
+	if err != nil {
+		panic(err) // the embedded directory is there
+	}
+	return sub
+}()
+
+// New returns the UI's handler for Prefix.
+func New(cfg Config, srv Server) *UI {
+	u := &UI{cfg: cfg, srv: srv, log: cfg.Logger, now: time.Now, csrfKey: make([]byte, 32), logWait: logTailWait}
+	if u.log == nil {
+		u.log = hclog.NewNullLogger()
+	}
+	_, _ = rand.Read(u.csrfKey) // never fails (crypto/rand)
+	mux := http.NewServeMux()
+	mux.Handle("GET "+Prefix+"static/", http.StripPrefix(Prefix+"static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET "+Prefix+"login", u.handleLoginPage)
+	mux.HandleFunc("POST "+Prefix+"login", u.handleLogin)
+	mux.HandleFunc("POST "+Prefix+"logout", u.handleLogout)
+	mux.HandleFunc("GET "+Prefix+"{$}", u.page(u.handleOverview))
+	mux.HandleFunc("GET "+Prefix+"queue", u.page(u.handleQueue))
+	mux.HandleFunc("GET "+Prefix+"jobs", u.page(u.handleJobs))
+	mux.HandleFunc("GET "+Prefix+"jobs/{id}", u.page(u.handleJob))
+	mux.HandleFunc("GET "+Prefix+"jobs/{id}/log", u.page(u.handleLogStream))
+	mux.HandleFunc("POST "+Prefix+"jobs/{id}/cancel", u.page(u.handleCancel))
+	mux.HandleFunc("GET "+Prefix+"nodes/{id}", u.page(u.handleNode))
+	mux.HandleFunc("GET "+Prefix+"nodes/{id}/gpus/{index}", u.page(u.handleGPU))
+	mux.HandleFunc("POST "+Prefix+"nodes/{id}/gpus/{index}/cordon", u.page(u.handleCordon))
+	mux.HandleFunc("POST "+Prefix+"nodes/{id}/gpus/{index}/uncordon", u.page(u.handleCordon))
+	mux.HandleFunc("GET "+Prefix+"services", u.page(u.handleServices))
+	mux.HandleFunc(Prefix, u.page(func(w http.ResponseWriter, r *http.Request, v *view) {
+		u.fail(w, r, v, http.StatusNotFound, errors.New("no such page: "+r.URL.Path))
+	}))
+	u.mux = mux
+	return u
+}
+
+// ServeHTTP implements http.Handler.
+func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "+
+		"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	if !strings.HasPrefix(r.URL.Path, Prefix+"static/") {
+		h.Set("Cache-Control", "no-store")
+	}
+	u.mux.ServeHTTP(w, r)
+}
+
+// view is what every page's template gets besides its own data.
+type view struct {
+	Viewer   Viewer
+	NodeName string
+	// CSRF is the token the page's forms post.
+	CSRF string
+	// Refresh is how often the page refreshes itself, in seconds; 0 for
+	// none.
+	Refresh int
+	Now     time.Time
+	Title   string
+	Nav     string
+	// SignedIn is whether the browser holds a token (it may sign out).
+	SignedIn bool
+}
+
+// page serves h to callers the server authenticates by the session
+// cookie's token and who may read the cluster; others are sent to the
+// login page (a GET) or refused.
+func (u *UI) page(h func(http.ResponseWriter, *http.Request, *view)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v := u.newView(w, r)
+		token := ""
+		if c, err := r.Cookie(TokenCookie); err == nil {
+			token = c.Value
+		}
+		req, who, err := u.srv.Authenticate(r, token)
+		if err != nil {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, Prefix+"login?next="+urlEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			u.fail(w, r, v, http.StatusUnauthorized, err)
+			return
+		}
+		v.Viewer, v.SignedIn = who, token != ""
+		if !who.Can(structs.PermRead) {
+			u.fail(w, r, v, http.StatusForbidden, &structs.PermissionError{Role: who.Role, Need: structs.PermRead, What: "see the cluster"})
+			return
+		}
+		if r.Method == http.MethodPost && !u.csrfOK(r) {
+			u.fail(w, r, v, http.StatusForbidden, errCSRF)
+			return
+		}
+		h(w, req, v)
+	}
+}
+
+// newView starts a page's view, with its session (a new one when the
+// request brings none).
+func (u *UI) newView(w http.ResponseWriter, r *http.Request) *view {
+	session := ""
+	if c, err := r.Cookie(sessionCookie); err == nil && validSession(c.Value) {
+		session = c.Value
+	} else {
+		session = u.newSession(w, r)
+	}
+	return &view{NodeName: u.cfg.NodeName, CSRF: u.csrfToken(session), Now: u.now().UTC()}
+}
+
+// newSession sets a new session cookie and returns its ID.
+func (u *UI) newSession(w http.ResponseWriter, r *http.Request) string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	id := hex.EncodeToString(b)
+	setCookie(w, r, sessionCookie, id, 0)
+	return id
+}
+
+func validSession(s string) bool {
+	_, err := hex.DecodeString(s)
+	return len(s) == 32 && err == nil
+}
+
+// csrfToken is the CSRF token of a session: a MAC of its ID, so it need
+// not be kept.
+func (u *UI) csrfToken(session string) string {
+	m := hmac.New(sha256.New, u.csrfKey)
+	m.Write([]byte(session))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// csrfOK reports whether a form carries its session's CSRF token.
+func (u *UI) csrfOK(r *http.Request) bool {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil || !validSession(c.Value) {
+		return false
+	}
+	got := r.PostFormValue(csrfField)
+	return got != "" && hmac.Equal([]byte(got), []byte(u.csrfToken(c.Value)))
+}
+
+// setCookie sets one of the UI's cookies; maxAge < 0 deletes it, 0 makes
+// it last for the browser's session.
+func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{
+		Name: name, Value: value, Path: Prefix, MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
+}
+
+// render writes a page, or an error page if its template fails.
+func (u *UI) render(w http.ResponseWriter, status int, page string, v *view, data any) {
+	var buf bytes.Buffer
+	if err := pages[page].Execute(&buf, struct {
+		*view
+		Data any
+	}{v, data}); err != nil {
+		u.log.Error("render a page", "page", page, "error", err)
+		http.Error(w, "the page could not be rendered: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// fail shows an error page.
+func (u *UI) fail(w http.ResponseWriter, _ *http.Request, v *view, status int, err error) {
+	v.Title = http.StatusText(status)
+	u.render(w, status, "message", v, struct {
+		Status int
+		Error  string
+	}{status, err.Error()})
+}

@@ -1,0 +1,17 @@
+package agent
+
+import "github.com/skein-dev/skein/agent/ui"
+
+// uiConfig is the configuration of the web UI every agent serves at /ui/
+// (agent/ui): this node's state, and the telemetry of this node's GPUs.
+func (a *Agent) uiConfig() *ui.Config {
+	return &ui.Config{
+		FSM:      a.fsm,
+		NodeID:   a.nodeID,
+		NodeName: a.cfg.Name,
+		// No telemetry is read yet: the UI shows no utilisation.
+		Telemetry: nil,
+		NodeURL:   a.peers.HTTPAddrOf,
+		Logger:    a.logger.Named("ui"),
+	}
+}
