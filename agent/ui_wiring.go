@@ -9,8 +9,7 @@ func (a *Agent) uiConfig() *ui.Config {
 		FSM:      a.fsm,
 		NodeID:   a.nodeID,
 		NodeName: a.cfg.Name,
-		// No telemetry is read yet: the UI shows no utilisation.
-		Telemetry: nil,
+		Telemetry: a.telemetry,
 		NodeURL:   a.peers.HTTPAddrOf,
 		Logger:    a.logger.Named("ui"),
 	}
