@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -573,4 +575,90 @@ func mustStore(t *testing.T, a *Agent) *trust.Store {
 		t.Fatal(err)
 	}
 	return store
+}
+
+// TestSecure_RestartedFounder_IsReadyAndGetsWorkAgain: the founder of a
+// secure cluster, started without --join, is killed (while it leads, as
+// it usually does) and restarted on its data dir as it was first started.
+// It must find its peers again, be marked ready by the new leader, and
+// take work again: the container demo's restarted skein-a once stayed
+// "node unresponsive" to the new leader for good, its return changing no
+// state that would wake the scheduler.
+func TestSecure_RestartedFounder_IsReadyAndGetsWorkAgain(t *testing.T) {
+	tc := startSecureCluster(t, 3)
+	founder := tc.agents[0]
+	if ld := tc.leader(); ld != 0 {
+		t.Logf("the founder does not lead (%s does); restarting it all the same", tc.agents[ld].Name())
+	}
+	fID, fDir, fName := founder.nodeID, founder.DataDir(), founder.Name()
+	// A real node comes back on its ports; the others know it by them.
+	httpPort, raftPort, gossipPort := port(t, founder.listener.Addr().String()), port(t, founder.raft.Addr()), port(t, founder.raft.GossipAddr())
+	tc.kill(0)
+	leader := tc.agents[tc.leader()]
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		if n, ok := leader.fsm.Node(fID); !ok || n.Status != structs.NodeDown {
+			return fmt.Errorf("the killed founder is not down yet")
+		}
+		return nil
+	})
+	// The two others' GPUs are taken, so the next job can run only on the
+	// founder once it is back.
+	gpus := len(leader.fsm.Nodes()[0].GPUs)
+	for i := 1; i < 3; i++ {
+		job := tc.submit(tc.agents[i], structs.JobSpec{Command: []string{"sleep", "600"}, GPUs: gpus})
+		waitJob(t, leader, job.ID, runningAlloc)
+	}
+	waiting := tc.submit(tc.agents[1], structs.JobSpec{Command: []string{"sleep", "600"}, GPUs: gpus})
+	waitJob(t, leader, waiting.ID, jobState(structs.JobQueued))
+
+	cfg := clusterConfig(t, fName, tc.net)
+	cfg.Security = SecurityTLS
+	cfg.DataDir = fDir // no --join, no join token: as it was first started
+	cfg.HTTPPort, cfg.RaftPort, cfg.GossipPort = httpPort, raftPort, gossipPort
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatalf("restart the founder: %v", err)
+	}
+	t.Cleanup(a.Shutdown)
+	tc.agents[0] = a
+	tc.waitReady(3)
+	waitJob(t, leader, waiting.ID, func(j *structs.Job, allocs []*structs.Allocation) error {
+		if err := runningAlloc(j, allocs); err != nil {
+			return err
+		}
+		for _, al := range allocs {
+			if al.Attempt == j.Attempts && al.NodeID != fID {
+				return fmt.Errorf("the waiting job runs on %s, want the founder", structs.ShortID(al.NodeID))
+			}
+		}
+		return nil
+	})
+	// Gossip takes it back too (a member just back may be refuted as
+	// failed for a moment, so this is waited for).
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		for _, m := range leader.peers.Members() {
+			if m.ID == fID {
+				if m.Status != "alive" {
+					return fmt.Errorf("the leader's gossip sees the founder %s", m.Status)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("the leader's gossip does not know the founder")
+	})
+	tc.checkInvariants()
+}
+
+// port is the port of the address hostport.
+func port(t *testing.T, hostport string) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
