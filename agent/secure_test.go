@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
@@ -251,6 +253,40 @@ func TestSecure_InternalRoutes_RefuseUserTokensForgedReportsAndOtherCAs(t *testi
 			t.Errorf("%s for another node with a valid node certificate: %d, want 403", route, code)
 		}
 	}
+	// The other internal routes take no user token either.
+	csrPEM, err := trust.NewCSR(key, forger.nodeID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for route, body := range map[string]any{"renew": api.RenewRequest{CSR: string(csrPEM)}, "ca-key": api.CAKeyRequest{Key: string(keyPEM)}} {
+		if code := post(t, userHC, internal+route, body, http.Header{api.TokenHeader: {clusterToken}}); code != http.StatusUnauthorized {
+			t.Errorf("%s with the user token: %d, want 401", route, code)
+		}
+	}
+	req, err := http.NewRequest(http.MethodGet, internal+"autoscale/web", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(api.TokenHeader, clusterToken)
+	if resp, err := userHC.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("autoscale/web with the user token: %v, %v, want 401", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	// Only the leader hands a node the CA key: a node that does not lead
+	// pushing a key of its own is refused, and the key stays.
+	sender, target := tc.agents[(ld+1)%3], tc.agents[(ld+2)%3]
+	caKey, err := os.ReadFile(filepath.Join(target.DataDir(), "tls", "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := post(t, nodeClient(sender), target.HTTPAddr()+"/v1/internal/ca-key", api.CAKeyRequest{Key: string(keyPEM)}, nil); code != http.StatusForbidden {
+		t.Errorf("a CA key pushed by a node that does not lead: %d, want 403", code)
+	}
+	if now, err := os.ReadFile(filepath.Join(target.DataDir(), "tls", "ca.key")); err != nil || !bytes.Equal(now, caKey) {
+		t.Errorf("a refused CA key push changed the stored key (%v)", err)
+	}
+
 	if after := tc.stateHash(); after != before {
 		t.Errorf("refused reports changed the state")
 	}
@@ -661,4 +697,45 @@ func port(t *testing.T, hostport string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestSecure_StartLogs_SayHowToUseAndAddNodesAndWarnOfAnInsecureCluster:
+// a founder's log says how to point the CLI at it and how to add a node;
+// an agent told --insecure-cluster warns that anyone may join.
+func TestSecure_StartLogs_SayHowToUseAndAddNodesAndWarnOfAnInsecureCluster(t *testing.T) {
+	var founderLog logBuffer
+	cfg := testConfig(t, t.TempDir())
+	cfg.Security = SecurityTLS
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Info, Output: &founderLog})
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Shutdown)
+	for _, want := range []string{
+		"to use the CLI: export SKEIN_ADDR=" + a.HTTPAddr() + " SKEIN_CACERT=" + a.secure.CACertPath() + " SKEIN_TOKEN_FILE=" + filepath.Join(a.DataDir(), "api-token"),
+		"to add a node: skein join-token create > token, then on that node: skein agent --tls --data-dir DIR --join 127.0.0.1 --join-token-file token",
+		"to give users tokens of their own: skein acl bootstrap",
+	} {
+		if !strings.Contains(founderLog.String(), want) {
+			t.Errorf("the founder's log lacks %q:\n%s", want, founderLog.String())
+		}
+	}
+
+	var insecureLog logBuffer
+	cfg = testConfig(t, t.TempDir())
+	cfg.Security = SecurityInsecure
+	cfg.Token = clusterToken
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Warn, Output: &insecureLog})
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Shutdown)
+	if b.secure != nil || strings.HasPrefix(b.HTTPAddr(), "https://") {
+		t.Errorf("an --insecure-cluster agent serves %s with TLS", b.HTTPAddr())
+	}
+	if !strings.Contains(insecureLog.String(), "[WARN]  "+t.Name()+": INSECURE CLUSTER (--insecure-cluster): no TLS, no node admission") {
+		t.Errorf("an --insecure-cluster agent's log does not warn of it:\n%s", insecureLog.String())
+	}
 }
