@@ -23,6 +23,7 @@ import (
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
+	"github.com/skein-dev/skein/trust"
 )
 
 // aclAgent starts an agent with the API token "legacy", bootstraps its
@@ -495,6 +496,50 @@ func TestACL_ASecretEnvValueIsNeverLogged(t *testing.T) {
 	} {
 		if strings.Contains(text, secret) {
 			t.Errorf("%s holds the secret", what)
+		}
+	}
+}
+
+// TestACL_TokensAreKeptOnlyHashed: the replicated state, its log on disk
+// included, holds a token's hash and never its secret, the bootstrap's
+// admin token included.
+func TestACL_TokensAreKeptOnlyHashed(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.Token = "legacy"
+	a, legacy := startAgent(t, cfg)
+	boot, err := legacy.ACLBootstrap(context.Background(), api.ACLBootstrapRequest{})
+	if err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	created, err := clientFor(t, a, boot.Token).CreateACLToken(context.Background(), api.ACLTokenCreateRequest{User: "alice", Role: structs.RoleSubmitter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raftDB := filepath.Join(a.DataDir(), "raft", "raft.db")
+	for _, token := range []string{boot.Token, created.Token} {
+		tok, err := trust.ParseACLToken(token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, 5*time.Second, func() error { // the entry is on disk once applied
+			log, err := os.ReadFile(raftDB)
+			if err != nil {
+				return err
+			}
+			if !bytes.Contains(log, []byte(trust.HashSecret(tok.Secret))) {
+				return fmt.Errorf("token %s's hash is not in %s yet", tok.ID, raftDB)
+			}
+			if bytes.Contains(log, []byte(tok.Secret)) {
+				t.Fatalf("token %s's secret is in %s", tok.ID, raftDB)
+			}
+			return nil
+		})
+		state, err := json.Marshal(a.fsm.ACLTokens())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(state), tok.Secret) {
+			t.Errorf("the state's token records hold token %s's secret", tok.ID)
 		}
 	}
 }
