@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -507,6 +508,32 @@ func TestSecure_ExpiredJoinToken_IsRefused(t *testing.T) {
 	}
 }
 
+func TestSecure_RevokedJoinToken_IsRefused(t *testing.T) {
+	tc := startSecureCluster(t, 1)
+	token := tc.joinToken(api.JoinTokenCreateRequest{Uses: 5})
+	tok, err := trust.ParseJoinToken(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.client(tc.agents[0]).RevokeJoinToken(context.Background(), tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	before := tc.stateHash()
+	cfg := clusterConfig(t, "late", tc.net)
+	cfg.Security = SecurityTLS
+	cfg.Join = []string{tc.agents[0].HTTPAddr()}
+	cfg.JoinToken = token
+	if a, err := New(cfg); err == nil {
+		a.Shutdown()
+		t.Fatal("a revoked join token admitted a node")
+	} else if !strings.Contains(err.Error(), "join token revoked") {
+		t.Errorf("error %q does not say the token was revoked", err)
+	}
+	if after := tc.stateHash(); after != before {
+		t.Error("a refused join changed the state")
+	}
+}
+
 func TestSecure_PlaintextGossipMember_NeverJoins(t *testing.T) {
 	tc := startSecureCluster(t, 1)
 	leader := tc.agents[0]
@@ -627,6 +654,7 @@ func TestSecure_RestartedFounder_IsReadyAndGetsWorkAgain(t *testing.T) {
 		t.Logf("the founder does not lead (%s does); restarting it all the same", tc.agents[ld].Name())
 	}
 	fID, fDir, fName := founder.nodeID, founder.DataDir(), founder.Name()
+	caCerts, serial := founder.secure.CA().CACerts, founder.secure.Identity().Leaf().SerialNumber
 	// A real node comes back on its ports; the others know it by them.
 	httpPort, raftPort, gossipPort := port(t, founder.listener.Addr().String()), port(t, founder.raft.Addr()), port(t, founder.raft.GossipAddr())
 	tc.kill(0)
@@ -657,6 +685,9 @@ func TestSecure_RestartedFounder_IsReadyAndGetsWorkAgain(t *testing.T) {
 	}
 	t.Cleanup(a.Shutdown)
 	tc.agents[0] = a
+	if !slices.Equal(a.secure.CA().CACerts, caCerts) || a.secure.Identity().Leaf().SerialNumber.Cmp(serial) != 0 || !a.secure.CanVote() {
+		t.Error("the restarted founder does not hold the cluster's CA, its key and its own certificate from its data dir")
+	}
 	tc.waitReady(3)
 	waitJob(t, leader, waiting.ID, func(j *structs.Job, allocs []*structs.Allocation) error {
 		if err := runningAlloc(j, allocs); err != nil {
