@@ -7,14 +7,23 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
+	"github.com/skein-dev/skein/trust"
 )
 
 // aclAgent starts an agent with the API token "legacy", bootstraps its
@@ -139,6 +148,7 @@ func TestACL_EveryRouteRefusesRolesWithoutItsPermission(t *testing.T) {
 		{"GET", "/v1/services/nope", nil, structs.PermRead},
 		{"POST", "/v1/services/nope/scale", bad, structs.PermSubmit},
 		{"POST", "/v1/services/nope/autoscale", bad, structs.PermSubmit},
+		{"POST", "/v1/services/nope/update", bad, structs.PermSubmit},
 		{"DELETE", "/v1/services/nope", nil, structs.PermSubmit},
 		{"GET", "/v1/nodes", nil, structs.PermRead},
 		{"GET", "/v1/status", nil, structs.PermRead},
@@ -392,6 +402,144 @@ func TestACL_ANewTokenWorksAtOnceOnEveryNode(t *testing.T) {
 			if _, err := clientFor(t, a, tok.Token).Status(ctx); err != nil {
 				t.Fatalf("token %d on %s right after its create: %v", i, a.Name(), err)
 			}
+		}
+	}
+}
+
+// logBuffer collects an agent's log, written from many goroutines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestACL_ASecretEnvValueIsNeverLogged: a --secret-env value reaches the
+// job, and appears in nothing the agent writes about it: its own log at
+// trace level, the audit log (file and route), the supervisor's log, nor
+// the errors of refused submits carrying it.
+func TestACL_ASecretEnvValueIsNeverLogged(t *testing.T) {
+	// The job gets the value's halves in its plain env to check it by;
+	// only a leak of the secret itself writes the whole.
+	const half1, half2 = "sk-d0n0t", "l0g-4f9c"
+	const secret = half1 + half2
+	var agentLog logBuffer
+	cfg := testConfig(t, t.TempDir())
+	cfg.Token = "legacy"
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Trace, Output: &agentLog})
+	a, legacy := startAgent(t, cfg)
+	boot, err := legacy.ACLBootstrap(context.Background(), api.ACLBootstrapRequest{})
+	if err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	admin := clientFor(t, a, boot.Token)
+	alice := clientFor(t, a, userToken(t, admin, "alice", structs.RoleSubmitter))
+	ctx := context.Background()
+
+	job := submitSpec(t, alice, structs.JobSpec{
+		Command:   []string{"sh", "-c", `[ "$API_KEY" = "$HALF1$HALF2" ]`},
+		Env:       map[string]string{"HALF1": half1, "HALF2": half2},
+		SecretEnv: map[string]string{"API_KEY": secret},
+	})
+	d := waitJobState(t, alice, job.ID, structs.JobSucceeded) // the job saw the value
+	for _, spec := range []structs.JobSpec{
+		{Command: []string{"true"}, SecretEnv: map[string]string{"LD_PRELOAD": secret}},           // no permission
+		{Command: []string{"true"}, SecretEnv: map[string]string{"CUDA_VISIBLE_DEVICES": secret}}, // reserved
+		{Command: []string{"true"}, SecretEnv: map[string]string{"API_KEY": secret + "\x00"}},     // NUL
+	} {
+		_, err := alice.SubmitJob(ctx, api.SubmitRequest{Spec: spec})
+		if err == nil {
+			t.Fatalf("a submit with secret_env %v was taken", slices.Collect(maps.Keys(spec.SecretEnv)))
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("a refused submit's error quotes the secret: %v", err)
+		}
+	}
+
+	page, err := admin.Audit(ctx, api.AuditQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	records, err := json.Marshal(page.Records)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(records), "/v1/jobs") {
+		t.Fatalf("the audit log has no submit to look in: %s", records)
+	}
+	auditFile, err := os.ReadFile(filepath.Join(a.DataDir(), "audit.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	supervisorLog, err := os.ReadFile(filepath.Join(a.allocDir(), d.Allocations[0].ID, "supervisor.log"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	if agentLog.String() == "" {
+		t.Fatal("the agent logged nothing at trace level: nothing was looked at")
+	}
+	for what, text := range map[string]string{
+		"the agent's log":      agentLog.String(),
+		"the audit route":      string(records),
+		"the audit file":       string(auditFile),
+		"the supervisor's log": string(supervisorLog),
+	} {
+		if strings.Contains(text, secret) {
+			t.Errorf("%s holds the secret", what)
+		}
+	}
+}
+
+// TestACL_TokensAreKeptOnlyHashed: the replicated state, its log on disk
+// included, holds a token's hash and never its secret, the bootstrap's
+// admin token included.
+func TestACL_TokensAreKeptOnlyHashed(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.Token = "legacy"
+	a, legacy := startAgent(t, cfg)
+	boot, err := legacy.ACLBootstrap(context.Background(), api.ACLBootstrapRequest{})
+	if err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	created, err := clientFor(t, a, boot.Token).CreateACLToken(context.Background(), api.ACLTokenCreateRequest{User: "alice", Role: structs.RoleSubmitter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raftDB := filepath.Join(a.DataDir(), "raft", "raft.db")
+	for _, token := range []string{boot.Token, created.Token} {
+		tok, err := trust.ParseACLToken(token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, 5*time.Second, func() error { // the entry is on disk once applied
+			log, err := os.ReadFile(raftDB)
+			if err != nil {
+				return err
+			}
+			if !bytes.Contains(log, []byte(trust.HashSecret(tok.Secret))) {
+				return fmt.Errorf("token %s's hash is not in %s yet", tok.ID, raftDB)
+			}
+			if bytes.Contains(log, []byte(tok.Secret)) {
+				t.Fatalf("token %s's secret is in %s", tok.ID, raftDB)
+			}
+			return nil
+		})
+		state, err := json.Marshal(a.fsm.ACLTokens())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(state), tok.Secret) {
+			t.Errorf("the state's token records hold token %s's secret", tok.ID)
 		}
 	}
 }

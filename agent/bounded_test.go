@@ -185,3 +185,55 @@ func refusedFrom(a *Agent, from string) error {
 	}
 	return nil
 }
+
+// TestAgent_ClientsThatSendTheirHeadersSlowlyOrNeverAreCutOff: a
+// connection that sends half its headers and then nothing (slowloris), one
+// that sends nothing at all, and one that never finishes its TLS
+// handshake are each closed by the agent after the read-header timeout
+// (5 s), without a request having been served.
+func TestAgent_ClientsThatSendTheirHeadersSlowlyOrNeverAreCutOff(t *testing.T) {
+	plain, _ := startAgent(t, testConfig(t, t.TempDir()))
+	cfg := testConfig(t, t.TempDir())
+	cfg.Security = SecurityTLS
+	secure, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(secure.Shutdown)
+	cases := []struct {
+		name, send string
+		a          *Agent
+	}{
+		{"half the headers", "GET /v1/status HTTP/1.1\r\nHost: skein\r\n", plain},
+		{"nothing", "", plain},
+		{"no TLS handshake", "", secure},
+	}
+	for _, tcase := range cases {
+		t.Run(tcase.name, func(t *testing.T) {
+			t.Parallel()
+			addr := strings.TrimPrefix(strings.TrimPrefix(tcase.a.HTTPAddr(), "http://"), "https://")
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := io.WriteString(conn, tcase.send); err != nil {
+				t.Fatal(err)
+			}
+			// Far past the timeout, so that only the agent's close ends
+			// the read on a busy machine; short of the 30 s read timeout,
+			// which would close it too.
+			if err := conn.SetReadDeadline(time.Now().Add(20 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(conn)
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatalf("the connection was still open after 20 s")
+			}
+			if strings.Contains(string(got), "200 OK") {
+				t.Fatalf("a request without its headers was answered: %q", got)
+			}
+		})
+	}
+}

@@ -245,6 +245,9 @@ var (
 	ErrNoToken     = errors.New("refusing to serve the API beyond loopback without a token: set --token (or SKEIN_TOKEN), or pass --insecure")
 	ErrBadBindAddr = errors.New("invalid bind address")
 	ErrFDLimit     = errors.New("file-descriptor limit too low")
+	// ErrJoinTokenPlaintext: a join token given to an agent that would run
+	// without TLS, which no secure cluster admits.
+	ErrJoinTokenPlaintext = errors.New("--join-token-file (or SKEIN_JOIN_TOKEN): a join token admits a node to a secure cluster, and this agent would run without TLS: on loopback add --tls, and drop --insecure-cluster")
 )
 
 // withDefaults returns a copy of cfg with defaults filled in, or an error
@@ -274,6 +277,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if !cfg.secure() && !bind.IsLoopback() && cfg.Token == "" && !cfg.Insecure {
 		return cfg, ErrNoToken
+	}
+	if !cfg.secure() && cfg.JoinToken != "" {
+		return cfg, ErrJoinTokenPlaintext
 	}
 	if cfg.secure() && cfg.BootstrapExpect > 0 {
 		return cfg, errors.New("--bootstrap-expect: a cluster with TLS starts from one node, which creates its CA; start it alone and add the others with --join and a join token (`skein join-token create`)")

@@ -24,6 +24,8 @@ func TestConfig_RejectsBadSettingsNamingTheFlag(t *testing.T) {
 		{"negative shm", Config{DataDir: "x", BindAddr: "127.0.0.1", ShmSizeMiB: -1}, "--shm-size -1 MiB"},
 		{"bad host container", Config{DataDir: "x", BindAddr: "127.0.0.1", ContainerHost: "a b"}, `--in-container "a b"`},
 		{"log cap negative", Config{DataDir: "x", BindAddr: "127.0.0.1", LogMaxMiB: -1}, "--log-max -1M: out of range 1M..64T"},
+		{"join token on loopback without --tls", Config{DataDir: "x", BindAddr: "127.0.0.1", JoinToken: "SKJ1.x"}, "--join-token-file (or SKEIN_JOIN_TOKEN): a join token admits a node to a secure cluster"},
+		{"join token with --insecure-cluster", Config{DataDir: "x", BindAddr: "10.0.0.1", Token: "t", Security: SecurityInsecure, JoinToken: "SKJ1.x"}, "on loopback add --tls, and drop --insecure-cluster"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

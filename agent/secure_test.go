@@ -7,12 +7,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/internal/testutil"
@@ -249,6 +254,40 @@ func TestSecure_InternalRoutes_RefuseUserTokensForgedReportsAndOtherCAs(t *testi
 			t.Errorf("%s for another node with a valid node certificate: %d, want 403", route, code)
 		}
 	}
+	// The other internal routes take no user token either.
+	csrPEM, err := trust.NewCSR(key, forger.nodeID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for route, body := range map[string]any{"renew": api.RenewRequest{CSR: string(csrPEM)}, "ca-key": api.CAKeyRequest{Key: string(keyPEM)}} {
+		if code := post(t, userHC, internal+route, body, http.Header{api.TokenHeader: {clusterToken}}); code != http.StatusUnauthorized {
+			t.Errorf("%s with the user token: %d, want 401", route, code)
+		}
+	}
+	req, err := http.NewRequest(http.MethodGet, internal+"autoscale/web", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(api.TokenHeader, clusterToken)
+	if resp, err := userHC.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("autoscale/web with the user token: %v, %v, want 401", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	// Only the leader hands a node the CA key: a node that does not lead
+	// pushing a key of its own is refused, and the key stays.
+	sender, target := tc.agents[(ld+1)%3], tc.agents[(ld+2)%3]
+	caKey, err := os.ReadFile(filepath.Join(target.DataDir(), "tls", "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := post(t, nodeClient(sender), target.HTTPAddr()+"/v1/internal/ca-key", api.CAKeyRequest{Key: string(keyPEM)}, nil); code != http.StatusForbidden {
+		t.Errorf("a CA key pushed by a node that does not lead: %d, want 403", code)
+	}
+	if now, err := os.ReadFile(filepath.Join(target.DataDir(), "tls", "ca.key")); err != nil || !bytes.Equal(now, caKey) {
+		t.Errorf("a refused CA key push changed the stored key (%v)", err)
+	}
+
 	if after := tc.stateHash(); after != before {
 		t.Errorf("refused reports changed the state")
 	}
@@ -469,6 +508,32 @@ func TestSecure_ExpiredJoinToken_IsRefused(t *testing.T) {
 	}
 }
 
+func TestSecure_RevokedJoinToken_IsRefused(t *testing.T) {
+	tc := startSecureCluster(t, 1)
+	token := tc.joinToken(api.JoinTokenCreateRequest{Uses: 5})
+	tok, err := trust.ParseJoinToken(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.client(tc.agents[0]).RevokeJoinToken(context.Background(), tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	before := tc.stateHash()
+	cfg := clusterConfig(t, "late", tc.net)
+	cfg.Security = SecurityTLS
+	cfg.Join = []string{tc.agents[0].HTTPAddr()}
+	cfg.JoinToken = token
+	if a, err := New(cfg); err == nil {
+		a.Shutdown()
+		t.Fatal("a revoked join token admitted a node")
+	} else if !strings.Contains(err.Error(), "join token revoked") {
+		t.Errorf("error %q does not say the token was revoked", err)
+	}
+	if after := tc.stateHash(); after != before {
+		t.Error("a refused join changed the state")
+	}
+}
+
 func TestSecure_PlaintextGossipMember_NeverJoins(t *testing.T) {
 	tc := startSecureCluster(t, 1)
 	leader := tc.agents[0]
@@ -573,4 +638,135 @@ func mustStore(t *testing.T, a *Agent) *trust.Store {
 		t.Fatal(err)
 	}
 	return store
+}
+
+// TestSecure_RestartedFounder_IsReadyAndGetsWorkAgain: the founder of a
+// secure cluster, started without --join, is killed (while it leads, as
+// it usually does) and restarted on its data dir as it was first started.
+// It must find its peers again, be marked ready by the new leader, and
+// take work again: the container demo's restarted skein-a once stayed
+// "node unresponsive" to the new leader for good, its return changing no
+// state that would wake the scheduler.
+func TestSecure_RestartedFounder_IsReadyAndGetsWorkAgain(t *testing.T) {
+	tc := startSecureCluster(t, 3)
+	founder := tc.agents[0]
+	if ld := tc.leader(); ld != 0 {
+		t.Logf("the founder does not lead (%s does); restarting it all the same", tc.agents[ld].Name())
+	}
+	fID, fDir, fName := founder.nodeID, founder.DataDir(), founder.Name()
+	caCerts, serial := founder.secure.CA().CACerts, founder.secure.Identity().Leaf().SerialNumber
+	// A real node comes back on its ports; the others know it by them.
+	httpPort, raftPort, gossipPort := port(t, founder.listener.Addr().String()), port(t, founder.raft.Addr()), port(t, founder.raft.GossipAddr())
+	tc.kill(0)
+	leader := tc.agents[tc.leader()]
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		if n, ok := leader.fsm.Node(fID); !ok || n.Status != structs.NodeDown {
+			return fmt.Errorf("the killed founder is not down yet")
+		}
+		return nil
+	})
+	// The two others' GPUs are taken, so the next job can run only on the
+	// founder once it is back.
+	gpus := len(leader.fsm.Nodes()[0].GPUs)
+	for i := 1; i < 3; i++ {
+		job := tc.submit(tc.agents[i], structs.JobSpec{Command: []string{"sleep", "600"}, GPUs: gpus})
+		waitJob(t, leader, job.ID, runningAlloc)
+	}
+	waiting := tc.submit(tc.agents[1], structs.JobSpec{Command: []string{"sleep", "600"}, GPUs: gpus})
+	waitJob(t, leader, waiting.ID, jobState(structs.JobQueued))
+
+	cfg := clusterConfig(t, fName, tc.net)
+	cfg.Security = SecurityTLS
+	cfg.DataDir = fDir // no --join, no join token: as it was first started
+	cfg.HTTPPort, cfg.RaftPort, cfg.GossipPort = httpPort, raftPort, gossipPort
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatalf("restart the founder: %v", err)
+	}
+	t.Cleanup(a.Shutdown)
+	tc.agents[0] = a
+	if !slices.Equal(a.secure.CA().CACerts, caCerts) || a.secure.Identity().Leaf().SerialNumber.Cmp(serial) != 0 || !a.secure.CanVote() {
+		t.Error("the restarted founder does not hold the cluster's CA, its key and its own certificate from its data dir")
+	}
+	tc.waitReady(3)
+	waitJob(t, leader, waiting.ID, func(j *structs.Job, allocs []*structs.Allocation) error {
+		if err := runningAlloc(j, allocs); err != nil {
+			return err
+		}
+		for _, al := range allocs {
+			if al.Attempt == j.Attempts && al.NodeID != fID {
+				return fmt.Errorf("the waiting job runs on %s, want the founder", structs.ShortID(al.NodeID))
+			}
+		}
+		return nil
+	})
+	// Gossip takes it back too (a member just back may be refuted as
+	// failed for a moment, so this is waited for).
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		for _, m := range leader.peers.Members() {
+			if m.ID == fID {
+				if m.Status != "alive" {
+					return fmt.Errorf("the leader's gossip sees the founder %s", m.Status)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("the leader's gossip does not know the founder")
+	})
+	tc.checkInvariants()
+}
+
+// port is the port of the address hostport.
+func port(t *testing.T, hostport string) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestSecure_StartLogs_SayHowToUseAndAddNodesAndWarnOfAnInsecureCluster:
+// a founder's log says how to point the CLI at it and how to add a node;
+// an agent told --insecure-cluster warns that anyone may join.
+func TestSecure_StartLogs_SayHowToUseAndAddNodesAndWarnOfAnInsecureCluster(t *testing.T) {
+	var founderLog logBuffer
+	cfg := testConfig(t, t.TempDir())
+	cfg.Security = SecurityTLS
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Info, Output: &founderLog})
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Shutdown)
+	for _, want := range []string{
+		"to use the CLI: export SKEIN_ADDR=" + a.HTTPAddr() + " SKEIN_CACERT=" + a.secure.CACertPath() + " SKEIN_TOKEN_FILE=" + filepath.Join(a.DataDir(), "api-token"),
+		"to add a node: skein join-token create > token, then on that node: skein agent --tls --data-dir DIR --join 127.0.0.1 --join-token-file token",
+		"to give users tokens of their own: skein acl bootstrap",
+	} {
+		if !strings.Contains(founderLog.String(), want) {
+			t.Errorf("the founder's log lacks %q:\n%s", want, founderLog.String())
+		}
+	}
+
+	var insecureLog logBuffer
+	cfg = testConfig(t, t.TempDir())
+	cfg.Security = SecurityInsecure
+	cfg.Token = clusterToken
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Warn, Output: &insecureLog})
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Shutdown)
+	if b.secure != nil || strings.HasPrefix(b.HTTPAddr(), "https://") {
+		t.Errorf("an --insecure-cluster agent serves %s with TLS", b.HTTPAddr())
+	}
+	if !strings.Contains(insecureLog.String(), "[WARN]  "+t.Name()+": INSECURE CLUSTER (--insecure-cluster): no TLS, no node admission") {
+		t.Errorf("an --insecure-cluster agent's log does not warn of it:\n%s", insecureLog.String())
+	}
 }

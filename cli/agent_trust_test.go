@@ -94,3 +94,40 @@ func TestAgent_TrustFlagConflictsAreUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// A secret given on the agent's command line, where every local user and
+// job reads it in /proc/PID/cmdline, is warned of; from the environment or
+// a file it is not.
+func TestAgent_SecretsOnTheCommandLineAreWarnedOf(t *testing.T) {
+	const warning = "a secret on the command line is readable by every local user and job"
+	tokenFile := tempFile(t, "token", "api-secret")
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string // "": no warning
+	}{
+		{"token flag", nil, []string{"--token", "api-secret", "agent"}, "flag=--token use=\"--token-file or SKEIN_TOKEN\""},
+		{"encrypt flag", nil, []string{"agent", "--encrypt", "a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2U="}, "flag=--encrypt use=SKEIN_ENCRYPT"},
+		{"token from the environment", map[string]string{"SKEIN_TOKEN": "api-secret"}, []string{"agent"}, ""},
+		{"token file", nil, []string{"agent", "--token-file", tokenFile}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			_, r := agentConfigOf(t, tc.args...)
+			if r.code != exitOK {
+				t.Fatalf("got code %d, stderr %q", r.code, r.stderr)
+			}
+			warned := strings.Contains(r.stderr, warning)
+			switch {
+			case tc.want == "" && warned:
+				t.Errorf("warned of a secret given safely: %q", r.stderr)
+			case tc.want != "" && (!warned || !strings.Contains(r.stderr, tc.want)):
+				t.Errorf("stderr %q, want the warning with %s", r.stderr, tc.want)
+			}
+		})
+	}
+}

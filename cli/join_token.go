@@ -82,25 +82,48 @@ func joinTokenCreateAction(c *ucli.Context) error {
 		uses = fmt.Sprintf("up to %d node(s)", info.MaxUses)
 	}
 	_, err = fmt.Fprintf(c.App.ErrWriter,
-		"join token %s expires %s (valid %s) and admits %s\nstart a new node with it: skein agent --data-dir DIR --join %s --join-token-file FILE\n",
-		info.ID, info.ExpiresAt.UTC().Format("2006-01-02 15:04 MST"), shortDuration(info.ExpiresAt.Sub(info.CreatedAt).Round(time.Minute)), uses, joinAddr(c.Context, c, cl))
+		"join token %s expires %s (valid %s) and admits %s\nstart a new node with it: skein agent %s--data-dir DIR --join %s --join-token-file FILE\n",
+		info.ID, info.ExpiresAt.UTC().Format("2006-01-02 15:04 MST"), shortDuration(info.ExpiresAt.Sub(info.CreatedAt).Round(time.Minute)), uses,
+		loopbackTLSFlag(c), joinAddr(c.Context, c, cl))
 	return err
+}
+
+// firstAddr is the scheme and host of the first --addr ("HOST" when it
+// names none).
+func firstAddr(c *ucli.Context) (scheme, host string) {
+	first, _, _ := strings.Cut(c.String("addr"), ",")
+	first = strings.TrimSpace(first)
+	if !strings.Contains(first, "://") {
+		first = "http://" + first
+	}
+	scheme, host = "http", "HOST"
+	if u, err := url.Parse(first); err == nil && u.Hostname() != "" {
+		scheme, host = u.Scheme, u.Hostname()
+	}
+	return scheme, host
+}
+
+func isLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
+// loopbackTLSFlag is "--tls " when the agent asked is on loopback and
+// speaks https: an agent on loopback runs secure only when told, so the
+// new node must be told too.
+func loopbackTLSFlag(c *ucli.Context) string {
+	if scheme, host := firstAddr(c); scheme == "https" && isLoopback(host) {
+		return "--tls "
+	}
+	return ""
 }
 
 // joinAddr is the address a new node should --join: the host of the first
 // --addr, unless that is loopback, which means nothing to another machine;
 // then the gossip address the node that answers advertises, if it says.
 func joinAddr(ctx context.Context, c *ucli.Context, cl *api.Client) string {
-	first, _, _ := strings.Cut(c.String("addr"), ",")
-	first = strings.TrimSpace(first)
-	if !strings.Contains(first, "://") {
-		first = "http://" + first
-	}
-	host := "HOST"
-	if u, err := url.Parse(first); err == nil && u.Hostname() != "" {
-		host = u.Hostname()
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	_, host := firstAddr(c)
+	if !isLoopback(host) {
 		return host
 	}
 	st, err := cl.Status(ctx)

@@ -54,6 +54,20 @@ func TestJoinTokenCreate_LoopbackWithoutNodeAddressStaysLoopback(t *testing.T) {
 	}
 }
 
+// An agent on loopback is secure only with --tls, and so must be the node
+// the hint starts to join it.
+func TestJoinTokenCreate_ALoopbackClusterOverHTTPSSaysTLS(t *testing.T) {
+	ca := newTestCA(t)
+	f := newTLSFakeAgent(t, ca)
+	f.reply("POST /v1/join-tokens", http.StatusOK, api.JoinTokenCreated{Token: "tok", Info: api.JoinToken{ID: "jt1"}})
+	f.reply("GET /v1/status", http.StatusOK, api.Status{Node: "a"})
+	f.reply("GET /v1/nodes", http.StatusOK, []api.NodeInfo{{Node: structs.Node{ID: "n1", Name: "a", Addresses: structs.Addresses{Gossip: "127.0.0.11:7472"}}}})
+	r := runCLI(t, "--addr", f.URL, "--token", "t0k", "--ca-cert", caFile(t, ca), "join-token", "create")
+	if want := "start a new node with it: skein agent --tls --data-dir DIR --join 127.0.0.11:7472 --join-token-file FILE\n"; r.code != exitOK || !strings.HasSuffix(r.stderr, want) {
+		t.Fatalf("got code %d, stderr %q; want it to end %q", r.code, r.stderr, want)
+	}
+}
+
 func TestJoinTokenCreate_JSON(t *testing.T) {
 	f := newFakeAgent(t)
 	f.reply("POST /v1/join-tokens", http.StatusOK, api.JoinTokenCreated{Token: "tok", Info: api.JoinToken{ID: "jt1", State: "active"}})
