@@ -105,7 +105,7 @@ func (s *fakeState) addService(svc structs.Service) {
 
 // addReplica adds a running replica of the service on a node of its own,
 // listening on addr (host:port); it returns the replica's allocation.
-func (s *fakeState) addReplica(t *testing.T, service, addr string, health *structs.AllocHealth) *structs.Allocation {
+func (s *fakeState) addReplica(t testing.TB, service, addr string, health *structs.AllocHealth) *structs.Allocation {
 	t.Helper()
 	host, portText, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -194,7 +194,7 @@ func echo(t *testing.T, name string) *httptest.Server {
 	return srv
 }
 
-func addrOf(t *testing.T, srv *httptest.Server) string {
+func addrOf(t testing.TB, srv *httptest.Server) string {
 	u, err := url.Parse(srv.URL)
 	if err != nil {
 		t.Fatal(err)
