@@ -38,8 +38,11 @@ func (f *FSM) Job(id string) (*structs.Job, bool) {
 }
 
 // FindJob returns a copy of the job with exactly this ID, else of the only
-// job whose ID starts with it. It fails with ErrJobNotFound, or with
-// ErrAmbiguousID listing some of the candidates.
+// job whose ID starts with it, or whose ID is BASE-SUFFIX where the
+// argument is a prefix of BASE followed by the same -SUFFIX: an array
+// task as `skein jobs` shows it ("d7e40d7d-1"), or a service's replica
+// ("6f90-r1"). It fails with ErrJobNotFound, or with ErrAmbiguousID
+// listing some of the candidates.
 func (f *FSM) FindJob(idOrPrefix string) (*structs.Job, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -49,7 +52,7 @@ func (f *FSM) FindJob(idOrPrefix string) (*structs.Job, error) {
 	var ids []string
 	if idOrPrefix != "" {
 		for id := range f.st.jobs {
-			if strings.HasPrefix(id, idOrPrefix) {
+			if strings.HasPrefix(id, idOrPrefix) || suffixedPrefix(id, idOrPrefix) {
 				ids = append(ids, id)
 			}
 		}
@@ -69,6 +72,16 @@ func (f *FSM) FindJob(idOrPrefix string) (*structs.Job, error) {
 		shown = append(shown, "...")
 	}
 	return nil, fmt.Errorf("job %s: %w: matches %d jobs (%s)", idOrPrefix, ErrAmbiguousID, len(ids), strings.Join(shown, ", "))
+}
+
+// suffixedPrefix reports whether id is BASE-SUFFIX and q is a prefix of
+// BASE followed by -SUFFIX.
+func suffixedPrefix(id, q string) bool {
+	qi, ii := strings.LastIndexByte(q, '-'), strings.LastIndexByte(id, '-')
+	if qi <= 0 || ii < 0 || q[qi:] != id[ii:] {
+		return false
+	}
+	return strings.HasPrefix(id[:ii], q[:qi])
 }
 
 // ArrayTasks returns the tasks of the job array whose ID is arrayID or

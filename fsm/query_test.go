@@ -12,7 +12,8 @@ import (
 
 func TestFSM_FindJob(t *testing.T) {
 	h := newHarness(t)
-	ids := []string{"abc12345aaaa", "abc12345bbbb", "abd00000", "abc", "q123"}
+	ids := []string{"abc12345aaaa", "abc12345bbbb", "abd00000", "abc", "q123",
+		"d7e40d7d0000-1", "d7e40d7d0000-10", "d7e40d7d0000-2", "6f90813a-r0", "6f90813a-r1"}
 	for _, id := range ids {
 		h.submit(id, spec(1, 0))
 	}
@@ -32,6 +33,12 @@ func TestFSM_FindJob(t *testing.T) {
 		{name: "ambiguous one-character prefix", query: "a", target: ErrAmbiguousID, parts: []string{"matches 4 jobs"}},
 		{name: "ambiguous", query: "abc1", target: ErrAmbiguousID, parts: []string{"matches 2 jobs", "abc12345, abc12345"}},
 		{name: "ambiguous lists five", query: "fff", target: ErrAmbiguousID, parts: []string{"matches 6 jobs", "fff00004, ..."}},
+		{name: "array task as jobs shows it", query: "d7e40d7d-1", wantID: "d7e40d7d0000-1"},
+		{name: "array task by a shorter prefix", query: "d7-10", wantID: "d7e40d7d0000-10"},
+		{name: "service replica by a prefix", query: "6f90-r1", wantID: "6f90813a-r1"},
+		{name: "full array id and index", query: "d7e40d7d0000-2", wantID: "d7e40d7d0000-2"},
+		{name: "a suffix no job has", query: "d7e40d7d-3", target: ErrJobNotFound},
+		{name: "a suffix on the wrong base", query: "abc-1", target: ErrJobNotFound},
 		{name: "not found", query: "zzz", target: ErrJobNotFound, parts: []string{"job zzz"}},
 		{name: "empty", query: "", target: ErrJobNotFound},
 	}
