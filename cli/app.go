@@ -159,12 +159,20 @@ func onUsageError(c *ucli.Context, err error, _ bool) error {
 	return &usageError{cmd: c.Command.HelpName, err: err}
 }
 
-// rootAction runs for `skein` without a known command.
+// rootAction runs for `skein` without a known command. `skein` alone is
+// a usage error (exit 2) that prints the help on stderr; `skein --help`
+// prints it on stdout and succeeds.
 func rootAction(c *ucli.Context) error {
 	if c.Args().Present() {
 		return usagef(c, "unknown command %q", c.Args().First())
 	}
-	return ucli.ShowAppHelp(c)
+	out := c.App.Writer
+	c.App.Writer = c.App.ErrWriter
+	defer func() { c.App.Writer = out }()
+	if err := ucli.ShowAppHelp(c); err != nil {
+		return err
+	}
+	return exitStatus(exitUsage)
 }
 
 // run runs app with args and turns the outcome into an exit code, printing

@@ -25,6 +25,8 @@ func TestRun_ExitCodes(t *testing.T) {
 		stderr string // a part of stderr
 	}{
 		{"version", []string{"version"}, exitOK, ""},
+		{"no command", []string{}, exitUsage, "USAGE:"},
+		{"help flag alone", []string{"--help"}, exitOK, ""},
 		{"help flag", []string{"jobs", "--help"}, exitOK, ""},
 		{"help flag after argument", []string{"job", "abc", "--help"}, exitOK, ""},
 		{"list ok", []string{"jobs"}, exitOK, ""},
