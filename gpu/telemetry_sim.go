@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/skein-dev/skein/structs"
@@ -94,13 +95,21 @@ func (t *SimTelemetry) read(prev []Sample) []Sample {
 	return out
 }
 
-// readSimUtil reads a utilisation file: "UTIL [MEM_MIB]".
+// readSimUtil reads a utilisation file: "UTIL [MEM_MIB]". The job owns
+// the file, so it is read only when it is a regular file, not through a
+// symbolic link and without blocking: a job cannot make the agent read
+// another file, or hang its sampler on a FIFO.
 func readSimUtil(path string) (util float64, memMiB int64, err error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return 0, 0, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return 0, 0, err
+	} else if !fi.Mode().IsRegular() {
+		return 0, 0, fmt.Errorf("%w: %s is not a regular file", errBadUtil, path)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxSimUtilBytes))
 	if err != nil {
 		return 0, 0, err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -84,6 +85,37 @@ func TestSimTelemetry_HeldGPUsReadWhatTheJobWrites(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The job owns its utilisation file: a symbolic link in its place is
+// not followed, and a FIFO neither blocks the reading nor counts.
+func TestSimTelemetry_AFileTheJobReplacedIsNotFollowedOrWaitedOn(t *testing.T) {
+	gpus := simGPUs(t, 2)
+	dir := t.TempDir()
+	secret, link, fifo := filepath.Join(dir, "secret"), filepath.Join(dir, "link"), filepath.Join(dir, "fifo")
+	if err := os.WriteFile(secret, []byte("42 100"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, link); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	holders := map[string]string{gpus[0].UUID: link, gpus[1].UUID: fifo}
+	tel := NewSimTelemetry(gpus, TelemetryConfig{Holders: func() map[string]string { return holders }})
+	done := make(chan []Sample, 1)
+	go func() { done <- tel.read(nil) }()
+	select {
+	case got := <-done:
+		for i, s := range got {
+			if s.UtilPercent != 0 || s.MemUsedMiB != 0 {
+				t.Errorf("GPU %d read %v %% and %d MiB through a replaced file, want nothing", i, s.UtilPercent, s.MemUsedMiB)
+			}
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("reading a FIFO in place of the utilisation file blocked the sampler")
 	}
 }
 
