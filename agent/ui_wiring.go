@@ -6,9 +6,9 @@ import "github.com/skein-dev/skein/agent/ui"
 // (agent/ui): this node's state, and the telemetry of this node's GPUs.
 func (a *Agent) uiConfig() *ui.Config {
 	return &ui.Config{
-		FSM:      a.fsm,
-		NodeID:   a.nodeID,
-		NodeName: a.cfg.Name,
+		FSM:       a.fsm,
+		NodeID:    a.nodeID,
+		NodeName:  a.cfg.Name,
 		Telemetry: a.telemetry,
 		NodeURL:   a.peers.HTTPAddrOf,
 		Logger:    a.logger.Named("ui"),
