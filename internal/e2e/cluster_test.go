@@ -79,6 +79,27 @@ func waitNodes(t testing.TB, p *agentProc, want map[string]structs.NodeStatus) {
 	})
 }
 
+// waitEngines waits until every node p sees has registered an answer of
+// its container engine. A node registers before its engine's first probe
+// answers, and image jobs are kept off it until then: a service placed
+// meanwhile would put every replica on the nodes that answered first.
+func waitEngines(t testing.TB, p *agentProc, nodes int) {
+	t.Helper()
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		var missing []string
+		ns := nodesView(t, p)
+		for _, n := range ns {
+			if n.Containers == nil || n.Containers.Error != "" {
+				missing = append(missing, n.Name)
+			}
+		}
+		if len(ns) != nodes || len(missing) > 0 {
+			return fmt.Errorf("%d nodes seen by %s, want %d; no engine registered by %v", len(ns), p.addr, nodes, missing)
+		}
+		return nil
+	})
+}
+
 // waitVoters waits until the Raft group, as p sees it, has n voters.
 func waitVoters(t testing.TB, p *agentProc, n int) {
 	t.Helper()

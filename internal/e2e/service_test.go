@@ -394,6 +394,7 @@ func TestProcess_ImageService_ReplicasInContainersServedThroughTheIngress(t *tes
 	}
 	p := nodes[0].proc
 	waitNodes(t, p, map[string]structs.NodeStatus{nodes[0].name(): "ready", nodes[1].name(): "ready"})
+	waitEngines(t, p, 2)
 	if out, err := p.skein(t, "serve", "--name", "boxed", "--replicas", "2", "--image", image, "--mount", shared+":/shared",
 		"--health", "http:/health", "--health-interval", "200ms", "--health-timeout", "200ms", "--",
 		"skein-workload", "--dir", "/shared", "--serve-port-env", "PORT"); err != nil {
