@@ -116,7 +116,7 @@ type UI struct {
 	// a form from before a restart is refused (reload it).
 	csrfKey []byte
 	now     func() time.Time
-	// logWait bounds reading a log tail (logTailWait).
+	// logWait bounds the wait for a log tail (logTailWait).
 	logWait time.Duration
 }
 
