@@ -658,3 +658,56 @@ func TestRunner_TailOfBothStreamsOfARotatedJob(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkLogTail reads the end of a stream whose logs are full under
+// the default cap (a .1 of 25 MiB and a current file of half that): the
+// last 16 KiB, the last 100 lines, and for comparison the whole log kept.
+func BenchmarkLogTail(b *testing.B) {
+	dir := b.TempDir()
+	d, err := os.Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	lf, err := newLogFile(d, stdoutFile, spec{LogMax: DefaultLogMax}, hclog.NewNullLogger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	line := []byte(strings.Repeat("x", 99) + "\n")
+	chunk := bytes.Repeat(line, logChunk/len(line))
+	for lf.size < lf.fileMax/2 || lf.rotated == 0 {
+		lf.write(chunk)
+	}
+	lf.close()
+	for _, bc := range []struct {
+		name     string
+		maxBytes int64
+		lines    int
+		whole    bool
+	}{
+		{"bytes=16KiB", 16 << 10, -1, false},
+		{"lines=100", wholeTail, 100, false},
+		{"whole", 0, 0, true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var n int64
+			for b.Loop() {
+				var rd io.ReadCloser
+				if bc.whole {
+					rd, err = openLogReader(dir, stdoutFile, false)
+				} else {
+					rd, err = openLogTail(dir, stdoutFile, false, bc.maxBytes, bc.lines)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err = io.Copy(io.Discard, rd)
+				rd.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetBytes(n)
+		})
+	}
+}
