@@ -14,8 +14,9 @@ import (
 
 // callAPI serves one request of the user API in process, as the caller of
 // r (its identity and token go with it), and returns the status and the
-// body.
-func (u *UI) callAPI(ctx context.Context, r *http.Request, method, path string, body []byte) (int, []byte, error) {
+// body, which may hold at most limit bytes (0: any number; a node that
+// does not know a log tail answers all of the log).
+func (u *UI) callAPI(ctx context.Context, r *http.Request, method, path string, body []byte, limit int) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, path, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
@@ -29,8 +30,11 @@ func (u *UI) callAPI(ctx context.Context, r *http.Request, method, path string, 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.RemoteAddr, req.Host = r.RemoteAddr, r.Host
-	rec := &recorder{header: http.Header{}, status: http.StatusOK}
+	rec := &recorder{header: http.Header{}, status: http.StatusOK, limit: limit}
 	u.srv.API.ServeHTTP(rec, req)
+	if rec.over {
+		return 0, nil, fmt.Errorf("%s: %w (%d bytes)", path, errTooLong, limit)
+	}
 	return rec.status, rec.buf.Bytes(), nil
 }
 
@@ -43,12 +47,15 @@ func apiError(status int, body []byte) error {
 	return fmt.Errorf("the API answered %d %s", status, strings.TrimSpace(string(body)))
 }
 
-// recorder keeps an in-process answer: its status and its body.
+// recorder keeps an in-process answer: its status and its body, of at
+// most limit bytes (0: any number); over is set when more were written.
 type recorder struct {
 	header http.Header
 	status int
 	wrote  bool
 	buf    bytes.Buffer
+	limit  int
+	over   bool
 }
 
 func (r *recorder) Header() http.Header { return r.header }
@@ -61,6 +68,10 @@ func (r *recorder) WriteHeader(status int) {
 
 func (r *recorder) Write(p []byte) (int, error) {
 	r.WriteHeader(http.StatusOK)
+	if r.limit > 0 && r.buf.Len()+len(p) > r.limit {
+		r.over = true
+		return 0, errTooLong
+	}
 	return r.buf.Write(p)
 }
 
@@ -97,7 +108,7 @@ func statusOf(err error) int {
 // act carries out a write through the API as the caller of r; an answer
 // other than 2xx is returned as an error.
 func (u *UI) act(r *http.Request, method, path string, body []byte) error {
-	status, resp, err := u.callAPI(r.Context(), r, method, path, body)
+	status, resp, err := u.callAPI(r.Context(), r, method, path, body, 0)
 	if err != nil {
 		return err
 	}

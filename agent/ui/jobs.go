@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -241,8 +242,10 @@ func (u *UI) logTail(r *http.Request, jobID string, rank int, stream string) (st
 	ctx, cancel := context.WithTimeout(r.Context(), u.logWait)
 	defer cancel()
 	path := fmt.Sprintf("/v1/jobs/%s/logs?rank=%d&stream=%s&tail=%d", url.PathEscape(jobID), rank, stream, logTailBytes+1)
-	status, body, err := u.callAPI(ctx, r, http.MethodGet, path, nil)
+	status, body, err := u.callAPI(ctx, r, http.MethodGet, path, nil, logTailBytes+1)
 	switch {
+	case errors.Is(err, errTooLong):
+		return "", false, "the node that holds the log sent more than its end (is it an older skein?): stream it instead"
 	case err != nil:
 		return "", false, err.Error()
 	case ctx.Err() != nil: // what was read may not be the end

@@ -51,6 +51,7 @@ var (
 	errCSRF      = errors.New("the form's CSRF token is missing or wrong: reload the page and try again")
 	errNoToken   = errors.New("give an API token")
 	errBadNumber = errors.New("not a number")
+	errTooLong   = errors.New("the API's answer is longer than asked for")
 )
 
 //go:embed templates/*.html

@@ -408,10 +408,12 @@ func TestUI_SetsASecurityPolicy(t *testing.T) {
 }
 
 // tailLog answers a log as the API does: only its last ?tail bytes, or
-// all of it without. It keeps the queries it was asked.
+// all of it without (or when it is old, and knows no tail). It keeps the
+// queries it was asked.
 type tailLog struct {
 	*fakeAPI
 	log     string
+	old     bool
 	queries chan url.Values
 }
 
@@ -423,7 +425,7 @@ func (l *tailLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	l.queries <- q
 	out := l.log
-	if n, err := strconv.Atoi(q.Get("tail")); err == nil && n < len(out) {
+	if n, err := strconv.Atoi(q.Get("tail")); err == nil && n < len(out) && !l.old {
 		out = out[len(out)-n:]
 	}
 	fmt.Fprint(w, out)
@@ -453,6 +455,14 @@ func TestUI_JobPage_ShowsTheEndOfTheLog(t *testing.T) {
 	<-logs.queries
 	contains(t, page, "job page", "first line\nlast line\n")
 	lacks(t, page, "job page", "the start is cut")
+
+	// A node that knows no tail answers all of a long log: the page holds
+	// none of it, and says why.
+	logs.log, logs.old = long, true
+	page = h.client("alice-token").get("/ui/jobs/job-run-1", http.StatusOK)
+	<-logs.queries
+	contains(t, page, "job page", "sent more than its end")
+	lacks(t, page, "job page", "last line")
 }
 
 func TestShellJoin_QuotesWhatAShellWouldSplit(t *testing.T) {
