@@ -140,5 +140,31 @@ func TestCluster_LogTailFromAnyNode(t *testing.T) {
 			t.Errorf("%+v: %v, want 400 %s", bad.opts, err, bad.want)
 		}
 	}
+	// What the client never sends, a client of its own may.
+	token := tc.admin
+	if token == "" {
+		token = clusterToken
+	}
+	for query, want := range map[string]string{
+		"tail=-1":         `tail "-1": want a number of bytes in 0..1048576`,
+		"tail=16k":        `tail "16k": want a number of bytes in 0..1048576`,
+		"lines=-5":        `lines "-5": want a number of lines in 0..100000`,
+		"lines=1&tail=x1": `tail "x1": want a number of bytes in 0..1048576`,
+	} {
+		req, err := http.NewRequest(http.MethodGet, tc.agents[1].HTTPAddr()+"/v1/jobs/"+job.ID+"/logs?rank=1&"+query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(api.TokenHeader, token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = api.ReadError(resp) // closes the body
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadRequest || ae.Message != want {
+			t.Errorf("?%s: %v, want 400 %s", query, err, want)
+		}
+	}
 	tc.checkInvariants()
 }
