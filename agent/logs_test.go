@@ -2,11 +2,17 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"net/http"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -34,6 +40,130 @@ func TestCluster_LogsFromAnyNodeSayWhatTheCapDropped(t *testing.T) {
 		}
 		if len(out) != 262144+116416 || strings.Trim(string(out), "y\n") != "" {
 			t.Errorf("rank %d: read %d bytes, want the newest 378560 of yes", rank, len(out))
+		}
+	}
+	tc.checkInvariants()
+}
+
+// TestCluster_LogTailFromAnyNode: read through one node, the end of each
+// rank's streams, the local rank's and the one proxied from the other
+// node, holds only the bytes or lines asked for, with no word of what the
+// cap dropped; followed, it goes on to what the job writes next; and a
+// tail out of bounds is refused, naming its limit.
+func TestCluster_LogTailFromAnyNode(t *testing.T) {
+	tc := startClusterWith(t, 2, func(_ int, cfg *Config) { cfg.LogMaxMiB = MinLogMaxMiB })
+	gate := testutil.JobDir(t) + "/gate"
+	// 588,895 bytes a stream, more than the 512 KiB kept of each.
+	job := tc.submit(tc.agents[0], structs.JobSpec{Nodes: 2, Command: []string{"sh", "-c",
+		`seq 1 100000; seq 1 100000 | sed s/^/e/ >&2; until [ -e "$0" ]; do sleep 0.01; done; echo end`, gate}})
+	waitJob(t, tc.agents[0], job.ID, jobState(structs.JobRunning))
+	local := 0
+	for _, a := range tc.agents[0].fsm.Allocs(job.ID) {
+		if a.NodeID == tc.agents[1].nodeID {
+			local++
+		}
+	}
+	if local != 1 {
+		t.Fatalf("%d of the 2 ranks ran on the node read through, want 1: one is proxied", local)
+	}
+	cl := tc.client(tc.agents[1])
+	tail := func(opts api.LogOptions) (*api.LogStream, string, error) {
+		ls, err := cl.OpenLogs(context.Background(), job.ID, opts)
+		if err != nil {
+			return nil, "", err
+		}
+		defer ls.Close()
+		b, err := io.ReadAll(ls)
+		return ls, string(b), err
+	}
+	for rank := range 2 {
+		// Once the last line of stderr is there, both streams are whole.
+		testutil.WaitFor(t, 30*time.Second, func() error {
+			_, got, err := tail(api.LogOptions{Rank: rank, Stream: api.StreamStderr, Lines: 1})
+			if err == nil && got != "e100000\n" {
+				err = fmt.Errorf("the last line of rank %d's stderr is %q", rank, got)
+			}
+			return err
+		})
+		for _, c := range []struct {
+			opts api.LogOptions
+			want string
+		}{
+			{api.LogOptions{Rank: rank, Stream: api.StreamStdout, Tail: 13}, "99999\n100000\n"},
+			{api.LogOptions{Rank: rank, Stream: api.StreamStderr, Lines: 3}, "e99998\ne99999\ne100000\n"},
+			{api.LogOptions{Rank: rank, Stream: api.StreamStderr, Lines: 3, Tail: 10}, "9\ne100000\n"},
+		} {
+			ls, got, err := tail(c.opts)
+			if err != nil {
+				t.Fatalf("%+v: %v", c.opts, err)
+			}
+			if got != c.want || ls.Dropped != 0 || ls.LogMax != 0 {
+				t.Errorf("%+v: %q, dropped %d of %d; want %q and no word of the cap", c.opts, got, ls.Dropped, ls.LogMax, c.want)
+			}
+		}
+	}
+
+	// Followed from its last 2 lines, each rank's stdout goes on to what
+	// the job writes once the gate opens, and ends with it.
+	var follows []*api.LogStream
+	for rank := range 2 {
+		ls, err := cl.OpenLogs(context.Background(), job.ID, api.LogOptions{Rank: rank, Stream: api.StreamStdout, Follow: true, Lines: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ls.Close()
+		first := make([]byte, len("99999\n100000\n"))
+		if _, err := io.ReadFull(ls, first); err != nil || string(first) != "99999\n100000\n" {
+			t.Fatalf("rank %d followed from its last 2 lines: %q (%v)", rank, first, err)
+		}
+		follows = append(follows, ls)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for rank, ls := range follows {
+		if rest, err := io.ReadAll(ls); err != nil || string(rest) != "end\n" {
+			t.Errorf("rank %d, followed on: %q (%v), want the end line", rank, rest, err)
+		}
+	}
+	waitJob(t, tc.agents[0], job.ID, jobState(structs.JobSucceeded))
+
+	for _, bad := range []struct {
+		opts api.LogOptions
+		want string
+	}{
+		{api.LogOptions{Rank: 1, Tail: api.MaxLogTail + 1}, `tail "1048577": want a number of bytes in 0..1048576`},
+		{api.LogOptions{Rank: 1, Lines: api.MaxLogLines + 1}, `lines "100001": want a number of lines in 0..100000`},
+	} {
+		var ae *api.Error
+		if _, _, err := tail(bad.opts); !errors.As(err, &ae) || ae.StatusCode != http.StatusBadRequest || ae.Message != bad.want {
+			t.Errorf("%+v: %v, want 400 %s", bad.opts, err, bad.want)
+		}
+	}
+	// What the client never sends, a client of its own may.
+	token := tc.admin
+	if token == "" {
+		token = clusterToken
+	}
+	for query, want := range map[string]string{
+		"tail=-1":         `tail "-1": want a number of bytes in 0..1048576`,
+		"tail=16k":        `tail "16k": want a number of bytes in 0..1048576`,
+		"lines=-5":        `lines "-5": want a number of lines in 0..100000`,
+		"lines=1&tail=x1": `tail "x1": want a number of bytes in 0..1048576`,
+	} {
+		req, err := http.NewRequest(http.MethodGet, tc.agents[1].HTTPAddr()+"/v1/jobs/"+job.ID+"/logs?rank=1&"+query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(api.TokenHeader, token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = api.ReadError(resp) // closes the body
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadRequest || ae.Message != want {
+			t.Errorf("?%s: %v, want 400 %s", query, err, want)
 		}
 	}
 	tc.checkInvariants()

@@ -211,6 +211,12 @@ func (c *Client) OpenLogs(ctx context.Context, id string, opts LogOptions) (*Log
 	if opts.Follow {
 		q.Set("follow", "true")
 	}
+	if opts.Tail > 0 {
+		q.Set("tail", strconv.Itoa(opts.Tail))
+	}
+	if opts.Lines > 0 {
+		q.Set("lines", strconv.Itoa(opts.Lines))
+	}
 	resp, err := c.send(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/logs", q, nil)
 	if err != nil {
 		return nil, err

@@ -80,11 +80,26 @@ const (
 	LogMaxHeader     = "X-Skein-Log-Max"
 )
 
+// The end of a stream, as GET /v1/jobs/{id}/logs answers it when asked:
+// ?tail=N is its last N bytes (0..MaxLogTail), ?lines=N its last N lines
+// (0..MaxLogLines) within its last MaxLogTail bytes, or within the last
+// tail bytes when both are given. With follow the stream goes on from
+// there. Such an answer leaves out the headers of what the cap dropped.
+const (
+	MaxLogTail  = 1 << 20
+	MaxLogLines = 100000
+)
+
 // LogOptions select what GET /v1/jobs/{id}/logs returns.
 type LogOptions struct {
 	Rank   int    // which rank of a multi-node job; 0 by default
 	Stream string // StreamStdout or StreamStderr
 	Follow bool   // keep streaming until the allocation ends
+	// Tail, when above 0, asks for only the last Tail bytes of the
+	// stream, and Lines, when above 0, for only its last Lines lines
+	// (MaxLogTail, MaxLogLines).
+	Tail  int
+	Lines int
 }
 
 // Member is one entry of GET /v1/members: a node as gossip sees it.

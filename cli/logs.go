@@ -19,11 +19,14 @@ func logsCommand() *ucli.Command {
 		Name:  "logs",
 		Usage: "print a job's output: its stdout on stdout, its stderr on stderr",
 		Description: "Prints what the node keeps of each stream: its newest output, up to half of the agent's\n" +
-			"--log-max. When older output was dropped, a line on stderr says how much, before the stream.",
+			"--log-max. When older output was dropped, a line on stderr says how much, before the stream.\n" +
+			"With --tail N only the last N lines of each stream (of its last 1 MiB) are printed, and with\n" +
+			"-f what follows them.",
 		ArgsUsage: "ID",
 		Flags: []ucli.Flag{
 			&ucli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing until the allocation ends"},
 			&ucli.IntFlag{Name: "rank", Usage: "rank of a multi-node job"},
+			&ucli.IntFlag{Name: "tail", Usage: "print only the last `N` lines of each stream"},
 		},
 		Action: logsAction,
 	}
@@ -37,6 +40,10 @@ func logsAction(c *ucli.Context) error {
 	rank := c.Int("rank")
 	if rank < 0 {
 		return fmt.Errorf("--rank %d: must not be negative", rank)
+	}
+	lines := c.Int("tail")
+	if c.IsSet("tail") && (lines < 1 || lines > api.MaxLogLines) {
+		return fmt.Errorf("--tail %d: want a number of lines in 1..%d", lines, api.MaxLogLines)
 	}
 	cl, err := newClient(c)
 	if err != nil {
@@ -64,7 +71,7 @@ func logsAction(c *ucli.Context) error {
 	)
 	for _, s := range streams {
 		wg.Go(func() {
-			opts := api.LogOptions{Rank: rank, Stream: s.name, Follow: c.Bool("follow")}
+			opts := api.LogOptions{Rank: rank, Stream: s.name, Follow: c.Bool("follow"), Lines: lines}
 			if err := printStream(ctx, cl, args[0], opts, s.w, notes); err != nil {
 				errMu.Lock()
 				if first == nil {

@@ -82,6 +82,64 @@ func TestLogs_NegativeRankIsError(t *testing.T) {
 	}
 }
 
+func TestLogs_TailAsksForTheLastLinesOfEachStream(t *testing.T) {
+	f := newFakeAgent(t)
+	f.handle("GET /v1/jobs/{id}/logs", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "last of %s\n", r.URL.Query().Get("stream"))
+	})
+	r := runCLI(t, "--addr", f.URL, "logs", "--tail", "25", "-f", "abcdef01")
+	if r.code != exitOK || r.stdout != "last of stdout\n" || r.stderr != "last of stderr\n" {
+		t.Fatalf("exit code %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	reqs := f.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("got %d requests, want one per stream", len(reqs))
+	}
+	for _, req := range reqs {
+		if q := req.Query; q.Get("lines") != "25" || q.Get("follow") != "true" || q.Has("tail") {
+			t.Errorf("query %v, want lines=25 and follow, no byte tail", q)
+		}
+	}
+}
+
+func TestLogs_TailOutOfBoundsIsError(t *testing.T) {
+	f := newFakeAgent(t)
+	for _, n := range []string{"0", "-3", "100001"} {
+		r := runCLI(t, "--addr", f.URL, "logs", "--tail", n, "abc")
+		if want := "Error: --tail " + n + ": want a number of lines in 1..100000\n"; r.code != exitError || r.stderr != want {
+			t.Errorf("--tail %s: code %d, stderr %q, want %q", n, r.code, r.stderr, want)
+		}
+	}
+	if n := len(f.requests()); n != 0 {
+		t.Errorf("agent got %d requests, want none", n)
+	}
+}
+
+func TestLogs_TailOfACappedJobIsTheEndOfEachStream(t *testing.T) {
+	startRealAgent(t, capped)
+	// 588,895 bytes a stream: more than the 512 KiB kept of each, so both
+	// were rotated and the cap dropped some.
+	r := runCLI(t, "submit", "--", "sh", "-c", "seq 1 100000; seq 1 100000 | sed s/^/e/ >&2")
+	if r.code != 0 {
+		t.Fatalf("submit: %d %s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	waitJobState(t, id, structs.JobSucceeded)
+	for _, args := range [][]string{{"logs", "--tail", "3", id}, {"logs", "-f", "--tail", "3", id}} {
+		r = runCLI(t, args...)
+		if r.code != 0 || r.stdout != "99998\n99999\n100000\n" || r.stderr != "e99998\ne99999\ne100000\n" {
+			t.Errorf("%v: code %d, stdout %q, stderr %q; want the last 3 lines of each, and no word of what was dropped", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	// More lines than the current file holds (64,607 bytes, after two of
+	// 256 KiB): the tail begins in the rotated one.
+	const n = 20000 // 120,001 bytes
+	r = runCLI(t, "logs", "--tail", strconv.Itoa(n), id)
+	if want := seqText(100000)[len(seqText(100000-n)):]; r.code != 0 || r.stdout != want {
+		t.Errorf("logs --tail %d: code %d, %d bytes of stdout, want the %d of its last lines", n, r.code, len(r.stdout), len(want))
+	}
+}
+
 func TestLogs_DroppedOutputIsSaidBeforeTheStream(t *testing.T) {
 	f := newFakeAgent(t)
 	f.handle("GET /v1/jobs/{id}/logs", func(w http.ResponseWriter, r *http.Request) {

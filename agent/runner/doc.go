@@ -78,7 +78,11 @@
 // to bound: each stream keeps half of the allocation's log cap (spec.json,
 // the agent's --log-max), its newest output, in two files. When <stream>.log
 // reaches a quarter of the cap it becomes <stream>.log.1, the older .1 goes,
-// and <stream>.log.meta counts what went. Files are made and renamed through
+// and <stream>.log.meta counts what went. A reader (OpenLog) reads the .1,
+// then the current file, following it across rotations if asked; one for
+// the end of a stream (OpenLogTail) seeks there, finding the last lines by
+// reading back from the end in blocks, so its cost is that of the end, not
+// of the log. Files are made and renamed through
 // the directory's descriptor and never through a link. The copy keeps the
 // order of each stream, reads ahead of a slow disk into a bounded buffer and
 // discards output, counted, rather than hold the job up when the disk takes

@@ -376,8 +376,8 @@ type logReader struct {
 	// final is set once f is no longer the current file: it grows no
 	// more, and its end is the start of the next.
 	final bool
-	// next, for a reader that does not follow, is the file after f when
-	// it was opened (nil: none), and nextFinal its final.
+	// next is the file after f when f was opened final (nil: none, or it
+	// was read on to), and nextFinal its final.
 	next      *os.File
 	nextFinal bool
 }
@@ -394,7 +394,7 @@ func openLogReader(dir, name string, follow bool) (*logReader, error) {
 		return nil, err
 	}
 	lr.f, lr.final = f, final
-	if !follow && final {
+	if final {
 		held, err := f.Stat()
 		if err == nil {
 			lr.next, lr.nextFinal, err = lr.after(held)
@@ -449,6 +449,82 @@ func (lr *logReader) Read(p []byte) (int, error) {
 		lr.f.Close()
 		lr.f, lr.final = f, final
 	}
+}
+
+// seekTail moves a reader just opened to the start of the end of what it
+// holds: at most maxBytes before the end, and with lines >= 0 no more than
+// that many lines, found by reading back from the end in blocks. A line is
+// what ends with a newline, and what follows the last one. It returns how
+// many bytes that end holds.
+func (lr *logReader) seekTail(maxBytes int64, lines int) (int64, error) {
+	files := []*os.File{lr.f}
+	if lr.next != nil {
+		files = append(files, lr.next)
+	}
+	var total int64
+	sizes := make([]int64, len(files))
+	for i, f := range files {
+		fi, err := f.Stat()
+		if err != nil {
+			return 0, err
+		}
+		sizes[i] = fi.Size()
+		total += sizes[i]
+	}
+	start := max(0, total-maxBytes)
+	if lines >= 0 {
+		ls, err := lineStart(files, sizes, start, total-1, lines)
+		if err != nil {
+			return 0, err
+		}
+		start = ls
+	}
+	if len(files) == 2 && start >= sizes[0] {
+		lr.f.Close()
+		lr.f, lr.final, lr.next = lr.next, lr.nextFinal, nil
+		start -= sizes[0]
+		total -= sizes[0]
+	}
+	if _, err := lr.f.Seek(start, io.SeekStart); err != nil {
+		return 0, err
+	}
+	return total - start, nil
+}
+
+// lineStart reads files, sizes long, one after the other, back from end
+// and no further than from, in blocks, and returns where the line begins
+// that has lines newlines between it and end (from, when fewer do).
+func lineStart(files []*os.File, sizes []int64, from, end int64, lines int) (int64, error) {
+	if lines == 0 {
+		return max(from, end+1), nil
+	}
+	buf := make([]byte, logChunk)
+	pos := end
+	for pos > from {
+		// The file that holds the byte before pos, and where it begins.
+		i, base := len(files)-1, int64(0)
+		for j := range i {
+			base += sizes[j]
+		}
+		for pos <= base {
+			i--
+			base -= sizes[i]
+		}
+		lo := max(from, base, pos-int64(len(buf)))
+		b := buf[:pos-lo]
+		if _, err := files[i].ReadAt(b, lo-base); err != nil {
+			return 0, err
+		}
+		for k := len(b) - 1; k >= 0; k-- {
+			if b[k] == '\n' {
+				if lines--; lines == 0 {
+					return lo + int64(k) + 1, nil
+				}
+			}
+		}
+		pos = lo
+	}
+	return from, nil
 }
 
 // Close closes the files being read.
@@ -576,6 +652,52 @@ func (r *Runner) OpenLog(allocID, stream string, follow bool) (io.ReadCloser, er
 		return nil, fmt.Errorf("allocation %s %s: %w", allocID, stream, err)
 	}
 	return lr, nil
+}
+
+// OpenLogTail opens the end of what an allocation keeps of a stream, as
+// OpenLog opens all of it: at most maxBytes, across the rotated file when
+// the end begins there, and with lines >= 0 no more than that many lines
+// (a line ends with a newline; so does the last, unless the job is still
+// writing it). It reads back from the end of the files, never from their
+// start. Without follow the reader ends with that end, as it was when
+// opened; with follow it reads on to what is written since.
+func (r *Runner) OpenLogTail(allocID, stream string, follow bool, maxBytes int64, lines int) (io.ReadCloser, error) {
+	dir, name, err := r.logDir(allocID, stream)
+	if err != nil {
+		return nil, err
+	}
+	rd, err := openLogTail(dir, name, follow, maxBytes, lines)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("allocation %s %s: %w", allocID, stream, ErrNoLogs)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("allocation %s %s: %w", allocID, stream, err)
+	}
+	return rd, nil
+}
+
+// openLogTail opens the end of a stream's logs in an allocation directory
+// (OpenLogTail).
+func openLogTail(dir, name string, follow bool, maxBytes int64, lines int) (io.ReadCloser, error) {
+	lr, err := openLogReader(dir, name, follow)
+	if err != nil {
+		return nil, err
+	}
+	n, err := lr.seekTail(max(maxBytes, 0), lines)
+	if err != nil {
+		lr.Close()
+		return nil, fmt.Errorf("find the end of %s: %w", name, err)
+	}
+	if follow {
+		return lr, nil
+	}
+	return limitedLog{Reader: io.LimitReader(lr, n), Closer: lr}, nil
+}
+
+// limitedLog is the end of a log, read to where it was when opened.
+type limitedLog struct {
+	io.Reader
+	io.Closer
 }
 
 // LogDropped says how many bytes of an allocation's stream its log cap

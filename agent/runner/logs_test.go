@@ -446,3 +446,268 @@ func readAll(t *testing.T, r *Runner, allocID, stream string) string {
 	}
 	return string(b)
 }
+
+// wholeTail is more bytes than a test's log holds.
+const wholeTail = 1 << 20
+
+// lastLines is the last n lines of s, as tail -n prints them.
+func lastLines(s string, n int) string {
+	lines := strings.SplitAfter(s, "\n")
+	if lines[len(lines)-1] == "" {
+		lines = lines[:len(lines)-1]
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "")
+}
+
+// readTail reads the end of a stream log that is not followed.
+func readTail(t *testing.T, dir string, maxBytes int64, lines int) string {
+	t.Helper()
+	rd, err := openLogTail(dir, stdoutFile, false, maxBytes, lines)
+	if err != nil {
+		t.Fatalf("openLogTail(%d bytes, %d lines): %v", maxBytes, lines, err)
+	}
+	defer rd.Close()
+	b, err := io.ReadAll(rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestLogTail_ReadsTheEndAcrossARotation(t *testing.T) {
+	t.Parallel()
+	lf, dir := newTestLog(t)
+	fileMax := int(lf.fileMax)
+	src := &lineSource{lf: lf}
+	src.write(3*fileMax + fileMax/2) // rotated twice: a full .1, and half the current file
+	if lf.dropped == 0 || lf.rotated != lf.fileMax || lf.size == 0 {
+		t.Fatalf("the log holds %d + %d bytes, %d dropped: want a full .1 and some of the current file", lf.rotated, lf.size, lf.dropped)
+	}
+	written := src.written.String()
+	kept := written[len(written)-int(lf.rotated+lf.size):]
+	cur := int(lf.size)
+	const line = len("000000\n")
+	for _, tc := range []struct {
+		name     string
+		maxBytes int64
+		lines    int
+		want     string
+	}{
+		{"bytes within the current file", int64(cur - 5), -1, kept[len(kept)-(cur-5):]},
+		{"bytes into the rotated file", int64(cur + 100), -1, kept[len(kept)-(cur+100):]},
+		{"bytes of both files exactly", int64(len(kept)), -1, kept},
+		{"more bytes than kept", wholeTail, -1, kept},
+		{"no bytes", 0, -1, ""},
+		{"lines within the current file", wholeTail, 3, lastLines(kept, 3)},
+		{"lines into the rotated file", wholeTail, cur/line + 10, lastLines(kept, cur/line+10)},
+		{"more lines than kept", wholeTail, 1000, kept},
+		{"no lines", wholeTail, 0, ""},
+		{"lines within fewer bytes", 20, 10, kept[len(kept)-20:]},
+	} {
+		if got := readTail(t, dir, tc.maxBytes, tc.lines); got != tc.want {
+			t.Errorf("%s: read %d bytes %.20q..., want %d %.20q...", tc.name, len(got), got, len(tc.want), tc.want)
+		}
+	}
+
+	// A last line that is still being written counts as a line.
+	lf.write([]byte("half a line"))
+	if got, want := readTail(t, dir, wholeTail, 2), lastLines(kept, 1)+"half a line"; got != want {
+		t.Errorf("the last 2 lines, the last unfinished: %q, want %q", got, want)
+	}
+}
+
+func TestLogTail_LinesAreFoundAcrossReadBlocks(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	lf, err := newLogFile(d, stdoutFile, spec{LogMax: 1 << 20}, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.close()
+	// Lines of several blocks each, then short ones: the newlines sought
+	// lie in blocks read before.
+	var all strings.Builder
+	for i := range 5 {
+		all.WriteString(strings.Repeat(strconv.Itoa(i), 3*logChunk/2) + "\n")
+	}
+	all.WriteString("a\nb\n")
+	lf.write([]byte(all.String()))
+	for _, n := range []int{1, 2, 3, 4, 7} {
+		if got, want := readTail(t, dir, wholeTail, n), lastLines(all.String(), n); got != want {
+			t.Errorf("the last %d lines: %d bytes, want %d", n, len(got), len(want))
+		}
+	}
+}
+
+func TestLogTail_WithoutFollowingEndsWhereTheLogEndedWhenOpened(t *testing.T) {
+	t.Parallel()
+	lf, dir := newTestLog(t)
+	fileMax := int(lf.fileMax)
+	src := &lineSource{lf: lf}
+	src.write(fileMax + fileMax/2)
+	rd, err := openLogTail(dir, stdoutFile, false, int64(fileMax), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	want := src.written.String()[src.written.Len()-fileMax:]
+	src.write(3 * fileMax) // rotates the files it holds away
+	got, err := io.ReadAll(rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Errorf("read %d bytes, want the %d that ended the log when it was opened", len(got), len(want))
+	}
+}
+
+func TestLogTail_FollowingStartsAtTheEndAndReadsOnAcrossRotations(t *testing.T) {
+	t.Parallel()
+	lf, dir := newTestLog(t)
+	fileMax := int(lf.fileMax)
+	src := &lineSource{lf: lf}
+	src.write(2*fileMax + fileMax/2)
+	const line = len("000000\n")
+	lr, err := openLogTail(dir, stdoutFile, true, wholeTail, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lr.Close()
+	from := src.written.Len() - 5*line
+	var got strings.Builder
+	for range 10 {
+		b, err := io.ReadAll(lr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Write(b)
+		src.write(fileMax / 2) // a rotation every other round
+	}
+	b, err := io.ReadAll(lr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Write(b)
+	if want := src.written.String()[from:]; got.String() != want {
+		t.Errorf("a follower from the last 5 lines read %d bytes, want the %d from there on", got.Len(), len(want))
+	}
+}
+
+func TestLogTail_AStreamWithoutOutputHasNone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r, rec := e.runner(t)
+	tk := task("true")
+	mustStart(t, r, tk)
+	waitTerminal(t, rec, tk.Alloc.ID)
+	rd, err := r.OpenLogTail(tk.Alloc.ID, "stdout", false, 10, -1)
+	if err != nil {
+		t.Fatalf("the tail of an empty stdout: %v", err)
+	}
+	defer rd.Close()
+	if b, err := io.ReadAll(rd); err != nil || len(b) != 0 {
+		t.Errorf("the tail of an empty stdout: %q %v, want nothing", b, err)
+	}
+	if _, err := r.OpenLogTail(tk.Alloc.ID, "stdin", false, 10, -1); !errors.Is(err, ErrUnknownStream) {
+		t.Errorf("the tail of stdin: %v, want %v", err, ErrUnknownStream)
+	}
+	if _, err := r.OpenLogTail("no-such-alloc", "stdout", false, 10, -1); !errors.Is(err, ErrNoLogs) {
+		t.Errorf("the tail of an unknown allocation: %v, want %v", err, ErrNoLogs)
+	}
+}
+
+func TestRunner_TailOfBothStreamsOfARotatedJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.logMax = 64 << 10
+	r, rec := e.runner(t)
+	const n = 30000 // 169 KB a stream: rotated several times under 16 KiB files
+	tk := task("/bin/sh", "-c", `seq 1 "$1"; seq 1 "$1" | sed s/^/e/ >&2`, "job", strconv.Itoa(n))
+	mustStart(t, r, tk)
+	if u := waitTerminal(t, rec, tk.Alloc.ID); u.State != structs.AllocSucceeded {
+		t.Fatalf("job ended %+v", u)
+	}
+	out := seqOutput(n)
+	errOut := strings.ReplaceAll(out, "\n", "\ne")
+	errOut = "e" + errOut[:len(errOut)-1]
+	for _, s := range []struct {
+		stream, written string
+	}{{"stdout", out}, {"stderr", errOut}} {
+		rotated, current := logSizes(filepath.Join(e.allocDir, tk.Alloc.ID), s.stream+".log")
+		if rotated == 0 {
+			t.Fatalf("%s was not rotated", s.stream)
+		}
+		for _, lines := range []int{1, 10, int(current)/5 + 100} {
+			rd, err := r.OpenLogTail(tk.Alloc.ID, s.stream, false, wholeTail, lines)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(rd)
+			rd.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := lastLines(s.written, lines); string(got) != want {
+				t.Errorf("%s, last %d lines: %d bytes %.20q..., want %d %.20q...", s.stream, lines, len(got), got, len(want), want)
+			}
+		}
+	}
+}
+
+// BenchmarkLogTail reads the end of a stream whose logs are full under
+// the default cap (a .1 of 25 MiB and a current file of half that): the
+// last 16 KiB, the last 100 lines, and for comparison the whole log kept.
+func BenchmarkLogTail(b *testing.B) {
+	dir := b.TempDir()
+	d, err := os.Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	lf, err := newLogFile(d, stdoutFile, spec{LogMax: DefaultLogMax}, hclog.NewNullLogger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	line := []byte(strings.Repeat("x", 99) + "\n")
+	chunk := bytes.Repeat(line, logChunk/len(line))
+	for lf.size < lf.fileMax/2 || lf.rotated == 0 {
+		lf.write(chunk)
+	}
+	lf.close()
+	for _, bc := range []struct {
+		name     string
+		maxBytes int64
+		lines    int
+		whole    bool
+	}{
+		{"bytes=16KiB", 16 << 10, -1, false},
+		{"lines=100", wholeTail, 100, false},
+		{"whole", 0, 0, true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var n int64
+			for b.Loop() {
+				var rd io.ReadCloser
+				if bc.whole {
+					rd, err = openLogReader(dir, stdoutFile, false)
+				} else {
+					rd, err = openLogTail(dir, stdoutFile, false, bc.maxBytes, bc.lines)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err = io.Copy(io.Discard, rd)
+				rd.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.SetBytes(n)
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 // state has not changed.
 const logPoll = 200 * time.Millisecond
 
-// handleLogs streams one stream of one rank of a job's newest attempt.
+// handleLogs streams one stream of one rank of a job's newest attempt, or
+// its end (?tail, ?lines).
 func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	rank := 0
@@ -37,6 +39,11 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	follow := q.Get("follow") == "true"
+	tail, err := parseLogTail(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
 	job, err := s.fsm.FindJob(r.PathValue("id"))
 	if err != nil {
 		writeError(w, statusOf(err), err)
@@ -66,11 +73,43 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	s.setLogDropped(w, alloc.ID, stream)
+	if tail == nil {
+		s.setLogDropped(w, alloc.ID, stream)
+	}
 	w.WriteHeader(http.StatusOK)
-	if err := s.copyLog(w, r, alloc.ID, stream, follow); err != nil {
+	if err := s.copyLog(w, r, alloc.ID, stream, follow, tail); err != nil {
 		s.log.Debug("log stream ended", "alloc", structs.ShortID(alloc.ID), "error", err)
 	}
+}
+
+// logTail is the end of a stream that a request asks for.
+type logTail struct {
+	bytes int64
+	lines int // -1: as many as the bytes hold
+}
+
+// parseLogTail reads ?tail (bytes) and ?lines; nil when neither is given.
+func parseLogTail(q url.Values) (*logTail, error) {
+	t := &logTail{bytes: api.MaxLogTail, lines: -1}
+	given := false
+	if s := q.Get("tail"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 || n > api.MaxLogTail {
+			return nil, fmt.Errorf("tail %q: want a number of bytes in 0..%d", s, api.MaxLogTail)
+		}
+		t.bytes, given = n, true
+	}
+	if s := q.Get("lines"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > api.MaxLogLines {
+			return nil, fmt.Errorf("lines %q: want a number of lines in 0..%d", s, api.MaxLogLines)
+		}
+		t.lines, given = n, true
+	}
+	if !given {
+		return nil, nil
+	}
+	return t, nil
 }
 
 // waitForAlloc finds the newest allocation of a rank; when following a job
@@ -116,10 +155,10 @@ func (s *Server) setLogDropped(w http.ResponseWriter, allocID, stream string) {
 	}
 }
 
-// copyLog writes what is kept of the stream to w; when following it keeps
-// writing new output, across rotations, until the allocation is over and
-// everything was sent.
-func (s *Server) copyLog(w http.ResponseWriter, r *http.Request, allocID, stream string, follow bool) error {
+// copyLog writes what is kept of the stream to w, or its end when tail is
+// set; when following it keeps writing new output, across rotations, until
+// the allocation is over and everything was sent.
+func (s *Server) copyLog(w http.ResponseWriter, r *http.Request, allocID, stream string, follow bool, tail *logTail) error {
 	flusher, _ := w.(http.Flusher)
 	var f io.ReadCloser
 	defer func() {
@@ -132,7 +171,16 @@ func (s *Server) copyLog(w http.ResponseWriter, r *http.Request, allocID, stream
 		alloc, ok := s.fsm.Alloc(allocID)
 		done := !ok || !alloc.Live()
 		if f == nil {
-			rd, err := s.cfg.Logs.OpenLog(allocID, stream, follow)
+			var rd io.ReadCloser
+			var err error
+			if tail != nil {
+				rd, err = s.cfg.Logs.OpenLogTail(allocID, stream, follow, tail.bytes, tail.lines)
+			} else {
+				rd, err = s.cfg.Logs.OpenLog(allocID, stream, follow)
+			}
+			// A stream with no output yet has no end to start from: a
+			// follower reads all of what comes.
+			tail = nil
 			if err != nil && (done || !follow) {
 				return nil // no output was ever written
 			}

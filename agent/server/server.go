@@ -83,10 +83,12 @@ type Config struct {
 	}
 	// Logs reads the output of this node's allocations: OpenLog what is
 	// kept of a stream (reading at its end returns io.EOF; with follow,
-	// reading again returns what was written since), LogDropped how many
-	// bytes the log cap dropped, and that cap.
+	// reading again returns what was written since), OpenLogTail its last
+	// maxBytes, or last lines (lines >= 0) within those, read back from
+	// its end, LogDropped how many bytes the log cap dropped, and that cap.
 	Logs interface {
 		OpenLog(allocID, stream string, follow bool) (io.ReadCloser, error)
+		OpenLogTail(allocID, stream string, follow bool, maxBytes int64, lines int) (io.ReadCloser, error)
 		LogDropped(allocID, stream string) (dropped, logMax int64, err error)
 	}
 	// Faults injects health events into this node's simulated GPUs.

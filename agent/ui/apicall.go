@@ -14,12 +14,12 @@ import (
 
 // callAPI serves one request of the user API in process, as the caller of
 // r (its identity and token go with it), and returns the status and the
-// body, of which only about the last keep bytes are kept (0: all of it),
-// and whether bytes were dropped from its front.
-func (u *UI) callAPI(ctx context.Context, r *http.Request, method, path string, body []byte, keep int) (int, []byte, bool, error) {
+// body, which may hold at most limit bytes (0: any number; a node that
+// does not know a log tail answers all of the log).
+func (u *UI) callAPI(ctx context.Context, r *http.Request, method, path string, body []byte, limit int) (int, []byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, path, bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, false, err
+		return 0, nil, err
 	}
 	for _, h := range []string{api.TokenHeader, "Authorization"} {
 		if v := r.Header.Get(h); v != "" {
@@ -30,9 +30,12 @@ func (u *UI) callAPI(ctx context.Context, r *http.Request, method, path string, 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.RemoteAddr, req.Host = r.RemoteAddr, r.Host
-	rec := &recorder{header: http.Header{}, status: http.StatusOK, max: keep}
+	rec := &recorder{header: http.Header{}, status: http.StatusOK, limit: limit}
 	u.srv.API.ServeHTTP(rec, req)
-	return rec.status, rec.buf.Bytes(), rec.cut, nil
+	if rec.over {
+		return 0, nil, fmt.Errorf("%s: %w (%d bytes)", path, errTooLong, limit)
+	}
+	return rec.status, rec.buf.Bytes(), nil
 }
 
 // apiError is the error an API answer carries.
@@ -44,16 +47,15 @@ func apiError(status int, body []byte) error {
 	return fmt.Errorf("the API answered %d %s", status, strings.TrimSpace(string(body)))
 }
 
-// recorder keeps an in-process answer: its status and the last max bytes
-// of its body.
+// recorder keeps an in-process answer: its status and its body, of at
+// most limit bytes (0: any number); over is set when more were written.
 type recorder struct {
 	header http.Header
 	status int
 	wrote  bool
 	buf    bytes.Buffer
-	max    int
-	// cut is set when bytes were dropped from the front.
-	cut bool
+	limit  int
+	over   bool
 }
 
 func (r *recorder) Header() http.Header { return r.header }
@@ -66,33 +68,25 @@ func (r *recorder) WriteHeader(status int) {
 
 func (r *recorder) Write(p []byte) (int, error) {
 	r.WriteHeader(http.StatusOK)
-	n := len(p)
-	if r.max > 0 && len(p) >= r.max {
-		r.buf.Reset()
-		p, r.cut = p[len(p)-r.max:], true
+	if r.limit > 0 && r.buf.Len()+len(p) > r.limit {
+		r.over = true
+		return 0, errTooLong
 	}
-	r.buf.Write(p)
-	if r.max > 0 && r.buf.Len() > 2*r.max {
-		keep := bytes.Clone(r.buf.Bytes()[r.buf.Len()-r.max:])
-		r.buf.Reset()
-		r.buf.Write(keep)
-		r.cut = true
-	}
-	return n, nil
+	return r.buf.Write(p)
 }
 
 // tail is the last n bytes of b, from a line's start where one begins
-// within them; cut says bytes were dropped before b.
-func tail(b []byte, n int, cut bool) ([]byte, bool) {
-	if len(b) > n {
-		b, cut = b[len(b)-n:], true
+// within them, and whether bytes before them were dropped. The byte
+// before them tells whether they begin with a line.
+func tail(b []byte, n int) ([]byte, bool) {
+	if len(b) <= n {
+		return b, false
 	}
-	if cut {
-		if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
-			b = b[i+1:]
-		}
+	b = b[len(b)-n-1:]
+	if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
+		return b[i+1:], true
 	}
-	return b, cut
+	return b[1:], true
 }
 
 // actionError is a refused action: the API's status and words.
@@ -114,7 +108,7 @@ func statusOf(err error) int {
 // act carries out a write through the API as the caller of r; an answer
 // other than 2xx is returned as an error.
 func (u *UI) act(r *http.Request, method, path string, body []byte) error {
-	status, resp, _, err := u.callAPI(r.Context(), r, method, path, body, 0)
+	status, resp, err := u.callAPI(r.Context(), r, method, path, body, 0)
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,8 @@
 // appear only to roles that may take them, are posted with a per-session
 // CSRF token, and go through the user API's own handlers in process, so
 // they are checked, forwarded to the leader and audited as any client's
-// write. The log tail is read through the API too, which proxies it from
-// the node that ran the job.
+// write. The log tail is read through the API too (its last 16 KiB, which
+// the node that ran the job reads from the end of its files).
 //
 // Templates, the stylesheet and the refresh script are embedded: the UI
 // loads nothing from elsewhere, and its Content-Security-Policy says so.

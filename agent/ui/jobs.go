@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -16,7 +17,8 @@ import (
 )
 
 // Log tails: how much of a stream the job page shows, and how long it
-// waits for it (the API may fetch it from another node).
+// waits for the node that holds it (the API may fetch it from another
+// node, which may not answer).
 const (
 	logTailBytes = 16 << 10
 	logTailWait  = 2 * time.Second
@@ -233,22 +235,25 @@ func logChoice(q url.Values, job *structs.Job) (int, string, error) {
 	return rank, stream, nil
 }
 
-// logTail reads the end of one stream of a rank through the API, which
-// fetches it from the node that ran it.
+// logTail reads the last logTailBytes of one stream of a rank through the
+// API, which reads them from the end of the log on the node that ran it.
+// It asks for a byte more, to tell whether the start is cut.
 func (u *UI) logTail(r *http.Request, jobID string, rank int, stream string) (string, bool, string) {
 	ctx, cancel := context.WithTimeout(r.Context(), u.logWait)
 	defer cancel()
-	path := fmt.Sprintf("/v1/jobs/%s/logs?rank=%d&stream=%s", url.PathEscape(jobID), rank, stream)
-	status, body, cut, err := u.callAPI(ctx, r, http.MethodGet, path, nil, logTailBytes)
+	path := fmt.Sprintf("/v1/jobs/%s/logs?rank=%d&stream=%s&tail=%d", url.PathEscape(jobID), rank, stream, logTailBytes+1)
+	status, body, err := u.callAPI(ctx, r, http.MethodGet, path, nil, logTailBytes+1)
 	switch {
+	case errors.Is(err, errTooLong):
+		return "", false, "the node that holds the log sent more than its end (is it an older skein?): stream it instead"
 	case err != nil:
 		return "", false, err.Error()
-	case ctx.Err() != nil: // what was read is not the end
-		return "", false, fmt.Sprintf("the log was not read to its end within %s: stream it instead", u.logWait)
+	case ctx.Err() != nil: // what was read may not be the end
+		return "", false, fmt.Sprintf("the node that holds the log did not answer within %s: stream it instead", u.logWait)
 	case status != http.StatusOK:
 		return "", false, apiError(status, body).Error()
 	}
-	b, cut := tail(body, logTailBytes, cut)
+	b, cut := tail(body, logTailBytes)
 	return strings.ToValidUTF8(string(b), "\uFFFD"), cut, ""
 }
 

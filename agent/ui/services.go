@@ -11,7 +11,7 @@ import (
 // for each service's state included), read through it in process.
 func (u *UI) handleServices(w http.ResponseWriter, r *http.Request, v *view) {
 	v.Title, v.Nav, v.Refresh = "Services", "services", refreshSeconds
-	status, body, _, err := u.callAPI(r.Context(), r, http.MethodGet, "/v1/services", nil, 0)
+	status, body, err := u.callAPI(r.Context(), r, http.MethodGet, "/v1/services", nil, 0)
 	if err == nil && status != http.StatusOK {
 		err = &actionError{status: status, err: apiError(status, body)}
 	}

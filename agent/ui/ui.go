@@ -51,6 +51,7 @@ var (
 	errCSRF      = errors.New("the form's CSRF token is missing or wrong: reload the page and try again")
 	errNoToken   = errors.New("give an API token")
 	errBadNumber = errors.New("not a number")
+	errTooLong   = errors.New("the API's answer is longer than asked for")
 )
 
 //go:embed templates/*.html
@@ -116,7 +117,7 @@ type UI struct {
 	// a form from before a restart is refused (reload it).
 	csrfKey []byte
 	now     func() time.Time
-	// logWait bounds reading a log tail (logTailWait).
+	// logWait bounds the wait for a log tail (logTailWait).
 	logWait time.Duration
 }
 
