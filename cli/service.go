@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
@@ -49,7 +50,40 @@ func serviceAction(c *ucli.Context) error {
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, d)
 	}
-	return printServiceDetail(c, d, time.Now())
+	if err := printServiceDetail(c, d, time.Now()); err != nil {
+		return err
+	}
+	return printCrashLogs(c, cl, d)
+}
+
+// crashLogLines is how many of a crash-looping replica's last lines of
+// stderr `skein service NAME` shows.
+const crashLogLines = 5
+
+// printCrashLogs shows, for each crash-looping replica, the last lines
+// its latest attempt wrote to stderr: why it exits, without a skein logs.
+// A log that cannot be read (its node is gone) says so and is no error.
+func printCrashLogs(c *ucli.Context, cl *api.Client, d *api.ServiceDetail) error {
+	w := c.App.Writer
+	for _, r := range d.Replicas {
+		if r.Status != api.ReplicaCrashLooping {
+			continue
+		}
+		var out strings.Builder
+		err := cl.Logs(c.Context, r.JobID, api.LogOptions{Stream: api.StreamStderr, Lines: crashLogLines}, &out)
+		fmt.Fprintf(w, "\nLast lines of r%d's stderr (skein logs %s):\n", r.Index, r.JobID)
+		switch text := strings.TrimRight(out.String(), "\n"); {
+		case err != nil:
+			fmt.Fprintf(w, "  (not read: %v)\n", err)
+		case text == "":
+			fmt.Fprintln(w, "  (none)")
+		default:
+			for _, line := range strings.Split(text, "\n") {
+				fmt.Fprintln(w, "  "+printable(line))
+			}
+		}
+	}
+	return nil
 }
 
 func printServiceDetail(c *ucli.Context, d *api.ServiceDetail, now time.Time) error {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -84,6 +85,14 @@ func TestServices_JSONHidesSecretValues(t *testing.T) {
 func TestService_DetailShowsReplicasAndEndpoints(t *testing.T) {
 	f := newFakeAgent(t)
 	f.reply("GET /v1/services/{name}", http.StatusOK, testService(time.Now()))
+	crashed := structs.ReplicaJobID(testJobID, 2)
+	f.handle("GET /v1/jobs/{id}/logs", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") != crashed || r.URL.Query().Get("stream") != "stderr" || r.URL.Query().Get("lines") != "5" {
+			http.Error(w, "want the crash-looping replica's last 5 lines of stderr", http.StatusBadRequest)
+			return
+		}
+		fmt.Fprint(w, "loading /models/llama\nCUDA out of memory\n")
+	})
 	r := runCLI(t, "--addr", f.URL, "service", "llama")
 	if r.code != exitOK {
 		t.Fatalf("exit code %d: %s", r.code, r.stderr)
@@ -99,6 +108,7 @@ func TestService_DetailShowsReplicasAndEndpoints(t *testing.T) {
 		"Image:", "vllm/vllm-openai:v0.6",
 		"Secret env:  HF_TOKEN=" + api.HiddenValue,
 		"REPLICA  VERSION  JOB", "HEALTH", "RESTARTS", "LAST EXIT",
+		"\nLast lines of r2's stderr (skein logs " + crashed + "):\n  loading /models/llama\n  CUDA out of memory\n",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("output lacks %q:\n%s", want, r.stdout)
@@ -121,8 +131,11 @@ func TestService_DetailShowsReplicasAndEndpoints(t *testing.T) {
 	if q := f.requests()[0].Query; q.Has("secrets") {
 		t.Errorf("query %v asks for secrets without --show-secrets", q)
 	}
+	if strings.Count(r.stdout, "Last lines of") != 1 {
+		t.Errorf("want the last lines of the crash-looping replica only:\n%s", r.stdout)
+	}
 	runCLI(t, "--addr", f.URL, "service", "--show-secrets", "llama")
-	if q := f.requests()[1].Query; q.Get("secrets") != "true" {
+	if q := f.requests()[2].Query; q.Get("secrets") != "true" {
 		t.Errorf("query %v, want secrets=true with --show-secrets", q)
 	}
 }
