@@ -109,8 +109,8 @@ func printServiceDetail(c *ucli.Context, d *api.ServiceDetail, now time.Time) er
 		{"Port env", svc.Spec.PortEnv},
 		{"Health", healthSummary(svc.Spec.Health)},
 		{"Drain timeout", shortDuration(time.Duration(cmp.Or(svc.Spec.DrainTimeout, structs.DefaultDrainTimeout)))},
-		{"Rollouts", rolloutBounds(svc.Spec)},
 		{"Drain delay", shortDuration(time.Duration(cmp.Or(svc.Spec.DrainDelay, structs.DefaultDrainDelay)))},
+		{"Rollouts", rolloutBounds(svc.Spec)},
 		{"Public", public},
 	}
 	if err := printFields(w, "", fields); err != nil {
