@@ -55,6 +55,8 @@ func (s *state) applyServiceRegister(l *raft.Log) any {
 	svc.Version, svc.Rollout, svc.PrevSpec = 1, nil, nil
 	svc.CreateIndex, svc.ModifyIndex = l.Index, l.Index
 	s.services[svc.Name] = svc
+	s.emitService(l.Index, structs.EventServiceRegistered, svc, svc.CreatedAt,
+		withReason(fmt.Sprintf("%s of version 1", replicasText(svc.Replicas)), ownerText(svc.Owner)))
 	for range svc.Replicas {
 		s.addReplica(svc, svc.CreatedAt, l.Index)
 	}
@@ -111,6 +113,7 @@ func (s *state) scaleService(svc *structs.Service, n int, why string, at time.Ti
 		}
 	}
 	reason := withReason(fmt.Sprintf("service %s scaled to %s", svc.Name, replicasText(n)), why)
+	s.emitService(index, structs.EventServiceScaled, svc, at, withReason(fmt.Sprintf("%d→%d", svc.Replicas, n), why))
 	for i := len(wanted) - 1; i >= n; i-- {
 		s.cancel(wanted[i], reason, at, index)
 	}
@@ -145,6 +148,8 @@ func (s *state) applyServiceDelete(l *raft.Log) any {
 	svc.Deleted = true
 	svc.Reason = withReason("deleted", req.Reason)
 	svc.ModifyIndex = l.Index
+	s.emitService(l.Index, structs.EventServiceDeleted, svc, req.At,
+		withReason(fmt.Sprintf("stopping %s", replicasText(len(wanted))), req.Reason))
 	reason := withReason(fmt.Sprintf("service %s deleted", svc.Name), req.Reason)
 	for i := len(wanted) - 1; i >= 0; i-- {
 		s.cancel(wanted[i], reason, req.At, l.Index)
@@ -166,7 +171,7 @@ func (s *state) addReplica(svc *structs.Service, at time.Time, index uint64) {
 	svc.NextReplica++
 	spec := svc.Spec.Job.Copy()
 	spec.Nodes = 1
-	s.addJob(&structs.Job{
+	j := &structs.Job{
 		ID:             id,
 		Owner:          svc.Owner,
 		AllowRoot:      svc.AllowRoot,
@@ -177,7 +182,9 @@ func (s *state) addReplica(svc *structs.Service, at time.Time, index uint64) {
 		ServiceVersion: svc.Version,
 		CreateIndex:    index,
 		ModifyIndex:    index,
-	})
+	}
+	s.addJob(j)
+	s.emitJob(index, structs.EventJobSubmitted, j, at, submitReason(j))
 }
 
 // checkReplicaLimits refuses n new replicas of a service that would pass
@@ -278,6 +285,7 @@ func (s *state) restartReplica(j *structs.Job, a *structs.Allocation, at time.Ti
 			j.Reason = fmt.Sprintf("crash-looping: restarting in %s: %s (%d quick exits in a row)", d, what, j.Crashes)
 		}
 	}
+	s.emitJob(index, structs.EventJobRestarted, j, at, j.Reason)
 }
 
 // replicaNumber returns n when jobID is structs.ReplicaJobID(serviceID, n).
@@ -299,6 +307,14 @@ func replicasText(n int) string {
 		return "1 replica"
 	}
 	return strconv.Itoa(n) + " replicas"
+}
+
+// ownerText names a service's owner for an event, "" when it has none.
+func ownerText(owner string) string {
+	if owner == "" {
+		return ""
+	}
+	return "by " + owner
 }
 
 // withReason is what, with the caller's words, if any, after it.
@@ -343,6 +359,8 @@ func (s *state) applyServiceUpdate(l *raft.Log) any {
 	svc.Spec, svc.PrevSpec, svc.Version = req.Spec.Copy(), &prev, next
 	svc.Reason = withReason(fmt.Sprintf("updating to version %d", next), req.Reason)
 	svc.ModifyIndex = l.Index
+	s.emitService(l.Index, structs.EventServiceUpdated, svc, req.At,
+		withReason(fmt.Sprintf("rolling out version %d over version %d", next, svc.Rollout.From), req.Reason))
 	return svc.Copy()
 }
 
@@ -387,6 +405,8 @@ func (s *state) applyServiceRollout(l *raft.Log) any {
 		r.State = structs.RolloutRollingBack
 		r.Reason = clip(withReason("rolled back", req.Reason), structs.MaxServiceReasonLen)
 		svc.Reason = fmt.Sprintf("rolling back to version %d", svc.Version)
+		s.emitService(l.Index, structs.EventServiceRolledBack, svc, req.At,
+			withReason(fmt.Sprintf("rolling back from version %d to %d", r.From, r.Version), req.Reason))
 	case req.Done:
 		switch {
 		case len(older) > 0:
@@ -396,8 +416,11 @@ func (s *state) applyServiceRollout(l *raft.Log) any {
 		}
 		if r.State == structs.RolloutRunning {
 			r.State, r.Reason = structs.RolloutDone, withReason(fmt.Sprintf("every replica runs version %d", r.Version), r.Reason)
+			s.emitService(l.Index, structs.EventServiceRolledOut, svc, req.At, r.Reason)
 		} else {
 			r.State = structs.RolloutRolledBack
+			s.emitService(l.Index, structs.EventServiceRolledBack, svc, req.At,
+				fmt.Sprintf("rolled back: every replica runs version %d", r.Version))
 		}
 		svc.PrevSpec = nil
 		svc.Reason = fmt.Sprintf("version %d", svc.Version)
