@@ -126,16 +126,19 @@ func (s *state) placedReason(j *structs.Job, p *structs.JobPlacement) string {
 	return fmt.Sprintf("attempt %d: %s", j.Attempts, reason)
 }
 
-// applyLeaderElected records who leads. It changes nothing but the event
-// log, so old binaries may skip it (it is written with
-// structs.IgnoreUnknownTypeFlag).
+// applyLeaderElected records who leads, by the name the state knows the
+// node by. It changes nothing but the event log, so old binaries may skip
+// it (it is written with structs.IgnoreUnknownTypeFlag).
 func (s *state) applyLeaderElected(l *raft.Log) any {
 	var req structs.LeaderElectedRequest
 	decode(l, &req)
 	if req.NodeID == "" {
 		return fmt.Errorf("leader elected: %w: empty node id", ErrInvalidRequest)
 	}
-	name := clip(req.Name, structs.MaxNameLen)
+	var name string
+	if n, ok := s.nodes[req.NodeID]; ok {
+		name = n.Name
+	}
 	s.emit(l.Index, structs.Event{Time: req.At, Kind: structs.EventLeaderElected, Node: req.NodeID, NodeName: name,
 		Reason: fmt.Sprintf("%s leads from raft index %d", nameOr(name, req.NodeID), l.Index)})
 	return nil

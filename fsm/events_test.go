@@ -130,7 +130,9 @@ func TestFSM_Events_EachTransition(t *testing.T) {
 			func(h *harness) { h.cordon("n1", 0, false, "") },
 			[]structs.EventKind{structs.EventGPUUncordoned}, "ending its fault quarantine (XID 48)"},
 		{"queued job cancelled", func(h *harness) { h.submit("j", spec(1, 1)) },
-			func(h *harness) { h.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: "j", Reason: "typo", At: h.at()}) },
+			func(h *harness) {
+				h.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: "j", Reason: "typo", At: h.at()})
+			},
 			[]structs.EventKind{structs.EventJobCancelled}, "typo"},
 		{"running job cancelled ends when it stops", func(h *harness) {
 			h.submit("j", spec(1, 1))
@@ -159,7 +161,7 @@ func TestFSM_Events_EachTransition(t *testing.T) {
 			h.mustUpdate("n1", "a", structs.AllocKilled, 143, "")
 		}, []structs.EventKind{structs.EventJobPreempted, structs.EventJobRestarted}, "preempted by job high"},
 		{"leader elected", nil, func(h *harness) {
-			h.apply(structs.LeaderElectedType|structs.IgnoreUnknownTypeFlag, structs.LeaderElectedRequest{NodeID: "n1", Name: "name-n1", At: h.at()})
+			h.apply(structs.LeaderElectedType|structs.IgnoreUnknownTypeFlag, structs.LeaderElectedRequest{NodeID: "n1", At: h.at()})
 		}, []structs.EventKind{structs.EventLeaderElected}, "name-n1 leads from raft index"},
 		{"service registered", nil, func(h *harness) { h.registerService(service("web", 2, 1)) },
 			[]structs.EventKind{structs.EventServiceRegistered, structs.EventJobSubmitted, structs.EventJobSubmitted}, "2 replicas of version 1: by alice"},
@@ -177,7 +179,9 @@ func TestFSM_Events_EachTransition(t *testing.T) {
 		{"service rolled back", func(h *harness) {
 			h.registerService(service("web", 1, 1))
 			h.updateService("llama-2", 1, 0)
-		}, func(h *harness) { h.step(structs.ServiceRolloutRequest{Version: 2, RollBack: true, Reason: "unhealthy"}) },
+		}, func(h *harness) {
+			h.step(structs.ServiceRolloutRequest{Version: 2, RollBack: true, Reason: "unhealthy"})
+		},
 			[]structs.EventKind{structs.EventServiceRolledBack}, "rolling back from version 2 to 1: unhealthy"},
 		{"service rolled out", func(h *harness) {
 			h.registerService(service("web", 1, 1))

@@ -165,6 +165,5 @@ func ParseEventCursor(s string) (EventCursor, error) {
 // from then on, so the event log shows leadership changes in log order.
 type LeaderElectedRequest struct {
 	NodeID string    `json:"node_id"`
-	Name   string    `json:"name,omitempty"`
 	At     time.Time `json:"at"`
 }
