@@ -176,7 +176,8 @@ func TestCluster_Events_AFollowResumesOnAnotherNodeWhenItsNodeStops(t *testing.T
 	)
 	done := make(chan error, 1)
 	go func() {
-		done <- c.FollowEvents(ctx, api.EventsQuery{}, func(error, time.Duration) {
+		done <- c.FollowEvents(ctx, api.EventsQuery{}, func(err error, wait time.Duration) {
+			t.Logf("follow broke (%v); again in %s", err, wait)
 			mu.Lock()
 			breaks++
 			mu.Unlock()
@@ -188,9 +189,11 @@ func TestCluster_Events_AFollowResumesOnAnotherNodeWhenItsNodeStops(t *testing.T
 		})
 	}()
 	// waitSeen waits until the follower has an event that ok accepts.
+	// A stream the stopped node left hanging is given up after three
+	// keep-alives (15 s): the waits allow for it.
 	waitSeen := func(what string, ok func(structs.Event) bool) {
 		t.Helper()
-		testutil.WaitFor(t, 20*time.Second, func() error {
+		testutil.WaitFor(t, 45*time.Second, func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if !slices.ContainsFunc(seen, ok) {

@@ -18,7 +18,7 @@ var evTime = time.Date(2026, 5, 4, 10, 30, 0, 0, time.UTC)
 func testEvents() []structs.Event {
 	return []structs.Event{
 		{Index: 7, Seq: 0, Time: evTime, Kind: structs.EventNodeJoined, Node: "n1", NodeName: "gpu-01", Reason: "registered with 8 GPUs (nvml)"},
-		{Index: 9, Seq: 0, Time: evTime.Add(time.Second), Kind: structs.EventJobSubmitted, Job: "abcdef0123456789", Reason: "queued: 1 GPUs by alice"},
+		{Index: 9, Seq: 0, Time: evTime.Add(time.Second), Kind: structs.EventJobSubmitted, Job: "abcdef0123456789", Reason: "queued: 1 GPU by alice"},
 		{Index: 9, Seq: 1, Time: evTime.Add(time.Second), Kind: structs.EventGPUFault, Node: "n1", NodeName: "gpu-01", GPU: "GPU-1", GPUIndex: 3, Reason: "XID 79"},
 		{Index: 12, Seq: 0, Time: evTime.Add(2 * time.Second), Kind: structs.EventServiceScaled, Service: "web", Reason: "2→3"},
 	}
@@ -34,7 +34,7 @@ func TestEvents_TableHasTimeKindSubjectReason(t *testing.T) {
 	want := []string{
 		"TIME KIND SUBJECT REASON",
 		"2026-05-04T10:30:00Z node-joined node/gpu-01 registered with 8 GPUs (nvml)",
-		"2026-05-04T10:30:01Z job-submitted job/abcdef01 queued: 1 GPUs by alice",
+		"2026-05-04T10:30:01Z job-submitted job/abcdef01 queued: 1 GPU by alice",
 		"2026-05-04T10:30:01Z gpu-fault gpu/gpu-01:3 XID 79",
 		"2026-05-04T10:30:02Z service-scaled service/web 2→3",
 	}

@@ -72,19 +72,17 @@ func (s *state) updateAlloc(nodeID string, u *structs.AllocUpdate, index uint64)
 	return fmt.Errorf("alloc %s: %w: unknown state %q", structs.ShortID(a.ID), ErrInvalidRequest, u.State)
 }
 
-// emitStarted records that an allocation's process runs.
+// emitStarted records that an allocation's process runs. Its node is in
+// the state: nodes are never removed, and an allocation is placed only on
+// a known one.
 func (s *state) emitStarted(a *structs.Allocation, index uint64) {
-	j := s.jobs[a.JobID]
-	e := structs.Event{Time: a.StartedAt, Kind: structs.EventJobStarted, Job: j.ID, Service: j.Service, Node: a.NodeID,
-		Reason: fmt.Sprintf("attempt %d running on %s", a.Attempt, nameOr("", a.NodeID))}
-	if n, ok := s.nodes[a.NodeID]; ok {
-		e.NodeName = n.Name
-		e.Reason = fmt.Sprintf("attempt %d running on %s", a.Attempt, nodeName(n))
-	}
+	j, n := s.jobs[a.JobID], s.nodes[a.NodeID]
+	reason := fmt.Sprintf("attempt %d running on %s", a.Attempt, nodeName(n))
 	if j.Spec.Nodes > 1 {
-		e.Reason = fmt.Sprintf("rank %d of %s", a.Rank, e.Reason)
+		reason = fmt.Sprintf("rank %d of %s", a.Rank, reason)
 	}
-	s.emit(index, e)
+	s.emit(index, structs.Event{Time: a.StartedAt, Kind: structs.EventJobStarted, Job: j.ID, Service: j.Service,
+		Node: n.ID, NodeName: n.Name, Reason: reason})
 }
 
 // endAlloc moves a live allocation to a terminal state, stops the rest of its

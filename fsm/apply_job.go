@@ -167,7 +167,7 @@ func (s *state) cancel(j *structs.Job, reason string, at time.Time, index uint64
 // submitReason says what a new job asks for and whose it is; never its
 // environment.
 func submitReason(j *structs.Job) string {
-	what := fmt.Sprintf("%d GPUs", j.Spec.GPUs)
+	what := gpusText(j.Spec.GPUs)
 	if j.Spec.Nodes > 1 {
 		what += fmt.Sprintf(" on each of %d nodes", j.Spec.Nodes)
 	}

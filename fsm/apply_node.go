@@ -36,7 +36,7 @@ func (s *state) applyNodeRegister(l *raft.Log) any {
 	s.nodes[n.ID] = n
 	switch {
 	case !known:
-		s.emitNode(l.Index, structs.EventNodeJoined, n, req.At, fmt.Sprintf("registered with %d GPUs (%s)", len(n.GPUs), cmp.Or(n.GPUSource, "none")))
+		s.emitNode(l.Index, structs.EventNodeJoined, n, req.At, fmt.Sprintf("registered with %s (%s)", gpusText(len(n.GPUs)), cmp.Or(n.GPUSource, "none")))
 	case old.Status != n.Status:
 		s.emitNode(l.Index, nodeStatusEvents[n.Status], n, req.At, fmt.Sprintf("registered again, was %s", old.Status))
 	}
@@ -146,7 +146,7 @@ func (s *state) applyNodeAllocsLost(l *raft.Log) any {
 	// the list taken first holds only allocations still live.
 	lost := sortedAllocs(s.nodeLive[n.ID])
 	if len(lost) > 0 {
-		s.emitNode(l.Index, structs.EventNodeLost, n, req.At, withReason(fmt.Sprintf("%d allocations lost", len(lost)), req.Reason))
+		s.emitNode(l.Index, structs.EventNodeLost, n, req.At, withReason(fmt.Sprintf("%d of its allocations lost", len(lost)), req.Reason))
 	}
 	for _, a := range lost {
 		s.endAlloc(a, &u, l.Index)

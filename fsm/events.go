@@ -112,7 +112,7 @@ func (s *state) placedReason(j *structs.Job, p *structs.JobPlacement) string {
 	for _, a := range p.Allocations {
 		where := nodeName(s.nodes[a.NodeID])
 		if len(a.GPUs) > 0 {
-			where += fmt.Sprintf(" (%d GPUs)", len(a.GPUs))
+			where += " (" + gpusText(len(a.GPUs)) + ")"
 		}
 		if j.Spec.Nodes > 1 {
 			where = fmt.Sprintf("rank %d on %s", a.Rank, where)
@@ -124,6 +124,14 @@ func (s *state) placedReason(j *structs.Job, p *structs.JobPlacement) string {
 		reason = strings.Join(parts, ", ")
 	}
 	return fmt.Sprintf("attempt %d: %s", j.Attempts, reason)
+}
+
+// gpusText says how many GPUs: "1 GPU", "8 GPUs".
+func gpusText(n int) string {
+	if n == 1 {
+		return "1 GPU"
+	}
+	return fmt.Sprintf("%d GPUs", n)
 }
 
 // applyLeaderElected records who leads, by the name the state knows the

@@ -75,7 +75,7 @@ func TestFSM_Events_AJobThatFailsRestartsAndSucceeds(t *testing.T) {
 	if r := evs[3]; r.Time != failedAt || !strings.Contains(r.Reason, "exited with code 3") || !strings.Contains(r.Reason, "attempt 2 of 2") {
 		t.Errorf("restart event %+v: want the failure's time and reason", r)
 	}
-	if p := evs[4]; p.Node != "n1" || p.NodeName != "name-n1" || p.Reason != "attempt 2: on name-n1 (1 GPUs)" {
+	if p := evs[4]; p.Node != "n1" || p.NodeName != "name-n1" || p.Reason != "attempt 2: on name-n1 (1 GPU)" {
 		t.Errorf("second placement %+v: want node n1 and where it went", p)
 	}
 	for _, e := range evs {
@@ -113,7 +113,7 @@ func TestFSM_Events_EachTransition(t *testing.T) {
 			h.place("j", alloc("a", "n1", 0, gpuID("n1", 0)))
 			h.nodeStatus("n1", structs.NodeDown)
 		}, func(h *harness) { h.allocsLost("n1") },
-			[]structs.EventKind{structs.EventNodeLost, structs.EventJobRestarted}, "1 allocations lost"},
+			[]structs.EventKind{structs.EventNodeLost, structs.EventJobRestarted}, "1 of its allocations lost"},
 		{"GPU fault stops its job", func(h *harness) {
 			h.submit("j", spec(1, 1))
 			h.place("j", alloc("a", "n1", 0, gpuID("n1", 0)))

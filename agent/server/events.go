@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/fsm"
@@ -18,9 +19,10 @@ import (
 // ?limit. With follow=true it streams them as newline-delimited JSON, one
 // event a line, flushed as they come, until the client goes away; each
 // read takes at most a page from the state, so a follower costs bounded
-// memory however far behind it is. Events that the state no longer keeps
-// are not skipped quietly: the page's "dropped" says up to where, and a
-// follower gets an events-dropped event in their place.
+// memory however far behind it is, and it sends an empty line every
+// api.EventKeepAlive while there is nothing to say. Events that the state
+// no longer keeps are not skipped quietly: the page's "dropped" says up to
+// where, and a follower gets an events-dropped event in their place.
 //
 // Every caller that may read the cluster sees every event: a reader
 // already sees every job and node, and no event tells an env value.
@@ -44,6 +46,8 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	_ = rc.Flush()
 	enc := json.NewEncoder(w)
+	keepAlive := time.NewTicker(api.EventKeepAlive)
+	defer keepAlive.Stop()
 	for {
 		p := s.fsm.Events(q)
 		holdWrite(w)
@@ -64,15 +68,30 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		full := len(p.Events) == q.Limit
 		q.After = p.Next
-		if full {
-			continue // more may wait
+		if !full && !s.waitEvents(w, r, p.Changed, keepAlive.C) {
+			return
 		}
+	}
+}
+
+// waitEvents waits for changed to close, writing an empty line at each
+// keep-alive tick, and reports false when the stream is to end: the
+// client went away, the server is shutting down, or a write failed.
+func (s *Server) waitEvents(w http.ResponseWriter, r *http.Request, changed <-chan struct{}, keepAlive <-chan time.Time) bool {
+	rc := http.NewResponseController(w)
+	for {
 		select {
 		case <-r.Context().Done():
-			return
+			return false
 		case <-s.ctx.Done():
-			return
-		case <-p.Changed:
+			return false
+		case <-changed:
+			return true
+		case <-keepAlive:
+			holdWrite(w)
+			if _, err := w.Write([]byte("\n")); err != nil || rc.Flush() != nil {
+				return false
+			}
 		}
 	}
 }

@@ -192,3 +192,29 @@ func TestEvents_AFollowerBehindTheRingIsToldWhatWasDropped(t *testing.T) {
 		t.Fatalf("second event %s, want the oldest kept, 3.0", first[1].Cursor())
 	}
 }
+
+// TestEvents_AQuietFollowGetsKeepAlives: while no event comes, each tick
+// writes an empty line (flushed); an event ends the wait.
+func TestEvents_AQuietFollowGetsKeepAlives(t *testing.T) {
+	s := &Server{fsm: fsm.New(nil), log: hclog.NewNullLogger()}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	defer s.cancel()
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodGet, "/v1/events?follow=true", nil)
+	changed, tick := make(chan struct{}), make(chan time.Time)
+	res := make(chan bool, 1)
+	go func() { res <- s.waitEvents(w, r, changed, tick) }()
+	tick <- time.Now()
+	tick <- time.Now() // taken only once the first is written
+	close(changed)
+	if !<-res {
+		t.Fatal("the wait ended the stream on an event")
+	}
+	if got := w.Body.String(); got != "\n\n" || !w.Flushed {
+		t.Fatalf("wrote %q (flushed %v), want two flushed empty lines", got, w.Flushed)
+	}
+	s.cancel()
+	if s.waitEvents(w, r, make(chan struct{}), tick) {
+		t.Fatal("the wait went on after the server shut down")
+	}
+}
