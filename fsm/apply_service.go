@@ -104,16 +104,17 @@ func (s *state) scaleService(svc *structs.Service, n int, why string, at time.Ti
 	if n == svc.Replicas && len(wanted) == svc.Replicas {
 		return nil
 	}
-	if add := n - len(wanted); add > 0 {
+	add := n - len(wanted)
+	if add > 0 {
 		if err := s.checkReplicaLimits(svc, add); err != nil {
 			return fmt.Errorf("service %s: %w", svc.Name, err)
 		}
-		for range add {
-			s.addReplica(svc, at, index)
-		}
+	}
+	s.emitService(index, structs.EventServiceScaled, svc, at, withReason(fmt.Sprintf("%d→%d", svc.Replicas, n), why))
+	for range add {
+		s.addReplica(svc, at, index)
 	}
 	reason := withReason(fmt.Sprintf("service %s scaled to %s", svc.Name, replicasText(n)), why)
-	s.emitService(index, structs.EventServiceScaled, svc, at, withReason(fmt.Sprintf("%d→%d", svc.Replicas, n), why))
 	for i := len(wanted) - 1; i >= n; i-- {
 		s.cancel(wanted[i], reason, at, index)
 	}
