@@ -106,8 +106,13 @@ var nodeStatusEvents = map[structs.NodeStatus]structs.EventKind{
 	structs.NodeLeft:     structs.EventNodeLeft,
 }
 
-// placedReason says where a placement put a job's ranks.
+// placedReason says where a placement put a job's ranks: each rank's
+// node, or for a gang of more than a few, how many nodes (the allocations
+// say which).
 func (s *state) placedReason(j *structs.Job, p *structs.JobPlacement) string {
+	if n := len(p.Allocations); n > 4 {
+		return fmt.Sprintf("attempt %d: %d ranks on %d nodes, %s each", j.Attempts, n, n, gpusText(j.Spec.GPUs))
+	}
 	parts := make([]string, 0, len(p.Allocations))
 	for _, a := range p.Allocations {
 		where := nodeName(s.nodes[a.NodeID])

@@ -217,6 +217,31 @@ func TestFSM_Events_EachTransition(t *testing.T) {
 	}
 }
 
+func TestFSM_Events_APlacementSaysWhereItsRanksWent(t *testing.T) {
+	h := newHarness(t)
+	var big []structs.Allocation
+	for i := range 6 {
+		id := fmt.Sprintf("n%d", i)
+		h.register(node(id, 1))
+		big = append(big, alloc("b"+id, id, i, gpuID(id, 0)))
+	}
+	h.submit("pair", spec(2, 0))
+	h.place("pair", alloc("p0", "n0", 0), alloc("p1", "n1", 1))
+	h.submit("big", spec(6, 1))
+	h.mustUpdate("n0", "p0", structs.AllocSucceeded, 0, "")
+	h.mustUpdate("n1", "p1", structs.AllocSucceeded, 0, "")
+	h.place("big", big...)
+	for job, want := range map[string]string{
+		"pair": "attempt 1: rank 0 on name-n0, rank 1 on name-n1",
+		"big":  "attempt 1: 6 ranks on 6 nodes, 1 GPU each",
+	} {
+		evs := allEvents(h.f, EventQuery{Job: job})
+		if evs[1].Kind != structs.EventJobPlaced || evs[1].Reason != want || evs[1].Node != "" {
+			t.Errorf("%s placed: %+v, want reason %q and no one node", job, evs[1], want)
+		}
+	}
+}
+
 func withRestarts(s structs.JobSpec, n int) structs.JobSpec {
 	s.Restarts = n
 	return s
