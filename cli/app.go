@@ -123,6 +123,7 @@ func commands() []*ucli.Command {
 		gpusCommand(),
 		gpuCommand(),
 		statusCommand(),
+		eventsCommand(),
 		membersCommand(),
 		raftCommand(),
 		joinCommand(),

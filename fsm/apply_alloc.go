@@ -57,6 +57,7 @@ func (s *state) updateAlloc(nodeID string, u *structs.AllocUpdate, index uint64)
 			a.RunAs = clip(u.RunAs, structs.MaxNameLen)
 			a.Pull = nil
 			a.ModifyIndex = index
+			s.emitStarted(a, index)
 		}
 		if u.Health != nil && a.State == structs.AllocRunning && s.jobs[a.JobID].Service != "" {
 			setHealth(a, u.Health, index)
@@ -69,6 +70,19 @@ func (s *state) updateAlloc(nodeID string, u *structs.AllocUpdate, index uint64)
 		return nil
 	}
 	return fmt.Errorf("alloc %s: %w: unknown state %q", structs.ShortID(a.ID), ErrInvalidRequest, u.State)
+}
+
+// emitStarted records that an allocation's process runs. Its node is in
+// the state: nodes are never removed, and an allocation is placed only on
+// a known one.
+func (s *state) emitStarted(a *structs.Allocation, index uint64) {
+	j, n := s.jobs[a.JobID], s.nodes[a.NodeID]
+	reason := fmt.Sprintf("attempt %d running on %s", a.Attempt, nodeName(n))
+	if j.Spec.Nodes > 1 {
+		reason = fmt.Sprintf("rank %d of %s", a.Rank, reason)
+	}
+	s.emit(index, structs.Event{Time: a.StartedAt, Kind: structs.EventJobStarted, Job: j.ID, Service: j.Service,
+		Node: n.ID, NodeName: n.Name, Reason: reason})
 }
 
 // endAlloc moves a live allocation to a terminal state, stops the rest of its
@@ -144,6 +158,7 @@ func (s *state) decideJob(a *structs.Allocation, at time.Time, index uint64) {
 		s.requeue(j, index)
 		j.Reason = fmt.Sprintf("restarting: attempt %d stopped: %s (a GPU fault uses no restart)",
 			j.Attempts, failure(j, s.faulted(j)))
+		s.emitJob(index, structs.EventJobRestarted, j, at, j.Reason)
 	case restartsUsed(j) < j.Spec.Restarts:
 		s.requeue(j, index)
 		wait := ""
@@ -156,6 +171,7 @@ func (s *state) decideJob(a *structs.Allocation, at time.Time, index uint64) {
 		}
 		j.Reason = fmt.Sprintf("restarting%s after failure: %s (attempt %d of %d)",
 			wait, failure(j, failed), restartsUsed(j)+2, j.Spec.Restarts+1)
+		s.emitJob(index, structs.EventJobRestarted, j, at, j.Reason)
 	default:
 		s.finishJob(j, structs.JobFailed, failure(j, failed), at, index)
 	}

@@ -69,6 +69,12 @@ func (s *state) applyNodeGPUHealth(l *raft.Log) any {
 		} else {
 			next.Healthy, next.Reason, next.UnhealthySince = true, "", time.Time{}
 		}
+		switch {
+		case g.Healthy && !next.Healthy:
+			s.emitGPU(l.Index, structs.EventGPUFault, n, g, req.At, next.Reason)
+		case !g.Healthy && next.Healthy:
+			s.emitGPU(l.Index, structs.EventGPURecovered, n, g, req.At, "healthy again after "+g.Reason)
+		}
 		if healthChanged(g, &next) {
 			*g = next
 			n.ModifyIndex = l.Index
@@ -129,6 +135,16 @@ func (s *state) applyGPUCordon(l *raft.Log) any {
 		next.Cordoned, next.CordonReason, next.CordonedAt = false, "", time.Time{}
 		next.Healthy, next.Reason, next.UnhealthySince = true, "", time.Time{}
 		next.ClearedAt = req.At
+	}
+	switch {
+	case req.Cordon && !g.Cordoned:
+		s.emitGPU(l.Index, structs.EventGPUCordoned, n, g, req.At, next.CordonReason)
+	case !req.Cordon && (g.Cordoned || !g.Healthy):
+		why := "returned to service"
+		if !g.Healthy {
+			why += ", ending its fault quarantine (" + g.Reason + ")"
+		}
+		s.emitGPU(l.Index, structs.EventGPUUncordoned, n, g, req.At, withReason(why, req.Reason))
 	}
 	if healthChanged(g, &next) {
 		*g = next

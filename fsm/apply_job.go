@@ -61,6 +61,7 @@ func (s *state) applyJobSubmit(l *raft.Log) any {
 		j := newJob(req.JobID)
 		j.RequestID = req.RequestID
 		s.addJob(j)
+		s.emitJob(l.Index, structs.EventJobSubmitted, j, j.SubmittedAt, submitReason(j))
 		return j.Copy()
 	}
 	// A job array: one job per index, the first answering for the request.
@@ -78,6 +79,7 @@ func (s *state) applyJobSubmit(l *raft.Log) any {
 			j.RequestID = req.RequestID
 		}
 		s.addJob(j)
+		s.emitJob(l.Index, structs.EventJobSubmitted, j, j.SubmittedAt, submitReason(j))
 	}
 	return first.Copy()
 }
@@ -162,6 +164,25 @@ func (s *state) cancel(j *structs.Job, reason string, at time.Time, index uint64
 	s.finishJob(j, structs.JobCancelled, cmp.Or(reason, reasonCancelled), at, index)
 }
 
+// submitReason says what a new job asks for and whose it is; never its
+// environment.
+func submitReason(j *structs.Job) string {
+	what := gpusText(j.Spec.GPUs)
+	if j.Spec.Nodes > 1 {
+		what += fmt.Sprintf(" on each of %d nodes", j.Spec.Nodes)
+	}
+	if j.Spec.Name != "" {
+		what = fmt.Sprintf("%q, %s", j.Spec.Name, what)
+	}
+	if j.Service != "" {
+		what = fmt.Sprintf("replica of service %s version %d, %s", j.Service, j.ServiceVersion, what)
+	}
+	if j.Owner != "" {
+		what += " by " + j.Owner
+	}
+	return "queued: " + what
+}
+
 // cancelReason is the final reason of a job whose cancel waited for its
 // allocations: the reason the cancel gave, else the default.
 func cancelReason(j *structs.Job) string {
@@ -179,6 +200,10 @@ func (s *state) finishJob(j *structs.Job, st structs.JobState, reason string, at
 	j.FinishedAt = at
 	j.PreemptedBy = ""
 	j.ModifyIndex = index
+	if reason == "" {
+		reason = fmt.Sprintf("attempt %d: exit code %d", j.Attempts, j.ExitCode)
+	}
+	s.emitJob(index, jobEndEvents[st], j, at, reason)
 	if svc := s.serviceOf(j); svc != nil {
 		s.dropDeleted(svc)
 	}

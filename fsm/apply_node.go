@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/hashicorp/raft"
@@ -24,7 +25,8 @@ func (s *state) applyNodeRegister(l *raft.Log) any {
 		n.Status = structs.NodeReady
 	}
 	n.Role = ""
-	if old, ok := s.nodes[n.ID]; ok {
+	old, known := s.nodes[n.ID]
+	if known {
 		n.RegisteredAt = old.RegisteredAt
 		keepHealth(old, n)
 	} else if !req.At.IsZero() {
@@ -32,12 +34,30 @@ func (s *state) applyNodeRegister(l *raft.Log) any {
 	}
 	n.ModifyIndex = l.Index
 	s.nodes[n.ID] = n
+	switch {
+	case !known:
+		s.emitNode(l.Index, structs.EventNodeJoined, n, req.At, fmt.Sprintf("registered with %s (%s)", gpusText(len(n.GPUs)), cmp.Or(n.GPUSource, "none")))
+	case old.Status != n.Status:
+		s.emitNode(l.Index, nodeStatusEvents[n.Status], n, req.At, fmt.Sprintf("registered again, was %s", old.Status))
+	}
 	for i := range n.GPUs {
-		if !n.GPUs[i].Healthy {
-			s.stopOnFault(n, &n.GPUs[i], l.Index)
+		g := &n.GPUs[i]
+		if g.Healthy {
+			continue
 		}
+		if !known || wasHealthy(old, g.UUID) {
+			s.emitGPU(l.Index, structs.EventGPUFault, n, g, req.At, "registered unhealthy: "+g.Reason)
+		}
+		s.stopOnFault(n, g, l.Index)
 	}
 	return nil
+}
+
+// wasHealthy reports whether the GPU uuid was healthy on node n, or not
+// on it.
+func wasHealthy(n *structs.Node, uuid string) bool {
+	g := findGPU(n, uuid)
+	return g == nil || g.Healthy
 }
 
 // maxVersionLen bounds the driver and CUDA version strings of a node.
@@ -98,6 +118,9 @@ func (s *state) applyNodeStatus(l *raft.Log) any {
 	if n.Status == req.Status && n.StatusReason == req.Reason {
 		return nil
 	}
+	if n.Status != req.Status {
+		s.emitNode(l.Index, nodeStatusEvents[req.Status], n, req.At, withReason("was "+string(n.Status), req.Reason))
+	}
 	n.Status = req.Status
 	n.StatusReason = req.Reason
 	n.StatusAt = req.At
@@ -121,7 +144,11 @@ func (s *state) applyNodeAllocsLost(l *raft.Log) any {
 	u := structs.AllocUpdate{State: structs.AllocLost, ExitCode: -1, Reason: req.Reason, At: req.At}
 	// Ending one allocation may stop, never end, others of its gang, so
 	// the list taken first holds only allocations still live.
-	for _, a := range sortedAllocs(s.nodeLive[n.ID]) {
+	lost := sortedAllocs(s.nodeLive[n.ID])
+	if len(lost) > 0 {
+		s.emitNode(l.Index, structs.EventNodeLost, n, req.At, withReason(fmt.Sprintf("%d of its allocations lost", len(lost)), req.Reason))
+	}
+	for _, a := range lost {
 		s.endAlloc(a, &u, l.Index)
 	}
 	return nil

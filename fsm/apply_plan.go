@@ -192,6 +192,12 @@ func (s *state) place(p *structs.JobPlacement, at time.Time, index uint64) {
 	j.FinishedAt = time.Time{}
 	j.Reason = ""
 	j.ModifyIndex = index
+	e := structs.Event{Time: at, Kind: structs.EventJobPlaced, Job: j.ID, Service: j.Service, Reason: s.placedReason(j, p)}
+	if len(p.Allocations) == 1 {
+		n := s.nodes[p.Allocations[0].NodeID]
+		e.Node, e.NodeName = n.ID, n.Name
+	}
+	s.emit(index, e)
 }
 
 // nodeName is how reasons name a node: its name, else its ID.

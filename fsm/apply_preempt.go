@@ -36,7 +36,7 @@ func (s *state) applyJobPreempt(l *raft.Log) any {
 	reason := preemptReason(forJob, req.Reason)
 	var skipped []error
 	for i, id := range req.Victims {
-		if err := s.preempt(id, attemptOf(req.Attempts, i), forJob, reason, l.Index, false); err != nil {
+		if err := s.preempt(id, attemptOf(req.Attempts, i), forJob, reason, req.At, l.Index, false); err != nil {
 			skipped = append(skipped, err)
 		}
 	}
@@ -80,7 +80,7 @@ func attemptOf(attempts []int, i int) int {
 
 // preempt stops one victim for forJob, or says why it may not. A dry run
 // only checks.
-func (s *state) preempt(id string, attempt int, forJob *structs.Job, reason string, index uint64, dry bool) error {
+func (s *state) preempt(id string, attempt int, forJob *structs.Job, reason string, at time.Time, index uint64, dry bool) error {
 	j, ok := s.jobs[id]
 	short := structs.ShortID(id)
 	switch {
@@ -118,6 +118,7 @@ func (s *state) preempt(id string, attempt int, forJob *structs.Job, reason stri
 	j.Preemptions++
 	j.Reason = reason + ": stopping"
 	j.ModifyIndex = index
+	s.emitJob(index, structs.EventJobPreempted, j, at, reason)
 	return nil
 }
 
@@ -134,6 +135,7 @@ func (s *state) requeuePreempted(j *structs.Job, at time.Time, index uint64) {
 	j.PreemptedBy = ""
 	j.Reason = j.PreemptReason
 	j.ModifyIndex = index
+	s.emitJob(index, structs.EventJobRestarted, j, at, "requeued: "+j.PreemptReason)
 }
 
 // restartsUsed is how many of its restarts a job has used: its attempts

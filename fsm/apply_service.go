@@ -55,6 +55,8 @@ func (s *state) applyServiceRegister(l *raft.Log) any {
 	svc.Version, svc.Rollout, svc.PrevSpec = 1, nil, nil
 	svc.CreateIndex, svc.ModifyIndex = l.Index, l.Index
 	s.services[svc.Name] = svc
+	s.emitService(l.Index, structs.EventServiceRegistered, svc, svc.CreatedAt,
+		withReason(fmt.Sprintf("%s of version 1", replicasText(svc.Replicas)), ownerText(svc.Owner)))
 	for range svc.Replicas {
 		s.addReplica(svc, svc.CreatedAt, l.Index)
 	}
@@ -108,13 +110,15 @@ func (s *state) scaleService(svc *structs.Service, n int, why string, at time.Ti
 	if n == svc.Replicas && len(wanted) == svc.Replicas {
 		return nil
 	}
-	if add := n - len(wanted); add > 0 {
+	add := n - len(wanted)
+	if add > 0 {
 		if err := s.checkReplicaLimits(svc, add); err != nil {
 			return fmt.Errorf("service %s: %w", svc.Name, err)
 		}
-		for range add {
-			s.addReplica(svc, at, index)
-		}
+	}
+	s.emitService(index, structs.EventServiceScaled, svc, at, withReason(fmt.Sprintf("%d→%d", svc.Replicas, n), why))
+	for range add {
+		s.addReplica(svc, at, index)
 	}
 	reason := withReason(fmt.Sprintf("service %s scaled to %s", svc.Name, replicasText(n)), why)
 	for i := len(wanted) - 1; i >= n; i-- {
@@ -151,6 +155,8 @@ func (s *state) applyServiceDelete(l *raft.Log) any {
 	svc.Deleted = true
 	svc.Reason = withReason("deleted", req.Reason)
 	svc.ModifyIndex = l.Index
+	s.emitService(l.Index, structs.EventServiceDeleted, svc, req.At,
+		withReason(fmt.Sprintf("stopping %s", replicasText(len(wanted))), req.Reason))
 	reason := withReason(fmt.Sprintf("service %s deleted", svc.Name), req.Reason)
 	for i := len(wanted) - 1; i >= 0; i-- {
 		s.cancel(wanted[i], reason, req.At, l.Index)
@@ -172,7 +178,7 @@ func (s *state) addReplica(svc *structs.Service, at time.Time, index uint64) {
 	svc.NextReplica++
 	spec := svc.Spec.Job.Copy()
 	spec.Nodes = 1
-	s.addJob(&structs.Job{
+	j := &structs.Job{
 		ID:             id,
 		Owner:          svc.Owner,
 		AllowRoot:      svc.AllowRoot,
@@ -183,7 +189,9 @@ func (s *state) addReplica(svc *structs.Service, at time.Time, index uint64) {
 		ServiceVersion: svc.Version,
 		CreateIndex:    index,
 		ModifyIndex:    index,
-	})
+	}
+	s.addJob(j)
+	s.emitJob(index, structs.EventJobSubmitted, j, at, submitReason(j))
 }
 
 // checkReplicaLimits refuses n new replicas of a service that would pass
@@ -284,6 +292,7 @@ func (s *state) restartReplica(j *structs.Job, a *structs.Allocation, at time.Ti
 			j.Reason = fmt.Sprintf("crash-looping: restarting in %s: %s (%d quick exits in a row)", d, what, j.Crashes)
 		}
 	}
+	s.emitJob(index, structs.EventJobRestarted, j, at, j.Reason)
 }
 
 // replicaNumber returns n when jobID is structs.ReplicaJobID(serviceID, n).
@@ -305,6 +314,14 @@ func replicasText(n int) string {
 		return "1 replica"
 	}
 	return strconv.Itoa(n) + " replicas"
+}
+
+// ownerText names a service's owner for an event, "" when it has none.
+func ownerText(owner string) string {
+	if owner == "" {
+		return ""
+	}
+	return "by " + owner
 }
 
 // withReason is what, with the caller's words, if any, after it.
@@ -354,6 +371,8 @@ func (s *state) applyServiceUpdate(l *raft.Log) any {
 	svc.Spec, svc.PrevSpec, svc.Version = req.Spec.Copy(), &prev, next
 	svc.Reason = withReason(fmt.Sprintf("updating to version %d", next), req.Reason)
 	svc.ModifyIndex = l.Index
+	s.emitService(l.Index, structs.EventServiceUpdated, svc, req.At,
+		withReason(fmt.Sprintf("rolling out version %d over version %d", next, svc.Rollout.From), req.Reason))
 	return svc.Copy()
 }
 
@@ -399,6 +418,8 @@ func (s *state) applyServiceRollout(l *raft.Log) any {
 		r.State = structs.RolloutRollingBack
 		r.Reason = clip(withReason("rolled back", req.Reason), structs.MaxServiceReasonLen)
 		svc.Reason = fmt.Sprintf("rolling back to version %d", svc.Version)
+		s.emitService(l.Index, structs.EventServiceRolledBack, svc, req.At,
+			withReason(fmt.Sprintf("rolling back from version %d to %d", r.From, r.Version), req.Reason))
 	case req.Done:
 		switch {
 		case len(older) > 0:
@@ -408,8 +429,11 @@ func (s *state) applyServiceRollout(l *raft.Log) any {
 		}
 		if r.State == structs.RolloutRunning {
 			r.State, r.Reason = structs.RolloutDone, withReason(fmt.Sprintf("every replica runs version %d", r.Version), r.Reason)
+			s.emitService(l.Index, structs.EventServiceRolledOut, svc, req.At, r.Reason)
 		} else {
 			r.State = structs.RolloutRolledBack
+			s.emitService(l.Index, structs.EventServiceRolledBack, svc, req.At,
+				fmt.Sprintf("rolled back: every replica runs version %d", r.Version))
 		}
 		svc.PrevSpec = nil
 		svc.Reason = fmt.Sprintf("version %d", svc.Version)

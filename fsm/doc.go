@@ -4,8 +4,9 @@
 // certificates, join tokens, admissions, gossip keyring; the users'
 // limits), enforces GPU exclusivity, idempotent submission and the
 // queued-jobs limits there, makes, restarts and stops the replica jobs of
-// services, removes finished jobs once their retention has passed, and
-// answers read queries with deep copies of that state.
+// services, removes finished jobs once their retention has passed, keeps
+// the newest events those changes made (the event log), and answers read
+// queries with deep copies of that state.
 //
 // See DESIGN.md in this folder for why it is built this way.
 package fsm

@@ -60,6 +60,9 @@ type FSM struct {
 	mu    sync.RWMutex
 	st    *state
 	watch chan struct{} // closed and replaced at every applied entry and Restore
+	// eventWatch is closed and replaced when an entry adds an event, and
+	// at every Restore.
+	eventWatch chan struct{}
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -70,7 +73,7 @@ func New(logger hclog.Logger) *FSM {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	return &FSM{logger: logger, st: newState(), watch: make(chan struct{})}
+	return &FSM{logger: logger, st: newState(), watch: make(chan struct{}), eventWatch: make(chan struct{})}
 }
 
 // Apply applies one committed log entry. It returns nil, a copy of the
@@ -88,6 +91,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	lastEvent := f.st.events.lastCursor()
 	var resp any
 	switch t {
 	case structs.NodeRegisterType:
@@ -142,6 +146,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 		resp = f.st.applyServiceUpdate(l)
 	case structs.ServiceRolloutType:
 		resp = f.st.applyServiceRollout(l)
+	case structs.LeaderElectedType:
+		resp = f.st.applyLeaderElected(l)
 	default:
 		if !skippable {
 			panic(fmt.Sprintf("fsm: log entry %d has unknown type %d", l.Index, uint8(t)))
@@ -150,6 +156,9 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	f.st.index = l.Index
 	f.fire()
+	if f.st.events.lastCursor() != lastEvent {
+		f.fireEvents()
+	}
 	if err, ok := resp.(error); ok {
 		f.logger.Debug("log entry refused", "index", l.Index, "type", t.String(), "error", err)
 	} else {
@@ -171,6 +180,13 @@ func decode(l *raft.Log, out any) {
 func (f *FSM) fire() {
 	close(f.watch)
 	f.watch = make(chan struct{})
+}
+
+// fireEvents wakes everyone waiting for events. The caller holds the
+// write lock.
+func (f *FSM) fireEvents() {
+	close(f.eventWatch)
+	f.eventWatch = make(chan struct{})
 }
 
 // Index returns the Raft index of the last applied entry (or of the restored

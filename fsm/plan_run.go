@@ -42,7 +42,7 @@ func (s *state) runPlan(p *structs.Plan, at time.Time, index uint64, dry bool) *
 		}
 		reason := preemptReason(forJob, "")
 		for i, id := range pr.Victims {
-			if err := s.preempt(id, attemptOf(pr.Attempts, i), forJob, reason, index, dry); err != nil {
+			if err := s.preempt(id, attemptOf(pr.Attempts, i), forJob, reason, at, index, dry); err != nil {
 				res.RejectedVictims = append(res.RejectedVictims, structs.JobBlocked{JobID: id, Reason: err.Error()})
 			}
 		}

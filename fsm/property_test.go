@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -324,8 +325,18 @@ func (m *model) check() {
 	if err := checkIndexes(f.st); err != nil {
 		m.rt.Fatalf("indexes: %v", err)
 	}
-	if g := restoreFresh(m.rt, f); g.Hash() != f.Hash() || g.Index() != f.Index() {
+	g := restoreFresh(m.rt, f)
+	if g.Hash() != f.Hash() || g.Index() != f.Index() {
 		m.rt.Fatalf("hash after snapshot and restore differs")
+	}
+	evs := allEvents(f, EventQuery{})
+	if !reflect.DeepEqual(allEvents(g, EventQuery{}), evs) {
+		m.rt.Fatalf("events after snapshot and restore differ")
+	}
+	for i, e := range evs {
+		if e.Index > f.Index() || i > 0 && e.Cursor().Compare(evs[i-1].Cursor()) <= 0 {
+			m.rt.Fatalf("event %s out of order (after %s, applied index %d)", e.Cursor(), evs[max(i-1, 0)].Cursor(), f.Index())
+		}
 	}
 }
 

@@ -18,7 +18,8 @@ import (
 
 // Versions of the snapshot format. Version 1 holds nodes, jobs and
 // allocations; version 2 adds the trust records; version 3 the limits;
-// version 4 the ACL records; version 5 the services.
+// version 4 the ACL records; version 5 the services; version 6 the
+// event log.
 // Snapshot writes the oldest version that holds the state, so a binary that
 // predates a version still reads a cluster that uses none of its records;
 // Restore reads them all.
@@ -28,7 +29,8 @@ const (
 	limitsSnapshotVersion  = 3
 	aclSnapshotVersion     = 4
 	serviceSnapshotVersion = 5
-	snapshotVersion        = serviceSnapshotVersion // the newest
+	eventSnapshotVersion   = 6
+	snapshotVersion        = eventSnapshotVersion // the newest
 )
 
 // Record types of a snapshot.
@@ -48,6 +50,9 @@ const (
 	recordACLUser  = "acl_user"
 
 	recordService = "service"
+
+	recordEventLog = "event_log"
+	recordEvent    = "event"
 )
 
 // header is the first line of a snapshot.
@@ -74,12 +79,22 @@ type record struct {
 	ACLUser  *structs.ACLUser  `json:"acl_user,omitempty"`
 
 	Service *structs.Service `json:"service,omitempty"`
+
+	EventLog *eventLogRecord `json:"event_log,omitempty"`
+	Event    *structs.Event  `json:"event,omitempty"`
+}
+
+// eventLogRecord is what the event log keeps besides its events: the
+// cursor of the newest event it let go of.
+type eventLogRecord struct {
+	Dropped structs.EventCursor `json:"dropped"`
 }
 
 // snapshot is a deep copy of the state, in the order it is written: nodes,
 // then jobs, then allocations, each by ID; then the trust state, join
 // tokens by ID and admissions by node ID; then the limits; then the ACL
-// state, tokens by ID and users by name; then the services by name.
+// state, tokens by ID and users by name; then the services by name; then
+// the event log, oldest event first.
 type snapshot struct {
 	index  uint64
 	nodes  []*structs.Node
@@ -97,6 +112,9 @@ type snapshot struct {
 	aclUsers  []structs.ACLUser
 
 	services []*structs.Service
+
+	eventsDropped structs.EventCursor
+	events        []structs.Event
 }
 
 var _ raft.FSMSnapshot = (*snapshot)(nil)
@@ -110,7 +128,9 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 
 // Hash returns the SHA-256, in hex, of the snapshot records of the current
 // state. It leaves out the applied index, so a refused entry leaves it as it
-// was; replicas at the same Index must have the same Hash.
+// was; replicas at the same Index must have the same Hash. It leaves out
+// the event log too: that is a record of changes, not state anything is
+// decided on (fsm/DESIGN.md, "Events").
 func (f *FSM) Hash() string {
 	_, h := f.IndexedHash()
 	return h
@@ -168,11 +188,19 @@ func (s *state) snapshot() *snapshot {
 	for _, name := range slices.Sorted(maps.Keys(s.services)) {
 		snap.services = append(snap.services, s.services[name].Copy())
 	}
+	snap.eventsDropped = s.events.dropped
+	snap.events = make([]structs.Event, s.events.len())
+	for i := range snap.events {
+		snap.events[i] = *s.events.at(i)
+	}
 	return snap
 }
 
 // version is the oldest snapshot version that holds everything in snap.
 func (snap *snapshot) version() int {
+	if len(snap.events) > 0 || !snap.eventsDropped.IsZero() {
+		return eventSnapshotVersion
+	}
 	if len(snap.services) > 0 {
 		return serviceSnapshotVersion
 	}
@@ -190,7 +218,8 @@ func (snap *snapshot) version() int {
 
 // Persist writes the snapshot as newline-delimited JSON: the header, then one
 // record per node, job, allocation, trust state, join token and admission,
-// the limits if any were set, the ACL records and the services.
+// the limits if any were set, the ACL records, the services and the event
+// log.
 func (snap *snapshot) Persist(sink raft.SnapshotSink) error {
 	if err := snap.write(sink); err != nil {
 		_ = sink.Cancel()
@@ -214,7 +243,27 @@ func (snap *snapshot) write(w io.Writer) error {
 	if err := snap.writeRecords(enc); err != nil {
 		return err
 	}
+	if err := snap.writeEvents(enc); err != nil {
+		return err
+	}
 	return bw.Flush()
+}
+
+// writeEvents writes the event log, if it holds anything: what it let go
+// of, then each event, oldest first.
+func (snap *snapshot) writeEvents(enc *json.Encoder) error {
+	if len(snap.events) == 0 && snap.eventsDropped.IsZero() {
+		return nil
+	}
+	if err := enc.Encode(record{Type: recordEventLog, EventLog: &eventLogRecord{Dropped: snap.eventsDropped}}); err != nil {
+		return err
+	}
+	for i := range snap.events {
+		if err := enc.Encode(record{Type: recordEvent, Event: &snap.events[i]}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (snap *snapshot) writeRecords(enc *json.Encoder) error {
@@ -288,6 +337,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer f.mu.Unlock()
 	f.st = st
 	f.fire()
+	f.fireEvents()
 	f.logger.Info("restored snapshot", "index", st.index, "nodes", len(st.nodes), "jobs", len(st.jobs), "allocs", len(st.allocs),
 		"services", len(st.services))
 	return nil
@@ -316,7 +366,8 @@ func readSnapshot(r io.Reader) (*state, error) {
 		if (h.Version < trustSnapshotVersion && isTrustRecord(rec.Type)) ||
 			(h.Version < limitsSnapshotVersion && rec.Type == recordLimits) ||
 			(h.Version < aclSnapshotVersion && isACLRecord(rec.Type)) ||
-			(h.Version < serviceSnapshotVersion && rec.Type == recordService) {
+			(h.Version < serviceSnapshotVersion && rec.Type == recordService) ||
+			(h.Version < eventSnapshotVersion && isEventRecord(rec.Type)) {
 			return nil, fmt.Errorf("%w: record %d: %s record in a version %d snapshot", ErrBadSnapshot, n, rec.Type, h.Version)
 		}
 		if err := st.restoreRecord(&rec); err != nil {
@@ -324,6 +375,9 @@ func readSnapshot(r io.Reader) (*state, error) {
 		}
 	}
 }
+
+// isEventRecord reports whether a record type is one of version 6's.
+func isEventRecord(typ string) bool { return typ == recordEventLog || typ == recordEvent }
 
 // isACLRecord reports whether a record type is one of version 4's.
 func isACLRecord(typ string) bool {
@@ -480,9 +534,42 @@ func (s *state) restoreRecord(rec *record) error {
 			}
 		}
 		s.services[svc.Name] = svc
+	case recordEventLog:
+		switch {
+		case rec.EventLog == nil:
+			return errors.New("event log record without event log")
+		case s.eventLogSeen:
+			return errors.New("event log twice")
+		}
+		s.eventLogSeen = true
+		s.events.dropped = rec.EventLog.Dropped
+	case recordEvent:
+		return s.restoreEvent(rec.Event)
 	default:
 		return fmt.Errorf("unknown record type %q", rec.Type)
 	}
+	return nil
+}
+
+// restoreEvent adds one event to a state being restored: after the event
+// log record, after every event before it and what the log let go of, of
+// an entry the snapshot holds, and no more than MaxEvents.
+func (s *state) restoreEvent(e *structs.Event) error {
+	switch {
+	case e == nil:
+		return errors.New("event record without event")
+	case !s.eventLogSeen:
+		return fmt.Errorf("event %s before the event log", e.Cursor())
+	case e.Cursor().Compare(s.events.lastCursor()) <= 0 || e.Cursor().Compare(s.events.dropped) <= 0:
+		return fmt.Errorf("event %s out of order", e.Cursor())
+	case e.Index > s.index:
+		return fmt.Errorf("event %s after the snapshot's index %d", e.Cursor(), s.index)
+	case s.events.len() >= MaxEvents:
+		return fmt.Errorf("more than %d events", MaxEvents)
+	case len(e.Reason) > structs.MaxEventReasonLen:
+		return fmt.Errorf("event %s: reason longer than %d bytes", e.Cursor(), structs.MaxEventReasonLen)
+	}
+	s.events.push(*e)
 	return nil
 }
 

@@ -19,8 +19,8 @@ func TestFSM_SnapshotRoundTripsServices(t *testing.T) {
 	h.deleteService("gone", "")
 
 	lines := strings.SplitN(string(snapshotBytes(t, h.f)), "\n", 2)
-	if !strings.HasPrefix(lines[0], `{"version":5,`) {
-		t.Fatalf("snapshot header %s, want version 5", lines[0])
+	if !strings.HasPrefix(lines[0], `{"version":6,`) {
+		t.Fatalf("snapshot header %s, want version 6 (services and events)", lines[0])
 	}
 	g := restoreFresh(t, h.f)
 	if g.Hash() != h.f.Hash() || !reflect.DeepEqual(g.Services(), h.f.Services()) {
@@ -50,15 +50,15 @@ func TestFSM_SnapshotRoundTripsServices(t *testing.T) {
 		t.Fatalf("restored replica did not restart: %s", j.State)
 	}
 
-	// With no service left the snapshot is what older binaries read.
+	// With no service left the snapshot holds no service record.
 	for _, x := range []*harness{h, other} {
 		x.deleteService("llama", "")
 		for _, a := range x.f.State().LiveAllocs {
 			x.mustUpdate(a.NodeID, a.ID, structs.AllocKilled, 143, "")
 		}
 	}
-	if v := strings.SplitN(string(snapshotBytes(t, g)), "\n", 2)[0]; !strings.HasPrefix(v, `{"version":1,`) {
-		t.Fatalf("snapshot header without services %s, want version 1", v)
+	if data := string(snapshotBytes(t, g)); strings.Contains(data, `{"type":"service"`) {
+		t.Fatal("a state without services still writes a service record")
 	}
 }
 

@@ -138,7 +138,8 @@ func TestFSM_SnapshotRoundTripsEveryRecord(t *testing.T) {
 func TestFSM_SnapshotFormat(t *testing.T) {
 	h := richState(t)
 	lines := strings.Split(strings.TrimSuffix(string(snapshotBytes(t, h.f)), "\n"), "\n")
-	if want := fmt.Sprintf(`{"version":1,"index":%d}`, h.idx); lines[0] != want {
+	// Every state that has applied a change holds events (version 6).
+	if want := fmt.Sprintf(`{"version":6,"index":%d}`, h.idx); lines[0] != want {
 		t.Fatalf("header %s, want %s", lines[0], want)
 	}
 	var types []string
@@ -148,7 +149,7 @@ func TestFSM_SnapshotFormat(t *testing.T) {
 			types = append(types, typ)
 		}
 	}
-	if want := []string{`"node"`, `"job"`, `"alloc"`}; !slices.Equal(types, want) {
+	if want := []string{`"node"`, `"job"`, `"alloc"`, `"event_log"`, `"event"`}; !slices.Equal(types, want) {
 		t.Fatalf("record types in order %v, want %v", types, want)
 	}
 	if !bytes.Equal(snapshotBytes(t, h.f), snapshotBytes(t, h.f)) {
@@ -165,8 +166,8 @@ func TestFSM_Restore_RejectsBadSnapshotsAndKeepsState(t *testing.T) {
 	}{
 		{"empty", "", "header"},
 		{"garbage", "\x00\x01garbage", "header"},
-		{"unknown version", `{"version":6,"index":9}`, "version 6, want 1 to 5"},
-		{"missing version", `{"index":9}`, "version 0, want 1 to 5"},
+		{"unknown version", `{"version":7,"index":9}`, "version 7, want 1 to 6"},
+		{"missing version", `{"index":9}`, "version 0, want 1 to 6"},
 		{"unknown record type", hdr + `{"type":"volume"}`, `record 1: unknown record type "volume"`},
 		{"truncated record", hdr + node + `{"type":"job","job":{"id"`, "record 2"},
 		{"record without body", hdr + `{"type":"node"}`, "node record without node id"},

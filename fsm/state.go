@@ -35,6 +35,12 @@ type state struct {
 	aclTokens map[string]structs.ACLToken
 	aclUsers  map[string]structs.ACLUser
 
+	// The newest events, made by Apply from the changes above.
+	events eventLog
+	// eventLogSeen is set while a snapshot is read once its event log
+	// record has been.
+	eventLogSeen bool
+
 	// Derived from the maps above, kept up to date by addJob, setJobState,
 	// addAlloc, hold, release and removeJob, and rebuilt record by record
 	// on Restore.

@@ -35,6 +35,9 @@ const (
 	ServiceAutoscaleType MessageType = 24
 	ServiceUpdateType    MessageType = 25
 	ServiceRolloutType   MessageType = 26
+	// A new leader's first entry; written with IgnoreUnknownTypeFlag,
+	// since it changes nothing but the event log.
+	LeaderElectedType MessageType = 27
 )
 
 // IgnoreUnknownTypeFlag marks an entry that a replica which does not know its
@@ -96,6 +99,8 @@ func (t MessageType) String() string {
 		return "service-update"
 	case ServiceRolloutType:
 		return "service-rollout"
+	case LeaderElectedType:
+		return "leader-elected"
 	}
 	return "unknown"
 }

@@ -130,6 +130,7 @@ func (l *Leader) lead(stop <-chan struct{}) {
 		case <-time.After(barrierRetry):
 		}
 	}
+	l.announce()
 	l.log.Info("leading: scheduling started")
 	since := time.Now()
 	var duties sync.WaitGroup
@@ -152,6 +153,16 @@ func (l *Leader) lead(stop <-chan struct{}) {
 		l.gcLoop(stop)
 	}()
 	l.scheduleLoop(stop)
+}
+
+// announce commits the entry that says this node leads now, the event
+// log's "leader elected". It changes no other state, so a failure (most
+// likely leadership already lost again) is only logged.
+func (l *Leader) announce() {
+	req := structs.LeaderElectedRequest{NodeID: l.cfg.NodeID, At: now()}
+	if _, err := l.cfg.Apply(structs.LeaderElectedType|structs.IgnoreUnknownTypeFlag, req); err != nil {
+		l.log.Warn("cannot record the leadership in the state", "error", err)
+	}
 }
 
 // Kick makes the leader plan again without a state change: gossip said

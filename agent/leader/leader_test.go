@@ -242,3 +242,15 @@ func TestLeader_AMemberAliveAgainWakesTheScheduler(t *testing.T) {
 		t.Fatal("a member alive again did not wake the scheduler")
 	}
 }
+
+// A new leader's first entry says so in the event log, by the node's name.
+func TestLeader_AnnounceRecordsTheLeaderInTheEventLog(t *testing.T) {
+	h := newHarness(t)
+	h.node("leader")
+	h.l.announce()
+	evs := h.f.RecentEvents("", "leader", 10)
+	last := evs[len(evs)-1]
+	if last.Kind != structs.EventLeaderElected || last.NodeName != "leader" || last.Index != h.idx {
+		t.Fatalf("newest event of the leader %+v, want leader-elected at index %d", last, h.idx)
+	}
+}

@@ -200,6 +200,7 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("DELETE /v1/services/{name}", need(submit, "delete services", s.handleServiceDelete))
 	mux.HandleFunc("GET /v1/nodes", need(read, "list nodes", s.handleNodes))
 	mux.HandleFunc("GET /v1/status", need(read, "see the status", s.handleStatus))
+	mux.HandleFunc("GET /v1/events", need(read, "read events", s.handleEvents))
 	mux.HandleFunc("GET /v1/members", need(read, "list members", s.handleMembers))
 	mux.HandleFunc("GET /v1/raft/peers", need(read, "list Raft peers", s.handleRaftPeers))
 	mux.HandleFunc("POST /v1/join", need(nodes, "join a cluster", s.handleJoin))
