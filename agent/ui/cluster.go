@@ -202,6 +202,8 @@ type nodeData struct {
 	// MayCordon shows the cordon buttons, which post CSRF.
 	MayCordon bool
 	CSRF      string
+	// Events are the node's latest events, oldest first.
+	Events []structs.Event
 }
 
 func (u *UI) handleNode(w http.ResponseWriter, r *http.Request, v *view) {
@@ -211,7 +213,8 @@ func (u *UI) handleNode(w http.ResponseWriter, r *http.Request, v *view) {
 		return
 	}
 	v.Title, v.Nav, v.Refresh = "Node "+n.Name, "overview", refreshSeconds
-	d := nodeData{Row: u.nodeRows([]*structs.Node{n})[0], Allocs: u.cfg.FSM.NodeLiveAllocs(n.ID), MayCordon: v.Viewer.Can(structs.PermNodes), CSRF: v.CSRF}
+	d := nodeData{Row: u.nodeRows([]*structs.Node{n})[0], Allocs: u.cfg.FSM.NodeLiveAllocs(n.ID), MayCordon: v.Viewer.Can(structs.PermNodes), CSRF: v.CSRF,
+		Events: u.cfg.FSM.RecentEvents("", n.ID, recentEvents)}
 	if !d.Row.Local && u.cfg.NodeURL != nil {
 		if addr := u.cfg.NodeURL(n.ID); addr != "" {
 			d.UIURL = addr + Prefix + "nodes/" + n.ID

@@ -147,6 +147,8 @@ type jobData struct {
 	LogCut   bool
 	LogError string
 	LogURL   string
+	// Events are the job's latest events, oldest first.
+	Events []structs.Event
 }
 
 func (u *UI) handleJob(w http.ResponseWriter, r *http.Request, v *view) {
@@ -159,7 +161,8 @@ func (u *UI) handleJob(w http.ResponseWriter, r *http.Request, v *view) {
 	if !job.State.Terminal() {
 		v.Refresh = refreshSeconds
 	}
-	d := jobData{Job: job, Command: shellJoin(job.Spec.Command), MayAct: v.Viewer.MayActFor(job.Owner)}
+	d := jobData{Job: job, Command: shellJoin(job.Spec.Command), MayAct: v.Viewer.MayActFor(job.Owner),
+		Events: u.cfg.FSM.RecentEvents(job.ID, "", recentEvents)}
 	d.MayCancel = d.MayAct && !job.State.Terminal()
 	for _, k := range slices.Sorted(maps.Keys(job.Spec.Env)) {
 		d.Env = append(d.Env, envVar{Name: k, Value: job.Spec.Env[k], Hidden: !d.MayAct})

@@ -39,6 +39,9 @@ const (
 // refreshSeconds is how often a page refreshes itself.
 const refreshSeconds = 3
 
+// recentEvents is how many of its latest events a job or node page lists.
+const recentEvents = 20
+
 // Page sizes of the lists.
 const (
 	queuePage    = 100

@@ -78,7 +78,10 @@ func TestUI_EveryPageShowsTheState(t *testing.T) {
 	job := c.get("/ui/jobs/job-run-1", http.StatusOK)
 	contains(t, job, "running job", `id="job-id">job-run-1<`, "python train.py", `href="/ui/nodes/n1">alpha</a>`,
 		"Attempt 1, by rank", `id="cancel"`, "WANDB_KEY", "secret: never shown")
-	c.get("/ui/jobs/job-fail", http.StatusOK) // by a unique prefix, as the API finds it
+	failedJob := c.get("/ui/jobs/job-fail", http.StatusOK) // by a unique prefix, as the API finds it
+	contains(t, failedJob, "failed job's events", "Recent events", "<code>job-submitted</code>", "<code>job-placed</code>",
+		"<code>job-failed</code>", `href="/ui/nodes/n2">beta</a>`)
+	lacks(t, failedJob, "failed job's events", "<code>gpu-fault</code>")
 	waiting := c.get("/ui/jobs/job-wait-1", http.StatusOK)
 	contains(t, waiting, "queued job", "1h0m0s", "8 CPUs, 64 GiB memory", "zone=a", "pytorch:24", "preemptible",
 		`href="/ui/jobs/job-run-1"`, "Not placed yet", "has not started")
@@ -88,6 +91,7 @@ func TestUI_EveryPageShowsTheState(t *testing.T) {
 	lacks(t, node, "local node", `id="telemetry-note"`)
 	remote := c.get("/ui/nodes/n2", http.StatusOK)
 	contains(t, remote, "another node", `id="telemetry-note"`, `href="http://beta:7070/ui/nodes/n2"`, "XID 79: fell off the bus")
+	contains(t, remote, "another node's events", "Recent events", "<code>node-joined</code>", "<code>gpu-fault</code>")
 
 	g := c.get("/ui/nodes/n1/gpus/0", http.StatusOK)
 	contains(t, g, "local GPU", `id="gpu-uuid">GPU-n1-0<`, `id="gpu-util">73%<`, "40 GiB of 80 GiB", "61 °C",
