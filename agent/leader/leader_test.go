@@ -254,3 +254,24 @@ func TestLeader_AnnounceRecordsTheLeaderInTheEventLog(t *testing.T) {
 		t.Fatalf("newest event of the leader %+v, want leader-elected at index %d", last, h.idx)
 	}
 }
+
+// A node already down when a leader takes over stays down until this
+// leader hears from it: the grace a new leader gives every node (silence
+// counted from when it began to lead) does not bring it back as ready.
+func TestLeader_ANodeDownWhenItTookOverStaysDownUntilHeardFrom(t *testing.T) {
+	h := newHarness(t)
+	h.node("n1")
+	h.must(structs.NodeStatusType, structs.NodeStatusRequest{NodeID: "n1", Status: structs.NodeDown, At: time.Now().UTC()})
+	fresh := New(Config{NodeID: "leader", FSM: h.f, Apply: h.apply, HeartbeatInterval: time.Second,
+		StopAfter: 3 * time.Second, DownAfter: 5 * time.Second, Logger: hclog.NewNullLogger()})
+	fresh.checkNodes(time.Now())
+	if n, _ := h.f.Node("n1"); n.Status != structs.NodeDown {
+		t.Fatalf("a new leader made the down node %s (%s) before hearing from it", n.Status, n.StatusReason)
+	}
+	fresh.HeardFrom("n1", time.Now())
+	fresh.checkNodes(time.Now())
+	if n, _ := h.f.Node("n1"); n.Status != structs.NodeReady {
+		t.Fatalf("a node heard from again is %s, want ready", n.Status)
+	}
+}
+

@@ -72,7 +72,10 @@ func (l *Leader) checkNodes(since time.Time) {
 		switch {
 		case n.Status == structs.NodeReady && silent > l.cfg.StopAfter:
 			err = l.setNodeStatus(n, structs.NodeDown, fmt.Sprintf("no heartbeat for %s", silent.Round(100*time.Millisecond)))
-		case n.Status == structs.NodeDown && silent < l.cfg.StopAfter:
+		case n.Status == structs.NodeDown && silent < l.cfg.StopAfter && l.heardWithin(n.ID, l.cfg.StopAfter, nowT):
+			// Only a heartbeat this leader got brings a node back: a
+			// new leader's grace (silence counted from since) is for
+			// the nodes that were ready, not for one already down.
 			err = l.setNodeStatus(n, structs.NodeReady, "heartbeats resumed")
 		case (n.Status == structs.NodeDown || n.Status == structs.NodeLeft) && silent > l.cfg.DownAfter && live[n.ID] > 0:
 			l.log.Warn("node silent past down-after; its allocations are lost", "node", n.Name, "allocations", live[n.ID])
