@@ -274,4 +274,3 @@ func TestLeader_ANodeDownWhenItTookOverStaysDownUntilHeardFrom(t *testing.T) {
 		t.Fatalf("a node heard from again is %s, want ready", n.Status)
 	}
 }
-
