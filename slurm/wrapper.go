@@ -62,7 +62,7 @@ func command(b *Batch, script []byte, args []string) ([]string, error) {
 	if b.Append {
 		redirect = ">>"
 	}
-	fmt.Fprintf(&w, "open() { : %s\"$1\"; }\n", redirect)
+	fmt.Fprintf(&w, "open() { true %s\"$1\"; }\n", redirect) // not :, whose failed redirection would end sh
 	fmt.Fprintf(&w, "o=%s\ne=%s\n", out, errFile)
 	w.WriteString(wrapperBody)
 	return append([]string{"/bin/sh", "-c", w.String(), wrapperName, string(script)}, args...), nil
