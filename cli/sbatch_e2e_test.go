@@ -135,3 +135,24 @@ echo "warn $SLURM_NODEID" >&2
 		}
 	}
 }
+
+// TestSbatch_ArrayTasksWriteTheirOwnFiles: %A and %a name each task's
+// file, and the script sees its index.
+func TestSbatch_ArrayTasksWriteTheirOwnFiles(t *testing.T) {
+	startRealAgent(t)
+	dir := testutil.SharedDir(t)
+	t.Chdir(dir)
+	writeTestFile(t, filepath.Join(dir, "arr.sh"), "#!/bin/sh\n#SBATCH --array=0-1\n#SBATCH -o arr-%A_%a.out\necho \"task $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_TASK_COUNT\"\n")
+	r := runCLI(t, "sbatch", "--parsable", "arr.sh")
+	array := strings.TrimSpace(r.stdout)
+	if r.code != exitOK || array == "" {
+		t.Fatalf("sbatch: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	for i := range 2 {
+		waitJobState(t, structs.ArrayTaskID(array, i), structs.JobSucceeded)
+		file := filepath.Join(dir, fmt.Sprintf("arr-%s_%d.out", array, i))
+		if got, err := os.ReadFile(file); err != nil || string(got) != fmt.Sprintf("task %d of 2\n", i) {
+			t.Errorf("%s: %q, %v", file, got, err)
+		}
+	}
+}

@@ -21,6 +21,8 @@ var (
 	ErrBadValue = errors.New("bad value")
 	// ErrUsage: the command line is not `[OPTIONS] SCRIPT [ARGS...]`.
 	ErrUsage = errors.New("usage")
+	// errUnclosedQuote: a directive opens a quote it does not close.
+	errUnclosedQuote = errors.New("unclosed quote")
 )
 
 // MaxScriptBytes bounds a script: it travels in the job's command, which
@@ -83,9 +85,6 @@ func scriptDirectives(script []byte, name string) (interp []string, words [][]wo
 	}
 	return interp, words, nil
 }
-
-// errUnclosedQuote: a directive opens a quote it does not close.
-var errUnclosedQuote = errors.New("unclosed quote")
 
 // splitWords splits a directive's text into words as sbatch does: at
 // white space, with single or double quotes keeping white space in a

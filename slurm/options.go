@@ -69,7 +69,7 @@ var options = []*option{
 	{long: "parsable", arg: argNone, apply: (*builder).parsable},
 	{long: "wait", short: 'W', arg: argNone, apply: (*builder).wait},
 	{long: "wrap", arg: argRequired, cmdline: true, apply: func(*builder, string) error { return nil }},
-	{long: IgnoreUnknown, arg: argNone, cmdline: true, apply: func(*builder, string) error { return nil }},
+	{long: ignoreUnknown, arg: argNone, cmdline: true, apply: func(*builder, string) error { return nil }},
 
 	{long: "account", short: 'A', arg: argRequired, refused: "skein has no accounts"},
 	{long: "qos", short: 'q', arg: argRequired, refused: "skein has no QOS; use skein submit --priority"},
@@ -133,14 +133,13 @@ var options = []*option{
 	{long: "verbose", short: 'v', arg: argNone, refused: "not supported"},
 }
 
-// IgnoreUnknown is skein's own option that turns refusals of unsupported
+// ignoreUnknown is skein's own option that turns refusals of unsupported
 // options into warnings.
-const IgnoreUnknown = "ignore-unknown"
+const ignoreUnknown = "ignore-unknown"
 
 // setting is one option given, with its value.
 type setting struct {
 	opt   *option // nil: unknown
-	name  string  // as written, without dashes: "time", "t"
 	value string
 	text  string // the words as written: "-t 1:00:00", "--time=1:00:00"
 	where string
@@ -204,10 +203,9 @@ func parseOne(words []word) (setting, int, error) {
 	hasValue := false
 	if long, ok := strings.CutPrefix(w.text, "--"); ok {
 		name, v, eq := strings.Cut(long, "=")
-		s.name, value, hasValue = name, v, eq
+		value, hasValue = v, eq
 		opt = lookupLong(name)
 	} else {
-		s.name = w.text[1:2]
 		opt = lookupShort(w.text[1])
 		if len(w.text) > 2 {
 			value, hasValue = w.text[2:], true

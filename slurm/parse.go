@@ -9,9 +9,9 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// RequeueRestarts is the --restarts a --requeue job gets: as many requeues
+// requeueRestarts is the --restarts a --requeue job gets: as many requeues
 // as Slurm allows a batch job by default (MaxBatchRequeue).
-const RequeueRestarts = 5
+const requeueRestarts = 5
 
 // Input is what `skein sbatch` was given.
 type Input struct {
@@ -51,9 +51,9 @@ type Batch struct {
 	Wait     bool `json:"wait,omitempty"`
 }
 
-// DefaultOutput is where rank 0 writes the script's output when no -o
+// defaultOutput is where rank 0 writes the script's output when no -o
 // says, as in sbatch.
-const DefaultOutput = "slurm-%j.out"
+const defaultOutput = "slurm-%j.out"
 
 // SplitArgs splits `skein sbatch`'s arguments into sbatch's options, the
 // script and the script's arguments: the script is the first word that is
@@ -102,7 +102,7 @@ func Parse(in Input) (*Batch, error) {
 	ignore := false
 	wrap, hasWrap := "", false
 	for _, s := range cmdSettings {
-		if s.opt != nil && s.opt.long == IgnoreUnknown {
+		if s.opt != nil && s.opt.long == ignoreUnknown {
 			ignore = true
 		}
 		if s.opt != nil && s.opt.long == "wrap" {
@@ -131,7 +131,7 @@ func Parse(in Input) (*Batch, error) {
 	}
 	all = append(all, cmdSettings...)
 
-	b := &builder{in: in, batch: &Batch{Interpreter: interp, Output: DefaultOutput}, at: map[string]string{}}
+	b := &builder{in: in, batch: &Batch{Interpreter: interp, Output: defaultOutput}, at: map[string]string{}}
 	b.batch.Spec.Name = name
 	var refused []string
 	for _, s := range all {
@@ -146,7 +146,7 @@ func Parse(in Input) (*Batch, error) {
 	}
 	if len(refused) > 0 && !ignore {
 		return nil, fmt.Errorf("%w (nothing was submitted; --%s submits without them):\n  %s",
-			ErrUnsupported, IgnoreUnknown, strings.Join(refused, "\n  "))
+			ErrUnsupported, ignoreUnknown, strings.Join(refused, "\n  "))
 	}
 	for _, r := range refused {
 		b.warnf("left out: %s", r)
@@ -492,15 +492,15 @@ func (b *builder) constrain(k, v string) {
 	b.batch.Spec.Constraints[k] = v
 }
 
-// PartitionLabel is the node label a partition is: -p gpu runs on nodes
+// partitionLabel is the node label a partition is: -p gpu runs on nodes
 // started with --label partition=gpu.
-const PartitionLabel = "partition"
+const partitionLabel = "partition"
 
 func (b *builder) partition(v string) error {
 	if v == "" || strings.Contains(v, ",") {
-		return badValue("%q: give one partition: skein matches it as the node label %s=NAME", v, PartitionLabel)
+		return badValue("%q: give one partition: skein matches it as the node label %s=NAME", v, partitionLabel)
 	}
-	b.constrain(PartitionLabel, v)
+	b.constrain(partitionLabel, v)
 	b.setEnv("SLURM_JOB_PARTITION", v)
 	return nil
 }
@@ -511,8 +511,8 @@ func (b *builder) exclusive(string) error {
 }
 
 func (b *builder) requeue(string) error {
-	b.batch.Spec.Restarts = RequeueRestarts
-	b.warnf("--requeue: the job runs again up to %d times when its node is lost, and also when it fails", RequeueRestarts)
+	b.batch.Spec.Restarts = requeueRestarts
+	b.warnf("--requeue: the job runs again up to %d times when its node is lost, and also when it fails", requeueRestarts)
 	return nil
 }
 

@@ -139,7 +139,7 @@ func TestParse_UnsupportedRefusedOrWarnedWithIgnoreUnknown(t *testing.T) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
-	b, err := parse(t, script, "--mail-type=ALL", "--"+IgnoreUnknown)
+	b, err := parse(t, script, "--mail-type=ALL", "--"+ignoreUnknown)
 	if err != nil || b.Spec.GPUs != 2 || len(b.Warnings) != 3 || !strings.Contains(b.Warnings[0], "left out: job.sh: line 2: -A proj") {
 		t.Fatalf("with --ignore-unknown: %+v, %v", b, err)
 	}

@@ -144,3 +144,43 @@ func TestWrapper_SignalsReachTheScriptAndTheOutputSurvives(t *testing.T) {
 		t.Fatalf("file %q, stdout %q: want the output after the signal too", got, out.String())
 	}
 }
+
+// TestWrapper_ACancelStopsTheScriptAndKeepsItsOutput: SIGTERM to the
+// group (skein cancel) ends a script that does not trap it; the wrapper
+// waits for it and says how it ended, and the file keeps what it wrote.
+func TestWrapper_ACancelStopsTheScriptAndKeepsItsOutput(t *testing.T) {
+	dir := t.TempDir()
+	b, err := Parse(Input{Path: "x.sh", Script: []byte("#!/bin/sh\necho started\nexec sleep 60\n"), SubmitDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(b.Spec.Command[0], b.Spec.Command[1:]...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "SKEIN_RANK=0", "SKEIN_JOB_ID=term"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "slurm-term.out")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if got, _ := os.ReadFile(file); string(got) == "started\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the script did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("the wrapper: %v (exit %d), want 143: the script's end by SIGTERM", err, code)
+	}
+	// sh may add that the script was terminated, as Slurm adds its line.
+	if got, _ := os.ReadFile(file); !strings.HasPrefix(string(got), "started\n") {
+		t.Fatalf("file %q after the cancel", got)
+	}
+}
