@@ -428,6 +428,14 @@ func (b *builder) dependency(v string) error {
 			if id == "" || strings.Contains(id, "+") {
 				return badValue("%q: want job IDs without +TIME", part)
 			}
+			// Slurm names an array's task ARRAY_INDEX, skein ARRAY-INDEX.
+			if base, index, ok := strings.Cut(id, "_"); ok {
+				n, err := strconv.Atoi(index)
+				if err != nil || n < 0 || base == "" {
+					return badValue("%q: an array task is ARRAY_INDEX, like 3f2a_7", id)
+				}
+				id = structs.ArrayTaskID(base, n)
+			}
 			deps = append(deps, structs.Dependency{JobID: id, Condition: cond})
 		}
 	}

@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,17 @@ func TestParse_CommandLineOverridesDirectives(t *testing.T) {
 	b, err = parse(t, script, "-N", "3")
 	if err != nil || b.Spec.Nodes != 3 || b.Spec.GPUs != 4 || b.Spec.GPUModel != "a100" || b.Spec.Name != "from-script" {
 		t.Fatalf("only -N on the command line: %+v, %v", b, err)
+	}
+}
+
+func TestParse_DependencyOnAnArrayTaskTakesSlurmsSpelling(t *testing.T) {
+	b, err := parse(t, "#!/bin/sh\n#SBATCH -d afterok:3f2a_7:9c1d,afterany:77ab-2\n")
+	want := []structs.Dependency{{JobID: "3f2a-7", Condition: "ok"}, {JobID: "9c1d", Condition: "ok"}, {JobID: "77ab-2", Condition: "any"}}
+	if err != nil || !slices.Equal(b.Spec.After, want) {
+		t.Fatalf("after %+v, %v; want %+v", b.Spec.After, err, want)
+	}
+	if _, err := parse(t, "#!/bin/sh\n#SBATCH -d afterok:3f2a_x\n"); err == nil || !strings.Contains(err.Error(), "an array task is ARRAY_INDEX") {
+		t.Fatalf("a bad task index: %v", err)
 	}
 }
 
