@@ -51,6 +51,9 @@ type Batch struct {
 	Wait     bool `json:"wait,omitempty"`
 }
 
+// onCommandLine is where an option given on the command line was given.
+const onCommandLine = "command line"
+
 // defaultOutput is where rank 0 writes the script's output when no -o
 // says, as in sbatch.
 const defaultOutput = "slurm-%j.out"
@@ -62,7 +65,7 @@ const defaultOutput = "slurm-%j.out"
 func SplitArgs(args []string) (opts []string, script string, scriptArgs []string, err error) {
 	words := make([]word, len(args))
 	for i, a := range args {
-		words[i] = word{text: a, where: "command line"}
+		words[i] = word{text: a, where: onCommandLine}
 	}
 	settings, n, err := parseOptions(words, true)
 	if err != nil {
@@ -93,7 +96,7 @@ func SplitArgs(args []string) (opts []string, script string, scriptArgs []string
 func Parse(in Input) (*Batch, error) {
 	cmdWords := make([]word, len(in.Options))
 	for i, a := range in.Options {
-		cmdWords[i] = word{text: a, where: "command line"}
+		cmdWords[i] = word{text: a, where: onCommandLine}
 	}
 	cmdSettings, _, err := parseOptions(cmdWords, false)
 	if err != nil {
@@ -140,7 +143,7 @@ func Parse(in Input) (*Batch, error) {
 			refused = append(refused, s.String()+": unknown option")
 		case s.opt.refused != "":
 			refused = append(refused, s.String()+": "+s.opt.refused)
-		case s.opt.cmdline && s.where != "command line":
+		case s.opt.cmdline && s.where != onCommandLine:
 			refused = append(refused, s.String()+": only on skein sbatch's command line")
 		}
 	}
