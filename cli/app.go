@@ -111,6 +111,7 @@ func commands() []*ucli.Command {
 	return []*ucli.Command{
 		agentCommand(),
 		submitCommand(),
+		sbatchCommand(),
 		jobsCommand(),
 		jobCommand(),
 		cancelCommand(),

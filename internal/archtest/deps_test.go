@@ -24,6 +24,7 @@ var allowed = map[string][]string{
 	"cluster":       {},
 	"trust":         {},
 	"api":           {"structs"},
+	"slurm":         {"structs"},
 	"agent/runner":  {"structs", "agent/engine"},
 	"agent/engine":  {"structs"},
 	"agent/peer":    {"structs", "fsm", "cluster", "api"},
@@ -35,8 +36,8 @@ var allowed = map[string][]string{
 	"agent/ui":      {"structs", "fsm", "gpu", "api"},
 	"agent": {"structs", "fsm", "sched", "cluster", "gpu", "api",
 		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "agent/ui", "trust"},
-	"cli": {"api", "structs", "agent", "agent/runner"}, // agent only for the agent and supervise commands
-	"internal": {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent", "cli",
+	"cli": {"api", "structs", "slurm", "agent", "agent/runner"}, // agent only for the agent and supervise commands
+	"internal": {"structs", "fsm", "sched", "cluster", "gpu", "api", "slurm", "agent", "cli",
 		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "agent/ui", "trust"},
 	"chaos": {"structs"}, // the container demo's test reads job states; the workload imports nothing
 	"":      {"cli"},     // main.go

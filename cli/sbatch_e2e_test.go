@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/skein-dev/skein/agent"
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/internal/testutil"
+	"github.com/skein-dev/skein/structs"
+)
+
+// startTwoNodes runs two in-process agents, the second joining the first
+// by gossip, with 2 simulated GPUs each, points the CLI at the first and
+// waits until both are ready.
+func startTwoNodes(t *testing.T) {
+	t.Helper()
+	first := startRealAgent(t, func(c *agent.Config) { c.Name = "n0" })
+	cl, err := api.NewClient(first, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gossip string
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		nodes, err := cl.Nodes(context.Background())
+		if err != nil || len(nodes) != 1 || nodes[0].Addresses.Gossip == "" {
+			return fmt.Errorf("n0 registered: %v %v", nodes, err)
+		}
+		gossip = nodes[0].Addresses.Gossip
+		return nil
+	})
+	second, err := agent.New(agent.Config{
+		Name: "n1", DataDir: testutil.JobDir(t), BindAddr: "127.0.0.1",
+		HTTPPort: -1, RaftPort: -1, GossipPort: -1, GPUs: "sim:2xA100-40",
+		KillGrace: time.Second, SupervisorCmd: []string{os.Args[0]}, Logger: hclog.NewNullLogger(),
+		Join: []string{gossip},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(second.Shutdown)
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		nodes, err := cl.Nodes(context.Background())
+		if err != nil {
+			return err
+		}
+		ready := 0
+		for _, n := range nodes {
+			if n.Status == structs.NodeReady {
+				ready++
+			}
+		}
+		if ready != 2 {
+			return fmt.Errorf("%d of %d nodes ready", ready, len(nodes))
+		}
+		return nil
+	})
+}
+
+// TestSbatch_MultiNodeScriptRunsOnTwoNodesAndRankZeroWritesItsOutputFile
+// runs a two-node script unchanged on a real two-node cluster: each rank
+// runs the script with the Slurm variables, and the -o file, named by
+// its patterns on rank 0's node, holds rank 0's output and is its
+// user's.
+func TestSbatch_MultiNodeScriptRunsOnTwoNodesAndRankZeroWritesItsOutputFile(t *testing.T) {
+	startTwoNodes(t)
+	dir := testutil.SharedDir(t) // the job runs as nobody and writes here
+	t.Chdir(dir)
+	writeTestFile(t, filepath.Join(dir, "two.sh"), `#!/bin/sh
+#SBATCH --job-name=two
+#SBATCH --nodes=2
+#SBATCH --gpus-per-node=1
+#SBATCH --time=5:00
+#SBATCH --output=%x-%j-%N.out
+echo "rank $SLURM_PROCID of $SLURM_NNODES on $SLURMD_NODENAME in $(pwd) args $*"
+echo "warn $SLURM_NODEID" >&2
+`)
+	r := runCLI(t, "sbatch", "two.sh", "x", "y")
+	id, ok := strings.CutPrefix(strings.TrimSpace(r.stdout), "Submitted batch job ")
+	if r.code != exitOK || !ok {
+		t.Fatalf("sbatch: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	d := waitJobState(t, id, structs.JobSucceeded)
+	if len(d.Allocations) != 2 {
+		t.Fatalf("allocations %+v, want 2", d.Allocations)
+	}
+	rankNode := map[int]string{}
+	for _, a := range d.Allocations {
+		rankNode[a.Rank] = d.Nodes[a.NodeID]
+	}
+	if rankNode[0] == rankNode[1] || rankNode[0] == "" {
+		t.Fatalf("ranks on %v, want two nodes", rankNode)
+	}
+	want := fmt.Sprintf("rank 0 of 2 on %s in %s args x y\nwarn 0\n", rankNode[0], dir)
+	file := filepath.Join(dir, fmt.Sprintf("two-%s-%s.out", id, rankNode[0]))
+	got, err := os.ReadFile(file)
+	if err != nil || len(got) != len(want) || !strings.Contains(string(got), "rank 0 of 2 on "+rankNode[0]+" in "+dir+" args x y\n") || !strings.Contains(string(got), "warn 0\n") {
+		entries, _ := os.ReadDir(dir)
+		t.Fatalf("%s: %q, %v; want %q (the directory has %v)", file, got, err, want, entries)
+	}
+	if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("two-%s-%s.out", id, rankNode[1]))); !os.IsNotExist(err) {
+		t.Errorf("rank 1 wrote an output file too: %v", err)
+	}
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The job runs as its owner's account: here, without ACLs, the job
+	// user nobody when the agent is root, else the agent's own user.
+	owner := fmt.Sprint(os.Geteuid())
+	if owner == "0" {
+		nobody, err := user.Lookup("nobody")
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner = nobody.Uid
+	}
+	if uid := fmt.Sprint(fi.Sys().(*syscall.Stat_t).Uid); uid != owner {
+		t.Errorf("the output file belongs to uid %s, want %s: the job creates it as its user", uid, owner)
+	}
+	// Both ranks' output is in skein logs as well.
+	for rank := range 2 {
+		r := runCLI(t, "logs", "--rank", fmt.Sprint(rank), id)
+		if wantLine := fmt.Sprintf("rank %d of 2 on %s", rank, rankNode[rank]); r.code != exitOK || !strings.Contains(r.stdout, wantLine) || r.stderr != fmt.Sprintf("warn %d\n", rank) {
+			t.Errorf("logs --rank %d: exit %d, stdout %q, stderr %q; want %q", rank, r.code, r.stdout, r.stderr, wantLine)
+		}
+	}
+}
+
+// TestSbatch_ArrayTasksWriteTheirOwnFiles: %A and %a name each task's
+// file, and the script sees its index.
+func TestSbatch_ArrayTasksWriteTheirOwnFiles(t *testing.T) {
+	startRealAgent(t)
+	dir := testutil.SharedDir(t)
+	t.Chdir(dir)
+	writeTestFile(t, filepath.Join(dir, "arr.sh"), "#!/bin/sh\n#SBATCH --array=0-1\n#SBATCH -o arr-%A_%a.out\necho \"task $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_TASK_COUNT\"\n")
+	r := runCLI(t, "sbatch", "--parsable", "arr.sh")
+	array := strings.TrimSpace(r.stdout)
+	if r.code != exitOK || array == "" {
+		t.Fatalf("sbatch: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	for i := range 2 {
+		waitJobState(t, structs.ArrayTaskID(array, i), structs.JobSucceeded)
+		file := filepath.Join(dir, fmt.Sprintf("arr-%s_%d.out", array, i))
+		if got, err := os.ReadFile(file); err != nil || string(got) != fmt.Sprintf("task %d of 2\n", i) {
+			t.Errorf("%s: %q, %v", file, got, err)
+		}
+	}
+}

@@ -1,0 +1,4 @@
+#!/bin/bash
+#SBATCH --job-name=nightly
+#SBATCH --dependency=singleton
+./nightly.sh

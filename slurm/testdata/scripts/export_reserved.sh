@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --export=CUDA_VISIBLE_DEVICES=0
+python train.py

@@ -1,0 +1,2 @@
+#SBATCH --time=10
+echo hi

@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -o job-%q.out
+echo hello

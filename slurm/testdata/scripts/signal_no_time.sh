@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH --signal=USR1@60
+echo hi

@@ -1,0 +1,163 @@
+package slurm
+
+import (
+	"fmt"
+	"strings"
+)
+
+// wrapperName is $0 of the wrapper, as `ps` shows it.
+const wrapperName = "skein-sbatch"
+
+// jobSignals are the signals the wrapper and its tee processes outlive:
+// a cancel or the --signal before the time limit reaches the job's whole
+// process group, and the script must be the one to act on it, while the
+// wrapper waits for it and tee copies its last words. The wrapper traps
+// them (its children get them as usual); the tees ignore them and end
+// when the script's output does.
+const jobSignals = "HUP INT QUIT TERM USR1 USR2 ALRM"
+
+// wrapperBody runs the script ($1, the rest its arguments) with run(),
+// defined before it, on every rank; rank 0 also copies stdout and stderr
+// to $o and $e, opened before the script starts (open), as Slurm opens
+// them. The script goes to a temporary file of the job's user, removed at
+// the end, so that its interpreter reads it as a file, $0 naming it.
+const wrapperBody = `f=$(mktemp "${TMPDIR:-/tmp}/skein-sbatch.XXXXXX") || exit 1
+d=
+trap 'rm -f "$f"; [ -z "$d" ] || rm -rf "$d"' EXIT
+trap : ` + jobSignals + `
+printf '%s' "$1" >"$f" || exit 1
+shift
+if [ "$SKEIN_RANK" != 0 ]; then
+	run "$@"
+	exit $?
+fi
+open "$o" || exit 1
+[ "$e" = "$o" ] || open "$e" || exit 1
+d=$(mktemp -d "${TMPDIR:-/tmp}/skein-sbatch.XXXXXX") || exit 1
+mkfifo "$d/out" "$d/err" || exit 1
+(trap '' ` + jobSignals + `; exec tee -a "$o" <"$d/out") &
+(trap '' ` + jobSignals + `; exec tee -a "$e" <"$d/err" >&2) &
+run "$@" >"$d/out" 2>"$d/err"
+rc=$?
+until wait; do :; done
+exit $rc
+`
+
+// command is the job's command: sh runs the wrapper, which runs the
+// script with its interpreter and args.
+func command(b *Batch, script []byte, args []string) ([]string, error) {
+	out, err := expandPattern(b.Output, b.Spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	errFile := `"$o"`
+	if b.Error != "" {
+		if errFile, err = expandPattern(b.Error, b.Spec.Name); err != nil {
+			return nil, err
+		}
+	}
+	var w strings.Builder
+	fmt.Fprintf(&w, "run() { %s \"$f\" \"$@\"; }\n", quoteWords(b.Interpreter))
+	redirect := ">"
+	if b.Append {
+		redirect = ">>"
+	}
+	fmt.Fprintf(&w, "open() { true %s\"$1\"; }\n", redirect) // not :, whose failed redirection would end sh
+	fmt.Fprintf(&w, "o=%s\ne=%s\n", out, errFile)
+	w.WriteString(wrapperBody)
+	return append([]string{"/bin/sh", "-c", w.String(), wrapperName, string(script)}, args...), nil
+}
+
+// shellQuote quotes s for sh as one word.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func quoteWords(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = shellQuote(w)
+	}
+	return strings.Join(q, " ")
+}
+
+// expandPattern turns an -o or -e file name pattern into a sh word that
+// the wrapper expands on the node, from the variables skein gives every
+// job:
+//
+//	%j  the job ID (an array task's is ARRAY-INDEX)   $SKEIN_JOB_ID
+//	%A  the array's ID (a plain job's own)            $SKEIN_ARRAY_ID
+//	%a  the task's index (4294967294 outside arrays)  $SKEIN_ARRAY_INDEX
+//	%x  the job name                                  known at submit
+//	%N  the node's name                               $SKEIN_NODE
+//	%n, %t  the rank (0: rank 0 writes the files)     $SKEIN_RANK
+//	%u  the job's user                                $USER
+//	%s  the step: batch
+//	%%  a %
+//
+// A digit between % and the letter pads a number with zeros to that
+// width (%3a: 007). A pattern with a backslash is taken as it is, the
+// backslashes dropped, as in Slurm.
+func expandPattern(p, name string) (string, error) {
+	if p == "" {
+		return "", badValue("empty file name")
+	}
+	if strings.Contains(p, `\`) {
+		return shellQuote(strings.ReplaceAll(p, `\`, "")), nil
+	}
+	var w strings.Builder
+	lit := func(s string) {
+		if s != "" {
+			w.WriteString(shellQuote(s))
+		}
+	}
+	for {
+		i := strings.IndexByte(p, '%')
+		if i < 0 {
+			lit(p)
+			break
+		}
+		lit(p[:i])
+		p = p[i+1:]
+		width := ""
+		if p != "" && p[0] >= '0' && p[0] <= '9' {
+			width, p = p[:1], p[1:]
+		}
+		if p == "" {
+			return "", badValue("file name ends in %%: write %%%% for a %%")
+		}
+		num := func(v string) string {
+			if width == "" {
+				return `"` + v + `"`
+			}
+			return `"$(printf %0` + width + `d "` + v + `")"`
+		}
+		switch p[0] {
+		case 'j':
+			w.WriteString(`"$SKEIN_JOB_ID"`)
+		case 'A':
+			w.WriteString(`"${SKEIN_ARRAY_ID:-$SKEIN_JOB_ID}"`)
+		case 'a':
+			w.WriteString(num(`${SKEIN_ARRAY_INDEX:-4294967294}`))
+		case 'x':
+			lit(name)
+		case 'N':
+			w.WriteString(`"$SKEIN_NODE"`)
+		case 'n', 't':
+			w.WriteString(num(`$SKEIN_RANK`))
+		case 'u':
+			w.WriteString(`"$USER"`)
+		case 's':
+			lit("batch")
+		case '%':
+			lit("%")
+		default:
+			return "", badValue("file name pattern %%%c: skein expands %%j %%A %%a %%x %%N %%n %%t %%u %%s and %%%%", p[0])
+		}
+		p = p[1:]
+	}
+	if w.Len() == 0 {
+		return "", badValue("the file name is empty once expanded")
+	}
+	return w.String(), nil
+}
