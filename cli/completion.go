@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+)
+
+// The shell completion scripts. The bash and zsh ones ask skein itself:
+// a command line ending in --generate-bash-completion prints the words
+// that may come next (urfave's EnableBashCompletion), with a
+// description when the variable 0 ends in zsh.
+const (
+	bashCompletion = `# bash completion for skein. Load it with
+#   source <(skein completion bash)
+# or install it as /etc/bash_completion.d/skein.
+_skein() {
+	local cur=${COMP_WORDS[COMP_CWORD]}
+	local words=("${COMP_WORDS[@]:1:COMP_CWORD-1}")
+	if [[ $cur == -* ]]; then
+		words+=("$cur")
+	fi
+	local IFS=$'\n'
+	COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" "${words[@]}" --generate-bash-completion 2>/dev/null)" -- "$cur"))
+}
+complete -o default -F _skein skein
+`
+	zshCompletion = `#compdef skein
+# zsh completion for skein. Load it with
+#   source <(skein completion zsh)
+# or install it as _skein in a directory of $fpath.
+_skein() {
+	local -a next
+	local cur=${words[CURRENT]}
+	local -a before=("${(@)words[2,CURRENT-1]}")
+	if [[ $cur == -* ]]; then
+		before+=("$cur")
+	fi
+	next=("${(@f)$(env 0=zsh ${words[1]} "${(@)before}" --generate-bash-completion 2>/dev/null)}")
+	if [[ -n ${next[1]} ]]; then
+		_describe 'skein' next
+	else
+		_files
+	fi
+}
+compdef _skein skein
+`
+)
+
+func completionCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "completion",
+		Usage:     "print a shell completion script (bash, zsh or fish)",
+		ArgsUsage: "bash|zsh|fish",
+		Description: "bash: source <(skein completion bash), or save it as /etc/bash_completion.d/skein\n" +
+			"zsh:  source <(skein completion zsh), or save it as _skein in a directory of $fpath\n" +
+			"fish: skein completion fish > ~/.config/fish/completions/skein.fish",
+		Action: completionAction,
+	}
+}
+
+func completionAction(c *ucli.Context) error {
+	args, err := cmdArgs(c, "SHELL")
+	if err != nil {
+		return err
+	}
+	var script string
+	switch args[0] {
+	case "bash":
+		script = bashCompletion
+	case "zsh":
+		script = zshCompletion
+	case "fish":
+		if script, err = c.App.ToFishCompletion(); err != nil {
+			return fmt.Errorf("fish completion: %w", err)
+		}
+	default:
+		return usagef(c, "shell %q: want bash, zsh or fish", args[0])
+	}
+	_, err = fmt.Fprint(c.App.Writer, script)
+	return err
+}
+
+// slurmNames are the commands skein runs when called by their name,
+// through the links `make install SLURM_LINKS=1` makes.
+var slurmNames = []string{"squeue", "scancel", "sinfo", "sacct", "sbatch"}
+
+// noHeaderCommands are the commands whose -h is Slurm's --noheader.
+var noHeaderCommands = []string{"squeue", "sinfo"}
+
+// commandArgs turns os.Args-style args into skein's: called as squeue
+// (a link named like a Slurm command), skein runs `skein squeue ARGS`;
+// the -h of squeue and sinfo becomes --noheader.
+func commandArgs(app *ucli.App, args []string) []string {
+	if len(args) == 0 {
+		return args
+	}
+	if name := filepath.Base(args[0]); slices.Contains(slurmNames, name) {
+		args = append([]string{"skein", name}, args[1:]...)
+	}
+	// Find the command after the global flags and their values.
+	i := 1
+	for i < len(args) && strings.HasPrefix(args[i], "-") && args[i] != "--" {
+		name, _, inline := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		_, isBool := commandFlagOf(app.Flags, name).(*ucli.BoolFlag)
+		if !inline && !isBool {
+			i++ // its value
+		}
+		i++
+	}
+	if i >= len(args) || !slices.Contains(noHeaderCommands, args[i]) {
+		return args
+	}
+	out := slices.Clone(args)
+	for k := i + 1; k < len(out) && out[k] != "--"; k++ {
+		if out[k] == "-h" {
+			out[k] = "--noheader"
+		}
+	}
+	return out
+}
