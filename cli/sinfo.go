@@ -180,7 +180,7 @@ func sinfoCommand() *ucli.Command {
 			helpOnlyFlag(),
 		},
 		HideHelp: true, // its -h is --noheader
-		Action: sinfoAction,
+		Action:   sinfoAction,
 	}
 }
 

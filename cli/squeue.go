@@ -107,7 +107,7 @@ func squeueCommand() *ucli.Command {
 			helpOnlyFlag(),
 		},
 		HideHelp: true, // its -h is --noheader
-		Action: squeueAction,
+		Action:   squeueAction,
 	}
 }
 
