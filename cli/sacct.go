@@ -210,7 +210,7 @@ func sacctAction(c *ucli.Context) error {
 			end = now
 		}
 		switch {
-		case len(users) > 1 && !slices.Contains(users, j.Owner):
+		case len(users) > 0 && !slices.Contains(users, j.Owner):
 		case states != nil && !slices.Contains(states, s):
 		case len(ids) > 0 && !slices.ContainsFunc(ids, func(id string) bool { return idMatches(j, id) }):
 		case !from.IsZero() && end.Before(from):

@@ -171,7 +171,7 @@ func squeueAction(c *ucli.Context) error {
 	for _, j := range jobs {
 		s := stateOf(&j)
 		switch {
-		case len(users) > 1 && !slices.Contains(users, j.Owner):
+		case len(users) > 0 && !slices.Contains(users, j.Owner):
 		case states != nil && !slices.Contains(states, s):
 		case states == nil && len(ids) == 0 && !s.active():
 		case len(ids) > 0 && !slices.ContainsFunc(ids, func(id string) bool { return idMatches(&j, id) }):
