@@ -23,6 +23,7 @@ type sacctRow struct {
 }
 
 // sacctField is a column of sacct: its name, default width, and value.
+// Columns are right-aligned, as sacct's are, but for JobID.
 type sacctField struct {
 	name  string
 	width int
@@ -238,7 +239,7 @@ func sacctAction(c *ucli.Context) error {
 		for i, col := range cols {
 			v := printable(cell(col))
 			if !c.Bool("parsable2") {
-				v = sacctCell(v, col.width, i == 0)
+				v = sacctCell(v, col.width, col.field.name == "JobID")
 			}
 			cells[i] = v
 		}
@@ -261,9 +262,8 @@ func sacctAction(c *ucli.Context) error {
 	return err
 }
 
-// sacctCell fits a value to its column as sacct does: padded, right
-// aligned but for the first column, and cut with a + at the end when
-// too long.
+// sacctCell fits a value to its column as sacct does: padded, aligned
+// right unless left, and cut with a + at the end when too long.
 func sacctCell(v string, width int, left bool) string {
 	if r := []rune(v); len(r) > width {
 		return string(r[:width-1]) + "+"

@@ -76,7 +76,7 @@ func scancelAction(c *ucli.Context) error {
 	}
 	failed := false
 	for _, id := range ids {
-		if !slices.ContainsFunc(jobs, func(j structs.Job) bool { return idMatches(&j, id) }) {
+		if !slices.ContainsFunc(jobs, func(j structs.Job) bool { return stateOf(&j).active() && idMatches(&j, id) }) {
 			fmt.Fprintf(c.App.ErrWriter, "scancel: error: job %s: no such job still going\n", id)
 			failed = true
 		}
@@ -85,6 +85,7 @@ func scancelAction(c *ucli.Context) error {
 		s := stateOf(&j)
 		switch {
 		case !s.active():
+		case c.IsSet("user") && j.Owner != user:
 		case c.IsSet("state") && !slices.Contains(states, s):
 		case c.IsSet("name") && j.Spec.Name != name:
 		case len(ids) > 0 && !slices.ContainsFunc(ids, func(id string) bool { return idMatches(&j, id) }):
