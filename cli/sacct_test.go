@@ -15,7 +15,9 @@ func sacctAgent(t *testing.T) (*fakeAgent, time.Time) {
 	t.Helper()
 	y, m, d := time.Now().Date()
 	midnight := time.Date(y, m, d, 0, 0, 0, 0, time.Local)
-	at := func(h, min, s int) time.Time { return midnight.Add(time.Duration(h)*time.Hour + time.Duration(min)*time.Minute + time.Duration(s)*time.Second) }
+	at := func(h, min, s int) time.Time {
+		return midnight.Add(time.Duration(h)*time.Hour + time.Duration(min)*time.Minute + time.Duration(s)*time.Second)
+	}
 	jobs := []structs.Job{
 		{ID: "0ld0ld0ld0", Owner: "alice", State: structs.JobSucceeded, Spec: structs.JobSpec{Name: "yesterday", Nodes: 1},
 			SubmittedAt: at(-3, 0, 0), StartedAt: at(-3, 0, 0), FinishedAt: at(-1, 0, 0)},
