@@ -74,7 +74,11 @@ func completionAction(c *ucli.Context) error {
 	case "zsh":
 		script = zshCompletion
 	case "fish":
-		if script, err = c.App.ToFishCompletion(); err != nil {
+		// From a fresh command tree: urfave adds its help command to
+		// a tree it has run, and in a process that ran `skein help`
+		// that command holds itself, which fish generation follows
+		// for ever.
+		if script, err = NewApp(c.App.Writer, c.App.ErrWriter).ToFishCompletion(); err != nil {
 			return fmt.Errorf("fish completion: %w", err)
 		}
 	default:
