@@ -17,8 +17,9 @@ func scancelCommand() *ucli.Command {
 		ArgsUsage: "[ID...]",
 		Description: "Cancels the jobs named by ID (any unique prefix; an array's ID cancels all its tasks,\n" +
 			"ID-INDEX one task), or every job still going that -u, -t and -n select. Filters combine: a job\n" +
-			"must match all of them, and with IDs they narrow those IDs. Each job cancelled is named on\n" +
-			"stdout. Exit 1 when a job could not be cancelled, 2 on bad usage.",
+			"must match all of them, and with IDs they narrow those IDs; without -u, a user who may cancel\n" +
+			"only their own jobs selects among those. Each job cancelled is named on stdout. Exit 1 when a\n" +
+			"job could not be cancelled, 2 on bad usage.",
 		Flags: []ucli.Flag{
 			&ucli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "only the jobs of `USER`"},
 			&ucli.StringFlag{Name: "state", Aliases: []string{"t"}, Usage: "only jobs in `STATE` (PENDING/PD, RUNNING/R, ...)"},
@@ -70,6 +71,17 @@ func scancelAction(c *ucli.Context) error {
 		}
 		return nil
 	}
+	if !c.IsSet("user") {
+		// A user who may cancel only their own jobs selects among them,
+		// not among every user's, which would fail one by one.
+		who, err := cl.WhoAmI(c.Context)
+		if err != nil {
+			return err
+		}
+		if who.ACL && !slices.Contains(who.Permissions, structs.PermAnyJob) {
+			user = who.User
+		}
+	}
 	jobs, err := allJobs(c.Context, cl, api.JobsQuery{Owner: user})
 	if err != nil {
 		return err
@@ -85,7 +97,7 @@ func scancelAction(c *ucli.Context) error {
 		s := stateOf(&j)
 		switch {
 		case !s.active():
-		case c.IsSet("user") && j.Owner != user:
+		case user != "" && j.Owner != user:
 		case c.IsSet("state") && !slices.Contains(states, s):
 		case c.IsSet("name") && j.Spec.Name != name:
 		case len(ids) > 0 && !slices.ContainsFunc(ids, func(id string) bool { return idMatches(&j, id) }):

@@ -16,6 +16,7 @@ import (
 func cancelAgent(t *testing.T) *fakeAgent {
 	t.Helper()
 	f := slurmAgent(t)
+	f.reply("GET /v1/acl/whoami", http.StatusOK, api.WhoAmI{Role: structs.RoleAdmin})
 	f.handle("DELETE /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		for _, j := range slurmJobs(time.Now()) {
@@ -103,5 +104,24 @@ func TestScancel_UsageErrors(t *testing.T) {
 	}
 	if got := cancelled(f); len(got) != 0 {
 		t.Errorf("usage errors cancelled %q", got)
+	}
+}
+
+func TestScancel_FiltersOfAUserWhoMayCancelOnlyTheirOwn(t *testing.T) {
+	f := slurmAgent(t)
+	f.reply("GET /v1/acl/whoami", http.StatusOK, api.WhoAmI{ACL: true, User: "alice", Role: structs.RoleSubmitter,
+		Permissions: []structs.Permission{structs.PermRead, structs.PermSubmit}})
+	f.reply("DELETE /v1/jobs/{id}", http.StatusOK, structs.Job{ID: "cccccccc3333", State: structs.JobRunning, StopRequested: true})
+	r := runCLI(t, "--addr", f.URL, "scancel", "-t", "R")
+	if r.code != exitOK || r.stdout != "stopping cccccccc\n" || r.stderr != "" {
+		t.Fatalf("scancel -t R: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if got := strings.Join(cancelled(f), " "); got != "cccccccc3333" {
+		t.Errorf("cancelled %q, want alice's running job alone", got)
+	}
+	for _, req := range f.requests() {
+		if req.Path == "/v1/jobs" && req.Query.Get("owner") != "alice" {
+			t.Errorf("jobs query %v, want alice's", req.Query)
+		}
 	}
 }
