@@ -2,9 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"path/filepath"
-	"slices"
-	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 )
@@ -86,43 +83,4 @@ func completionAction(c *ucli.Context) error {
 	}
 	_, err = fmt.Fprint(c.App.Writer, script)
 	return err
-}
-
-// slurmNames are the commands skein runs when called by their name,
-// through the links `make install SLURM_LINKS=1` makes.
-var slurmNames = []string{"squeue", "scancel", "sinfo", "sacct", "sbatch"}
-
-// noHeaderCommands are the commands whose -h is Slurm's --noheader.
-var noHeaderCommands = []string{"squeue", "sinfo"}
-
-// commandArgs turns os.Args-style args into skein's: called as squeue
-// (a link named like a Slurm command), skein runs `skein squeue ARGS`;
-// the -h of squeue and sinfo becomes --noheader.
-func commandArgs(app *ucli.App, args []string) []string {
-	if len(args) == 0 {
-		return args
-	}
-	if name := filepath.Base(args[0]); slices.Contains(slurmNames, name) {
-		args = append([]string{"skein", name}, args[1:]...)
-	}
-	// Find the command after the global flags and their values.
-	i := 1
-	for i < len(args) && strings.HasPrefix(args[i], "-") && args[i] != "--" {
-		name, _, inline := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
-		_, isBool := commandFlagOf(app.Flags, name).(*ucli.BoolFlag)
-		if !inline && !isBool {
-			i++ // its value
-		}
-		i++
-	}
-	if i >= len(args) || !slices.Contains(noHeaderCommands, args[i]) {
-		return args
-	}
-	out := slices.Clone(args)
-	for k := i + 1; k < len(out) && out[k] != "--"; k++ {
-		if out[k] == "-h" {
-			out[k] = "--noheader"
-		}
-	}
-	return out
 }

@@ -197,3 +197,21 @@ func TestSlurmLinks_RunTheirCommand(t *testing.T) {
 		t.Fatalf("skein by another name: %d %q %q", code, out.String(), errb.String())
 	}
 }
+
+func TestCommandArgs_LinksAndSlurmsDashH(t *testing.T) {
+	app := NewApp(nil, nil)
+	for _, tc := range []struct{ in, want string }{
+		{"/usr/bin/squeue -h -u alice", "skein squeue --noheader -u alice"},
+		{"sacct -j 3f2a", "skein sacct -j 3f2a"},
+		{"skein --addr http://x:7470 sinfo -N -h", "skein --addr http://x:7470 sinfo -N --noheader"},
+		{"skein --addr=http://x:7470 --token-file f squeue -o %i -h", "skein --addr=http://x:7470 --token-file f squeue -o %i --noheader"},
+		{"skein squeue -- -h", "skein squeue -- -h"},
+		{"skein jobs -h", "skein jobs -h"},
+		{"skein --help", "skein --help"},
+		{"skein", "skein"},
+	} {
+		if got := strings.Join(commandArgs(app, strings.Fields(tc.in)), " "); got != tc.want {
+			t.Errorf("commandArgs(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
