@@ -96,15 +96,15 @@ func NewApp(stdout, stderr io.Writer) *ucli.App {
 				EnvVars: []string{"SKEIN_CACERT"},
 			},
 		},
-		Commands: commands(),
+		Commands:       commands(),
+		Action:         rootAction,
+		OnUsageError:   onUsageError,
+		ExitErrHandler: func(*ucli.Context, error) {},
+		// --env and --constraint values may contain commas.
+		DisableSliceFlagSeparator: true,
 		// `skein completion` scripts ask for the next words with
 		// --generate-bash-completion.
 		EnableBashCompletion: true,
-		Action:               rootAction,
-		OnUsageError:         onUsageError,
-		ExitErrHandler:       func(*ucli.Context, error) {},
-		// --env and --constraint values may contain commas.
-		DisableSliceFlagSeparator: true,
 	}
 	prepare(app.Commands)
 	return app
