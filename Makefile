@@ -15,9 +15,13 @@ DOCKER      ?= docker
 IMAGE       ?= skein:dev
 BUSYBOX     ?= /bin/busybox
 IMAGE_CTX   := bin/image
+# make install: where, and whether to add Slurm's command names as links.
+PREFIX      ?= /usr/local
+SLURM_LINKS ?=
+SLURM_CMDS  := squeue scancel sinfo sacct sbatch
 
 .DEFAULT_GOAL := help
-.PHONY: help build build-static run test lint check bench image demo-up demo-down chaos chaos-short clean
+.PHONY: help build build-static install run test lint check bench image demo-up demo-down chaos chaos-short clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -27,6 +31,13 @@ build: ## build bin/skein (with NVML support; needs gcc)
 
 build-static: ## build a static bin/skein without NVML (CGO_ENABLED=0)
 	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o $(BIN) .
+
+install: ## install bin/skein as PREFIX/bin/skein (PREFIX=/usr/local; SLURM_LINKS=1 adds squeue, scancel, sinfo, sacct, sbatch links)
+	@test -x $(BIN) || { echo "make install: no $(BIN): run make build (or make build-static) first" >&2; exit 1; }
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/skein
+	@if [ -n "$(SLURM_LINKS)" ]; then for c in $(SLURM_CMDS); do \
+		ln -sf skein $(DESTDIR)$(PREFIX)/bin/$$c && echo "$(DESTDIR)$(PREFIX)/bin/$$c -> skein"; done; fi
 
 run: build ## start a dev agent: one node, loopback, simulated GPUs if no NVML
 	./$(BIN) agent --dev

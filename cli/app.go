@@ -57,7 +57,8 @@ type exitStatus int
 func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 // Run runs the skein command line with os.Args-style args and returns the
-// process exit code.
+// process exit code. Called through a link named squeue, scancel, sinfo,
+// sacct or sbatch, it runs that command.
 func Run(args []string) int {
 	return run(NewApp(os.Stdout, os.Stderr), args)
 }
@@ -101,6 +102,9 @@ func NewApp(stdout, stderr io.Writer) *ucli.App {
 		ExitErrHandler: func(*ucli.Context, error) {},
 		// --env and --constraint values may contain commas.
 		DisableSliceFlagSeparator: true,
+		// `skein completion` scripts ask for the next words with
+		// --generate-bash-completion.
+		EnableBashCompletion: true,
 	}
 	prepare(app.Commands)
 	return app
@@ -139,6 +143,11 @@ func commands() []*ucli.Command {
 		keygenCommand(),
 		versionCommand(),
 		superviseCommand(),
+		squeueCommand(),
+		scancelCommand(),
+		sinfoCommand(),
+		sacctCommand(),
+		completionCommand(),
 	}
 }
 
@@ -180,7 +189,7 @@ func rootAction(c *ucli.Context) error {
 // run runs app with args and turns the outcome into an exit code, printing
 // errors on app.ErrWriter.
 func run(app *ucli.App, args []string) int {
-	err := app.Run(args)
+	err := app.Run(commandArgs(app, args))
 	if err == nil {
 		return exitOK
 	}

@@ -26,12 +26,17 @@ func cancelAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	return sayCancelled(c, job)
+}
+
+// sayCancelled confirms what a cancel did to a job, as skein cancel does.
+func sayCancelled(c *ucli.Context, job *structs.Job) error {
 	short := structs.ShortID(job.ID)
+	var err error
 	switch {
 	case job.State == structs.JobCancelled:
 		_, err = fmt.Fprintf(c.App.Writer, "cancelled %s\n", short)
 	case !job.State.Terminal():
-		// StopRequested: the job ends when its allocations have stopped.
 		_, err = fmt.Fprintf(c.App.Writer, "stopping %s\n", short)
 	default:
 		_, err = fmt.Fprintf(c.App.Writer, "job %s already %s\n", short, job.State)

@@ -171,7 +171,12 @@ func cmdArgsOf(c *ucli.Context, rest []string, want ...string) ([]string, error)
 
 // commandFlag returns the flag of cmd called name, or nil.
 func commandFlag(cmd *ucli.Command, name string) ucli.Flag {
-	for _, f := range cmd.Flags {
+	return commandFlagOf(cmd.Flags, name)
+}
+
+// commandFlagOf returns the flag among flags called name, or nil.
+func commandFlagOf(flags []ucli.Flag, name string) ucli.Flag {
+	for _, f := range flags {
 		for _, n := range f.Names() {
 			if n == name {
 				return f

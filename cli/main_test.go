@@ -11,9 +11,16 @@ import (
 // part `skein supervise` plays in production.
 const superviseEnv = "SKEIN_TEST_SUPERVISE"
 
+// cliEnv makes the test binary act as skein itself, for the shell
+// completion scripts to call.
+const cliEnv = "SKEIN_TEST_CLI"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(superviseEnv) != "" {
 		os.Exit(runner.Supervise(os.Args[len(os.Args)-1]))
+	}
+	if os.Getenv(cliEnv) != "" {
+		os.Exit(Run(os.Args))
 	}
 	os.Exit(m.Run())
 }

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"fmt"
+
+	ucli "github.com/urfave/cli/v2"
+)
+
+// The shell completion scripts. The bash and zsh ones ask skein itself:
+// a command line ending in --generate-bash-completion prints the words
+// that may come next (urfave's EnableBashCompletion), with a
+// description when the variable 0 ends in zsh.
+const (
+	bashCompletion = `# bash completion for skein. Load it with
+#   source <(skein completion bash)
+# or install it as /etc/bash_completion.d/skein.
+_skein() {
+	local cur=${COMP_WORDS[COMP_CWORD]}
+	local words=("${COMP_WORDS[@]:1:COMP_CWORD-1}")
+	if [[ $cur == -* ]]; then
+		words+=("$cur")
+	fi
+	local IFS=$'\n'
+	COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" "${words[@]}" --generate-bash-completion 2>/dev/null)" -- "$cur"))
+}
+complete -o default -F _skein skein
+`
+	zshCompletion = `#compdef skein
+# zsh completion for skein. Load it with
+#   source <(skein completion zsh)
+# or install it as _skein in a directory of $fpath.
+_skein() {
+	local -a next
+	local cur=${words[CURRENT]}
+	local -a before=("${(@)words[2,CURRENT-1]}")
+	if [[ $cur == -* ]]; then
+		before+=("$cur")
+	fi
+	next=("${(@f)$(env 0=zsh ${words[1]} "${(@)before}" --generate-bash-completion 2>/dev/null)}")
+	if [[ -n ${next[1]} ]]; then
+		_describe 'skein' next
+	else
+		_files
+	fi
+}
+compdef _skein skein
+`
+)
+
+func completionCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "completion",
+		Usage:     "print a shell completion script (bash, zsh or fish)",
+		ArgsUsage: "bash|zsh|fish",
+		Description: "bash: source <(skein completion bash), or save it as /etc/bash_completion.d/skein\n" +
+			"zsh:  source <(skein completion zsh), or save it as _skein in a directory of $fpath\n" +
+			"fish: skein completion fish > ~/.config/fish/completions/skein.fish",
+		Action: completionAction,
+	}
+}
+
+func completionAction(c *ucli.Context) error {
+	args, err := cmdArgs(c, "SHELL")
+	if err != nil {
+		return err
+	}
+	var script string
+	switch args[0] {
+	case "bash":
+		script = bashCompletion
+	case "zsh":
+		script = zshCompletion
+	case "fish":
+		// From a fresh command tree: urfave adds its help command to
+		// a tree it has run, and in a process that ran `skein help`
+		// that command holds itself, which fish generation follows
+		// for ever.
+		if script, err = NewApp(c.App.Writer, c.App.ErrWriter).ToFishCompletion(); err != nil {
+			return fmt.Errorf("fish completion: %w", err)
+		}
+	default:
+		return usagef(c, "shell %q: want bash, zsh or fish", args[0])
+	}
+	_, err = fmt.Fprint(c.App.Writer, script)
+	return err
+}

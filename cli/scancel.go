@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"fmt"
+	"slices"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/structs"
+)
+
+func scancelCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:      "scancel",
+		Usage:     "cancel jobs as Slurm's scancel does",
+		ArgsUsage: "[ID...]",
+		Description: "Cancels the jobs named by ID (any unique prefix; an array's ID cancels all its tasks,\n" +
+			"ID-INDEX one task), or every job still going that -u, -t and -n select. Filters combine: a job\n" +
+			"must match all of them, and with IDs they narrow those IDs; without -u, a user who may cancel\n" +
+			"only their own jobs selects among those. Each job cancelled is named on stdout. Exit 1 when a\n" +
+			"job could not be cancelled, 2 on bad usage.",
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "only the jobs of `USER`"},
+			&ucli.StringFlag{Name: "state", Aliases: []string{"t"}, Usage: "only jobs in `STATE` (PENDING/PD, RUNNING/R, ...)"},
+			&ucli.StringFlag{Name: "name", Aliases: []string{"n"}, Usage: "only the jobs called `NAME`"},
+		},
+		Action: scancelAction,
+	}
+}
+
+func scancelAction(c *ucli.Context) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	ids := c.Args().Slice()
+	user, name := c.String("user"), c.String("name")
+	if c.IsSet("user") {
+		if err := checkFlag(c, "user", structs.ValidateUserName(user)); err != nil {
+			return err
+		}
+	}
+	var states []slurmState
+	if c.IsSet("state") {
+		if states, err = parseSlurmStates(c.String("state")); err != nil {
+			return usagef(c, "-t: %v", err)
+		}
+	}
+	filtered := c.IsSet("user") || c.IsSet("state") || c.IsSet("name")
+	if len(ids) == 0 && !filtered {
+		return usagef(c, "no job given: name IDs, or select jobs with -u, -t or -n")
+	}
+	if !filtered {
+		// IDs alone: the agent resolves each prefix, and an array's
+		// ID cancels all its tasks in one request.
+		failed := false
+		for _, id := range ids {
+			job, err := cl.CancelJob(c.Context, id)
+			if err != nil {
+				fmt.Fprintf(c.App.ErrWriter, "scancel: error: %v\n", err)
+				failed = true
+				continue
+			}
+			if err := sayCancelled(c, job); err != nil {
+				return err
+			}
+		}
+		if failed {
+			return exitStatus(exitError)
+		}
+		return nil
+	}
+	if !c.IsSet("user") {
+		// A user who may cancel only their own jobs selects among them,
+		// not among every user's, which would fail one by one.
+		who, err := cl.WhoAmI(c.Context)
+		if err != nil {
+			return err
+		}
+		if who.ACL && !slices.Contains(who.Permissions, structs.PermAnyJob) {
+			user = who.User
+		}
+	}
+	jobs, err := allJobs(c.Context, cl, api.JobsQuery{Owner: user})
+	if err != nil {
+		return err
+	}
+	failed := false
+	for _, id := range ids {
+		if !slices.ContainsFunc(jobs, func(j structs.Job) bool { return stateOf(&j).active() && idMatches(&j, id) }) {
+			fmt.Fprintf(c.App.ErrWriter, "scancel: error: job %s: no such job still going\n", id)
+			failed = true
+		}
+	}
+	for _, j := range jobs {
+		s := stateOf(&j)
+		switch {
+		case !s.active():
+		case user != "" && j.Owner != user:
+		case c.IsSet("state") && !slices.Contains(states, s):
+		case c.IsSet("name") && j.Spec.Name != name:
+		case len(ids) > 0 && !slices.ContainsFunc(ids, func(id string) bool { return idMatches(&j, id) }):
+		default:
+			job, err := cl.CancelJob(c.Context, j.ID)
+			if err != nil {
+				fmt.Fprintf(c.App.ErrWriter, "scancel: error: %v\n", err)
+				failed = true
+				continue
+			}
+			if err := sayCancelled(c, job); err != nil {
+				return err
+			}
+		}
+	}
+	if failed {
+		return exitStatus(exitError)
+	}
+	return nil
+}

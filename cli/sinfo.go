@@ -1,0 +1,300 @@
+package cli
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/structs"
+)
+
+// defaultPartition is the partition of the nodes without a partition
+// label; sinfo marks it with a * as Slurm marks its default partition.
+const defaultPartition = "skein"
+
+// Slurm's default sinfo formats, summarised and node by node (-N), with
+// the GPUs (GRES) added; their GRES and NODELIST are as wide as their
+// widest value (fitColumns).
+const (
+	sinfoFormat      = "%9P %.5a %.10l %.6D %.6t %G %N"
+	sinfoNodesFormat = "%N %.6D %9P %.6t %G"
+)
+
+// sinfoNode is one node as sinfo sees it.
+type sinfoNode struct {
+	name      string
+	partition string
+	state     nodeState
+	cpus      int
+	memoryMiB int64
+	gres      string
+	reason    string
+}
+
+// nodeState is a Slurm node state: long name and compact form.
+type nodeState struct{ name, code string }
+
+// sinfoRow is a line of sinfo: nodes of one partition in one state with
+// the same GPUs (one node with -N).
+type sinfoRow struct {
+	partition string
+	nodes     []sinfoNode
+}
+
+// sinfoFields are the `%` fields sinfo -o supports, named as Slurm's.
+var sinfoFields = map[byte]formatField[sinfoRow]{
+	'P': {"PARTITION", func(r sinfoRow) string {
+		if r.partition == defaultPartition {
+			return r.partition + "*"
+		}
+		return r.partition
+	}},
+	'R': {"PARTITION", func(r sinfoRow) string { return r.partition }},
+	'a': {"AVAIL", func(sinfoRow) string { return "up" }},
+	'l': {"TIMELIMIT", func(sinfoRow) string { return "infinite" }},
+	'D': {"NODES", func(r sinfoRow) string { return strconv.Itoa(len(r.nodes)) }},
+	't': {"STATE", func(r sinfoRow) string { return r.nodes[0].state.code }},
+	'T': {"STATE", func(r sinfoRow) string { return r.nodes[0].state.name }},
+	'N': {"NODELIST", func(r sinfoRow) string {
+		names := make([]string, len(r.nodes))
+		for i, n := range r.nodes {
+			names[i] = n.name
+		}
+		return hostList(names)
+	}},
+	'G': {"GRES", func(r sinfoRow) string { return r.nodes[0].gres }},
+	'c': {"CPUS", func(r sinfoRow) string { return minPlus(r.nodes, func(n sinfoNode) int64 { return int64(n.cpus) }) }},
+	'm': {"MEMORY", func(r sinfoRow) string { return minPlus(r.nodes, func(n sinfoNode) int64 { return n.memoryMiB }) }},
+	'E': {"REASON", func(r sinfoRow) string { return cmp.Or(r.nodes[0].reason, "none") }},
+}
+
+// minPlus renders the smallest of the nodes' values, with a + when some
+// have more, as Slurm shows CPUs and memory of a group of nodes.
+func minPlus(nodes []sinfoNode, v func(sinfoNode) int64) string {
+	lo, hi := v(nodes[0]), v(nodes[0])
+	for _, n := range nodes[1:] {
+		lo, hi = min(lo, v(n)), max(hi, v(n))
+	}
+	s := strconv.FormatInt(lo, 10)
+	if hi > lo {
+		s += "+"
+	}
+	return s
+}
+
+// Slurm's node states, as sinfo shows them.
+var (
+	nodeIdle      = nodeState{"IDLE", "idle"}
+	nodeMixed     = nodeState{"MIXED", "mix"}
+	nodeAllocated = nodeState{"ALLOCATED", "alloc"}
+	nodeDraining  = nodeState{"DRAINING", "drng"}
+	nodeDrained   = nodeState{"DRAINED", "drain"}
+	nodeDown      = nodeState{"DOWN", "down"}
+)
+
+// nodeStateOf maps a node to Slurm's state: down and left nodes are
+// down; a draining node is drng while work still runs on it, then drain;
+// a ready node is idle with nothing running, alloc with every GPU in use,
+// else mix.
+func nodeStateOf(n *api.NodeInfo) nodeState {
+	switch n.Status {
+	case structs.NodeDown, structs.NodeLeft:
+		return nodeDown
+	case structs.NodeDraining:
+		if n.LiveAllocs > 0 {
+			return nodeDraining
+		}
+		return nodeDrained
+	}
+	switch {
+	case n.LiveAllocs == 0:
+		return nodeIdle
+	case n.GPUsTotal > 0 && len(n.GPUJobs) == n.GPUsTotal:
+		return nodeAllocated
+	}
+	return nodeMixed
+}
+
+// gresType is the GRES type of a GPU model: its first word after the
+// vendor that holds a digit ("NVIDIA H100 80GB HBM3" is h100), in lower
+// case. It is a part of the model's name, so --gres=gpu:TYPE:N and
+// --gpu-model TYPE select it.
+func gresType(model string) string {
+	words := strings.Fields(strings.ToLower(model))
+	if len(words) > 1 && words[0] == "nvidia" {
+		words = words[1:]
+	}
+	if len(words) == 0 {
+		return "gpu"
+	}
+	for _, w := range words {
+		if strings.ContainsAny(w, "0123456789") {
+			return w
+		}
+	}
+	return words[0]
+}
+
+// nodeGRES renders a node's GPUs as Slurm's GRES: gpu:TYPE:N per model,
+// (null) without GPUs.
+func nodeGRES(gpus []structs.GPU) string {
+	var types []string
+	count := map[string]int{}
+	for _, g := range gpus {
+		t := gresType(g.Model)
+		if count[t] == 0 {
+			types = append(types, t)
+		}
+		count[t]++
+	}
+	if len(types) == 0 {
+		return "(null)"
+	}
+	parts := make([]string, len(types))
+	for i, t := range types {
+		parts[i] = fmt.Sprintf("gpu:%s:%d", t, count[t])
+	}
+	return strings.Join(parts, ",")
+}
+
+func sinfoCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "sinfo",
+		Usage: "list partitions and nodes as Slurm's sinfo does",
+		Description: "A partition is the nodes with the label partition=NAME; nodes without the label are in\n" +
+			"the default partition skein*. Node states: idle (nothing running), mix, alloc (every GPU in\n" +
+			"use), drng (draining, work still running), drain (drained), down (down or left). GRES is the\n" +
+			"node's GPUs as gpu:TYPE:N, TYPE being the model's first word with a digit, in lower case.\n" +
+			"-o fields: %P %R %a %l %D %t %T %N %G %c %m %E, as %[.][WIDTH]LETTER.",
+		Flags: []ucli.Flag{
+			&ucli.BoolFlag{Name: "Node", Aliases: []string{"N"}, Usage: "one line per node"},
+			&ucli.StringFlag{Name: "partition", Aliases: []string{"p"}, Usage: "only the nodes of these `PARTITIONS` (comma-separated)"},
+			&ucli.StringFlag{Name: "format", Aliases: []string{"o"}, Usage: "print the `FORMAT` of % fields (see the description)"},
+			noHeaderFlag(),
+			&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
+			helpOnlyFlag(),
+		},
+		HideHelp: true, // its -h is --noheader
+		Action:   sinfoAction,
+	}
+}
+
+// sinfoJSON is one node in sinfo --json.
+type sinfoJSON struct {
+	Name      string `json:"name"`
+	Partition string `json:"partition"`
+	State     string `json:"state"`
+	StateCode string `json:"state_code"`
+	CPUs      int    `json:"cpus"`
+	MemoryMiB int64  `json:"memory_mib"`
+	GRES      string `json:"gres"`
+	GPUsTotal int    `json:"gpus_total"`
+	GPUsFree  int    `json:"gpus_free"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+func sinfoAction(c *ucli.Context) error {
+	_, cl, err := commandClient(c)
+	if err != nil {
+		return err
+	}
+	format := sinfoFormat
+	if c.Bool("Node") {
+		format = sinfoNodesFormat
+	}
+	if c.IsSet("format") {
+		format = c.String("format")
+	}
+	items, err := parseFormat(format, sinfoFields)
+	if err != nil {
+		return usagef(c, "-o: %v", err)
+	}
+	partitions := splitList(c.String("partition"))
+	infos, err := cl.Nodes(c.Context)
+	if err != nil {
+		return err
+	}
+	var nodes []sinfoNode
+	var out []sinfoJSON
+	for i := range infos {
+		n := &infos[i]
+		sn := sinfoNode{
+			name: n.Name, partition: cmp.Or(n.Labels[partitionLabel], defaultPartition), state: nodeStateOf(n),
+			cpus: n.CPUs, memoryMiB: n.MemoryMiB, gres: nodeGRES(n.GPUs), reason: n.StatusReason,
+		}
+		if len(partitions) > 0 && !slices.Contains(partitions, sn.partition) {
+			continue
+		}
+		nodes = append(nodes, sn)
+		out = append(out, sinfoJSON{
+			Name: sn.name, Partition: sn.partition, State: sn.state.name, StateCode: sn.state.code,
+			CPUs: sn.cpus, MemoryMiB: sn.memoryMiB, GRES: sn.gres, GPUsTotal: n.GPUsTotal, GPUsFree: n.GPUsFree, Reason: sn.reason,
+		})
+	}
+	if c.Bool("json") {
+		if out == nil {
+			out = []sinfoJSON{}
+		}
+		return printJSON(c.App.Writer, out)
+	}
+	// The default partition first, then by name; within one, by state.
+	slices.SortStableFunc(nodes, func(a, b sinfoNode) int {
+		return cmp.Or(
+			cmp.Compare(b2i(b.partition == defaultPartition), b2i(a.partition == defaultPartition)),
+			cmp.Compare(a.partition, b.partition),
+			cmp.Compare(a.state.code, b.state.code),
+			cmp.Compare(a.gres, b.gres),
+			cmp.Compare(a.name, b.name))
+	})
+	var rows []sinfoRow
+	for _, n := range nodes {
+		if k := len(rows) - 1; !c.Bool("Node") && k >= 0 && rows[k].partition == n.partition &&
+			rows[k].nodes[0].state == n.state && rows[k].nodes[0].gres == n.gres {
+			rows[k].nodes = append(rows[k].nodes, n)
+			continue
+		}
+		rows = append(rows, sinfoRow{partition: n.partition, nodes: []sinfoNode{n}})
+	}
+	if !c.IsSet("format") {
+		fitColumns(items, rows, 'G', 'N')
+	}
+	var b strings.Builder
+	if !c.Bool("noheader") {
+		b.WriteString(renderFormat(items, sinfoRow{}, true) + "\n")
+	}
+	for _, r := range rows {
+		b.WriteString(renderFormat(items, r, false) + "\n")
+	}
+	_, err = fmt.Fprint(c.App.Writer, b.String())
+	return err
+}
+
+// fitColumns widens the fields of the given letters that have no width
+// to their widest value or header, so that the columns after them line
+// up.
+func fitColumns[T any](items []formatItem[T], rows []T, letters ...byte) {
+	for i := range items {
+		it := &items[i]
+		if it.field == nil || it.width != 0 || !slices.Contains(letters, it.letter) {
+			continue
+		}
+		w := len(it.field.header)
+		for _, r := range rows {
+			w = max(w, len([]rune(printable(it.field.value(r)))))
+		}
+		it.width = w
+	}
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,218 @@
+package cli
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/structs"
+)
+
+// squeueFormat is Slurm's default squeue format.
+const squeueFormat = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+
+// helpOnlyFlag is --help without -h, for the commands whose -h is
+// --noheader.
+func helpOnlyFlag() ucli.Flag { return &ucli.BoolFlag{Name: "help", Usage: "show help"} }
+
+// noHeaderFlag is Slurm's -h, --noheader. urfave reads any boolean
+// flag h as --help, so slurmArgs turns these commands' -h into
+// --noheader before urfave parses it.
+func noHeaderFlag() ucli.Flag {
+	return &ucli.BoolFlag{Name: "noheader", Usage: "print no header (-h)"}
+}
+
+// squeueRow is one job as squeue renders it.
+type squeueRow struct {
+	job   *structs.Job
+	state slurmState
+	nodes []string // where it runs, while it runs
+	now   time.Time
+}
+
+// squeueFields are the `%` fields squeue -o supports, named as Slurm's.
+var squeueFields = map[byte]formatField[squeueRow]{
+	'i': {"JOBID", func(r squeueRow) string { return structs.ShortID(r.job.ID) }},
+	'j': {"NAME", func(r squeueRow) string { return r.job.Spec.Name }},
+	'u': {"USER", func(r squeueRow) string { return r.job.Owner }},
+	't': {"ST", func(r squeueRow) string { return r.state.code }},
+	'T': {"STATE", func(r squeueRow) string { return r.state.name }},
+	'M': {"TIME", func(r squeueRow) string { return slurmDuration(elapsed(r.job, r.now)) }},
+	'l': {"TIME_LIMIT", func(r squeueRow) string { return slurmTimeLimit(r.job.Spec.TimeLimit) }},
+	'L': {"TIME_LEFT", squeueTimeLeft},
+	'D': {"NODES", func(r squeueRow) string { return strconv.Itoa(jobNodes(r.job)) }},
+	'C': {"CPUS", func(r squeueRow) string { return strconv.Itoa(jobNodes(r.job) * max(r.job.Spec.CPUs, 1)) }},
+	'b': {"TRES_PER_NODE", func(r squeueRow) string { return gresOf(r.job.Spec) }},
+	'P': {"PARTITION", func(r squeueRow) string { return jobPartition(r.job) }},
+	'N': {"NODELIST", func(r squeueRow) string { return hostList(r.nodes) }},
+	'r': {"REASON", squeueReason},
+	'R': {"NODELIST(REASON)", func(r squeueRow) string {
+		if r.state == statePending {
+			return "(" + squeueReason(r) + ")"
+		}
+		return hostList(r.nodes)
+	}},
+	'Q': {"PRIORITY", func(r squeueRow) string { return strconv.Itoa(r.job.Spec.Priority) }},
+	'V': {"SUBMIT_TIME", func(r squeueRow) string { return slurmTimestamp(r.job.SubmittedAt) }},
+	'S': {"START_TIME", func(r squeueRow) string { return slurmTimestamp(r.job.StartedAt) }},
+	'm': {"MIN_MEMORY", func(r squeueRow) string { return memoryField(int64(r.job.Spec.MemoryMiB)) }},
+}
+
+// squeueReason is why a job is in its state, None when skein says nothing.
+func squeueReason(r squeueRow) string {
+	if r.job.Reason == "" {
+		return "None"
+	}
+	return r.job.Reason
+}
+
+// squeueTimeLeft is the time a running job has left before its limit.
+func squeueTimeLeft(r squeueRow) string {
+	if r.job.Spec.TimeLimit == 0 {
+		return "UNLIMITED"
+	}
+	return slurmDuration(time.Duration(r.job.Spec.TimeLimit) - elapsed(r.job, r.now))
+}
+
+// memoryField renders MiB as Slurm's memory sizes: 512M, 16G; 0 is 0.
+func memoryField(mib int64) string {
+	if mib != 0 && mib%1024 == 0 {
+		return fmt.Sprintf("%dG", mib/1024)
+	}
+	return fmt.Sprintf("%dM", mib)
+}
+
+func squeueCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "squeue",
+		Usage: "list jobs as Slurm's squeue does",
+		Description: "Prints Slurm's default columns, JOBID PARTITION NAME USER ST TIME NODES NODELIST(REASON), of the\n" +
+			"jobs still going (pending, running, completing, preempted), or of those -t and -j select.\n" +
+			"States: PD pending (queued), R running, CG completing (cancelled, stopping), PR preempted\n" +
+			"(stopping to queue again), CD completed (succeeded), F failed, CA cancelled, TO timeout.\n" +
+			"-o fields: %i %j %u %t %T %M %l %L %D %C %b %P %N %r %R %Q %V %S %m, as %[.][WIDTH]LETTER.",
+		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "only the jobs of these `USERS` (comma-separated)"},
+			&ucli.BoolFlag{Name: "me", Usage: "only the jobs of your token's user"},
+			&ucli.StringFlag{Name: "states", Aliases: []string{"t"}, Usage: "only jobs in these `STATES` (comma-separated names or codes, or all)"},
+			&ucli.StringFlag{Name: "jobs", Aliases: []string{"j"}, Usage: "only these job `IDS` (comma-separated prefixes; an array's ID is all its tasks), in any state"},
+			&ucli.StringFlag{Name: "format", Aliases: []string{"o"}, Usage: "print the `FORMAT` of % fields (see the description)"},
+			noHeaderFlag(),
+			&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
+			helpOnlyFlag(),
+		},
+		HideHelp: true, // its -h is --noheader
+		Action:   squeueAction,
+	}
+}
+
+// squeueJob is one job in squeue --json.
+type squeueJob struct {
+	JobID     string    `json:"job_id"`
+	Name      string    `json:"name"`
+	User      string    `json:"user"`
+	Partition string    `json:"partition"`
+	State     string    `json:"state"`
+	StateCode string    `json:"state_code"`
+	Reason    string    `json:"reason,omitempty"`
+	Nodes     int       `json:"nodes"`
+	NodeList  []string  `json:"node_list"`
+	GPUs      int       `json:"gpus_per_node"`
+	Elapsed   int64     `json:"elapsed_seconds"`
+	TimeLimit int64     `json:"time_limit_seconds"`
+	Submitted time.Time `json:"submit_time"`
+	Started   time.Time `json:"start_time,omitzero"`
+}
+
+func squeueAction(c *ucli.Context) error {
+	_, cl, err := commandClient(c)
+	if err != nil {
+		return err
+	}
+	users := splitList(c.String("user"))
+	if c.Bool("me") && len(users) > 0 {
+		return usagef(c, "--me and -u: give one")
+	}
+	for _, u := range users {
+		if err := checkFlag(c, "user", structs.ValidateUserName(u)); err != nil {
+			return err
+		}
+	}
+	var states []slurmState
+	if c.IsSet("states") {
+		if states, err = parseSlurmStates(c.String("states")); err != nil {
+			return usagef(c, "-t: %v", err)
+		}
+	}
+	ids := splitList(c.String("jobs"))
+	format := squeueFormat
+	if c.IsSet("format") {
+		format = c.String("format")
+	}
+	items, err := parseFormat(format, squeueFields)
+	if err != nil {
+		return usagef(c, "-o: %v", err)
+	}
+
+	jq := api.JobsQuery{Mine: c.Bool("me"), All: len(ids) > 0 || slices.ContainsFunc(states, func(s slurmState) bool { return !s.active() })}
+	if len(users) == 1 {
+		jq.Owner = users[0]
+	}
+	jobs, err := allJobs(c.Context, cl, jq)
+	if err != nil {
+		return err
+	}
+	var picked []structs.Job
+	for _, j := range jobs {
+		s := stateOf(&j)
+		switch {
+		case len(users) > 0 && !slices.Contains(users, j.Owner):
+		case states != nil && !slices.Contains(states, s):
+		case states == nil && len(ids) == 0 && !s.active():
+		case len(ids) > 0 && !slices.ContainsFunc(ids, func(id string) bool { return idMatches(&j, id) }):
+		default:
+			picked = append(picked, j)
+		}
+	}
+	for _, id := range ids {
+		if !slices.ContainsFunc(jobs, func(j structs.Job) bool { return idMatches(&j, id) }) {
+			return fmt.Errorf("-j %s: no such job", id)
+		}
+	}
+	nodes, err := runningNodes(c.Context, cl, picked)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	rows := make([]squeueRow, len(picked))
+	for i := range picked {
+		rows[i] = squeueRow{job: &picked[i], state: stateOf(&picked[i]), nodes: nodes[picked[i].ID], now: now}
+	}
+	if c.Bool("json") {
+		out := make([]squeueJob, len(rows))
+		for i, r := range rows {
+			out[i] = squeueJob{
+				JobID: r.job.ID, Name: r.job.Spec.Name, User: r.job.Owner, Partition: jobPartition(r.job),
+				State: r.state.name, StateCode: r.state.code, Reason: r.job.Reason,
+				Nodes: jobNodes(r.job), NodeList: append([]string{}, r.nodes...), GPUs: r.job.Spec.GPUs,
+				Elapsed: int64(elapsed(r.job, now) / time.Second), TimeLimit: int64(time.Duration(r.job.Spec.TimeLimit) / time.Second),
+				Submitted: r.job.SubmittedAt, Started: r.job.StartedAt,
+			}
+		}
+		return printJSON(c.App.Writer, out)
+	}
+	var b strings.Builder
+	if !c.Bool("noheader") {
+		b.WriteString(renderFormat(items, squeueRow{}, true) + "\n")
+	}
+	for _, r := range rows {
+		b.WriteString(renderFormat(items, r, false) + "\n")
+	}
+	_, err = fmt.Fprint(c.App.Writer, b.String())
+	return err
+}
