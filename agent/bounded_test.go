@@ -48,7 +48,7 @@ func statusCode(err error) int {
 func TestAgent_FailedAuthenticationsAreLimitedPerClientAddress(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.Token = clusterToken
-	a, _ := startAgent(t, cfg)
+	a, admin, _ := startAgentAdmin(t, cfg)
 	ctx := context.Background()
 	guesser := clientFrom(t, a, "127.0.0.2", "a-guess")
 	for i := range 10 {
@@ -61,10 +61,10 @@ func TestAgent_FailedAuthenticationsAreLimitedPerClientAddress(t *testing.T) {
 		t.Fatalf("the guess after the burst: %v, want 429 naming the client", err)
 	}
 	// The right token from that address waits too; from another it works.
-	if _, err := clientFrom(t, a, "127.0.0.2", clusterToken).Status(ctx); statusCode(err) != http.StatusTooManyRequests {
+	if _, err := clientFrom(t, a, "127.0.0.2", admin).Status(ctx); statusCode(err) != http.StatusTooManyRequests {
 		t.Fatalf("the right token from the limited address: %v, want 429", err)
 	}
-	if _, err := clientFrom(t, a, "127.0.0.3", clusterToken).Status(ctx); err != nil {
+	if _, err := clientFrom(t, a, "127.0.0.3", admin).Status(ctx); err != nil {
 		t.Fatalf("the right token from another address: %v", err)
 	}
 }
@@ -72,9 +72,8 @@ func TestAgent_FailedAuthenticationsAreLimitedPerClientAddress(t *testing.T) {
 func TestAgent_RefusedJoinTokensAreLimitedPerClientAddress(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.Token, cfg.Security = clusterToken, SecurityTLS
-	a, _ := startAgent(t, cfg)
+	a, adminToken, admin := startAgentAdmin(t, cfg)
 	ctx := context.Background()
-	admin := clientFor(t, a, clusterToken)
 	real, err := admin.CreateJoinToken(ctx, api.JoinTokenCreateRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +97,7 @@ func TestAgent_RefusedJoinTokensAreLimitedPerClientAddress(t *testing.T) {
 		t.Fatalf("the guess after the burst: %v, want 429", err)
 	}
 	// The same address is refused on the user API too; others are not.
-	if _, err := clientFrom(t, a, "127.0.0.2", clusterToken).Status(ctx); statusCode(err) != http.StatusTooManyRequests {
+	if _, err := clientFrom(t, a, "127.0.0.2", adminToken).Status(ctx); statusCode(err) != http.StatusTooManyRequests {
 		t.Fatalf("the user API from the limited address: %v, want 429", err)
 	}
 	if _, err := clientFrom(t, a, "127.0.0.3", "").Admit(ctx, guess); statusCode(err) != http.StatusForbidden {
