@@ -13,7 +13,7 @@ import (
 )
 
 // startGPUCluster starts n agents with gpus each (a sim: spec) and a GPU
-// clean period, the way startCluster does.
+// clean period, the way startCluster does, ACLs included.
 func startGPUCluster(t *testing.T, n int, gpus string, clean time.Duration) *testCluster {
 	t.Helper()
 	tc := &testCluster{t: t}
@@ -32,6 +32,7 @@ func startGPUCluster(t *testing.T, n int, gpus string, clean time.Duration) *tes
 		tc.agents = append(tc.agents, a)
 	}
 	tc.waitReady(n)
+	tc.bootstrapACL()
 	return tc
 }
 
