@@ -32,12 +32,7 @@ func aclAgent(t *testing.T) (*Agent, *api.Client) {
 	t.Helper()
 	cfg := testConfig(t, t.TempDir())
 	cfg.Token = "legacy"
-	a, legacy := startAgent(t, cfg)
-	boot, err := legacy.ACLBootstrap(context.Background(), api.ACLBootstrapRequest{})
-	if err != nil {
-		t.Fatalf("bootstrap: %v", err)
-	}
-	return a, clientFor(t, a, boot.Token)
+	return startAgent(t, cfg)
 }
 
 // userToken creates a token for user with role through admin.
@@ -110,7 +105,7 @@ func TestACL_BootstrapOnceAndTheClusterTokenStopsWorking(t *testing.T) {
 func TestACL_BeforeTheBootstrapTheClusterTokenHoldsEveryPermission(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.Token = "legacy"
-	_, c := startAgent(t, cfg)
+	_, c := startAgentWithoutACL(t, cfg) // the behaviour before the bootstrap
 	who, err := c.WhoAmI(context.Background())
 	if err != nil || who.ACL || who.Role != structs.RoleAdmin || len(who.Permissions) != 6 {
 		t.Fatalf("whoami before bootstrap %+v, %v", who, err)
@@ -437,12 +432,7 @@ func TestACL_ASecretEnvValueIsNeverLogged(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.Token = "legacy"
 	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Trace, Output: &agentLog})
-	a, legacy := startAgent(t, cfg)
-	boot, err := legacy.ACLBootstrap(context.Background(), api.ACLBootstrapRequest{})
-	if err != nil {
-		t.Fatalf("bootstrap: %v", err)
-	}
-	admin := clientFor(t, a, boot.Token)
+	a, admin := startAgent(t, cfg)
 	alice := clientFor(t, a, userToken(t, admin, "alice", structs.RoleSubmitter))
 	ctx := context.Background()
 
@@ -506,17 +496,13 @@ func TestACL_ASecretEnvValueIsNeverLogged(t *testing.T) {
 func TestACL_TokensAreKeptOnlyHashed(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.Token = "legacy"
-	a, legacy := startAgent(t, cfg)
-	boot, err := legacy.ACLBootstrap(context.Background(), api.ACLBootstrapRequest{})
-	if err != nil {
-		t.Fatalf("bootstrap: %v", err)
-	}
-	created, err := clientFor(t, a, boot.Token).CreateACLToken(context.Background(), api.ACLTokenCreateRequest{User: "alice", Role: structs.RoleSubmitter})
+	a, bootToken, admin := startAgentAdmin(t, cfg)
+	created, err := admin.CreateACLToken(context.Background(), api.ACLTokenCreateRequest{User: "alice", Role: structs.RoleSubmitter})
 	if err != nil {
 		t.Fatal(err)
 	}
 	raftDB := filepath.Join(a.DataDir(), "raft", "raft.db")
-	for _, token := range []string{boot.Token, created.Token} {
+	for _, token := range []string{bootToken, created.Token} {
 		tok, err := trust.ParseACLToken(token)
 		if err != nil {
 			t.Fatal(err)

@@ -259,6 +259,7 @@ func (a *Agent) start() error {
 		NodeAuth:     nodeAuth,
 		IsNode:       a.nodes.has,
 		IngressPort:  a.ingressPort(),
+		Timeouts:     a.cfg.APITimeouts,
 		Logger:       a.logger.Named("http"),
 	})
 	if a.ingressListener != nil {

@@ -120,10 +120,16 @@ func TestAgent_SubmitIsIdempotentByRequestID(t *testing.T) {
 }
 
 func TestAgent_BadInputIsRefusedAndWritesNothing(t *testing.T) {
-	a, c := startAgent(t, testConfig(t, t.TempDir()))
+	a, admin, c := startAgentAdmin(t, testConfig(t, t.TempDir()))
 	before := a.fsm.Index()
 	post := func(body string) (int, string) {
-		resp, err := http.Post(a.HTTPAddr()+"/v1/jobs", "application/json", strings.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, a.HTTPAddr()+"/v1/jobs", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(api.TokenHeader, admin)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +178,7 @@ func TestAgent_BadInputIsRefusedAndWritesNothing(t *testing.T) {
 func TestAgent_TokenIsRequiredWhenSet(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.Token = "s3cret"
-	a, c := startAgent(t, cfg)
+	a, c := startAgentWithoutACL(t, cfg) // the cluster's API token works only until the bootstrap
 	if _, err := c.Status(context.Background()); err != nil {
 		t.Fatalf("status with the token: %v", err)
 	}
@@ -251,7 +257,7 @@ func TestAgent_StatusAndNodesDescribeTheNode(t *testing.T) {
 func TestAgent_RestartKeepsHistoryAndAdoptsRunningJobs(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
-	first, c := startAgent(t, cfg)
+	first, admin, c := startAgentAdmin(t, cfg)
 	done := submit(t, c, 1, "true")
 	waitJobState(t, c, done.ID, structs.JobSucceeded)
 	marker := testutil.JobDir(t) + "/release"
@@ -269,7 +275,7 @@ func TestAgent_RestartKeepsHistoryAndAdoptsRunningJobs(t *testing.T) {
 	})
 	first.Shutdown()
 
-	_, c = startAgent(t, cfg)
+	_, c = restartAgent(t, cfg, admin)
 	d := waitJobState(t, c, done.ID, structs.JobSucceeded)
 	if len(d.Allocations) != 1 {
 		t.Fatalf("finished job has %d allocations after restart, want 1", len(d.Allocations))

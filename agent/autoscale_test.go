@@ -57,7 +57,7 @@ func TestAutoscale_ScalesUpUnderLoadAndBackDownWithoutFlapping(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
 	cfg.AutoscaleInterval = 200 * time.Millisecond
-	a, c := startAgent(t, cfg)
+	a, admin, c := startAgentAdmin(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	seen := watchReplicas(ctx, a, "web")
@@ -88,6 +88,7 @@ func TestAutoscale_ScalesUpUnderLoadAndBackDownWithoutFlapping(t *testing.T) {
 			defer load.Done()
 			for loadCtx.Err() == nil {
 				req, _ := http.NewRequestWithContext(loadCtx, http.MethodGet, a.IngressAddr()+"/web/work?ms=300", nil)
+				req.Header.Set(api.TokenHeader, admin)
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					if loadCtx.Err() == nil {
@@ -246,7 +247,7 @@ func TestAutoscale_AServiceScaledToZeroStartsAReplicaForARequestAndAnswersIt(t *
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
 	cfg.AutoscaleInterval = 200 * time.Millisecond
-	a, c := startAgent(t, cfg)
+	a, admin, c := startAgentAdmin(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	seen := watchReplicas(ctx, a, "web")
@@ -276,6 +277,7 @@ func TestAutoscale_AServiceScaledToZeroStartsAReplicaForARequestAndAnswersIt(t *
 	})
 
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.IngressAddr()+"/web/work?ms=10", nil)
+	req.Header.Set(api.TokenHeader, admin)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("a request to the service scaled to zero: %v", err)

@@ -8,10 +8,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/skein-dev/skein/agent/server"
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
@@ -48,7 +51,7 @@ func statusCode(err error) int {
 func TestAgent_FailedAuthenticationsAreLimitedPerClientAddress(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.Token = clusterToken
-	a, _ := startAgent(t, cfg)
+	a, admin, _ := startAgentAdmin(t, cfg)
 	ctx := context.Background()
 	guesser := clientFrom(t, a, "127.0.0.2", "a-guess")
 	for i := range 10 {
@@ -61,10 +64,10 @@ func TestAgent_FailedAuthenticationsAreLimitedPerClientAddress(t *testing.T) {
 		t.Fatalf("the guess after the burst: %v, want 429 naming the client", err)
 	}
 	// The right token from that address waits too; from another it works.
-	if _, err := clientFrom(t, a, "127.0.0.2", clusterToken).Status(ctx); statusCode(err) != http.StatusTooManyRequests {
+	if _, err := clientFrom(t, a, "127.0.0.2", admin).Status(ctx); statusCode(err) != http.StatusTooManyRequests {
 		t.Fatalf("the right token from the limited address: %v, want 429", err)
 	}
-	if _, err := clientFrom(t, a, "127.0.0.3", clusterToken).Status(ctx); err != nil {
+	if _, err := clientFrom(t, a, "127.0.0.3", admin).Status(ctx); err != nil {
 		t.Fatalf("the right token from another address: %v", err)
 	}
 }
@@ -72,9 +75,8 @@ func TestAgent_FailedAuthenticationsAreLimitedPerClientAddress(t *testing.T) {
 func TestAgent_RefusedJoinTokensAreLimitedPerClientAddress(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.Token, cfg.Security = clusterToken, SecurityTLS
-	a, _ := startAgent(t, cfg)
+	a, adminToken, admin := startAgentAdmin(t, cfg)
 	ctx := context.Background()
-	admin := clientFor(t, a, clusterToken)
 	real, err := admin.CreateJoinToken(ctx, api.JoinTokenCreateRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +100,7 @@ func TestAgent_RefusedJoinTokensAreLimitedPerClientAddress(t *testing.T) {
 		t.Fatalf("the guess after the burst: %v, want 429", err)
 	}
 	// The same address is refused on the user API too; others are not.
-	if _, err := clientFrom(t, a, "127.0.0.2", clusterToken).Status(ctx); statusCode(err) != http.StatusTooManyRequests {
+	if _, err := clientFrom(t, a, "127.0.0.2", adminToken).Status(ctx); statusCode(err) != http.StatusTooManyRequests {
 		t.Fatalf("the user API from the limited address: %v, want 429", err)
 	}
 	if _, err := clientFrom(t, a, "127.0.0.3", "").Admit(ctx, guess); statusCode(err) != http.StatusForbidden {
@@ -235,5 +237,118 @@ func TestAgent_ClientsThatSendTheirHeadersSlowlyOrNeverAreCutOff(t *testing.T) {
 				t.Fatalf("a request without its headers was answered: %q", got)
 			}
 		})
+	}
+}
+
+// dialFrom opens a raw connection to a's API from the loopback address
+// from (a client, not one of the cluster's nodes), with a receive buffer
+// of rcvbuf bytes (0: the kernel's).
+func dialFrom(t *testing.T, a *Agent, from string, rcvbuf int) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	if rcvbuf > 0 {
+		d.Control = func(_, _ string, raw syscall.RawConn) error {
+			var err error
+			if cerr := raw.Control(func(fd uintptr) {
+				err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf)
+			}); cerr != nil {
+				return cerr
+			}
+			return err
+		}
+	}
+	conn, err := d.Dial("tcp", a.listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// TestAgent_AnIdleKeepAliveConnectionIsClosedAfterTheIdleTimeout: a
+// client that sent one request on a keep-alive connection, read the
+// answer and then sends nothing has the connection closed by the agent
+// after the idle timeout (1 s here); without it the read timeout (30 s)
+// would hold it.
+func TestAgent_AnIdleKeepAliveConnectionIsClosedAfterTheIdleTimeout(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.APITimeouts = server.Timeouts{Idle: time.Second}
+	a, admin, _ := startAgentAdmin(t, cfg)
+	conn := dialFrom(t, a, "127.0.0.4", 0)
+	if _, err := fmt.Fprintf(conn, "GET /v1/status HTTP/1.1\r\nHost: skein\r\n%s: %s\r\n\r\n", api.TokenHeader, admin); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("the first request: %d, close %v, %v; want 200 on a connection kept alive", resp.StatusCode, resp.Close, err)
+	}
+	// Far past the idle timeout, so that only the agent's close ends the
+	// read on a busy machine; short of the read timeout.
+	if err := conn.SetReadDeadline(time.Now().Add(15 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := br.Read(make([]byte, 1))
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("the idle connection was still open after 15 s")
+	}
+	if n != 0 || !errors.Is(err, io.EOF) {
+		t.Fatalf("reading the idle connection: %d bytes, %v; want it closed (EOF)", n, err)
+	}
+}
+
+// TestAgent_AClientThatNeverReadsALargeAnswerIsCutOffAfterTheWriteTimeout:
+// a client that asks for a log larger than the sockets' buffers and reads
+// none of it holds the agent's write; after the write timeout (1 s here)
+// the agent gives the connection up, and what reached the client ends
+// short of the answer.
+func TestAgent_AClientThatNeverReadsALargeAnswerIsCutOffAfterTheWriteTimeout(t *testing.T) {
+	const size = 24 << 20 // far past the agent's send buffer (4 MiB at most) and the client's
+	cfg := testConfig(t, t.TempDir())
+	cfg.LogMaxMiB = 64 // keeps the whole log
+	cfg.APITimeouts = server.Timeouts{Write: time.Second}
+	a, admin, c := startAgentAdmin(t, cfg)
+	job := submit(t, c, 0, "head", "-c", strconv.Itoa(size), "/dev/zero")
+	waitJobState(t, c, job.ID, structs.JobSucceeded)
+
+	conn := dialFrom(t, a, "127.0.0.5", 16<<10)
+	if _, err := fmt.Fprintf(conn, "GET /v1/jobs/%s/logs?stream=stdout HTTP/1.1\r\nHost: skein\r\n%s: %s\r\n\r\n", job.ID, api.TokenHeader, admin); err != nil {
+		t.Fatal(err)
+	}
+	// The agent holds the connection (its write waits on the full
+	// buffers), then gives it up.
+	for _, want := range []int{1, 0} {
+		testutil.WaitFor(t, 20*time.Second, func() error {
+			if s := a.ConnStats(); s.Users != want {
+				return fmt.Errorf("the agent holds %d client connections, want %d", s.Users, want)
+			}
+			return nil
+		})
+	}
+	// Now read: what the buffers held, then the end of a cut connection.
+	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatal("the connection was open after the agent dropped it from its count")
+	}
+	if resp.StatusCode != http.StatusOK || err == nil || n >= size {
+		t.Fatalf("the log through a client that did not read: %d, %d of %d bytes, %v; want 200 and the answer cut short", resp.StatusCode, n, size, err)
 	}
 }

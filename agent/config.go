@@ -232,6 +232,10 @@ type Config struct {
 	// (conns.go). The nodes' connections have a reserve of their own.
 	MaxConns          int
 	MaxConnsPerClient int
+	// APITimeouts bound how long one API connection may wait for headers,
+	// a body, a reader of its answer, or its next request; zero fields
+	// take the server's defaults. Tests shorten them.
+	APITimeouts server.Timeouts
 	// Network lets tests cut this node off from others; nil in production.
 	Network *cluster.Partitioner
 	Logger  hclog.Logger

@@ -57,7 +57,7 @@ func TestDrain_AStoppedReplicaGetsNoRequestAndNoSignalForItsDrainDelay(t *testin
 	shared := testutil.SharedDir(t)
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
-	a, c := startAgent(t, cfg)
+	a, token, c := startAgentAdmin(t, cfg)
 	spec := structs.ServiceSpec{
 		Job: structs.JobSpec{Command: []string{bin, "--dir", shared, "--serve-port-env", "PORT"}},
 		Health: &structs.HealthCheck{Kind: structs.HealthHTTP, Path: "/health",
@@ -91,7 +91,7 @@ func TestDrain_AStoppedReplicaGetsNoRequestAndNoSignalForItsDrainDelay(t *testin
 	})
 	// From now until it is signalled, it runs and the ingress sends it
 	// nothing.
-	hc := &http.Client{Timeout: time.Minute}
+	hc := tokenClient(token)
 	served, untouched := 0, false
 	for {
 		if _, ok := signalledAt(t, shared, stopped.ID); ok {

@@ -13,7 +13,7 @@ import (
 )
 
 // startGPUCluster starts n agents with gpus each (a sim: spec) and a GPU
-// clean period, the way startCluster does.
+// clean period, the way startCluster does, ACLs included.
 func startGPUCluster(t *testing.T, n int, gpus string, clean time.Duration) *testCluster {
 	t.Helper()
 	tc := &testCluster{t: t}
@@ -32,6 +32,7 @@ func startGPUCluster(t *testing.T, n int, gpus string, clean time.Duration) *tes
 		tc.agents = append(tc.agents, a)
 	}
 	tc.waitReady(n)
+	tc.bootstrapACL()
 	return tc
 }
 
@@ -208,7 +209,7 @@ func TestAgent_RestartKeepsACordonAndAQuarantine(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
 	cfg.GPUCleanPeriod = time.Hour
-	first, c := startAgent(t, cfg)
+	first, admin, c := startAgentAdmin(t, cfg)
 	ctx := context.Background()
 	if err := c.InjectGPUFault(ctx, api.GPUFaultRequest{Node: cfg.Name, Index: 0, Reason: "XID 79"}); err != nil {
 		t.Fatal(err)
@@ -225,7 +226,7 @@ func TestAgent_RestartKeepsACordonAndAQuarantine(t *testing.T) {
 	})
 	first.Shutdown()
 
-	second, c := startAgent(t, cfg)
+	second, c := restartAgent(t, cfg, admin)
 	// The restarted health loop has judged GPU 0 (gossip carries its view)...
 	testutil.WaitFor(t, 10*time.Second, func() error {
 		if m := second.node.Meta().Unhealthy; m != 1 {

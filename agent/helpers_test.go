@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -70,18 +71,77 @@ func (w hclogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// startAgent starts an agent from cfg and bootstraps its ACLs, as every
+// real cluster's admin does: the client it returns holds the admin token.
 func startAgent(t *testing.T, cfg Config) (*Agent, *api.Client) {
+	t.Helper()
+	a, _, c := startAgentAdmin(t, cfg)
+	return a, c
+}
+
+// startAgentAdmin is startAgent that also returns the admin token, for the
+// test's own HTTP requests.
+func startAgentAdmin(t *testing.T, cfg Config) (*Agent, string, *api.Client) {
+	t.Helper()
+	a, legacy := startAgentWithoutACL(t, cfg)
+	token := bootstrapACL(t, legacy)
+	return a, token, clientFor(t, a, token)
+}
+
+// startAgentWithoutACL starts an agent from cfg and leaves its ACLs off:
+// the client it returns holds cfg.Token. Only tests of what a cluster does
+// before its bootstrap, or of the cluster's API token, use it.
+func startAgentWithoutACL(t *testing.T, cfg Config) (*Agent, *api.Client) {
 	t.Helper()
 	a, err := New(cfg)
 	if err != nil {
 		t.Fatalf("start agent: %v", err)
 	}
 	t.Cleanup(a.Shutdown)
-	c, err := api.NewClient(a.HTTPAddr(), cfg.Token)
-	if err != nil {
-		t.Fatal(err)
+	return a, clientFor(t, a, cfg.Token)
+}
+
+// restartAgent starts an agent from cfg on the data dir of one whose ACLs
+// are on: the client it returns holds token, that agent's admin token.
+func restartAgent(t *testing.T, cfg Config, token string) (*Agent, *api.Client) {
+	t.Helper()
+	a, _ := startAgentWithoutACL(t, cfg)
+	if _, on := a.fsm.ACL(); !on {
+		t.Fatal("the restarted agent has lost its ACLs")
 	}
-	return a, c
+	return a, clientFor(t, a, token)
+}
+
+// tokenClient is an HTTP client, with a minute's timeout, whose requests
+// carry token: for a test's own requests to an API or an ingress.
+func tokenClient(token string) *http.Client {
+	return &http.Client{Timeout: time.Minute, Transport: tokenTransport(token)}
+}
+
+// tokenTransport sets its token on every request it sends.
+type tokenTransport string
+
+func (t tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(api.TokenHeader, string(t))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// bootstrapACL turns ACLs on through c, which holds the cluster's
+// token, once its agent answers, and returns the admin token: one Raft
+// entry, committed by the time the answer comes.
+func bootstrapACL(t *testing.T, c *api.Client) string {
+	t.Helper()
+	ctx := context.Background()
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		_, err := c.Status(ctx)
+		return err
+	})
+	boot, err := c.ACLBootstrap(ctx, api.ACLBootstrapRequest{})
+	if err != nil {
+		t.Fatalf("ACL bootstrap: %v", err)
+	}
+	return boot.Token
 }
 
 func submit(t *testing.T, c *api.Client, gpus int, argv ...string) *structs.Job {

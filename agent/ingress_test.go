@@ -48,11 +48,11 @@ func TestIngress_RunsOnlyWhenGivenAPort(t *testing.T) {
 func TestIngress_ALoopbackAgentWithoutATokenServesPlainHTTP(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
-	a, _ := startAgent(t, cfg)
+	a, admin, _ := startAgentAdmin(t, cfg)
 	if !strings.HasPrefix(a.IngressAddr(), "http://127.0.0.1:") {
 		t.Fatalf("ingress at %q, want plain HTTP on the bind address", a.IngressAddr())
 	}
-	code, body := ingressGet(t, http.DefaultClient, a, "/llama/v1/models", "")
+	code, body := ingressGet(t, http.DefaultClient, a, "/llama/v1/models", admin)
 	if code != http.StatusNotFound || body != "service \"llama\" not found\n" {
 		t.Errorf("got %d %q, want 404 naming the service", code, body)
 	}
@@ -62,7 +62,7 @@ func TestIngress_ASecureAgentServesHTTPSAndWantsTheAPIsToken(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.Security = SecurityTLS
 	cfg.IngressPort = -1
-	a, _ := startAgent(t, cfg)
+	a, _ := startAgentWithoutACL(t, cfg) // about the cluster's API token, which works only until the bootstrap
 	if !strings.HasPrefix(a.IngressAddr(), "https://") {
 		t.Fatalf("ingress at %q, want HTTPS", a.IngressAddr())
 	}
@@ -145,7 +145,7 @@ func TestIngress_AServiceOfTwoReplicasIsServedThroughTheLossOfOne(t *testing.T) 
 	}
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
-	a, _ := startAgent(t, cfg)
+	a, admin, _ := startAgentAdmin(t, cfg)
 	site := testutil.SharedDir(t)
 	if err := os.WriteFile(filepath.Join(site, "index.html"), []byte("hello\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func TestIngress_AServiceOfTwoReplicasIsServedThroughTheLossOfOne(t *testing.T) 
 		t.Fatalf("register the service: %v", err)
 	}
 	waitReplicas(t, a, "web", 2, false)
-	code, body := ingressGet(t, http.DefaultClient, a, "/web/index.html", "")
+	code, body := ingressGet(t, http.DefaultClient, a, "/web/index.html", admin)
 	if code != http.StatusServiceUnavailable || body != "service web has no healthy replica: 2 starting\n" {
 		t.Errorf("while the replicas start: %d %q, want 503 saying they start", code, body)
 	}
@@ -179,7 +179,7 @@ func TestIngress_AServiceOfTwoReplicasIsServedThroughTheLossOfOne(t *testing.T) 
 	serve := func(what string) {
 		t.Helper()
 		for i := range 20 {
-			if code, body := ingressGet(t, http.DefaultClient, a, "/web/index.html", ""); code != http.StatusOK || body != "hello\n" {
+			if code, body := ingressGet(t, http.DefaultClient, a, "/web/index.html", admin); code != http.StatusOK || body != "hello\n" {
 				t.Fatalf("%s, request %d: %d %q, want the site", what, i, code, body)
 			}
 		}

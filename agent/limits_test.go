@@ -28,8 +28,8 @@ func TestAgent_SubmitOverALimitIsRefusedWithTheLimitNamed(t *testing.T) {
 		array structs.ArraySpec
 		want  string
 	}{
-		{"array over the array limit", structs.ArraySpec{Start: 0, End: 5}, `limit: user "" may submit arrays of at most 5 tasks (this one has 6)`},
-		{"array over the queued limit", structs.ArraySpec{Start: 0, End: 2}, `limit: user "" may have 2 queued jobs (has 0, this array adds 3)`},
+		{"array over the array limit", structs.ArraySpec{Start: 0, End: 5}, `limit: admin may submit arrays of at most 5 tasks (this one has 6)`},
+		{"array over the queued limit", structs.ArraySpec{Start: 0, End: 2}, `limit: admin may have 2 queued jobs (has 0, this array adds 3)`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,7 +65,7 @@ func TestAgent_OwnerGPULimitKeepsAJobQueuedUntilGPUsAreFree(t *testing.T) {
 	first := submit(t, c, 2, "sleep", "60")
 	waitJobState(t, c, first.ID, structs.JobRunning)
 	second := submit(t, c, 1, "true")
-	want := "waiting: the GPU limit (2) of jobs without an owner is in use"
+	want := "waiting: admin's GPU limit (2) is in use"
 	testutil.WaitFor(t, 10*time.Second, func() error {
 		d, err := c.Job(ctx, second.ID)
 		if err != nil {

@@ -26,11 +26,11 @@ import (
 // replica that was not placed and the scheduler's reason; the old
 // replicas serve throughout and the unplaced one is stopped.
 func TestRollout_AVersionThatCannotBePlacedRollsBackAtItsProgressDeadline(t *testing.T) {
-	a, c, spec := workloadService(t, 2)
+	a, token, c, spec := workloadService(t, 2)
 	old := wantedReplicas(a)
 	batch := submit(t, c, 1, "sleep", "600")
 	waitJobState(t, c, batch.ID, structs.JobRunning)
-	l := startLoad(t, a, 2, 20)
+	l := startLoad(t, a, token, 2, 20)
 
 	big := spec
 	big.Job.GPUs = 4
@@ -77,7 +77,7 @@ var unhealthyFor = regexp.MustCompile(`unhealthy for (\d+)s: `)
 // replica may fail its health check: a version that answers 503 on
 // /health rolls back once it has been unhealthy for the spec's 2 s.
 func TestRollout_TheSpecsUnhealthyTimeoutBoundsAnUnhealthyVersion(t *testing.T) {
-	a, c, spec := workloadService(t, 1)
+	a, _, c, spec := workloadService(t, 1)
 	sick := filepath.Join(testutil.SharedDir(t), "sick")
 	if err := os.WriteFile(sick, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -116,7 +116,7 @@ func TestAutoscale_PausesWhileARolloutIsInProgress(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
 	cfg.AutoscaleInterval = 200 * time.Millisecond
-	a, c := startAgent(t, cfg)
+	a, admin, c := startAgentAdmin(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -166,6 +166,7 @@ func TestAutoscale_PausesWhileARolloutIsInProgress(t *testing.T) {
 			defer load.Done()
 			for ctx.Err() == nil {
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.IngressAddr()+"/web/work?ms=300", nil)
+				req.Header.Set(api.TokenHeader, admin)
 				if resp, err := http.DefaultClient.Do(req); err == nil {
 					_, _ = io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()

@@ -205,7 +205,7 @@ func TestRollout_ImageReplicasAreReplacedInNewContainers(t *testing.T) {
 	cfg.IngressPort = -1
 	cfg.ContainerSocket = DefaultContainerSocket
 	cfg.AllowMounts = []string{shared}
-	a, c := startAgent(t, cfg)
+	a, token, c := startAgentAdmin(t, cfg)
 	testutil.WaitFor(t, 20*time.Second, func() error {
 		if n, ok := a.fsm.Node(a.NodeID()); !ok || !n.Containers.Answers() {
 			return fmt.Errorf("the node's engine report is not in yet")
@@ -224,7 +224,7 @@ func TestRollout_ImageReplicasAreReplacedInNewContainers(t *testing.T) {
 		t.Fatalf("create the service: %v", err)
 	}
 	old := waitReplicas(t, a, "web", 2, true)
-	l := startLoad(t, a, 4, 100)
+	l := startLoad(t, a, token, 4, 100)
 
 	next := spec
 	next.Job.Env = map[string]string{"MODEL": "v2"}

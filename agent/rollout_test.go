@@ -19,13 +19,14 @@ import (
 
 // workloadService starts an agent with an ingress and creates web: n
 // replicas of skein-workload serving on $PORT, checked on /health, with
-// MODEL=v1 in their env. It waits until they are all healthy.
-func workloadService(t *testing.T, n int) (*Agent, *api.Client, structs.ServiceSpec) {
+// MODEL=v1 in their env. It waits until they are all healthy, and returns
+// the agent with its admin token, a client holding it, and web's spec.
+func workloadService(t *testing.T, n int) (*Agent, string, *api.Client, structs.ServiceSpec) {
 	t.Helper()
 	bin := testutil.Workload(t)
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
-	a, c := startAgent(t, cfg)
+	a, token, c := startAgentAdmin(t, cfg)
 	spec := structs.ServiceSpec{
 		Job: structs.JobSpec{Command: []string{bin, "--dir", testutil.SharedDir(t), "--serve-port-env", "PORT"},
 			Env: map[string]string{"MODEL": "v1"}},
@@ -37,11 +38,11 @@ func workloadService(t *testing.T, n int) (*Agent, *api.Client, structs.ServiceS
 		t.Fatalf("create the service: %v", err)
 	}
 	waitReplicas(t, a, "web", n, true)
-	return a, c, spec
+	return a, token, c, spec
 }
 
-// load sends requests to /web/work?ms=ms through the agent's ingress
-// from workers goroutines until stopped, and counts them and those that
+// load sends requests to /web/work?ms=ms through the agent's ingress,
+// with a token, from workers goroutines until stopped, and counts them and those that
 // failed (an error or any status but 200), keeping the first failures.
 type load struct {
 	sent, failed atomic.Int64
@@ -51,9 +52,9 @@ type load struct {
 	done         sync.WaitGroup
 }
 
-func startLoad(t *testing.T, a *Agent, workers, ms int) *load {
+func startLoad(t *testing.T, a *Agent, token string, workers, ms int) *load {
 	l := &load{stop: make(chan struct{})}
-	hc := &http.Client{Timeout: time.Minute}
+	hc := tokenClient(token)
 	for range workers {
 		l.done.Add(1)
 		go func() {
@@ -149,8 +150,8 @@ func wantedReplicas(a *Agent) []*structs.Job {
 // through the ingress: every replica ends on the new version, running
 // the new env, and not one request fails while old replicas drain.
 func TestRollout_UpdateUnderLoadFailsNoRequest(t *testing.T) {
-	a, c, spec := workloadService(t, 2)
-	l := startLoad(t, a, 6, 300)
+	a, token, c, spec := workloadService(t, 2)
+	l := startLoad(t, a, token, 6, 300)
 
 	spec.Job.Env = map[string]string{"MODEL": "v2"}
 	d, err := c.UpdateService(context.Background(), "web", api.ServiceUpdateRequest{Spec: spec})
@@ -197,9 +198,9 @@ func TestRollout_UpdateUnderLoadFailsNoRequest(t *testing.T) {
 // saying which replica failed how; the old replicas keep serving
 // throughout (max unavailable 0: none of them is stopped).
 func TestRollout_AFailingVersionIsRolledBack(t *testing.T) {
-	a, c, spec := workloadService(t, 2)
+	a, token, c, spec := workloadService(t, 2)
 	old := wantedReplicas(a)
-	l := startLoad(t, a, 2, 20)
+	l := startLoad(t, a, token, 2, 20)
 
 	bad := spec
 	bad.Job.Command = append(slices.Clone(spec.Job.Command), "--no-such-flag")
@@ -232,7 +233,7 @@ func TestRollout_AFailingVersionIsRolledBack(t *testing.T) {
 // A scale down while slow requests are in flight on the replica it stops:
 // the replica leaves the ingress's endpoints, finishes them, then ends.
 func TestRollout_ScaleDownDrainsRequestsInFlight(t *testing.T) {
-	a, c, _ := workloadService(t, 2)
+	a, token, c, _ := workloadService(t, 2)
 	var stopped *structs.Allocation
 	for _, al := range runningReplicas(a, "web", nil) {
 		if al.JobID == wantedReplicas(a)[1].ID {
@@ -250,7 +251,7 @@ func TestRollout_ScaleDownDrainsRequestsInFlight(t *testing.T) {
 		err  error
 	}
 	answers := make(chan answer, n)
-	hc := &http.Client{Timeout: time.Minute}
+	hc := tokenClient(token)
 	for range n {
 		go func() {
 			resp, err := hc.Get(a.IngressAddr() + "/web/work?ms=4000")

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/internal/testutil"
@@ -38,7 +37,7 @@ func TestAgent_JobRunsAsItsOwnerAndReachesNothingOfTheAgents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := bootstrapACL(t, a, clientFor(t, a, strings.TrimSpace(string(token))))
+	admin := clientFor(t, a, bootstrapACL(t, clientFor(t, a, strings.TrimSpace(string(token)))))
 	asAlice := clientFor(t, a, userToken(t, admin, alice.Name, structs.RoleSubmitter))
 
 	// The admin has no local account: its job runs as the job user, and
@@ -100,20 +99,4 @@ func TestAgent_RootOnlyForAUserAnAdminAllows(t *testing.T) {
 	if got := logs(t, asRoot, allowed.ID, api.StreamStdout); got != "0\n" {
 		t.Errorf("the allowed job ran as uid %q, want 0", got)
 	}
-}
-
-// bootstrapACL turns ACLs on through c, which holds the cluster's token,
-// once the agent answers, and returns a client with the admin token.
-func bootstrapACL(t *testing.T, a *Agent, c *api.Client) *api.Client {
-	t.Helper()
-	ctx := context.Background()
-	testutil.WaitFor(t, 10*time.Second, func() error {
-		_, err := c.Status(ctx)
-		return err
-	})
-	boot, err := c.ACLBootstrap(ctx, api.ACLBootstrapRequest{})
-	if err != nil {
-		t.Fatalf("bootstrap: %v", err)
-	}
-	return clientFor(t, a, boot.Token)
 }

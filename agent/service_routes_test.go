@@ -68,7 +68,7 @@ func TestServiceRoutes_CreateListDetailScaleDelete(t *testing.T) {
 	}
 
 	scaled, err := c.ScaleService(ctx, "web", api.ServiceScaleRequest{Replicas: 3})
-	if err != nil || scaled.Service.Replicas != 3 || scaled.Service.Reason != "scaled 2→3" {
+	if err != nil || scaled.Service.Replicas != 3 || scaled.Service.Reason != "scaled 2→3 by admin" {
 		t.Fatalf("scale up: %+v, %v", scaled, err)
 	}
 	d = waitServiceState(t, c, "web", "3/3 healthy")
@@ -104,7 +104,7 @@ func TestServiceRoutes_CreateListDetailScaleDelete(t *testing.T) {
 }
 
 func TestServiceRoutes_RefusalsNameTheField(t *testing.T) {
-	a, c := startAgent(t, testConfig(t, t.TempDir()))
+	a, admin, c := startAgentAdmin(t, testConfig(t, t.TempDir()))
 	ctx := context.Background()
 	if _, err := c.CreateService(ctx, sleepService("web", 1)); err != nil {
 		t.Fatal(err)
@@ -145,7 +145,7 @@ func TestServiceRoutes_RefusalsNameTheField(t *testing.T) {
 	_, err = c.Service(ctx, "nope")
 	wantStatus(t, err, http.StatusNotFound, `no such service: "nope"`)
 	// An empty body would scale to 0: it is refused.
-	if code, msg := call(t, a, "", "POST", "/v1/services/web/scale", nil); code != http.StatusBadRequest || !strings.Contains(msg, "empty request body") {
+	if code, msg := call(t, a, admin, "POST", "/v1/services/web/scale", nil); code != http.StatusBadRequest || !strings.Contains(msg, "empty request body") {
 		t.Fatalf("scale without a body: %d %q", code, msg)
 	}
 	if a.fsm.Index() != before {

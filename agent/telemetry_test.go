@@ -76,7 +76,7 @@ func TestAutoscale_OnSimulatedGPUUtilisationScalesUpAndBackDown(t *testing.T) {
 	cfg.IngressPort = -1
 	cfg.AutoscaleInterval = 200 * time.Millisecond
 	cfg.TelemetryPeriod = 100 * time.Millisecond
-	a, c := startAgent(t, cfg)
+	a, admin, c := startAgentAdmin(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	seen := watchReplicas(ctx, a, "web")
@@ -106,7 +106,7 @@ func TestAutoscale_OnSimulatedGPUUtilisationScalesUpAndBackDown(t *testing.T) {
 		return nil
 	})
 
-	stopLoad, served := slowLoad(ctx, a, 8)
+	stopLoad, served := slowLoad(ctx, a, admin, 8)
 	waitReplicas(t, a, "web", 3, true)
 	svc, _ := a.fsm.Service("web")
 	if !strings.Contains(svc.Reason, "% GPU utilisation per replica, target 50") {
@@ -149,10 +149,10 @@ func TestAutoscale_OnSimulatedGPUUtilisationScalesUpAndBackDown(t *testing.T) {
 	t.Logf("wanted %v; %d requests served; last: %s", counts, served.Load(), svc.Reason)
 }
 
-// slowLoad runs n clients through a's ingress, each sending a slow
-// request to web after another, until the returned stop is called; it
-// counts the requests served.
-func slowLoad(ctx context.Context, a *Agent, n int) (stop func(), served *atomic.Int64) {
+// slowLoad runs n clients through a's ingress, with token, each sending a
+// slow request to web after another, until the returned stop is called;
+// it counts the requests served.
+func slowLoad(ctx context.Context, a *Agent, token string, n int) (stop func(), served *atomic.Int64) {
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(ctx)
 	served = &atomic.Int64{}
@@ -162,6 +162,7 @@ func slowLoad(ctx context.Context, a *Agent, n int) (stop func(), served *atomic
 			defer wg.Done()
 			for ctx.Err() == nil {
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.IngressAddr()+"/web/work?ms=300", nil)
+				req.Header.Set(api.TokenHeader, token)
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					continue

@@ -183,7 +183,7 @@ func TestUI_ACLs_CookieLoginRolesAndActionsThroughTheAPI(t *testing.T) {
 }
 
 func TestUI_NoACLsNoToken_TheUIJustWorks(t *testing.T) {
-	a, c := startAgent(t, testConfig(t, t.TempDir()))
+	a, c := startAgentWithoutACL(t, testConfig(t, t.TempDir())) // the UI of a cluster before its bootstrap
 	job := submit(t, c, 1, "sleep", "300")
 	waitJobState(t, c, job.ID, structs.JobRunning)
 	b := newUIBrowser(t, a)

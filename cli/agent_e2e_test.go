@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +17,10 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// startRealAgent runs an in-process agent with 2 simulated GPUs and points
-// the CLI at it through SKEIN_ADDR; tune changes its configuration.
+// startRealAgent runs an in-process agent with 2 simulated GPUs, turns its
+// ACLs on, as every real cluster's admin does, and points the CLI at it
+// with the admin token through SKEIN_ADDR and SKEIN_TOKEN_FILE; tune
+// changes its configuration.
 func startRealAgent(t *testing.T, tune ...func(*agent.Config)) string {
 	t.Helper()
 	t.Setenv(superviseEnv, "1")
@@ -41,7 +44,20 @@ func startRealAgent(t *testing.T, tune ...func(*agent.Config)) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Shutdown)
+	c, err := api.NewClient(a.HTTPAddr(), cfg.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boot, err := c.ACLBootstrap(context.Background(), api.ACLBootstrapRequest{})
+	if err != nil {
+		t.Fatalf("ACL bootstrap: %v", err)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(tokenFile, []byte(boot.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("SKEIN_ADDR", a.HTTPAddr())
+	t.Setenv("SKEIN_TOKEN_FILE", tokenFile)
 	return a.HTTPAddr()
 }
 

@@ -67,7 +67,7 @@ func TestCLI_ServeScaleAndDeleteAgainstARealAgent(t *testing.T) {
 		t.Fatalf("scale to 1: %d %q", r.code, r.stderr)
 	}
 	d = waitService(t, "web", "1/1 healthy")
-	if len(d.Replicas) != 1 || d.Replicas[0].Index != 0 || d.Service.Reason != "scaled 3→1" {
+	if len(d.Replicas) != 1 || d.Replicas[0].Index != 0 || d.Service.Reason != "scaled 3→1 by admin" {
 		t.Fatalf("after scaling to 1: reason %q, replicas %+v", d.Service.Reason, d.Replicas)
 	}
 

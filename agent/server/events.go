@@ -50,7 +50,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	defer keepAlive.Stop()
 	for {
 		p := s.fsm.Events(q)
-		holdWrite(w)
+		s.holdWrite(w)
 		if !p.Dropped.IsZero() {
 			gap := structs.Event{Index: p.Dropped.Index, Seq: p.Dropped.Seq, Kind: structs.EventsDropped,
 				Reason: fmt.Sprintf("events after %s up to %s were dropped: the state keeps the newest %d", q.After, p.Dropped, fsm.MaxEvents)}
@@ -88,7 +88,7 @@ func (s *Server) waitEvents(w http.ResponseWriter, r *http.Request, changed <-ch
 		case <-changed:
 			return true
 		case <-keepAlive:
-			holdWrite(w)
+			s.holdWrite(w)
 			if _, err := w.Write([]byte("\n")); err != nil || rc.Flush() != nil {
 				return false
 			}

@@ -61,7 +61,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte) bo
 			stopWatch()
 			defer abandon()
 			defer resp.Body.Close()
-			relay(w, resp)
+			s.relay(w, resp)
 			return true
 		}
 		stopWatch()
@@ -104,7 +104,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, addr string, body
 		return
 	}
 	defer resp.Body.Close()
-	relay(w, resp)
+	s.relay(w, resp)
 }
 
 func copyHeaders(dst, src http.Header, names ...string) {
@@ -117,7 +117,7 @@ func copyHeaders(dst, src http.Header, names ...string) {
 
 // relay copies a response to w, flushing as data arrives so streams stay
 // live, however long they last.
-func relay(w http.ResponseWriter, resp *http.Response) {
+func (s *Server) relay(w http.ResponseWriter, resp *http.Response) {
 	copyHeaders(w.Header(), resp.Header, "Content-Type", api.LogDroppedHeader, api.LogMaxHeader)
 	w.WriteHeader(resp.StatusCode)
 	flusher, _ := w.(http.Flusher)
@@ -125,7 +125,7 @@ func relay(w http.ResponseWriter, resp *http.Response) {
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
-			holdWrite(w)
+			s.holdWrite(w)
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return
 			}

@@ -58,7 +58,7 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 	}
 
 	alloc, err := s.waitForAlloc(r, job.ID, rank, follow)
-	holdWrite(w) // the wait may have outlasted the server's bound
+	s.holdWrite(w) // the wait may have outlasted the server's bound
 	if err != nil {
 		writeError(w, http.StatusNotFound, err)
 		return
@@ -187,7 +187,7 @@ func (s *Server) copyLog(w http.ResponseWriter, r *http.Request, allocID, stream
 			f = rd
 		}
 		if f != nil {
-			holdWrite(w) // a followed log may go on for as long as its job
+			s.holdWrite(w) // a followed log may go on for as long as its job
 			if _, err := io.Copy(w, f); err != nil {
 				return err
 			}

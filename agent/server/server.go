@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,8 +24,9 @@ import (
 
 // What one connection may hold the server to (agent/DESIGN.md, "Bounded
 // API"): a client that sends nothing, sends slowly or stops reading gives
-// its connection back within these. Answers that stream or wait longer
-// renew the write bound before each write (holdWrite).
+// its connection back within these (the defaults of Timeouts). Answers
+// that stream or wait longer renew the write bound before each write
+// (holdWrite).
 const (
 	// readHeaderTimeout bounds the wait for a request's headers, and for
 	// a TLS handshake: a client that connects and sends nothing, or sends
@@ -46,6 +48,22 @@ const (
 	// hundred bytes.
 	maxHeaderBytes = 64 << 10
 )
+
+// Timeouts are the bounds above; a zero field takes its default. Tests
+// shorten them, to see a connection cut off in seconds.
+type Timeouts struct {
+	ReadHeader, Read, Write, Idle time.Duration
+}
+
+// withDefaults fills the zero fields.
+func (t Timeouts) withDefaults() Timeouts {
+	return Timeouts{
+		ReadHeader: cmp.Or(t.ReadHeader, readHeaderTimeout),
+		Read:       cmp.Or(t.Read, readTimeout),
+		Write:      cmp.Or(t.Write, writeTimeout),
+		Idle:       cmp.Or(t.Idle, idleTimeout),
+	}
+}
 
 // internalPrefix is where the node-to-node API lives.
 const internalPrefix = "/v1/internal/"
@@ -109,6 +127,8 @@ type Config struct {
 	Audit *AuditLog
 	// UI is the web UI's configuration; nil serves none.
 	UI *ui.Config
+	// Timeouts bound what one connection may hold the server to.
+	Timeouts Timeouts
 	// UserAuth guards the user API, NodeAuth the node-to-node API.
 	UserAuth Authenticator
 	NodeAuth Authenticator
@@ -127,6 +147,8 @@ type Server struct {
 	http *http.Server
 	// authFails limits failed authentications per client address.
 	authFails *failLimiter
+	// timeouts are cfg.Timeouts with their defaults.
+	timeouts Timeouts
 	// ctx ends with Shutdown; followed log streams stop with it.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -134,7 +156,7 @@ type Server struct {
 
 // New returns a Server for cfg.Listener; Serve serves it.
 func New(cfg Config) *Server {
-	s := &Server{cfg: cfg, log: cfg.Logger, fsm: cfg.FSM}
+	s := &Server{cfg: cfg, log: cfg.Logger, fsm: cfg.FSM, timeouts: cfg.Timeouts.withDefaults()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.authFails = newFailLimiter(s.sentByNode, cfg.Logger)
 	top := http.NewServeMux()
@@ -150,10 +172,10 @@ func New(cfg Config) *Server {
 	}
 	s.http = &http.Server{
 		Handler:           top,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
+		ReadHeaderTimeout: s.timeouts.ReadHeader,
+		ReadTimeout:       s.timeouts.Read,
+		WriteTimeout:      s.timeouts.Write,
+		IdleTimeout:       s.timeouts.Idle,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          cfg.Logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
@@ -172,12 +194,12 @@ func (s *Server) sentByNode(r *http.Request) bool {
 	return s.cfg.IsNode != nil && s.cfg.IsNode(requestIP(r))
 }
 
-// holdWrite gives the next write of an answer writeTimeout from now. A
-// handler that streams, or waits longer than writeTimeout before it
-// answers, calls it before each write: the server's own bound runs from
-// the request's arrival.
-func holdWrite(w http.ResponseWriter) {
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
+// holdWrite gives the next write of an answer the write timeout from now.
+// A handler that streams, or waits longer than the write timeout before
+// it answers, calls it before each write: the server's own bound runs
+// from the request's arrival.
+func (s *Server) holdWrite(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.timeouts.Write))
 }
 
 // userRoutes is the user API. Every route needs a permission of the

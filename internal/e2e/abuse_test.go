@@ -29,7 +29,9 @@ const (
 	abuseKeepAlive = 5000
 	abuseSlowloris = 50
 	abuseRedial    = 2 * time.Second
-	// abuseToken is the cluster's API token, which the attacker lacks.
+	// abuseToken is the cluster's API token, which the attacker lacks;
+	// once the ACLs are on only the nodes use it, and the real client
+	// holds the admin token.
 	abuseToken = "the-abuse-test-token"
 	// realClient is the address the real client comes from: a user, not
 	// one of the cluster's nodes.
@@ -107,11 +109,11 @@ func openFilesLimit(t testing.TB, pid int) string {
 	return ""
 }
 
-// clientFrom is an API client of n, with the token, that connects from
-// the loopback address from.
+// clientFrom is an API client of n, with the admin token, that connects
+// from the loopback address from.
 func clientFrom(t testing.TB, n *node, from string) *api.Client {
 	t.Helper()
-	c, err := api.NewClient(n.proc.addr, abuseToken)
+	c, err := api.NewClient(n.proc.addr, adminToken(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -71,8 +74,65 @@ func agentArgs(ip, dataDir string, httpPort, raftPort int, extra ...string) []st
 		"--gpus", "sim:4xH100-80", "--kill-grace", "1s"}, extra...)
 }
 
+// testACL is the ACLs of one test's cluster: the first agent the test
+// starts bootstraps them, as every real cluster's admin does, and the CLI
+// through every agent of the test then holds the admin token.
+type testACL struct {
+	off  bool   // the test runs without ACLs (withoutACL)
+	file string // the admin token's file, once bootstrapped
+}
+
+// acls holds each running test's testACL.
+var acls sync.Map // testing.TB -> *testACL
+
+func aclOf(t testing.TB) *testACL {
+	acl, loaded := acls.LoadOrStore(t, &testACL{})
+	if !loaded {
+		t.Cleanup(func() { acls.Delete(t) })
+	}
+	return acl.(*testACL)
+}
+
+// withoutACL makes t's agents run without ACLs: for tests of the
+// cluster's API token, or that bootstrap the ACLs themselves.
+func withoutACL(t testing.TB) { aclOf(t).off = true }
+
+// adminToken is the admin token of t's cluster.
+func adminToken(t testing.TB) string {
+	t.Helper()
+	acl := aclOf(t)
+	if acl.file == "" {
+		t.Fatal("the test's cluster has no ACLs")
+	}
+	b, err := os.ReadFile(acl.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// tokenClient is an HTTP client, with a timeout of 10 s, whose requests
+// carry the admin token of t's cluster: for requests to an ingress.
+func tokenClient(t testing.TB) *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: tokenTransport{token: adminToken(t), next: &http.Transport{MaxIdleConnsPerHost: 64}}}
+}
+
+// tokenTransport sets its token on every request it sends through next.
+type tokenTransport struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (tt tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(api.TokenHeader, tt.token)
+	return tt.next.RoundTrip(r)
+}
+
 // runAgent starts cmd, an agent whose API is at addr, and waits until the
-// API answers.
+// API answers; the first agent of a test (unless withoutACL) bootstraps
+// the cluster's ACLs, and the CLI through every agent holds the admin
+// token.
 func runAgent(t testing.TB, cmd *exec.Cmd, addr string, env []string) *agentProc {
 	t.Helper()
 	var log bytes.Buffer
@@ -81,6 +141,11 @@ func runAgent(t testing.TB, cmd *exec.Cmd, addr string, env []string) *agentProc
 		t.Fatal(err)
 	}
 	p := &agentProc{cmd: cmd, addr: addr, log: &log, env: env}
+	acl := aclOf(t)
+	if acl.file != "" {
+		// A later node's API refuses the token until it has caught up.
+		p.env = append(slices.Clip(p.env), "SKEIN_TOKEN_FILE="+acl.file)
+	}
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			_ = p.cmd.Process.Signal(syscall.SIGCONT) // in case a test froze it
@@ -95,6 +160,17 @@ func runAgent(t testing.TB, cmd *exec.Cmd, addr string, env []string) *agentProc
 		_, err := p.skein(t, "status")
 		return err
 	})
+	if !acl.off && acl.file == "" {
+		out, err := p.skein(t, "acl", "bootstrap")
+		if err != nil {
+			t.Fatal(err)
+		}
+		acl.file = filepath.Join(t.TempDir(), "admin-token")
+		if err := os.WriteFile(acl.file, []byte(out), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p.env = append(slices.Clip(p.env), "SKEIN_TOKEN_FILE="+acl.file)
+	}
 	return p
 }
 

@@ -147,7 +147,7 @@ type loadClient struct {
 
 func startLoad(t *testing.T, url string, perSecond int) *loadClient {
 	c := &loadClient{url: url, ok: map[string]int{}, failed: map[string][]string{},
-		hc: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+		hc: tokenClient(t)}
 	c.phase.Store("steady")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -402,6 +402,7 @@ func TestProcess_ImageService_ReplicasInContainersServedThroughTheIngress(t *tes
 	}
 	// reached waits until requests through the ingress have been answered
 	// by every replica of d.
+	hc := tokenClient(t)
 	reached := func(d api.ServiceDetail) {
 		t.Helper()
 		want := map[string]bool{}
@@ -409,7 +410,7 @@ func TestProcess_ImageService_ReplicasInContainersServedThroughTheIngress(t *tes
 			want[r.Alloc.ID] = true
 		}
 		testutil.WaitFor(t, 20*time.Second, func() error {
-			resp, err := http.Get(nodes[0].url("boxed", "/work?ms=0"))
+			resp, err := hc.Get(nodes[0].url("boxed", "/work?ms=0"))
 			if err != nil {
 				return err
 			}
@@ -476,6 +477,7 @@ func TestProcess_Service_HealthCheckedAgainAfterAgentRestart(t *testing.T) {
 		t.Fatalf("serve: %v\n%s", err, out)
 	}
 	replica := waitHealthy(t, p, "solo", []*serviceNode{n}, true).Replicas[0]
+	hc := tokenClient(t)
 	// status waits until the ingress answers want and the replica, on its
 	// first allocation still, stands as status.
 	status := func(want int, st api.ReplicaStatus) {
@@ -488,7 +490,7 @@ func TestProcess_Service_HealthCheckedAgainAfterAgentRestart(t *testing.T) {
 			if r := d.Replicas[0]; r.Alloc == nil || r.Alloc.ID != replica.Alloc.ID || r.Status != st {
 				return fmt.Errorf("replica %+v, want %s on allocation %s", r, st, replica.Alloc.ID)
 			}
-			resp, err := http.Get(n.url("solo", "/work?ms=0"))
+			resp, err := hc.Get(n.url("solo", "/work?ms=0"))
 			if err != nil {
 				return err
 			}
