@@ -25,7 +25,11 @@ import (
 func startTwoNodes(t *testing.T) {
 	t.Helper()
 	first := startRealAgent(t, func(c *agent.Config) { c.Name = "n0" })
-	cl, err := api.NewClient(first, "")
+	token, err := os.ReadFile(os.Getenv("SKEIN_TOKEN_FILE")) // the admin token startRealAgent bootstrapped
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := api.NewClient(first, string(token))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,8 +36,8 @@ func TestCLI_SlurmHabitsAgainstARealAgent(t *testing.T) {
 		r := runCLI(t, "squeue")
 		want := []*regexp.Regexp{
 			regexp.MustCompile(`^ +JOBID PARTITION +NAME +USER ST +TIME +NODES NODELIST\(REASON\)$`),
-			regexp.MustCompile(`^ +` + train + ` +train +R +0:\d\d +1 e2e$`),
-			regexp.MustCompile(`^ +` + queued + ` +queued +PD +0:00 +1 \(.*not enough free GPUs.*\)$`),
+			regexp.MustCompile(`^ +` + train + ` +train +admin +R +0:\d\d +1 e2e$`),
+			regexp.MustCompile(`^ +` + queued + ` +queued +admin +PD +0:00 +1 \(.*not enough free GPUs.*\)$`),
 		}
 		lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 		if r.code != exitOK || len(lines) != len(want) {
