@@ -18,7 +18,7 @@ import (
 // eventServer serves GET /v1/events from st's FSM with a read bound of
 // readTimeout, as the agent's server bounds requests.
 func eventServer(t *testing.T, st *states, readTimeout time.Duration) (*httptest.Server, *api.Client) {
-	s := &Server{fsm: st.f, log: hclog.NewNullLogger()}
+	s := &Server{fsm: st.f, log: hclog.NewNullLogger(), timeouts: Timeouts{}.withDefaults()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	t.Cleanup(s.cancel)
 	mux := http.NewServeMux()
@@ -171,7 +171,9 @@ func TestEvents_AFollowerBehindTheRingIsToldWhatWasDropped(t *testing.T) {
 	st.node(structs.Node{ID: "n1"})
 	st.flapNode(fsm.MaxEvents + 1)
 	_, c := eventServer(t, st, time.Minute)
-	ctx, cancel := context.WithCancel(context.Background())
+	// Bounded, so that a stream that never delivers fails the test
+	// instead of retrying until the package's timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var first []structs.Event
 	err := c.FollowEvents(ctx, api.EventsQuery{}, nil, func(e structs.Event) error {
@@ -181,8 +183,8 @@ func TestEvents_AFollowerBehindTheRingIsToldWhatWasDropped(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || len(first) < 2 {
+		t.Fatalf("follow got %d events, error %v; want 2", len(first), err)
 	}
 	if d := first[0]; d.Kind != structs.EventsDropped || d.Cursor() != (structs.EventCursor{Index: 2}) ||
 		!strings.Contains(d.Reason, "up to 2.0 were dropped") {
@@ -196,7 +198,7 @@ func TestEvents_AFollowerBehindTheRingIsToldWhatWasDropped(t *testing.T) {
 // TestEvents_AQuietFollowGetsKeepAlives: while no event comes, each tick
 // writes an empty line (flushed); an event ends the wait.
 func TestEvents_AQuietFollowGetsKeepAlives(t *testing.T) {
-	s := &Server{fsm: fsm.New(nil), log: hclog.NewNullLogger()}
+	s := &Server{fsm: fsm.New(nil), log: hclog.NewNullLogger(), timeouts: Timeouts{}.withDefaults()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	defer s.cancel()
 	w := httptest.NewRecorder()
