@@ -17,6 +17,7 @@ import (
 	"github.com/skein-dev/skein/agent/engine"
 	"github.com/skein-dev/skein/agent/ingress"
 	"github.com/skein-dev/skein/agent/leader"
+	"github.com/skein-dev/skein/agent/metrics"
 	"github.com/skein-dev/skein/agent/node"
 	"github.com/skein-dev/skein/agent/peer"
 	"github.com/skein-dev/skein/agent/runner"
@@ -61,6 +62,7 @@ type Agent struct {
 	inv      gpu.Inventory
 	engine   *engine.Docker // nil: no container engine is probed
 	fsm      *fsm.FSM
+	metrics  *metrics.Metrics
 	raft     *cluster.Cluster
 	runner   *runner.Runner
 	peers    *peer.Peers
@@ -131,6 +133,7 @@ func (a *Agent) start() error {
 		}
 	}
 	a.fsm = fsm.New(a.logger.Named("fsm"))
+	a.newMetrics()
 	var others [][]byte
 	if a.cfg.secure() {
 		if err := a.openTrust(key); err != nil {
@@ -158,7 +161,7 @@ func (a *Agent) start() error {
 		RaftAdvertise:   a.advertise(a.cfg.RaftPort),
 		GossipBind:      net.JoinHostPort(a.cfg.BindAddr, portString(a.cfg.GossipPort)),
 		GossipAdvertise: a.advertise(a.cfg.GossipPort),
-		FSM:             a.fsm,
+		FSM:             a.raftFSM(),
 		Logger:          a.logger,
 		Bootstrap:       a.singleNode(),
 		BootstrapExpect: a.cfg.BootstrapExpect,
@@ -210,6 +213,7 @@ func (a *Agent) start() error {
 		DownAfter:         a.cfg.DownAfter,
 		JobRetention:      a.cfg.JobRetention,
 		AutoscaleInterval: a.cfg.AutoscaleInterval,
+		Metrics:           a.metrics,
 		Logger:            a.logger.Named("leader"),
 	})
 	a.node = node.New(a.nodeConfig())
@@ -251,6 +255,7 @@ func (a *Agent) start() error {
 		NodeAuth:     nodeAuth,
 		IsNode:       a.nodes.has,
 		IngressPort:  a.ingressPort(),
+		Metrics:      a.metrics,
 		Logger:       a.logger.Named("http"),
 	})
 	if a.ingressListener != nil {
@@ -303,13 +308,16 @@ func (a *Agent) runnerConfig() runner.Config {
 		AllocDir:      a.allocDir(),
 		SupervisorCmd: a.supervisorCmd(),
 		KillGrace:     a.cfg.KillGrace,
-		Report:        func(u structs.AllocUpdate) { a.node.Report(u) },
-		Logger:        a.logger.Named("runner"),
-		LeasePath:     filepath.Join(a.dataDir, "lease.json"),
-		FenceGrace:    a.cfg.FenceGrace,
-		JobUser:       a.cfg.JobUser,
-		JobEnvAllow:   a.cfg.JobEnvAllow,
-		LogMax:        a.cfg.LogMaxMiB << 20,
+		Report: func(u structs.AllocUpdate) {
+			a.reportRunning(u)
+			a.node.Report(u)
+		},
+		Logger:      a.logger.Named("runner"),
+		LeasePath:   filepath.Join(a.dataDir, "lease.json"),
+		FenceGrace:  a.cfg.FenceGrace,
+		JobUser:     a.cfg.JobUser,
+		JobEnvAllow: a.cfg.JobEnvAllow,
+		LogMax:      a.cfg.LogMaxMiB << 20,
 		// Image jobs.
 		ContainerSocket: a.cfg.ContainerSocket,
 		AllowMounts:     a.cfg.AllowMounts,
@@ -518,6 +526,8 @@ func (a *Agent) apply(t structs.MessageType, msg any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
+	defer func() { a.metrics.Committed(t, time.Since(start)) }()
 	return a.raft.Apply(buf, applyTimeout)
 }
 

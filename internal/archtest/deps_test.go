@@ -32,11 +32,12 @@ var allowed = map[string][]string{
 	"agent/secure":  {"structs", "fsm", "cluster", "api", "agent/peer", "trust"},
 	"agent/server":  {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/secure", "trust"},
 	"agent/ingress": {"structs", "api"},
+	"agent/metrics": {"structs", "fsm", "cluster", "gpu"},
 	"agent": {"structs", "fsm", "sched", "cluster", "gpu", "api",
-		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "trust"},
+		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "agent/metrics", "trust"},
 	"cli": {"api", "structs", "agent", "agent/runner"}, // agent only for the agent and supervise commands
 	"internal": {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent", "cli",
-		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "trust"},
+		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "agent/metrics", "trust"},
 	"chaos": {"structs"}, // the container demo's test reads job states; the workload imports nothing
 	"":      {"cli"},     // main.go
 }

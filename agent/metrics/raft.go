@@ -1,0 +1,69 @@
+package metrics
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/skein-dev/skein/cluster"
+)
+
+// The descriptors of the gauges a scrape reads from Raft and gossip.
+var (
+	isLeaderDesc    = prometheus.NewDesc("skein_raft_is_leader", "1 while this node is the Raft leader, else 0.", nil, nil)
+	termDesc        = prometheus.NewDesc("skein_raft_term", "This node's current Raft term.", nil, nil)
+	commitIdxDesc   = prometheus.NewDesc("skein_raft_commit_index", "Index of the last Raft entry this node knows committed.", nil, nil)
+	appliedIdxDesc  = prometheus.NewDesc("skein_raft_applied_index", "Index of the last Raft entry applied to this node's state.", nil, nil)
+	lastLogIdxDesc  = prometheus.NewDesc("skein_raft_last_log_index", "Index of the last entry in this node's Raft log.", nil, nil)
+	snapIdxDesc     = prometheus.NewDesc("skein_raft_last_snapshot_index", "Raft index of this node's last snapshot.", nil, nil)
+	peersDesc       = prometheus.NewDesc("skein_raft_peers", "Other voters in the Raft configuration, as this node knows it.", nil, nil)
+	lastContactDesc = prometheus.NewDesc("skein_raft_last_contact_seconds",
+		"Time since this node last heard from the leader; 0 on the leader, absent before the first contact.", nil, nil)
+	membersDesc = prometheus.NewDesc("skein_gossip_members", "Gossip members this node knows, by status.", []string{"status"}, nil)
+)
+
+// raftCollector reads Raft's counters and gossip's members at a scrape.
+type raftCollector struct {
+	raft Raft
+}
+
+func (c *raftCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{isLeaderDesc, termDesc, commitIdxDesc, appliedIdxDesc, lastLogIdxDesc,
+		snapIdxDesc, peersDesc, lastContactDesc, membersDesc} {
+		ch <- d
+	}
+}
+
+func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	leader := 0.0
+	if c.raft.IsLeader() {
+		leader = 1
+	}
+	gauge(isLeaderDesc, leader)
+	stats := c.raft.Stats()
+	for _, s := range []struct {
+		desc *prometheus.Desc
+		key  string
+	}{{termDesc, "term"}, {commitIdxDesc, "commit_index"}, {appliedIdxDesc, "applied_index"},
+		{lastLogIdxDesc, "last_log_index"}, {snapIdxDesc, "last_snapshot_index"}, {peersDesc, "num_peers"}} {
+		if v, err := strconv.ParseUint(stats[s.key], 10, 64); err == nil {
+			gauge(s.desc, float64(v))
+		}
+	}
+	// raft reports "never" before the first contact, "0" on the leader,
+	// else a duration.
+	if d, err := time.ParseDuration(stats["last_contact"]); err == nil {
+		gauge(lastContactDesc, d.Seconds())
+	}
+	counts := map[cluster.MemberStatus]int{}
+	for _, m := range c.raft.Members() {
+		counts[m.Status]++
+	}
+	for _, st := range []cluster.MemberStatus{cluster.StatusAlive, cluster.StatusFailed, cluster.StatusLeft} {
+		gauge(membersDesc, float64(counts[st]), st.String())
+	}
+}
