@@ -18,8 +18,8 @@ type Census struct {
 	Allocs map[structs.AllocState]int
 	Nodes  map[structs.NodeStatus]int
 	// GPUs counts the GPUs of the nodes that have not left, by
-	// structs.GPU.HealthState; GPUsHeld how many of them a live
-	// allocation holds.
+	// structs.GPU.HealthState; GPUsHeld how many GPUs live allocations
+	// hold.
 	GPUs     map[string]int
 	GPUsHeld int
 	// Queued are the queued jobs that are not being cancelled.
@@ -61,13 +61,10 @@ func (f *FSM) Census() Census {
 			continue
 		}
 		for i := range n.GPUs {
-			g := &n.GPUs[i]
-			c.GPUs[g.HealthState()]++
-			if _, held := f.st.gpuHolder[g.UUID]; held {
-				c.GPUsHeld++
-			}
+			c.GPUs[n.GPUs[i].HealthState()]++
 		}
 	}
+	c.GPUsHeld = len(f.st.gpuHolder)
 	for _, j := range f.st.queued {
 		if j.StopRequested {
 			continue

@@ -43,7 +43,8 @@ type Config struct {
 // Metrics is one node's metrics. The hooks (Pass, Placed, ...) are safe
 // for concurrent use.
 type Metrics struct {
-	reg *prometheus.Registry
+	reg     *prometheus.Registry
+	handler http.Handler
 
 	passDuration    prometheus.Histogram
 	passPlacements  prometheus.Histogram
@@ -127,6 +128,7 @@ func New(cfg Config) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	return m
 }
 
@@ -135,9 +137,7 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // ServeHTTP answers a scrape in Prometheus's text format (or in the
 // format the scraper asks for).
-func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
-}
+func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }
 
 // Pass records one scheduling pass: how long it took and how many jobs
 // it placed.

@@ -3,11 +3,13 @@ package metrics
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -407,5 +409,45 @@ func TestRestartCause_NamesWhatEndedTheAttempt(t *testing.T) {
 		if got := restartCause(&c.job, prev); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
 		}
+	}
+}
+
+func TestMetrics_TheDashboardShowsOnlyDocumentedMetrics(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/grafana/skein.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("the dashboard is not JSON: %v", err)
+	}
+	table := readmeTable(t)
+	shown := map[string]bool{}
+	name := regexp.MustCompile(`skein_[a-z_]+`)
+	for _, p := range dash.Panels {
+		for _, target := range p.Targets {
+			for _, n := range name.FindAllString(target.Expr, -1) {
+				base := n
+				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+					if trimmed, ok := strings.CutSuffix(n, suffix); ok && table[trimmed].typ == "histogram" {
+						base = trimmed
+					}
+				}
+				if _, ok := table[base]; !ok {
+					t.Errorf("panel %q shows %s, which the README does not document", p.Title, n)
+				}
+				shown[base] = true
+			}
+		}
+	}
+	if len(shown) < len(table)*3/4 {
+		t.Errorf("the dashboard shows %d of the %d documented metrics", len(shown), len(table))
 	}
 }
