@@ -128,13 +128,12 @@ func (l *Leader) pass() (refused bool, wake time.Time, err error) {
 // preemptions. It returns how many jobs it placed.
 func (l *Leader) measureCommitted(view *fsm.StateView, plan structs.Plan, at time.Time) int {
 	m := l.cfg.Metrics
-	queued := make(map[string]*structs.Job, len(plan.Placements))
-	for _, j := range view.Queued {
-		queued[j.ID] = j
-	}
+	placed := make(map[string]bool, len(plan.Placements))
 	for _, pl := range plan.Placements {
-		j, ok := queued[pl.JobID]
-		if !ok {
+		placed[pl.JobID] = true
+	}
+	for _, j := range view.Queued {
+		if !placed[j.ID] {
 			continue
 		}
 		var previous []*structs.Allocation
