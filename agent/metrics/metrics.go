@@ -24,6 +24,8 @@ type Raft interface {
 	// Stats returns raft's counters (hashicorp/raft's Raft.Stats).
 	Stats() map[string]string
 	Members() []cluster.Member
+	// GossipHealth is memberlist's health score of this node.
+	GossipHealth() int
 }
 
 // Config configures a node's Metrics.

@@ -35,6 +35,7 @@ func (fakeRaft) Stats() map[string]string {
 		"last_snapshot_index": "20", "num_peers": "2", "last_contact": "0"}
 }
 func (r fakeRaft) Members() []cluster.Member { return r.members }
+func (fakeRaft) GossipHealth() int           { return 2 }
 
 // fakeTelemetry returns fixed samples.
 type fakeTelemetry []gpu.Sample
@@ -347,6 +348,7 @@ func TestMetrics_StateAndRaftGauges(t *testing.T) {
 		{"skein_raft_last_contact_seconds", nil, 0},
 		{"skein_gossip_members", map[string]string{"status": "alive"}, 1},
 		{"skein_gossip_members", map[string]string{"status": "failed"}, 1},
+		{"skein_gossip_health_score", nil, 2},
 		{"skein_fsm_apply_duration_seconds", map[string]string{"type": "plan-apply"}, 1},
 		{"skein_fsm_apply_duration_seconds", map[string]string{"type": "job-submit"}, 2},
 	} {

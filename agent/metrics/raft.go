@@ -21,6 +21,8 @@ var (
 	lastContactDesc = prometheus.NewDesc("skein_raft_last_contact_seconds",
 		"Time since this node last heard from the leader; 0 on the leader, absent before the first contact.", nil, nil)
 	membersDesc = prometheus.NewDesc("skein_gossip_members", "Gossip members this node knows, by status.", []string{"status"}, nil)
+	healthDesc  = prometheus.NewDesc("skein_gossip_health_score",
+		"memberlist's awareness score: 0 while this node's probes are answered in time, higher (up to 8) as they are not.", nil, nil)
 )
 
 // raftCollector reads Raft's counters and gossip's members at a scrape.
@@ -30,7 +32,7 @@ type raftCollector struct {
 
 func (c *raftCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{isLeaderDesc, termDesc, commitIdxDesc, appliedIdxDesc, lastLogIdxDesc,
-		snapIdxDesc, peersDesc, lastContactDesc, membersDesc} {
+		snapIdxDesc, peersDesc, lastContactDesc, membersDesc, healthDesc} {
 		ch <- d
 	}
 }
@@ -66,4 +68,5 @@ func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range []cluster.MemberStatus{cluster.StatusAlive, cluster.StatusFailed, cluster.StatusLeft} {
 		gauge(membersDesc, float64(counts[st]), st.String())
 	}
+	gauge(healthDesc, float64(c.raft.GossipHealth()))
 }
