@@ -201,3 +201,49 @@ func TestAgent_Metrics_NeedTheReadPermissionWithACLs(t *testing.T) {
 		t.Fatalf("a scrape with a bad token: %d, want 401", code)
 	}
 }
+
+func TestCluster_Metrics_TheLeaderReportsEachFollower(t *testing.T) {
+	tc := startCluster(t, 3)
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		leaders := 0
+		for _, a := range tc.agents {
+			fams, err := scrapeMetrics(t, a, tc.admin)
+			if err != nil {
+				return err
+			}
+			if v, err := series(fams, "skein_gossip_members", map[string]string{"status": "alive"}); err != nil || v != 3 {
+				return fmt.Errorf("%s: %v alive gossip members (%v), want 3", a.Name(), v, err)
+			}
+			leading, err := series(fams, "skein_raft_is_leader", nil)
+			if err != nil {
+				return err
+			}
+			if leading == 0 {
+				if _, ok := fams["skein_raft_follower_last_contact_seconds"]; ok {
+					return fmt.Errorf("%s does not lead, yet reports its followers", a.Name())
+				}
+				continue
+			}
+			leaders++
+			for _, f := range tc.agents {
+				if f == a {
+					continue
+				}
+				peer := map[string]string{"peer": f.Name()}
+				if _, err := series(fams, "skein_raft_follower_last_contact_seconds", peer); err != nil {
+					return fmt.Errorf("leader %s: %w", a.Name(), err)
+				}
+				if _, err := series(fams, "skein_raft_follower_lag_entries", peer); err != nil {
+					return fmt.Errorf("leader %s: %w", a.Name(), err)
+				}
+				if v, err := series(fams, "skein_raft_follower_healthy", peer); err != nil || v != 1 {
+					return fmt.Errorf("leader %s: follower %s healthy %v (%v), want 1", a.Name(), f.Name(), v, err)
+				}
+			}
+		}
+		if leaders != 1 {
+			return fmt.Errorf("%d nodes say they lead", leaders)
+		}
+		return nil
+	})
+}

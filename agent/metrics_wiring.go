@@ -30,10 +30,11 @@ func (a *Agent) raftFSM() raft.FSM { return a.metrics.WrapFSM(a.fsm) }
 // metricsRaft is what the metrics read of this agent's Raft and gossip.
 type metricsRaft struct{ a *Agent }
 
-func (r metricsRaft) IsLeader() bool            { return r.a.raft.IsLeader() }
-func (r metricsRaft) Stats() map[string]string  { return r.a.raft.Stats() }
-func (r metricsRaft) Members() []cluster.Member { return r.a.raft.Members() }
-func (r metricsRaft) GossipHealth() int         { return r.a.raft.GossipHealth() }
+func (r metricsRaft) IsLeader() bool                { return r.a.raft.IsLeader() }
+func (r metricsRaft) Stats() map[string]string      { return r.a.raft.Stats() }
+func (r metricsRaft) Members() []cluster.Member     { return r.a.raft.Members() }
+func (r metricsRaft) GossipHealth() int             { return r.a.raft.GossipHealth() }
+func (r metricsRaft) Followers() []cluster.Follower { return r.a.raft.Followers() }
 
 // reportRunning tells the metrics that one of this node's allocations
 // started, for the submit-to-running latency, before the report goes to

@@ -26,6 +26,8 @@ type Raft interface {
 	Members() []cluster.Member
 	// GossipHealth is memberlist's health score of this node.
 	GossipHealth() int
+	// Followers is, on the leader, what it last heard of the others.
+	Followers() []cluster.Follower
 }
 
 // Config configures a node's Metrics.
@@ -125,7 +127,7 @@ func New(cfg Config) *Metrics {
 		m.passDuration, m.passPlacements, m.queueWait, m.preemptions, m.restarts,
 		m.submitToRunning, m.commit, m.fsmApply, m.snapDuration, m.snapBytes, m.leaderChanges, m.requests,
 		&stateCollector{fsm: cfg.FSM},
-		&raftCollector{raft: cfg.Raft},
+		&raftCollector{raft: cfg.Raft, fsm: cfg.FSM},
 		&gpuCollector{cfg: cfg},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -36,6 +36,12 @@ func (fakeRaft) Stats() map[string]string {
 }
 func (r fakeRaft) Members() []cluster.Member { return r.members }
 func (fakeRaft) GossipHealth() int           { return 2 }
+func (fakeRaft) Followers() []cluster.Follower {
+	return []cluster.Follower{
+		{ID: nodeID, LastContact: 30 * time.Millisecond, LastIndex: 40, Healthy: true},
+		{ID: "unregistered", LastContact: -1, LastIndex: 12},
+	}
+}
 
 // fakeTelemetry returns fixed samples.
 type fakeTelemetry []gpu.Sample
@@ -349,12 +355,20 @@ func TestMetrics_StateAndRaftGauges(t *testing.T) {
 		{"skein_gossip_members", map[string]string{"status": "alive"}, 1},
 		{"skein_gossip_members", map[string]string{"status": "failed"}, 1},
 		{"skein_gossip_health_score", nil, 2},
+		{"skein_raft_follower_last_contact_seconds", map[string]string{"peer": "n1"}, 0.03},
+		{"skein_raft_follower_lag_entries", map[string]string{"peer": "n1"}, 2},
+		{"skein_raft_follower_lag_entries", map[string]string{"peer": "unregistered"}, 30},
+		{"skein_raft_follower_healthy", map[string]string{"peer": "n1"}, 1},
+		{"skein_raft_follower_healthy", map[string]string{"peer": "unregistered"}, 0},
 		{"skein_fsm_apply_duration_seconds", map[string]string{"type": "plan-apply"}, 1},
 		{"skein_fsm_apply_duration_seconds", map[string]string{"type": "job-submit"}, 2},
 	} {
 		if got := value(t, fams, c.name, c.labels); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
+	}
+	if n := len(fams["skein_raft_follower_last_contact_seconds"].GetMetric()); n != 1 {
+		t.Errorf("%d follower contact series, want 1: one follower never heard from the leader", n)
 	}
 	if n := len(fams["skein_sched_queue_depth"].GetMetric()); n != len(queueReasons)*len(priorityBands) {
 		t.Errorf("%d queue depth series, want every reason and band: %d", n, len(queueReasons)*len(priorityBands))
