@@ -22,7 +22,7 @@ type scraper struct {
 	err     error
 }
 
-func startScraper(url string, period time.Duration) *scraper {
+func startScraper(url, token string, period time.Duration) *scraper {
 	s := &scraper{stop: make(chan struct{})}
 	s.done.Add(1)
 	go func() {
@@ -35,7 +35,7 @@ func startScraper(url string, period time.Duration) *scraper {
 				return
 			case <-tick.C:
 			}
-			n, err := scrapeOnce(url)
+			n, err := scrapeOnce(url, token)
 			if err != nil {
 				s.err = err
 				return
@@ -56,9 +56,17 @@ func (s *scraper) end(b *testing.B) {
 	}
 }
 
-// scrapeOnce GETs a /metrics and returns the size of its body.
-func scrapeOnce(url string) (int64, error) {
-	resp, err := http.Get(url)
+// scrapeOnce GETs a /metrics with token ("" for none) and returns the
+// size of its body.
+func scrapeOnce(url, token string) (int64, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
 	}
@@ -83,13 +91,30 @@ func BenchmarkSubmitToRunningScraped(b *testing.B) {
 		b.Run("scrape="+name, func(b *testing.B) {
 			a, c := benchAgent(b)
 			if period > 0 {
-				s := startScraper(a.HTTPAddr()+"/metrics", period)
+				s := startScraper(a.HTTPAddr()+"/metrics", "", period)
 				defer func() {
 					s.end(b)
 					b.ReportMetric(float64(s.scrapes), "scrapes")
 				}()
 			}
 			benchSubmitToRunning(b, a, c)
+		})
+	}
+}
+
+// BenchmarkCommittedPlacementsScraped is B1 (BenchmarkCommittedPlacements)
+// at 5,000 nodes and 20,000 jobs without a scraper ("none") and with one
+// scraping the leader's /metrics every second ("1s"). -benchtime 1x.
+func BenchmarkCommittedPlacementsScraped(b *testing.B) {
+	for _, period := range []time.Duration{0, time.Second} {
+		name := "none"
+		if period > 0 {
+			name = period.String()
+		}
+		b.Run("scrape="+name, func(b *testing.B) {
+			for range b.N {
+				benchCommittedPlacements(b, 5000, 20000, period)
+			}
 		})
 	}
 }
@@ -165,7 +190,7 @@ func benchMetricsScrape(b *testing.B) {
 	b.StartTimer()
 	for range scrapes {
 		start := time.Now()
-		n, err := scrapeOnce(url)
+		n, err := scrapeOnce(url, "")
 		if err != nil {
 			b.Fatal(err)
 		}
