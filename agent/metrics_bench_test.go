@@ -103,19 +103,22 @@ func BenchmarkSubmitToRunningScraped(b *testing.B) {
 }
 
 // BenchmarkCommittedPlacementsScraped is B1 (BenchmarkCommittedPlacements)
-// at 5,000 nodes and 20,000 jobs without a scraper ("none") and with one
-// scraping the leader's /metrics every second ("1s"). -benchtime 1x.
+// at 5,000 nodes without a scraper ("none") and with one scraping the
+// leader's /metrics every second ("1s"), from the cluster's start to the
+// end. -benchtime 1x.
 func BenchmarkCommittedPlacementsScraped(b *testing.B) {
-	for _, period := range []time.Duration{0, time.Second} {
-		name := "none"
-		if period > 0 {
-			name = period.String()
-		}
-		b.Run("scrape="+name, func(b *testing.B) {
-			for range b.N {
-				benchCommittedPlacements(b, 5000, 20000, period)
+	for _, jobs := range []int{20000, 100000} {
+		for _, period := range []time.Duration{0, time.Second} {
+			name := "none"
+			if period > 0 {
+				name = period.String()
 			}
-		})
+			b.Run(fmt.Sprintf("jobs=%d/scrape=%s", jobs, name), func(b *testing.B) {
+				for range b.N {
+					benchCommittedPlacements(b, 5000, jobs, period)
+				}
+			})
+		}
 	}
 }
 

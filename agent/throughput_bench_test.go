@@ -106,6 +106,18 @@ func benchCommittedPlacements(b *testing.B, nodes, jobs int, scrape time.Duratio
 		_, err := head.apply(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: simNode(ids[i], i), At: time.Now().UTC()})
 		return err
 	})
+	// The queue is one user's (the cluster token's), past the default
+	// limits on queued jobs (issue 12): lift them, as the admin of such a
+	// queue would.
+	unlimited := structs.Unlimited
+	for _, req := range []structs.LimitsSetRequest{
+		{Default: true, Limits: structs.Limits{MaxQueued: &unlimited}},
+		{Cluster: true, Limits: structs.Limits{MaxQueued: &unlimited}},
+	} {
+		if _, err := head.apply(structs.LimitsSetType, req); err != nil {
+			b.Fatal(err)
+		}
+	}
 	gate := structs.NewID()
 	if _, err := head.apply(structs.JobSubmitType, structs.JobSubmitRequest{JobID: gate, SubmittedAt: time.Now().UTC(),
 		Spec: structs.JobSpec{Command: []string{"true"}, Nodes: 1, Constraints: map[string]string{"nowhere": "1"}}}); err != nil {
