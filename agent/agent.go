@@ -17,6 +17,7 @@ import (
 	"github.com/skein-dev/skein/agent/engine"
 	"github.com/skein-dev/skein/agent/ingress"
 	"github.com/skein-dev/skein/agent/leader"
+	"github.com/skein-dev/skein/agent/metrics"
 	"github.com/skein-dev/skein/agent/node"
 	"github.com/skein-dev/skein/agent/peer"
 	"github.com/skein-dev/skein/agent/runner"
@@ -61,6 +62,7 @@ type Agent struct {
 	inv      gpu.Inventory
 	engine   *engine.Docker // nil: no container engine is probed
 	fsm      *fsm.FSM
+	metrics  *metrics.Metrics
 	raft     *cluster.Cluster
 	runner   *runner.Runner
 	peers    *peer.Peers
@@ -137,6 +139,8 @@ func (a *Agent) start() error {
 		}
 	}
 	a.fsm = fsm.New(a.logger.Named("fsm"))
+	sampler := a.newTelemetry() // before the metrics, which read it
+	a.newMetrics()
 	var others [][]byte
 	if a.cfg.secure() {
 		if err := a.openTrust(key); err != nil {
@@ -164,7 +168,7 @@ func (a *Agent) start() error {
 		RaftAdvertise:   a.advertise(a.cfg.RaftPort),
 		GossipBind:      net.JoinHostPort(a.cfg.BindAddr, portString(a.cfg.GossipPort)),
 		GossipAdvertise: a.advertise(a.cfg.GossipPort),
-		FSM:             a.fsm,
+		FSM:             a.raftFSM(),
 		Logger:          a.logger,
 		Bootstrap:       a.singleNode(),
 		BootstrapExpect: a.cfg.BootstrapExpect,
@@ -216,9 +220,9 @@ func (a *Agent) start() error {
 		DownAfter:         a.cfg.DownAfter,
 		JobRetention:      a.cfg.JobRetention,
 		AutoscaleInterval: a.cfg.AutoscaleInterval,
+		Metrics:           a.metrics,
 		Logger:            a.logger.Named("leader"),
 	})
-	sampler := a.newTelemetry()
 	a.node = node.New(a.nodeConfig())
 	adopted, err := a.runner.Restore()
 	if err != nil {
@@ -260,6 +264,7 @@ func (a *Agent) start() error {
 		IsNode:       a.nodes.has,
 		IngressPort:  a.ingressPort(),
 		Timeouts:     a.cfg.APITimeouts,
+		Metrics:      a.metrics,
 		Logger:       a.logger.Named("http"),
 	})
 	if a.ingressListener != nil {
@@ -313,13 +318,16 @@ func (a *Agent) runnerConfig() runner.Config {
 		AllocDir:      a.allocDir(),
 		SupervisorCmd: a.supervisorCmd(),
 		KillGrace:     a.cfg.KillGrace,
-		Report:        func(u structs.AllocUpdate) { a.node.Report(u) },
-		Logger:        a.logger.Named("runner"),
-		LeasePath:     filepath.Join(a.dataDir, "lease.json"),
-		FenceGrace:    a.cfg.FenceGrace,
-		JobUser:       a.cfg.JobUser,
-		JobEnvAllow:   a.cfg.JobEnvAllow,
-		LogMax:        a.cfg.LogMaxMiB << 20,
+		Report: func(u structs.AllocUpdate) {
+			a.reportRunning(u)
+			a.node.Report(u)
+		},
+		Logger:      a.logger.Named("runner"),
+		LeasePath:   filepath.Join(a.dataDir, "lease.json"),
+		FenceGrace:  a.cfg.FenceGrace,
+		JobUser:     a.cfg.JobUser,
+		JobEnvAllow: a.cfg.JobEnvAllow,
+		LogMax:      a.cfg.LogMaxMiB << 20,
 		// Image jobs.
 		ContainerSocket: a.cfg.ContainerSocket,
 		AllowMounts:     a.cfg.AllowMounts,
@@ -530,6 +538,8 @@ func (a *Agent) apply(t structs.MessageType, msg any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	start := time.Now()
+	defer func() { a.metrics.Committed(t, time.Since(start)) }()
 	return a.raft.Apply(buf, applyTimeout)
 }
 

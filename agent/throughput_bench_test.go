@@ -47,13 +47,15 @@ func BenchmarkCommittedPlacements(b *testing.B) {
 	for _, jobs := range []int{20000, 100000} {
 		b.Run(fmt.Sprintf("nodes=5000/jobs=%d", jobs), func(b *testing.B) {
 			for range b.N {
-				benchCommittedPlacements(b, 5000, jobs)
+				benchCommittedPlacements(b, 5000, jobs, 0)
 			}
 		})
 	}
 }
 
-func benchCommittedPlacements(b *testing.B, nodes, jobs int) {
+// benchCommittedPlacements runs B1 once; with scrape > 0, a client GETs
+// the leader's /metrics that often from the cluster's start to the end.
+func benchCommittedPlacements(b *testing.B, nodes, jobs int, scrape time.Duration) {
 	b.StopTimer()
 	// Production Raft timings. Before the scheduler's free-GPU index,
 	// passes over the growing queue kept both cores busy and the leader
@@ -66,6 +68,10 @@ func benchCommittedPlacements(b *testing.B, nodes, jobs int) {
 		}
 	}
 	head := tc.agents[lead]
+	var scraped *scraper
+	if scrape > 0 {
+		scraped = startScraper(head.HTTPAddr()+"/metrics", clusterToken, scrape)
+	}
 
 	// Heartbeats of the simulated nodes, on every agent, so whoever leads
 	// neither holds them back nor marks them down.
@@ -100,6 +106,18 @@ func benchCommittedPlacements(b *testing.B, nodes, jobs int) {
 		_, err := head.apply(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: simNode(ids[i], i), At: time.Now().UTC()})
 		return err
 	})
+	// The queue is one user's (the cluster token's), past the default
+	// limits on queued jobs (issue 12): lift them, as the admin of such a
+	// queue would.
+	unlimited := structs.Unlimited
+	for _, req := range []structs.LimitsSetRequest{
+		{Default: true, Limits: structs.Limits{MaxQueued: &unlimited}},
+		{Cluster: true, Limits: structs.Limits{MaxQueued: &unlimited}},
+	} {
+		if _, err := head.apply(structs.LimitsSetType, req); err != nil {
+			b.Fatal(err)
+		}
+	}
 	gate := structs.NewID()
 	if _, err := head.apply(structs.JobSubmitType, structs.JobSubmitRequest{JobID: gate, SubmittedAt: time.Now().UTC(),
 		Spec: structs.JobSpec{Command: []string{"true"}, Nodes: 1, Constraints: map[string]string{"nowhere": "1"}}}); err != nil {
@@ -147,6 +165,10 @@ func benchCommittedPlacements(b *testing.B, nodes, jobs int) {
 	b.ReportMetric(float64(total.Milliseconds()), "total-ms")
 	for k, v := range parts {
 		b.ReportMetric(v, k)
+	}
+	if scraped != nil {
+		scraped.end(b)
+		b.ReportMetric(float64(scraped.scrapes), "scrapes")
 	}
 	for _, a := range tc.live() {
 		a.Shutdown()

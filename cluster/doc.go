@@ -11,7 +11,8 @@
 // Files: config.go holds Config and the defaults, errors.go the sentinel
 // errors, cluster.go the Cluster type and its lifecycle, raft.go everything
 // that talks to raft, gossip.go memberlist (members, events, join, keys,
-// metadata), membership.go the leader's membership work (autopilot, voter
-// planning, bootstrap-expect, Leave) and partition.go the transports and
+// metadata, memberlist's health score), membership.go the leader's
+// membership work (autopilot, voter planning, bootstrap-expect, Leave,
+// what it last heard of the followers) and partition.go the transports and
 // the Partitioner tests use to cut nodes off.
 package cluster

@@ -348,6 +348,18 @@ func (c *Cluster) Members() []Member {
 	return out
 }
 
+// GossipHealth is memberlist's awareness of its own health: 0 while this
+// node's probes of others are answered in time, up to 8 as they are not
+// (it then probes more slowly and waits longer before suspecting
+// others), a sign that this node or its network is slow. 0 when gossip
+// is off.
+func (c *Cluster) GossipHealth() int {
+	if c.gossip == nil {
+		return 0
+	}
+	return c.gossip.ml.GetHealthScore()
+}
+
 // Join contacts the given gossip addresses (host or host:port; a bare host
 // gets DefaultGossipPort) and merges their view of the cluster. It returns
 // how many it reached, and an error only if it reached none. The addresses

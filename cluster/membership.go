@@ -534,6 +534,40 @@ const (
 	statsReplyLen        = 1 + 4*8
 )
 
+// Follower is what the leader last heard of another server (autopilot's
+// stats exchange, every ReconcileInterval).
+type Follower struct {
+	ID string
+	// LastContact is the server's time since it last heard from the
+	// leader, as it reported it; -1 for never.
+	LastContact time.Duration
+	// LastIndex is the last index in the server's log.
+	LastIndex uint64
+	Healthy   bool
+}
+
+// Followers returns, while this node leads, what it last heard of the
+// other servers of the Raft configuration, by ID; nil on a node that does
+// not lead, or before autopilot's first round.
+func (c *Cluster) Followers() []Follower {
+	if c.autopilot == nil || !c.IsLeader() {
+		return nil
+	}
+	st := c.autopilot.GetState()
+	if st == nil {
+		return nil
+	}
+	var out []Follower
+	for id, s := range st.Servers {
+		if string(id) == c.cfg.NodeID {
+			continue
+		}
+		out = append(out, Follower{ID: string(id), LastContact: s.Stats.LastContact, LastIndex: s.Stats.LastIndex, Healthy: s.Health.Healthy})
+	}
+	slices.SortFunc(out, func(a, b Follower) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
 // localStats is what this server tells the leader about its raft log.
 func (c *Cluster) localStats() autopilot.ServerStats {
 	contact := time.Duration(-1) // never heard from a leader: unhealthy

@@ -47,7 +47,25 @@ type Config struct {
 	// AutoscaleInterval is how often autoscaled services are looked at
 	// (DefaultAutoscaleInterval when 0).
 	AutoscaleInterval time.Duration
-	Logger            hclog.Logger
+	// Metrics records what the leader does (agent/metrics); nil records
+	// nothing.
+	Metrics Metrics
+	Logger  hclog.Logger
+}
+
+// Metrics is what the leader reports of its work.
+type Metrics interface {
+	// Pass records one scheduling pass: how long it took, its commit
+	// included, and how many jobs it placed.
+	Pass(took time.Duration, placed int)
+	// Placed records one job placed, as it was queued, at the time the
+	// leader stamped; previous are the allocations of its attempt before
+	// (none on its first placement).
+	Placed(job *structs.Job, previous []*structs.Allocation, at time.Time)
+	// Preempted records running jobs stopped to make room for others.
+	Preempted(victims int)
+	// Leading records that this node became or stopped being the leader.
+	Leading(bool)
 }
 
 // Gossip is what the leader hears by gossip, ahead of the state. It only
@@ -95,6 +113,9 @@ func (l *Leader) Follow(ctx context.Context) {
 	defer stopLeading()
 	// Leadership gained before this loop started is not lost: check once.
 	leading := l.cfg.Raft.IsLeader()
+	if leading && l.cfg.Metrics != nil {
+		l.cfg.Metrics.Leading(true)
+	}
 	for {
 		if leading && stop == nil {
 			stop, done = make(chan struct{}), make(chan struct{})
@@ -109,6 +130,9 @@ func (l *Leader) Follow(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case leading = <-l.cfg.Raft.LeaderEvents():
+			if l.cfg.Metrics != nil {
+				l.cfg.Metrics.Leading(leading)
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package leader
 import (
 	"time"
 
+	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/sched"
 	"github.com/skein-dev/skein/structs"
 )
@@ -74,8 +75,12 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 // refused, and when the earliest job still in its restart backoff becomes
 // placeable (zero: none waits).
 func (l *Leader) pass() (refused bool, wake time.Time, err error) {
-	view := l.fsm.State()
 	nowT := time.Now()
+	placed := 0
+	if l.cfg.Metrics != nil {
+		defer func() { l.cfg.Metrics.Pass(time.Since(nowT), placed) }()
+	}
+	view := l.fsm.State()
 	gossip := l.cfg.Gossip()
 	d := sched.Decide(view, sched.Inputs{
 		Now:             nowT,
@@ -112,7 +117,43 @@ func (l *Leader) pass() (refused bool, wake time.Time, err error) {
 		refused = true
 		l.logRefused("on commit", res)
 	}
+	if err == nil && l.cfg.Metrics != nil {
+		placed = l.measureCommitted(view, withoutRefused(plan, res), at)
+	}
 	return refused, d.Wake, err
+}
+
+// measureCommitted reports to the metrics what a committed plan did: the
+// jobs it placed, with the attempt before of those placed again, and its
+// preemptions. It returns how many jobs it placed.
+func (l *Leader) measureCommitted(view *fsm.StateView, plan structs.Plan, at time.Time) int {
+	m := l.cfg.Metrics
+	placed := make(map[string]bool, len(plan.Placements))
+	for _, pl := range plan.Placements {
+		placed[pl.JobID] = true
+	}
+	for _, j := range view.Queued {
+		if !placed[j.ID] {
+			continue
+		}
+		var previous []*structs.Allocation
+		if j.Attempts > 0 {
+			for _, a := range l.fsm.Allocs(j.ID) {
+				if a.Attempt == j.Attempts {
+					previous = append(previous, a)
+				}
+			}
+		}
+		m.Placed(j, previous, at)
+	}
+	victims := 0
+	for _, pr := range plan.Preemptions {
+		victims += len(pr.Victims)
+	}
+	if victims > 0 {
+		m.Preempted(victims)
+	}
+	return len(plan.Placements)
 }
 
 // silentNodes are the nodes, this one aside, the leader suspects: it has

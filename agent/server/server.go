@@ -136,7 +136,19 @@ type Config struct {
 	// in a plaintext cluster, requests from those are never limited for
 	// failed authentications (in a secure one a node certificate says so).
 	IsNode func(netip.Addr) bool
-	Logger hclog.Logger
+	// Metrics serves GET /metrics (agent/metrics) and times every
+	// request of both APIs; nil serves no metrics and times nothing.
+	Metrics Metrics
+	Logger  hclog.Logger
+}
+
+// Metrics is what the server needs of the node's metrics.
+type Metrics interface {
+	// ServeHTTP answers a scrape.
+	http.Handler
+	// ObserveRequest records one request of an API ("user" or
+	// "internal") by the pattern of the route it matched.
+	ObserveRequest(api, route string, code int, took time.Duration)
 }
 
 // Server serves a node's two APIs.
@@ -248,8 +260,11 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("GET /v1/acl/users", need(acl, "list ACL users", s.handleACLUsers))
 	mux.HandleFunc("POST /v1/acl/users", need(acl, "set what a user may", s.handleACLUserSet))
 	mux.HandleFunc("GET /v1/audit", need(acl, "read the audit log", s.handleAudit))
+	if s.cfg.Metrics != nil {
+		mux.HandleFunc("GET /metrics", need(read, "read metrics", s.cfg.Metrics.ServeHTTP))
+	}
 	mux.HandleFunc("/", notFound)
-	return s.audited(mux)
+	return s.audited(s.timed("user", mux))
 }
 
 // internalRoutes is the node-to-node API.
@@ -264,7 +279,7 @@ func (s *Server) internalRoutes() http.Handler {
 	mux.HandleFunc("POST "+internalPrefix+"renew", s.handleRenew)
 	mux.HandleFunc("POST "+internalPrefix+"ca-key", s.handleCAKey)
 	mux.HandleFunc(internalPrefix, notFound)
-	return mux
+	return s.timed("internal", mux)
 }
 
 func notFound(w http.ResponseWriter, r *http.Request) {

@@ -34,11 +34,12 @@ var allowed = map[string][]string{
 	"agent/server":  {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/secure", "agent/ui", "trust"},
 	"agent/ingress": {"structs", "api"},
 	"agent/ui":      {"structs", "fsm", "gpu", "api"},
+	"agent/metrics": {"structs", "fsm", "cluster", "gpu"},
 	"agent": {"structs", "fsm", "sched", "cluster", "gpu", "api",
-		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "agent/ui", "trust"},
+		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "agent/ui", "agent/metrics", "trust"},
 	"cli": {"api", "structs", "slurm", "agent", "agent/runner"}, // agent only for the agent and supervise commands
 	"internal": {"structs", "fsm", "sched", "cluster", "gpu", "api", "slurm", "agent", "cli",
-		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "agent/ui", "trust"},
+		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "agent/ui", "agent/metrics", "trust"},
 	"chaos": {"structs"}, // the container demo's test reads job states; the workload imports nothing
 	"":      {"cli"},     // main.go
 }

@@ -1,0 +1,469 @@
+package metrics
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/gpu"
+	"github.com/skein-dev/skein/structs"
+)
+
+// fakeRaft is a leader with fixed counters and a gossip view of its own.
+type fakeRaft struct{ members []cluster.Member }
+
+func (fakeRaft) IsLeader() bool { return true }
+func (fakeRaft) Stats() map[string]string {
+	return map[string]string{"term": "3", "commit_index": "42", "applied_index": "41", "last_log_index": "42",
+		"last_snapshot_index": "20", "num_peers": "2", "last_contact": "0"}
+}
+func (r fakeRaft) Members() []cluster.Member { return r.members }
+func (fakeRaft) GossipHealth() int           { return 2 }
+func (fakeRaft) Followers() []cluster.Follower {
+	return []cluster.Follower{
+		{ID: nodeID, LastContact: 30 * time.Millisecond, LastIndex: 40, Healthy: true},
+		{ID: "unregistered", LastContact: -1, LastIndex: 12},
+	}
+}
+
+// fakeTelemetry returns fixed samples.
+type fakeTelemetry []gpu.Sample
+
+func (t fakeTelemetry) Sample() []gpu.Sample { return t }
+
+// memSink is a snapshot sink in memory.
+type memSink struct{ bytes.Buffer }
+
+func (*memSink) ID() string    { return "mem" }
+func (*memSink) Close() error  { return nil }
+func (*memSink) Cancel() error { return nil }
+
+// world is a state machine holding one node of two GPUs, named n1, with a
+// job on GPU 0 and another queued, applied through Raft's side of the
+// metrics (WrapFSM).
+type world struct {
+	t     *testing.T
+	fsm   *fsm.FSM
+	raft  raft.FSM
+	index uint64
+}
+
+const nodeID = "node-1"
+
+func newWorld(t *testing.T) (*world, *Metrics, Config) {
+	w := &world{t: t, fsm: fsm.New(nil)}
+	inv, err := gpu.Discover("sim:2xH100-80", nodeID, "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		NodeID: nodeID, NodeName: "n1", FSM: w.fsm, Inventory: inv,
+		Raft: fakeRaft{members: []cluster.Member{{ID: "a", Status: cluster.StatusAlive}, {ID: "b", Status: cluster.StatusFailed}}},
+	}
+	m := New(cfg)
+	w.raft = m.WrapFSM(w.fsm)
+	at := time.Unix(1_700_000_000, 0).UTC()
+	w.apply(structs.NodeRegisterType, structs.NodeRegisterRequest{At: at, Node: structs.Node{
+		ID: nodeID, Name: "n1", CPUs: 8, MemoryMiB: 1 << 16, GPUs: inv.GPUs, Status: structs.NodeReady}})
+	w.apply(structs.JobSubmitType, structs.JobSubmitRequest{JobID: "job-a", SubmittedAt: at,
+		Spec: structs.JobSpec{Command: []string{"true"}, Nodes: 1, GPUs: 1}})
+	w.apply(structs.JobSubmitType, structs.JobSubmitRequest{JobID: "job-b", SubmittedAt: at,
+		Spec: structs.JobSpec{Command: []string{"true"}, Nodes: 1, GPUs: 2, Priority: 7}})
+	w.apply(structs.PlanApplyType, structs.PlanApplyRequest{At: at, Plan: structs.Plan{Placements: []structs.JobPlacement{{
+		JobID: "job-a", Allocations: []structs.Allocation{{ID: "alloc-a", NodeID: nodeID, GPUs: []string{inv.GPUs[0].UUID}, CreatedAt: at}}}}}})
+	return w, m, cfg
+}
+
+func (w *world) apply(t structs.MessageType, msg any) {
+	w.t.Helper()
+	buf, err := structs.Encode(t, msg)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.index++
+	if resp, ok := w.raft.Apply(&raft.Log{Index: w.index, Type: raft.LogCommand, Data: buf}).(error); ok {
+		w.t.Fatalf("apply %s: %v", t, resp)
+	}
+}
+
+// scrape answers a scrape through the handler and parses it.
+func scrape(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("scrape: %d %s", rec.Code, rec.Body)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		t.Fatalf("parse the scrape: %v", err)
+	}
+	return fams
+}
+
+// documented is a row of the README's metrics table.
+type documented struct {
+	typ    string
+	labels []string
+}
+
+// readmeTable reads the README's metrics table: every row whose first
+// cell names a skein_ metric.
+func readmeTable(t *testing.T) map[string]documented {
+	t.Helper()
+	f, err := os.Open("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]documented{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		cells := strings.Split(sc.Text(), "|")
+		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`skein_") {
+			continue
+		}
+		name := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		var labels []string
+		for l := range strings.SplitSeq(cells[3], ",") {
+			if l = strings.TrimSpace(l); l != "" {
+				labels = append(labels, l)
+			}
+		}
+		slices.Sort(labels)
+		if _, dup := out[name]; dup {
+			t.Errorf("README documents %s twice", name)
+		}
+		out[name] = documented{typ: strings.TrimSpace(cells[2]), labels: labels}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func labelNames(m *dto.Metric) []string {
+	var out []string
+	for _, l := range m.GetLabel() {
+		out = append(out, l.GetName())
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestMetrics_TheREADMETableAndTheRegisteredMetricsAgree(t *testing.T) {
+	w, _, cfg := newWorld(t)
+	cfg.Telemetry = fakeTelemetry{{Index: 0, UUID: cfg.Inventory.GPUs[0].UUID, Model: "H100 80GB", Simulated: true,
+		Has: gpu.HasUtil | gpu.HasMemUtil | gpu.HasMemory | gpu.HasTemp | gpu.HasPower | gpu.HasECC}}
+	m := New(cfg)
+	// Every hook once, so that every series with labels exists.
+	now := time.Now()
+	m.Pass(time.Millisecond, 1)
+	m.Placed(&structs.Job{SubmittedAt: now.Add(-time.Second), Spec: structs.JobSpec{GPUs: 1}}, nil, now)
+	m.Placed(&structs.Job{Attempts: 1}, []*structs.Allocation{{State: structs.AllocFailed}}, now)
+	m.Preempted(1)
+	m.Leading(true)
+	m.Running(&structs.Job{SubmittedAt: now.Add(-time.Second)}, &structs.Allocation{Attempt: 1}, now)
+	m.Committed(structs.JobSubmitType, time.Millisecond)
+	m.ObserveRequest("user", "GET /v1/jobs", 200, time.Millisecond)
+	wrapped := m.WrapFSM(w.fsm)
+	buf, _ := structs.Encode(structs.JobCancelType, structs.JobCancelRequest{JobID: "job-b"})
+	wrapped.Apply(&raft.Log{Index: 100, Type: raft.LogCommand, Data: buf})
+	snap, err := wrapped.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.Persist(&memSink{}); err != nil {
+		t.Fatal(err)
+	}
+
+	table := readmeTable(t)
+	fams := scrape(t, m)
+	for name, fam := range fams {
+		if !strings.HasPrefix(name, "skein_") {
+			continue
+		}
+		doc, ok := table[name]
+		if !ok {
+			t.Errorf("%s is registered but not in the README's table", name)
+			continue
+		}
+		if typ := strings.ToLower(fam.GetType().String()); typ != doc.typ {
+			t.Errorf("%s is a %s, the README says %s", name, typ, doc.typ)
+		}
+		for _, s := range fam.GetMetric() {
+			if got := labelNames(s); !slices.Equal(got, doc.labels) {
+				t.Errorf("%s has labels %v, the README says %v", name, got, doc.labels)
+				break
+			}
+		}
+	}
+	for name := range table {
+		if _, ok := fams[name]; !ok {
+			t.Errorf("the README documents %s, which is not registered", name)
+		}
+	}
+	for _, std := range []string{"go_goroutines", "process_cpu_seconds_total"} {
+		if _, ok := fams[std]; !ok {
+			t.Errorf("no %s: the Go or process collector is missing", std)
+		}
+	}
+}
+
+// value returns the value of the series of a family with the labels
+// given (a subset of its labels), failing when there is not exactly one.
+func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	t.Helper()
+	var found []float64
+	for _, s := range fams[name].GetMetric() {
+		have := map[string]string{}
+		for _, l := range s.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		match := true
+		for k, v := range labels {
+			match = match && have[k] == v
+		}
+		if match {
+			switch {
+			case s.Gauge != nil:
+				found = append(found, s.Gauge.GetValue())
+			case s.Counter != nil:
+				found = append(found, s.Counter.GetValue())
+			case s.Histogram != nil:
+				found = append(found, float64(s.Histogram.GetSampleCount()))
+			}
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%s%v: %d series, want 1", name, labels, len(found))
+	}
+	return found[0]
+}
+
+func TestMetrics_GPUSeriesPerGPU_TelemetryOnlyWhereTheReadingIs(t *testing.T) {
+	_, _, cfg := newWorld(t)
+	g0, g1 := cfg.Inventory.GPUs[0], cfg.Inventory.GPUs[1]
+
+	// Without telemetry: health and allocation of both GPUs, no readings.
+	fams := scrape(t, New(cfg))
+	for _, g := range []structs.GPU{g0, g1} {
+		l := map[string]string{"node": "n1", "index": fmt.Sprint(g.Index), "uuid": g.UUID, "model": g.Model, "simulated": "true"}
+		if v := value(t, fams, "skein_gpu_health_state", merge(l, "state", "healthy")); v != 1 {
+			t.Errorf("GPU %d healthy: %v, want 1", g.Index, v)
+		}
+		if v := value(t, fams, "skein_gpu_health_state", merge(l, "state", "unhealthy")); v != 0 {
+			t.Errorf("GPU %d unhealthy: %v, want 0", g.Index, v)
+		}
+	}
+	if v := value(t, fams, "skein_gpu_allocated", map[string]string{"uuid": g0.UUID}); v != 1 {
+		t.Errorf("GPU 0 allocated %v, want 1", v)
+	}
+	if v := value(t, fams, "skein_gpu_allocated", map[string]string{"uuid": g1.UUID}); v != 0 {
+		t.Errorf("GPU 1 allocated %v, want 0", v)
+	}
+	if v := value(t, fams, "skein_gpu_job_info", map[string]string{"uuid": g0.UUID, "job": "job-a"}); v != 1 {
+		t.Errorf("GPU 0's job info %v, want 1", v)
+	}
+	if n := len(fams["skein_gpu_job_info"].GetMetric()); n != 1 {
+		t.Errorf("%d job info series, want 1 (GPU 1 is free)", n)
+	}
+	if _, ok := fams["skein_gpu_utilization_percent"]; ok {
+		t.Error("utilisation series without telemetry")
+	}
+
+	// With telemetry: GPU 1 has no power sensor, and no power series.
+	cfg.Telemetry = fakeTelemetry{
+		{Index: 0, UUID: g0.UUID, Model: g0.Model, Simulated: true, Has: gpu.HasUtil | gpu.HasMemory | gpu.HasTemp | gpu.HasPower | gpu.HasECC,
+			UtilPercent: 87, MemUsedMiB: 1024, MemTotalMiB: 81559, TempC: 61, PowerW: 402.5, ECCCorrected: 3, ECCUncorrected: 1, XIDs: 2},
+		{Index: 1, UUID: g1.UUID, Model: g1.Model, Simulated: true, Has: gpu.HasUtil | gpu.HasTemp, UtilPercent: 5, TempC: 40},
+	}
+	fams = scrape(t, New(cfg))
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"skein_gpu_utilization_percent", map[string]string{"uuid": g0.UUID, "simulated": "true", "node": "n1"}, 87},
+		{"skein_gpu_utilization_percent", map[string]string{"uuid": g1.UUID}, 5},
+		{"skein_gpu_memory_used_bytes", map[string]string{"uuid": g0.UUID}, 1024 << 20},
+		{"skein_gpu_memory_total_bytes", map[string]string{"uuid": g0.UUID}, 81559 << 20},
+		{"skein_gpu_temperature_celsius", map[string]string{"uuid": g1.UUID}, 40},
+		{"skein_gpu_power_watts", map[string]string{"uuid": g0.UUID}, 402.5},
+		{"skein_gpu_ecc_errors_total", map[string]string{"uuid": g0.UUID, "kind": "corrected"}, 3},
+		{"skein_gpu_ecc_errors_total", map[string]string{"uuid": g0.UUID, "kind": "uncorrected"}, 1},
+		{"skein_gpu_xid_events_total", map[string]string{"uuid": g0.UUID}, 2},
+		{"skein_gpu_xid_events_total", map[string]string{"uuid": g1.UUID}, 0},
+	} {
+		if got := value(t, fams, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if n := len(fams["skein_gpu_power_watts"].GetMetric()); n != 1 {
+		t.Errorf("%d power series, want 1: GPU 1 has no power reading", n)
+	}
+}
+
+func merge(l map[string]string, k, v string) map[string]string {
+	out := maps.Clone(l)
+	out[k] = v
+	return out
+}
+
+func TestMetrics_StateAndRaftGauges(t *testing.T) {
+	_, m, _ := newWorld(t)
+	fams := scrape(t, m)
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"skein_jobs", map[string]string{"state": "running"}, 1},
+		{"skein_jobs", map[string]string{"state": "queued"}, 1},
+		{"skein_jobs", map[string]string{"state": "failed"}, 0},
+		{"skein_allocations", map[string]string{"state": "pending"}, 1},
+		{"skein_nodes", map[string]string{"status": "ready"}, 1},
+		{"skein_cluster_gpus", map[string]string{"state": "healthy"}, 2},
+		{"skein_cluster_gpus_allocated", nil, 1},
+		{"skein_sched_queue_depth", map[string]string{"reason": "new", "priority": "high"}, 1},
+		{"skein_sched_queue_depth", map[string]string{"reason": "new", "priority": "normal"}, 0},
+		{"skein_fsm_index", nil, 4},
+		{"skein_raft_is_leader", nil, 1},
+		{"skein_raft_term", nil, 3},
+		{"skein_raft_commit_index", nil, 42},
+		{"skein_raft_applied_index", nil, 41},
+		{"skein_raft_peers", nil, 2},
+		{"skein_raft_last_contact_seconds", nil, 0},
+		{"skein_gossip_members", map[string]string{"status": "alive"}, 1},
+		{"skein_gossip_members", map[string]string{"status": "failed"}, 1},
+		{"skein_gossip_health_score", nil, 2},
+		{"skein_raft_follower_last_contact_seconds", map[string]string{"peer": "n1"}, 0.03},
+		{"skein_raft_follower_lag_entries", map[string]string{"peer": "n1"}, 2},
+		{"skein_raft_follower_lag_entries", map[string]string{"peer": "unregistered"}, 30},
+		{"skein_raft_follower_healthy", map[string]string{"peer": "n1"}, 1},
+		{"skein_raft_follower_healthy", map[string]string{"peer": "unregistered"}, 0},
+		{"skein_fsm_apply_duration_seconds", map[string]string{"type": "plan-apply"}, 1},
+		{"skein_fsm_apply_duration_seconds", map[string]string{"type": "job-submit"}, 2},
+	} {
+		if got := value(t, fams, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if n := len(fams["skein_raft_follower_last_contact_seconds"].GetMetric()); n != 1 {
+		t.Errorf("%d follower contact series, want 1: one follower never heard from the leader", n)
+	}
+	if n := len(fams["skein_sched_queue_depth"].GetMetric()); n != len(queueReasons)*len(priorityBands) {
+		t.Errorf("%d queue depth series, want every reason and band: %d", n, len(queueReasons)*len(priorityBands))
+	}
+}
+
+func TestQueueReason_SortsTheSchedulersWords(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		reason string
+		back   bool
+		want   string
+	}{
+		{"", false, "new"},
+		{"restarting in 2s after failure: exited with code 3 (attempt 2 of 3)", true, "backoff"},
+		{"restarting after failure: lost (attempt 2 of 2)", false, "restarting"},
+		{"waiting for job 3f2a1b2c (running)", false, "dependency"},
+		{"array 3f2a1b2c runs its limit of 4 tasks", false, "array_limit"},
+		{"waiting: alice's GPU limit (8) is in use", false, "gpu_limit"},
+		{"waiting for 2 preempted jobs to stop", false, "preemption"},
+		{"waiting: job 3f2a1b2c (priority 10) is preempting lower-priority jobs to run first", false, "preemption"},
+		{"first in line: 16 GPUs on 2 nodes reserved from ~14:05 UTC", false, "reservation"},
+		{"needs 1 nodes, 0 feasible: 2 nodes: not enough free GPUs; 1 node: reserved for higher-priority job 3f2a1b2c from ~14:05 UTC", false, "reservation"},
+		{"needs 1 nodes, 0 feasible: 3 nodes: not enough free GPUs", false, "resources"},
+	} {
+		q := fsm.QueuedJob{Reason: c.reason}
+		if c.back {
+			q.NotBefore = now.Add(time.Second)
+		}
+		if got := queueReason(q, now); got != c.want {
+			t.Errorf("%q: %s, want %s", c.reason, got, c.want)
+		}
+	}
+}
+
+func TestRestartCause_NamesWhatEndedTheAttempt(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		job      structs.Job
+		previous []structs.Allocation
+		want     string
+	}{
+		{"failed", structs.Job{}, []structs.Allocation{{State: structs.AllocFailed}}, "failure"},
+		{"timed out rank", structs.Job{}, []structs.Allocation{{State: structs.AllocSucceeded}, {State: structs.AllocTimedOut}}, "failure"},
+		{"node lost over a failure", structs.Job{}, []structs.Allocation{{State: structs.AllocFailed}, {State: structs.AllocLost}}, "node_lost"},
+		{"GPU fault over all", structs.Job{}, []structs.Allocation{{State: structs.AllocLost}, {State: structs.AllocKilled, GPUFault: "XID 79"}}, "gpu_fault"},
+		{"preempted", structs.Job{Preemptions: 1}, []structs.Allocation{{State: structs.AllocKilled}}, "preempted"},
+		{"stopped", structs.Job{}, []structs.Allocation{{State: structs.AllocKilled}}, "other"},
+	} {
+		var prev []*structs.Allocation
+		for i := range c.previous {
+			prev = append(prev, &c.previous[i])
+		}
+		if got := restartCause(&c.job, prev); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+func TestMetrics_TheDashboardShowsOnlyDocumentedMetrics(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/grafana/skein.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatalf("the dashboard is not JSON: %v", err)
+	}
+	table := readmeTable(t)
+	shown := map[string]bool{}
+	name := regexp.MustCompile(`skein_[a-z_]+`)
+	for _, p := range dash.Panels {
+		for _, target := range p.Targets {
+			for _, n := range name.FindAllString(target.Expr, -1) {
+				base := n
+				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+					if trimmed, ok := strings.CutSuffix(n, suffix); ok && table[trimmed].typ == "histogram" {
+						base = trimmed
+					}
+				}
+				if _, ok := table[base]; !ok {
+					t.Errorf("panel %q shows %s, which the README does not document", p.Title, n)
+				}
+				shown[base] = true
+			}
+		}
+	}
+	if len(shown) < len(table)*3/4 {
+		t.Errorf("the dashboard shows %d of the %d documented metrics", len(shown), len(table))
+	}
+}
