@@ -48,12 +48,25 @@ func watchReplicas(ctx context.Context, a *Agent, name string) func() []int {
 	}
 }
 
+// autoscaledSpec is the spec of the autoscale tests' services: replicas
+// of skein-workload serving HTTP on $PORT (with args added to its
+// command) on gpus GPUs each, health-checked every 200 ms, given 1 s to
+// drain.
+func autoscaledSpec(t *testing.T, gpus int, args ...string) structs.ServiceSpec {
+	cmd := append([]string{testutil.Workload(t), "--dir", testutil.SharedDir(t), "--serve-port-env", "PORT"}, args...)
+	return structs.ServiceSpec{
+		Job: structs.JobSpec{GPUs: gpus, Command: cmd},
+		Health: &structs.HealthCheck{Kind: structs.HealthHTTP, Path: "/health",
+			Interval: structs.Duration(200 * time.Millisecond), Timeout: structs.Duration(200 * time.Millisecond)},
+		DrainTimeout: structs.Duration(time.Second),
+	}
+}
+
 // A service of skein-workload replicas autoscaled 1-3 on inflight=2: a
 // client holding eight slow requests through the ingress makes it scale
 // up to 3, where it stays while the load lasts; once the load stops it
 // scales back down to 1. The counts it wanted go up, then down, once.
 func TestAutoscale_ScalesUpUnderLoadAndBackDownWithoutFlapping(t *testing.T) {
-	bin := testutil.Workload(t)
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
 	cfg.AutoscaleInterval = 200 * time.Millisecond
@@ -64,12 +77,7 @@ func TestAutoscale_ScalesUpUnderLoadAndBackDownWithoutFlapping(t *testing.T) {
 
 	_, err := c.CreateService(ctx, api.ServiceCreateRequest{
 		Name: "web",
-		Spec: structs.ServiceSpec{
-			Job: structs.JobSpec{Command: []string{bin, "--dir", testutil.SharedDir(t), "--serve-port-env", "PORT"}},
-			Health: &structs.HealthCheck{Kind: structs.HealthHTTP, Path: "/health",
-				Interval: structs.Duration(200 * time.Millisecond), Timeout: structs.Duration(200 * time.Millisecond)},
-			DrainTimeout: structs.Duration(time.Second),
-		},
+		Spec: autoscaledSpec(t, 0),
 		Autoscale: &structs.Autoscale{Min: 1, Max: 3, Metric: structs.AutoscaleInFlight, Target: 2,
 			DownWindow: structs.Duration(2 * time.Second)},
 	})
@@ -243,7 +251,6 @@ func TestCluster_AutoscaleCountsTheLoadAtAFollowersIngress(t *testing.T) {
 // down window; a request through the ingress then is held, counted as
 // the service's load, starts a replica, and is answered by it.
 func TestAutoscale_AServiceScaledToZeroStartsAReplicaForARequestAndAnswersIt(t *testing.T) {
-	bin := testutil.Workload(t)
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
 	cfg.AutoscaleInterval = 200 * time.Millisecond
@@ -255,12 +262,7 @@ func TestAutoscale_AServiceScaledToZeroStartsAReplicaForARequestAndAnswersIt(t *
 	_, err := c.CreateService(ctx, api.ServiceCreateRequest{
 		Name:     "web",
 		Replicas: 1,
-		Spec: structs.ServiceSpec{
-			Job: structs.JobSpec{Command: []string{bin, "--dir", testutil.SharedDir(t), "--serve-port-env", "PORT"}},
-			Health: &structs.HealthCheck{Kind: structs.HealthHTTP, Path: "/health",
-				Interval: structs.Duration(200 * time.Millisecond), Timeout: structs.Duration(200 * time.Millisecond)},
-			DrainTimeout: structs.Duration(time.Second),
-		},
+		Spec:     autoscaledSpec(t, 0),
 		Autoscale: &structs.Autoscale{Min: 0, Max: 2, Metric: structs.AutoscaleInFlight, Target: 1,
 			DownWindow: structs.Duration(time.Second)},
 	})

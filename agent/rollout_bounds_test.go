@@ -112,7 +112,6 @@ func TestRollout_TheSpecsUnhealthyTimeoutBoundsAnUnhealthyVersion(t *testing.T) 
 // progress deadline: its version has a constraint no node meets) the
 // autoscaler scales it up.
 func TestAutoscale_PausesWhileARolloutIsInProgress(t *testing.T) {
-	bin := testutil.Workload(t)
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
 	cfg.AutoscaleInterval = 200 * time.Millisecond
@@ -120,12 +119,7 @@ func TestAutoscale_PausesWhileARolloutIsInProgress(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	spec := structs.ServiceSpec{
-		Job: structs.JobSpec{Command: []string{bin, "--dir", testutil.SharedDir(t), "--serve-port-env", "PORT"}},
-		Health: &structs.HealthCheck{Kind: structs.HealthHTTP, Path: "/health",
-			Interval: structs.Duration(200 * time.Millisecond), Timeout: structs.Duration(200 * time.Millisecond)},
-		DrainTimeout: structs.Duration(time.Second),
-	}
+	spec := autoscaledSpec(t, 0)
 	if _, err := c.CreateService(ctx, api.ServiceCreateRequest{Name: "web", Spec: spec,
 		Autoscale: &structs.Autoscale{Min: 1, Max: 3, Metric: structs.AutoscaleInFlight, Target: 2}}); err != nil {
 		t.Fatalf("create the service: %v", err)

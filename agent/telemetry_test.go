@@ -71,7 +71,6 @@ func TestTelemetry_SimulatedGPUsReadWhatTheirJobWrites(t *testing.T) {
 // ingress make it scale up to 3, where it stays while the load lasts;
 // once the load stops it scales back down to 1, without flapping.
 func TestAutoscale_OnSimulatedGPUUtilisationScalesUpAndBackDown(t *testing.T) {
-	bin := testutil.Workload(t)
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
 	cfg.AutoscaleInterval = 200 * time.Millisecond
@@ -83,13 +82,7 @@ func TestAutoscale_OnSimulatedGPUUtilisationScalesUpAndBackDown(t *testing.T) {
 
 	_, err := c.CreateService(ctx, api.ServiceCreateRequest{
 		Name: "web",
-		Spec: structs.ServiceSpec{
-			Job: structs.JobSpec{GPUs: 1, Command: []string{bin, "--dir", testutil.SharedDir(t), "--serve-port-env", "PORT",
-				"--sim-gpu-util-per-request", "25"}},
-			Health: &structs.HealthCheck{Kind: structs.HealthHTTP, Path: "/health",
-				Interval: structs.Duration(200 * time.Millisecond), Timeout: structs.Duration(200 * time.Millisecond)},
-			DrainTimeout: structs.Duration(time.Second),
-		},
+		Spec: autoscaledSpec(t, 1, "--sim-gpu-util-per-request", "25"),
 		Autoscale: &structs.Autoscale{Min: 1, Max: 3, Metric: structs.AutoscaleGPU, Target: 50,
 			DownWindow: structs.Duration(2 * time.Second)},
 	})
