@@ -141,35 +141,8 @@ func benchMetricsScrape(b *testing.B) {
 	b.StopTimer()
 	const nodes, jobs = 5000, 5000
 	a, _ := benchAgent(b)
-	ids := make([]string, nodes)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("sim-%05d", i)
-	}
-	stopFeed := make(chan struct{})
-	var feed sync.WaitGroup
-	feed.Add(1)
-	go func() {
-		defer feed.Done()
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			now := time.Now()
-			for _, id := range ids {
-				a.leader.HeardFrom(id, now)
-			}
-			select {
-			case <-stopFeed:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	defer func() { close(stopFeed); feed.Wait() }()
 	t0 := time.Now()
-	parallel(b, nodes, func(i int) error {
-		_, err := a.apply(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: simNode(ids[i], i), At: time.Now().UTC()})
-		return err
-	})
+	defer registerSimNodes(b, a, func() []*Agent { return []*Agent{a} }, nodes)()
 	gate := structs.NewID()
 	if _, err := a.apply(structs.JobSubmitType, structs.JobSubmitRequest{JobID: gate, SubmittedAt: time.Now().UTC(),
 		Spec: structs.JobSpec{Command: []string{"true"}, Nodes: 1, Constraints: map[string]string{"nowhere": "1"}}}); err != nil {

@@ -75,37 +75,7 @@ func benchCommittedPlacements(b *testing.B, nodes, jobs int, scrape time.Duratio
 
 	// Heartbeats of the simulated nodes, on every agent, so whoever leads
 	// neither holds them back nor marks them down.
-	ids := make([]string, nodes)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("sim-%05d", i)
-	}
-	stopFeed := make(chan struct{})
-	var feed sync.WaitGroup
-	feed.Add(1)
-	go func() {
-		defer feed.Done()
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			now := time.Now()
-			for _, a := range tc.live() {
-				for _, id := range ids {
-					a.leader.HeardFrom(id, now)
-				}
-			}
-			select {
-			case <-stopFeed:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
-	defer func() { close(stopFeed); feed.Wait() }()
-
-	parallel(b, nodes, func(i int) error {
-		_, err := head.apply(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: simNode(ids[i], i), At: time.Now().UTC()})
-		return err
-	})
+	defer registerSimNodes(b, head, tc.live, nodes)()
 	// The queue is one user's (the cluster token's), past the default
 	// limits on queued jobs (issue 12): lift them, as the admin of such a
 	// queue would.
@@ -176,6 +146,45 @@ func benchCommittedPlacements(b *testing.B, nodes, jobs int, scrape time.Duratio
 }
 
 // simNode is one simulated 8-GPU node.
+// registerSimNodes registers n simulated nodes through head, and makes
+// every agent that agents names hear from them every 100 ms until the
+// returned stop is called, so that whoever leads neither holds them back
+// nor marks them down.
+func registerSimNodes(b *testing.B, head *Agent, agents func() []*Agent, n int) (stop func()) {
+	b.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("sim-%05d", i)
+	}
+	stopFeed := make(chan struct{})
+	var feed sync.WaitGroup
+	feed.Add(1)
+	go func() {
+		defer feed.Done()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			now := time.Now()
+			for _, a := range agents() {
+				for _, id := range ids {
+					a.leader.HeardFrom(id, now)
+				}
+			}
+			select {
+			case <-stopFeed:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	stop = func() { close(stopFeed); feed.Wait() }
+	parallel(b, n, func(i int) error {
+		_, err := head.apply(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: simNode(ids[i], i), At: time.Now().UTC()})
+		return err
+	})
+	return stop
+}
+
 func simNode(id string, i int) structs.Node {
 	gpus := make([]structs.GPU, 8)
 	for g := range gpus {
