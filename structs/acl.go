@@ -73,6 +73,13 @@ var rolePerms = map[Role][]Permission{
 	RoleAdmin:     {PermACL},
 }
 
+// MayActFor reports whether user, holding the role, may act on what owner
+// owns (cancel a job, read its logs, see its environment): as that owner
+// with PermSubmit, or with PermAnyJob.
+func (r Role) MayActFor(user, owner string) bool {
+	return r.Can(PermAnyJob) || owner == user && r.Can(PermSubmit)
+}
+
 // Can reports whether the role holds p.
 func (r Role) Can(p Permission) bool {
 	if !slices.Contains(Roles, r) {

@@ -31,9 +31,7 @@ func (id Identity) can(p structs.Permission) bool { return id.Role.Can(p) }
 
 // mayActFor reports whether the caller may act on what owner owns: as
 // that owner, or as one who may act on every user's jobs.
-func (id Identity) mayActFor(owner string) bool {
-	return id.can(structs.PermAnyJob) || owner == id.User && id.can(structs.PermSubmit)
-}
+func (id Identity) mayActFor(owner string) bool { return id.Role.MayActFor(id.User, owner) }
 
 // mayActOn reports whether the caller may cancel job, read its logs and
 // see its environment.

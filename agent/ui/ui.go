@@ -106,9 +106,7 @@ func (v Viewer) Can(p structs.Permission) bool { return v.Role.Can(p) }
 
 // MayActFor reports whether the viewer may act on what owner owns (cancel
 // a job, read its logs, see its environment), as the API decides it.
-func (v Viewer) MayActFor(owner string) bool {
-	return v.Can(structs.PermAnyJob) || owner == v.User && v.Can(structs.PermSubmit)
-}
+func (v Viewer) MayActFor(owner string) bool { return v.Role.MayActFor(v.User, owner) }
 
 // UI serves the pages.
 type UI struct {
