@@ -3,6 +3,7 @@ package slurm
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/skein-dev/skein/internal/testutil"
 )
 
 // runWrapper runs a parsed batch's command as a node would, in dir, with
@@ -123,16 +126,7 @@ func TestWrapper_SignalsReachTheScriptAndTheOutputSurvives(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, "slurm-sig.out")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if got, _ := os.ReadFile(file); string(got) == "started\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the script did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitStarted(t, file)
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
@@ -162,16 +156,7 @@ func TestWrapper_ACancelStopsTheScriptAndKeepsItsOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, "slurm-term.out")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if got, _ := os.ReadFile(file); string(got) == "started\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the script did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitStarted(t, file)
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -183,4 +168,15 @@ func TestWrapper_ACancelStopsTheScriptAndKeepsItsOutput(t *testing.T) {
 	if got, _ := os.ReadFile(file); !strings.HasPrefix(string(got), "started\n") {
 		t.Fatalf("file %q after the cancel", got)
 	}
+}
+
+// waitStarted waits until the script's output file says "started".
+func waitStarted(t *testing.T, file string) {
+	t.Helper()
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if got, err := os.ReadFile(file); err != nil || string(got) != "started\n" {
+			return fmt.Errorf("the script did not start: %q, %v", got, err)
+		}
+		return nil
+	})
 }
