@@ -14,6 +14,7 @@ import (
 
 	"github.com/skein-dev/skein/agent/leader"
 	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/sched"
 	"github.com/skein-dev/skein/structs"
 )
@@ -179,25 +180,10 @@ func registerSimNodes(b *testing.B, head *Agent, agents func() []*Agent, n int) 
 	}()
 	stop = func() { close(stopFeed); feed.Wait() }
 	parallel(b, n, func(i int) error {
-		_, err := head.apply(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: simNode(ids[i], i), At: time.Now().UTC()})
+		_, err := head.apply(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: testutil.SimNode(ids[i], i), At: time.Now().UTC()})
 		return err
 	})
 	return stop
-}
-
-func simNode(id string, i int) structs.Node {
-	gpus := make([]structs.GPU, 8)
-	for g := range gpus {
-		gpus[g] = structs.GPU{Index: g, UUID: fmt.Sprintf("GPU-%s-%d", id, g), Model: "H100", MemoryMiB: 81559,
-			PCIBusID: fmt.Sprintf("0000:%02x:00.0", g), Healthy: true, Simulated: true}
-	}
-	return structs.Node{
-		ID: id, Name: id, Labels: map[string]string{"bench": "1"},
-		Addresses: structs.Addresses{HTTP: fmt.Sprintf("http://10.%d.%d.%d:7470", i>>16, i>>8&255, i&255),
-			Raft: fmt.Sprintf("10.%d.%d.%d:7471", i>>16, i>>8&255, i&255)},
-		CPUs: 128, MemoryMiB: 2 << 20, GPUs: gpus, GPUSource: "simulated", LinkMbps: []int{100000, 200000, 400000}[i%3],
-		Status: structs.NodeReady, Version: structs.Version,
-	}
 }
 
 // benchQueue is the mixed queue, every job waiting for the gate.
