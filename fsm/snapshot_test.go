@@ -248,6 +248,8 @@ func checkIndexes(s *state) error {
 		return errors.New("request id index differs")
 	case !reflect.DeepEqual(jobAllocs(s), jobAllocs(want)):
 		return errors.New("job allocs index differs")
+	case !sameSets(s.nodeAllocs, want.nodeAllocs):
+		return fmt.Errorf("node allocs index %v, want %v", setIDs(s.nodeAllocs), setIDs(want.nodeAllocs))
 	case !sameSets(s.nodeLive, want.nodeLive):
 		return fmt.Errorf("node live allocs index %v, want %v", setIDs(s.nodeLive), setIDs(want.nodeLive))
 	case !maps.Equal(s.live, want.live):

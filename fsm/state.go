@@ -46,6 +46,7 @@ type state struct {
 	// on Restore.
 	jobByRequest map[string]string                // request ID -> job ID
 	jobAllocs    map[string][]*structs.Allocation // job ID -> its allocations, every attempt
+	nodeAllocs   map[string]allocSet              // node ID -> every allocation placed on it
 	nodeLive     map[string]allocSet              // node ID -> its live allocations
 	live         map[string]*structs.Allocation   // alloc ID -> allocation still holding resources
 	gpuHolder    map[string]string                // GPU UUID -> ID of the live allocation holding it
@@ -89,6 +90,7 @@ func newState() *state {
 		services:     map[string]*structs.Service{},
 		jobByRequest: map[string]string{},
 		jobAllocs:    map[string][]*structs.Allocation{},
+		nodeAllocs:   map[string]allocSet{},
 		nodeLive:     map[string]allocSet{},
 		live:         map[string]*structs.Allocation{},
 		gpuHolder:    map[string]string{},
@@ -148,6 +150,7 @@ func (s *state) setJobState(j *structs.Job, st structs.JobState) {
 func (s *state) removeJob(j *structs.Job) {
 	for _, a := range s.jobAllocs[j.ID] {
 		delete(s.allocs, a.ID)
+		removeFromSet(s.nodeAllocs, a.NodeID, a.ID)
 	}
 	delete(s.jobAllocs, j.ID)
 	delete(s.jobs, j.ID)
@@ -174,6 +177,7 @@ func (s *state) removeJob(j *structs.Job) {
 func (s *state) addAlloc(a *structs.Allocation) {
 	s.allocs[a.ID] = a
 	s.jobAllocs[a.JobID] = append(s.jobAllocs[a.JobID], a)
+	addToSet(s.nodeAllocs, a.NodeID, a.ID, a)
 	if a.Live() {
 		s.hold(a)
 	}

@@ -1,0 +1,104 @@
+package fsm
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+)
+
+// A node view is the part of the state one node's agent acts on: its own
+// node record; every allocation placed on it, live or finished (its
+// directories and logs stay while the state holds them), with their jobs;
+// for each live one, the allocations of the same attempt on other nodes
+// and those nodes (the launch environment names every rank's host); and
+// the services. A node learns what to run from its view, not from the
+// whole state, so a worker outside Raft can be sent it by a server
+// (fsm/DESIGN.md, "Node views").
+//
+// A view is written as a snapshot of that part, in the snapshot format,
+// and loaded into an FSM of its own (LoadView), which the node's loops
+// then read and watch as they would the whole state.
+
+// NodeView is one node's view at one index: the bytes a server sends and
+// their hash, which says whether the view changed.
+type NodeView struct {
+	Index uint64
+	Hash  string
+	Data  []byte
+}
+
+// NodeView returns the view of the node nodeID at the applied index. A
+// node the state does not know gets a view with only the services.
+func (f *FSM) NodeView(nodeID string) (NodeView, error) {
+	f.mu.RLock()
+	snap := f.st.nodeView(nodeID)
+	f.mu.RUnlock()
+	var buf bytes.Buffer
+	if err := snap.write(&buf); err != nil {
+		return NodeView{}, fmt.Errorf("write node view: %w", err)
+	}
+	// The header holds the index; the hash covers the records alone, so
+	// a view that did not change keeps its hash as the index moves on.
+	records := buf.Bytes()[bytes.IndexByte(buf.Bytes(), '\n')+1:]
+	sum := sha256.Sum256(records)
+	return NodeView{Index: snap.index, Hash: hex.EncodeToString(sum[:]), Data: buf.Bytes()}, nil
+}
+
+// nodeView copies one node's view out of the state.
+func (s *state) nodeView(nodeID string) *snapshot {
+	snap := &snapshot{index: s.index}
+	nodes := map[string]bool{}
+	jobs := map[string]bool{}
+	allocs := map[string]bool{}
+	if _, ok := s.nodes[nodeID]; ok {
+		nodes[nodeID] = true
+	}
+	for id, a := range s.nodeAllocs[nodeID] {
+		allocs[id] = true
+		jobs[a.JobID] = true
+		if !a.Live() {
+			continue
+		}
+		for _, o := range s.jobAllocs[a.JobID] {
+			if o.Attempt == a.Attempt {
+				allocs[o.ID] = true
+				if _, ok := s.nodes[o.NodeID]; ok {
+					nodes[o.NodeID] = true
+				}
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(nodes)) {
+		snap.nodes = append(snap.nodes, s.nodes[id].Copy())
+	}
+	for _, id := range slices.Sorted(maps.Keys(jobs)) {
+		snap.jobs = append(snap.jobs, s.jobs[id].Copy())
+	}
+	for _, id := range slices.Sorted(maps.Keys(allocs)) {
+		snap.allocs = append(snap.allocs, s.allocs[id].Copy())
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.services)) {
+		snap.services = append(snap.services, s.services[name].Copy())
+	}
+	return snap
+}
+
+// LoadView replaces the state with a node view read from r (NodeView's
+// Data) and wakes the watchers, as Restore does, without logging: a
+// node loads one on every change of its view. The FSM must be one of its
+// own, never Raft's.
+func (f *FSM) LoadView(r io.Reader) error {
+	st, err := readSnapshot(r)
+	if err != nil {
+		return fmt.Errorf("load node view: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.st = st
+	f.fire()
+	return nil
+}

@@ -1,0 +1,143 @@
+package fsm
+
+import (
+	"bytes"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/skein-dev/skein/structs"
+)
+
+// viewHarness is a state with three nodes: a 2-node job "gang" running on
+// n1 (rank 0) and n2 (rank 1), a job "other" on n3, a finished job "done"
+// on n1, a job "waiting" queued, and a service "web".
+func viewHarness(t *testing.T) *harness {
+	t.Helper()
+	h := newHarness(t)
+	for _, id := range []string{"n1", "n2", "n3"} {
+		h.register(node(id, 2))
+	}
+	h.finished("done", spec(1, 0))
+	h.submit("gang", spec(2, 1))
+	h.place("gang", alloc("gang0", "n1", 0, gpuID("n1", 0)), alloc("gang1", "n2", 1, gpuID("n2", 0)))
+	h.submit("other", spec(1, 1))
+	h.place("other", alloc("other0", "n3", 0, gpuID("n3", 0)))
+	h.submit("waiting", spec(1, 2))
+	h.registerService(service("web", 1, 1))
+	return h
+}
+
+// loadView loads node id's view of f into a fresh FSM.
+func loadView(t *testing.T, f *FSM, id string) (*FSM, NodeView) {
+	t.Helper()
+	v, err := f.NodeView(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := New(nil)
+	if err := w.LoadView(bytes.NewReader(v.Data)); err != nil {
+		t.Fatal(err)
+	}
+	return w, v
+}
+
+func TestNodeView_HoldsWhatTheNodeRunsAndItsPeersOnly(t *testing.T) {
+	h := viewHarness(t)
+	w, v := loadView(t, h.f, "n1")
+
+	if v.Index != h.f.Index() || w.Index() != h.f.Index() {
+		t.Fatalf("view index %d, loaded %d, want the state's %d", v.Index, w.Index(), h.f.Index())
+	}
+	if got := slices.Sorted(slices.Values(jobIDs(w.Jobs()))); !slices.Equal(got, []string{"done", "gang"}) {
+		t.Fatalf("view jobs %v, want done and gang", got)
+	}
+	if nodes := slices.Sorted(slices.Values(nodeIDs(w.Nodes()))); !slices.Equal(nodes, []string{"n1", "n2"}) {
+		t.Fatalf("view nodes %v, want n1 and its peer n2", nodes)
+	}
+	if got, want := allocIDs(w.NodeLiveAllocs("n1")), allocIDs(h.f.NodeLiveAllocs("n1")); !slices.Equal(got, want) {
+		t.Fatalf("live allocations on n1 %v in the view, %v in the state", got, want)
+	}
+	if got := allocIDs(w.Allocs("gang")); !slices.Equal(got, []string{"gang0", "gang1"}) {
+		t.Fatalf("gang's allocations in the view %v, want both ranks", got)
+	}
+	if !w.HasAlloc("done0") {
+		t.Fatal("the finished allocation on n1 is missing from its view (its directory would be swept)")
+	}
+	if w.HasAlloc("other0") {
+		t.Fatal("n3's allocation is in n1's view")
+	}
+	if _, ok := w.Service("web"); !ok {
+		t.Fatal("the view has no services")
+	}
+	if err := checkIndexes(w.st); err != nil {
+		t.Fatalf("the loaded view's indexes: %v", err)
+	}
+}
+
+func TestNodeView_HashMovesOnlyWithTheView(t *testing.T) {
+	h := viewHarness(t)
+	_, before := loadView(t, h.f, "n1")
+
+	// Changes n1 does not see: another node's job, the queue.
+	h.mustUpdate("n3", "other0", structs.AllocRunning, 0, "")
+	h.submit("later", spec(1, 1))
+	_, same := loadView(t, h.f, "n1")
+	if same.Hash != before.Hash || same.Index == before.Index {
+		t.Fatalf("hash %s at %d after changes outside n1's view, want %s at a later index than %d", same.Hash, same.Index, before.Hash, before.Index)
+	}
+
+	// A change of n1's own allocation, then of its peer's.
+	h.mustUpdate("n1", "gang0", structs.AllocRunning, 0, "")
+	_, own := loadView(t, h.f, "n1")
+	h.mustUpdate("n2", "gang1", structs.AllocRunning, 0, "")
+	_, peer := loadView(t, h.f, "n1")
+	if own.Hash == same.Hash || peer.Hash == own.Hash {
+		t.Fatal("the view's hash did not move with its allocations")
+	}
+
+	// Removing the finished job takes its allocation out of the view.
+	if err := h.gc(time.Hour, h.job("done").FinishedAt.Add(time.Hour), "done"); err != nil {
+		t.Fatal(err)
+	}
+	w, gone := loadView(t, h.f, "n1")
+	if gone.Hash == peer.Hash || w.HasAlloc("done0") {
+		t.Fatal("the removed job's allocation is still in the view")
+	}
+}
+
+func TestNodeView_UnknownNodeSeesServicesOnly(t *testing.T) {
+	h := viewHarness(t)
+	w, _ := loadView(t, h.f, "nobody")
+	if len(w.Nodes()) != 0 || len(w.Jobs()) != 0 {
+		t.Fatalf("an unknown node's view has %d nodes and %d jobs", len(w.Nodes()), len(w.Jobs()))
+	}
+	if got := slices.Collect(maps.Keys(w.st.services)); !slices.Equal(got, []string{"web"}) {
+		t.Fatalf("services %v, want web", got)
+	}
+}
+
+func TestLoadView_WakesWatchersAndRefusesGarbage(t *testing.T) {
+	h := viewHarness(t)
+	v, err := h.f.NodeView("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := New(nil)
+	_, changed := w.Watch()
+	if err := w.LoadView(bytes.NewReader(v.Data)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("loading a view woke no watcher")
+	}
+	before := w.Hash()
+	err = w.LoadView(bytes.NewReader([]byte("{\"version\":6}\n{\"type\":\"alloc\",\"alloc\":{\"id\":\"a\",\"job_id\":\"ghost\"}}\n")))
+	wantErrIs(t, err, ErrBadSnapshot, "load node view", "unknown job ghost")
+	if w.Hash() != before {
+		t.Fatal("a refused view changed the state")
+	}
+}
