@@ -115,6 +115,7 @@ type Member struct {
 	Unhealthy  uint64 `json:"unhealthy_gpus,omitempty"` // bit i set: GPU i unhealthy
 	Version    string `json:"version,omitempty"`
 	Keyring    uint64 `json:"keyring,omitempty"` // gossip keyring generation installed
+	Server     bool   `json:"server,omitempty"`  // in the Raft configuration, by its own gossip
 	IsThisNode bool   `json:"is_this_node,omitempty"`
 }
 

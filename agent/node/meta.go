@@ -14,7 +14,8 @@ func InventoryMeta(name, httpAddr string, inv gpu.Inventory) peer.Meta {
 }
 
 // Meta describes this node for gossip from its inventory, the GPU health
-// it sees itself (ahead of the commit) and the local FSM.
+// it sees itself (ahead of the commit), its view and whether it is a
+// server.
 func (n *Node) Meta() peer.Meta {
 	used := map[string]bool{}
 	for _, alloc := range n.fsm.NodeLiveAllocs(n.cfg.NodeID) {
@@ -28,6 +29,7 @@ func (n *Node) Meta() peer.Meta {
 	}
 	m := InventoryMeta(n.cfg.Name, n.cfg.HTTPAddr, n.cfg.Inventory)
 	m.Unhealthy = n.health.mask.Load()
+	m.Server = n.server.Load()
 	m.GPUsFree = freeGPUs(gpus, used, m.Unhealthy)
 	return m
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -46,6 +47,8 @@ type Config struct {
 	Engine      engine.Prober
 	AllowMounts []string
 
+	// FSM is the local copy of the cluster's state: the node reads its
+	// view from it while it is a server (view.go).
 	FSM    *fsm.FSM
 	Raft   Raft
 	Runner *runner.Runner
@@ -94,9 +97,12 @@ type LoadSink interface {
 
 // Node carries out this node's duties.
 type Node struct {
-	cfg     Config
-	log     hclog.Logger
+	cfg Config
+	log hclog.Logger
+	// fsm is this node's view, which every loop reads (view.go); server
+	// says whether it comes from the local state.
 	fsm     *fsm.FSM
+	server  atomic.Bool
 	runner  *runner.Runner
 	reports *reporter
 	// checks runs the health checks of this node's service replicas.
@@ -132,7 +138,7 @@ func New(cfg Config) *Node {
 	n := &Node{
 		cfg:        cfg,
 		log:        cfg.Logger,
-		fsm:        cfg.FSM,
+		fsm:        fsm.New(cfg.Logger),
 		runner:     cfg.Runner,
 		health:     newHealthTracker(cfg.Inventory.GPUs, cfg.GPUCleanPeriod, cfg.AllowForeignGPUUse, now()),
 		registered: make(chan struct{}),
@@ -150,6 +156,15 @@ func New(cfg Config) *Node {
 // for them.
 func (n *Node) Run(ctx context.Context) {
 	n.ctx = ctx
+	hash := ""
+	if n.isServer() {
+		// The loops start from the local state as it is.
+		n.server.Store(true)
+		if v, err := n.cfg.FSM.NodeView(n.cfg.NodeID); err == nil {
+			hash = n.loadView(v, hash)
+		}
+	}
+	n.goLoop(func() { n.viewLoop(hash) })
 	n.goLoop(n.reports.run)
 	n.goLoop(n.localLoop)
 	n.goLoop(n.heartbeatLoop)

@@ -23,6 +23,9 @@ type Meta struct {
 	// Keyring is the gossip keyring generation the node installed (secure
 	// clusters); a rotation moves on once every live node has the last.
 	Keyring uint64 `json:"k,omitempty"`
+	// Server is set while the node is in the Raft configuration: it holds
+	// the state and answers other nodes' view watches.
+	Server bool `json:"s,omitempty"`
 }
 
 // Announcer holds the encoded metadata this node announces and says when
@@ -104,6 +107,7 @@ func decodeMembers(members []cluster.Member, self string) []api.Member {
 			Unhealthy:  meta.Unhealthy,
 			Version:    meta.Version,
 			Keyring:    meta.Keyring,
+			Server:     meta.Server,
 			IsThisNode: m.ID == self,
 		})
 	}

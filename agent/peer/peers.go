@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"syscall"
@@ -193,6 +194,37 @@ func (p *Peers) Client(addr string) (*api.Client, error) {
 		return nil, err
 	}
 	return c.WithHTTPClient(p.calls), nil
+}
+
+// ErrNoServer is returned when gossip knows no server to ask.
+var ErrNoServer = errors.New("no server known: gossip names no member of the Raft configuration")
+
+// ServerClient returns a client for a server of the Raft configuration,
+// its calls bounded by their context only (for watches): a live member
+// that gossip says is a server, picked at random so that nodes spread
+// their watches over the servers; failing that, the leader Raft names.
+func (p *Peers) ServerClient() (*api.Client, error) {
+	var addrs []string
+	for _, m := range p.Members() {
+		if m.Server && !m.IsThisNode && m.Status == cluster.StatusAlive.String() && m.HTTP != "" {
+			addrs = append(addrs, m.HTTP)
+		}
+	}
+	if len(addrs) == 0 {
+		if _, id := p.cfg.Raft.Leader(); id != "" && id != p.cfg.NodeID {
+			if addr := p.HTTPAddrOf(id); addr != "" {
+				addrs = append(addrs, addr)
+			}
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, ErrNoServer
+	}
+	c, err := api.NewClient(addrs[rand.IntN(len(addrs))], p.cfg.Token)
+	if err != nil {
+		return nil, err
+	}
+	return c.WithHTTPClient(p.streams), nil
 }
 
 // Members is the gossip view with each member's metadata decoded.

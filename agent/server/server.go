@@ -278,6 +278,7 @@ func (s *Server) internalRoutes() http.Handler {
 	mux.HandleFunc("GET "+internalPrefix+"autoscale/{name}", s.handleObserved)
 	mux.HandleFunc("POST "+internalPrefix+"renew", s.handleRenew)
 	mux.HandleFunc("POST "+internalPrefix+"ca-key", s.handleCAKey)
+	mux.HandleFunc("GET "+internalPrefix+"nodes/{id}/view", s.handleNodeView)
 	mux.HandleFunc(internalPrefix, notFound)
 	return s.timed("internal", mux)
 }

@@ -1,0 +1,101 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/skein-dev/skein/api"
+)
+
+// A node's view watch (fsm/DESIGN.md, "Node views"): a node asks a server
+// for its view, naming the hash of the one it holds, and the server
+// answers as soon as its view's hash differs, or with 304 once the wait
+// is over. The next request resumes from the hash it got, so a watch that
+// broke, or moved to another server, misses nothing.
+const (
+	// MaxViewWait bounds how long one view request waits for a change.
+	MaxViewWait = 30 * time.Second
+	// viewPace is how long a server lets the state settle after a change
+	// before it writes a view, so a burst of entries costs one view.
+	viewPace = 50 * time.Millisecond
+)
+
+// errNotServer answers view requests sent to a node outside the Raft
+// configuration, whose state is not the cluster's.
+var errNotServer = errors.New("this node holds no copy of the state: ask a server")
+
+// handleNodeView answers GET /v1/internal/nodes/{id}/view?hash=H&wait=D
+// with the node's view when its hash is not H, waiting up to D (at most
+// MaxViewWait) for it to change; 304 when it did not.
+func (s *Server) handleNodeView(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !reportsFor(w, r, id) {
+		return
+	}
+	q := r.URL.Query()
+	wait := time.Duration(0)
+	if v := q.Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > MaxViewWait {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("wait %q: want a duration from 0s to %s", v, MaxViewWait))
+			return
+		}
+		wait = d
+	}
+	if !s.holdsState() {
+		writeError(w, http.StatusServiceUnavailable, errNotServer)
+		return
+	}
+	have := q.Get("hash")
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		_, changed := s.fsm.Watch()
+		v, err := s.fsm.NodeView(id)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		if v.Hash != have {
+			s.holdWrite(w)
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.Header().Set(api.ViewHashHeader, v.Hash)
+			w.Header().Set(api.ViewIndexHeader, strconv.FormatUint(v.Index, 10))
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write(v.Data)
+			return
+		}
+		select {
+		case <-changed:
+			time.Sleep(viewPace)
+			continue
+		case <-deadline.C:
+		case <-r.Context().Done():
+			return
+		case <-s.ctx.Done():
+		}
+		s.holdWrite(w)
+		w.Header().Set(api.ViewHashHeader, v.Hash)
+		w.Header().Set(api.ViewIndexHeader, strconv.FormatUint(v.Index, 10))
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+}
+
+// holdsState reports whether this node is a server of the Raft
+// configuration, whose state is the cluster's.
+func (s *Server) holdsState() bool {
+	servers, err := s.cfg.Raft.Servers()
+	if err != nil {
+		return false
+	}
+	for _, sv := range servers {
+		if sv.ID == s.cfg.NodeID {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,127 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/structs"
+)
+
+// configRaft is a Raft whose configuration is servers; nothing else of
+// it is asked.
+type configRaft struct {
+	Raft
+	servers []cluster.Server
+}
+
+func (r configRaft) Servers() ([]cluster.Server, error) { return r.servers, nil }
+
+// viewServer serves node views from st's FSM as node "s1", a server
+// when server is set.
+func viewServer(t *testing.T, st *states, server bool) (*httptest.Server, *api.Client) {
+	t.Helper()
+	r := configRaft{}
+	if server {
+		r.servers = []cluster.Server{{ID: "s1", Voter: true}}
+	}
+	s := &Server{cfg: Config{NodeID: "s1", Raft: r}, fsm: st.f, log: hclog.NewNullLogger(), timeouts: Timeouts{}.withDefaults()}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	t.Cleanup(s.cancel)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+internalPrefix+"nodes/{id}/view", s.handleNodeView)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	c, err := api.NewClient(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, c
+}
+
+// viewState has nodes w1 and w2, each running a one-rank job.
+func viewState(t *testing.T) *states {
+	st := newStates(t)
+	for _, id := range []string{"w1", "w2"} {
+		st.node(structs.Node{ID: id, Name: id, CPUs: 8, MemoryMiB: 1 << 14, Status: structs.NodeReady})
+		st.must(structs.JobSubmitType, structs.JobSubmitRequest{JobID: "job-" + id, Spec: structs.JobSpec{Command: []string{"true"}, Nodes: 1}, SubmittedAt: time.Now()})
+		st.must(structs.PlanApplyType, structs.PlanApplyRequest{At: time.Now(), Plan: structs.Plan{Placements: []structs.JobPlacement{
+			{JobID: "job-" + id, Allocations: []structs.Allocation{{ID: "alloc-" + id, NodeID: id}}}}}})
+	}
+	return st
+}
+
+func TestNodeView_ServedToTheNodeAndAgainOnlyWhenItChanges(t *testing.T) {
+	st := viewState(t)
+	_, c := viewServer(t, st, true)
+	ctx := context.Background()
+
+	v, err := c.NodeView(ctx, "w1", "", time.Second)
+	if err != nil || v.Data == nil || v.Hash == "" || v.Index != st.f.Index() {
+		t.Fatalf("first view: %+v, %v", v, err)
+	}
+	w := fsm.New(nil)
+	if err := w.LoadView(bytes.NewReader(v.Data)); err != nil {
+		t.Fatal(err)
+	}
+	if !w.HasAlloc("alloc-w1") || w.HasAlloc("alloc-w2") {
+		t.Fatal("w1's view does not hold exactly w1's allocation")
+	}
+
+	// Nothing of w1's changes while the watch waits: 304, same hash.
+	st.report("w2", structs.AllocUpdate{AllocID: "alloc-w2", State: structs.AllocRunning})
+	same, err := c.NodeView(ctx, "w1", v.Hash, 200*time.Millisecond)
+	if err != nil || same.Data != nil || same.Hash != v.Hash {
+		t.Fatalf("unchanged view: %+v, %v; want no data and hash %s", same, err, v.Hash)
+	}
+
+	// A watch waiting on w1's view is answered by a change of it.
+	got := make(chan *api.NodeView, 1)
+	errs := make(chan error, 1)
+	go func() {
+		nv, err := c.NodeView(ctx, "w1", v.Hash, MaxViewWait)
+		got <- nv
+		errs <- err
+	}()
+	st.report("w1", structs.AllocUpdate{AllocID: "alloc-w1", State: structs.AllocRunning})
+	changed := <-got
+	if err := <-errs; err != nil || changed.Data == nil || changed.Hash == v.Hash {
+		t.Fatalf("view after w1's allocation changed: %+v, %v", changed, err)
+	}
+	if err := w.LoadView(bytes.NewReader(changed.Data)); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := w.Alloc("alloc-w1"); a.State != structs.AllocRunning {
+		t.Fatalf("w1's allocation is %s in the new view, want running", a.State)
+	}
+}
+
+func TestNodeView_RefusedByANodeOutsideRaftAndForABadWait(t *testing.T) {
+	st := viewState(t)
+	srv, c := viewServer(t, st, false)
+	_, err := c.NodeView(context.Background(), "w1", "", time.Second)
+	var e *api.Error
+	if !errors.As(err, &e) || e.StatusCode != http.StatusServiceUnavailable || !strings.Contains(e.Message, "holds no copy of the state") {
+		t.Fatalf("view from a node outside Raft: %v, want 503 saying to ask a server", err)
+	}
+	srv2, _ := viewServer(t, st, true)
+	for _, u := range []string{srv.URL, srv2.URL} {
+		resp, err := http.Get(u + internalPrefix + "nodes/w1/view?wait=31s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := api.ReadError(resp); resp.StatusCode != http.StatusBadRequest || !strings.Contains(err.Error(), `wait "31s": want a duration from 0s to 30s`) {
+			t.Errorf("wait=31s: %d %v", resp.StatusCode, err)
+		}
+	}
+}
