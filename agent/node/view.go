@@ -88,9 +88,10 @@ func (n *Node) watchRemote(hash string) string {
 	c, err := n.cfg.Peers.ServerClient()
 	if err == nil {
 		ctx, cancel := context.WithTimeout(n.ctx, viewWait+n.cfg.StopAfter)
-		v, werr := c.NodeView(ctx, n.cfg.NodeID, hash, viewWait)
+		v, werr := c.NodeView(ctx, n.cfg.NodeID, hash, n.cfg.Peers.LeaderHint(), viewWait)
 		cancel()
 		if werr == nil {
+			n.cfg.Peers.SetLeaderHint(v.Leader)
 			if v.Data == nil {
 				return hash
 			}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -66,6 +67,10 @@ type Peers struct {
 	// carries unbounded ones (followed logs).
 	calls   *http.Client
 	streams *http.Client
+	// leaderHint is the leader a server named to this node (its view
+	// watch), for a node whose own Raft names none: one outside the
+	// Raft configuration.
+	leaderHint atomic.Value // string
 }
 
 // New returns Peers for cfg.
@@ -148,7 +153,11 @@ func (p *Peers) Leader(ctx context.Context) (id, httpAddr string, self bool, err
 		if p.cfg.Raft.IsLeader() {
 			return p.cfg.NodeID, p.cfg.HTTPAddr, true, nil
 		}
-		if _, id := p.cfg.Raft.Leader(); id != "" {
+		id := p.LeaderHint()
+		if _, named := p.cfg.Raft.Leader(); named != "" {
+			id = named
+		}
+		if id != "" && id != p.cfg.NodeID {
 			if addr := p.HTTPAddrOf(id); addr != "" {
 				return id, addr, false, nil
 			}
@@ -161,6 +170,15 @@ func (p *Peers) Leader(ctx context.Context) (id, httpAddr string, self bool, err
 		case <-time.After(leaderPoll):
 		}
 	}
+}
+
+// SetLeaderHint records the leader a server named ("": none known).
+func (p *Peers) SetLeaderHint(id string) { p.leaderHint.Store(id) }
+
+// LeaderHint is the leader a server named last ("": none).
+func (p *Peers) LeaderHint() string {
+	id, _ := p.leaderHint.Load().(string)
+	return id
 }
 
 // HTTPAddrOf finds a node's API address: from its registration, or, for a

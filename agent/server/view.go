@@ -11,10 +11,13 @@ import (
 )
 
 // A node's view watch (fsm/DESIGN.md, "Node views"): a node asks a server
-// for its view, naming the hash of the one it holds, and the server
-// answers as soon as its view's hash differs, or with 304 once the wait
-// is over. The next request resumes from the hash it got, so a watch that
-// broke, or moved to another server, misses nothing.
+// for its view, naming the hash of the one it holds and the leader it
+// knows, and the server answers as soon as its view's hash or the leader
+// Raft names differs, or with 304 once the wait is over. The next request
+// resumes from what it got, so a watch that broke, or moved to another
+// server, misses nothing. A node outside Raft learns the leader this way
+// (its own Raft names none), in the time the new leader's first entry
+// takes to reach the server.
 const (
 	// MaxViewWait bounds how long one view request waits for a change.
 	MaxViewWait = 30 * time.Second
@@ -27,9 +30,10 @@ const (
 // configuration, whose state is not the cluster's.
 var errNotServer = errors.New("this node holds no copy of the state: ask a server")
 
-// handleNodeView answers GET /v1/internal/nodes/{id}/view?hash=H&wait=D
-// with the node's view when its hash is not H, waiting up to D (at most
-// MaxViewWait) for it to change; 304 when it did not.
+// handleNodeView answers GET /v1/internal/nodes/{id}/view?hash=H&leader=L&wait=D
+// with the node's view when its hash is not H or the leader is not L,
+// waiting up to D (at most MaxViewWait) for either to change; 304 when
+// neither did.
 func (s *Server) handleNodeView(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !reportsFor(w, r, id) {
@@ -49,7 +53,7 @@ func (s *Server) handleNodeView(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, errNotServer)
 		return
 	}
-	have := q.Get("hash")
+	have, knownLeader := q.Get("hash"), q.Get("leader")
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
@@ -59,11 +63,11 @@ func (s *Server) handleNodeView(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, err)
 			return
 		}
-		if v.Hash != have {
+		_, leader := s.cfg.Raft.Leader()
+		if v.Hash != have || (leader != "" && leader != knownLeader) {
 			s.holdWrite(w)
 			w.Header().Set("Content-Type", "application/x-ndjson")
-			w.Header().Set(api.ViewHashHeader, v.Hash)
-			w.Header().Set(api.ViewIndexHeader, strconv.FormatUint(v.Index, 10))
+			setViewHeaders(w, v.Hash, v.Index, leader)
 			w.WriteHeader(http.StatusOK)
 			_, _ = w.Write(v.Data)
 			return
@@ -78,10 +82,17 @@ func (s *Server) handleNodeView(w http.ResponseWriter, r *http.Request) {
 		case <-s.ctx.Done():
 		}
 		s.holdWrite(w)
-		w.Header().Set(api.ViewHashHeader, v.Hash)
-		w.Header().Set(api.ViewIndexHeader, strconv.FormatUint(v.Index, 10))
+		setViewHeaders(w, v.Hash, v.Index, leader)
 		w.WriteHeader(http.StatusNotModified)
 		return
+	}
+}
+
+func setViewHeaders(w http.ResponseWriter, hash string, index uint64, leader string) {
+	w.Header().Set(api.ViewHashHeader, hash)
+	w.Header().Set(api.ViewIndexHeader, strconv.FormatUint(index, 10))
+	if leader != "" {
+		w.Header().Set(api.ViewLeaderHeader, leader)
 	}
 }
 

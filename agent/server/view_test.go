@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,20 +19,23 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// configRaft is a Raft whose configuration is servers; nothing else of
-// it is asked.
+// configRaft is a Raft whose configuration is servers and whose leader
+// is leader; nothing else of it is asked.
 type configRaft struct {
 	Raft
 	servers []cluster.Server
+	leader  *atomic.Value // string
 }
 
 func (r configRaft) Servers() ([]cluster.Server, error) { return r.servers, nil }
+func (r configRaft) Leader() (string, string)           { return "", r.leader.Load().(string) }
 
 // viewServer serves node views from st's FSM as node "s1", a server
 // when server is set.
-func viewServer(t *testing.T, st *states, server bool) (*httptest.Server, *api.Client) {
+func viewServer(t *testing.T, st *states, server bool) (*httptest.Server, *api.Client, *atomic.Value) {
 	t.Helper()
-	r := configRaft{}
+	r := configRaft{leader: &atomic.Value{}}
+	r.leader.Store("s1")
 	if server {
 		r.servers = []cluster.Server{{ID: "s1", Voter: true}}
 	}
@@ -46,7 +50,7 @@ func viewServer(t *testing.T, st *states, server bool) (*httptest.Server, *api.C
 	if err != nil {
 		t.Fatal(err)
 	}
-	return srv, c
+	return srv, c, r.leader
 }
 
 // viewState has nodes w1 and w2, each running a one-rank job.
@@ -63,11 +67,11 @@ func viewState(t *testing.T) *states {
 
 func TestNodeView_ServedToTheNodeAndAgainOnlyWhenItChanges(t *testing.T) {
 	st := viewState(t)
-	_, c := viewServer(t, st, true)
+	_, c, _ := viewServer(t, st, true)
 	ctx := context.Background()
 
-	v, err := c.NodeView(ctx, "w1", "", time.Second)
-	if err != nil || v.Data == nil || v.Hash == "" || v.Index != st.f.Index() {
+	v, err := c.NodeView(ctx, "w1", "", "", time.Second)
+	if err != nil || v.Data == nil || v.Hash == "" || v.Index != st.f.Index() || v.Leader != "s1" {
 		t.Fatalf("first view: %+v, %v", v, err)
 	}
 	w := fsm.New(nil)
@@ -80,7 +84,7 @@ func TestNodeView_ServedToTheNodeAndAgainOnlyWhenItChanges(t *testing.T) {
 
 	// Nothing of w1's changes while the watch waits: 304, same hash.
 	st.report("w2", structs.AllocUpdate{AllocID: "alloc-w2", State: structs.AllocRunning})
-	same, err := c.NodeView(ctx, "w1", v.Hash, 200*time.Millisecond)
+	same, err := c.NodeView(ctx, "w1", v.Hash, "s1", 200*time.Millisecond)
 	if err != nil || same.Data != nil || same.Hash != v.Hash {
 		t.Fatalf("unchanged view: %+v, %v; want no data and hash %s", same, err, v.Hash)
 	}
@@ -89,7 +93,7 @@ func TestNodeView_ServedToTheNodeAndAgainOnlyWhenItChanges(t *testing.T) {
 	got := make(chan *api.NodeView, 1)
 	errs := make(chan error, 1)
 	go func() {
-		nv, err := c.NodeView(ctx, "w1", v.Hash, MaxViewWait)
+		nv, err := c.NodeView(ctx, "w1", v.Hash, "s1", MaxViewWait)
 		got <- nv
 		errs <- err
 	}()
@@ -108,13 +112,13 @@ func TestNodeView_ServedToTheNodeAndAgainOnlyWhenItChanges(t *testing.T) {
 
 func TestNodeView_RefusedByANodeOutsideRaftAndForABadWait(t *testing.T) {
 	st := viewState(t)
-	srv, c := viewServer(t, st, false)
-	_, err := c.NodeView(context.Background(), "w1", "", time.Second)
+	srv, c, _ := viewServer(t, st, false)
+	_, err := c.NodeView(context.Background(), "w1", "", "", time.Second)
 	var e *api.Error
 	if !errors.As(err, &e) || e.StatusCode != http.StatusServiceUnavailable || !strings.Contains(e.Message, "holds no copy of the state") {
 		t.Fatalf("view from a node outside Raft: %v, want 503 saying to ask a server", err)
 	}
-	srv2, _ := viewServer(t, st, true)
+	srv2, _, _ := viewServer(t, st, true)
 	for _, u := range []string{srv.URL, srv2.URL} {
 		resp, err := http.Get(u + internalPrefix + "nodes/w1/view?wait=31s")
 		if err != nil {
@@ -123,5 +127,26 @@ func TestNodeView_RefusedByANodeOutsideRaftAndForABadWait(t *testing.T) {
 		if err := api.ReadError(resp); resp.StatusCode != http.StatusBadRequest || !strings.Contains(err.Error(), `wait "31s": want a duration from 0s to 30s`) {
 			t.Errorf("wait=31s: %d %v", resp.StatusCode, err)
 		}
+	}
+}
+
+func TestNodeView_ANewLeaderAnswersTheWatch(t *testing.T) {
+	st := viewState(t)
+	_, c, leader := viewServer(t, st, true)
+	ctx := context.Background()
+	v, err := c.NodeView(ctx, "w1", "", "", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The node knows s1 leads: nothing to say.
+	if same, err := c.NodeView(ctx, "w1", v.Hash, "s1", 100*time.Millisecond); err != nil || same.Data != nil {
+		t.Fatalf("watch with the leader known: %+v, %v", same, err)
+	}
+	// Another server leads, and its first entry reaches this one.
+	leader.Store("s2")
+	st.must(structs.LeaderElectedType, structs.LeaderElectedRequest{NodeID: "s2", At: time.Now()})
+	got, err := c.NodeView(ctx, "w1", v.Hash, "s1", MaxViewWait)
+	if err != nil || got.Leader != "s2" || got.Hash != v.Hash {
+		t.Fatalf("watch after the leader changed: %+v, %v; want leader s2 and the same view", got, err)
 	}
 }
