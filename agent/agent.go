@@ -173,6 +173,7 @@ func (a *Agent) start() error {
 		Bootstrap:       a.singleNode(),
 		BootstrapExpect: a.cfg.BootstrapExpect,
 		Voters:          a.cfg.Voters,
+		Servers:         a.cfg.Servers,
 		EncryptKey:      key,
 		EncryptOthers:   others,
 		Meta:            a.announce.Bytes,
@@ -481,6 +482,22 @@ func (a *Agent) advertise(port int) string {
 
 // singleNode reports whether this agent founds a one-node cluster: it was
 // given nobody to join and no bootstrap-expect.
+// holdsState reports whether this node is in its own Raft configuration:
+// a server, whose FSM holds the cluster's state. A worker's holds nothing
+// (its node part reads its view, agent/node).
+func (a *Agent) holdsState() bool {
+	servers, err := a.raft.Servers()
+	if err != nil {
+		return false
+	}
+	for _, s := range servers {
+		if s.ID == a.nodeID {
+			return true
+		}
+	}
+	return false
+}
+
 func (a *Agent) singleNode() bool {
 	return len(a.cfg.Join) == 0 && a.cfg.BootstrapExpect == 0
 }

@@ -82,9 +82,22 @@ func startClusterWith(t *testing.T, n int, mutate func(i int, cfg *Config)) *tes
 		tc.agents = append(tc.agents, a)
 	}
 	tc.waitReady(n)
-	tc.waitVoters(min(n, 3) - (1 - n%2)) // odd: 1 voter for 2 nodes
+	voters := min(n, tc.agents[0].cfg.Voters)
+	tc.waitVoters(voters - (1 - voters%2)) // odd: 1 voter for 2 nodes
 	tc.bootstrapACL()
 	return tc
+}
+
+// servers returns the live agents that hold the state: all of them in a
+// cluster without workers, else those in their own Raft configuration.
+func (tc *testCluster) servers() []*Agent {
+	var out []*Agent
+	for _, a := range tc.live() {
+		if a.cfg.Servers == 0 || a.holdsState() {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // bootstrapACL turns the cluster's ACLs on, as every real cluster's admin
@@ -97,7 +110,7 @@ func (tc *testCluster) bootstrapACL() {
 		tc.t.Fatalf("ACL bootstrap: %v", err)
 	}
 	testutil.WaitFor(tc.t, 10*time.Second, func() error {
-		for _, a := range tc.live() {
+		for _, a := range tc.servers() {
 			if _, on := a.fsm.ACL(); !on {
 				return fmt.Errorf("%s has not applied the ACL bootstrap", a.Name())
 			}
@@ -107,13 +120,13 @@ func (tc *testCluster) bootstrapACL() {
 	tc.admin = boot.Token
 }
 
-// waitVoters waits until every live agent's Raft configuration has n
-// voters: the leader's alone may hold a promotion not yet replicated, and
-// a partition then leaves the others disagreeing on who may vote.
+// waitVoters waits until every server's Raft configuration has n voters:
+// the leader's alone may hold a promotion not yet replicated, and a
+// partition then leaves the others disagreeing on who may vote.
 func (tc *testCluster) waitVoters(n int) {
 	tc.t.Helper()
 	testutil.WaitFor(tc.t, 20*time.Second, func() error {
-		for _, a := range tc.live() {
+		for _, a := range tc.servers() {
 			servers, err := a.raft.Servers()
 			if err != nil {
 				return err
@@ -185,11 +198,11 @@ func (tc *testCluster) joinToken(req api.JoinTokenCreateRequest) string {
 	return tok
 }
 
-// waitReady waits until every live agent sees n ready nodes.
+// waitReady waits until every server sees n ready nodes.
 func (tc *testCluster) waitReady(n int) {
 	tc.t.Helper()
 	testutil.WaitFor(tc.t, 20*time.Second, func() error {
-		for _, a := range tc.live() {
+		for _, a := range tc.servers() {
 			ready := 0
 			for _, node := range a.fsm.Nodes() {
 				if node.Status == structs.NodeReady {

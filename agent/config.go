@@ -46,6 +46,10 @@ const (
 	DefaultDownAfter         = 3500 * time.Millisecond
 )
 
+// MaxStandbys bounds --standbys: each standby replicates the whole log
+// from the leader.
+const MaxStandbys = 16
+
 // DefaultGPUCleanPeriod is how long a GPU must go without a fatal health
 // event before it returns to service by itself (--gpu-clean-period).
 const DefaultGPUCleanPeriod = 10 * time.Minute
@@ -190,6 +194,11 @@ type Config struct {
 	BootstrapExpect int
 	// Voters is the number of Raft voters to keep (default 3).
 	Voters int
+	// Servers, when not 0, is how many servers (the voters and non-voting
+	// standbys, `--standbys`) Raft holds; every other node is a worker
+	// outside Raft that learns its work by watching a server (issue 17).
+	// 0: every node is a server.
+	Servers int
 	// EncryptKey is the base64 32-byte gossip encryption key from `skein
 	// keygen` ("": unencrypted).
 	EncryptKey string
@@ -335,6 +344,13 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Voters < 1 || cfg.Voters > 7 || cfg.Voters%2 == 0 {
 		return cfg, fmt.Errorf("--voters %d: want an odd number from 1 to 7", cfg.Voters)
+	}
+	if cfg.Servers != 0 && (cfg.Servers < cfg.Voters || cfg.Servers > cfg.Voters+MaxStandbys) {
+		return cfg, fmt.Errorf("--standbys %d: want -1 (every node a server) or 0 to %d", cfg.Servers-cfg.Voters, MaxStandbys)
+	}
+	if cfg.Servers != 0 && cfg.secure() {
+		return cfg, errors.New("--standbys: workers outside Raft do not yet carry a secure cluster's trust state; " +
+			"run every node as a server (leave --standbys out) or use --insecure-cluster on a lab network")
 	}
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = DefaultHeartbeatInterval

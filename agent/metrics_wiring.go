@@ -36,17 +36,18 @@ func (r metricsRaft) Followers() []cluster.Follower { return r.a.raft.Followers(
 
 // reportRunning tells the metrics that one of this node's allocations
 // started, for the submit-to-running latency, before the report goes to
-// the leader: while the state still holds the allocation as pending, so
+// the leader: while the node's view still holds the allocation as pending, so
 // that an allocation re-adopted after a restart is not counted again.
 func (a *Agent) reportRunning(u structs.AllocUpdate) {
 	if u.State != structs.AllocRunning {
 		return
 	}
-	alloc, ok := a.fsm.Alloc(u.AllocID)
+	view := a.node.View()
+	alloc, ok := view.Alloc(u.AllocID)
 	if !ok || alloc.State != structs.AllocPending {
 		return
 	}
-	if job, ok := a.fsm.Job(alloc.JobID); ok {
+	if job, ok := view.Job(alloc.JobID); ok {
 		a.metrics.Running(job, alloc, u.At)
 	}
 }

@@ -38,6 +38,7 @@ func agentCommand() *ucli.Command {
 			&ucli.StringSliceFlag{Name: "join", Usage: "gossip address `HOST[:PORT]` of any member to join (repeatable; retried until one answers)"},
 			&ucli.IntFlag{Name: "bootstrap-expect", Usage: "wait for `N` nodes, then form one cluster with them as voters"},
 			&ucli.IntFlag{Name: "voters", Value: 3, Usage: "Raft voters to keep (odd); other nodes hold the state as non-voters"},
+			&ucli.IntFlag{Name: "standbys", Value: -1, Usage: "non-voting servers to keep besides the voters (`N`); every other node is a worker outside Raft that watches a server for its work. -1: every node is a server"},
 			&ucli.StringFlag{Name: "encrypt", Usage: "gossip encryption key from `skein keygen`", EnvVars: []string{"SKEIN_ENCRYPT"}},
 			&ucli.DurationFlag{Name: "raft-timeout", Value: agent.DefaultRaftTimeout, Usage: "Raft heartbeat and election timeout: how fast a dead leader is replaced (raise it on slow or distant networks)"},
 			&ucli.DurationFlag{Name: "stop-after", Value: agent.DefaultStopAfter, Usage: "stop local jobs after this long without the leader"},
@@ -176,6 +177,7 @@ func agentConfig(c *ucli.Context) (agent.Config, error) {
 		Join:            c.StringSlice("join"),
 		BootstrapExpect: c.Int("bootstrap-expect"),
 		Voters:          c.Int("voters"),
+		Servers:         servers(c.Int("voters"), c.Int("standbys")),
 		EncryptKey:      c.String("encrypt"),
 		StopAfter:       c.Duration("stop-after"),
 		RaftTimeout:     c.Duration("raft-timeout"),
@@ -281,4 +283,13 @@ func agentSecurity(c *ucli.Context) (agent.Security, error) {
 		return agent.SecurityInsecure, nil
 	}
 	return agent.SecurityAuto, nil
+}
+
+// servers is the agent's Servers for --voters and --standbys: 0 (every
+// node a server) for a negative --standbys.
+func servers(voters, standbys int) int {
+	if standbys < 0 {
+		return 0
+	}
+	return voters + standbys
 }

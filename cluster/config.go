@@ -70,6 +70,12 @@ type Config struct {
 	BootstrapExpect int
 	// Voters is how many voters the leader keeps (odd, >= 1). 0 means 3.
 	Voters int
+	// Servers, when not 0, is how many alive servers (voters and
+	// non-voting standbys) the leader keeps in raft: it adds members only
+	// while fewer are in it, and removes alive non-voters beyond it; every
+	// other member is a worker outside raft. 0 keeps no bound: every
+	// member is a server. At least Voters.
+	Servers int
 	// GossipTiming overrides memberlist's failure-detector timings; zero
 	// fields take LAN defaults.
 	GossipTiming GossipTiming
@@ -349,6 +355,8 @@ func (cfg Config) validateGossip() error {
 		return fmt.Errorf("%w: bootstrap expect needs gossip (a gossip bind address)", ErrInvalidConfig)
 	case cfg.Voters < 1 || cfg.Voters%2 == 0:
 		return fmt.Errorf("%w: voters %d must be odd and at least 1", ErrInvalidConfig, cfg.Voters)
+	case cfg.Servers != 0 && cfg.Servers < cfg.Voters:
+		return fmt.Errorf("%w: servers %d must be 0 (no bound) or at least the voters (%d)", ErrInvalidConfig, cfg.Servers, cfg.Voters)
 	case cfg.GossipTiming.ProbeInterval < 0 || cfg.GossipTiming.ProbeTimeout < 0 ||
 		cfg.GossipTiming.SuspicionMult < 0 || cfg.GossipTiming.GossipInterval < 0 ||
 		cfg.GossipTiming.PushPullInterval < 0:

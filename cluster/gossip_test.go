@@ -298,6 +298,8 @@ func TestNew_RejectsBadGossipConfig(t *testing.T) {
 			c.EncryptKey, c.EncryptOthers = make([]byte, 32), [][]byte{make([]byte, 24)}
 		}, want: "key 1 is 24 bytes"},
 		{name: "even voters", edit: func(c *Config) { c.Voters = 4 }, want: "voters 4"},
+		{name: "fewer servers than voters", edit: func(c *Config) { c.Voters, c.Servers = 3, 2 }, want: "servers 2 must be 0 (no bound) or at least the voters (3)"},
+		{name: "negative servers", edit: func(c *Config) { c.Servers = -1 }, want: "servers -1"},
 		{name: "expect and bootstrap", edit: func(c *Config) { c.BootstrapExpect = 3; c.Bootstrap = true }, want: "mutually exclusive"},
 		{name: "expect without gossip", edit: func(c *Config) { c.BootstrapExpect = 3; c.GossipBind = "" }, want: "needs gossip"},
 		{name: "bad gossip bind", edit: func(c *Config) { c.GossipBind = "nope" }, want: "gossip bind"},

@@ -102,18 +102,25 @@ func (c *Cluster) reconcileMembers() {
 	for _, s := range conf.Servers {
 		inRaft[string(s.ID)] = string(s.Address)
 	}
+	members := c.Members()
+	room := c.serverRoom(conf, members)
 	prune := false
-	for _, m := range c.Members() {
+	for _, m := range members {
 		addr, ok := inRaft[m.ID]
 		switch {
 		case m.Status == StatusFailed || m.Status == StatusLeft:
 			prune = prune || ok
 		case m.RaftAddr == "" || (ok && addr == m.RaftAddr):
+		case !ok && room == 0:
+			// A worker: the servers are enough.
 		case c.refusal(m.ID) != "":
 			if why := c.refusal(m.ID); c.refused.note(m.ID, why) {
 				c.logger.Info("not adding member to raft", "id", m.ID, "reason", why)
 			}
 		default:
+			if !ok {
+				room--
+			}
 			c.logger.Info("adding server to raft", "id", m.ID, "addr", m.RaftAddr, "known", ok)
 			err := c.autopilot.AddServer(&autopilot.Server{
 				ID: raft.ServerID(m.ID), Name: m.ID, Address: raft.ServerAddress(m.RaftAddr),
@@ -127,6 +134,43 @@ func (c *Cluster) reconcileMembers() {
 	if prune {
 		c.autopilot.RemoveDeadServers()
 	}
+}
+
+// serverRoom is how many more members raft may take (-1: no bound), and
+// removes the alive non-voters beyond Config.Servers (the highest IDs
+// first), which then work outside raft. Only alive servers count: one
+// that failed leaves room for a worker to take its place, and the
+// promoter gives a dead voter's vote to a non-voter.
+func (c *Cluster) serverRoom(conf raft.Configuration, members []Member) int {
+	if c.cfg.Servers == 0 {
+		return -1
+	}
+	alive := map[string]bool{}
+	for _, m := range members {
+		alive[m.ID] = m.Status == StatusAlive
+	}
+	voters := 0
+	var standbys []string
+	for _, s := range conf.Servers {
+		switch id := string(s.ID); {
+		case !alive[id] && id != c.cfg.NodeID:
+		case s.Suffrage == raft.Voter:
+			voters++
+		default:
+			standbys = append(standbys, id)
+		}
+	}
+	capacity := c.cfg.Servers
+	slices.Sort(standbys)
+	for len(standbys) > 0 && voters+len(standbys) > capacity {
+		id := standbys[len(standbys)-1]
+		standbys = standbys[:len(standbys)-1]
+		c.logger.Info("removing a non-voter beyond the servers kept; it works outside raft", "id", id, "servers", capacity)
+		if err := c.RemoveServer(id); err != nil {
+			c.logger.Warn("remove a non-voter beyond the servers kept", "id", id, "error", err)
+		}
+	}
+	return max(0, capacity-voters-len(standbys))
 }
 
 // configuration returns the latest raft configuration.

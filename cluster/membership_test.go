@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/skein-dev/skein/internal/testutil"
 )
 
 func TestPlanVoters_KeepsAnOddCappedNumberOfVoters(t *testing.T) {
@@ -245,4 +247,58 @@ func TestBootstrapExpect_ThreeNodesFormOneClusterAndRestartWithoutRebootstrap(t 
 	if l.c.AppliedIndex() < firstIndex {
 		t.Fatalf("applied index %d after restart is below %d before: state was re-bootstrapped", l.c.AppliedIndex(), firstIndex)
 	}
+}
+
+// serversCheck reports whether n's raft configuration holds exactly the
+// servers want, one of them voting.
+func serversCheck(n *testNode, want ...string) error {
+	voters, non, err := raftView(n)
+	if err != nil {
+		return err
+	}
+	all := slices.Sorted(slices.Values(append(slices.Clone(voters), non...)))
+	if len(voters) != 1 || !slices.Equal(all, want) {
+		return fmt.Errorf("voters %v non-voters %v; want one voter and servers %v", voters, non, want)
+	}
+	return nil
+}
+
+func TestMembership_ServersBoundRaftAndTheRestWorkOutsideIt(t *testing.T) {
+	cfg := func(id string) Config {
+		c := testConfig(id)
+		c.Voters, c.Servers = 1, 2
+		return c
+	}
+	cfgA := cfg("a")
+	cfgA.Bootstrap = true
+	a := startCfg(t, cfgA)
+	waitLeader(t, a)
+	nodes := map[string]*testNode{"a": a}
+	for _, id := range []string{"b", "c", "d"} {
+		n := startCfg(t, cfg(id))
+		mustJoin(t, n, a)
+		nodes[id] = n
+	}
+	waitFor(t, 10*time.Second, func() error { return allAlive(nodes["a"], nodes["b"], nodes["c"], nodes["d"]) })
+	// One standby, the lowest ID; c and d stay outside raft.
+	waitFor(t, 20*time.Second, func() error { return serversCheck(a, "a", "b") })
+	testutil.Holds(t, 5*testConfig("a").ReconcileInterval, func() error { return serversCheck(a, "a", "b") })
+
+	// The standby dies: the next worker takes its place beside it (the
+	// dead one stays in raft until it is reaped).
+	bDir := nodes["b"].dir
+	if err := nodes["b"].c.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, func() error { return serversCheck(a, "a", "b", "c") })
+
+	// It comes back: three alive servers are one too many, and the
+	// highest ID among the standbys goes back outside raft.
+	b := cfg("b")
+	b.DataDir = bDir
+	nodes["b"] = startCfg(t, b)
+	mustJoin(t, nodes["b"], a)
+	waitFor(t, 20*time.Second, func() error { return serversCheck(a, "a", "b") })
+	mustApply(t, a, "k=1")
+	waitFor(t, 10*time.Second, func() error { return converged("k", "1", a, nodes["b"]) })
 }

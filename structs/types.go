@@ -21,11 +21,14 @@ const (
 // the serving agent fills it in from the Raft configuration when it answers.
 type NodeRole string
 
-// Node roles.
+// Node roles: the leader, the other voters and the non-voters (standbys)
+// are servers, in the Raft configuration and holding the state; a worker
+// is outside it and learns its work by watching a server.
 const (
 	RoleLeader   NodeRole = "leader"
 	RoleVoter    NodeRole = "voter"
 	RoleNonvoter NodeRole = "nonvoter"
+	RoleWorker   NodeRole = "worker"
 )
 
 // Addresses are the host:port pairs other nodes and clients use to reach a node.

@@ -25,6 +25,10 @@ const (
 	viewRetry = 250 * time.Millisecond
 )
 
+// View is the node's view of the state: what it runs and what it needs
+// to run it (a server's or a worker's alike).
+func (n *Node) View() *fsm.FSM { return n.fsm }
+
 // viewLoop keeps the node's view, whose hash is hash, current until the
 // node stops.
 func (n *Node) viewLoop(hash string) {

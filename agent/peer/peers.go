@@ -222,6 +222,20 @@ var ErrNoServer = errors.New("no server known: gossip names no member of the Raf
 // that gossip says is a server, picked at random so that nodes spread
 // their watches over the servers; failing that, the leader Raft names.
 func (p *Peers) ServerClient() (*api.Client, error) {
+	addr, err := p.ServerAddr()
+	if err != nil {
+		return nil, err
+	}
+	c, err := api.NewClient(addr, p.cfg.Token)
+	if err != nil {
+		return nil, err
+	}
+	return c.WithHTTPClient(p.streams), nil
+}
+
+// ServerAddr is the API address of a server of the Raft configuration,
+// as ServerClient picks it.
+func (p *Peers) ServerAddr() (string, error) {
 	var addrs []string
 	for _, m := range p.Members() {
 		if m.Server && !m.IsThisNode && m.Status == cluster.StatusAlive.String() && m.HTTP != "" {
@@ -236,13 +250,9 @@ func (p *Peers) ServerClient() (*api.Client, error) {
 		}
 	}
 	if len(addrs) == 0 {
-		return nil, ErrNoServer
+		return "", ErrNoServer
 	}
-	c, err := api.NewClient(addrs[rand.IntN(len(addrs))], p.cfg.Token)
-	if err != nil {
-		return nil, err
-	}
-	return c.WithHTTPClient(p.streams), nil
+	return addrs[rand.IntN(len(addrs))], nil
 }
 
 // Members is the gossip view with each member's metadata decoded.

@@ -25,7 +25,7 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request) {
 	out := make([]api.NodeInfo, 0, len(view.Nodes))
 	for _, n := range view.Nodes {
 		info := api.NodeInfo{Node: *n, GPUsTotal: len(n.GPUs), LiveAllocs: live[n.ID]}
-		info.Role = roles[n.ID]
+		info.Role = roleOf(roles, n.ID)
 		for _, g := range n.GPUs {
 			switch job, used := inUse[g.UUID]; {
 			case used:
@@ -65,6 +65,15 @@ func (s *Server) roles() map[string]structs.NodeRole {
 		}
 	}
 	return roles
+}
+
+// roleOf is a node's role: its place in the Raft configuration, or worker
+// outside it. With no configuration to read (roles empty) it is unknown.
+func roleOf(roles map[string]structs.NodeRole, id string) structs.NodeRole {
+	if r, ok := roles[id]; ok || len(roles) == 0 {
+		return r
+	}
+	return structs.RoleWorker
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -112,7 +121,7 @@ func (s *Server) handleMembers(w http.ResponseWriter, r *http.Request) {
 	roles := s.roles()
 	ms := s.cfg.Peers.Members()
 	for i := range ms {
-		ms[i].Role = string(roles[ms[i].ID])
+		ms[i].Role = string(roleOf(roles, ms[i].ID))
 	}
 	slices.SortFunc(ms, func(x, y api.Member) int {
 		return cmp.Or(cmp.Compare(x.Name, y.Name), cmp.Compare(x.ID, y.ID))

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -161,6 +162,9 @@ type Server struct {
 	authFails *failLimiter
 	// timeouts are cfg.Timeouts with their defaults.
 	timeouts Timeouts
+	// role is the last answer to whether this node is a server
+	// (toserver.go).
+	role atomic.Pointer[roleCheck]
 	// ctx ends with Shutdown; followed log streams stop with it.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -183,7 +187,7 @@ func New(cfg Config) *Server {
 		s.mountUI(top, user)
 	}
 	s.http = &http.Server{
-		Handler:           top,
+		Handler:           s.toServer(top),
 		ReadHeaderTimeout: s.timeouts.ReadHeader,
 		ReadTimeout:       s.timeouts.Read,
 		WriteTimeout:      s.timeouts.Write,

@@ -1,0 +1,93 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/skein-dev/skein/api"
+)
+
+// A worker (a node outside the Raft configuration, issue 17) holds no copy
+// of the state: only its own view (agent/node). It answers the node-to-
+// node API and its own /metrics itself, and passes every other request
+// (the user API, the web UI, admission, the CA) on to a server, which
+// authenticates and answers it as if it had come to it: the caller may
+// use any node.
+
+// ProxiedHeader marks a request a worker passed on to a server; a node
+// that is no server either refuses it rather than pass it on again.
+const ProxiedHeader = "X-Skein-Proxied"
+
+// serverCheck is how long the answer to "is this node a server" is kept.
+const serverCheck = time.Second
+
+// errNoServerHere answers a request passed on to a node that turned out
+// to hold no state either.
+var errNoServerHere = errors.New("this node holds no copy of the state and the request was already passed on to it; try again")
+
+// toServer serves next on a server and passes the request on to a server
+// on a worker.
+func (s *Server) toServer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.localOnly(r) || s.isServer() {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.Header.Get(ProxiedHeader) != "" {
+			writeError(w, http.StatusServiceUnavailable, errNoServerHere)
+			return
+		}
+		addr, err := s.cfg.Peers.ServerAddr()
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, err)
+			return
+		}
+		target, err := url.Parse(addr)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		proxy := &httputil.ReverseProxy{
+			Rewrite: func(pr *httputil.ProxyRequest) {
+				pr.SetURL(target)
+				pr.SetXForwarded()
+				pr.Out.Header.Set(ProxiedHeader, s.cfg.NodeName)
+			},
+			Transport:     s.cfg.Peers.Streams().Transport,
+			FlushInterval: -1, // followed logs and events stream as they come
+			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+				writeError(w, http.StatusBadGateway, fmt.Errorf("pass the request on to the server at %s: %w", addr, err))
+			},
+		}
+		s.holdWrite(w)
+		proxy.ServeHTTP(w, r)
+	})
+}
+
+// localOnly reports whether a request is this node's own to answer
+// whatever its role: the node-to-node API and its metrics.
+func (s *Server) localOnly(r *http.Request) bool {
+	return strings.HasPrefix(r.URL.Path, internalPrefix) || r.URL.Path == "/metrics" || r.Header.Get(api.ForwardedHeader) != ""
+}
+
+// isServer is holdsState, asked at most once per serverCheck.
+func (s *Server) isServer() bool {
+	now := time.Now().UnixNano()
+	if c := s.role.Load(); c != nil && now-c.at < int64(serverCheck) {
+		return c.server
+	}
+	c := &roleCheck{server: s.holdsState(), at: now}
+	s.role.Store(c)
+	return c.server
+}
+
+// roleCheck is one answer of holdsState and when it was given.
+type roleCheck struct {
+	server bool
+	at     int64 // unix nanoseconds
+}
