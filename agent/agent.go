@@ -184,6 +184,7 @@ func (a *Agent) start() error {
 		Revoked:         a.revoked(),
 		CanVote:         a.canVote(),
 		PrepareVoter:    a.prepareVoter(),
+		ProbeRTT:        a.metrics.ProbeRTT,
 	})
 	if err != nil {
 		return err

@@ -204,12 +204,16 @@ func TestAgent_Metrics_NeedTheReadPermissionWithACLs(t *testing.T) {
 	if v, err := series(fams, "skein_raft_is_leader", nil); err != nil || v != 1 {
 		t.Fatalf("is_leader %v (%v), want 1", v, err)
 	}
+	// Alone, a node has no one to probe.
+	if v, err := series(fams, "skein_gossip_probe_rtt_seconds", nil); err != nil || v != 0 {
+		t.Fatalf("a lone node timed %v gossip probes (%v), want 0", v, err)
+	}
 	if code, _ := call(t, a, "not-a-token", http.MethodGet, "/metrics", nil); code != http.StatusUnauthorized {
 		t.Fatalf("a scrape with a bad token: %d, want 401", code)
 	}
 }
 
-func TestCluster_Metrics_TheLeaderReportsEachFollower(t *testing.T) {
+func TestCluster_Metrics_TheLeaderReportsEachFollowerAndEveryNodeItsProbes(t *testing.T) {
 	tc := startCluster(t, 3)
 	testutil.WaitFor(t, 20*time.Second, func() error {
 		leaders := 0
@@ -220,6 +224,9 @@ func TestCluster_Metrics_TheLeaderReportsEachFollower(t *testing.T) {
 			}
 			if v, err := series(fams, "skein_gossip_members", map[string]string{"status": "alive"}); err != nil || v != 3 {
 				return fmt.Errorf("%s: %v alive gossip members (%v), want 3", a.Name(), v, err)
+			}
+			if v, err := series(fams, "skein_gossip_probe_rtt_seconds", nil); err != nil || v == 0 {
+				return fmt.Errorf("%s: %v gossip probes timed (%v), want some", a.Name(), v, err)
 			}
 			leading, err := series(fams, "skein_raft_is_leader", nil)
 			if err != nil {

@@ -181,6 +181,7 @@ func TestMetrics_TheREADMETableAndTheRegisteredMetricsAgree(t *testing.T) {
 	m.Placed(&structs.Job{Attempts: 1}, []*structs.Allocation{{State: structs.AllocFailed}}, now)
 	m.Preempted(1)
 	m.Leading(true)
+	m.ProbeRTT("b", time.Millisecond)
 	m.Running(&structs.Job{SubmittedAt: now.Add(-time.Second)}, &structs.Allocation{Attempt: 1}, now)
 	m.Committed(structs.JobSubmitType, time.Millisecond)
 	m.ObserveRequest("user", "GET /v1/jobs", 200, time.Millisecond)
@@ -330,6 +331,8 @@ func merge(l map[string]string, k, v string) map[string]string {
 
 func TestMetrics_StateAndRaftGauges(t *testing.T) {
 	_, m, _ := newWorld(t)
+	m.ProbeRTT("a", 300*time.Microsecond)
+	m.ProbeRTT("b", 2*time.Millisecond)
 	fams := scrape(t, m)
 	for _, c := range []struct {
 		name   string
@@ -365,6 +368,19 @@ func TestMetrics_StateAndRaftGauges(t *testing.T) {
 	} {
 		if got := value(t, fams, c.name, c.labels); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	rtt := fams["skein_gossip_probe_rtt_seconds"].GetMetric()[0].GetHistogram()
+	if rtt.GetSampleCount() != 2 || rtt.GetSampleSum() != 0.0023 {
+		t.Errorf("probe RTT histogram of %d probes, %vs in all; want 2, 0.0023s", rtt.GetSampleCount(), rtt.GetSampleSum())
+	}
+	for _, b := range rtt.GetBucket() {
+		want := map[float64]uint64{0.0001: 0, 0.0002: 0, 0.0004: 1, 0.0008: 1, 0.0016: 1, 0.0032: 2}[b.GetUpperBound()]
+		if b.GetUpperBound() >= 0.0032 {
+			want = 2
+		}
+		if b.GetCumulativeCount() != want {
+			t.Errorf("probe RTT bucket le=%v holds %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), want)
 		}
 	}
 	if n := len(fams["skein_raft_follower_last_contact_seconds"].GetMetric()); n != 1 {
