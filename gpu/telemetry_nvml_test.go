@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
 	"github.com/skein-dev/skein/gpu/nvmlmock"
@@ -73,8 +72,7 @@ func someSample(s []Sample) error {
 const allReadings = HasUtil | HasMemUtil | HasMemory | HasTemp | HasPower | HasECC
 
 func TestNVMLTelemetry_ReadsEveryGPU(t *testing.T) {
-	srv := nvmlmock.Wire(dgxh100.New())
-	nvmlmock.Sensors(srv)
+	srv := nvmlmock.DGXH100()
 	tel := telemetryOf(t, srv, TelemetryConfig{Period: time.Hour})
 	if got := tel.Sample(); got != nil {
 		t.Fatalf("Sample before Run = %v, want nil", got)
@@ -97,8 +95,7 @@ func TestNVMLTelemetry_ReadsEveryGPU(t *testing.T) {
 }
 
 func TestNVMLTelemetry_LeavesOutWhatTheDeviceCannotRead(t *testing.T) {
-	srv := nvmlmock.Wire(dgxh100.New())
-	nvmlmock.Sensors(srv)
+	srv := nvmlmock.DGXH100()
 	tel := telemetryOf(t, srv, TelemetryConfig{})
 	nvmlmock.Device(srv, 1).GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED }
 	nvmlmock.Device(srv, 2).GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
@@ -149,8 +146,7 @@ func TestNVMLTelemetry_LeavesOutWhatTheDeviceCannotRead(t *testing.T) {
 }
 
 func TestNVMLTelemetry_ErrorsDoNotStopTheSampler(t *testing.T) {
-	srv := nvmlmock.Wire(dgxh100.New())
-	nvmlmock.Sensors(srv)
+	srv := nvmlmock.DGXH100()
 	tel := telemetryOf(t, srv, TelemetryConfig{Period: 5 * time.Millisecond})
 	var broken, loaded atomic.Bool
 	broken.Store(true)
@@ -220,8 +216,7 @@ func TestNVMLTelemetry_ErrorsDoNotStopTheSampler(t *testing.T) {
 }
 
 func TestNVMLTelemetry_SampleDoesNotWaitOnTheDevice(t *testing.T) {
-	srv := nvmlmock.Wire(dgxh100.New())
-	nvmlmock.Sensors(srv)
+	srv := nvmlmock.DGXH100()
 	var calls atomic.Int32
 	stuck, release := make(chan struct{}), make(chan struct{})
 	read := nvmlmock.Device(srv, 0).GetUtilizationRatesFunc
@@ -256,8 +251,7 @@ func TestNVMLTelemetry_SampleDoesNotWaitOnTheDevice(t *testing.T) {
 }
 
 func TestNVMLTelemetry_CountsTheMonitorsXIDs(t *testing.T) {
-	srv := nvmlmock.Wire(dgxh100.New())
-	nvmlmock.Sensors(srv)
+	srv := nvmlmock.DGXH100()
 	fe := healthy(srv)
 	xids := NewXIDCounter(8)
 	m := monitorOf(t, srv, MonitorConfig{Interval: time.Hour, EventWait: 5 * time.Millisecond, XIDs: xids})
@@ -284,8 +278,7 @@ func TestNVMLTelemetry_CountsTheMonitorsXIDs(t *testing.T) {
 }
 
 func TestNVMLTelemetry_ShutsNVMLDownWhenItStops(t *testing.T) {
-	srv := nvmlmock.Wire(dgxh100.New())
-	nvmlmock.Sensors(srv)
+	srv := nvmlmock.DGXH100()
 	tel := telemetryOf(t, srv, TelemetryConfig{Period: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -68,11 +68,16 @@ type world struct {
 const nodeID = "node-1"
 
 func newWorld(t *testing.T) (*world, *Metrics, Config) {
-	w := &world{t: t, fsm: fsm.New(nil)}
 	inv, err := gpu.Discover("sim:2xH100-80", nodeID, "none")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newWorldOf(t, inv)
+}
+
+// newWorldOf is newWorld with the GPUs of inv, at least one.
+func newWorldOf(t *testing.T, inv gpu.Inventory) (*world, *Metrics, Config) {
+	w := &world{t: t, fsm: fsm.New(nil)}
 	cfg := Config{
 		NodeID: nodeID, NodeName: "n1", FSM: w.fsm, Inventory: inv,
 		Raft: fakeRaft{members: []cluster.Member{{ID: "a", Status: cluster.StatusAlive}, {ID: "b", Status: cluster.StatusFailed}}},

@@ -4,8 +4,20 @@ package nvmlmock
 
 import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 )
+
+// DGXH100 is go-nvml's mock DGX H100, eight "NVIDIA H100 80GB HBM3",
+// wired (Wire), whose telemetry queries answer with readings that tell
+// the GPUs apart: GPU i is 10·i % busy, its memory 5·i % busy, uses i GiB
+// of 80, runs at 30+i °C and 100.5+i W, and has i corrected and i/4
+// uncorrected volatile ECC errors.
+func DGXH100() *server.Server {
+	srv := Wire(dgxh100.New())
+	sensors(srv)
+	return srv
+}
 
 // Wire fills in what go-nvml's mock servers leave out: GetPciInfo carries
 // no bus ID, and NVLink, NUMA and PCIe topology queries are unset. Each
@@ -54,11 +66,8 @@ func Device(srv *server.Server, i int) *server.Device {
 	return srv.Devices[i].(*server.Device)
 }
 
-// Sensors makes every telemetry query of a wired mock server answer with
-// readings that tell the GPUs apart: GPU i is 10·i % busy, its memory
-// 5·i % busy, uses i GiB of 80, runs at 30+i °C and 100.5+i W, and has i
-// corrected and i/4 uncorrected volatile ECC errors.
-func Sensors(srv *server.Server) {
+// sensors answers srv's telemetry queries with DGXH100's readings.
+func sensors(srv *server.Server) {
 	for i := range srv.Devices {
 		dev := Device(srv, i)
 		dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
