@@ -8,8 +8,10 @@ LDFLAGS     := -X github.com/skein-dev/skein/structs.Version=$(VERSION)
 export CGO_CFLAGS ?= -Wno-deprecated-declarations
 # Route raft, raft-boltdb and memberlist metrics to one registry (DESIGN.md §12).
 TAGS        := hashicorpmetrics
-# Every package but gpu builds and tests without cgo.
-NOCGO_PKGS   = $(shell $(GO) list ./... | grep -v '/gpu$$')
+# Every package but gpu builds and tests without cgo; agent/metrics is
+# tested with cgo, so that its GPU test over go-nvml's mocks runs.
+CGO_PKGS     := ./gpu/ ./agent/metrics/
+NOCGO_PKGS   = $(shell $(GO) list ./... | grep -v -e '/gpu$$' -e '/agent/metrics$$')
 # The container image (chaos/Dockerfile), built FROM scratch without network.
 DOCKER      ?= docker
 IMAGE       ?= skein:dev
@@ -42,9 +44,9 @@ install: ## install bin/skein as PREFIX/bin/skein (PREFIX=/usr/local; SLURM_LINK
 run: build ## start a dev agent: one node, loopback, simulated GPUs if no NVML
 	./$(BIN) agent --dev
 
-test: ## run every test: gpu with cgo (NVML mocks), the rest with CGO_ENABLED=0
+test: ## run every test: gpu and agent/metrics with cgo (NVML mocks), the rest with CGO_ENABLED=0
 	$(GO) build -tags $(TAGS) ./...
-	$(GO) test -tags $(TAGS) -count=1 -timeout 5m ./gpu/
+	$(GO) test -tags $(TAGS) -count=1 -timeout 5m $(CGO_PKGS)
 	CGO_ENABLED=0 $(GO) test -tags $(TAGS) -count=1 -timeout 15m $(NOCGO_PKGS)
 
 lint: ## gofmt and go vet

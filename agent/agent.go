@@ -185,6 +185,7 @@ func (a *Agent) start() error {
 		Revoked:         a.revoked(),
 		CanVote:         a.canVote(),
 		PrepareVoter:    a.prepareVoter(),
+		ProbeRTT:        a.metrics.ProbeRTT,
 	})
 	if err != nil {
 		return err

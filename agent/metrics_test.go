@@ -3,13 +3,20 @@ package agent
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/internal/testutil"
@@ -19,7 +26,13 @@ import (
 // scrapeMetrics GETs a's /metrics with token ("" for none) and parses it.
 func scrapeMetrics(t *testing.T, a *Agent, token string) (map[string]*dto.MetricFamily, error) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, a.HTTPAddr()+"/metrics", nil)
+	return scrapeAt(t, a, token, "/metrics")
+}
+
+// scrapeAt is scrapeMetrics on path.
+func scrapeAt(t *testing.T, a *Agent, token, path string) (map[string]*dto.MetricFamily, error) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, a.HTTPAddr()+path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +45,7 @@ func scrapeMetrics(t *testing.T, a *Agent, token string) (map[string]*dto.Metric
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+		return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	return parser.TextToMetricFamilies(resp.Body)
@@ -204,12 +217,16 @@ func TestAgent_Metrics_NeedTheReadPermissionWithACLs(t *testing.T) {
 	if v, err := series(fams, "skein_raft_is_leader", nil); err != nil || v != 1 {
 		t.Fatalf("is_leader %v (%v), want 1", v, err)
 	}
+	// Alone, a node has no one to probe.
+	if v, err := series(fams, "skein_gossip_probe_rtt_seconds", nil); err != nil || v != 0 {
+		t.Fatalf("a lone node timed %v gossip probes (%v), want 0", v, err)
+	}
 	if code, _ := call(t, a, "not-a-token", http.MethodGet, "/metrics", nil); code != http.StatusUnauthorized {
 		t.Fatalf("a scrape with a bad token: %d, want 401", code)
 	}
 }
 
-func TestCluster_Metrics_TheLeaderReportsEachFollower(t *testing.T) {
+func TestCluster_Metrics_TheLeaderReportsEachFollowerAndEveryNodeItsProbes(t *testing.T) {
 	tc := startCluster(t, 3)
 	testutil.WaitFor(t, 20*time.Second, func() error {
 		leaders := 0
@@ -220,6 +237,9 @@ func TestCluster_Metrics_TheLeaderReportsEachFollower(t *testing.T) {
 			}
 			if v, err := series(fams, "skein_gossip_members", map[string]string{"status": "alive"}); err != nil || v != 3 {
 				return fmt.Errorf("%s: %v alive gossip members (%v), want 3", a.Name(), v, err)
+			}
+			if v, err := series(fams, "skein_gossip_probe_rtt_seconds", nil); err != nil || v == 0 {
+				return fmt.Errorf("%s: %v gossip probes timed (%v), want some", a.Name(), v, err)
 			}
 			leading, err := series(fams, "skein_raft_is_leader", nil)
 			if err != nil {
@@ -253,4 +273,123 @@ func TestCluster_Metrics_TheLeaderReportsEachFollower(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// promConfig is what deploy/prometheus/prometheus.yml may set, by
+// Prometheus's names: decoded with known fields only, as Prometheus
+// decodes its own, a misspelt key fails.
+type promConfig struct {
+	Global struct {
+		ScrapeInterval     string `yaml:"scrape_interval"`
+		EvaluationInterval string `yaml:"evaluation_interval"`
+	} `yaml:"global"`
+	ScrapeConfigs []struct {
+		JobName     string `yaml:"job_name"`
+		Scheme      string `yaml:"scheme"`
+		MetricsPath string `yaml:"metrics_path"`
+		TLSConfig   struct {
+			CAFile string `yaml:"ca_file"`
+		} `yaml:"tls_config"`
+		Authorization struct {
+			Type            string `yaml:"type"`
+			CredentialsFile string `yaml:"credentials_file"`
+		} `yaml:"authorization"`
+		StaticConfigs []struct {
+			Targets []string `yaml:"targets"`
+		} `yaml:"static_configs"`
+		RelabelConfigs []struct {
+			SourceLabels []string `yaml:"source_labels"`
+			Regex        string   `yaml:"regex"`
+			TargetLabel  string   `yaml:"target_label"`
+			Replacement  string   `yaml:"replacement"`
+		} `yaml:"relabel_configs"`
+	} `yaml:"scrape_configs"`
+}
+
+// The example scrape configuration scrapes what an agent serves: its
+// path (Prometheus's default, /metrics, unless it says), with a bearer
+// token as a reader's, on the agent's default API port, under the job
+// the dashboard's queries select.
+func TestAgent_Metrics_ThePrometheusExampleScrapesTheAgent(t *testing.T) {
+	f, err := os.Open("../deploy/prometheus/prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true)
+	var cfg promConfig
+	if err := dec.Decode(&cfg); err != nil {
+		t.Fatalf("prometheus.yml: %v", err)
+	}
+	for name, d := range map[string]string{"scrape_interval": cfg.Global.ScrapeInterval, "evaluation_interval": cfg.Global.EvaluationInterval} {
+		if _, err := model.ParseDuration(d); err != nil {
+			t.Errorf("global.%s: %v", name, err)
+		}
+	}
+	if len(cfg.ScrapeConfigs) != 1 {
+		t.Fatalf("%d scrape configs, want 1", len(cfg.ScrapeConfigs))
+	}
+	sc := cfg.ScrapeConfigs[0]
+	dash, err := os.ReadFile("../deploy/grafana/skein.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sel := fmt.Sprintf(`job=\"%s\"`, sc.JobName); !strings.Contains(string(dash), sel) {
+		t.Errorf("job_name %q: the dashboard selects no %s", sc.JobName, sel)
+	}
+	if sc.Scheme != "http" && sc.Scheme != "https" {
+		t.Errorf("scheme %q, want http or https", sc.Scheme)
+	}
+	if sc.Authorization.Type != "" && sc.Authorization.Type != "Bearer" {
+		t.Errorf("authorization type %q: the agent takes Bearer tokens", sc.Authorization.Type)
+	}
+	// The instance label is the target's host: Prometheus anchors a
+	// relabelling's regex and expands $1 in its replacement.
+	var instance *regexp.Regexp
+	var replacement string
+	for _, r := range sc.RelabelConfigs {
+		re, err := regexp.Compile("^(?:" + r.Regex + ")$")
+		if err != nil {
+			t.Fatalf("relabel regex %q: %v", r.Regex, err)
+		}
+		if r.TargetLabel == "instance" && slices.Equal(r.SourceLabels, []string{"__address__"}) {
+			instance, replacement = re, r.Replacement
+		}
+	}
+	if instance == nil {
+		t.Error("no relabelling of __address__ to instance")
+	}
+	var targets []string
+	for _, s := range sc.StaticConfigs {
+		targets = append(targets, s.Targets...)
+	}
+	if len(targets) == 0 {
+		t.Error("no targets")
+	}
+	for _, target := range targets {
+		host, port, err := net.SplitHostPort(target)
+		if err != nil || port != strconv.Itoa(DefaultHTTPPort) {
+			t.Errorf("target %q: want host:%d, the agent's API port (%v)", target, DefaultHTTPPort, err)
+			continue
+		}
+		if instance != nil {
+			if got := instance.ReplaceAllString(target, replacement); got != host {
+				t.Errorf("target %q is relabelled instance %q, want %q", target, got, host)
+			}
+		}
+	}
+
+	path := sc.MetricsPath
+	if path == "" {
+		path = "/metrics"
+	}
+	a, admin := aclAgent(t)
+	fams, err := scrapeAt(t, a, userToken(t, admin, "prometheus", structs.RoleReader), path)
+	if err != nil {
+		t.Fatalf("scrape %s as the example does: %v", path, err)
+	}
+	if _, err := series(fams, "skein_raft_is_leader", nil); err != nil {
+		t.Fatalf("scrape %s: %v", path, err)
+	}
 }

@@ -116,6 +116,14 @@ type Config struct {
 	// ReapTimeout is how long a server may be failed in gossip before the
 	// leader removes it from raft. 0 means 72h.
 	ReapTimeout time.Duration
+	// ProbeRTT, when set, is called with the round trip of every direct
+	// gossip probe of another member that was answered within
+	// ProbeTimeout, with that member's NodeID (memberlist's
+	// PingDelegate). Probes that go unanswered, and the indirect and TCP
+	// probes memberlist then tries, are not timed. It is called from
+	// memberlist's probe loop, once per ProbeInterval at most, and must
+	// not block. Nil times nothing.
+	ProbeRTT func(member string, rtt time.Duration)
 	// Network, when set, routes every raft and gossip connection and packet
 	// of this node through a Partitioner, so tests can cut nodes off. Nil in
 	// production.

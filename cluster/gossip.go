@@ -263,6 +263,9 @@ func (c *Cluster) startGossip() error {
 	mc.Logger = stdlog
 	mc.Delegate = &gossipDelegate{c: c}
 	mc.Events = &gossipDelegate{c: c}
+	if cfg.ProbeRTT != nil {
+		mc.Ping = probeTimer(cfg.ProbeRTT)
+	}
 	mc.Transport = nt
 	if cfg.Network != nil {
 		mc.Transport = &cutTransport{NetTransport: nt, network: cfg.Network,
@@ -464,6 +467,18 @@ func (d *gossipDelegate) push(typ MemberEventType, n *memberlist.Node) {
 	g.pending = append(g.pending, ev)
 	g.queueMu.Unlock()
 	kick(g.rawReady)
+}
+
+// probeTimer hands memberlist's probe round trips to Config.ProbeRTT.
+// It adds nothing to the acks this node sends.
+type probeTimer func(member string, rtt time.Duration)
+
+func (probeTimer) AckPayload() []byte { return nil }
+
+// NotifyPingComplete reads only the member's name, which memberlist never
+// changes.
+func (f probeTimer) NotifyPingComplete(other *memberlist.Node, rtt time.Duration, _ []byte) {
+	f(other.Name, rtt)
 }
 
 // eventLoop is the one consumer of memberlist's callbacks. It keeps the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -320,4 +321,100 @@ func TestNew_RejectsBadGossipConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// probeLog records the probe round trips a node reports (Config.ProbeRTT).
+type probeLog struct {
+	mu   sync.Mutex
+	rtts map[string][]time.Duration
+}
+
+func (p *probeLog) record(member string, rtt time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.rtts == nil {
+		p.rtts = map[string][]time.Duration{}
+	}
+	p.rtts[member] = append(p.rtts[member], rtt)
+}
+
+// take returns what was recorded and forgets it.
+func (p *probeLog) take() map[string][]time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.rtts
+	p.rtts = nil
+	return out
+}
+
+func TestGossip_ProbeRTTIsReportedForEachAnsweredProbe(t *testing.T) {
+	net := &Partitioner{}
+	probes := &probeLog{}
+	nodes := make([]*testNode, 3)
+	for i, id := range []string{"a", "b", "c"} {
+		cfg := testConfig(id)
+		cfg.Network = net
+		if id == "a" {
+			cfg.ProbeRTT = probes.record
+		}
+		nodes[i] = startCfg(t, cfg)
+	}
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	mustJoin(t, b, a)
+	mustJoin(t, c, a)
+	waitFor(t, 10*time.Second, func() error { return allAlive(a, b, c) })
+
+	// a probes both others, never itself, and every answer took some time.
+	seen := map[string][]time.Duration{}
+	waitFor(t, 10*time.Second, func() error {
+		for id, rtts := range probes.take() {
+			seen[id] = append(seen[id], rtts...)
+		}
+		if len(seen["b"]) == 0 || len(seen["c"]) == 0 {
+			return fmt.Errorf("a timed %d probes of b and %d of c", len(seen["b"]), len(seen["c"]))
+		}
+		return nil
+	})
+	for id, rtts := range seen {
+		if id != "b" && id != "c" {
+			t.Errorf("a timed a probe of %q", id)
+		}
+		for _, rtt := range rtts {
+			if rtt <= 0 {
+				t.Errorf("a probe of %s took %v", id, rtt)
+			}
+		}
+	}
+
+	// Cut off, c answers no probe: a times those of b only.
+	net.Block(c.c.GossipAddr(), c.c.Addr())
+	waitFor(t, 10*time.Second, func() error {
+		if m, _ := memberStatus(a, "c"); m.Status != StatusFailed {
+			return fmt.Errorf("a sees c as %v", m.Status)
+		}
+		return nil
+	})
+	probes.take()
+	seen = map[string][]time.Duration{}
+	waitFor(t, 10*time.Second, func() error {
+		for id, rtts := range probes.take() {
+			seen[id] = append(seen[id], rtts...)
+		}
+		if len(seen["b"]) < 3 {
+			return fmt.Errorf("a timed %d probes of b since c failed", len(seen["b"]))
+		}
+		return nil
+	})
+	if n := len(seen["c"]); n != 0 {
+		t.Errorf("a timed %d probes of c, which is cut off", n)
+	}
+
+	// Healed, c is probed and answers again.
+	net.Heal()
+	waitFor(t, 15*time.Second, func() error {
+		if rtts := probes.take()["c"]; len(rtts) == 0 {
+			return fmt.Errorf("no probe of c timed since the cut healed")
+		}
+		return nil
+	})
 }

@@ -36,7 +36,8 @@
 // writes to its utilisation file ("UTIL [MEM_MIB]"; the agent names the
 // file, see TelemetryConfig.Holders).
 //
-// It is the only skein package that imports go-nvml. go-nvml needs cgo, so
+// It is the only skein package that imports go-nvml, with gpu/nvmlmock,
+// which readies go-nvml's mock servers for tests. go-nvml needs cgo, so
 // the NVML code carries a cgo build constraint; a binary built with
 // CGO_ENABLED=0 still builds and reports that NVML support is missing.
 package gpu

@@ -18,6 +18,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
+	"github.com/skein-dev/skein/gpu/nvmlmock"
 	"github.com/skein-dev/skein/internal/testutil"
 )
 
@@ -53,7 +54,7 @@ func healthy(srv *server.Server) *fakeEvents {
 	fe := &fakeEvents{ch: make(chan nvml.EventData, 16)}
 	srv.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return fe.set(), nvml.SUCCESS }
 	for i := range srv.Devices {
-		dev := device(srv, i)
+		dev := nvmlmock.Device(srv, i)
 		dev.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) { return nvml.EventTypeAll, nvml.SUCCESS }
 		dev.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
 		dev.GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) { return nvml.FEATURE_DISABLED, nvml.SUCCESS }
@@ -104,14 +105,14 @@ func TestNVMLMonitor_HealthyGPUsReportOnlyTheirProcesses(t *testing.T) {
 		"DGX H100": dgxh100.New(), "DGX A100": dgxa100.New(), "DGX H200": dgxh200.New(), "DGX B200": dgxb200.New(),
 	} {
 		t.Run(name, func(t *testing.T) {
-			srv := wire(srv)
+			srv := nvmlmock.Wire(srv)
 			healthy(srv)
 			evs := monitorOf(t, srv, MonitorConfig{}).check()
 			if len(evs) != 8 {
 				t.Fatalf("got %d events %v, want one Processes event per GPU", len(evs), evs)
 			}
 			for i, ev := range evs {
-				if ev.Index != i || ev.UUID != device(srv, i).UUID || ev.Kind != Processes || ev.PIDs == nil ||
+				if ev.Index != i || ev.UUID != nvmlmock.Device(srv, i).UUID || ev.Kind != Processes || ev.PIDs == nil ||
 					len(ev.PIDs) != 0 || !ev.At.Equal(checkTime) {
 					t.Errorf("event %d = %+v, want GPU %d idle (empty PIDs) at %v", i, ev, i, checkTime)
 				}
@@ -129,21 +130,21 @@ func TestNVMLMonitor_PeriodicChecksFindEachCondition(t *testing.T) {
 		{
 			name: "row remap pending",
 			inject: func(srv *server.Server) {
-				device(srv, 3).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 1, true, false, nvml.SUCCESS }
+				nvmlmock.Device(srv, 3).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 1, true, false, nvml.SUCCESS }
 			},
 			want: []health{{3, Fatal, reasonRemapPending}},
 		},
 		{
 			name: "row remapping failed",
 			inject: func(srv *server.Server) {
-				device(srv, 3).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 9, true, true, nvml.SUCCESS }
+				nvmlmock.Device(srv, 3).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) { return 0, 9, true, true, nvml.SUCCESS }
 			},
 			want: []health{{3, Fatal, reasonRemapFailed}},
 		},
 		{
 			name: "retired pages pending",
 			inject: func(srv *server.Server) {
-				device(srv, 5).GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
+				nvmlmock.Device(srv, 5).GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
 					return nvml.FEATURE_ENABLED, nvml.SUCCESS
 				}
 			},
@@ -152,7 +153,7 @@ func TestNVMLMonitor_PeriodicChecksFindEachCondition(t *testing.T) {
 		{
 			name: "retired pages not supported",
 			inject: func(srv *server.Server) {
-				device(srv, 5).GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
+				nvmlmock.Device(srv, 5).GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
 					return nvml.FEATURE_DISABLED, nvml.ERROR_NOT_SUPPORTED
 				}
 			},
@@ -160,7 +161,7 @@ func TestNVMLMonitor_PeriodicChecksFindEachCondition(t *testing.T) {
 		{
 			name: "thermal throttling and power brake",
 			inject: func(srv *server.Server) {
-				device(srv, 1).GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) {
+				nvmlmock.Device(srv, 1).GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) {
 					return nvml.ClocksThrottleReasonHwThermalSlowdown | nvml.ClocksThrottleReasonHwPowerBrakeSlowdown, nvml.SUCCESS
 				}
 			},
@@ -169,7 +170,7 @@ func TestNVMLMonitor_PeriodicChecksFindEachCondition(t *testing.T) {
 		{
 			name: "ordinary clock limits are not throttling",
 			inject: func(srv *server.Server) {
-				device(srv, 1).GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) {
+				nvmlmock.Device(srv, 1).GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) {
 					return nvml.ClocksEventReasonGpuIdle | nvml.ClocksEventReasonSwPowerCap |
 						nvml.ClocksEventReasonApplicationsClocksSetting | nvml.ClocksEventReasonSyncBoost, nvml.SUCCESS
 				}
@@ -178,7 +179,7 @@ func TestNVMLMonitor_PeriodicChecksFindEachCondition(t *testing.T) {
 		{
 			name: "older drivers report throttle reasons",
 			inject: func(srv *server.Server) {
-				dev := device(srv, 6)
+				dev := nvmlmock.Device(srv, 6)
 				dev.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return 0, nvml.ERROR_FUNCTION_NOT_FOUND }
 				dev.GetCurrentClocksThrottleReasonsFunc = func() (uint64, nvml.Return) {
 					return nvml.ClocksThrottleReasonHwSlowdown, nvml.SUCCESS
@@ -189,7 +190,7 @@ func TestNVMLMonitor_PeriodicChecksFindEachCondition(t *testing.T) {
 		{
 			name: "GPU lost before the checks",
 			inject: func(srv *server.Server) {
-				lost := device(srv, 2).UUID
+				lost := nvmlmock.Device(srv, 2).UUID
 				byUUID := srv.DeviceGetHandleByUUIDFunc
 				srv.DeviceGetHandleByUUIDFunc = func(uuid string) (nvml.Device, nvml.Return) {
 					if uuid == lost {
@@ -203,7 +204,7 @@ func TestNVMLMonitor_PeriodicChecksFindEachCondition(t *testing.T) {
 		{
 			name: "GPU lost during the checks",
 			inject: func(srv *server.Server) {
-				device(srv, 4).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
+				nvmlmock.Device(srv, 4).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
 					return 0, 0, false, false, nvml.ERROR_GPU_IS_LOST
 				}
 			},
@@ -219,7 +220,7 @@ func TestNVMLMonitor_PeriodicChecksFindEachCondition(t *testing.T) {
 		{
 			name: "a failing query",
 			inject: func(srv *server.Server) {
-				device(srv, 0).GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
+				nvmlmock.Device(srv, 0).GetRetiredPagesPendingStatusFunc = func() (nvml.EnableState, nvml.Return) {
 					return nvml.FEATURE_DISABLED, nvml.ERROR_UNKNOWN
 				}
 			},
@@ -228,21 +229,21 @@ func TestNVMLMonitor_PeriodicChecksFindEachCondition(t *testing.T) {
 		{
 			name: "MIG turned on since discovery",
 			inject: func(srv *server.Server) {
-				device(srv, 2).MigMode = nvml.DEVICE_MIG_ENABLE
+				nvmlmock.Device(srv, 2).MigMode = nvml.DEVICE_MIG_ENABLE
 			},
 			want: []health{{2, Warning, "MIG mode is now enabled (disabled at discovery); restart the agent to register it again"}},
 		},
 		{
 			name: "index changed since discovery",
 			inject: func(srv *server.Server) {
-				device(srv, 3).GetIndexFunc = func() (int, nvml.Return) { return 4, nvml.SUCCESS }
+				nvmlmock.Device(srv, 3).GetIndexFunc = func() (int, nvml.Return) { return 4, nvml.SUCCESS }
 			},
 			want: []health{{3, Warning, "GPU index changed from 3 to 4 since discovery; restart the agent to register it again"}},
 		},
 		{
 			name: "NVLink changed since discovery",
 			inject: func(srv *server.Server) {
-				dev := device(srv, 0)
+				dev := nvmlmock.Device(srv, 0)
 				dev.GetNvLinkStateFunc = func(link int) (nvml.EnableState, nvml.Return) {
 					if link == 0 {
 						return nvml.FEATURE_ENABLED, nvml.SUCCESS
@@ -251,7 +252,7 @@ func TestNVMLMonitor_PeriodicChecksFindEachCondition(t *testing.T) {
 				}
 				dev.GetNvLinkRemotePciInfoFunc = func(int) (nvml.PciInfo, nvml.Return) {
 					var p nvml.PciInfo
-					putCString(p.BusId[:], "00000000:01:00.0")
+					nvmlmock.PutCString(p.BusId[:], "00000000:01:00.0")
 					return p, nvml.SUCCESS
 				}
 			},
@@ -260,7 +261,7 @@ func TestNVMLMonitor_PeriodicChecksFindEachCondition(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := wire(dgxh100.New())
+			srv := nvmlmock.Wire(dgxh100.New())
 			healthy(srv)
 			m := monitorOf(t, srv, MonitorConfig{})
 			tc.inject(srv)
@@ -273,20 +274,20 @@ func TestNVMLMonitor_PeriodicChecksFindEachCondition(t *testing.T) {
 }
 
 func TestNVMLMonitor_ListsProcessesOfBothKinds(t *testing.T) {
-	srv := wire(dgxh100.New())
+	srv := nvmlmock.Wire(dgxh100.New())
 	healthy(srv)
 	m := monitorOf(t, srv, MonitorConfig{})
-	dev := device(srv, 4)
+	dev := nvmlmock.Device(srv, 4)
 	dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
 		return []nvml.ProcessInfo{{Pid: 300}, {Pid: 100}}, nvml.SUCCESS
 	}
 	dev.GetGraphicsRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
 		return []nvml.ProcessInfo{{Pid: 100}, {Pid: 200}}, nvml.SUCCESS
 	}
-	device(srv, 5).GetGraphicsRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+	nvmlmock.Device(srv, 5).GetGraphicsRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
 		return nil, nvml.ERROR_NOT_SUPPORTED
 	}
-	device(srv, 5).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+	nvmlmock.Device(srv, 5).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
 		return []nvml.ProcessInfo{{Pid: 42}}, nvml.SUCCESS
 	}
 	for _, ev := range m.check() {
@@ -304,11 +305,11 @@ func TestNVMLMonitor_ListsProcessesOfBothKinds(t *testing.T) {
 }
 
 func TestNVMLMonitor_PersistentConditionRepeatsUntilCleared(t *testing.T) {
-	srv := wire(dgxa100.New())
+	srv := nvmlmock.Wire(dgxa100.New())
 	healthy(srv)
 	m := monitorOf(t, srv, MonitorConfig{})
 	var pending atomic.Bool
-	device(srv, 6).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
+	nvmlmock.Device(srv, 6).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
 		return 0, 1, pending.Load(), false, nvml.SUCCESS
 	}
 	fatal := []health{{6, Fatal, reasonRemapPending}}
@@ -439,7 +440,7 @@ func start(t *testing.T, m *NVMLMonitor) *collector {
 }
 
 func TestNVMLMonitor_RunForwardsEventsAndChecks(t *testing.T) {
-	srv := wire(dgxh100.New())
+	srv := nvmlmock.Wire(dgxh100.New())
 	fe := healthy(srv)
 	m := monitorOf(t, srv, MonitorConfig{Interval: 5 * time.Millisecond, EventWait: 5 * time.Millisecond})
 	t.Run("events and checks", func(t *testing.T) {
@@ -469,14 +470,14 @@ func TestNVMLMonitor_RunForwardsEventsAndChecks(t *testing.T) {
 		t.Errorf("Shutdown called %d times, want 2 (discovery, then monitor)", n)
 	}
 	for i := range srv.Devices {
-		if n := len(device(srv, i).RegisterEventsCalls()); n != 1 {
+		if n := len(nvmlmock.Device(srv, i).RegisterEventsCalls()); n != 1 {
 			t.Errorf("GPU %d registered for events %d times, want 1", i, n)
 		}
 	}
 }
 
 func TestNVMLMonitor_MissingLibraryIsFatalUntilItLoads(t *testing.T) {
-	srv := wire(dgxb200.New())
+	srv := nvmlmock.Wire(dgxb200.New())
 	healthy(srv)
 	m := monitorOf(t, srv, MonitorConfig{Interval: 5 * time.Millisecond, EventWait: 5 * time.Millisecond})
 	var loaded atomic.Bool
@@ -511,12 +512,12 @@ func TestNVMLMonitor_MissingLibraryIsFatalUntilItLoads(t *testing.T) {
 }
 
 func TestNVMLMonitor_WithoutEventsKeepsChecking(t *testing.T) {
-	srv := wire(dgxh200.New())
+	srv := nvmlmock.Wire(dgxh200.New())
 	healthy(srv)
 	srv.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
 	m := monitorOf(t, srv, MonitorConfig{Interval: 5 * time.Millisecond, EventWait: 5 * time.Millisecond})
 	var pending atomic.Bool
-	device(srv, 0).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
+	nvmlmock.Device(srv, 0).GetRemappedRowsFunc = func() (int, int, bool, bool, nvml.Return) {
 		return 0, 1, pending.Load(), false, nvml.SUCCESS
 	}
 	c := start(t, m)

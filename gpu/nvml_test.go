@@ -14,51 +14,9 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh200"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/skein-dev/skein/gpu/nvmlmock"
 )
-
-// wire fills in what go-nvml's mock servers leave out: GetPciInfo carries no
-// bus ID, and NVLink, NUMA and PCIe topology queries are unset. Each device
-// reports its mock bus ID in the legacy field and no NVLink support, and
-// the node is laid out like a DGX: two GPUs per PCIe switch, four per NUMA
-// node.
-func wire(srv *server.Server) *server.Server {
-	for _, d := range srv.Devices {
-		dev := d.(*server.Device)
-		dev.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
-			var p nvml.PciInfo
-			putCString(p.BusIdLegacy[:], dev.PciBusID)
-			return p, nvml.SUCCESS
-		}
-		dev.GetNvLinkStateFunc = func(int) (nvml.EnableState, nvml.Return) {
-			return nvml.FEATURE_DISABLED, nvml.ERROR_NOT_SUPPORTED
-		}
-		dev.GetNvLinkRemoteDeviceTypeFunc = func(int) (nvml.IntNvLinkDeviceType, nvml.Return) {
-			return nvml.NVLINK_DEVICE_TYPE_GPU, nvml.SUCCESS
-		}
-		dev.GetNumaNodeIdFunc = func() (int, nvml.Return) { return dev.Index / 4, nvml.SUCCESS }
-		dev.GetTopologyCommonAncestorFunc = func(other nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
-			o := other.(*server.Device)
-			switch {
-			case o.Index/2 == dev.Index/2:
-				return nvml.TOPOLOGY_SINGLE, nvml.SUCCESS
-			case o.Index/4 == dev.Index/4:
-				return nvml.TOPOLOGY_NODE, nvml.SUCCESS
-			}
-			return nvml.TOPOLOGY_SYSTEM, nvml.SUCCESS
-		}
-	}
-	return srv
-}
-
-func putCString(dst []int8, s string) {
-	for i := range min(len(s), len(dst)-1) {
-		dst[i] = int8(s[i])
-	}
-}
-
-func device(srv *server.Server, i int) *server.Device {
-	return srv.Devices[i].(*server.Device)
-}
 
 func TestFromNVML_ReadsMockServers(t *testing.T) {
 	tests := []struct {
@@ -76,7 +34,7 @@ func TestFromNVML_ReadsMockServers(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := wire(tc.srv)
+			srv := nvmlmock.Wire(tc.srv)
 			inv, err := FromNVML(srv)
 			if err != nil {
 				t.Fatalf("FromNVML: %v", err)
@@ -97,8 +55,8 @@ func TestFromNVML_ReadsMockServers(t *testing.T) {
 					t.Errorf("GPU %d = %+v, want index %d, model %q, %d MiB, bus %s, healthy, real, no NVLink",
 						i, g, i, tc.model, tc.memoryMiB, wantBus)
 				}
-				if g.UUID != device(srv, i).UUID {
-					t.Errorf("GPU %d UUID = %q, want the device's %q", i, g.UUID, device(srv, i).UUID)
+				if g.UUID != nvmlmock.Device(srv, i).UUID {
+					t.Errorf("GPU %d UUID = %q, want the device's %q", i, g.UUID, nvmlmock.Device(srv, i).UUID)
 				}
 				wantSwitch := fmt.Sprintf("switch-%d", i&^1)
 				if g.ComputeCapability != tc.cc || g.MIGMode != "disabled" || g.NUMANode != i/4 ||
@@ -147,9 +105,9 @@ func TestFromNVML_FindsNVLinkPeersAndNVSwitch(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := wire(dgxh100.New())
+			srv := nvmlmock.Wire(dgxh100.New())
 			for i := range srv.Devices {
-				dev := device(srv, i)
+				dev := nvmlmock.Device(srv, i)
 				dev.GetNvLinkStateFunc = func(link int) (nvml.EnableState, nvml.Return) {
 					switch link {
 					case 0, 1:
@@ -166,7 +124,7 @@ func TestFromNVML_FindsNVLinkPeersAndNVSwitch(t *testing.T) {
 					if link == 0 {
 						remote = fmt.Sprintf("00000000:%02X:00.0", i^1)
 					}
-					putCString(p.BusId[:], remote)
+					nvmlmock.PutCString(p.BusId[:], remote)
 					return p, nvml.SUCCESS
 				}
 			}
@@ -184,10 +142,10 @@ func TestFromNVML_FindsNVLinkPeersAndNVSwitch(t *testing.T) {
 }
 
 func TestFromNVML_UnsupportedQueriesLeaveFieldsUnknown(t *testing.T) {
-	srv := wire(dgxa100.New())
+	srv := nvmlmock.Wire(dgxa100.New())
 	srv.SystemGetCudaDriverVersionFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_FUNCTION_NOT_FOUND }
 	for i := range srv.Devices {
-		dev := device(srv, i)
+		dev := nvmlmock.Device(srv, i)
 		dev.GetCudaComputeCapabilityFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED }
 		dev.GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED }
 		dev.GetNumaNodeIdFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
@@ -211,8 +169,8 @@ func TestFromNVML_UnsupportedQueriesLeaveFieldsUnknown(t *testing.T) {
 }
 
 func TestFromNVML_ReadsMIGMode(t *testing.T) {
-	srv := wire(dgxh100.New())
-	device(srv, 2).MigMode = nvml.DEVICE_MIG_ENABLE
+	srv := nvmlmock.Wire(dgxh100.New())
+	nvmlmock.Device(srv, 2).MigMode = nvml.DEVICE_MIG_ENABLE
 	inv, err := FromNVML(srv)
 	if err != nil {
 		t.Fatalf("FromNVML: %v", err)
@@ -274,14 +232,14 @@ func TestFromNVML_ErrorsNameTheCall(t *testing.T) {
 		{
 			name: "memory of one device",
 			inject: func(srv *server.Server) {
-				device(srv, 3).GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST }
+				nvmlmock.Device(srv, 3).GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{}, nvml.ERROR_GPU_IS_LOST }
 			},
 			sentinel: ErrNVML, want: "nvml: device 3: GetMemoryInfo: ERROR_GPU_IS_LOST", shutdowns: 1,
 		},
 		{
 			name: "name of one device",
 			inject: func(srv *server.Server) {
-				device(srv, 7).GetNameFunc = func() (string, nvml.Return) { return "", nvml.ERROR_UNKNOWN }
+				nvmlmock.Device(srv, 7).GetNameFunc = func() (string, nvml.Return) { return "", nvml.ERROR_UNKNOWN }
 			},
 			sentinel: ErrNVML, want: "nvml: device 7: GetName: ERROR_UNKNOWN", shutdowns: 1,
 		},
@@ -295,21 +253,21 @@ func TestFromNVML_ErrorsNameTheCall(t *testing.T) {
 		{
 			name: "compute capability of one device",
 			inject: func(srv *server.Server) {
-				device(srv, 1).GetCudaComputeCapabilityFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_GPU_IS_LOST }
+				nvmlmock.Device(srv, 1).GetCudaComputeCapabilityFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_GPU_IS_LOST }
 			},
 			sentinel: ErrNVML, want: "nvml: device 1: GetCudaComputeCapability: ERROR_GPU_IS_LOST", shutdowns: 1,
 		},
 		{
 			name: "NUMA node of one device",
 			inject: func(srv *server.Server) {
-				device(srv, 4).GetNumaNodeIdFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
+				nvmlmock.Device(srv, 4).GetNumaNodeIdFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
 			},
 			sentinel: ErrNVML, want: "nvml: device 4: GetNumaNodeId: ERROR_UNKNOWN", shutdowns: 1,
 		},
 		{
 			name: "PCIe topology of one device",
 			inject: func(srv *server.Server) {
-				device(srv, 6).GetTopologyCommonAncestorFunc = func(nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
+				nvmlmock.Device(srv, 6).GetTopologyCommonAncestorFunc = func(nvml.Device) (nvml.GpuTopologyLevel, nvml.Return) {
 					return 0, nvml.ERROR_UNKNOWN
 				}
 			},
@@ -318,7 +276,7 @@ func TestFromNVML_ErrorsNameTheCall(t *testing.T) {
 		{
 			name: "NVLink state of one device",
 			inject: func(srv *server.Server) {
-				device(srv, 5).GetNvLinkStateFunc = func(int) (nvml.EnableState, nvml.Return) {
+				nvmlmock.Device(srv, 5).GetNvLinkStateFunc = func(int) (nvml.EnableState, nvml.Return) {
 					return nvml.FEATURE_DISABLED, nvml.ERROR_UNKNOWN
 				}
 			},
@@ -327,7 +285,7 @@ func TestFromNVML_ErrorsNameTheCall(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := wire(dgxh100.New())
+			srv := nvmlmock.Wire(dgxh100.New())
 			tc.inject(srv)
 			inv, err := FromNVML(srv)
 			if err == nil {

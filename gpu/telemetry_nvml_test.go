@@ -10,43 +10,11 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 
+	"github.com/skein-dev/skein/gpu/nvmlmock"
 	"github.com/skein-dev/skein/internal/testutil"
 )
-
-// sensors makes every telemetry query of a wired mock server answer with
-// readings that tell the GPUs apart: GPU i is 10·i % busy, its memory
-// 5·i % busy, uses i GiB, runs at 30+i °C and 100+i W, and has i
-// corrected and i/4 uncorrected ECC errors.
-func sensors(srv *server.Server) {
-	for i := range srv.Devices {
-		dev := device(srv, i)
-		dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
-			return nvml.Utilization{Gpu: uint32(10 * i), Memory: uint32(5 * i)}, nvml.SUCCESS
-		}
-		dev.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
-			return nvml.Memory{Total: 80 << 30, Used: uint64(i) << 30, Free: uint64(80-i) << 30}, nvml.SUCCESS
-		}
-		dev.GetTemperatureFunc = func(sensor nvml.TemperatureSensors) (uint32, nvml.Return) {
-			if sensor != nvml.TEMPERATURE_GPU {
-				return 0, nvml.ERROR_INVALID_ARGUMENT
-			}
-			return uint32(30 + i), nvml.SUCCESS
-		}
-		dev.GetPowerUsageFunc = func() (uint32, nvml.Return) { return uint32(100_000 + 1000*i + 500), nvml.SUCCESS }
-		dev.GetTotalEccErrorsFunc = func(kind nvml.MemoryErrorType, counter nvml.EccCounterType) (uint64, nvml.Return) {
-			switch {
-			case counter != nvml.VOLATILE_ECC:
-				return 0, nvml.ERROR_INVALID_ARGUMENT
-			case kind == nvml.MEMORY_ERROR_TYPE_CORRECTED:
-				return uint64(i), nvml.SUCCESS
-			}
-			return uint64(i / 4), nvml.SUCCESS
-		}
-	}
-}
 
 // telemetryOf discovers srv and returns a sampler of what it found.
 func telemetryOf(t *testing.T, srv *server.Server, cfg TelemetryConfig) *NVMLTelemetry {
@@ -104,8 +72,7 @@ func someSample(s []Sample) error {
 const allReadings = HasUtil | HasMemUtil | HasMemory | HasTemp | HasPower | HasECC
 
 func TestNVMLTelemetry_ReadsEveryGPU(t *testing.T) {
-	srv := wire(dgxh100.New())
-	sensors(srv)
+	srv := nvmlmock.DGXH100()
 	tel := telemetryOf(t, srv, TelemetryConfig{Period: time.Hour})
 	if got := tel.Sample(); got != nil {
 		t.Fatalf("Sample before Run = %v, want nil", got)
@@ -117,7 +84,7 @@ func TestNVMLTelemetry_ReadsEveryGPU(t *testing.T) {
 	}
 	for i, s := range got {
 		want := Sample{
-			Index: i, UUID: device(srv, i).UUID, Model: "NVIDIA H100 80GB HBM3", Has: allReadings,
+			Index: i, UUID: nvmlmock.Device(srv, i).UUID, Model: "NVIDIA H100 80GB HBM3", Has: allReadings,
 			UtilPercent: float64(10 * i), MemUtilPercent: float64(5 * i), MemUsedMiB: int64(i) << 10, MemTotalMiB: 80 << 10,
 			TempC: float64(30 + i), PowerW: 100.5 + float64(i), ECCCorrected: uint64(i), ECCUncorrected: uint64(i / 4), At: checkTime,
 		}
@@ -128,24 +95,23 @@ func TestNVMLTelemetry_ReadsEveryGPU(t *testing.T) {
 }
 
 func TestNVMLTelemetry_LeavesOutWhatTheDeviceCannotRead(t *testing.T) {
-	srv := wire(dgxh100.New())
-	sensors(srv)
+	srv := nvmlmock.DGXH100()
 	tel := telemetryOf(t, srv, TelemetryConfig{})
-	device(srv, 1).GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED }
-	device(srv, 2).GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
-	device(srv, 3).GetPowerUsageFunc = func() (uint32, nvml.Return) { return 0, nvml.ERROR_FUNCTION_NOT_FOUND }
+	nvmlmock.Device(srv, 1).GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED }
+	nvmlmock.Device(srv, 2).GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+	nvmlmock.Device(srv, 3).GetPowerUsageFunc = func() (uint32, nvml.Return) { return 0, nvml.ERROR_FUNCTION_NOT_FOUND }
 	// A GPU without ECC memory answers neither count; one that answers
 	// only the corrected count has no ECC reading either.
-	device(srv, 4).GetTotalEccErrorsFunc = func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) {
+	nvmlmock.Device(srv, 4).GetTotalEccErrorsFunc = func(nvml.MemoryErrorType, nvml.EccCounterType) (uint64, nvml.Return) {
 		return 0, nvml.ERROR_NOT_SUPPORTED
 	}
-	device(srv, 5).GetTotalEccErrorsFunc = func(kind nvml.MemoryErrorType, _ nvml.EccCounterType) (uint64, nvml.Return) {
+	nvmlmock.Device(srv, 5).GetTotalEccErrorsFunc = func(kind nvml.MemoryErrorType, _ nvml.EccCounterType) (uint64, nvml.Return) {
 		if kind == nvml.MEMORY_ERROR_TYPE_CORRECTED {
 			return 3, nvml.SUCCESS
 		}
 		return 0, nvml.ERROR_UNKNOWN
 	}
-	device(srv, 6).GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{}, nvml.ERROR_UNKNOWN }
+	nvmlmock.Device(srv, 6).GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) { return nvml.Memory{}, nvml.ERROR_UNKNOWN }
 	got := tel.read(true)
 	want := []Readings{
 		allReadings,
@@ -180,8 +146,7 @@ func TestNVMLTelemetry_LeavesOutWhatTheDeviceCannotRead(t *testing.T) {
 }
 
 func TestNVMLTelemetry_ErrorsDoNotStopTheSampler(t *testing.T) {
-	srv := wire(dgxh100.New())
-	sensors(srv)
+	srv := nvmlmock.DGXH100()
 	tel := telemetryOf(t, srv, TelemetryConfig{Period: 5 * time.Millisecond})
 	var broken, loaded atomic.Bool
 	broken.Store(true)
@@ -191,7 +156,7 @@ func TestNVMLTelemetry_ErrorsDoNotStopTheSampler(t *testing.T) {
 		}
 		return nvml.ERROR_LIBRARY_NOT_FOUND
 	}
-	uuid0 := device(srv, 0).UUID
+	uuid0 := nvmlmock.Device(srv, 0).UUID
 	byUUID := srv.DeviceGetHandleByUUIDFunc
 	srv.DeviceGetHandleByUUIDFunc = func(uuid string) (nvml.Device, nvml.Return) {
 		if broken.Load() && uuid == uuid0 {
@@ -199,14 +164,14 @@ func TestNVMLTelemetry_ErrorsDoNotStopTheSampler(t *testing.T) {
 		}
 		return byUUID(uuid)
 	}
-	lost := device(srv, 1).GetUtilizationRatesFunc
-	device(srv, 1).GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+	lost := nvmlmock.Device(srv, 1).GetUtilizationRatesFunc
+	nvmlmock.Device(srv, 1).GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
 		if broken.Load() {
 			return nvml.Utilization{}, nvml.ERROR_GPU_IS_LOST
 		}
 		return lost()
 	}
-	device(srv, 2).GetPowerUsageFunc = func() (uint32, nvml.Return) {
+	nvmlmock.Device(srv, 2).GetPowerUsageFunc = func() (uint32, nvml.Return) {
 		if broken.Load() {
 			return 0, nvml.ERROR_UNKNOWN
 		}
@@ -217,7 +182,7 @@ func TestNVMLTelemetry_ErrorsDoNotStopTheSampler(t *testing.T) {
 	// Without NVML every GPU is listed with no readings.
 	got := waitSample(t, tel, "GPUs listed while NVML is missing", someSample)
 	for i, s := range got {
-		if s.Index != i || s.UUID != device(srv, i).UUID || s.Has != 0 {
+		if s.Index != i || s.UUID != nvmlmock.Device(srv, i).UUID || s.Has != 0 {
 			t.Errorf("GPU %d without NVML: %+v, want it listed with no readings", i, s)
 		}
 	}
@@ -251,12 +216,11 @@ func TestNVMLTelemetry_ErrorsDoNotStopTheSampler(t *testing.T) {
 }
 
 func TestNVMLTelemetry_SampleDoesNotWaitOnTheDevice(t *testing.T) {
-	srv := wire(dgxh100.New())
-	sensors(srv)
+	srv := nvmlmock.DGXH100()
 	var calls atomic.Int32
 	stuck, release := make(chan struct{}), make(chan struct{})
-	read := device(srv, 0).GetUtilizationRatesFunc
-	device(srv, 0).GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+	read := nvmlmock.Device(srv, 0).GetUtilizationRatesFunc
+	nvmlmock.Device(srv, 0).GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
 		if calls.Add(1) == 2 {
 			close(stuck)
 			<-release
@@ -287,8 +251,7 @@ func TestNVMLTelemetry_SampleDoesNotWaitOnTheDevice(t *testing.T) {
 }
 
 func TestNVMLTelemetry_CountsTheMonitorsXIDs(t *testing.T) {
-	srv := wire(dgxh100.New())
-	sensors(srv)
+	srv := nvmlmock.DGXH100()
 	fe := healthy(srv)
 	xids := NewXIDCounter(8)
 	m := monitorOf(t, srv, MonitorConfig{Interval: time.Hour, EventWait: 5 * time.Millisecond, XIDs: xids})
@@ -315,8 +278,7 @@ func TestNVMLTelemetry_CountsTheMonitorsXIDs(t *testing.T) {
 }
 
 func TestNVMLTelemetry_ShutsNVMLDownWhenItStops(t *testing.T) {
-	srv := wire(dgxh100.New())
-	sensors(srv)
+	srv := nvmlmock.DGXH100()
 	tel := telemetryOf(t, srv, TelemetryConfig{Period: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

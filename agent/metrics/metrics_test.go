@@ -68,11 +68,16 @@ type world struct {
 const nodeID = "node-1"
 
 func newWorld(t *testing.T) (*world, *Metrics, Config) {
-	w := &world{t: t, fsm: fsm.New(nil)}
 	inv, err := gpu.Discover("sim:2xH100-80", nodeID, "none")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newWorldOf(t, inv)
+}
+
+// newWorldOf is newWorld with the GPUs of inv, at least one.
+func newWorldOf(t *testing.T, inv gpu.Inventory) (*world, *Metrics, Config) {
+	w := &world{t: t, fsm: fsm.New(nil)}
 	cfg := Config{
 		NodeID: nodeID, NodeName: "n1", FSM: w.fsm, Inventory: inv,
 		Raft: fakeRaft{members: []cluster.Member{{ID: "a", Status: cluster.StatusAlive}, {ID: "b", Status: cluster.StatusFailed}}},
@@ -169,18 +174,21 @@ func labelNames(m *dto.Metric) []string {
 	return out
 }
 
-func TestMetrics_TheREADMETableAndTheRegisteredMetricsAgree(t *testing.T) {
+// everySeries scrapes metrics on which every hook has run once and every
+// GPU reading is taken, so that every series with labels exists.
+func everySeries(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
 	w, _, cfg := newWorld(t)
 	cfg.Telemetry = fakeTelemetry{{Index: 0, UUID: cfg.Inventory.GPUs[0].UUID, Model: "H100 80GB", Simulated: true,
 		Has: gpu.HasUtil | gpu.HasMemUtil | gpu.HasMemory | gpu.HasTemp | gpu.HasPower | gpu.HasECC}}
 	m := New(cfg)
-	// Every hook once, so that every series with labels exists.
 	now := time.Now()
 	m.Pass(time.Millisecond, 1)
 	m.Placed(&structs.Job{SubmittedAt: now.Add(-time.Second), Spec: structs.JobSpec{GPUs: 1}}, nil, now)
 	m.Placed(&structs.Job{Attempts: 1}, []*structs.Allocation{{State: structs.AllocFailed}}, now)
 	m.Preempted(1)
 	m.Leading(true)
+	m.ProbeRTT("b", time.Millisecond)
 	m.Running(&structs.Job{SubmittedAt: now.Add(-time.Second)}, &structs.Allocation{Attempt: 1}, now)
 	m.Committed(structs.JobSubmitType, time.Millisecond)
 	m.ObserveRequest("user", "GET /v1/jobs", 200, time.Millisecond)
@@ -194,9 +202,12 @@ func TestMetrics_TheREADMETableAndTheRegisteredMetricsAgree(t *testing.T) {
 	if err := snap.Persist(&memSink{}); err != nil {
 		t.Fatal(err)
 	}
+	return scrape(t, m)
+}
 
+func TestMetrics_TheREADMETableAndTheRegisteredMetricsAgree(t *testing.T) {
 	table := readmeTable(t)
-	fams := scrape(t, m)
+	fams := everySeries(t)
 	for name, fam := range fams {
 		if !strings.HasPrefix(name, "skein_") {
 			continue
@@ -330,6 +341,8 @@ func merge(l map[string]string, k, v string) map[string]string {
 
 func TestMetrics_StateAndRaftGauges(t *testing.T) {
 	_, m, _ := newWorld(t)
+	m.ProbeRTT("a", 300*time.Microsecond)
+	m.ProbeRTT("b", 2*time.Millisecond)
 	fams := scrape(t, m)
 	for _, c := range []struct {
 		name   string
@@ -365,6 +378,19 @@ func TestMetrics_StateAndRaftGauges(t *testing.T) {
 	} {
 		if got := value(t, fams, c.name, c.labels); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	rtt := fams["skein_gossip_probe_rtt_seconds"].GetMetric()[0].GetHistogram()
+	if rtt.GetSampleCount() != 2 || rtt.GetSampleSum() != 0.0023 {
+		t.Errorf("probe RTT histogram of %d probes, %vs in all; want 2, 0.0023s", rtt.GetSampleCount(), rtt.GetSampleSum())
+	}
+	for _, b := range rtt.GetBucket() {
+		want := map[float64]uint64{0.0001: 0, 0.0002: 0, 0.0004: 1, 0.0008: 1, 0.0016: 1, 0.0032: 2}[b.GetUpperBound()]
+		if b.GetUpperBound() >= 0.0032 {
+			want = 2
+		}
+		if b.GetCumulativeCount() != want {
+			t.Errorf("probe RTT bucket le=%v holds %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), want)
 		}
 	}
 	if n := len(fams["skein_raft_follower_last_contact_seconds"].GetMetric()); n != 1 {
@@ -428,42 +454,156 @@ func TestRestartCause_NamesWhatEndedTheAttempt(t *testing.T) {
 	}
 }
 
-func TestMetrics_TheDashboardShowsOnlyDocumentedMetrics(t *testing.T) {
+// dashPanel is a panel of the Grafana dashboard; a collapsed row holds
+// its panels.
+type dashPanel struct {
+	Type    string `json:"type"`
+	Title   string `json:"title"`
+	Targets []struct {
+		Expr string `json:"expr"`
+	} `json:"targets"`
+	Panels []dashPanel `json:"panels"`
+}
+
+// What the dashboard test reads of PromQL: the names of the registry's
+// metrics, the label matchers right after one, the label lists of by and
+// without, and Grafana's label_values(metric, label).
+var (
+	promMetric   = regexp.MustCompile(`\b(?:skein|go|process)_[a-zA-Z0-9_]+`)
+	promSelector = regexp.MustCompile(`\b((?:skein|go|process)_[a-zA-Z0-9_]+)\{([^}]*)\}`)
+	promMatcher  = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)\s*"`)
+	promGrouping = regexp.MustCompile(`\b(?:by|without)\s*\(([^)]*)\)`)
+	labelValues  = regexp.MustCompile(`^label_values\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*,\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\)$`)
+)
+
+// seriesOf returns the family a series name in a query belongs to, its
+// name, and the labels a query may use on it: the family's, the ones
+// Prometheus adds at a scrape (instance, job), and le on a histogram's
+// _bucket series. ok is false for a name the registry has no family of.
+func seriesOf(fams map[string]*dto.MetricFamily, name string) (base string, labels []string, ok bool) {
+	base, fam := name, fams[name]
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		trimmed, cut := strings.CutSuffix(name, suffix)
+		f := fams[trimmed]
+		if fam != nil || !cut || f == nil {
+			continue
+		}
+		if f.GetType() == dto.MetricType_HISTOGRAM || (f.GetType() == dto.MetricType_SUMMARY && suffix != "_bucket") {
+			base, fam = trimmed, f
+			if suffix == "_bucket" {
+				labels = append(labels, "le")
+			}
+		}
+	}
+	if fam == nil {
+		return "", nil, false
+	}
+	labels = append(labels, "instance", "job")
+	for _, s := range fam.GetMetric() {
+		for _, l := range labelNames(s) {
+			if !slices.Contains(labels, l) {
+				labels = append(labels, l)
+			}
+		}
+	}
+	return base, labels, true
+}
+
+func TestMetrics_TheDashboardQueriesOnlyRegisteredMetricsAndTheirLabels(t *testing.T) {
 	b, err := os.ReadFile("../../deploy/grafana/skein.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var dash struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name  string `json:"name"`
+				Type  string `json:"type"`
+				Query struct {
+					Query string `json:"query"`
+				} `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
+		Panels []dashPanel `json:"panels"`
 	}
 	if err := json.Unmarshal(b, &dash); err != nil {
 		t.Fatalf("the dashboard is not JSON: %v", err)
 	}
+	fams := everySeries(t)
 	table := readmeTable(t)
 	shown := map[string]bool{}
-	name := regexp.MustCompile(`skein_[a-z_]+`)
-	for _, p := range dash.Panels {
-		for _, target := range p.Targets {
-			for _, n := range name.FindAllString(target.Expr, -1) {
-				base := n
-				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-					if trimmed, ok := strings.CutSuffix(n, suffix); ok && table[trimmed].typ == "histogram" {
-						base = trimmed
-					}
+	check := func(where, expr string) {
+		names := promMetric.FindAllString(expr, -1)
+		if len(names) == 0 {
+			t.Errorf("%s: %q names no metric of skein's", where, expr)
+		}
+		var usable []string
+		for _, n := range names {
+			base, labels, ok := seriesOf(fams, n)
+			if !ok {
+				t.Errorf("%s shows %s, which is not registered", where, n)
+				continue
+			}
+			if _, doc := table[base]; strings.HasPrefix(base, "skein_") && !doc {
+				t.Errorf("%s shows %s, which the README does not document", where, base)
+			}
+			shown[base] = true
+			usable = append(usable, labels...)
+		}
+		for _, sel := range promSelector.FindAllStringSubmatch(expr, -1) {
+			_, labels, ok := seriesOf(fams, sel[1])
+			for _, m := range promMatcher.FindAllStringSubmatch(sel[2], -1) {
+				if ok && !slices.Contains(labels, m[1]) {
+					t.Errorf("%s selects %s by %s, a label it does not have", where, sel[1], m[1])
 				}
-				if _, ok := table[base]; !ok {
-					t.Errorf("panel %q shows %s, which the README does not document", p.Title, n)
+			}
+		}
+		for _, g := range promGrouping.FindAllStringSubmatch(expr, -1) {
+			for l := range strings.SplitSeq(g[1], ",") {
+				if l = strings.TrimSpace(l); l != "" && !slices.Contains(usable, l) {
+					t.Errorf("%s groups by %s, which none of its metrics has: %q", where, l, expr)
 				}
-				shown[base] = true
 			}
 		}
 	}
-	if len(shown) < len(table)*3/4 {
-		t.Errorf("the dashboard shows %d of the %d documented metrics", len(shown), len(table))
+	var walk func([]dashPanel)
+	walk = func(panels []dashPanel) {
+		for _, p := range panels {
+			walk(p.Panels)
+			if p.Type == "row" {
+				continue
+			}
+			if len(p.Targets) == 0 {
+				t.Errorf("panel %q has no query", p.Title)
+			}
+			for _, target := range p.Targets {
+				check(fmt.Sprintf("panel %q", p.Title), target.Expr)
+			}
+		}
+	}
+	walk(dash.Panels)
+	for _, v := range dash.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		m := labelValues.FindStringSubmatch(v.Query.Query)
+		if m == nil {
+			t.Errorf("variable $%s: %q is not label_values(metric, label)", v.Name, v.Query.Query)
+			continue
+		}
+		if _, labels, ok := seriesOf(fams, m[1]); !ok || !slices.Contains(labels, m[2]) {
+			t.Errorf("variable $%s takes the values of label %s of %s, which has no such label (registered: %t)", v.Name, m[2], m[1], ok)
+		}
+	}
+	var missing []string
+	for name := range table {
+		if !shown[name] {
+			missing = append(missing, name)
+		}
+	}
+	slices.Sort(missing)
+	t.Logf("documented but not on the dashboard: %v", missing)
+	if len(missing) > len(table)/4 {
+		t.Errorf("the dashboard shows %d of the %d documented metrics", len(table)-len(missing), len(table))
 	}
 }

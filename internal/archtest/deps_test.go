@@ -79,9 +79,13 @@ func unit(importPath string) (string, bool) {
 	return top, true
 }
 
-func listPackages(t *testing.T) []pkg {
+// listPackages lists the module's packages as a build with env (extra
+// "KEY=value" settings) sees them.
+func listPackages(t *testing.T, env ...string) []pkg {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
+	cmd := exec.Command("go", "list", "-json", module+"/...")
+	cmd.Env = append(cmd.Environ(), env...)
+	out, err := cmd.Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -131,11 +135,13 @@ func TestArch_ImportsFollowDesign(t *testing.T) {
 }
 
 // TestArch_OnlyGPUImportsNVML keeps cgo confined to package gpu, so every
-// other package builds with CGO_ENABLED=0.
+// other package builds with CGO_ENABLED=0. It lists the packages as a cgo
+// build sees them, where the NVML files are: other packages' cgo tests
+// reach go-nvml's mocks through gpu/nvmlmock only.
 func TestArch_OnlyGPUImportsNVML(t *testing.T) {
-	for _, p := range listPackages(t) {
+	for _, p := range listPackages(t, "CGO_ENABLED=1") {
 		from, _ := unit(p.ImportPath)
-		for _, imp := range p.Imports {
+		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
 			if strings.HasPrefix(imp, "github.com/NVIDIA/go-nvml") && from != "gpu" {
 				t.Errorf("%s imports %s: only package gpu may use go-nvml", p.ImportPath, imp)
 			}
