@@ -409,20 +409,32 @@ func (b *builder) array(v string) error {
 	return nil
 }
 
-// dependencyKinds are the dependency types skein has.
-var dependencyKinds = map[string]string{"afterok": structs.AfterOK, "afterany": structs.AfterAny}
+// dependencyKinds are the dependency types skein has that name jobs;
+// singleton names none.
+var dependencyKinds = map[string]string{
+	"afterok": structs.AfterOK, "afterany": structs.AfterAny, "afternotok": structs.AfterNotOK,
+}
 
-// dependency reads TYPE:ID[:ID...][,TYPE:ID...]: every one must hold.
+// dependency reads TYPE:ID[:ID...][,TYPE:ID...] and singleton: every one
+// must hold.
 func (b *builder) dependency(v string) error {
 	if strings.Contains(v, "?") {
 		return badValue("%q: skein waits for all dependencies; ? (any of them) is not supported", v)
 	}
 	var deps []structs.Dependency
+	singleton := false
 	for _, part := range strings.Split(v, ",") {
 		kind, ids, _ := strings.Cut(part, ":")
+		if kind == "singleton" {
+			if ids != "" {
+				return badValue("%q: singleton names no job (it waits for the jobs of the same name and user)", part)
+			}
+			singleton = true
+			continue
+		}
 		cond, ok := dependencyKinds[kind]
 		if !ok {
-			return badValue("dependency type %q: skein supports afterok and afterany (singleton, after, afternotok and aftercorr are not supported)", kind)
+			return badValue("dependency type %q: skein supports afterok, afterany, afternotok and singleton (after and aftercorr are not supported)", kind)
 		}
 		if ids == "" {
 			return badValue("%q: want %s:JOB_ID[:JOB_ID...]", part, kind)
@@ -445,7 +457,7 @@ func (b *builder) dependency(v string) error {
 	if len(deps) > structs.MaxDependencies {
 		return badValue("%d dependencies, more than the limit of %d", len(deps), structs.MaxDependencies)
 	}
-	b.batch.Spec.After = deps
+	b.batch.Spec.After, b.batch.Spec.Singleton = deps, singleton
 	return nil
 }
 
@@ -516,8 +528,13 @@ func (b *builder) partition(v string) error {
 	return nil
 }
 
-func (b *builder) exclusive(string) error {
-	b.warnf("--exclusive: skein never shares a GPU between jobs, but may place other jobs on the node's other GPUs, CPUs and memory")
+// exclusive reads --exclusive: the job's nodes run no other job. Slurm's
+// =user, =mcs and =topo share nodes by rules skein has not.
+func (b *builder) exclusive(v string) error {
+	if v != "" {
+		return badValue("%q: skein's --exclusive gives the job its nodes to itself; it has no sharing by user, MCS label or topology", v)
+	}
+	b.batch.Spec.Exclusive = true
 	return nil
 }
 
