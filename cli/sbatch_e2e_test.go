@@ -160,3 +160,47 @@ func TestSbatch_ArrayTasksWriteTheirOwnFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestSbatch_SrunRunsEachStepOnEveryNode: srun in a two-node script, on
+// a real two-node cluster, runs its command as each node's share of the
+// step, from the variables the agent gives the job: two tasks per node
+// make four, labelled; a one-node step runs on rank 0's node only.
+func TestSbatch_SrunRunsEachStepOnEveryNode(t *testing.T) {
+	startTwoNodes(t)
+	dir := testutil.SharedDir(t)
+	t.Chdir(dir)
+	writeTestFile(t, filepath.Join(dir, "steps.sh"), `#!/bin/sh
+#SBATCH --nodes=2
+#SBATCH --gpus-per-node=1
+srun --ntasks-per-node=2 -l sh -c 'echo "task $SLURM_PROCID of $SLURM_NTASKS, local $SLURM_LOCALID, node $SLURM_NODEID"'
+srun -N1 sh -c 'echo "first node only: $SLURMD_NODENAME"'
+`)
+	r := runCLI(t, "sbatch", "--parsable", "steps.sh")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != exitOK || id == "" {
+		t.Fatalf("sbatch: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	d := waitJobState(t, id, structs.JobSucceeded)
+	rankNode := map[int]string{}
+	for _, a := range d.Allocations {
+		rankNode[a.Rank] = d.Nodes[a.NodeID]
+	}
+	for rank := range 2 {
+		r := runCLI(t, "logs", "--rank", fmt.Sprint(rank), id)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		want := []string{
+			fmt.Sprintf("%d: task %d of 4, local 0, node %d", 2*rank, 2*rank, rank),
+			fmt.Sprintf("%d: task %d of 4, local 1, node %d", 2*rank+1, 2*rank+1, rank),
+		}
+		if rank == 0 {
+			want = append(want, "first node only: "+rankNode[0])
+		}
+		// The two tasks of a node print at once, in either order.
+		if len(lines) == len(want) && lines[0] > lines[1] {
+			lines[0], lines[1] = lines[1], lines[0]
+		}
+		if r.code != exitOK || strings.Join(lines, "\n") != strings.Join(want, "\n") {
+			t.Errorf("logs --rank %d: exit %d, stdout %q, stderr %q; want %q", rank, r.code, r.stdout, r.stderr, want)
+		}
+	}
+}
