@@ -57,7 +57,7 @@ func gateSingletons(jobs, queued, running []*structs.Job) (ready []*structs.Job,
 			continue
 		}
 		waiting = append(waiting, structs.JobBlocked{JobID: j.ID, Reason: fmt.Sprintf(
-			"singleton: waiting for job %s (%s), of the same name %s and user", structs.ShortID(h.ID), h.State, j.Spec.Name)})
+			"waiting for job %s (%s): singleton, of the same name %s and user", structs.ShortID(h.ID), h.State, j.Spec.Name)})
 	}
 	return ready, waiting
 }

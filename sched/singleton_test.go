@@ -35,21 +35,21 @@ func TestDecide_Singleton(t *testing.T) {
 		{name: "a running job of the name and user holds it",
 			queued:  []*structs.Job{submittedAt(job("a", 1, named("nightly", true)), "alice", 0)},
 			running: []*structs.Job{holderRunning},
-			blocked: map[string]string{"a": "singleton: waiting for job r (running), of the same name nightly and user"}},
+			blocked: map[string]string{"a": "waiting for job r (running): singleton, of the same name nightly and user"}},
 		{name: "of two queued, the first submitted runs, whatever the priorities",
 			queued: []*structs.Job{
 				submittedAt(job("late", 1, named("nightly", true), func(s *structs.JobSpec) { s.Priority = 9 }), "alice", 5),
 				submittedAt(job("early", 1, named("nightly", true)), "alice", 1),
 			},
 			placed:  []string{"early"},
-			blocked: map[string]string{"late": "singleton: waiting for job early (queued), of the same name nightly and user"}},
+			blocked: map[string]string{"late": "waiting for job early (queued): singleton, of the same name nightly and user"}},
 		{name: "an earlier job that is no singleton holds the name too (as in Slurm)",
 			queued: []*structs.Job{
 				submittedAt(job("plain", 1, named("nightly", false)), "alice", 0),
 				submittedAt(job("single", 1, named("nightly", true)), "alice", 1),
 			},
 			placed:  []string{"plain"},
-			blocked: map[string]string{"single": "singleton: waiting for job plain (queued), of the same name nightly and user"}},
+			blocked: map[string]string{"single": "waiting for job plain (queued): singleton, of the same name nightly and user"}},
 		{name: "a later plain job runs beside a singleton",
 			queued: []*structs.Job{
 				submittedAt(job("single", 1, named("nightly", true)), "alice", 0),
@@ -77,7 +77,7 @@ func TestDecide_Singleton(t *testing.T) {
 				}(),
 				submittedAt(job("next", 1, named("nightly", true)), "alice", 1),
 			},
-			blocked: map[string]string{"next": "singleton: waiting for job backoff (queued), of the same name nightly and user"}},
+			blocked: map[string]string{"next": "waiting for job backoff (queued): singleton, of the same name nightly and user"}},
 		{name: "array tasks of one submission run by index",
 			queued: func() []*structs.Job {
 				var out []*structs.Job
@@ -89,7 +89,7 @@ func TestDecide_Singleton(t *testing.T) {
 				return out
 			}(),
 			placed:  []string{"arr-2"},
-			blocked: map[string]string{"arr-10": "singleton: waiting for job arr-2 (queued), of the same name sweep and user"}},
+			blocked: map[string]string{"arr-10": "waiting for job arr-2 (queued): singleton, of the same name sweep and user"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
