@@ -25,7 +25,9 @@
 // here, as this node's share of the step: the step spans the job's nodes
 // because the script does. It honours -N (the step's first nodes; srun
 // does nothing on the others), -n and --ntasks-per-node (that many local
-// copies, each with its SLURM_PROCID and SLURM_LOCALID) and -l, accepts
+// copies, each with its SLURM_PROCID and SLURM_LOCALID; by default the
+// job's own --ntasks-per-node, which sbatch takes for srun's sake) and
+// -l, accepts
 // the resource options without effect (each task has the node's share of
 // the job), and refuses every other option, naming it. What the script
 // does outside srun runs on every node, not once.

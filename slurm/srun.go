@@ -17,7 +17,9 @@ package slurm
 //	-n, --ntasks=T             T tasks in all, the same number on each of the K
 //	                           nodes (T a multiple of K); without -N, T below the
 //	                           job's node count means T nodes, one task each
-//	--ntasks-per-node=M        M tasks on each node (default 1, or T/K)
+//	--ntasks-per-node=M        M tasks on each node (default T/K, or the job's
+//	                           SLURM_NTASKS_PER_NODE: sbatch's -n or
+//	                           --ntasks-per-node, else 1)
 //	-l, --label                prefix each line of a task's stdout and stderr
 //	                           with its task ID: "3: ..."
 //	--mpi=none                 accepted; other --mpi values are refused: srun
@@ -86,7 +88,10 @@ elif [ -n "$n" ]; then
 	[ $((n % N)) -eq 0 ] || die "-n $n on $N nodes: skein's srun runs the same number of tasks on every node; give a multiple of $N"
 	m=$((n / N))
 else
-	m=1
+	case ${SLURM_NTASKS_PER_NODE:-} in
+	''|0*|*[!0-9]*) m=1 ;;
+	*) m=$SLURM_NTASKS_PER_NODE ;;
+	esac
 fi
 [ "$rank" -lt "$N" ] || exit 0
 SLURM_NTASKS=$((N * m)) SLURM_NPROCS=$((N * m)) SLURM_STEP_NUM_TASKS=$((N * m))

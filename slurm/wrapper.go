@@ -69,6 +69,11 @@ func command(b *Batch, script []byte, args []string) ([]string, error) {
 	}
 	fmt.Fprintf(&w, "open() { true %s\"$1\"; }\n", redirect) // not :, whose failed redirection would end sh
 	fmt.Fprintf(&w, "o=%s\ne=%s\nsrun=%s\n", out, errFile, shellQuote(srunShim))
+	if m := b.TasksPerNode; m > 1 {
+		// The job's tasks as Slurm counts them, which srun starts.
+		fmt.Fprintf(&w, "SLURM_NTASKS_PER_NODE=%d SLURM_NTASKS=$((${SLURM_NNODES:-1} * %d))\n", m, m)
+		w.WriteString("SLURM_NPROCS=$SLURM_NTASKS\nexport SLURM_NTASKS_PER_NODE SLURM_NTASKS SLURM_NPROCS\n")
+	}
 	w.WriteString(wrapperBody)
 	return append([]string{"/bin/sh", "-c", w.String(), wrapperName, string(script)}, args...), nil
 }

@@ -291,3 +291,15 @@ func TestSrun_SignalsReachTheTasksAndSrunWaitsForThem(t *testing.T) {
 		t.Fatalf("stdout %q, want the tasks' last words, then the script's trap and srun's exit code 5", got)
 	}
 }
+
+// TestSrun_StartsTheJobsTasksPerNodeByDefault: sbatch's --ntasks-per-node
+// is what a bare srun starts on each node, and what the script sees.
+func TestSrun_StartsTheJobsTasksPerNodeByDefault(t *testing.T) {
+	stdout, stderr, code := srunScript(t, "#SBATCH --ntasks-per-node=3\n"+
+		"echo \"script $SLURM_NTASKS_PER_NODE/$SLURM_NTASKS\"\n"+
+		"srun sh -c 'echo \"task $SLURM_PROCID of $SLURM_NTASKS\"'\n", 1)
+	want := "script 3/6\ntask 3 of 6\ntask 4 of 6\ntask 5 of 6"
+	if code != 0 || sortedLines(stdout) != want || !strings.HasPrefix(stdout, "script 3/6\n") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want %q", code, stdout, stderr, want)
+	}
+}
