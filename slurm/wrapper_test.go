@@ -205,7 +205,7 @@ func TestSrun_RunsTheCommandAsThisNodesTasks(t *testing.T) {
 srun -N1 sh -c 'echo "first node $SLURM_PROCID"'
 srun -n 1 echo "one task"
 srun --ntasks-per-node=2 -l -- sh -c 'echo "task $SLURM_PROCID local $SLURM_LOCALID of $SLURM_NTASKS"; echo oops >&2'
-srun -n4 --gpus-per-task=1 -c 8 --mpi=none sh -c 'exit $((SLURM_PROCID + 3))'
+srun -n4 --gpus-per-task=1 -c 8 --mpi=none -K1 sh -c 'exit $((SLURM_PROCID + 3))'
 echo "rc $?"
 `
 	for _, tc := range []struct {
