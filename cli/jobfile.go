@@ -80,6 +80,7 @@ var jobOnlyKeys = map[string]string{
 	"signal":     "a replica runs until it is stopped, with no time limit to signal before",
 	"array":      "a service runs replicas, not array tasks",
 	"after":      "a replica waits for no job",
+	"singleton":  "a replica waits for no job",
 }
 
 // readJobFile reads a job file (`skein submit --file job.yaml`, `skein

@@ -33,6 +33,7 @@ var specFlags = map[string]string{
 	"preempt_grace":      "--preempt-grace",
 	"signal":             "--signal",
 	"constraints":        "--constraint",
+	"singleton":          "--singleton",
 	"image":              "--image",
 	"image_pull":         "--image-pull",
 	"mounts":             "--mount",
@@ -56,6 +57,7 @@ func jobSpecFlags(what, show string) []ucli.Flag {
 			"(" + show + " --show-secrets) and never logged; prefer --secret-env K, which copies it from your environment, to K=V on a command line others can see (repeatable)", Value: &listValue{}},
 		&ucli.GenericFlag{Name: "constraint", Usage: "only nodes with label K=V (repeatable)", Value: &listValue{}},
 		&ucli.BoolFlag{Name: "spread", Usage: "place on the emptiest nodes instead of packing the fullest"},
+		&ucli.BoolFlag{Name: "exclusive", Usage: "have the nodes to itself: only on nodes that run no other job, and none joins them while it runs"},
 		&ucli.BoolFlag{Name: "preemptible", Usage: "may be stopped (SIGTERM, grace, SIGKILL) and requeued for higher-priority work"},
 		&ucli.StringFlag{Name: "preempt-grace", Usage: "time between SIGTERM and SIGKILL when preempted (default 30s, at most 10m)"},
 		&ucli.StringFlag{Name: "image", Usage: "run " + what + " in a container of this `IMAGE` on the node's container engine; CMD is the container's command"},
@@ -110,7 +112,9 @@ func jobSpecFromFlags(c *ucli.Context, spec *structs.JobSpec) error {
 		return err
 	}
 	spec.SecretEnv = merged(spec.SecretEnv, secretEnv)
-	for name, dst := range map[string]*bool{"spread": &spec.Spread, "preemptible": &spec.Preemptible} {
+	// singleton is submit's flag only: a replica waits for no job.
+	for name, dst := range map[string]*bool{"spread": &spec.Spread, "preemptible": &spec.Preemptible,
+		"exclusive": &spec.Exclusive, "singleton": &spec.Singleton} {
 		if c.IsSet(name) {
 			*dst = c.Bool(name)
 		}

@@ -20,7 +20,8 @@ func sbatchCommand() *ucli.Command {
 		ArgsUsage: "[SBATCH OPTIONS] SCRIPT [ARGS...]",
 		Description: "Reads the #SBATCH directives at the top of SCRIPT and the sbatch options\n" +
 			"before it, which override them, and submits a job that runs SCRIPT with\n" +
-			"ARGS on every node (one task per node), with its #! interpreter. Rank 0\n" +
+			"ARGS on every node (one task per node), with its #! interpreter; an srun\n" +
+			"in it starts its command on each node, as that node's tasks. Rank 0\n" +
 			"also writes its output where -o and -e say (default slurm-%j.out in the\n" +
 			"working directory). Options skein has no equivalent for are refused,\n" +
 			"all listed, and nothing is submitted; --ignore-unknown leaves them out\n" +

@@ -160,3 +160,111 @@ func TestSbatch_ArrayTasksWriteTheirOwnFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestSbatch_SrunRunsEachStepOnEveryNode: srun in a two-node script, on
+// a real two-node cluster, runs its command as each node's share of the
+// step, from the variables the agent gives the job: two tasks per node
+// make four, labelled; a one-node step runs on rank 0's node only.
+func TestSbatch_SrunRunsEachStepOnEveryNode(t *testing.T) {
+	startTwoNodes(t)
+	dir := testutil.SharedDir(t)
+	t.Chdir(dir)
+	writeTestFile(t, filepath.Join(dir, "steps.sh"), `#!/bin/sh
+#SBATCH --nodes=2
+#SBATCH --gpus-per-node=1
+srun --ntasks-per-node=2 -l sh -c 'echo "task $SLURM_PROCID of $SLURM_NTASKS, local $SLURM_LOCALID, node $SLURM_NODEID"'
+srun -N1 sh -c 'echo "first node only: $SLURMD_NODENAME"'
+`)
+	r := runCLI(t, "sbatch", "--parsable", "steps.sh")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != exitOK || id == "" {
+		t.Fatalf("sbatch: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	d := waitJobState(t, id, structs.JobSucceeded)
+	rankNode := map[int]string{}
+	for _, a := range d.Allocations {
+		rankNode[a.Rank] = d.Nodes[a.NodeID]
+	}
+	for rank := range 2 {
+		r := runCLI(t, "logs", "--rank", fmt.Sprint(rank), id)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		want := []string{
+			fmt.Sprintf("%d: task %d of 4, local 0, node %d", 2*rank, 2*rank, rank),
+			fmt.Sprintf("%d: task %d of 4, local 1, node %d", 2*rank+1, 2*rank+1, rank),
+		}
+		if rank == 0 {
+			want = append(want, "first node only: "+rankNode[0])
+		}
+		// The two tasks of a node print at once, in either order.
+		if len(lines) == len(want) && lines[0] > lines[1] {
+			lines[0], lines[1] = lines[1], lines[0]
+		}
+		if r.code != exitOK || strings.Join(lines, "\n") != strings.Join(want, "\n") {
+			t.Errorf("logs --rank %d: exit %d, stdout %q, stderr %q; want %q", rank, r.code, r.stdout, r.stderr, want)
+		}
+	}
+}
+
+// TestSbatch_ExclusiveSingletonAndAfternotokOnARealAgent runs the Slurm
+// scheduling options through a real agent (one node, 2 GPUs): a job
+// waits beside an --exclusive one, a singleton for the job of its name,
+// and afternotok runs after a failure that cancels an afterok dependent.
+func TestSbatch_ExclusiveSingletonAndAfternotokOnARealAgent(t *testing.T) {
+	startRealAgent(t)
+	dir := testutil.SharedDir(t)
+	t.Chdir(dir)
+	// Each job holds its node until the test creates the file it names.
+	hold := "#!/bin/sh\nwhile [ ! -e \"$1\" ]; do sleep 0.05; done\n"
+	writeTestFile(t, filepath.Join(dir, "hold.sh"), hold)
+	writeTestFile(t, filepath.Join(dir, "fail.sh"), "#!/bin/sh\nexit 3\n")
+	sbatch := func(args ...string) string {
+		t.Helper()
+		r := runCLI(t, append([]string{"sbatch", "--parsable"}, args...)...)
+		id := strings.TrimSpace(r.stdout)
+		if r.code != exitOK || id == "" {
+			t.Fatalf("sbatch %q: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
+		return id
+	}
+	waitReason := func(id, want string) {
+		t.Helper()
+		testutil.WaitFor(t, 15*time.Second, func() error {
+			var d api.JobDetail
+			r := runCLI(t, "job", "--json", id)
+			mustDecode(t, r.stdout, &d)
+			if d.Job.State != structs.JobQueued || d.Job.Reason != want {
+				return fmt.Errorf("job %s is %s (%q), want queued with %q", id, d.Job.State, d.Job.Reason, want)
+			}
+			return nil
+		})
+	}
+	release := func(name string) { writeTestFile(t, filepath.Join(dir, name), "") }
+
+	ex := sbatch("--exclusive", "--gres=gpu:1", "hold.sh", "ex.go")
+	waitJobState(t, ex, structs.JobRunning)
+	plain := sbatch("--gres=gpu:1", "hold.sh", "plain.go")
+	waitReason(plain, "first in line: 1 GPU on 1 node reserved for when running jobs without a time limit end; 1 node: held by an --exclusive job")
+	release("ex.go")
+	waitJobState(t, ex, structs.JobSucceeded)
+	waitJobState(t, plain, structs.JobRunning)
+	release("plain.go")
+	waitJobState(t, plain, structs.JobSucceeded)
+
+	first := sbatch("-J", "nightly", "-d", "singleton", "hold.sh", "first.go")
+	waitJobState(t, first, structs.JobRunning)
+	second := sbatch("-J", "nightly", "-d", "singleton", "hold.sh", "second.go")
+	waitReason(second, "waiting for job "+structs.ShortID(first)+" (running): singleton, of the same name nightly and user")
+	release("first.go")
+	release("second.go")
+	waitJobState(t, first, structs.JobSucceeded)
+	waitJobState(t, second, structs.JobSucceeded)
+
+	failed := sbatch("fail.sh")
+	notok := sbatch("-d", "afternotok:"+failed, "hold.sh", "hold.sh")
+	ok := sbatch("-d", "afterok:"+failed, "hold.sh", "hold.sh")
+	waitJobState(t, failed, structs.JobFailed)
+	waitJobState(t, notok, structs.JobSucceeded)
+	if d := waitJobState(t, ok, structs.JobCancelled); d.Job.Reason != "dependency "+structs.ShortID(failed)+" failed: never satisfied (afterok)" {
+		t.Errorf("afterok on a failed job: cancelled with %q", d.Job.Reason)
+	}
+}

@@ -56,13 +56,17 @@ func TestSbatch_UnsupportedDirectivesAreRefusedAndNothingIsSubmitted(t *testing.
 		t.Fatalf("exit %d, stderr %q, %d requests: want 2, both listed, nothing sent", r.code, r.stderr, len(f.requests()))
 	}
 	r = runCLI(t, "--addr", f.URL, "sbatch", "--ignore-unknown", "old.sh")
-	if r.code != exitOK || len(submitted(t, f)) != 1 {
-		t.Fatalf("--ignore-unknown: exit %d, stderr %q", r.code, r.stderr)
+	reqs := submitted(t, f)
+	if r.code != exitOK || len(reqs) != 1 || !reqs[0].Spec.Exclusive {
+		t.Fatalf("--ignore-unknown: exit %d, stderr %q, %d requests: want the job sent, --exclusive kept", r.code, r.stderr, len(reqs))
 	}
-	for _, want := range []string{"warning: left out: old.sh: line 2: --account=p1", "warning: left out: old.sh: line 3: --mail-type=END", "warning: --exclusive: skein never shares a GPU"} {
+	for _, want := range []string{"warning: left out: old.sh: line 2: --account=p1", "warning: left out: old.sh: line 3: --mail-type=END"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
 		}
+	}
+	if n := strings.Count(r.stderr, "warning:"); n != 2 {
+		t.Errorf("%d warnings, want the 2 left out:\n%s", n, r.stderr)
 	}
 }
 

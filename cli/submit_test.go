@@ -417,7 +417,8 @@ func TestSubmit_BadValuesAreRejectedBeforeSending(t *testing.T) {
 		{"signal after the limit", []string{"--time-limit", "1m", "--signal", "USR1@5m", "true"}, exitError, "Error: --signal: 5m0s before the limit: must be less than time_limit 1m0s"},
 		{"unknown flag", []string{"--gpu", "2", "true"}, exitUsage, "flag provided but not defined: -gpu"},
 		{"constraint without value", []string{"--constraint", "rack", "true"}, exitUsage, `--constraint "rack": want KEY=VALUE`},
-		{"after with an odd condition", []string{"--after", "abc:maybe", "true"}, exitUsage, `Error: --after: invalid dependency "abc:maybe": want JOB_ID, JOB_ID:ok or JOB_ID:any`},
+		{"singleton without a name", []string{"--singleton", "true"}, exitError, "Error: --singleton: set, but the job has no name"},
+		{"after with an odd condition", []string{"--after", "abc:maybe", "true"}, exitUsage, `Error: --after: invalid dependency "abc:maybe": want JOB_ID, JOB_ID:ok, JOB_ID:any or JOB_ID:notok`},
 		{"gpus out of range", []string{"--gpus", "65", "true"}, exitError, "Error: --gpus: 65 is out of range 0..64"},
 		{"priority out of range", []string{"--priority", "5000", "true"}, exitError, "Error: --priority: 5000 is out of range"},
 		{"nodes out of range", []string{"--nodes", "5000", "true"}, exitError, "Error: --nodes: 5000 is out of range"},
@@ -611,6 +612,8 @@ env: {LR: "3e-4", SEED: "1"}
 secret_env: {HF_TOKEN: hf_x}
 constraints: {zone: a}
 after: [abc123, "def456:any"]
+singleton: true
+exclusive: true
 array: 0-99%8
 spread: true
 preemptible: true
@@ -627,7 +630,7 @@ shm_size: 64G
 		"--gpu-mem", "80G", "--cpus", "32", "--mem", "1.5T", "--priority", "-7", "--restarts", "2",
 		"--time-limit", "2h", "--signal", "sigusr2@10m", "--env", "LR=3e-4", "--env", "SEED=1",
 		"--secret-env", "HF_TOKEN=hf_x", "--constraint", "zone=a", "--after", "abc123", "--after", "def456:any", "--array", "0-99%8",
-		"--spread", "--preemptible", "--preempt-grace", "45s", "--", "torchrun", "train.py",
+		"--singleton", "--exclusive", "--spread", "--preemptible", "--preempt-grace", "45s", "--", "torchrun", "train.py",
 	}
 	// The file must say every key a job file has: a field added to
 	// JobSpec belongs in this test.

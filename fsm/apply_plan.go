@@ -123,6 +123,9 @@ func (s *state) checkAlloc(j *structs.Job, a *structs.Allocation, c *placementCh
 		return fmt.Sprintf("node %s is used by two ranks", nodeName(n))
 	}
 	c.nodes[n.ID] = true
+	if reason := s.checkExclusive(j, n); reason != "" {
+		return reason
+	}
 
 	for _, uuid := range a.GPUs {
 		if reason := s.checkGPU(n, uuid, c); reason != "" {
@@ -140,6 +143,26 @@ func (s *state) checkAlloc(j *structs.Job, a *structs.Allocation, c *placementCh
 			nodeName(n), max(n.MemoryMiB-used.memoryMiB, 0), n.MemoryMiB, spec.MemoryMiB)
 	}
 	return ""
+}
+
+// checkExclusive checks that a placement shares no node with an
+// --exclusive job: an exclusive job's node runs no live allocation, and
+// no job joins a node a live allocation of an exclusive job holds. It
+// names the lowest allocation ID in the way.
+func (s *state) checkExclusive(j *structs.Job, n *structs.Node) string {
+	var in string
+	for id, a := range s.nodeLive[n.ID] {
+		if (j.Spec.Exclusive || a.Exclusive) && (in == "" || id < in) {
+			in = id
+		}
+	}
+	switch {
+	case in == "":
+		return ""
+	case j.Spec.Exclusive:
+		return fmt.Sprintf("node %s runs job %s, and the job is --exclusive", nodeName(n), structs.ShortID(s.allocs[in].JobID))
+	}
+	return fmt.Sprintf("node %s is held by --exclusive job %s", nodeName(n), structs.ShortID(s.allocs[in].JobID))
 }
 
 // checkGPU checks that one GPU of an allocation exists on its node, is
@@ -179,6 +202,7 @@ func (s *state) place(p *structs.JobPlacement, at time.Time, index uint64) {
 			MasterPort:   pa.MasterPort,
 			CPUs:         j.Spec.CPUs,
 			MemoryMiB:    int64(j.Spec.MemoryMiB),
+			Exclusive:    j.Spec.Exclusive,
 			State:        structs.AllocPending,
 			DesiredState: structs.DesiredRun,
 			CreatedAt:    at,

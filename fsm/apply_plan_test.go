@@ -333,3 +333,38 @@ func TestFSM_Plan_ZeroGPUJobIgnoresMissingNodeSizes(t *testing.T) {
 		t.Fatalf("0-GPU alloc GPUs = %#v, want an empty list", a.GPUs)
 	}
 }
+
+func TestFSM_Plan_KeepsExclusiveJobsAlone(t *testing.T) {
+	h := newHarness(t)
+	h.register(node("n1", 4))
+	h.register(node("n2", 4))
+	ex := spec(1, 1)
+	ex.Exclusive = true
+	h.submit("ex", ex)
+	h.submit("plain", spec(1, 1))
+	h.submit("ex2", ex)
+	h.place("ex", alloc("a-ex", "n1", 0, gpuID("n1", 0)))
+	if a := h.alloc("a-ex"); !a.Exclusive {
+		t.Fatalf("allocation of an --exclusive job: %+v, want Exclusive", a)
+	}
+	// One plan: a job joining ex's node, then one placed on n2, then an
+	// exclusive job joining it, which sees the placement before it.
+	res := h.plan(structs.Plan{Placements: []structs.JobPlacement{
+		{JobID: "plain", Allocations: []structs.Allocation{alloc("a-p1", "n1", 0, gpuID("n1", 1))}},
+		{JobID: "plain", Allocations: []structs.Allocation{alloc("a-p2", "n2", 0, gpuID("n2", 0))}},
+		{JobID: "ex2", Allocations: []structs.Allocation{alloc("a-ex2", "n2", 0, gpuID("n2", 1))}},
+	}})
+	want := []structs.JobBlocked{
+		{JobID: "plain", Reason: "allocation 0: node name-n1 is held by --exclusive job ex"},
+		{JobID: "ex2", Reason: "allocation 0: node name-n2 runs job plain, and the job is --exclusive"},
+	}
+	if len(res.Rejected) != len(want) || res.Rejected[0] != want[0] || res.Rejected[1] != want[1] {
+		t.Fatalf("rejected %+v, want %+v", res.Rejected, want)
+	}
+	if h.job("plain").State != structs.JobRunning || h.job("ex2").State != structs.JobQueued {
+		t.Fatalf("plain %s, ex2 %s: want running and queued", h.job("plain").State, h.job("ex2").State)
+	}
+	// Once ex's allocation ends, its node is anyone's again.
+	h.mustUpdate("n1", "a-ex", structs.AllocSucceeded, 0, "")
+	h.place("ex2", alloc("a-ex2", "n1", 0, gpuID("n1", 0)))
+}

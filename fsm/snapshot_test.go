@@ -38,10 +38,13 @@ func richState(t *testing.T) *harness {
 	s.Env = map[string]string{"A": "1"}
 	s.TimeLimit = structs.Duration(time.Hour)
 	s.Constraints = map[string]string{"rack": "r1"}
+	s.Name, s.Singleton = "nightly", true
 	h.apply(structs.JobSubmitType, structs.JobSubmitRequest{RequestID: "req-1", JobID: "queued", Spec: s, SubmittedAt: t0})
 	h.plan(structs.Plan{Blocked: []structs.JobBlocked{{JobID: "queued", Reason: "waiting"}}})
 
-	h.submit("ok", spec(2, 1))
+	whole := spec(2, 1)
+	whole.Exclusive = true
+	h.submit("ok", whole)
 	h.place("ok", alloc("ok0", "n1", 0, gpuID("n1", 0)), alloc("ok1", "n2", 1, gpuID("n2", 0)))
 	h.mustUpdate("n1", "ok0", structs.AllocRunning, 0, "")
 	h.mustUpdate("n1", "ok0", structs.AllocSucceeded, 0, "")
@@ -111,8 +114,11 @@ func TestFSM_SnapshotRoundTripsEveryRecord(t *testing.T) {
 	if a, _ := g.Alloc("pull0"); a == nil || a.Pull == nil || a.Pull.Bytes != 1<<30 {
 		t.Fatalf("restored pulling allocation %+v lost its pull progress", a)
 	}
-	if got, ok := g.JobByRequestID("req-1"); !ok || got.ID != "queued" {
-		t.Fatal("restored FSM lost the request id index")
+	if got, ok := g.JobByRequestID("req-1"); !ok || got.ID != "queued" || !got.Spec.Singleton {
+		t.Fatal("restored FSM lost the request id index, or the job's singleton")
+	}
+	if a, _ := g.Alloc("ok1"); a == nil || !a.Exclusive {
+		t.Fatalf("restored allocation %+v of an --exclusive job lost Exclusive", a)
 	}
 
 	// Both go on identically: the restored indexes hold the same GPUs.

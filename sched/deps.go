@@ -9,9 +9,11 @@ import (
 // gateDependencies sorts jobs by their --after dependencies (Slurm's
 // --dependency), looked up with state: ready when every dependency has
 // ended as it requires; waiting, with a reason, while one has not ended;
-// cancelled, with why, when one does not exist or an :ok one ended
-// otherwise, since then the job can never run. A cancel wins over a wait.
-// ready reuses the array of jobs.
+// cancelled, with why, when one does not exist or ended in a way its
+// condition excludes (an :ok one otherwise than succeeded, a :notok one
+// succeeded), since then the job can never run: Slurm's
+// DependencyNeverSatisfied, with its kill_invalid_depend. A cancel wins
+// over a wait. ready reuses the array of jobs.
 func gateDependencies(jobs []*structs.Job, state func(id string) (structs.JobState, bool)) (
 	ready []*structs.Job, waiting []structs.JobBlocked, cancels []structs.JobCancel) {
 	ready = jobs[:0]
@@ -40,8 +42,9 @@ func dependencyVerdict(j *structs.Job, state func(id string) (structs.JobState, 
 			return wait, fmt.Sprintf("dependency %s does not exist", structs.ShortID(d.JobID))
 		case !st.Terminal():
 			wait = fmt.Sprintf("waiting for job %s (%s)", structs.ShortID(d.JobID), st)
-		case d.Condition == structs.AfterOK && st != structs.JobSucceeded:
-			return wait, fmt.Sprintf("dependency %s %s", structs.ShortID(d.JobID), st)
+		case d.Condition == structs.AfterOK && st != structs.JobSucceeded,
+			d.Condition == structs.AfterNotOK && st == structs.JobSucceeded:
+			return wait, fmt.Sprintf("dependency %s %s: never satisfied (after%s)", structs.ShortID(d.JobID), st, d.Condition)
 		}
 	}
 	return wait, ""

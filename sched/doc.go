@@ -27,7 +27,7 @@
 // state, jobs and time always give the same plan. Each job goes through a
 // short pipeline: cheap filters (node ready, constraints, for a job with an
 // image the node's container engine and allowed mounts, GPU model and
-// memory, free GPUs, CPUs, memory, the reservation), a scorer (binpack or
+// memory, --exclusive, free GPUs, CPUs, memory, the reservation), a scorer (binpack or
 // spread, ties to a node that holds the job's image), and a pick, found
 // through an index of nodes by free GPU count;
 // inside the chosen node, BestGPUs picks the best-connected free GPUs

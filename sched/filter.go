@@ -44,6 +44,9 @@ type request struct {
 	// mayUseReserved is set when the pass has no reservation or the job
 	// ends before the reservation starts.
 	mayUseReserved bool
+	// exclusive is Spec.Exclusive: the job needs nodes that run nothing
+	// else.
+	exclusive bool
 }
 
 type label struct{ key, value string }
@@ -67,14 +70,15 @@ func newRequest(j *structs.Job, l *ledger) (*request, error) {
 		}
 	}
 	r := &request{
-		job:     j,
-		nodes:   max(s.Nodes, 1),
-		gpus:    s.GPUs,
-		model:   strings.ToLower(s.GPUModel),
-		gpuMem:  int64(s.GPUMemoryMinMiB),
-		cpus:    s.CPUs,
-		mem:     int64(s.MemoryMiB),
-		modelOK: make([]bool, len(l.models)),
+		job:       j,
+		nodes:     max(s.Nodes, 1),
+		gpus:      s.GPUs,
+		model:     strings.ToLower(s.GPUModel),
+		gpuMem:    int64(s.GPUMemoryMinMiB),
+		cpus:      s.CPUs,
+		mem:       int64(s.MemoryMiB),
+		modelOK:   make([]bool, len(l.models)),
+		exclusive: s.Exclusive,
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Constraints)) {
 		r.constraints = append(r.constraints, label{k, s.Constraints[k]})
@@ -144,6 +148,10 @@ const (
 	reasonMount
 	reasonModel
 	reasonGPUMem
+	// The node is not to be shared: an --exclusive job holds it, or the
+	// job is --exclusive and the node runs other work.
+	reasonHeldExclusive
+	reasonNotIdle
 	reasonGPUs
 	reasonCPUs
 	reasonMem
@@ -207,6 +215,9 @@ func (r *request) check(i int, ns *nodeState) (fit, reasonCode, string) {
 			return fit{}, reasonGPUMem, ""
 		}
 	}
+	if code := r.sharing(ns); code != reasonNone {
+		return fit{}, code, ""
+	}
 	if matching < r.gpus {
 		return fit{}, r.shortOf(ns, matching), ""
 	}
@@ -225,6 +236,18 @@ func (r *request) check(i int, ns *nodeState) (fit, reasonCode, string) {
 		f.siblings = r.replicas[i]
 	}
 	return f, reasonNone, ""
+}
+
+// sharing is the --exclusive filter: no job joins a node an --exclusive
+// job holds, and an --exclusive job takes only a node that runs nothing.
+func (r *request) sharing(ns *nodeState) reasonCode {
+	switch {
+	case ns.exclusive > 0:
+		return reasonHeldExclusive
+	case r.exclusive && ns.live > 0:
+		return reasonNotIdle
+	}
+	return reasonNone
 }
 
 // static runs the filters that look at the node alone, not at what is in
@@ -342,6 +365,10 @@ func reasonText(r *request, code reasonCode, arg string) string {
 		return "gpu_model " + r.job.Spec.GPUModel + " required"
 	case reasonGPUMem:
 		return "gpu memory < " + structs.FormatMiB(r.gpuMem)
+	case reasonHeldExclusive:
+		return "held by an --exclusive job"
+	case reasonNotIdle:
+		return "runs other jobs (this job is --exclusive)"
 	case reasonGPUs:
 		return "not enough free GPUs"
 	case reasonCPUs:

@@ -53,6 +53,12 @@ type nodeState struct {
 	// holds are the CPUs and memory that live allocations and grants of
 	// this pass hold on the node, with when they are expected back.
 	holds []hold
+	// live counts the live allocations and grants of this pass on the
+	// node, exclusive those of them that are --exclusive jobs';
+	// busyUntil and exclusiveUntil are when the last of each is expected
+	// to end (unix nanoseconds; endUnknown when one may never end).
+	live, exclusive           int
+	busyUntil, exclusiveUntil int64
 }
 
 // hold is CPUs and memory held on a node until a time (unix nanoseconds;
@@ -185,6 +191,7 @@ func buildLedger(nodes []*structs.Node, allocs []*structs.Allocation, end func(*
 			if svc, ok := structs.ReplicaService(a.JobID); ok {
 				l.addReplica(svc, indexOf[a.NodeID])
 			}
+			ns.occupy(a.Exclusive, ends[i])
 			ns.freeCPUs -= a.CPUs
 			ns.freeMem -= a.MemoryMiB
 			if a.CPUs != 0 || a.MemoryMiB != 0 {
@@ -194,6 +201,17 @@ func buildLedger(nodes []*structs.Node, allocs []*structs.Allocation, end func(*
 	}
 	l.buildIndex()
 	return l
+}
+
+// occupy counts one more allocation (an --exclusive job's, when
+// exclusive) on the node, expected to end at until.
+func (ns *nodeState) occupy(exclusive bool, until int64) {
+	ns.live++
+	ns.busyUntil = max(ns.busyUntil, until)
+	if exclusive {
+		ns.exclusive++
+		ns.exclusiveUntil = max(ns.exclusiveUntil, until)
+	}
 }
 
 // addReplica counts a replica of service svc on node i.

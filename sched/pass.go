@@ -18,8 +18,8 @@ type View interface {
 	// this order, and the plan lists cancels and waiting jobs in it.
 	QueuedJobs() []*structs.Job
 	// RunningJobs are the running jobs that hold live allocations, in any
-	// order: the candidates for preemption, and the victims of
-	// preemptions under way.
+	// order: the candidates for preemption, the victims of preemptions
+	// under way, and the holders of singleton names.
 	RunningJobs() []*structs.Job
 	// JobState is the state of the job with the given ID, false when no
 	// such job exists. A pass asks only about the jobs queued jobs depend
@@ -67,7 +67,9 @@ type Decision struct {
 //
 //  1. Restart backoff: a job whose NotBefore is after Now waits, silently.
 //  2. Dependencies (deps.go): a job waits for its --after jobs to end, and
-//     is cancelled when one does not exist or, for :ok, ended otherwise.
+//     is cancelled when one does not exist or ended in a way its condition
+//     excludes. A singleton job (singleton.go) waits while another job of
+//     its owner and name runs or was submitted before it and is queued.
 //  3. Array caps (arrays.go): a task waits while its array runs its limit.
 //  4. Overlays (overlay.go): silent nodes and gossip GPU masks, on copies.
 //  5. Schedule, behind any preemption under way and within each owner's
@@ -82,8 +84,9 @@ func Decide(v View, in Inputs) Decision {
 	queued := v.QueuedJobs()
 	ready, wake := pastBackoff(queued, in.Now)
 	ready, waiting, cancels := gateDependencies(ready, v.JobState)
+	ready, single := gateSingletons(ready, queued, v.RunningJobs())
 	ready, capped := capArrays(ready, v.AllLiveAllocs())
-	waiting = append(waiting, capped...)
+	waiting = append(append(waiting, single...), capped...)
 
 	s, silent := overlay(v, in.Silent, in.GossipUnhealthy)
 	o := Options{Now: in.Now, AgeStep: in.AgeStep, OwnerGPUs: ownerGPUsOf(v, ready)}

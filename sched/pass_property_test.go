@@ -64,6 +64,9 @@ func genPass(t *rapid.T) (fakeView, Inputs) {
 		r := runningJob(a.JobID, rapid.IntRange(0, 3).Draw(t, "runningPriority"),
 			rapid.Bool().Draw(t, "preemptible"), rapid.IntRange(0, 60).Draw(t, "startedMinute"))
 		r.Attempts = rapid.IntRange(1, 3).Draw(t, "attempts")
+		r.Spec.Name = rapid.SampledFrom(passNames).Draw(t, "runningName")
+		r.Spec.Exclusive = rapid.IntRange(0, 3).Draw(t, "runningExclusive") == 0
+		a.Exclusive = r.Spec.Exclusive
 		if len(queued) > 0 && rapid.IntRange(0, 11).Draw(t, "beingPreempted") == 0 {
 			r.PreemptedBy = rapid.SampledFrom(queued).Draw(t, "preemptedFor").ID
 			a.DesiredState = structs.DesiredStop
@@ -72,7 +75,14 @@ func genPass(t *rapid.T) (fakeView, Inputs) {
 		v.states[r.ID] = structs.JobRunning
 	}
 
-	conds := []string{structs.AfterOK, structs.AfterAny}
+	for _, j := range queued {
+		j.Spec.Name = rapid.SampledFrom(passNames).Draw(t, "name")
+		j.Spec.Singleton = j.Spec.Name != "" && rapid.Bool().Draw(t, "singleton")
+		j.Spec.Exclusive = rapid.IntRange(0, 3).Draw(t, "exclusive") == 0
+		j.SubmittedAt = t0.Add(-time.Duration(rapid.IntRange(0, 3).Draw(t, "submittedMinutesAgo")) * time.Minute)
+	}
+
+	conds := structs.DependencyConditions
 	deps := append([]string{"missing"}, slices.Sorted(maps.Keys(depStates))...)
 	deps = append(deps, ids(queued)...)
 	for _, j := range queued {
@@ -98,8 +108,11 @@ func genPass(t *rapid.T) (fakeView, Inputs) {
 }
 
 // passOwners are the owners of generated jobs; "" owns jobs submitted
-// before ACLs exist.
-var passOwners = []string{"", "alice", "bob"}
+// before ACLs exist. passNames are their names.
+var (
+	passOwners = []string{"", "alice", "bob"}
+	passNames  = []string{"", "nightly", "sweep"}
+)
 
 // genOwners gives every queued and running job an owner, and some owners
 // a GPU limit, which the GPUs their running jobs hold may already pass (an
@@ -233,6 +246,8 @@ func checkDecision(t *rapid.T, v fakeView, in Inputs, d Decision) {
 		}
 	}
 	checkArrayCap(t, v, d.Plan)
+	checkSingletons(t, v, d.Plan)
+	checkExclusive(t, v.allocs, d.Plan)
 	checkOverlaysKeptOff(t, v, in, d.Plan)
 	checkMasterPorts(t, v, d.Plan)
 	checkPreemptions(t, v, in, d.Plan)
@@ -281,8 +296,36 @@ func checkMayRun(t *rapid.T, v fakeView, in Inputs, j *structs.Job) {
 	}
 	for _, dep := range j.Spec.After {
 		st, ok := v.JobState(dep.JobID)
-		if !ok || !st.Terminal() || (dep.Condition == structs.AfterOK && st != structs.JobSucceeded) {
+		if !ok || !st.Terminal() || (dep.Condition == structs.AfterOK && st != structs.JobSucceeded) ||
+			(dep.Condition == structs.AfterNotOK && st == structs.JobSucceeded) {
 			t.Fatalf("job %s placed though dependency %s (%s) is %q", j.ID, dep.JobID, dep.Condition, st)
+		}
+	}
+}
+
+// checkSingletons fails t if a singleton job is placed while another job
+// of its owner and name runs, or is queued and was submitted before it.
+func checkSingletons(t *rapid.T, v fakeView, plan structs.Plan) {
+	for _, p := range plan.Placements {
+		var j *structs.Job
+		for _, q := range v.queued {
+			if q.ID == p.JobID {
+				j = q
+			}
+		}
+		if !j.Spec.Singleton {
+			continue
+		}
+		same := func(o *structs.Job) bool { return o.ID != j.ID && o.Owner == j.Owner && o.Spec.Name == j.Spec.Name }
+		for _, r := range v.running {
+			if same(r) {
+				t.Fatalf("singleton %s placed while %s of the same name and owner runs", j.ID, r.ID)
+			}
+		}
+		for _, q := range v.queued {
+			if same(q) && submissionOrder(q, j) < 0 {
+				t.Fatalf("singleton %s placed while %s of the same name and owner, submitted before, is queued", j.ID, q.ID)
+			}
 		}
 	}
 }

@@ -123,7 +123,8 @@ type shape struct {
 	// the mount sources.
 	container string
 	// class is how the job stands to the reservation: see placer.class.
-	class uint8
+	class     uint8
+	exclusive bool
 }
 
 func shapeOf(j *structs.Job, class uint8) shape {
@@ -131,6 +132,7 @@ func shapeOf(j *structs.Job, class uint8) shape {
 	sh := shape{
 		nodes: max(s.Nodes, 1), gpus: s.GPUs, cpus: s.CPUs,
 		gpuMem: int64(s.GPUMemoryMinMiB), mem: int64(s.MemoryMiB), model: s.GPUModel, class: class,
+		exclusive: s.Exclusive,
 	}
 	if len(s.Constraints) > 0 {
 		var b strings.Builder
@@ -340,11 +342,15 @@ func (p *placer) commit(r *request, fits []fit) ([]structs.Allocation, string) {
 			GPUs:         uuids,
 			CPUs:         r.cpus,
 			MemoryMiB:    r.mem,
+			Exclusive:    r.exclusive,
 			State:        structs.AllocPending,
 			DesiredState: structs.DesiredRun,
 		})
 	}
 	t.commit()
+	for _, f := range fits {
+		p.l.nodes[f.node].occupy(r.exclusive, r.end)
+	}
 	if r.service != "" {
 		for _, f := range fits {
 			p.l.addReplica(r.service, f.node)

@@ -170,9 +170,10 @@ type candidate struct {
 type slotRef struct{ node, slot int }
 
 type nodeUse struct {
-	node int // ledger index
-	cpus int
-	mem  int64
+	node      int // ledger index
+	cpus      int
+	mem       int64
+	exclusive bool // the allocation is an --exclusive job's
 }
 
 // candidates returns the jobs of running that may be preempted at all,
@@ -211,7 +212,7 @@ func candidates(l *ledger, live []*structs.Allocation, running []*structs.Job) [
 			}
 		}
 		if n := l.nodeIndex(a.NodeID); n >= 0 {
-			c.uses = append(c.uses, nodeUse{node: n, cpus: a.CPUs, mem: a.MemoryMiB})
+			c.uses = append(c.uses, nodeUse{node: n, cpus: a.CPUs, mem: a.MemoryMiB, exclusive: a.Exclusive})
 		}
 	}
 	out = slices.DeleteFunc(out, func(c *candidate) bool {
@@ -289,7 +290,8 @@ func (l *ledger) freeableSlots() map[string]slotRef {
 }
 
 // shift frees in the ledger what a candidate holds, as if it had stopped
-// (free), or takes it again.
+// (free), or takes it again: its GPUs, CPUs and memory, and its place on
+// its nodes, which an --exclusive job counts.
 func (l *ledger) shift(c *candidate, free bool) {
 	sign := -1
 	if free {
@@ -304,5 +306,9 @@ func (l *ledger) shift(c *candidate, free bool) {
 		ns := &l.nodes[u.node]
 		ns.freeCPUs += sign * u.cpus
 		ns.freeMem += int64(sign) * u.mem
+		ns.live -= sign
+		if u.exclusive {
+			ns.exclusive -= sign
+		}
 	}
 }

@@ -56,6 +56,7 @@ func genCluster(t *rapid.T) ([]*structs.Node, []*structs.Allocation, []*structs.
 		}
 		allocs[i] = running(fmt.Sprintf("old%d", i), nodeID,
 			rapid.IntRange(0, 8).Draw(t, "allocCPUs"), rapid.SampledFrom([]int64{0, 8 << 10}).Draw(t, "allocMem"))
+		allocs[i].Exclusive = rapid.IntRange(0, 3).Draw(t, "allocExclusive") == 0
 	}
 	if nAllocs > 0 {
 		given := map[string]bool{}
@@ -88,6 +89,7 @@ func genCluster(t *rapid.T) ([]*structs.Node, []*structs.Allocation, []*structs.
 		if rapid.Bool().Draw(t, "constrained") {
 			j.Spec.Constraints = map[string]string{"zone": "a"}
 		}
+		j.Spec.Exclusive = rapid.IntRange(0, 3).Draw(t, "exclusive") == 0
 		jobs[i] = j
 	}
 	return nodes, allocs, jobs
@@ -103,8 +105,9 @@ func TestPlace_PropertyPlanRespectsEveryInvariant(t *testing.T) {
 // checkPlan fails t unless the plan keeps every invariant: a gang is placed
 // whole on distinct ready nodes that meet its constraints, no GPU is handed
 // out twice or while held, each GPU suits its job, no node gives more CPUs
-// or memory than it has free, and every job is placed or blocked (with a
-// reason) exactly once.
+// or memory than it has free, no node with a placement runs an
+// --exclusive job beside another, and every job is placed or blocked
+// (with a reason) exactly once.
 func checkPlan(t *rapid.T, nodes []*structs.Node, allocs []*structs.Allocation, jobs []*structs.Job, plan structs.Plan) {
 	byID := map[string]*structs.Node{}
 	inventory := map[string]int{}
@@ -155,8 +158,9 @@ func checkPlan(t *rapid.T, nodes []*structs.Node, allocs []*structs.Allocation, 
 			if j.Spec.Constraints != nil && n.Labels["zone"] != j.Spec.Constraints["zone"] {
 				t.Fatalf("job %s placed on node %s against its constraints", j.ID, n.ID)
 			}
-			if len(a.GPUs) != j.Spec.GPUs {
-				t.Fatalf("job %s rank %d got %d GPUs, want %d", j.ID, rank, len(a.GPUs), j.Spec.GPUs)
+			if len(a.GPUs) != j.Spec.GPUs || a.Exclusive != j.Spec.Exclusive {
+				t.Fatalf("job %s rank %d got %d GPUs (exclusive %v), want %d (%v)", j.ID, rank, len(a.GPUs), a.Exclusive,
+					j.Spec.GPUs, j.Spec.Exclusive)
 			}
 			for _, u := range a.GPUs {
 				if owner, ok := held[u]; ok {
@@ -187,6 +191,7 @@ func checkPlan(t *rapid.T, nodes []*structs.Node, allocs []*structs.Allocation, 
 			t.Fatalf("node %s: placed %d MiB, %d were free", id, m, n.MemoryMiB-usedMem[id])
 		}
 	}
+	checkExclusive(t, allocs, plan)
 	for _, b := range plan.Blocked {
 		if seen[b.JobID] || b.Reason == "" {
 			t.Fatalf("job %s blocked twice, after placement or without reason (%q)", b.JobID, b.Reason)
@@ -195,6 +200,44 @@ func checkPlan(t *rapid.T, nodes []*structs.Node, allocs []*structs.Allocation, 
 	}
 	if len(seen) != len(jobs) {
 		t.Fatalf("%d jobs in, %d accounted for in the plan", len(jobs), len(seen))
+	}
+}
+
+// checkExclusive fails t if a node that a plan places on runs an
+// --exclusive job beside another job, counting its live allocations and
+// the plan's placements.
+func checkExclusive(t *rapid.T, allocs []*structs.Allocation, plan structs.Plan) {
+	type use struct {
+		jobs      []string
+		exclusive bool
+	}
+	on := map[string]*use{}
+	add := func(node, job string, exclusive bool) *use {
+		u := on[node]
+		if u == nil {
+			u = &use{}
+			on[node] = u
+		}
+		u.jobs = append(u.jobs, job)
+		u.exclusive = u.exclusive || exclusive
+		return u
+	}
+	for _, a := range allocs {
+		if a.Live() {
+			add(a.NodeID, a.JobID, a.Exclusive)
+		}
+	}
+	placed := map[string]bool{}
+	for _, p := range plan.Placements {
+		for _, a := range p.Allocations {
+			add(a.NodeID, p.JobID, a.Exclusive)
+			placed[a.NodeID] = true
+		}
+	}
+	for node := range placed {
+		if u := on[node]; u.exclusive && len(u.jobs) > 1 {
+			t.Fatalf("node %s runs an --exclusive job beside others: %v", node, u.jobs)
+		}
 	}
 }
 

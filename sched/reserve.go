@@ -19,6 +19,9 @@ type reservation struct {
 	job   *structs.Job
 	nodes int
 	gpus  int // per rank
+	// exclusive is set for an --exclusive head: a reserved node then has
+	// no spare at all.
+	exclusive bool
 	// start is when the head can start, in unix nanoseconds; endUnknown
 	// when it waits for work without a time limit.
 	start int64
@@ -74,8 +77,8 @@ func (p *placer) reserve(r *request) *reservation {
 	}
 	slices.SortFunc(cands, func(a, b cand) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.node, b.node)) })
 	chosen := cands[:r.nodes]
-	res := &reservation{job: r.job, nodes: r.nodes, gpus: r.gpus, start: chosen[len(chosen)-1].at,
-		spare: make([]spare, len(p.l.nodes))}
+	res := &reservation{job: r.job, nodes: r.nodes, gpus: r.gpus, exclusive: r.exclusive,
+		start: chosen[len(chosen)-1].at, spare: make([]spare, len(p.l.nodes))}
 	for _, c := range chosen {
 		res.spare[c.node] = p.spareAt(r, c.node, res.start)
 	}
@@ -83,9 +86,27 @@ func (p *placer) reserve(r *request) *reservation {
 }
 
 // earliest is when node i could host one rank of r (p.now when it can at
-// once), and false when it never could. evs is scratch space, returned for
-// reuse.
+// once), and false when it never could: when it has the resources
+// (earliestFree), and no --exclusive job holds it, nor, for an
+// --exclusive r, any job. evs is scratch space, returned for reuse.
 func (p *placer) earliest(r *request, i int, evs []event) (int64, bool, []event) {
+	at, ok, evs := p.earliestFree(r, i, evs)
+	if !ok {
+		return at, ok, evs
+	}
+	ns := &p.l.nodes[i]
+	if ns.exclusive > 0 {
+		at = max(at, ns.exclusiveUntil)
+	}
+	if r.exclusive && ns.live > 0 {
+		at = max(at, ns.busyUntil)
+	}
+	return at, true, evs
+}
+
+// earliestFree is when node i will have the GPUs, CPUs and memory of one
+// rank of r free (p.now when it has them), and false when it never will.
+func (p *placer) earliestFree(r *request, i int, evs []event) (int64, bool, []event) {
 	ns := &p.l.nodes[i]
 	if code, _ := r.static(ns); code != reasonNone {
 		return 0, false, evs
@@ -151,13 +172,14 @@ func (p *placer) spareAt(r *request, i int, at int64) spare {
 }
 
 // reserved reports whether one rank of r on node i would delay the head:
-// r may outlast the wait and would take more than the node's spare.
+// r may outlast the wait and would take more than the node's spare, or
+// would share the node with an --exclusive head, or is --exclusive itself.
 func (p *placer) reserved(r *request, i int) bool {
 	if r.mayUseReserved {
 		return false
 	}
 	sp := &p.res.spare[i]
-	return sp.on && ((r.gpus > 0 && r.gpus > sp.gpus) ||
+	return sp.on && (p.res.exclusive || r.exclusive || (r.gpus > 0 && r.gpus > sp.gpus) ||
 		(r.cpus > 0 && r.cpus > sp.cpus) || (r.mem > 0 && r.mem > sp.mem))
 }
 

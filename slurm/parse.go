@@ -49,7 +49,15 @@ type Batch struct {
 	// Parsable and Wait are sbatch's --parsable and --wait.
 	Parsable bool `json:"parsable,omitempty"`
 	Wait     bool `json:"wait,omitempty"`
+	// TasksPerNode, above 1, is the job's tasks per node (-n,
+	// --ntasks-per-node): the script runs once per node all the same, and
+	// srun starts this many copies of its command there unless told
+	// otherwise. The script sees it as SLURM_NTASKS_PER_NODE.
+	TasksPerNode int `json:"tasks_per_node,omitempty"`
 }
+
+// MaxTasksPerNode bounds --ntasks-per-node.
+const MaxTasksPerNode = 1024
 
 // onCommandLine is where an option given on the command line was given.
 const onCommandLine = "command line"
@@ -272,10 +280,10 @@ func (b *builder) setNtasks(v string) (err error) {
 	return err
 }
 
+// ntasksPerNode reads --ntasks-per-node: the script still runs once per
+// node, and srun starts that many tasks on each (srun.go).
 func (b *builder) ntasksPerNode(v string) (err error) {
-	if b.perNode, err = count(v, 1, structs.MaxNodes); err == nil && b.perNode != 1 {
-		return badValue("%d tasks per node: skein runs one task per node (the script itself); start more processes from it, like torchrun --nproc_per_node", b.perNode)
-	}
+	b.perNode, err = count(v, 1, MaxTasksPerNode)
 	return err
 }
 
@@ -409,20 +417,32 @@ func (b *builder) array(v string) error {
 	return nil
 }
 
-// dependencyKinds are the dependency types skein has.
-var dependencyKinds = map[string]string{"afterok": structs.AfterOK, "afterany": structs.AfterAny}
+// dependencyKinds are the dependency types skein has that name jobs;
+// singleton names none.
+var dependencyKinds = map[string]string{
+	"afterok": structs.AfterOK, "afterany": structs.AfterAny, "afternotok": structs.AfterNotOK,
+}
 
-// dependency reads TYPE:ID[:ID...][,TYPE:ID...]: every one must hold.
+// dependency reads TYPE:ID[:ID...][,TYPE:ID...] and singleton: every one
+// must hold.
 func (b *builder) dependency(v string) error {
 	if strings.Contains(v, "?") {
 		return badValue("%q: skein waits for all dependencies; ? (any of them) is not supported", v)
 	}
 	var deps []structs.Dependency
+	singleton := false
 	for _, part := range strings.Split(v, ",") {
 		kind, ids, _ := strings.Cut(part, ":")
+		if kind == "singleton" {
+			if ids != "" {
+				return badValue("%q: singleton names no job (it waits for the jobs of the same name and user)", part)
+			}
+			singleton = true
+			continue
+		}
 		cond, ok := dependencyKinds[kind]
 		if !ok {
-			return badValue("dependency type %q: skein supports afterok and afterany (singleton, after, afternotok and aftercorr are not supported)", kind)
+			return badValue("dependency type %q: skein supports afterok, afterany, afternotok and singleton (after and aftercorr are not supported)", kind)
 		}
 		if ids == "" {
 			return badValue("%q: want %s:JOB_ID[:JOB_ID...]", part, kind)
@@ -445,7 +465,7 @@ func (b *builder) dependency(v string) error {
 	if len(deps) > structs.MaxDependencies {
 		return badValue("%d dependencies, more than the limit of %d", len(deps), structs.MaxDependencies)
 	}
-	b.batch.Spec.After = deps
+	b.batch.Spec.After, b.batch.Spec.Singleton = deps, singleton
 	return nil
 }
 
@@ -516,8 +536,13 @@ func (b *builder) partition(v string) error {
 	return nil
 }
 
-func (b *builder) exclusive(string) error {
-	b.warnf("--exclusive: skein never shares a GPU between jobs, but may place other jobs on the node's other GPUs, CPUs and memory")
+// exclusive reads --exclusive: the job's nodes run no other job. Slurm's
+// =user, =mcs and =topo share nodes by rules skein has not.
+func (b *builder) exclusive(v string) error {
+	if v != "" {
+		return badValue("%q: skein's --exclusive gives the job its nodes to itself; it has no sharing by user, MCS label or topology", v)
+	}
+	b.batch.Spec.Exclusive = true
 	return nil
 }
 
@@ -599,12 +624,22 @@ func (b *builder) finish() error {
 	spec := &b.batch.Spec
 	if spec.Nodes == 0 {
 		spec.Nodes = 1
-		if b.ntasks > 1 {
+		switch {
+		case b.ntasks > 1 && b.perNode > 0:
+			spec.Nodes = max(b.ntasks/b.perNode, 1)
+		case b.ntasks > 1:
 			spec.Nodes = b.ntasks // one task per node
 		}
 	}
-	if b.ntasks != 0 && b.ntasks != spec.Nodes {
-		return b.badAt("ntasks", "nodes", "%d tasks on %d nodes: skein runs one task per node; give --ntasks equal to --nodes, or leave it out", b.ntasks, spec.Nodes)
+	perNode := max(b.perNode, 1)
+	if b.perNode == 0 && b.ntasks > spec.Nodes && b.ntasks%spec.Nodes == 0 {
+		perNode = b.ntasks / spec.Nodes
+	}
+	if b.ntasks != 0 && b.ntasks != spec.Nodes*perNode {
+		return b.badAt("ntasks", "nodes", "%d tasks on %d nodes, %d per node: skein runs the same number of tasks on every node; give --ntasks equal to --nodes times --ntasks-per-node, or leave it out", b.ntasks, spec.Nodes, perNode)
+	}
+	if perNode > 1 {
+		b.batch.TasksPerNode = perNode
 	}
 	if b.gpusTotal > 0 {
 		if b.gpusTotal%spec.Nodes != 0 {

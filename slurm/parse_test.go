@@ -104,6 +104,24 @@ func TestParse_DirectivesStopAtTheFirstCommand(t *testing.T) {
 	}
 }
 
+func TestParse_TasksPerNodeAreSrunsDefault(t *testing.T) {
+	for _, tc := range []struct {
+		script              string
+		nodes, tasksPerNode int
+	}{
+		{"#SBATCH -N 2\n#SBATCH --ntasks-per-node=8", 2, 8},
+		{"#SBATCH -N 2\n#SBATCH -n 8", 2, 4},
+		{"#SBATCH -n 16\n#SBATCH --ntasks-per-node=8", 2, 8},
+		{"#SBATCH -n 4", 4, 0}, // alone, -n N means N nodes, one task each
+		{"#SBATCH -N 3\n#SBATCH --ntasks-per-node=1", 3, 0},
+	} {
+		b, err := parse(t, "#!/bin/sh\n"+tc.script+"\nsrun true\n")
+		if err != nil || b.Spec.Nodes != tc.nodes || b.TasksPerNode != tc.tasksPerNode {
+			t.Errorf("%q: %+v, %v; want %d nodes, %d tasks per node", tc.script, b, err, tc.nodes, tc.tasksPerNode)
+		}
+	}
+}
+
 func TestParse_BadValuesNameTheLineAndTheLimit(t *testing.T) {
 	for _, tc := range []struct{ name, script, want string }{
 		{"nodes", "#SBATCH -N 2000", "job.sh: line 2: -N 2000: bad value: 2000 is out of range 1..1024"},
@@ -117,10 +135,15 @@ func TestParse_BadValuesNameTheLineAndTheLimit(t *testing.T) {
 		{"array step", "#SBATCH --array=0-15:2", "lists and steps"},
 		{"dependency +time", "#SBATCH -d afterok:abc+5", "without +TIME"},
 		{"dependency or", "#SBATCH -d afterok:abc?afterok:def", "? (any of them) is not supported"},
+		{"dependency after", "#SBATCH -d after:abc", `dependency type "after": skein supports afterok, afterany, afternotok and singleton`},
+		{"singleton with an ID", "#SBATCH -d singleton:abc", "singleton names no job"},
+		{"exclusive by user", "#SBATCH --exclusive=user", `--exclusive=user: bad value: "user": skein's --exclusive gives the job its nodes to itself`},
 		{"constraint or", "#SBATCH -C a|b", "|, [], * and ! are not supported"},
 		{"partitions", "#SBATCH -p a,b", "give one partition"},
 		{"open mode", "#SBATCH --open-mode=sideways", "want append or truncate"},
-		{"ntasks", "#SBATCH -N 2\n#SBATCH -n 4", "line 3: -n 4 with job.sh: line 2: -N 2: bad value: 4 tasks on 2 nodes"},
+		{"ntasks", "#SBATCH -N 2\n#SBATCH -n 3", "line 3: -n 3 with job.sh: line 2: -N 2: bad value: 3 tasks on 2 nodes, 1 per node: skein runs the same number of tasks on every node"},
+		{"ntasks per node", "#SBATCH -N 2\n#SBATCH --ntasks-per-node=4\n#SBATCH -n 6", "6 tasks on 2 nodes, 4 per node"},
+		{"too many tasks per node", "#SBATCH --ntasks-per-node=1025", "--ntasks-per-node=1025: bad value: 1025 is out of range 1..1024"},
 		{"signal past limit", "#SBATCH -t 1\n#SBATCH --signal=USR1@90", "line 3: --signal=USR1@90 with job.sh: line 2: -t 1: bad value: 1m30s before the limit: must be less than the time limit 1m0s"},
 		{"name", "#SBATCH -J " + strings.Repeat("x", 129), "want a name of 1..128 characters"},
 		{"value missing", "#SBATCH --time", "--time: bad value: the option needs a value"},

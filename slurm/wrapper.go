@@ -17,23 +17,28 @@ const wrapperName = "skein-sbatch"
 const jobSignals = "HUP INT QUIT TERM USR1 USR2 ALRM"
 
 // wrapperBody runs the script ($1, the rest its arguments) with run(),
-// defined before it, on every rank; rank 0 also copies stdout and stderr
-// to $o and $e, opened before the script starts (open), as Slurm opens
-// them. The script goes to a temporary file of the job's user, removed at
-// the end, so that its interpreter reads it as a file, $0 naming it.
+// defined before it, on every rank, with an srun ($srun, srunShim) first
+// on its PATH; rank 0 also copies stdout and stderr to $o and $e, opened
+// before the script starts (open), as Slurm opens them. The script goes
+// to a temporary file of the job's user, and srun to a temporary
+// directory, both removed at the end, so that its interpreter reads it as
+// a file, $0 naming it.
 const wrapperBody = `f=$(mktemp "${TMPDIR:-/tmp}/skein-sbatch.XXXXXX") || exit 1
 d=
 trap 'rm -f "$f"; [ -z "$d" ] || rm -rf "$d"' EXIT
 trap : ` + jobSignals + `
 printf '%s' "$1" >"$f" || exit 1
 shift
+d=$(mktemp -d "${TMPDIR:-/tmp}/skein-sbatch.XXXXXX") || exit 1
+mkdir "$d/bin" && printf '%s' "$srun" >"$d/bin/srun" && chmod 755 "$d/bin/srun" || exit 1
+PATH=$d/bin:$PATH
+export PATH
 if [ "$SKEIN_RANK" != 0 ]; then
 	run "$@"
 	exit $?
 fi
 open "$o" || exit 1
 [ "$e" = "$o" ] || open "$e" || exit 1
-d=$(mktemp -d "${TMPDIR:-/tmp}/skein-sbatch.XXXXXX") || exit 1
 mkfifo "$d/out" "$d/err" || exit 1
 (trap '' ` + jobSignals + `; exec tee -a "$o" <"$d/out") &
 (trap '' ` + jobSignals + `; exec tee -a "$e" <"$d/err" >&2) &
@@ -44,7 +49,7 @@ exit $rc
 `
 
 // command is the job's command: sh runs the wrapper, which runs the
-// script with its interpreter and args.
+// script with its interpreter and args, srun on its PATH.
 func command(b *Batch, script []byte, args []string) ([]string, error) {
 	out, err := expandPattern(b.Output, b.Spec.Name)
 	if err != nil {
@@ -63,7 +68,12 @@ func command(b *Batch, script []byte, args []string) ([]string, error) {
 		redirect = ">>"
 	}
 	fmt.Fprintf(&w, "open() { true %s\"$1\"; }\n", redirect) // not :, whose failed redirection would end sh
-	fmt.Fprintf(&w, "o=%s\ne=%s\n", out, errFile)
+	fmt.Fprintf(&w, "o=%s\ne=%s\nsrun=%s\n", out, errFile, shellQuote(srunShim))
+	if m := b.TasksPerNode; m > 1 {
+		// The job's tasks as Slurm counts them, which srun starts.
+		fmt.Fprintf(&w, "SLURM_NTASKS_PER_NODE=%d SLURM_NTASKS=$((${SLURM_NNODES:-1} * %d))\n", m, m)
+		w.WriteString("SLURM_NPROCS=$SLURM_NTASKS\nexport SLURM_NTASKS_PER_NODE SLURM_NTASKS SLURM_NPROCS\n")
+	}
 	w.WriteString(wrapperBody)
 	return append([]string{"/bin/sh", "-c", w.String(), wrapperName, string(script)}, args...), nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -179,4 +180,126 @@ func waitStarted(t *testing.T, file string) {
 		}
 		return nil
 	})
+}
+
+// srunScript runs the wrapper of a script on one rank of a two-node job,
+// as the agent would start it there.
+func srunScript(t *testing.T, script string, rank int) (stdout, stderr string, code int) {
+	t.Helper()
+	b, err := Parse(Input{Path: "steps.sh", Script: []byte("#!/bin/sh\n#SBATCH -N 2\n" + script), SubmitDir: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runWrapper(t, b, t.TempDir(), fmt.Sprintf("SKEIN_RANK=%d", rank), "SKEIN_JOB_ID=j", "SLURM_NNODES=2")
+}
+
+// sortedLines sorts the lines of output whose tasks ran at once.
+func sortedLines(s string) string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+func TestSrun_RunsTheCommandAsThisNodesTasks(t *testing.T) {
+	script := `srun sh -c 'echo "one $SLURM_PROCID/$SLURM_NTASKS $SLURM_LOCALID $SLURM_STEP_NUM_NODES"'
+srun -N1 sh -c 'echo "first node $SLURM_PROCID"'
+srun -n 1 echo "one task"
+srun --ntasks-per-node=2 -l -- sh -c 'echo "task $SLURM_PROCID local $SLURM_LOCALID of $SLURM_NTASKS"; echo oops >&2'
+srun -n4 --gpus-per-task=1 -c 8 --mpi=none -K1 sh -c 'exit $((SLURM_PROCID + 3))'
+echo "rc $?"
+`
+	for _, tc := range []struct {
+		rank           int
+		stdout, stderr string
+	}{
+		{0, "one 0/2 0 2\nfirst node 0\none task\n0: task 0 local 0 of 4\n1: task 1 local 1 of 4\nrc 4\n", "0: oops\n1: oops"},
+		// The other node runs its share, and nothing of a step on fewer nodes.
+		{1, "one 1/2 0 2\n2: task 2 local 0 of 4\n3: task 3 local 1 of 4\nrc 6\n", "2: oops\n3: oops"},
+	} {
+		stdout, stderr, code := srunScript(t, script, tc.rank)
+		lines := strings.Split(stdout, "\n")
+		// Only the labelled tasks ran at once: their lines may come in any order.
+		want := strings.Split(tc.stdout, "\n")
+		if code != 0 || len(lines) != len(want) || sortedLines(stdout) != sortedLines(tc.stdout) ||
+			sortedLines(stderr) != tc.stderr {
+			t.Errorf("rank %d: exit %d\nstdout %q\nwant   %q\nstderr %q\nwant   %q", tc.rank, code, stdout, tc.stdout, stderr, tc.stderr)
+		}
+	}
+}
+
+func TestSrun_RefusesWhatItCannotDo(t *testing.T) {
+	for _, tc := range []struct{ name, args, want string }{
+		{"mpi", "--mpi=pmix ./a.out", "--mpi=pmix: skein's srun starts no MPI wire-up (PMI)"},
+		{"unknown option", "--het-group=1 true", "--het-group is not supported by skein's srun"},
+		{"more nodes than the job", "-N 3 true", "-N 3: the job has 2 nodes"},
+		{"uneven tasks", "-n 3 true", "-n 3 on 2 nodes: skein's srun runs the same number of tasks on every node; give a multiple of 2"},
+		{"tasks and tasks per node disagree", "-n 2 --ntasks-per-node=2 true", "-n 2 with --ntasks-per-node=2 on 2 nodes: want 4 tasks"},
+		{"not a number", "--ntasks=two true", "--ntasks two: want a whole number above 0"},
+		{"value missing", "-N", "-N needs a value"},
+		{"value on a flag", "--label=yes true", "--label=yes: --label takes no value"},
+		{"no command", "-l", "missing the command"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, code := srunScript(t, "srun "+tc.args+"\necho \"rc $?\"\n", 0)
+			if code != 0 || stdout != "rc 2\n" || !strings.HasPrefix(stderr, "srun: error: "+tc.want) || strings.Count(stderr, "\n") != 1 {
+				t.Fatalf("exit %d, stdout %q, stderr %q: want rc 2 and %q", code, stdout, stderr, tc.want)
+			}
+		})
+	}
+}
+
+// TestSrun_SignalsReachTheTasksAndSrunWaitsForThem: a signal to the job's
+// process group (--signal, a cancel) reaches every task; srun and the
+// labels outlive it, and srun exits with the tasks' exit code. The script
+// gets it too, and traps it to carry on.
+func TestSrun_SignalsReachTheTasksAndSrunWaitsForThem(t *testing.T) {
+	script := "#!/bin/sh\ntrap 'echo script signalled' USR1\nsrun --ntasks-per-node=2 -l sh -c 'trap \"echo bye; exit 5\" USR1; echo started; while :; do sleep 0.05; done'\n" +
+		"echo \"srun $?\"\n"
+	b, err := Parse(Input{Path: "x.sh", Script: []byte(script), SubmitDir: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(b.Spec.Command[0], b.Spec.Command[1:]...)
+	cmd.Dir = t.TempDir()
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + t.TempDir(), "SKEIN_RANK=1", "SKEIN_JOB_ID=sig", "SLURM_NNODES=2"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	outFile := filepath.Join(cmd.Dir, "stdout")
+	out, err := os.Create(outFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd.Stdout = out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	read := func() string { b, _ := os.ReadFile(outFile); return string(b) }
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if got := read(); strings.Count(got, "started") != 2 {
+			return fmt.Errorf("the tasks did not both start: %q", got)
+		}
+		return nil
+	})
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the wrapper: %v, want exit 0 from the script", err)
+	}
+	want := "2: bye\n2: started\n3: bye\n3: started\nscript signalled\nsrun 5"
+	if got := read(); sortedLines(got) != want || !strings.HasSuffix(got, "\nscript signalled\nsrun 5\n") {
+		t.Fatalf("stdout %q, want the tasks' last words, then the script's trap and srun's exit code 5", got)
+	}
+}
+
+// TestSrun_StartsTheJobsTasksPerNodeByDefault: sbatch's --ntasks-per-node
+// is what a bare srun starts on each node, and what the script sees.
+func TestSrun_StartsTheJobsTasksPerNodeByDefault(t *testing.T) {
+	stdout, stderr, code := srunScript(t, "#SBATCH --ntasks-per-node=3\n"+
+		"echo \"script $SLURM_NTASKS_PER_NODE/$SLURM_NTASKS\"\n"+
+		"srun sh -c 'echo \"task $SLURM_PROCID of $SLURM_NTASKS\"'\n", 1)
+	want := "script 3/6\ntask 3 of 6\ntask 4 of 6\ntask 5 of 6"
+	if code != 0 || sortedLines(stdout) != want || !strings.HasPrefix(stdout, "script 3/6\n") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want %q", code, stdout, stderr, want)
+	}
 }

@@ -120,6 +120,8 @@ func (s *ServiceSpec) validateJob() error {
 		return fieldErr("job.array", "set: a service runs replicas, not array tasks")
 	case len(j.After) > 0:
 		return fieldErr("job.after", "%d dependencies: a replica waits for no job", len(j.After))
+	case j.Singleton:
+		return fieldErr("job.singleton", "set: a replica waits for no job")
 	case j.Restarts != 0:
 		return fieldErr("job.restarts", "%d: a replica restarts for as long as its service wants it, so it takes no restart count", j.Restarts)
 	}

@@ -68,6 +68,8 @@ func TestService_Validate(t *testing.T) {
 		{"dependencies", func(s *Service) {
 			s.Spec.Job.After = []Dependency{{JobID: "x", Condition: AfterOK}}
 		}, "job.after", "waits for no job"},
+		{"singleton", func(s *Service) { s.Spec.Job.Name = "llama"; s.Spec.Job.Singleton = true }, "job.singleton", "waits for no job"},
+		{"exclusive", func(s *Service) { s.Spec.Job.Exclusive = true }, "", ""},
 		{"restarts", func(s *Service) { s.Spec.Job.Restarts = 3 }, "job.restarts", "for as long as its service wants it"},
 		{"time limit", func(s *Service) { s.Spec.Job.TimeLimit = Duration(time.Hour) }, "", ""},
 		{"preemptible", func(s *Service) { s.Spec.Job.Preemptible = true }, "", ""},

@@ -3,6 +3,7 @@ package structs
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -62,15 +63,15 @@ func (a *ArraySpec) UnmarshalYAML(n *yaml.Node) error {
 	return err
 }
 
-// ParseDependency reads the --after form JOB_ID, JOB_ID:ok or JOB_ID:any;
-// a bare ID means ok.
+// ParseDependency reads the --after form JOB_ID, JOB_ID:ok, JOB_ID:any or
+// JOB_ID:notok; a bare ID means ok.
 func ParseDependency(s string) (Dependency, error) {
 	id, cond, found := strings.Cut(s, ":")
 	if !found {
 		cond = AfterOK
 	}
-	if id == "" || (cond != AfterOK && cond != AfterAny) {
-		return Dependency{}, fmt.Errorf("invalid dependency %q: want JOB_ID, JOB_ID:ok or JOB_ID:any", s)
+	if id == "" || !slices.Contains(DependencyConditions, cond) {
+		return Dependency{}, fmt.Errorf("invalid dependency %q: want JOB_ID, JOB_ID:ok, JOB_ID:any or JOB_ID:notok", s)
 	}
 	return Dependency{JobID: id, Condition: cond}, nil
 }

@@ -265,6 +265,15 @@ type JobSpec struct {
 	Spread bool `json:"spread,omitempty" yaml:"spread"`
 	// After lists jobs that must end first (Slurm's --dependency).
 	After []Dependency `json:"after,omitempty" yaml:"after"`
+	// Singleton lets the job start only while no other job of its owner
+	// with its name runs, nor waits in the queue ahead of it (Slurm's
+	// --dependency=singleton): such jobs run one at a time, in the order
+	// they were submitted. It needs a name.
+	Singleton bool `json:"singleton,omitempty" yaml:"singleton"`
+	// Exclusive gives the job its nodes to itself (Slurm's --exclusive):
+	// it is placed only on nodes that run no other job, and no other job
+	// is placed on them while it runs.
+	Exclusive bool `json:"exclusive,omitempty" yaml:"exclusive"`
 	// Array, when set, makes the submission a job array: one job (task)
 	// per index, each seeing its index in SKEIN_ARRAY_INDEX.
 	Array *ArraySpec `json:"array,omitempty" yaml:"array"`
@@ -354,11 +363,18 @@ func ArrayOf(jobID string) string {
 	return ""
 }
 
-// Dependency conditions.
+// Dependency conditions. A dependent whose condition can no longer be met
+// (Slurm's DependencyNeverSatisfied) is cancelled, with why.
 const (
-	AfterOK  = "ok"  // the job must succeed; if it does not, the dependent is cancelled
-	AfterAny = "any" // the job must end, however it ends
+	AfterOK  = "ok"  // the job must succeed (Slurm's afterok)
+	AfterAny = "any" // the job must end, however it ends (afterany)
+	// AfterNotOK: the job must end without succeeding: failed, cancelled
+	// or timed out (Slurm's afternotok, which a cancel meets too).
+	AfterNotOK = "notok"
 )
+
+// DependencyConditions are the conditions, in the order errors name them.
+var DependencyConditions = []string{AfterOK, AfterAny, AfterNotOK}
 
 // Dependency is one job another waits for.
 type Dependency struct {
@@ -482,6 +498,9 @@ type Allocation struct {
 	// GPUFault, when set, says the cluster stopped the allocation because
 	// a GPU it held failed: "GPU 3 on node b unhealthy: XID 79 ...".
 	GPUFault string `json:"gpu_fault,omitempty"`
+	// Exclusive is set on an allocation of a job with Spec.Exclusive: its
+	// node runs nothing else while it is live.
+	Exclusive bool `json:"exclusive,omitempty"`
 	// StopGrace, when set on an allocation asked to stop, is the time its
 	// process gets between SIGTERM and SIGKILL instead of the node's kill
 	// grace (a preempted job's PreemptGrace).

@@ -173,9 +173,12 @@ func (s *JobSpec) Validate() error {
 		if d.JobID == "" {
 			return fieldErr("after", "empty job ID")
 		}
-		if d.Condition != AfterOK && d.Condition != AfterAny {
-			return fieldErr("after", "condition %q for job %s: want ok or any", d.Condition, ShortID(d.JobID))
+		if !slices.Contains(DependencyConditions, d.Condition) {
+			return fieldErr("after", "condition %q for job %s: want ok, any or notok", d.Condition, ShortID(d.JobID))
 		}
+	}
+	if s.Singleton && s.Name == "" {
+		return fieldErr("singleton", "set, but the job has no name: singleton jobs of one name and owner run one at a time")
 	}
 	return nil
 }

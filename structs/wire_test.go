@@ -32,14 +32,17 @@ func fullJobSpec() JobSpec {
 		Signal:          &TimeSignal{Name: "USR1", Before: Duration(90 * time.Second)},
 		Constraints:     map[string]string{"zone": "a"},
 		Spread:          true,
-		After:           []Dependency{{JobID: "abc123", Condition: AfterOK}, {JobID: "def456", Condition: AfterAny}},
-		Array:           &ArraySpec{Start: 0, End: 99, MaxRunning: 8},
-		Preemptible:     true,
-		PreemptGrace:    Duration(45 * time.Second),
-		Image:           "nvcr.io/nvidia/pytorch:24.01-py3",
-		ImagePull:       PullAlways,
-		Mounts:          []Mount{{Source: "/data", Target: "/data", ReadOnly: true}, {Source: "/scratch", Target: "/s"}},
-		ShmSizeMiB:      64 * 1024,
+		After: []Dependency{{JobID: "abc123", Condition: AfterOK}, {JobID: "def456", Condition: AfterAny},
+			{JobID: "0a1b2c", Condition: AfterNotOK}},
+		Singleton:    true,
+		Exclusive:    true,
+		Array:        &ArraySpec{Start: 0, End: 99, MaxRunning: 8},
+		Preemptible:  true,
+		PreemptGrace: Duration(45 * time.Second),
+		Image:        "nvcr.io/nvidia/pytorch:24.01-py3",
+		ImagePull:    PullAlways,
+		Mounts:       []Mount{{Source: "/data", Target: "/data", ReadOnly: true}, {Source: "/scratch", Target: "/s"}},
+		ShmSizeMiB:   64 * 1024,
 	}
 }
 
@@ -81,8 +84,14 @@ const fullJobSpecJSON = `{
     {
       "job_id": "def456",
       "condition": "any"
+    },
+    {
+      "job_id": "0a1b2c",
+      "condition": "notok"
     }
   ],
+  "singleton": true,
+  "exclusive": true,
   "array": {
     "start": 0,
     "end": 99,

@@ -1,3 +1,4 @@
 #!/bin/bash
-#SBATCH --dependency=afternotok:3f2a1b0c
+#SBATCH --job-name=cleanup
+#SBATCH --dependency=afternotok:3f2a1b0c:5d6e7f80_3
 ./notify_failure.sh
