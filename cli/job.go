@@ -252,7 +252,7 @@ func showArray(c *ucli.Context, cl *api.Client, tasks []structs.Job) error {
 	}); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nTasks (skein job %s-INDEX shows one):\n", structs.ShortID(first.ArrayID))
+	fmt.Fprintf(w, "\nEach task (skein job %s-INDEX shows one):\n", structs.ShortID(first.ArrayID))
 	rows := make([][]string, 0, len(tasks))
 	for _, t := range tasks {
 		exit := "-"
