@@ -24,6 +24,8 @@ func jobsCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "jobs",
 		Usage: "list jobs",
+		Description: "The table alone goes to stdout, a header and a row per job; how many jobs it lists by state,\n" +
+			"the command that lists the next page and, with --all, how far back it reaches go to stderr.",
 		Flags: []ucli.Flag{
 			&ucli.BoolFlag{Name: "all", Usage: "include every finished job the cluster still keeps (see --job-retention)"},
 			&ucli.IntFlag{Name: "limit", Usage: fmt.Sprintf("list at most this many jobs (default %d, at most %d)", api.DefaultJobsPage, api.MaxJobsPage)},

@@ -199,6 +199,7 @@ func TestREADME_EveryCommandInItsCodeBlocksParses(t *testing.T) {
 			}
 		}
 	}
+	t.Logf("%d commands parsed", checked)
 	if checked < 50 {
 		t.Fatalf("checked %d commands: README.md's code blocks should hold more", checked)
 	}
@@ -260,20 +261,39 @@ func findCommand(cmds []*ucli.Command, name string) *ucli.Command {
 	return nil
 }
 
+// readmeParagraphs is README.md's text outside the code blocks, a
+// paragraph (or table row) at a time with its lines joined, so that a
+// code span broken over two lines is whole; each with its first line.
+func readmeParagraphs(t *testing.T) []readmeLine {
+	t.Helper()
+	var out []readmeLine
+	var cur *readmeLine
+	for _, l := range readmeLines(t) {
+		switch {
+		case l.fence || strings.TrimSpace(l.text) == "":
+			cur = nil
+		case cur == nil || strings.HasPrefix(l.text, "|"):
+			out = append(out, l)
+			cur = &out[len(out)-1]
+		default:
+			cur.text += " " + strings.TrimSpace(l.text)
+		}
+	}
+	return out
+}
+
 func TestREADME_EveryCommandAndFlagItsProseAndTablesNameExists(t *testing.T) {
 	app := NewApp(io.Discard, io.Discard)
 	checked := 0
-	for _, l := range readmeLines(t) {
-		if l.fence {
-			continue
-		}
-		for _, m := range readmeSpan.FindAllStringSubmatch(l.text, -1) {
+	for _, p := range readmeParagraphs(t) {
+		for _, m := range readmeSpan.FindAllStringSubmatch(p.text, -1) {
 			checked++
-			for _, p := range synopsisProblems(app, m[1]) {
-				t.Errorf("README.md:%d: `%s`: %s", l.n, m[1], p)
+			for _, problem := range synopsisProblems(app, m[1]) {
+				t.Errorf("README.md:%d (that paragraph): `%s`: %s", p.n, m[1], problem)
 			}
 		}
 	}
+	t.Logf("%d spans checked", checked)
 	if checked < 100 {
 		t.Fatalf("checked %d spans: README.md should hold more", checked)
 	}
