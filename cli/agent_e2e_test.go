@@ -105,10 +105,13 @@ func TestCLI_AgainstARealAgent(t *testing.T) {
 	}
 
 	r = runCLI(t, "job", id)
-	for _, want := range []string{"succeeded", "Exit code: 0", d.Allocations[0].GPUs[0], "e2e"} {
+	for _, want := range []string{"succeeded", "Exit code: 0", " 0-1 ", "e2e"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("job output lacks %q:\n%s", want, r.stdout)
 		}
+	}
+	if r = runCLI(t, "job", "--wide", id); !strings.Contains(r.stdout, strings.Join(d.Allocations[0].GPUs, ",")) {
+		t.Errorf("job --wide lacks the GPU UUIDs %v:\n%s", d.Allocations[0].GPUs, r.stdout)
 	}
 
 	r = runCLI(t, "nodes")

@@ -1,8 +1,12 @@
 package cli
 
 import (
+	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,10 +21,14 @@ import (
 func jobCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "job",
-		Usage:     "show one job and its allocations",
+		Usage:     "show one job and its allocations, or a job array and its tasks",
 		ArgsUsage: "ID",
+		Description: "ID is a job's ID or any unique prefix of it; an array task's is ARRAY-INDEX, ARRAY any unique\n" +
+			"prefix of the array's ID. An array's ID (or a prefix) without -INDEX shows the array: its tasks\n" +
+			"counted by state, and each task's state, node, exit code and reason.",
 		Flags: []ucli.Flag{
 			&ucli.BoolFlag{Name: "show-secrets", Usage: "show the values of the job's secret_env (its owner and operators only)"},
+			&ucli.BoolFlag{Name: "wide", Usage: "show each allocation's GPUs by UUID, not by index"},
 			&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
 		},
 		Action: jobAction,
@@ -37,8 +45,15 @@ func jobAction(c *ucli.Context) error {
 		get = cl.JobWithSecrets
 	}
 	d, err := get(c.Context, args[0])
-	if err != nil {
-		return err
+	tasks, isArray, aerr := arrayNamed(c.Context, cl, args[0], d, err)
+	if aerr != nil {
+		return aerr
+	}
+	if isArray {
+		if c.Bool("show-secrets") {
+			return usagef(c, "--show-secrets shows one job's secrets: name a task of array %s as %s-INDEX", structs.ShortID(tasks[0].ArrayID), structs.ShortID(tasks[0].ArrayID))
+		}
+		return showArray(c, cl, tasks)
 	}
 	if !c.Bool("show-secrets") {
 		hideSecrets(&d.Job.Spec)
@@ -46,10 +61,34 @@ func jobAction(c *ucli.Context) error {
 	if c.Bool("json") {
 		return printJSON(c.App.Writer, d)
 	}
-	return printJobDetail(c, d, time.Now())
+	index := map[string]int{}
+	if !c.Bool("wide") && slices.ContainsFunc(d.Allocations, func(a structs.Allocation) bool { return len(a.GPUs) > 0 }) {
+		if index, err = gpuIndexes(c.Context, cl); err != nil {
+			return err
+		}
+	}
+	return printJobDetail(c, d, index, time.Now())
 }
 
-func printJobDetail(c *ucli.Context, d *api.JobDetail, now time.Time) error {
+// gpuIndexes maps the UUID of every GPU of the cluster to its index on
+// its node.
+func gpuIndexes(ctx context.Context, cl *api.Client) (map[string]int, error) {
+	nodes, err := cl.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	index := map[string]int{}
+	for _, n := range nodes {
+		for _, g := range n.GPUs {
+			index[g.UUID] = g.Index
+		}
+	}
+	return index, nil
+}
+
+// printJobDetail prints one job; index maps GPU UUIDs to their indexes,
+// nil with --wide (UUIDs shown whole).
+func printJobDetail(c *ucli.Context, d *api.JobDetail, index map[string]int, now time.Time) error {
 	w := c.App.Writer
 	j := d.Job
 	fields := []field{
@@ -108,6 +147,10 @@ func printJobDetail(c *ucli.Context, d *api.JobDetail, now time.Time) error {
 		if pulling(&a) {
 			state = pullState(a.Pull)
 		}
+		gpus := orDash(strings.Join(a.GPUs, ","))
+		if !c.Bool("wide") {
+			gpus = gpuList(a.GPUs, index)
+		}
 		rows = append(rows, []string{
 			structs.ShortID(a.ID),
 			strconv.Itoa(a.Rank),
@@ -116,11 +159,109 @@ func printJobDetail(c *ucli.Context, d *api.JobDetail, now time.Time) error {
 			orDash(a.RunAs),
 			state,
 			exit,
-			orDash(strings.Join(a.GPUs, ",")),
+			gpus,
 			orDash(a.Reason),
 		})
 	}
 	return printTable(w, []string{"ALLOC", "RANK", "ATTEMPT", "NODE", "RUNS AS", "STATE", "EXIT", "GPUS", "REASON"}, rows)
+}
+
+// arrayNamed decides whether id, answered by GET /v1/jobs/ID with d or
+// err, names a job array rather than one job: a prefix of an array's ID
+// without -INDEX, which the agent finds ambiguous (it matches every task),
+// or which matches the only task of an array of one. It returns the
+// array's tasks in index order, or the agent's error where id names no
+// job and no array alone.
+func arrayNamed(ctx context.Context, cl *api.Client, id string, d *api.JobDetail, err error) ([]structs.Job, bool, error) {
+	if err == nil {
+		if arr := d.Job.ArrayID; arr == "" || !strings.HasPrefix(arr, id) {
+			return nil, false, nil
+		}
+	} else if e := (*api.Error)(nil); !errors.As(err, &e) || e.StatusCode != http.StatusBadRequest {
+		return nil, false, err // not ambiguous: no such job, or no answer
+	}
+	jobs, lerr := allJobs(ctx, cl, api.JobsQuery{All: true})
+	if lerr != nil {
+		return nil, false, lerr
+	}
+	var tasks []structs.Job
+	for _, j := range jobs {
+		if !strings.HasPrefix(j.ID, id) {
+			continue
+		}
+		if j.ArrayID == "" || !strings.HasPrefix(j.ArrayID, id) || len(tasks) > 0 && tasks[0].ArrayID != j.ArrayID {
+			// Another job or array shares the prefix: what the agent said.
+			return nil, false, cmp.Or(err, fmt.Errorf("job %s: ambiguous id: it names a job array and other jobs", id))
+		}
+		tasks = append(tasks, j)
+	}
+	if len(tasks) == 0 {
+		return nil, false, cmp.Or(err, fmt.Errorf("job array %s: not found", id))
+	}
+	slices.SortFunc(tasks, func(a, b structs.Job) int { return cmp.Compare(a.ArrayIndex, b.ArrayIndex) })
+	return tasks, true, nil
+}
+
+// arrayDetail is `skein job ARRAY --json`: the array's tasks in index
+// order, how many are in each state, and the nodes of the running ones.
+type arrayDetail struct {
+	ArrayID string                   `json:"array_id"`
+	States  map[structs.JobState]int `json:"states"`
+	Nodes   map[string][]string      `json:"nodes"`
+	Tasks   []structs.Job            `json:"tasks"`
+}
+
+// showArray prints a job array: what its tasks share, their count by
+// state, and a row per task.
+func showArray(c *ucli.Context, cl *api.Client, tasks []structs.Job) error {
+	nodes, err := runningNodes(c.Context, cl, tasks)
+	if err != nil {
+		return err
+	}
+	first := tasks[0]
+	if c.Bool("json") {
+		a := arrayDetail{ArrayID: first.ArrayID, States: map[structs.JobState]int{}, Nodes: map[string][]string{}, Tasks: tasks}
+		for i, t := range tasks {
+			a.States[t.State]++
+			if ns := nodes[t.ID]; len(ns) > 0 {
+				a.Nodes[t.ID] = ns
+			}
+			hideSecrets(&a.Tasks[i].Spec)
+		}
+		return printJSON(c.App.Writer, a)
+	}
+	indexes := make([]int, len(tasks))
+	for i, t := range tasks {
+		indexes[i] = t.ArrayIndex
+	}
+	count := fmt.Sprintf("%d, indexes %s", len(tasks), numberRanges(indexes, 0))
+	if a := first.Spec.Array; a != nil && a.MaxRunning > 0 {
+		count += fmt.Sprintf(", at most %d running at once", a.MaxRunning)
+	}
+	w := c.App.Writer
+	if err := printFields(w, "", []field{
+		{"Array", first.ArrayID},
+		{"Name", orDash(first.Spec.Name)},
+		{"Owner", owner(first)},
+		{"Command", shellJoin(first.Spec.Command)},
+		{"GPUs", strconv.Itoa(first.Spec.GPUs) + " per node"},
+		{"Nodes", strconv.Itoa(first.Spec.Nodes) + " per task"},
+		{"Submitted", timeWithAge(time.Now(), first.SubmittedAt)},
+		{"Tasks", count},
+		{"States", stateCounts(tasks)},
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nEach task (skein job %s-INDEX shows one):\n", structs.ShortID(first.ArrayID))
+	rows := make([][]string, 0, len(tasks))
+	for _, t := range tasks {
+		exit := "-"
+		if t.State.Terminal() && t.Attempts > 0 {
+			exit = strconv.Itoa(t.ExitCode)
+		}
+		rows = append(rows, []string{strconv.Itoa(t.ArrayIndex), string(t.State), orDash(strings.Join(nodes[t.ID], ",")), exit, orDash(t.Reason)})
+	}
+	return printTable(w, []string{"INDEX", "STATE", "NODE", "EXIT", "REASON"}, rows)
 }
 
 // specFields lists a job spec for people.

@@ -32,6 +32,9 @@ func TestJob_HumanViewShowsJobSpecAndAllocations(t *testing.T) {
 	}
 	f := newFakeAgent(t)
 	f.reply("GET /v1/jobs/{id}", http.StatusOK, d)
+	// node-id-2 has left: its GPUs are shown by the start of their UUIDs.
+	f.reply("GET /v1/nodes", http.StatusOK, []api.NodeInfo{{Node: structs.Node{ID: "node-id-1", Name: "gpu-01",
+		GPUs: []structs.GPU{{Index: 0, UUID: "GPU-aaa"}, {Index: 1, UUID: "GPU-bbb"}}}}})
 
 	r := runCLI(t, "--addr", f.URL, "job", "abcdef01")
 	if r.code != exitOK {
@@ -61,7 +64,7 @@ func TestJob_HumanViewShowsJobSpecAndAllocations(t *testing.T) {
 		`Secret env:\s+-\n`,
 		`Workdir:\s+/work`,
 		`ALLOC\s+RANK\s+ATTEMPT\s+NODE\s+RUNS AS\s+STATE\s+EXIT\s+GPUS\s+REASON`,
-		`a0a0a0a0\s+0\s+1\s+gpu-01\s+alice \(uid 1001\)\s+succeeded\s+0\s+GPU-aaa,GPU-bbb\s+-`,
+		`a0a0a0a0\s+0\s+1\s+gpu-01\s+alice \(uid 1001\)\s+succeeded\s+0\s+0-1\s+-`,
 		`b1b1b1b1\s+1\s+1\s+gpu-02\s+-\s+failed\s+2\s+GPU-ccc,GPU-ddd\s+exit code 2`,
 	} {
 		if !regexp.MustCompile(want).MatchString(r.stdout) {

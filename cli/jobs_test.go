@@ -70,8 +70,8 @@ func TestJobs_MineAndOwnerAreSentAndKeptInTheNextPageCommand(t *testing.T) {
 				writeJSON(w, http.StatusOK, []structs.Job{{ID: testJobID, Owner: "bob", Spec: structs.JobSpec{Command: []string{"true"}, Nodes: 1}}})
 			})
 			r := runCLI(t, append([]string{"--addr", f.URL, "jobs"}, tc.flags...)...)
-			if r.code != exitOK || !strings.HasSuffix(r.stdout, tc.more) {
-				t.Fatalf("exit %d, stdout %q, stderr %q; want it to end %q", r.code, r.stdout, r.stderr, tc.more)
+			if r.code != exitOK || !strings.HasSuffix(r.stderr, tc.more) || strings.Contains(r.stdout, "More") {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want stderr to end %q", r.code, r.stdout, r.stderr, tc.more)
 			}
 			if q := f.requests()[0].Query.Encode(); q != tc.query {
 				t.Errorf("query %q, want %q", q, tc.query)
@@ -117,7 +117,7 @@ func TestJobs_AllFlagAsksForEveryJobAndSaysHowFarBackItReaches(t *testing.T) {
 	}{
 		{"finished jobs", jobs, "Finished jobs are kept for 24h (--job-retention); the oldest here finished 4h ago.\n"},
 		{"none finished", jobs[2:], "Finished jobs are kept for 24h (--job-retention).\n"},
-		{"no jobs", []structs.Job{}, "No jobs.\nFinished jobs are kept for 24h (--job-retention).\n"},
+		{"no jobs", []structs.Job{}, "Finished jobs are kept for 24h (--job-retention).\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeAgent(t)
@@ -127,8 +127,8 @@ func TestJobs_AllFlagAsksForEveryJobAndSaysHowFarBackItReaches(t *testing.T) {
 			if r.code != exitOK {
 				t.Fatalf("exit code %d: %s", r.code, r.stderr)
 			}
-			if !strings.HasSuffix(r.stdout, tc.want) {
-				t.Errorf("output ends %q, want %q", r.stdout, tc.want)
+			if !strings.HasSuffix(r.stderr, tc.want) || strings.Contains(r.stdout, "kept for") {
+				t.Errorf("stdout %q, stderr %q; want stderr to end %q", r.stdout, r.stderr, tc.want)
 			}
 			if q := f.requests()[0].Query; q.Get("all") != "true" {
 				t.Errorf("query = %v, want all=true", q)
@@ -192,13 +192,12 @@ func TestJobs_LongListSaysHowToSeeMore(t *testing.T) {
 			t.Fatalf("skein %v: %d %s", args, r.code, r.stderr)
 		}
 		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-		last := lines[len(lines)-1]
-		rows := lines[1:]
-		next := ""
-		if rest, ok := strings.CutPrefix(last, "More jobs follow: skein jobs --limit 2 --after "); ok {
-			next, rows = rest, lines[1:len(lines)-1]
+		said := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		next, more := strings.CutPrefix(said[len(said)-1], "More jobs follow: skein jobs --limit 2 --after ")
+		if !more {
+			next = ""
 		}
-		for _, row := range rows {
+		for _, row := range lines[1:] {
 			seen[strings.Fields(row)[0]]++
 		}
 		if next == "" {

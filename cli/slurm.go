@@ -338,55 +338,17 @@ func splitList(s string) []string {
 }
 
 // runningNodes maps each running job among jobs to the names of the nodes
-// its live allocations are on: from the nodes' GPUs in use for GPU jobs
-// (one request), from the job itself for the others.
+// its live allocations are on (see runningPlacements).
 func runningNodes(ctx context.Context, cl *api.Client, jobs []structs.Job) (map[string][]string, error) {
-	out := map[string][]string{}
-	var gpuless []string
-	needNodes := false
-	for _, j := range jobs {
-		if j.State != structs.JobRunning {
-			continue
-		}
-		if j.Spec.GPUs > 0 {
-			needNodes = true
-		} else {
-			gpuless = append(gpuless, j.ID)
-		}
+	places, err := runningPlacements(ctx, cl, jobs)
+	if err != nil {
+		return nil, err
 	}
-	if needNodes {
-		nodes, err := cl.Nodes(ctx)
-		if err != nil {
-			return nil, err
+	out := make(map[string][]string, len(places))
+	for id, ps := range places {
+		for _, p := range ps {
+			out[id] = append(out[id], p.node)
 		}
-		for _, n := range nodes {
-			seen := map[string]bool{}
-			for _, job := range n.GPUJobs {
-				if !seen[job] {
-					seen[job] = true
-					out[job] = append(out[job], n.Name)
-				}
-			}
-		}
-	}
-	for _, id := range gpuless {
-		d, err := cl.Job(ctx, id)
-		if api.IsNotFound(err) {
-			continue // gone since the list
-		}
-		if err != nil {
-			return nil, err
-		}
-		seen := map[string]bool{}
-		for _, a := range d.Allocations {
-			if name := d.Nodes[a.NodeID]; a.Live() && name != "" && !seen[name] {
-				seen[name] = true
-				out[id] = append(out[id], name)
-			}
-		}
-	}
-	for _, names := range out {
-		slices.Sort(names)
 	}
 	return out, nil
 }
@@ -434,20 +396,7 @@ func hostList(names []string) string {
 			out = append(out, fmt.Sprintf("%s%0*d", g.prefix, g.width, g.nums[0]))
 			continue
 		}
-		var ranges []string
-		for i := 0; i < len(g.nums); {
-			j := i
-			for j+1 < len(g.nums) && g.nums[j+1] == g.nums[j]+1 {
-				j++
-			}
-			r := fmt.Sprintf("%0*d", g.width, g.nums[i])
-			if j > i {
-				r += fmt.Sprintf("-%0*d", g.width, g.nums[j])
-			}
-			ranges = append(ranges, r)
-			i = j + 1
-		}
-		out = append(out, g.prefix+"["+strings.Join(ranges, ",")+"]")
+		out = append(out, g.prefix+"["+numberRanges(g.nums, g.width)+"]")
 	}
 	out = append(out, plain...)
 	slices.Sort(out)
