@@ -176,8 +176,12 @@ func TestCluster_LogTailFromAnyNode(t *testing.T) {
 // given badly, is refused, saying why.
 func TestCluster_LogsOfEachAttemptFromAnyNode(t *testing.T) {
 	tc := startCluster(t, 2)
+	// Each rank prints, then waits for the other to have printed: the
+	// first to fail would have the other stopped.
 	job := tc.submit(tc.agents[0], structs.JobSpec{Nodes: 2, Restarts: 1, Command: []string{"sh", "-c",
-		`echo attempt $SKEIN_ATTEMPT rank $SKEIN_RANK; [ "$SKEIN_ATTEMPT" -ge 2 ] || exit 7`}})
+		`echo attempt $SKEIN_ATTEMPT rank $SKEIN_RANK; touch "$0/$SKEIN_ATTEMPT.$SKEIN_RANK"
+		until [ -e "$0/$SKEIN_ATTEMPT.0" ] && [ -e "$0/$SKEIN_ATTEMPT.1" ]; do sleep 0.01; done
+		[ "$SKEIN_ATTEMPT" -ge 2 ] || exit 7`, testutil.SharedDir(t)}})
 	waitJob(t, tc.agents[0], job.ID, jobState(structs.JobSucceeded))
 	cl := tc.client(tc.agents[1])
 	read := func(opts api.LogOptions) (*api.LogStream, string, error) {
