@@ -152,10 +152,19 @@ func attemptLine(d *api.JobDetail, a *structs.Allocation) string {
 		line += fmt.Sprintf(", rank %d,", a.Rank)
 	}
 	line += fmt.Sprintf(" on %s: %s", nodeNameOf(d, a.NodeID), a.State)
-	if why := cmp.Or(a.GPUFault, a.Reason); a.State.Terminal() && a.State != structs.AllocSucceeded && why != "" {
+	if why := allocWhy(a); why != "" {
 		line += ": " + why
 	}
 	return line
+}
+
+// allocWhy says why an allocation that ended did not succeed; it is empty
+// for one that succeeded or has not ended.
+func allocWhy(a *structs.Allocation) string {
+	if !a.State.Terminal() || a.State == structs.AllocSucceeded {
+		return ""
+	}
+	return cmp.Or(a.GPUFault, a.Reason)
 }
 
 // attemptAllocs returns the allocations of an attempt, by rank.

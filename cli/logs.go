@@ -176,6 +176,10 @@ func (p *logPrinter) follow(ctx context.Context, jw *jobWatch, next int, only bo
 		if next == 0 {
 			next = max(d.Job.Attempts, 1)
 		}
+		if d.Job.Attempts < next && only {
+			// The job ended without it: the node says so.
+			return p.show(ctx, d, next, false, 0, nameAttempt)
+		}
 		if d.Job.Attempts < next {
 			p.out.jobEnd(d)
 			return statusError(endStatus(string(d.Job.State), d.Job.ExitCode))
@@ -436,13 +440,7 @@ func attemptJSON(d *api.JobDetail, a *structs.Allocation, attempt int) *logAttem
 	if a != nil {
 		rec.Rank, rec.Node, rec.Alloc, rec.State = a.Rank, nodeNameOf(d, a.NodeID), a.ID, string(a.State)
 		if a.State.Terminal() {
-			rec.ExitCode = &a.ExitCode
-			if a.State != structs.AllocSucceeded {
-				rec.Reason = a.Reason
-				if a.GPUFault != "" {
-					rec.Reason = a.GPUFault
-				}
-			}
+			rec.ExitCode, rec.Reason = &a.ExitCode, allocWhy(a)
 		}
 	}
 	return rec

@@ -222,6 +222,23 @@ func TestLogs_ACappedJobSaysWhatWasDropped(t *testing.T) {
 	if want := "skein: 2.5 MiB of earlier stdout was dropped (log cap 1 MiB, --log-max)\n"; r.stderr != want {
 		t.Errorf("stderr %q, want %q", r.stderr, want)
 	}
+	// As JSON: the attempt, what was dropped, then each line kept.
+	r = runCLI(t, "logs", "--json", id)
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("logs --json: %d %s", r.code, r.stderr)
+	}
+	recs := decodeLogRecords(t, r.stdout)
+	if len(recs) != 2+378560/2 || recs[0].Type != "attempt" || recs[0].Attempt != 1 {
+		t.Fatalf("logs --json printed %d objects, first %+v; want the attempt, what was dropped and 189280 lines", len(recs), recs[0])
+	}
+	if d := recs[1]; d.Type != "dropped" || d.Stream != "stdout" || d.Attempt != 1 || d.Bytes != 3000000-378560 || d.LogMax != 1<<20 {
+		t.Errorf("second object %+v, want 2621440 bytes of stdout dropped under a cap of 1 MiB", d)
+	}
+	for _, o := range recs[2:] {
+		if o.Type != "output" || o.Stream != "stdout" || o.Text != "y\n" {
+			t.Fatalf("an output object is %+v, want a line of yes", o)
+		}
+	}
 }
 
 func TestLogs_FollowingACappedJobReadsOnAcrossRotations(t *testing.T) {
@@ -336,9 +353,11 @@ func TestLogs_EachAttemptsOutputCanBeRead(t *testing.T) {
 			t.Errorf("logs %v: code %d, stdout %q, stderr %q\nwant %d, %q, %q", tc.args, r.code, r.stdout, r.stderr, tc.code, tc.stdout, tc.stderr)
 		}
 	}
-	r = runCLI(t, "logs", "--attempt", "4", id)
-	if want := fmt.Sprintf("Error: job %s has no attempt 4: its attempts are 1..3\n", structs.ShortID(id)); r.code != exitError || r.stderr != want {
-		t.Errorf("logs --attempt 4: code %d, stderr %q, want %q", r.code, r.stderr, want)
+	for _, args := range [][]string{{"logs", "--attempt", "4", id}, {"logs", "-f", "--attempt", "4", id}} {
+		r = runCLI(t, args...)
+		if want := fmt.Sprintf("Error: job %s has no attempt 4: its attempts are 1..3\n", structs.ShortID(id)); r.code != exitError || r.stderr != want {
+			t.Errorf("%v: code %d, stderr %q, want %q", args, r.code, r.stderr, want)
+		}
 	}
 	r = runCLI(t, "logs", "--rank", "1", "--attempt", "1", id)
 	if want := fmt.Sprintf("Error: rank 1: job %s has ranks 0..0\n", structs.ShortID(id)); r.code != exitError || r.stderr != want {
