@@ -168,3 +168,70 @@ func TestCluster_LogTailFromAnyNode(t *testing.T) {
 	}
 	tc.checkInvariants()
 }
+
+// TestCluster_LogsOfEachAttemptFromAnyNode: a gang that failed once and
+// then succeeded keeps both attempts' output; read through one node, each
+// rank's attempt, local or proxied, is the one asked for and says which
+// it is, the newest by default; an attempt the job never had, or one
+// given badly, is refused, saying why.
+func TestCluster_LogsOfEachAttemptFromAnyNode(t *testing.T) {
+	tc := startCluster(t, 2)
+	// Each rank prints, then waits for the other to have printed: the
+	// first to fail would have the other stopped.
+	job := tc.submit(tc.agents[0], structs.JobSpec{Nodes: 2, Restarts: 1, Command: []string{"sh", "-c",
+		`echo attempt $SKEIN_ATTEMPT rank $SKEIN_RANK; touch "$0/$SKEIN_ATTEMPT.$SKEIN_RANK"
+		until [ -e "$0/$SKEIN_ATTEMPT.0" ] && [ -e "$0/$SKEIN_ATTEMPT.1" ]; do sleep 0.01; done
+		[ "$SKEIN_ATTEMPT" -ge 2 ] || exit 7`, testutil.SharedDir(t)}})
+	waitJob(t, tc.agents[0], job.ID, jobState(structs.JobSucceeded))
+	cl := tc.client(tc.agents[1])
+	read := func(opts api.LogOptions) (*api.LogStream, string, error) {
+		ls, err := cl.OpenLogs(context.Background(), job.ID, opts)
+		if err != nil {
+			return nil, "", err
+		}
+		defer ls.Close()
+		b, err := io.ReadAll(ls)
+		return ls, string(b), err
+	}
+	for rank := range 2 {
+		for _, attempt := range []int{1, 2, 0} {
+			ls, got, err := read(api.LogOptions{Rank: rank, Attempt: attempt, Stream: api.StreamStdout})
+			if err != nil {
+				t.Fatalf("rank %d, attempt %d: %v", rank, attempt, err)
+			}
+			served := attempt
+			if attempt == 0 {
+				served = 2 // the newest
+			}
+			if want := fmt.Sprintf("attempt %d rank %d\n", served, rank); got != want || ls.Attempt != served {
+				t.Errorf("rank %d, attempt %d: %q of attempt %d, want %q of attempt %d", rank, attempt, got, ls.Attempt, want, served)
+			}
+		}
+	}
+	var ae *api.Error
+	want := fmt.Sprintf("job %s has no attempt 3: its attempts are 1..2", structs.ShortID(job.ID))
+	if _, _, err := read(api.LogOptions{Rank: 1, Attempt: 3}); !errors.As(err, &ae) || ae.StatusCode != http.StatusNotFound || ae.Message != want {
+		t.Errorf("attempt 3: %v, want 404 %s", err, want)
+	}
+	token := tc.admin
+	if token == "" {
+		token = clusterToken
+	}
+	for _, bad := range []string{"0", "-1", "x"} {
+		req, err := http.NewRequest(http.MethodGet, tc.agents[1].HTTPAddr()+"/v1/jobs/"+job.ID+"/logs?attempt="+bad, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(api.TokenHeader, token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = api.ReadError(resp) // closes the body
+		want := fmt.Sprintf("attempt %q: want a number from 1 (the first attempt) on", bad)
+		if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadRequest || ae.Message != want {
+			t.Errorf("?attempt=%s: %v, want 400 %s", bad, err, want)
+		}
+	}
+	tc.checkInvariants()
+}

@@ -198,6 +198,9 @@ type LogStream struct {
 	// say).
 	Dropped int64
 	LogMax  int64
+	// Attempt is the attempt whose output this is (0: the node did not
+	// say).
+	Attempt int
 }
 
 // OpenLogs starts streaming an allocation's output, as Logs does; the
@@ -205,6 +208,9 @@ type LogStream struct {
 func (c *Client) OpenLogs(ctx context.Context, id string, opts LogOptions) (*LogStream, error) {
 	q := url.Values{}
 	q.Set("rank", strconv.Itoa(opts.Rank))
+	if opts.Attempt > 0 {
+		q.Set("attempt", strconv.Itoa(opts.Attempt))
+	}
 	if opts.Stream != "" {
 		q.Set("stream", opts.Stream)
 	}
@@ -222,11 +228,12 @@ func (c *Client) OpenLogs(ctx context.Context, id string, opts LogOptions) (*Log
 		return nil, err
 	}
 	return &LogStream{ReadCloser: resp.Body,
-		Dropped: headerBytes(resp.Header, LogDroppedHeader), LogMax: headerBytes(resp.Header, LogMaxHeader)}, nil
+		Dropped: headerBytes(resp.Header, LogDroppedHeader), LogMax: headerBytes(resp.Header, LogMaxHeader),
+		Attempt: int(headerBytes(resp.Header, LogAttemptHeader))}, nil
 }
 
-// headerBytes reads a count of bytes from a header; a missing or malformed
-// one is 0.
+// headerBytes reads a count (of bytes) from a header; a missing or
+// malformed one is 0.
 func headerBytes(h http.Header, name string) int64 {
 	n, err := strconv.ParseInt(h.Get(name), 10, 64)
 	if err != nil || n < 0 {

@@ -80,6 +80,11 @@ const (
 	LogMaxHeader     = "X-Skein-Log-Max"
 )
 
+// LogAttemptHeader, on every answer to GET /v1/jobs/{id}/logs, is the
+// attempt whose output it is: the one ?attempt=N asked for, else the
+// newest.
+const LogAttemptHeader = "X-Skein-Log-Attempt"
+
 // The end of a stream, as GET /v1/jobs/{id}/logs answers it when asked:
 // ?tail=N is its last N bytes (0..MaxLogTail), ?lines=N its last N lines
 // (0..MaxLogLines) within its last MaxLogTail bytes, or within the last
@@ -92,9 +97,12 @@ const (
 
 // LogOptions select what GET /v1/jobs/{id}/logs returns.
 type LogOptions struct {
-	Rank   int    // which rank of a multi-node job; 0 by default
-	Stream string // StreamStdout or StreamStderr
-	Follow bool   // keep streaming until the allocation ends
+	Rank int // which rank of a multi-node job; 0 by default
+	// Attempt, when above 0, asks for that attempt's output (the job's
+	// first placement is attempt 1); 0 asks for the newest.
+	Attempt int
+	Stream  string // StreamStdout or StreamStderr
+	Follow  bool   // keep streaming until the allocation ends
 	// Tail, when above 0, asks for only the last Tail bytes of the
 	// stream, and Lines, when above 0, for only its last Lines lines
 	// (MaxLogTail, MaxLogLines).

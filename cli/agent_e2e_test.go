@@ -174,8 +174,9 @@ func TestCLI_SubmitWaitFollowsTheJobToItsEnd(t *testing.T) {
 	go func() { done <- runCLI(t, "submit", "--wait", "--", "sh", "-c", "exit 5") }()
 	select {
 	case r := <-done:
-		if r.code != 1 || !strings.Contains(r.stderr, "failed") || !strings.Contains(r.stderr, fmt.Sprint(5)) {
-			t.Fatalf("submit --wait: %d %q", r.code, r.stderr)
+		id := strings.TrimSpace(r.stdout)
+		if r.code != 5 || !strings.HasSuffix(r.stderr, fmt.Sprintf("job %s failed: exited with code 5\n", structs.ShortID(id))) {
+			t.Fatalf("submit --wait: %d %q, want the job's exit code 5 and a last line saying so", r.code, r.stderr)
 		}
 	case <-ctx.Done():
 		t.Fatal("submit --wait did not return")
@@ -190,8 +191,8 @@ func TestCLI_TimeLimitWithSignalEndsTimedOut(t *testing.T) {
 	out := testutil.SharedDir(t) + "/signalled"
 	r := runCLI(t, "submit", "--time-limit", "2s", "--signal", "USR1@1500ms", "--restarts", "1", "--wait", "--",
 		"sh", "-c", `trap 'echo usr1 >> "$0"' USR1; while :; do sleep 0.05; done`, out)
-	if r.code != 1 || !strings.Contains(r.stderr, "timed_out: time limit 2s exceeded") {
-		t.Fatalf("submit --wait: %d %q, want exit 1 saying timed_out", r.code, r.stderr)
+	if r.code != exitTimedOut || !strings.Contains(r.stderr, "timed_out: time limit 2s exceeded") {
+		t.Fatalf("submit --wait: %d %q, want exit %d saying timed_out", r.code, r.stderr, exitTimedOut)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil || string(b) != "usr1\n" {

@@ -76,10 +76,7 @@ func (r *pullReporter) report(d *api.JobDetail, now time.Time) {
 			continue
 		}
 		r.last[a.ID] = pullLine{at: now, pct: pct, bytes: p.Bytes}
-		node := d.Nodes[a.NodeID]
-		if node == "" {
-			node = structs.ShortID(a.NodeID)
-		}
+		node := nodeNameOf(d, a.NodeID)
 		where := "on " + node
 		if d.Job.Spec.Nodes > 1 {
 			where = fmt.Sprintf("rank %d on %s", a.Rank, node)

@@ -18,8 +18,6 @@ const (
 	submitRetries = 3
 	// submitBackoff is the pause before the first repeat; it doubles after.
 	submitBackoff = 100 * time.Millisecond
-	// waitInterval is how often `submit --wait` polls the job.
-	waitInterval = 250 * time.Millisecond
 )
 
 func submitCommand() *ucli.Command {
@@ -37,7 +35,8 @@ func submitCommand() *ucli.Command {
 		&ucli.BoolFlag{Name: "singleton", Usage: "start only while no other job of yours with this --name runs or was submitted before it and waits"},
 		&ucli.StringFlag{Name: "array", Usage: "a job array: one task per index of `START-END[%MAX]`, at most MAX running at once"},
 		&ucli.StringFlag{Name: "request-id", Usage: "idempotency key: repeating it returns the same job (default: random)"},
-		&ucli.BoolFlag{Name: "wait", Usage: "wait for the job to end; exit 0 only if it succeeded"},
+		&ucli.BoolFlag{Name: "wait", Usage: "wait for the job to end, saying on stderr how it gets on, and exit with its exit status"},
+		&ucli.BoolFlag{Name: "follow", Usage: "wait as --wait does, printing the job's output (rank 0's) as it runs"},
 		&ucli.BoolFlag{Name: "json", Usage: "print the created job as JSON"},
 	)
 	return &ucli.Command{
@@ -46,7 +45,14 @@ func submitCommand() *ucli.Command {
 		ArgsUsage: "[--] CMD [ARGS...]",
 		Description: "Submits CMD with ARGS as a job and prints its ID. Flags go before CMD;\n" +
 			"everything from CMD on is passed to the job unchanged. Use -- before CMD\n" +
-			"when it starts with a dash.",
+			"when it starts with a dash.\n\n" +
+			"--wait waits for the job to end and says on stderr each time its state changes\n" +
+			"(\"job 3f2a1b0c queued: ...\", \"job 3f2a1b0c running on gpu-01 (attempt 1)\", \"job\n" +
+			"3f2a1b0c failed: exited with code 7\"); --follow does the same and prints the job's\n" +
+			"output as skein logs -f does, its stdout on stdout and its stderr on stderr. Both exit\n" +
+			"with the job's exit status: 0 succeeded, its exit code when it failed with one (128+N\n" +
+			"for signal N), 124 timed out, 143 cancelled, 125 failed without an exit code (lost\n" +
+			"with its node, never started). Errors of skein itself exit 1, usage errors 2.",
 		Flags:  flags,
 		Action: submitAction,
 	}
@@ -66,6 +72,10 @@ func submitAction(c *ucli.Context) error {
 		return err
 	}
 	switch {
+	case c.Bool("follow"):
+		// The ID goes on stderr, with what is said of the job: stdout
+		// is the job's own.
+		_, err = fmt.Fprintf(c.App.ErrWriter, "job %s submitted\n", job.ID)
 	case c.Bool("json"):
 		hideSecrets(&job.Spec)
 		err = printJSON(c.App.Writer, job)
@@ -74,10 +84,15 @@ func submitAction(c *ucli.Context) error {
 	default:
 		_, err = fmt.Fprintln(c.App.Writer, job.ID)
 	}
-	if err != nil || !c.Bool("wait") {
+	switch {
+	case err != nil:
 		return err
+	case c.Bool("follow"):
+		return followJob(c, cl, job.ID)
+	case c.Bool("wait"):
+		return waitJob(c, cl, job.ID)
 	}
-	return waitJob(c, cl, job.ID)
+	return nil
 }
 
 // submitRequest builds and checks the request from the job file, if any,
@@ -115,8 +130,13 @@ func submitRequest(c *ucli.Context) (api.SubmitRequest, error) {
 			return req, err
 		}
 	}
-	if c.IsSet("array") && c.Bool("wait") {
-		return req, usagef(c, "--wait waits for one job; it cannot be used with --array")
+	for _, name := range []string{"wait", "follow"} {
+		if c.IsSet("array") && c.Bool(name) {
+			return req, usagef(c, "--%s waits for one job; it cannot be used with --array", name)
+		}
+	}
+	if c.Bool("follow") && c.Bool("json") {
+		return req, usagef(c, "--follow prints the job's output; it cannot be used with --json")
 	}
 	after, err := afterFlag(c)
 	if err != nil {
@@ -170,34 +190,22 @@ func submitJob(ctx context.Context, cl *api.Client, req api.SubmitRequest) (*str
 	}
 }
 
-// waitJob polls a job until it ends and says how it ended on ErrWriter,
-// and, while its allocations pull their image, how far they got. It fails
-// unless the job succeeded.
+// waitJob waits for a job to end, saying on ErrWriter each time its state
+// changes and, while its allocations pull their image, how far they got.
+// It ends with how the job ended, and the exit status error that says so.
 func waitJob(c *ucli.Context, cl *api.Client, id string) error {
-	tick := time.NewTicker(waitInterval)
-	defer tick.Stop()
-	pulls := newPullReporter(c.App.ErrWriter)
-	for {
-		d, err := cl.Job(c.Context, id)
-		if err != nil {
-			return err
-		}
-		pulls.report(d, time.Now())
-		if j := d.Job; j.State.Terminal() {
-			line := fmt.Sprintf("job %s %s", structs.ShortID(j.ID), j.State)
-			if j.Reason != "" {
-				line += ": " + j.Reason
-			}
-			fmt.Fprintln(c.App.ErrWriter, printable(line))
-			if j.State == structs.JobSucceeded {
-				return nil
-			}
-			return exitStatus(exitError)
-		}
-		select {
-		case <-c.Context.Done():
-			return c.Context.Err()
-		case <-tick.C:
-		}
+	jw := newJobWatch(cl, id, c.App.ErrWriter)
+	d, err := jw.until(c.Context, func(d *api.JobDetail) bool { return d.Job.State.Terminal() })
+	if err != nil {
+		return err
 	}
+	fmt.Fprintln(c.App.ErrWriter, printable(endLine(&d.Job)))
+	return statusError(endStatus(string(d.Job.State), d.Job.ExitCode))
+}
+
+// followJob waits for a job as waitJob does and prints the output of
+// every attempt of its rank 0 as skein logs -f does.
+func followJob(c *ucli.Context, cl *api.Client, id string) error {
+	p := &logPrinter{cl: cl, req: logsRequest{id: id, follow: true}, out: newTextLogs(c.App.Writer, c.App.ErrWriter), states: true}
+	return p.follow(c.Context, newJobWatch(cl, id, c.App.ErrWriter), 1, false, 0)
 }

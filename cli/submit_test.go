@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -148,9 +150,9 @@ func TestSubmit_WaitPrintsPullProgressThenTheEnd(t *testing.T) {
 	var polls atomic.Int32
 	f.handle("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
 		n := int(polls.Add(1)) - 1
-		d := api.JobDetail{Job: structs.Job{ID: r.PathValue("id"), State: structs.JobRunning, Spec: structs.JobSpec{Nodes: 1}},
+		d := api.JobDetail{Job: structs.Job{ID: r.PathValue("id"), State: structs.JobRunning, Spec: structs.JobSpec{Nodes: 1}, Attempts: 1},
 			Nodes: map[string]string{"node-1": "gpu-01"}}
-		a := structs.Allocation{ID: "alloc-1", NodeID: "node-1", State: structs.AllocPending}
+		a := structs.Allocation{ID: "alloc-1", NodeID: "node-1", State: structs.AllocPending, Attempt: 1}
 		switch {
 		case n < len(pulls)-1:
 			a.Pull = pulls[n]
@@ -164,10 +166,11 @@ func TestSubmit_WaitPrintsPullProgressThenTheEnd(t *testing.T) {
 	})
 	r := runCLI(t, "--addr", f.URL, "submit", "--wait", "--image", "pytorch:24.01", "true")
 	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
-	if r.code != exitOK || len(lines) < 4 {
+	if r.code != exitOK || len(lines) < 5 {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	for i, want := range []string{
+		"job abcdef01 running on gpu-01 (attempt 1)",
 		"job abcdef01 on gpu-01: pulling pytorch:24.01 (300 MiB so far)",
 		"job abcdef01 on gpu-01: pulling pytorch:24.01 10% (1 GiB of 10 GiB)",
 	} {
@@ -515,17 +518,20 @@ func TestSubmit_JSONPrintsCreatedJob(t *testing.T) {
 	}
 }
 
-func TestSubmit_WaitExitCodeFollowsOutcome(t *testing.T) {
+func TestSubmit_WaitSaysEachStateAndExitsWithTheJobsStatus(t *testing.T) {
 	cases := []struct {
-		name   string
-		state  structs.JobState
-		reason string
-		code   int
-		stderr string
+		name     string
+		state    structs.JobState
+		reason   string
+		exitCode int
+		code     int
 	}{
-		{"succeeded", structs.JobSucceeded, "", exitOK, "job abcdef01 succeeded\n"},
-		{"failed", structs.JobFailed, "exit code 3", exitError, "job abcdef01 failed: exit code 3\n"},
-		{"cancelled", structs.JobCancelled, "cancelled by user", exitError, "job abcdef01 cancelled: cancelled by user\n"},
+		{"succeeded", structs.JobSucceeded, "", 0, exitOK},
+		{"failed with a code", structs.JobFailed, "exited with code 3", 3, 3},
+		{"killed by a signal", structs.JobFailed, "killed by signal SIGSEGV", 139, 139},
+		{"lost with its node", structs.JobFailed, "lost: node gpu-01 left", -1, exitNoCode},
+		{"cancelled", structs.JobCancelled, "cancelled by user", -1, exitCancelled},
+		{"timed out", structs.JobTimedOut, "time limit 2s exceeded", 143, exitTimedOut},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -533,21 +539,31 @@ func TestSubmit_WaitExitCodeFollowsOutcome(t *testing.T) {
 			acceptSubmit(f)
 			var polls atomic.Int32
 			f.handle("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
-				j := structs.Job{ID: r.PathValue("id"), State: structs.JobRunning}
-				if polls.Add(1) > 1 {
-					j.State, j.Reason = tc.state, tc.reason
+				d := api.JobDetail{Job: structs.Job{ID: r.PathValue("id"), State: structs.JobQueued, Reason: "queued: not enough free GPUs"},
+					Nodes: map[string]string{"node-1": "gpu-01"}}
+				switch polls.Add(1) {
+				case 1:
+				case 2:
+					d.Job.State, d.Job.Attempts, d.Job.Reason = structs.JobRunning, 1, ""
+					d.Allocations = []structs.Allocation{{ID: "alloc-1", NodeID: "node-1", Attempt: 1, State: structs.AllocRunning}}
+				default:
+					d.Job.State, d.Job.Attempts, d.Job.Reason, d.Job.ExitCode = tc.state, 1, tc.reason, tc.exitCode
 				}
-				writeJSON(w, http.StatusOK, api.JobDetail{Job: j})
+				writeJSON(w, http.StatusOK, d)
 			})
 			r := runCLI(t, "--addr", f.URL, "submit", "--wait", "true")
-			if r.code != tc.code || r.stderr != tc.stderr {
-				t.Fatalf("got code %d, stderr %q; want %d, %q", r.code, r.stderr, tc.code, tc.stderr)
+			want := "job abcdef01 queued: not enough free GPUs\njob abcdef01 running on gpu-01 (attempt 1)\njob abcdef01 " + string(tc.state)
+			if tc.reason != "" {
+				want += ": " + tc.reason
+			}
+			if r.code != tc.code || r.stderr != want+"\n" {
+				t.Fatalf("got code %d, stderr %q; want %d, %q", r.code, r.stderr, tc.code, want+"\n")
 			}
 			if r.stdout != testJobID+"\n" {
 				t.Errorf("stdout = %q, want the job ID", r.stdout)
 			}
-			if n := polls.Load(); n != 2 {
-				t.Errorf("polled %d times, want 2", n)
+			if n := polls.Load(); n != 3 {
+				t.Errorf("polled %d times, want 3", n)
 			}
 		})
 	}
@@ -726,5 +742,59 @@ func TestSubmit_ArrayFlag(t *testing.T) {
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("submit %v: exit %d %q; want %d and %q", tc.args, r.code, r.stderr, tc.code, tc.want)
 		}
+	}
+}
+
+func TestSubmit_FollowSaysEachStatePrintsTheOutputAndExitsWithTheJobsCode(t *testing.T) {
+	startRealAgent(t)
+	gate := filepath.Join(testutil.SharedDir(t), "gate")
+	var out, errb syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(NewApp(&out, &errb), []string{"skein", "submit", "--follow", "--",
+			"sh", "-c", `echo out; echo err >&2; until [ -e "$0" ]; do sleep 0.01; done; echo done; exit 7`, gate})
+	}()
+	// Running, it says where, and its output comes as it is written.
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		if !strings.Contains(errb.String(), " running on e2e (attempt 1)\n") || !strings.HasSuffix(errb.String(), "err\n") || out.String() != "out\n" {
+			return fmt.Errorf("stdout %q, stderr %q", out.String(), errb.String())
+		}
+		return nil
+	})
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-code:
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		id, ok := strings.CutSuffix(strings.TrimPrefix(lines[0], "job "), " submitted")
+		if !ok || len(id) != 32 {
+			t.Fatalf("the first line on stderr is %q, want the job's ID", lines[0])
+		}
+		if want := "job " + structs.ShortID(id) + " failed: exited with code 7"; c != 7 || out.String() != "out\ndone\n" || lines[len(lines)-1] != want {
+			t.Errorf("submit --follow: code %d, stdout %q, stderr %q; want 7, all of stdout, and %q last", c, out.String(), errb.String(), want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("submit --follow did not end with the job")
+	}
+}
+
+func TestSubmit_FollowAndWaitRefuseWhatTheyCannotDo(t *testing.T) {
+	f := newFakeAgent(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--follow", "--array", "0-3"}, "--follow waits for one job; it cannot be used with --array"},
+		{[]string{"--wait", "--array", "0-3"}, "--wait waits for one job; it cannot be used with --array"},
+		{[]string{"--follow", "--json"}, "--follow prints the job's output; it cannot be used with --json"},
+	} {
+		r := runCLI(t, append(append([]string{"--addr", f.URL, "submit"}, tc.args...), "true")...)
+		if want := "Error: " + tc.want + "\nRun 'skein submit --help' for usage.\n"; r.code != exitUsage || r.stderr != want {
+			t.Errorf("%v: code %d, stderr %q, want %d, %q", tc.args, r.code, r.stderr, exitUsage, want)
+		}
+	}
+	if n := len(f.requests()); n != 0 {
+		t.Errorf("agent got %d requests, want none", n)
 	}
 }

@@ -118,7 +118,7 @@ func copyHeaders(dst, src http.Header, names ...string) {
 // relay copies a response to w, flushing as data arrives so streams stay
 // live, however long they last.
 func (s *Server) relay(w http.ResponseWriter, resp *http.Response) {
-	copyHeaders(w.Header(), resp.Header, "Content-Type", api.LogDroppedHeader, api.LogMaxHeader)
+	copyHeaders(w.Header(), resp.Header, "Content-Type", api.LogDroppedHeader, api.LogMaxHeader, api.LogAttemptHeader)
 	w.WriteHeader(resp.StatusCode)
 	flusher, _ := w.(http.Flusher)
 	buf := make([]byte, 32<<10)

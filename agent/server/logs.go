@@ -17,8 +17,8 @@ import (
 // state has not changed.
 const logPoll = 200 * time.Millisecond
 
-// handleLogs streams one stream of one rank of a job's newest attempt, or
-// its end (?tail, ?lines).
+// handleLogs streams one stream of one rank of one of a job's attempts
+// (?attempt, the newest by default), or its end (?tail, ?lines).
 func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	rank := 0
@@ -29,6 +29,15 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		rank = n
+	}
+	attempt := 0 // the newest
+	if s := q.Get("attempt"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("attempt %q: want a number from 1 (the first attempt) on", s))
+			return
+		}
+		attempt = n
 	}
 	stream := q.Get("stream")
 	if stream == "" {
@@ -57,7 +66,7 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	alloc, err := s.waitForAlloc(r, job.ID, rank, follow)
+	alloc, err := s.waitForAlloc(r, job.ID, rank, attempt, follow)
 	s.holdWrite(w) // the wait may have outlasted the server's bound
 	if err != nil {
 		writeError(w, http.StatusNotFound, err)
@@ -73,6 +82,7 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set(api.LogAttemptHeader, strconv.Itoa(alloc.Attempt))
 	if tail == nil {
 		s.setLogDropped(w, alloc.ID, stream)
 	}
@@ -112,23 +122,30 @@ func parseLogTail(q url.Values) (*logTail, error) {
 	return t, nil
 }
 
-// waitForAlloc finds the newest allocation of a rank; when following a job
-// that is still queued it waits for one to be placed.
-func (s *Server) waitForAlloc(r *http.Request, jobID string, rank int, follow bool) (*structs.Allocation, error) {
+// waitForAlloc finds the allocation of a rank in an attempt (0: the
+// newest); when following a job that is still going it waits for one to
+// be placed.
+func (s *Server) waitForAlloc(r *http.Request, jobID string, rank, attempt int, follow bool) (*structs.Allocation, error) {
 	for {
 		_, changed := s.fsm.Watch()
-		var newest *structs.Allocation
+		var found *structs.Allocation
 		for _, alloc := range s.fsm.Allocs(jobID) {
-			if alloc.Rank == rank && (newest == nil || alloc.Attempt > newest.Attempt) {
-				newest = alloc
+			if alloc.Rank != rank {
+				continue
+			}
+			if attempt == 0 && (found == nil || alloc.Attempt > found.Attempt) || alloc.Attempt == attempt {
+				found = alloc
 			}
 		}
-		if newest != nil {
-			return newest, nil
+		if found != nil {
+			return found, nil
 		}
 		job, ok := s.fsm.Job(jobID)
 		if !follow || !ok || job.State.Terminal() {
-			return nil, fmt.Errorf("job %s has not started, so it has no logs yet", structs.ShortID(jobID))
+			if attempt == 0 || !ok || job.Attempts == 0 {
+				return nil, fmt.Errorf("job %s has not started, so it has no logs yet", structs.ShortID(jobID))
+			}
+			return nil, fmt.Errorf("job %s has no attempt %d: its attempts are 1..%d", structs.ShortID(jobID), attempt, job.Attempts)
 		}
 		select {
 		case <-r.Context().Done():

@@ -1,0 +1,196 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/structs"
+)
+
+// The exit statuses of a command that waits for a job (`submit --wait`,
+// `submit --follow`, `logs -f`) when the job did not succeed and has no
+// exit code of its own to give: 0 is for success alone, and a job that
+// failed with an exit code gives that code.
+const (
+	exitTimedOut  = 124 // ran past its time limit, as timeout(1) exits
+	exitNoCode    = 125 // failed without an exit code: lost with its node, never started
+	exitCancelled = 143 // cancelled: 128 + SIGTERM, the signal a cancel sends
+)
+
+// waitInterval is how often a command that waits for a job polls it.
+const waitInterval = 250 * time.Millisecond
+
+// stateLineNodes is how many nodes a state line names before "N more".
+const stateLineNodes = 4
+
+// endStatus is the exit status that says how a job or one of its
+// allocations ended, from its state and exit code: 0 when it succeeded,
+// the exit code when it failed with one (128+N for signal N), else one of
+// the codes above.
+func endStatus(state string, code int) int {
+	switch state {
+	case string(structs.JobSucceeded):
+		return exitOK
+	case string(structs.JobTimedOut):
+		return exitTimedOut
+	case string(structs.JobCancelled), string(structs.AllocKilled):
+		return exitCancelled
+	case string(structs.JobFailed):
+		if code > 0 && code < 256 {
+			return code
+		}
+	}
+	return exitNoCode
+}
+
+// statusError is nil for exit status 0, else the error that makes skein
+// exit with it; what happened was said already.
+func statusError(status int) error {
+	if status == exitOK {
+		return nil
+	}
+	return exitStatus(status)
+}
+
+// jobWatch polls a job for a command that waits on it, and says on w how
+// the job gets on while it waits: a line each time the job's state
+// changes (stateLine), and how far its image pulls got.
+type jobWatch struct {
+	cl    *api.Client
+	id    string
+	w     io.Writer
+	pulls *pullReporter
+	said  string // the last state line
+}
+
+func newJobWatch(cl *api.Client, id string, w io.Writer) *jobWatch {
+	return &jobWatch{cl: cl, id: id, w: w, pulls: newPullReporter(w)}
+}
+
+// until polls the job until done is true of it, and returns what it
+// found; it says how the job stands after each poll that found otherwise.
+func (jw *jobWatch) until(ctx context.Context, done func(*api.JobDetail) bool) (*api.JobDetail, error) {
+	tick := time.NewTicker(waitInterval)
+	defer tick.Stop()
+	for {
+		d, err := jw.cl.Job(ctx, jw.id)
+		if err != nil {
+			return nil, err
+		}
+		if done(d) {
+			return d, nil
+		}
+		jw.say(d)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// say says how the job stands, unless the last line said so.
+func (jw *jobWatch) say(d *api.JobDetail) {
+	if line := stateLine(d); line != "" && line != jw.said {
+		fmt.Fprintln(jw.w, printable(line))
+		jw.said = line
+	}
+	jw.pulls.report(d, time.Now())
+}
+
+// stateLine says where a job that has not ended is: "job 3f2a1b0c
+// queued: not enough free GPUs ...", "job 3f2a1b0c running on gpu-01
+// (attempt 1)". It is empty for a job that ended (endLine says how).
+func stateLine(d *api.JobDetail) string {
+	j := &d.Job
+	line := fmt.Sprintf("job %s %s", structs.ShortID(j.ID), j.State)
+	reason := strings.TrimPrefix(j.Reason, string(j.State)+": ")
+	switch j.State {
+	case structs.JobQueued:
+	case structs.JobRunning:
+		var nodes []string
+		for _, a := range attemptAllocs(d, j.Attempts) {
+			nodes = append(nodes, nodeNameOf(d, a.NodeID))
+		}
+		if len(nodes) > stateLineNodes {
+			nodes = append(nodes[:stateLineNodes], fmt.Sprintf("%d more", len(nodes)-stateLineNodes))
+		}
+		if len(nodes) > 0 {
+			line += " on " + strings.Join(nodes, ", ")
+		}
+		line += fmt.Sprintf(" (attempt %d)", j.Attempts)
+	default:
+		return ""
+	}
+	if reason != "" {
+		line += ": " + reason
+	}
+	return line
+}
+
+// endLine says how a job ended: "job 3f2a1b0c failed: exited with code 7".
+func endLine(j *structs.Job) string {
+	line := fmt.Sprintf("job %s %s", structs.ShortID(j.ID), j.State)
+	if j.Reason != "" {
+		line += ": " + j.Reason
+	}
+	return line
+}
+
+// attemptLine names one rank's allocation in an attempt, its node and how
+// it ended: "attempt 2 on gpu-01: failed: exited with code 7", "attempt 1,
+// rank 1, on gpu-02: running".
+func attemptLine(d *api.JobDetail, a *structs.Allocation) string {
+	line := fmt.Sprintf("attempt %d", a.Attempt)
+	if d.Job.Spec.Nodes > 1 {
+		line += fmt.Sprintf(", rank %d,", a.Rank)
+	}
+	line += fmt.Sprintf(" on %s: %s", nodeNameOf(d, a.NodeID), a.State)
+	if why := allocWhy(a); why != "" {
+		line += ": " + why
+	}
+	return line
+}
+
+// allocWhy says why an allocation that ended did not succeed; it is empty
+// for one that succeeded or has not ended.
+func allocWhy(a *structs.Allocation) string {
+	if !a.State.Terminal() || a.State == structs.AllocSucceeded {
+		return ""
+	}
+	return cmp.Or(a.GPUFault, a.Reason)
+}
+
+// attemptAllocs returns the allocations of an attempt, by rank.
+func attemptAllocs(d *api.JobDetail, attempt int) []*structs.Allocation {
+	var as []*structs.Allocation
+	for i := range d.Allocations {
+		if a := &d.Allocations[i]; a.Attempt == attempt {
+			as = append(as, a)
+		}
+	}
+	slices.SortFunc(as, func(a, b *structs.Allocation) int { return a.Rank - b.Rank })
+	return as
+}
+
+// allocOf returns the allocation of a rank in an attempt, or nil.
+func allocOf(d *api.JobDetail, rank, attempt int) *structs.Allocation {
+	for _, a := range attemptAllocs(d, attempt) {
+		if a.Rank == rank {
+			return a
+		}
+	}
+	return nil
+}
+
+// nodeNameOf is the name of a node of a job's allocations, or its short
+// ID when the answer did not name it.
+func nodeNameOf(d *api.JobDetail, nodeID string) string {
+	return cmp.Or(d.Nodes[nodeID], structs.ShortID(nodeID))
+}
