@@ -249,6 +249,7 @@ func (a *Agent) start() error {
 		NodeID:       a.nodeID,
 		NodeName:     a.cfg.Name,
 		FSM:          a.fsm,
+		View:         a.node.View(),
 		Raft:         a.raft,
 		Apply:        a.apply,
 		Peers:        a.peers,

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -136,6 +137,20 @@ func dialerFrom(source net.Addr, timeout time.Duration) *net.Dialer {
 		}
 	}
 	return d
+}
+
+// NewRequest is a request to another node's internal API, carrying this
+// node's credential in a plaintext cluster (a secure one's is its
+// certificate, which the clients present).
+func (p *Peers) NewRequest(ctx context.Context, method, url string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return nil, err
+	}
+	if p.cfg.Token != "" {
+		req.Header.Set(api.TokenHeader, p.cfg.Token)
+	}
+	return req, nil
 }
 
 // Calls is the HTTP client for bounded calls between nodes.

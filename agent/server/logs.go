@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -78,18 +79,82 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadGateway, fmt.Errorf("rank %d of job %s ran on node %s, whose address is unknown", rank, structs.ShortID(job.ID), structs.ShortID(alloc.NodeID)))
 			return
 		}
-		s.proxy(w, r, addr, nil)
+		s.proxyLogs(w, r, addr, alloc.ID)
 		return
 	}
+	s.serveLog(w, r, s.fsm, alloc, stream, follow, tail)
+}
+
+// serveLog streams one of this node's allocations' output, following it
+// while st says the allocation is live.
+func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, st *fsm.FSM, alloc *structs.Allocation, stream string, follow bool, tail *logTail) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set(api.LogAttemptHeader, strconv.Itoa(alloc.Attempt))
 	if tail == nil {
 		s.setLogDropped(w, alloc.ID, stream)
 	}
 	w.WriteHeader(http.StatusOK)
-	if err := s.copyLog(w, r, alloc.ID, stream, follow, tail); err != nil {
+	if err := s.copyLog(w, r, st, alloc.ID, stream, follow, tail); err != nil {
 		s.log.Debug("log stream ended", "alloc", structs.ShortID(alloc.ID), "error", err)
 	}
+}
+
+// proxyLogs streams the output of an allocation that ran on the node at
+// addr from that node's internal API (handleAllocLogs), with the query the
+// user sent: this node has checked who may read it. A worker holds no
+// ACLs to check a user's token with; the node-to-node API takes the
+// node's own credential.
+func (s *Server) proxyLogs(w http.ResponseWriter, r *http.Request, addr, allocID string) {
+	req, err := s.cfg.Peers.NewRequest(r.Context(), http.MethodGet,
+		addr+internalPrefix+"allocs/"+url.PathEscape(allocID)+"/logs?"+r.URL.RawQuery, nil)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	resp, err := s.cfg.Peers.Streams().Do(req)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, fmt.Errorf("reach the node at %s: %w", addr, err))
+		return
+	}
+	defer resp.Body.Close()
+	s.relay(w, resp)
+}
+
+// handleAllocLogs serves GET /v1/internal/allocs/{id}/logs to the node
+// that a user asked for the logs (handleLogs): the output of one of this
+// node's allocations, as this node's view knows it, with the user API's
+// stream, follow, tail and lines.
+func (s *Server) handleAllocLogs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	stream := q.Get("stream")
+	if stream == "" {
+		stream = api.StreamStdout
+	}
+	if stream != api.StreamStdout && stream != api.StreamStderr {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("stream %q: want stdout or stderr", stream))
+		return
+	}
+	tail, err := parseLogTail(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	view := s.view()
+	alloc, ok := view.Alloc(r.PathValue("id"))
+	if !ok || alloc.NodeID != s.cfg.NodeID {
+		writeError(w, http.StatusNotFound, fmt.Errorf("allocation %s: not one of this node's", structs.ShortID(r.PathValue("id"))))
+		return
+	}
+	s.serveLog(w, r, view, alloc, stream, q.Get("follow") == "true", tail)
+}
+
+// view is this node's view of the state (Config.View), or the state
+// where none was given.
+func (s *Server) view() *fsm.FSM {
+	if s.cfg.View != nil {
+		return s.cfg.View
+	}
+	return s.fsm
 }
 
 // logTail is the end of a stream that a request asks for.
@@ -175,7 +240,7 @@ func (s *Server) setLogDropped(w http.ResponseWriter, allocID, stream string) {
 // copyLog writes what is kept of the stream to w, or its end when tail is
 // set; when following it keeps writing new output, across rotations, until
 // the allocation is over and everything was sent.
-func (s *Server) copyLog(w http.ResponseWriter, r *http.Request, allocID, stream string, follow bool, tail *logTail) error {
+func (s *Server) copyLog(w http.ResponseWriter, r *http.Request, st *fsm.FSM, allocID, stream string, follow bool, tail *logTail) error {
 	flusher, _ := w.(http.Flusher)
 	var f io.ReadCloser
 	defer func() {
@@ -184,8 +249,8 @@ func (s *Server) copyLog(w http.ResponseWriter, r *http.Request, allocID, stream
 		}
 	}()
 	for {
-		_, changed := s.fsm.Watch()
-		alloc, ok := s.fsm.Alloc(allocID)
+		_, changed := st.Watch()
+		alloc, ok := st.Alloc(allocID)
 		done := !ok || !alloc.Live()
 		if f == nil {
 			var rd io.ReadCloser

@@ -83,7 +83,10 @@ type Config struct {
 	NodeID   string
 	NodeName string
 	FSM      *fsm.FSM
-	Raft     Raft
+	// View is this node's view of the state (agent/node): what it ran,
+	// which a worker's FSM does not hold. nil: FSM.
+	View *fsm.FSM
+	Raft Raft
 	// Apply writes one entry through Raft (this node must lead) and
 	// returns what the FSM returned.
 	Apply func(structs.MessageType, any) (any, error)
@@ -283,6 +286,7 @@ func (s *Server) internalRoutes() http.Handler {
 	mux.HandleFunc("POST "+internalPrefix+"renew", s.handleRenew)
 	mux.HandleFunc("POST "+internalPrefix+"ca-key", s.handleCAKey)
 	mux.HandleFunc("GET "+internalPrefix+"nodes/{id}/view", s.handleNodeView)
+	mux.HandleFunc("GET "+internalPrefix+"allocs/{id}/logs", s.handleAllocLogs)
 	mux.HandleFunc(internalPrefix, notFound)
 	return s.timed("internal", mux)
 }
