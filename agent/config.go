@@ -346,7 +346,8 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("--voters %d: want an odd number from 1 to 7", cfg.Voters)
 	}
 	if cfg.Servers != 0 && (cfg.Servers < cfg.Voters || cfg.Servers > cfg.Voters+MaxStandbys) {
-		return cfg, fmt.Errorf("--standbys %d: want -1 (every node a server) or 0 to %d", cfg.Servers-cfg.Voters, MaxStandbys)
+		return cfg, fmt.Errorf("--standbys %d: want 0 to %d standbys beside the %d voters (or none given: every node a server)",
+			cfg.Servers-cfg.Voters, MaxStandbys, cfg.Voters)
 	}
 	if cfg.Servers != 0 && cfg.secure() {
 		return cfg, errors.New("--standbys: workers outside Raft do not yet carry a secure cluster's trust state; " +

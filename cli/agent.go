@@ -164,6 +164,9 @@ func agentConfig(c *ucli.Context) (agent.Config, error) {
 	if c.Duration("cert-ttl") <= 0 {
 		return agent.Config{}, usagef(c, "--cert-ttl %s: must be positive", c.Duration("cert-ttl"))
 	}
+	if n := c.Int("standbys"); n < -1 || n > agent.MaxStandbys {
+		return agent.Config{}, usagef(c, "--standbys %d: want -1 (every node a server) or 0 to %d", n, agent.MaxStandbys)
+	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "skein", Level: level, Output: c.App.ErrWriter})
 	cfg := agent.Config{
 		Dev:             c.Bool("dev"),
@@ -286,9 +289,9 @@ func agentSecurity(c *ucli.Context) (agent.Security, error) {
 }
 
 // servers is the agent's Servers for --voters and --standbys: 0 (every
-// node a server) for a negative --standbys.
+// node a server) for --standbys -1.
 func servers(voters, standbys int) int {
-	if standbys < 0 {
+	if standbys == -1 {
 		return 0
 	}
 	return voters + standbys

@@ -20,10 +20,10 @@ import (
 )
 
 // simWorkers are lightweight simulated nodes in the benchmark's process
-// that speak the real node-to-node protocol to one agent: each registers
-// its inventory, then renews its lease every heartbeat interval over the
-// internal API, as a real node's agent does. They hold no Raft state and
-// run no jobs.
+// that speak the real node-to-node protocol to one agent, as a worker's
+// agent does (a node outside Raft): each registers its inventory, renews
+// its lease every heartbeat interval and keeps a watch of its view open
+// over the internal API. They hold no Raft state and run no jobs.
 type simWorkers struct {
 	addr     string
 	interval time.Duration
@@ -31,7 +31,7 @@ type simWorkers struct {
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
 	n        int
-	failed   atomic.Int64 // heartbeats the leader did not answer
+	failed   atomic.Int64 // heartbeats and watches the leader did not answer
 }
 
 func newSimWorkers(addr string, interval time.Duration) *simWorkers {
@@ -50,7 +50,7 @@ func (s *simWorkers) client(i int) (*api.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	local := &net.TCPAddr{IP: net.IPv4(127, 1, byte(i>>8), byte(i))}
 	tr.DialContext = (&net.Dialer{LocalAddr: local, Timeout: 5 * time.Second}).DialContext
-	return c.WithHTTPClient(&http.Client{Timeout: 5 * time.Second, Transport: tr}), nil
+	return c.WithHTTPClient(&http.Client{Timeout: 30 * time.Second, Transport: tr}), nil
 }
 
 // grow registers workers until there are n, and starts their heartbeats,
@@ -75,8 +75,9 @@ func (s *simWorkers) grow(b *testing.B, n int) {
 					errs <- fmt.Errorf("register %s: %w", id, err)
 					return
 				}
-				s.wg.Add(1)
+				s.wg.Add(2)
 				go s.beat(c, id)
+				go s.watch(c, id)
 			}
 		}()
 	}
@@ -98,14 +99,37 @@ func (s *simWorkers) beat(c *api.Client, id string) {
 	tick := time.NewTicker(s.interval)
 	defer tick.Stop()
 	for {
-		if _, err := c.Heartbeat(s.ctx, id); err != nil && s.ctx.Err() == nil {
+		// Bounded as a node bounds it: half the lease (--stop-after).
+		ctx, cancel := context.WithTimeout(s.ctx, 1250*time.Millisecond)
+		if _, err := c.Heartbeat(ctx, id); err != nil && s.ctx.Err() == nil {
 			s.failed.Add(1)
 		}
+		cancel()
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-tick.C:
 		}
+	}
+}
+
+// watch keeps worker id's view watch open, as a worker's agent does.
+func (s *simWorkers) watch(c *api.Client, id string) {
+	defer s.wg.Done()
+	var hash, leader string
+	for s.ctx.Err() == nil {
+		v, err := c.NodeView(s.ctx, id, hash, leader, 20*time.Second)
+		if err != nil {
+			if s.ctx.Err() == nil {
+				s.failed.Add(1)
+			}
+			select {
+			case <-s.ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		hash, leader = v.Hash, v.Leader
 	}
 }
 
@@ -134,8 +158,8 @@ func benchWorkerCounts(b *testing.B) []int {
 
 // BenchmarkLeaderIdleCost measures the leader's own cost per node while
 // the cluster idles (issue 17): one real agent process leads a one-node
-// Raft cluster, and simulated workers (simWorkers) register and renew
-// their leases with it at the agent's heartbeat interval. At each count
+// Raft cluster, and simulated workers (simWorkers) register, renew their
+// leases with it at the agent's heartbeat interval and watch their views. At each count
 // of SKEIN_BENCH_WORKERS, once every worker is ready and after 3 s to
 // settle, it reads the leader process's CPU time over a 10 s window and
 // its resident memory, and reports them with the slope per worker from
@@ -182,7 +206,7 @@ func BenchmarkLeaderIdleCost(b *testing.B) {
 			cores, rss = append(cores, c), append(rss, mib)
 			b.ReportMetric(c, fmt.Sprintf("cores@%d", count))
 			b.ReportMetric(mib, fmt.Sprintf("rss-MiB@%d", count))
-			b.ReportMetric(float64(sims.failed.Load()-failedBefore), fmt.Sprintf("failed-beats@%d", count))
+			b.ReportMetric(float64(sims.failed.Load()-failedBefore), fmt.Sprintf("failed-calls@%d", count))
 		}
 		sims.close()
 		if k := len(counts) - 1; k > 0 {
