@@ -44,7 +44,9 @@ func (s *Server) toServer(next http.Handler) http.Handler {
 		}
 		addr, err := s.cfg.Peers.ServerAddr()
 		if err != nil {
-			writeError(w, http.StatusServiceUnavailable, err)
+			// No server known (a node not yet joined, or cut off): it
+			// answers from what it has, as any node would.
+			next.ServeHTTP(w, r)
 			return
 		}
 		target, err := url.Parse(addr)
@@ -70,9 +72,14 @@ func (s *Server) toServer(next http.Handler) http.Handler {
 }
 
 // localOnly reports whether a request is this node's own to answer
-// whatever its role: the node-to-node API and its metrics.
+// whatever its role: the node-to-node API, its metrics, and the commands
+// to this agent itself (join, leave).
 func (s *Server) localOnly(r *http.Request) bool {
-	return strings.HasPrefix(r.URL.Path, internalPrefix) || r.URL.Path == "/metrics" || r.Header.Get(api.ForwardedHeader) != ""
+	switch r.URL.Path {
+	case "/metrics", "/v1/join", "/v1/leave":
+		return true
+	}
+	return strings.HasPrefix(r.URL.Path, internalPrefix) || r.Header.Get(api.ForwardedHeader) != ""
 }
 
 // isServer is holdsState, asked at most once per serverCheck.

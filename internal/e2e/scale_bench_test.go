@@ -238,3 +238,85 @@ func allReady(c *api.Client, want int) error {
 	}
 	return nil
 }
+
+// BenchmarkRealAgentsIdleLeader measures the leader of an idle cluster of
+// real agent processes on loopback (issue 17's first table):
+// SKEIN_BENCH_AGENTS agents (default 20), every one a server, or with
+// SKEIN_BENCH_STANDBYS=N three voters and N standbys, the rest workers.
+// Once every node is ready and after 5 s to settle, it reads the leader
+// process's CPU time over a 10 s window, its resident memory and its
+// open files. All agents share the machine's cores.
+func BenchmarkRealAgentsIdleLeader(b *testing.B) {
+	agents := envInt(b, "SKEIN_BENCH_AGENTS", 20)
+	var flags []string
+	if s := os.Getenv("SKEIN_BENCH_STANDBYS"); s != "" {
+		flags = []string{"--standbys", s}
+	}
+	for range b.N {
+		ips := make([]string, agents)
+		for i := range ips {
+			ips[i] = fmt.Sprintf("127.0.2.%d", i+1)
+		}
+		nodes := newNodes(b, ips...)
+		nodes[0].startWith(b, flags)
+		for _, n := range nodes[1:] {
+			n.startWith(b, flags, nodes[0].gossip())
+		}
+		admin, err := api.NewClient(nodes[0].proc.addr, adminToken(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		testutil.WaitFor(b, 2*time.Minute, func() error { return allReady(admin, agents) })
+		time.Sleep(5 * time.Second) // settle: promotions, registrations
+		lead := leaderOf(b, nodes)
+		pid := lead.proc.cmd.Process.Pid
+		cpu0, err := testutil.CPUSeconds(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		time.Sleep(10 * time.Second) // the thing measured is idling
+		cpu1, err := testutil.CPUSeconds(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		mib, err := testutil.RSSMiB(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		peers, err := admin.RaftPeers(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := allReady(admin, agents); err != nil {
+			b.Errorf("after the idle window: %v", err)
+		}
+		b.ReportMetric((cpu1-cpu0)/time.Since(start).Seconds(), "leader-cores")
+		b.ReportMetric(mib, "leader-rss-MiB")
+		b.ReportMetric(float64(len(fds)), "leader-fds")
+		b.ReportMetric(float64(len(peers)), "raft-servers")
+		for _, n := range nodes {
+			_ = n.proc.cmd.Process.Signal(os.Interrupt)
+		}
+		for _, n := range nodes {
+			_ = n.proc.cmd.Wait()
+		}
+	}
+}
+
+// envInt is the environment variable name as a positive number, or def.
+func envInt(b *testing.B, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive number", name, s)
+	}
+	return n
+}
