@@ -422,10 +422,7 @@ func (a *Agent) goLoop(f func()) {
 // or 0700.
 func (a *Agent) openDataDir() error {
 	a.dataDir = a.cfg.DataDir
-	if a.dataDir == "" {
-		if !a.cfg.Dev {
-			return errors.New("--data-dir is required outside dev mode")
-		}
+	if a.dataDir == "" { // dev mode: withDefaults refuses it otherwise
 		dir, err := os.MkdirTemp("", "skein-dev-")
 		if err != nil {
 			return fmt.Errorf("make a temporary data dir: %w", err)
