@@ -425,10 +425,7 @@ func (a *Agent) goLoop(f func()) {
 // or 0700.
 func (a *Agent) openDataDir() error {
 	a.dataDir = a.cfg.DataDir
-	if a.dataDir == "" {
-		if !a.cfg.Dev {
-			return errors.New("--data-dir is required outside dev mode")
-		}
+	if a.dataDir == "" { // dev mode: withDefaults refuses it otherwise
 		dir, err := os.MkdirTemp("", "skein-dev-")
 		if err != nil {
 			return fmt.Errorf("make a temporary data dir: %w", err)
@@ -573,9 +570,11 @@ func (a *Agent) gpuSummary() string {
 	return s
 }
 
-// Shutdown stops the agent. Jobs keep running under their supervisors and
-// are re-adopted by the next agent on the same data dir, except in dev mode
-// with a temporary data dir, where they are stopped and the dir is removed.
+// Shutdown stops the agent. From its first moment no new work starts
+// here: this node schedules nothing more and starts no allocation. Jobs
+// keep running under their supervisors and are re-adopted by the next
+// agent on the same data dir, except in dev mode with a temporary data
+// dir, where they are stopped and the dir is removed.
 func (a *Agent) Shutdown() { a.stop(true) }
 
 // stop shuts the agent down; a leader hands leadership over first when
@@ -583,6 +582,7 @@ func (a *Agent) Shutdown() { a.stop(true) }
 // pass false to stop a node the way a crash would.
 func (a *Agent) stop(handover bool) {
 	a.shutdown.Do(func() {
+		a.stopLaunching()
 		if a.tempDir && a.node != nil {
 			a.node.StopAll("agent shutting down")
 		}
@@ -624,11 +624,26 @@ func (a *Agent) stop(handover bool) {
 	})
 }
 
+// stopLaunching keeps new work from starting here, for an agent on its
+// way out: the leader's scheduling ends and the node starts no
+// allocation, so that what frees GPUs (StopAll) frees them for good.
+func (a *Agent) stopLaunching() {
+	if a.leader != nil {
+		a.leader.StopScheduling()
+	}
+	if a.node != nil {
+		a.node.StopStarting()
+	}
+}
+
 // Leave stops local jobs, leaves the cluster gracefully and closes Done.
+// The node starts nothing new meanwhile; a leader goes on scheduling
+// until it has handed leadership over.
 func (a *Agent) Leave() {
 	a.leaving.Do(func() {
 		defer close(a.done)
 		a.logger.Info("leaving the cluster")
+		a.node.StopStarting()
 		a.node.StopAll("node leaving the cluster")
 		a.node.FlushReports(reportFlush)
 		if err := a.raft.Leave(leaveTimeout); err != nil {

@@ -204,12 +204,12 @@ func TestConfig_SecureUnlessDevOrLoopback(t *testing.T) {
 		cfg  Config
 		want Security
 	}{
-		{"public bind", Config{BindAddr: "0.0.0.0", AdvertiseAddr: "10.0.0.1"}, SecurityTLS},
-		{"public address", Config{BindAddr: "10.0.0.1"}, SecurityTLS},
-		{"loopback", Config{BindAddr: "127.0.0.11"}, SecurityAuto},
+		{"public bind", Config{DataDir: "x", BindAddr: "0.0.0.0", AdvertiseAddr: "10.0.0.1"}, SecurityTLS},
+		{"public address", Config{DataDir: "x", BindAddr: "10.0.0.1"}, SecurityTLS},
+		{"loopback", Config{DataDir: "x", BindAddr: "127.0.0.11"}, SecurityAuto},
 		{"dev", Config{Dev: true}, SecurityAuto},
-		{"--tls on loopback", Config{BindAddr: "127.0.0.1", Security: SecurityTLS}, SecurityTLS},
-		{"--insecure-cluster", Config{BindAddr: "10.0.0.1", Security: SecurityInsecure, Token: "t"}, SecurityInsecure},
+		{"--tls on loopback", Config{DataDir: "x", BindAddr: "127.0.0.1", Security: SecurityTLS}, SecurityTLS},
+		{"--insecure-cluster", Config{DataDir: "x", BindAddr: "10.0.0.1", Security: SecurityInsecure, Token: "t"}, SecurityInsecure},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

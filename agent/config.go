@@ -449,6 +449,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if err := checkContainerConfig(&cfg); err != nil {
 		return cfg, err
 	}
+	if cfg.DataDir == "" && !cfg.Dev {
+		return cfg, errors.New("--data-dir is required outside dev mode")
+	}
 	nofile, err := fdLimit()
 	if err != nil {
 		return cfg, err
@@ -461,6 +464,13 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "skein", Level: hclog.Info})
 	}
 	return cfg, nil
+}
+
+// Check reports what New would refuse in cfg, without starting anything:
+// the error names the setting that is wrong.
+func (cfg Config) Check() error {
+	_, err := cfg.withDefaults()
+	return err
 }
 
 // secure reports whether the cluster runs with its CA, mutual TLS and

@@ -22,6 +22,7 @@ func TestConfig_RejectsBadSettingsNamingTheFlag(t *testing.T) {
 		{"down-after too short", Config{DataDir: "x", BindAddr: "127.0.0.1", StopAfter: 2 * time.Second, DownAfter: 2 * time.Second}, "--down-after"},
 		{"dev with join", Config{Dev: true, Join: []string{"x"}}, "--dev"},
 		{"bad bind", Config{BindAddr: "not-an-ip"}, "--bind"},
+		{"no data dir outside dev mode", Config{BindAddr: "127.0.0.1"}, "--data-dir is required"},
 		{"clean period too short", Config{DataDir: "x", BindAddr: "127.0.0.1", GPUCleanPeriod: time.Millisecond}, "--gpu-clean-period"},
 		{"relative allowed mount", Config{DataDir: "x", BindAddr: "127.0.0.1", AllowMounts: []string{"data"}}, `--allow-mount "data": want an absolute directory`},
 		{"negative shm", Config{DataDir: "x", BindAddr: "127.0.0.1", ShmSizeMiB: -1}, "--shm-size -1 MiB"},

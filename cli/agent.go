@@ -26,6 +26,8 @@ func agentCommand() *ucli.Command {
 			"cluster on loopback with data in a temporary directory and simulated GPUs when\n" +
 			"NVML is absent: the quickest way to try skein.",
 		Flags: []ucli.Flag{
+			&ucli.StringFlag{Name: configFlag, Usage: "read settings from the YAML `FILE`: keys are these long flags (data-dir: /var/lib/skein, join: [HOST, ...]); the command line and the environment override it"},
+			&ucli.BoolFlag{Name: printConfigFlag, Usage: "print the effective settings (command line, environment, --config, defaults) as YAML that --config takes, secrets left out, and exit"},
 			&ucli.BoolFlag{Name: "dev", Usage: "one node, loopback only, temporary data, simulated GPUs if NVML is absent"},
 			&ucli.StringFlag{Name: "name", Usage: "node name (default: the host name)"},
 			&ucli.StringFlag{Name: "data-dir", Usage: "where state, logs and job output live (required outside --dev)", EnvVars: []string{"SKEIN_DATA_DIR"}},
@@ -77,9 +79,15 @@ func agentCommand() *ucli.Command {
 }
 
 func runAgent(c *ucli.Context) error {
-	cfg, err := agentConfig(c)
+	cfg, origins, err := agentConfig(c)
 	if err != nil {
 		return err
+	}
+	if err := cfg.Check(); err != nil {
+		return origins.withOrigin(c, usagef(c, "%v", err))
+	}
+	if c.Bool(printConfigFlag) {
+		return printAgentConfig(c)
 	}
 	logger := cfg.Logger
 	a, err := agent.New(cfg)
@@ -103,12 +111,24 @@ func runAgent(c *ucli.Context) error {
 	return nil
 }
 
-// agentConfig maps the agent command's flags, and the global token flags,
-// to an agent configuration.
-func agentConfig(c *ucli.Context) (agent.Config, error) {
+// agentConfig maps the agent command's flags, the configuration file
+// --config names and the global token flags to an agent configuration;
+// it also returns where the file set what it set.
+func agentConfig(c *ucli.Context) (agent.Config, configOrigins, error) {
 	if c.NArg() > 0 {
-		return agent.Config{}, usagef(c, "agent takes no arguments, got %q", c.Args().First())
+		return agent.Config{}, nil, usagef(c, "agent takes no arguments, got %q", c.Args().First())
 	}
+	origins, err := loadAgentConfigFile(c)
+	if err != nil {
+		return agent.Config{}, nil, err
+	}
+	cfg, err := agentFlagsConfig(c, origins)
+	return cfg, origins, origins.withOrigin(c, err)
+}
+
+// agentFlagsConfig maps the agent command's flags, and the global token
+// flags, to an agent configuration.
+func agentFlagsConfig(c *ucli.Context, origins configOrigins) (agent.Config, error) {
 	labels := map[string]string{}
 	for _, kv := range c.StringSlice("label") {
 		k, v, ok := strings.Cut(kv, "=")
@@ -208,7 +228,7 @@ func agentConfig(c *ucli.Context) (agent.Config, error) {
 	cfg.MaxConnsPerClient = c.Int("max-conns-per-client")
 	cfg.JobUser = c.String("job-user")
 	cfg.JobEnvAllow = envAllowList(c.String("job-env-allow"))
-	warnSecretsInArgs(c, logger)
+	warnSecretsInArgs(c, logger, origins)
 	cfg.LogMaxMiB = int64(logMax)
 	cfg.AllowMounts = slices.DeleteFunc(c.StringSlice("allow-mount"), func(d string) bool { return d == "" })
 	cfg.ShmSizeMiB = int64(shmSize)
@@ -245,13 +265,14 @@ func envAllowList(s string) []string {
 
 // warnSecretsInArgs warns of secrets given on the agent's command line:
 // every local user, every job included, can read it in /proc/PID/cmdline.
-// The environment and files are not readable there.
-func warnSecretsInArgs(c *ucli.Context, logger hclog.Logger) {
+// The environment and files (origins: those --config set) are not
+// readable there.
+func warnSecretsInArgs(c *ucli.Context, logger hclog.Logger, origins configOrigins) {
 	for _, s := range []struct{ flag, env, instead string }{
 		{flag: "token", env: "SKEIN_TOKEN", instead: "--token-file or SKEIN_TOKEN"},
 		{flag: "encrypt", env: "SKEIN_ENCRYPT", instead: "SKEIN_ENCRYPT"},
 	} {
-		if v, set := lineageString(c, s.flag); set && os.Getenv(s.env) != v {
+		if v, set := lineageString(c, s.flag); set && os.Getenv(s.env) != v && origins[s.flag] == "" {
 			logger.Warn("a secret on the command line is readable by every local user and job",
 				"flag", "--"+s.flag, "use", s.instead)
 		}

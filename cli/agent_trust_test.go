@@ -22,7 +22,7 @@ func agentConfigOf(t *testing.T, args ...string) (agent.Config, result) {
 		if cmd.Name == "agent" {
 			cmd.Action = func(c *ucli.Context) error {
 				var err error
-				cfg, err = agentConfig(c)
+				cfg, _, err = agentConfig(c)
 				return err
 			}
 		}

@@ -67,3 +67,75 @@ func TestCompletion_BashScriptCompletesCommandsAndFlags(t *testing.T) {
 		t.Errorf("skein squeue --nohe<TAB> = %q, want --noheader", got)
 	}
 }
+
+// TestCompletion_ZshScriptAsksSkeinForTheNextWords runs the zsh script in
+// zsh against this test binary acting as skein, with stand-ins for the
+// completion system's _describe and _files that print what they are
+// offered.
+func TestCompletion_ZshScriptAsksSkeinForTheNextWords(t *testing.T) {
+	zsh, err := exec.LookPath("zsh")
+	if err != nil {
+		t.Skip("no zsh to run the script in")
+	}
+	script := filepath.Join(t.TempDir(), "_skein")
+	if err := os.WriteFile(script, []byte(runCLI(t, "completion", "zsh").stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	complete := func(words ...string) string {
+		t.Helper()
+		args := append([]string{"-f", "-c", `compdef() {}; source "$1"; shift
+_describe() { print -l -- "${(@P)2}" }; _files() { print FILES }
+words=("$@"); CURRENT=$#; _skein`, "zsh", script, os.Args[0]}, words...)
+		cmd := exec.Command(zsh, args...)
+		cmd.Env = append(os.Environ(), cliEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("zsh: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got := complete("sq"); !strings.Contains(got, "squeue:list jobs as Slurm's squeue does") {
+		t.Errorf("skein sq<TAB> offers %q, want squeue with its description", got)
+	}
+	if got := complete("squeue", "--nohe"); got != "--noheader" {
+		t.Errorf("skein squeue --nohe<TAB> = %q, want --noheader", got)
+	}
+	if got := complete("agent", "--print"); got != "--print-config" {
+		t.Errorf("skein agent --print<TAB> = %q, want --print-config", got)
+	}
+	if got := complete("submit", "--", "trai"); got != "FILES" {
+		t.Errorf("skein submit -- trai<TAB> = %q, want file names", got)
+	}
+}
+
+// TestCompletion_FishScriptCompletesCommandsAndFlags loads the fish script
+// in fish and asks it to complete.
+func TestCompletion_FishScriptCompletesCommandsAndFlags(t *testing.T) {
+	fish, err := exec.LookPath("fish")
+	if err != nil {
+		t.Skip("no fish to run the script in")
+	}
+	script := filepath.Join(t.TempDir(), "skein.fish")
+	if err := os.WriteFile(script, []byte(runCLI(t, "completion", "fish").stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	complete := func(line string) string {
+		t.Helper()
+		cmd := exec.Command(fish, "--no-config", "-c", `source $argv[1]; complete -C $argv[2]`, script, line)
+		cmd.Dir = t.TempDir() // no file names to offer besides the words
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("fish: %v\n%s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got := complete("skein sq"); !strings.HasPrefix(got, "squeue\t") || strings.Contains(got, "\n") {
+		t.Errorf("skein sq<TAB> = %q, want squeue alone", got)
+	}
+	if got := complete("skein squeue --nohe"); !strings.HasPrefix(got, "--noheader\t") {
+		t.Errorf("skein squeue --nohe<TAB> = %q, want --noheader", got)
+	}
+	if got := complete("skein agent --print"); !strings.HasPrefix(got, "--print-config\t") {
+		t.Errorf("skein agent --print<TAB> = %q, want --print-config", got)
+	}
+}

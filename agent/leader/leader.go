@@ -84,6 +84,12 @@ type Leader struct {
 	log  hclog.Logger
 	fsm  *fsm.FSM
 	kick chan struct{}
+	// passMu is held by each scheduling pass; halted, set under it by
+	// StopScheduling, makes every later pass place nothing, and halt is
+	// closed then so that the scheduling loop ends.
+	passMu sync.Mutex
+	halted bool
+	halt   chan struct{}
 
 	mu sync.Mutex
 	// heard is when each node's heartbeat last reached this node.
@@ -94,7 +100,21 @@ type Leader struct {
 
 // New returns a Leader; Follow runs it.
 func New(cfg Config) *Leader {
-	return &Leader{cfg: cfg, log: cfg.Logger, fsm: cfg.FSM, kick: make(chan struct{}, 1), heard: map[string]time.Time{}}
+	return &Leader{cfg: cfg, log: cfg.Logger, fsm: cfg.FSM, kick: make(chan struct{}, 1),
+		halt: make(chan struct{}), heard: map[string]time.Time{}}
+}
+
+// StopScheduling ends this node's scheduling for good, for an agent that
+// is shutting down: it runs no scheduling pass from now on, whether it
+// leads now or later, and when StopScheduling returns none is under way
+// either. The leader's other duties go on until Follow ends.
+func (l *Leader) StopScheduling() {
+	l.passMu.Lock()
+	defer l.passMu.Unlock()
+	if !l.halted {
+		l.halted = true
+		close(l.halt)
+	}
 }
 
 // Follow follows Raft's leadership events until ctx ends: while this node

@@ -191,6 +191,32 @@ func TestLeader_NoWorkGoesToANodeGossipDeclaredFailed(t *testing.T) {
 	}
 }
 
+// An agent that shuts down stops scheduling at once: its scheduling loop
+// ends, and no pass places the work that waits.
+func TestLeader_StopSchedulingEndsTheLoopAndPlacesNothing(t *testing.T) {
+	h := newHarness(t)
+	h.node("n1")
+	stop := make(chan struct{})
+	defer close(stop)
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		h.l.scheduleLoop(stop)
+	}()
+	h.l.StopScheduling()
+	<-ended              // a loop that went on would hang the test here
+	h.l.StopScheduling() // a second call is harmless
+	h.submit("a", structs.JobSpec{GPUs: 1}, time.Now().UTC())
+	before := h.idx
+	if refused, _, err := h.l.pass(); err != nil || refused {
+		t.Fatalf("pass after StopScheduling: refused %v, error %v", refused, err)
+	}
+	if j := h.job("a"); j.State != structs.JobQueued || len(h.f.Allocs("a")) != 0 || h.idx != before {
+		t.Fatalf("job a is %s with %d allocations and %d entries written; want it queued, nothing written",
+			j.State, len(h.f.Allocs("a")), h.idx-before)
+	}
+}
+
 // A node that speaks again after a silence changes no state, so the
 // leader's scheduler must be woken for the work that waits for it.
 func TestLeader_ANodeHeardAgainAfterSilenceWakesTheScheduler(t *testing.T) {

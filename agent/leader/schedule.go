@@ -25,9 +25,9 @@ const (
 
 // scheduleLoop runs a scheduling pass whenever the state changes, a job's
 // restart backoff ends or gossip says something that changes what may be
-// placed, until stop closes. A pass whose plan was partly refused, by the
-// check before its commit or by Apply, plans again at once from the fresh
-// state.
+// placed, until stop closes or StopScheduling is called. A pass whose
+// plan was partly refused, by the check before its commit or by Apply,
+// plans again at once from the fresh state.
 func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 	replans := 0
 	for {
@@ -38,6 +38,8 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 			l.log.Warn("scheduling pass failed", "error", err)
 			select {
 			case <-stop:
+				return
+			case <-l.halt:
 				return
 			case <-time.After(retryPause):
 			}
@@ -59,6 +61,9 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 		case <-stop:
 			backoff.Stop()
 			return
+		case <-l.halt:
+			backoff.Stop()
+			return
 		case <-changed:
 		case <-backoff.C:
 		case <-l.kick:
@@ -73,8 +78,14 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 // allocations, drops what the newest state refuses, and commits the rest
 // in bounded entries. It reports whether any part of the plan was
 // refused, and when the earliest job still in its restart backoff becomes
-// placeable (zero: none waits).
+// placeable (zero: none waits). Once StopScheduling has run it does
+// nothing.
 func (l *Leader) pass() (refused bool, wake time.Time, err error) {
+	l.passMu.Lock()
+	defer l.passMu.Unlock()
+	if l.halted {
+		return false, time.Time{}, nil
+	}
 	nowT := time.Now()
 	placed := 0
 	if l.cfg.Metrics != nil {

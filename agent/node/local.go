@@ -43,6 +43,8 @@ func (n *Node) kickLocal() {
 // so the loop never starts one twice. Its cost follows the node's live and
 // tracked allocations, not its history.
 func (n *Node) reconcileLocal() {
+	n.startMu.Lock()
+	defer n.startMu.Unlock()
 	tracked := map[string]bool{}
 	for _, id := range n.runner.Tracked() {
 		tracked[id] = true
@@ -92,6 +94,8 @@ func (n *Node) reconcileLocal() {
 				ExitCode: -1, Reason: "lost: the agent restarted and found no trace of the process", At: now()})
 		case fenced:
 			// No leader: the allocation may already be running elsewhere.
+		case n.noStarts:
+			// The agent is going: see StopStarting.
 		default:
 			n.startAlloc(alloc)
 		}

@@ -116,6 +116,10 @@ type Node struct {
 	localKick  chan struct{}
 	// stopping holds the allocations asked to stop; only localLoop uses it.
 	stopping map[string]bool
+	// startMu is held by each local reconcile; noStarts, set under it by
+	// StopStarting, keeps every later one from starting an allocation.
+	startMu  sync.Mutex
+	noStarts bool
 
 	mu sync.Mutex
 	// lastAck is when this node's lease was last renewed; fenced is set
@@ -196,6 +200,16 @@ func (n *Node) goLoop(f func()) {
 
 // Registered is closed once this node's inventory is committed.
 func (n *Node) Registered() <-chan struct{} { return n.registered }
+
+// StopStarting makes this node start no allocation from now on, for an
+// agent that is leaving or shutting down: what is placed here meanwhile
+// starts after its restart, or elsewhere once the node is gone. When it
+// returns, no start is under way either.
+func (n *Node) StopStarting() {
+	n.startMu.Lock()
+	defer n.startMu.Unlock()
+	n.noStarts = true
+}
 
 // StopAll stops every local job and waits (bounded) for them to end.
 func (n *Node) StopAll(reason string) {
