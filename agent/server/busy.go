@@ -22,8 +22,13 @@ import (
 // internal API.
 const (
 	// DefaultMaxWrites is the bound when Config.MaxWrites is 0: four of
-	// Raft's batches of 64 entries, enough to keep the log busy.
-	DefaultMaxWrites = 256
+	// Raft's batches (256 entries, the cluster's AppendEntries limit), so
+	// that one batch fills while another commits; at a healthy leader's
+	// rate (about 900 submissions a second on 2 cores, BENCHMARKS.md)
+	// that many drain in about busyRetryAfter. A bound of one batch
+	// halved a burst's throughput: the log idled while refused clients
+	// waited.
+	DefaultMaxWrites = 1024
 	// busyRetryAfter is how long a refused write is told to wait.
 	busyRetryAfter = time.Second
 )
