@@ -24,17 +24,20 @@ import (
 const busyToken = "busy-test-token"
 
 // raftRole is what a Server and its Peers read of Raft: whether this node
-// leads, and which node does.
+// leads, and which node does. Both nodes are Raft voters.
 type raftRole struct {
+	self     string
 	leads    bool
 	leaderID string
 }
 
-func (r raftRole) IsLeader() bool                     { return r.leads }
-func (r raftRole) Leader() (addr, id string)          { return "", r.leaderID }
-func (r raftRole) Servers() ([]cluster.Server, error) { return nil, nil }
-func (r raftRole) Join([]string) (int, error)         { return 0, nil }
-func (r raftRole) Members() []cluster.Member          { return nil }
+func (r raftRole) IsLeader() bool            { return r.leads }
+func (r raftRole) Leader() (addr, id string) { return "", r.leaderID }
+func (r raftRole) Servers() ([]cluster.Server, error) {
+	return []cluster.Server{{ID: r.self, Voter: true}, {ID: r.leaderID, Voter: true}}, nil
+}
+func (r raftRole) Join([]string) (int, error) { return 0, nil }
+func (r raftRole) Members() []cluster.Member  { return nil }
 
 // heldLog applies entries to a real FSM as Raft would, one at a time, but
 // holds each until the test lets it go: a write in flight on the leader,
@@ -103,7 +106,7 @@ func startBusyNode(t *testing.T, id, leaderID, leaderAddr string, maxWrites int)
 		t.Fatal(err)
 	}
 	n := &busyNode{url: "http://" + ln.Addr().String(), log: newHeldLog(), heard: &heard{}}
-	role := raftRole{leads: leaderID == id, leaderID: leaderID}
+	role := raftRole{self: id, leads: leaderID == id, leaderID: leaderID}
 	if leaderAddr != "" {
 		// The leader's registration is where a node finds its address.
 		n.log.release <- struct{}{}
