@@ -60,15 +60,7 @@ func series(fams map[string]*dto.MetricFamily, name string, labels map[string]st
 	}
 	var found []float64
 	for _, s := range fam.GetMetric() {
-		have := map[string]string{}
-		for _, l := range s.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		match := true
-		for k, v := range labels {
-			match = match && have[k] == v
-		}
-		if !match {
+		if !hasLabels(s, labels) {
 			continue
 		}
 		switch fam.GetType() {
@@ -84,6 +76,20 @@ func series(fams map[string]*dto.MetricFamily, name string, labels map[string]st
 		return 0, fmt.Errorf("%s%v: %d series, want 1", name, labels, len(found))
 	}
 	return found[0], nil
+}
+
+// hasLabels reports whether a series carries every label of labels.
+func hasLabels(s *dto.Metric, labels map[string]string) bool {
+	have := map[string]string{}
+	for _, l := range s.GetLabel() {
+		have[l.GetName()] = l.GetValue()
+	}
+	for k, v := range labels {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // waitSeries waits until a series of a's metrics satisfies ok.

@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/skein-dev/skein/structs"
 )
@@ -26,6 +28,10 @@ const DefaultAddr = "http://127.0.0.1:7470"
 type Error struct {
 	StatusCode int
 	Message    string
+	// RetryAfter is, for the leader's back-pressure (a 429 with
+	// BusyHeader), how long it asked the client to wait before sending
+	// the request again; 0 for any other answer.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -36,9 +42,18 @@ func IsNotFound(err error) bool {
 	return errors.As(err, &e) && e.StatusCode == http.StatusNotFound
 }
 
+// DefaultBusyWait bounds, by default, how long one call waits in all for
+// a busy cluster to take it (WithBusyRetry).
+const DefaultBusyWait = 30 * time.Second
+
+// minBusyWait is the least wait before a request refused as busy is sent
+// again, whatever its Retry-After says.
+const minBusyWait = 100 * time.Millisecond
+
 // Client talks to an agent's HTTP API. Given several agents, it uses the
 // first that accepts a connection, so a client keeps working while any
-// node of the cluster is up.
+// node of the cluster is up. A request the leader refuses as busy is sent
+// again after the delay it asks for (WithBusyRetry).
 type Client struct {
 	bases []*url.URL
 	token string
@@ -46,6 +61,10 @@ type Client struct {
 	// tlsSet says https servers are verified with a configuration the
 	// caller gave (WithTLS), not the system roots.
 	tlsSet bool
+	// busyWait bounds the waits of one call on busy answers; busyNotify,
+	// when set, is told of each wait before it starts.
+	busyWait   time.Duration
+	busyNotify func(wait time.Duration)
 }
 
 // NewClient returns a client for the agent at addr ("http://host:port" or
@@ -54,7 +73,7 @@ func NewClient(addr, token string) (*Client, error) {
 	if addr == "" {
 		addr = DefaultAddr
 	}
-	c := &Client{token: token, http: &http.Client{}}
+	c := &Client{token: token, http: &http.Client{}, busyWait: DefaultBusyWait}
 	for _, a := range strings.Split(addr, ",") {
 		a = strings.TrimSpace(a)
 		if !strings.Contains(a, "://") {
@@ -272,10 +291,54 @@ func (c *Client) doHeader(ctx context.Context, method, path string, q url.Values
 	return resp.Header, nil
 }
 
-// send performs a request and turns transport failures and non-2xx answers
-// into errors that say what to do. It moves on to the next agent only when
-// a connection could not be made, so nothing was sent.
+// send performs a request, sending it again while the leader refuses it
+// as busy: after the delay its Retry-After asks, with up to half as much
+// again at random so that the clients of a burst do not come back
+// together, for at most busyWait in all. A busy answer means nothing was
+// done, so sending it again never does anything twice.
 func (c *Client) send(ctx context.Context, method, path string, q url.Values, body []byte) (*http.Response, error) {
+	var waited time.Duration
+	for {
+		resp, err := c.sendOnce(ctx, method, path, q, body)
+		var busy *Error
+		if !errors.As(err, &busy) || busy.RetryAfter <= 0 {
+			return resp, err
+		}
+		wait := busy.RetryAfter + rand.N(busy.RetryAfter/2+1)
+		if waited+wait > c.busyWait {
+			if waited > 0 {
+				busy.Message += fmt.Sprintf(" (still busy after %s of retries)", waited.Round(100*time.Millisecond))
+			}
+			return nil, busy
+		}
+		if c.busyNotify != nil {
+			c.busyNotify(wait)
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, fmt.Errorf("%w (while waiting for a busy cluster: %s)", ctx.Err(), busy.Message)
+		case <-timer.C:
+		}
+		waited += wait
+	}
+}
+
+// WithBusyRetry returns a copy of the client that waits at most maxWait in
+// all, over one call, for a busy cluster to take it (0: it never waits,
+// and returns the busy answer as an *Error with RetryAfter), and tells
+// notify (nil: no one) of each wait before it starts.
+func (c *Client) WithBusyRetry(maxWait time.Duration, notify func(wait time.Duration)) *Client {
+	cp := *c
+	cp.busyWait, cp.busyNotify = maxWait, notify
+	return &cp
+}
+
+// sendOnce performs a request and turns transport failures and non-2xx
+// answers into errors that say what to do. It moves on to the next agent
+// only when a connection could not be made, so nothing was sent.
+func (c *Client) sendOnce(ctx context.Context, method, path string, q url.Values, body []byte) (*http.Response, error) {
 	var (
 		resp  *http.Response
 		err   error
@@ -332,7 +395,24 @@ func ReadError(resp *http.Response) error {
 			eb.Error = resp.Status
 		}
 	}
-	return &Error{StatusCode: resp.StatusCode, Message: eb.Error}
+	e := &Error{StatusCode: resp.StatusCode, Message: eb.Error}
+	if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get(BusyHeader) != "" {
+		e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"))
+	}
+	return e
+}
+
+// retryAfter reads a Retry-After header, in seconds or as an HTTP date; a
+// missing or malformed one is a second. It is never less than
+// minBusyWait.
+func retryAfter(v string) time.Duration {
+	d := time.Second
+	if secs, err := strconv.Atoi(v); err == nil && secs >= 0 {
+		d = time.Duration(secs) * time.Second
+	} else if at, err := http.ParseTime(v); err == nil {
+		d = time.Until(at)
+	}
+	return max(d, minBusyWait)
 }
 
 func (c *Client) sendTo(ctx context.Context, base *url.URL, method, path string, q url.Values, body []byte) (*http.Response, error) {

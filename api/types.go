@@ -217,3 +217,10 @@ type GPUFaultRequest struct {
 // ForwardedHeader marks a request one agent passed to another, so it is never
 // passed on again.
 const ForwardedHeader = "X-Skein-Forwarded"
+
+// BusyHeader marks a 429 as the leader's back-pressure: the write was
+// refused before any of it was carried out, because the leader already
+// has as many in flight as it takes, and may be sent again after the
+// answer's Retry-After. (A 429 without it is a client refused for its
+// failed authentications.)
+const BusyHeader = "X-Skein-Busy"

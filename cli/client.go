@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
+	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -14,7 +16,9 @@ import (
 )
 
 // newClient builds the API client from the global --addr, --token or
-// --token-file, and --ca-cert flags.
+// --token-file, and --ca-cert flags. A write the cluster refuses as busy
+// is sent again after the delay the leader asks for, up to
+// api.DefaultBusyWait in all, and the first wait is said on stderr.
 func newClient(c *ucli.Context) (*api.Client, error) {
 	token, err := apiToken(c)
 	if err != nil {
@@ -24,6 +28,12 @@ func newClient(c *ucli.Context) (*api.Client, error) {
 	if err != nil {
 		return nil, &usageError{cmd: c.Command.HelpName, err: err}
 	}
+	var once sync.Once
+	cl = cl.WithBusyRetry(api.DefaultBusyWait, func(wait time.Duration) {
+		once.Do(func() {
+			fmt.Fprintf(c.App.ErrWriter, "cluster busy, retrying in %s\n", wait.Round(100*time.Millisecond))
+		})
+	})
 	cfg, err := clusterTLS(c)
 	if err != nil || cfg == nil {
 		return cl, err

@@ -47,6 +47,12 @@ type Config struct {
 	// AutoscaleInterval is how often autoscaled services are looked at
 	// (DefaultAutoscaleInterval when 0).
 	AutoscaleInterval time.Duration
+	// PassInterval is the least time between the starts of two
+	// scheduling passes (DefaultPassInterval when 0), and After the timer
+	// the loop waits out the rest of it on (nil: time.After); tests hold
+	// it to see a burst coalesced.
+	PassInterval time.Duration
+	After        func(time.Duration) <-chan time.Time
 	// Metrics records what the leader does (agent/metrics); nil records
 	// nothing.
 	Metrics Metrics

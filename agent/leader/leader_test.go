@@ -2,6 +2,7 @@ package leader
 
 import (
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,8 +17,11 @@ import (
 // harness is a Leader over a real FSM whose writes apply at once, as a
 // one-node cluster's would.
 type harness struct {
-	t   *testing.T
-	f   *fsm.FSM
+	t *testing.T
+	f *fsm.FSM
+	// mu orders the writes, as Raft's log does: the scheduling loop
+	// commits while a test submits.
+	mu  sync.Mutex
 	idx uint64
 	l   *Leader
 	// moved, when set, runs while a pass has its view and is deciding:
@@ -54,8 +58,10 @@ func (h *harness) apply(t structs.MessageType, msg any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	h.mu.Lock()
 	h.idx++
 	resp := h.f.Apply(&raft.Log{Index: h.idx, Type: raft.LogCommand, Data: buf})
+	h.mu.Unlock()
 	if err, ok := resp.(error); ok {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/skein-dev/skein/fsm"
@@ -21,17 +22,32 @@ const (
 	// silentAfter, in heartbeat intervals, is how long the leader may
 	// not hear from a node before it stops placing work there.
 	silentAfter = 4
+	// DefaultPassInterval is the least time between the starts of two
+	// scheduling passes when Config.PassInterval is 0: under a burst of
+	// changes, at most one pass runs and one waits, so the burst is
+	// planned in a few passes that each place many jobs instead of one
+	// pass per entry.
+	DefaultPassInterval = 50 * time.Millisecond
 )
 
 // scheduleLoop runs a scheduling pass whenever the state changes, a job's
 // restart backoff ends or gossip says something that changes what may be
 // placed, until stop closes or StopScheduling is called. A pass whose
 // plan was partly refused, by the check before its commit or by Apply,
-// plans again at once from the fresh state.
+// plans again at once from the fresh state. Passes are coalesced:
+// whatever wakes the loop within the pass interval of the last pass's
+// start waits for the rest of the interval, and every change until then
+// is planned by the one pass that follows.
 func (l *Leader) scheduleLoop(stop <-chan struct{}) {
+	interval := cmp.Or(l.cfg.PassInterval, DefaultPassInterval)
+	after := l.cfg.After
+	if after == nil {
+		after = time.After
+	}
 	replans := 0
 	for {
 		_, changed := l.fsm.Watch()
+		started := time.Now()
 		refused, wake, err := l.pass()
 		switch {
 		case err != nil:
@@ -69,6 +85,15 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 		case <-l.kick:
 		}
 		backoff.Stop()
+		if rest := interval - time.Since(started); rest > 0 {
+			select {
+			case <-stop:
+				return
+			case <-l.halt:
+				return
+			case <-after(rest):
+			}
+		}
 	}
 }
 

@@ -116,9 +116,10 @@ func copyHeaders(dst, src http.Header, names ...string) {
 }
 
 // relay copies a response to w, flushing as data arrives so streams stay
-// live, however long they last.
+// live, however long they last. A leader's 429 keeps its Retry-After and
+// BusyHeader, so that the client waits as the leader asked.
 func (s *Server) relay(w http.ResponseWriter, resp *http.Response) {
-	copyHeaders(w.Header(), resp.Header, "Content-Type", api.LogDroppedHeader, api.LogMaxHeader, api.LogAttemptHeader)
+	copyHeaders(w.Header(), resp.Header, "Content-Type", "Retry-After", api.BusyHeader, api.LogDroppedHeader, api.LogMaxHeader, api.LogAttemptHeader)
 	w.WriteHeader(resp.StatusCode)
 	flusher, _ := w.(http.Flusher)
 	buf := make([]byte, 32<<10)

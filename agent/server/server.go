@@ -133,6 +133,10 @@ type Config struct {
 	UI *ui.Config
 	// Timeouts bound what one connection may hold the server to.
 	Timeouts Timeouts
+	// MaxWrites bounds the submitters' writes (jobs and services) this
+	// node carries out at once while it leads; over it they are answered
+	// 429 with Retry-After (busy.go). 0 is DefaultMaxWrites.
+	MaxWrites int
 	// UserAuth guards the user API, NodeAuth the node-to-node API.
 	UserAuth Authenticator
 	NodeAuth Authenticator
@@ -163,6 +167,9 @@ type Server struct {
 	http *http.Server
 	// authFails limits failed authentications per client address.
 	authFails *failLimiter
+	// writes bounds the submitters' writes in flight while this node
+	// leads.
+	writes *writeGate
 	// timeouts are cfg.Timeouts with their defaults.
 	timeouts Timeouts
 	// role is the last answer to whether this node is a server
@@ -178,6 +185,7 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, fsm: cfg.FSM, timeouts: cfg.Timeouts.withDefaults()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.authFails = newFailLimiter(s.sentByNode, cfg.Logger)
+	s.writes = newWriteGate(cfg.MaxWrites, cfg.Logger)
 	top := http.NewServeMux()
 	top.Handle(internalPrefix, guard(cfg.NodeAuth, s.authFails, s.internalRoutes()))
 	// A joining node's credential is its join token, and the CA
@@ -223,22 +231,23 @@ func (s *Server) holdWrite(w http.ResponseWriter) {
 
 // userRoutes is the user API. Every route needs a permission of the
 // caller's role (structs.Permission); those on one job or service also
-// check who owns it, in the handler.
+// check who owns it, in the handler. The submitters' writes are bounded
+// on the leader (bounded).
 func (s *Server) userRoutes() http.Handler {
 	read, submit, nodes, acl := structs.PermRead, structs.PermSubmit, structs.PermNodes, structs.PermACL
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/jobs", need(submit, "submit jobs", s.handleSubmit))
+	mux.HandleFunc("POST /v1/jobs", need(submit, "submit jobs", s.bounded(s.handleSubmit)))
 	mux.HandleFunc("GET /v1/jobs", need(read, "list jobs", s.handleJobs))
 	mux.HandleFunc("GET /v1/jobs/{id}", need(read, "see jobs", s.handleJob))
-	mux.HandleFunc("DELETE /v1/jobs/{id}", need(submit, "cancel jobs", s.handleCancel))
+	mux.HandleFunc("DELETE /v1/jobs/{id}", need(submit, "cancel jobs", s.bounded(s.handleCancel)))
 	mux.HandleFunc("GET /v1/jobs/{id}/logs", need(submit, "read logs", s.handleLogs))
-	mux.HandleFunc("POST /v1/services", need(submit, "create services", s.handleServiceCreate))
+	mux.HandleFunc("POST /v1/services", need(submit, "create services", s.bounded(s.handleServiceCreate)))
 	mux.HandleFunc("GET /v1/services", need(read, "list services", s.handleServices))
 	mux.HandleFunc("GET /v1/services/{name}", need(read, "see services", s.handleService))
-	mux.HandleFunc("POST /v1/services/{name}/scale", need(submit, "scale services", s.handleServiceScale))
-	mux.HandleFunc("POST /v1/services/{name}/autoscale", need(submit, "autoscale services", s.handleServiceAutoscale))
-	mux.HandleFunc("POST /v1/services/{name}/update", need(submit, "update services", s.handleServiceUpdate))
-	mux.HandleFunc("DELETE /v1/services/{name}", need(submit, "delete services", s.handleServiceDelete))
+	mux.HandleFunc("POST /v1/services/{name}/scale", need(submit, "scale services", s.bounded(s.handleServiceScale)))
+	mux.HandleFunc("POST /v1/services/{name}/autoscale", need(submit, "autoscale services", s.bounded(s.handleServiceAutoscale)))
+	mux.HandleFunc("POST /v1/services/{name}/update", need(submit, "update services", s.bounded(s.handleServiceUpdate)))
+	mux.HandleFunc("DELETE /v1/services/{name}", need(submit, "delete services", s.bounded(s.handleServiceDelete)))
 	mux.HandleFunc("GET /v1/nodes", need(read, "list nodes", s.handleNodes))
 	mux.HandleFunc("GET /v1/status", need(read, "see the status", s.handleStatus))
 	mux.HandleFunc("GET /v1/events", need(read, "read events", s.handleEvents))

@@ -1,0 +1,157 @@
+package leader
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skein-dev/skein/internal/testutil"
+	"github.com/skein-dev/skein/structs"
+)
+
+// passCounter is the leader's metrics, counting its passes and what they
+// placed.
+type passCounter struct {
+	mu     sync.Mutex
+	passes int
+	placed []int // what each pass placed, in order
+}
+
+func (m *passCounter) Pass(_ time.Duration, placed int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.passes++
+	m.placed = append(m.placed, placed)
+}
+func (m *passCounter) Placed(*structs.Job, []*structs.Allocation, time.Time) {}
+func (m *passCounter) Preempted(int)                                         {}
+func (m *passCounter) Leading(bool)                                          {}
+
+func (m *passCounter) counts() (passes, placed int, each []int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, n := range m.placed {
+		placed += n
+	}
+	return m.passes, placed, append([]int(nil), m.placed...)
+}
+
+// heldTimer is the scheduling loop's pacing timer, held until the test
+// lets it go.
+type heldTimer struct {
+	mu      sync.Mutex
+	waiting []chan time.Time
+}
+
+func (p *heldTimer) after(time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.waiting = append(p.waiting, ch)
+	return ch
+}
+
+// held is how many waits are being held.
+func (p *heldTimer) held() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.waiting)
+}
+
+// release ends every wait held.
+func (p *heldTimer) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ch := range p.waiting {
+		ch <- time.Now()
+	}
+	p.waiting = nil
+}
+
+// bigNode registers a ready node with room for many CPU-only jobs.
+func (h *harness) bigNode(id string) {
+	h.must(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: structs.Node{
+		ID: id, Name: id, Status: structs.NodeReady, CPUs: 1024, MemoryMiB: 1 << 20,
+	}, At: time.Now().UTC()})
+	h.l.HeardFrom(id, time.Now())
+}
+
+// runLoop runs the scheduling loop until the test ends.
+func (h *harness) runLoop() {
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		h.l.scheduleLoop(stop)
+	}()
+	h.t.Cleanup(func() { close(stop); <-done })
+}
+
+// A burst of submissions that arrives while the loop waits out its pass
+// interval is planned by one pass, however many entries it made: passes
+// follow the interval, not the entries.
+func TestScheduleLoop_ABurstOfSubmissionsIsPlacedByOnePass(t *testing.T) {
+	const burst = 200
+	h := newHarness(t)
+	h.bigNode("n1")
+	metrics, timer := &passCounter{}, &heldTimer{}
+	h.l.cfg.Metrics, h.l.cfg.PassInterval, h.l.cfg.After = metrics, time.Hour, timer.after
+	h.runLoop()
+
+	// The first job wakes the loop; its first pass ran a moment ago, so
+	// the next waits for the interval to end.
+	h.submit("job-000", structs.JobSpec{CPUs: 1}, time.Now().UTC())
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if timer.held() == 0 {
+			return fmt.Errorf("the loop is not waiting out its pass interval")
+		}
+		return nil
+	})
+	for i := 1; i < burst; i++ {
+		h.submit(fmt.Sprintf("job-%03d", i), structs.JobSpec{CPUs: 1}, time.Now().UTC())
+	}
+	before, placedBefore, _ := metrics.counts()
+	timer.release()
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if _, placed, _ := metrics.counts(); placed != burst {
+			return fmt.Errorf("%d of %d jobs placed", placed, burst)
+		}
+		return nil
+	})
+	passes, _, each := metrics.counts()
+	if passes != before+1 {
+		t.Fatalf("%d passes placed the burst of %d jobs (placed by each pass: %v); want one pass once the interval ended", passes-before, burst, each)
+	}
+	if got := each[len(each)-1]; got != burst-placedBefore {
+		t.Fatalf("the pass after the interval placed %d jobs; want the %d still queued", got, burst-placedBefore)
+	}
+	for i := range burst {
+		if id := fmt.Sprintf("job-%03d", i); len(h.f.Allocs(id)) != 1 {
+			t.Fatalf("job %s has %d allocations; want 1", id, len(h.f.Allocs(id)))
+		}
+	}
+}
+
+// A change after a quiet spell longer than the interval is planned at
+// once: pacing only holds back passes that follow each other.
+func TestScheduleLoop_AChangeAfterAQuietSpellIsPlannedAtOnce(t *testing.T) {
+	h := newHarness(t)
+	h.bigNode("n1")
+	metrics := &passCounter{}
+	h.l.cfg.Metrics, h.l.cfg.PassInterval = metrics, time.Nanosecond
+	h.l.cfg.After = func(d time.Duration) <-chan time.Time {
+		t.Errorf("the loop waited %s before planning a change after a quiet spell", d)
+		return time.After(d)
+	}
+	h.runLoop()
+	for i := range 3 {
+		id := fmt.Sprintf("job-%d", i)
+		h.submit(id, structs.JobSpec{CPUs: 1}, time.Now().UTC())
+		testutil.WaitFor(t, 10*time.Second, func() error {
+			if len(h.f.Allocs(id)) != 1 {
+				return fmt.Errorf("job %s not placed", id)
+			}
+			return nil
+		})
+	}
+}
