@@ -37,6 +37,15 @@ type model struct {
 	jobs    []string // IDs of the jobs the state still holds
 	arrays  []string // IDs of the job arrays submitted
 	nextID  int
+	// views holds each node's view hash and stamp at the last check.
+	views map[string]viewMark
+}
+
+// viewMark is a node view's hash and its stamp (NodeViewStamp).
+type viewMark struct {
+	hash  string
+	stamp uint64
+	data  string
 }
 
 func newModel(rt *rapid.T) *model {
@@ -322,6 +331,7 @@ func (m *model) check() {
 		}
 	}
 	m.checkServices()
+	m.checkViewStamps()
 	if err := checkIndexes(f.st); err != nil {
 		m.rt.Fatalf("indexes: %v", err)
 	}
@@ -337,6 +347,25 @@ func (m *model) check() {
 		if e.Index > f.Index() || i > 0 && e.Cursor().Compare(evs[i-1].Cursor()) <= 0 {
 			m.rt.Fatalf("event %s out of order (after %s, applied index %d)", e.Cursor(), evs[max(i-1, 0)].Cursor(), f.Index())
 		}
+	}
+}
+
+// checkViewStamps checks that no node's view changed while its stamp
+// stayed: a server that compares stamps would then never send it.
+func (m *model) checkViewStamps() {
+	if m.views == nil {
+		m.views = map[string]viewMark{}
+	}
+	for _, n := range m.nodes {
+		v, err := m.h.f.NodeView(n.ID)
+		if err != nil {
+			m.rt.Fatal(err)
+		}
+		mark := viewMark{hash: v.Hash, stamp: m.h.f.NodeViewStamp(n.ID), data: string(v.Data)}
+		if last, ok := m.views[n.ID]; ok && last.hash != mark.hash && last.stamp == mark.stamp {
+			m.rt.Fatalf("node %s's view changed at index %d but its stamp did not:\n%s\nthen\n%s", n.ID, v.Index, last.data, mark.data)
+		}
+		m.views[n.ID] = mark
 	}
 }
 

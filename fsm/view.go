@@ -3,8 +3,10 @@ package fsm
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"maps"
 	"slices"
@@ -48,12 +50,71 @@ func (f *FSM) NodeView(nodeID string) (NodeView, error) {
 	return NodeView{Index: snap.index, Hash: hex.EncodeToString(sum[:]), Data: buf.Bytes()}, nil
 }
 
-// nodeView copies one node's view out of the state.
-func (s *state) nodeView(nodeID string) *snapshot {
-	snap := &snapshot{index: s.index}
-	nodes := map[string]bool{}
-	jobs := map[string]bool{}
-	allocs := map[string]bool{}
+// NodeViewStamp is a cheap summary of the node's view: it moves whenever
+// the view's records do (each record's ModifyIndex moves with any change
+// of it, and a record added or removed changes the set), so a server
+// compares stamps on every change of the state and writes a view, which
+// costs far more, only when its stamp moved. Equal stamps may still hide
+// a change of hash (a collision); a changed stamp may hold the same view.
+func (f *FSM) NodeViewStamp(nodeID string) uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	// Map order is random and the stamp must not be: it is the sum of
+	// each record's hash, which is order-free. It walks the view as
+	// viewRecords does, without sets: a record met twice (a job of two
+	// allocations) is counted twice, every time alike.
+	var sum uint64
+	h := fnv.New64a()
+	var buf [8]byte
+	record := func(kind byte, id string, modify uint64) {
+		h.Reset()
+		h.Write([]byte{kind})
+		h.Write([]byte(id))
+		binary.LittleEndian.PutUint64(buf[:], modify)
+		h.Write(buf[:])
+		sum += mix(h.Sum64())
+	}
+	st := f.st
+	if n, ok := st.nodes[nodeID]; ok {
+		record('n', nodeID, n.ModifyIndex)
+	}
+	for id, a := range st.nodeAllocs[nodeID] {
+		record('a', id, a.ModifyIndex)
+		record('j', a.JobID, st.jobs[a.JobID].ModifyIndex)
+		if !a.Live() {
+			continue
+		}
+		for _, o := range st.jobAllocs[a.JobID] {
+			if o.Attempt == a.Attempt {
+				record('p', o.ID, o.ModifyIndex)
+				if n, ok := st.nodes[o.NodeID]; ok {
+					record('n', o.NodeID, n.ModifyIndex)
+				}
+			}
+		}
+	}
+	for name, svc := range st.services {
+		record('s', name, svc.ModifyIndex)
+	}
+	return sum
+}
+
+// mix is MurmurHash3's 64-bit finalizer. FNV's last steps barely mix the
+// last bytes (the ModifyIndex), so two records' FNV hashes can move by
+// amounts that cancel in a sum; mixed first, they do not.
+func mix(h uint64) uint64 {
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
+}
+
+// viewRecords are the IDs of the nodes, jobs and allocations in one node's
+// view (the services are all in it).
+func (s *state) viewRecords(nodeID string) (nodes, jobs, allocs map[string]bool) {
+	nodes, jobs, allocs = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	if _, ok := s.nodes[nodeID]; ok {
 		nodes[nodeID] = true
 	}
@@ -72,6 +133,13 @@ func (s *state) nodeView(nodeID string) *snapshot {
 			}
 		}
 	}
+	return nodes, jobs, allocs
+}
+
+// nodeView copies one node's view out of the state.
+func (s *state) nodeView(nodeID string) *snapshot {
+	snap := &snapshot{index: s.index}
+	nodes, jobs, allocs := s.viewRecords(nodeID)
 	for _, id := range slices.Sorted(maps.Keys(nodes)) {
 		snap.nodes = append(snap.nodes, s.nodes[id].Copy())
 	}

@@ -66,12 +66,17 @@ func (n *Node) isServer() bool {
 func (n *Node) followLocal(hash string) string {
 	check := time.NewTicker(roleCheck)
 	defer check.Stop()
-	for {
+	var stamp uint64
+	for first := true; ; first = false {
 		_, changed := n.cfg.FSM.Watch()
-		if v, err := n.cfg.FSM.NodeView(n.cfg.NodeID); err == nil {
-			hash = n.loadView(v, hash)
-		} else {
-			n.log.Error("read this node's view", "error", err)
+		// The stamp is cheap; the view is read only when it moved.
+		if now := n.cfg.FSM.NodeViewStamp(n.cfg.NodeID); first || now != stamp {
+			stamp = now
+			if v, err := n.cfg.FSM.NodeView(n.cfg.NodeID); err == nil {
+				hash = n.loadView(v, hash)
+			} else {
+				n.log.Error("read this node's view", "error", err)
+			}
 		}
 		select {
 		case <-n.ctx.Done():

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/fsm"
 )
 
 // A node's view watch (fsm/DESIGN.md, "Node views"): a node asks a server
@@ -56,12 +57,20 @@ func (s *Server) handleNodeView(w http.ResponseWriter, r *http.Request) {
 	have, knownLeader := q.Get("hash"), q.Get("leader")
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
-	for {
+	var (
+		v     fsm.NodeView
+		stamp uint64
+	)
+	for first := true; ; first = false {
 		_, changed := s.fsm.Watch()
-		v, err := s.fsm.NodeView(id)
-		if err != nil {
-			writeError(w, http.StatusInternalServerError, err)
-			return
+		// The stamp is cheap; the view is written only when it moved.
+		if now := s.fsm.NodeViewStamp(id); first || now != stamp {
+			stamp = now
+			var err error
+			if v, err = s.fsm.NodeView(id); err != nil {
+				writeError(w, http.StatusInternalServerError, err)
+				return
+			}
 		}
 		_, leader := s.cfg.Raft.Leader()
 		if v.Hash != have || (leader != "" && leader != knownLeader) {
