@@ -237,7 +237,7 @@ func (l *Leader) MemberEvent(ev cluster.MemberEvent) {
 		l.Kick()
 	case cluster.EventLeft:
 		if n, ok := l.fsm.Node(ev.Member.ID); ok && n.Status != structs.NodeLeft {
-			if err := l.setNodeStatus(n, structs.NodeLeft, "left the cluster"); err != nil {
+			if err := l.setNodeStatus(n.ID, n.Name, structs.NodeLeft, "left the cluster"); err != nil {
 				l.log.Warn("record node leave", "node", n.Name, "error", err)
 			}
 		}

@@ -62,8 +62,7 @@ func (l *Leader) monitorNodes(stop <-chan struct{}, since time.Time) {
 
 func (l *Leader) checkNodes(since time.Time) {
 	nowT := time.Now()
-	live := l.fsm.LiveAllocCounts()
-	for _, n := range l.fsm.Nodes() {
+	for _, n := range l.fsm.NodesLiveness() {
 		if n.ID == l.cfg.NodeID {
 			continue
 		}
@@ -71,14 +70,14 @@ func (l *Leader) checkNodes(since time.Time) {
 		var err error
 		switch {
 		case n.Status == structs.NodeReady && silent > l.cfg.StopAfter:
-			err = l.setNodeStatus(n, structs.NodeDown, fmt.Sprintf("no heartbeat for %s", silent.Round(100*time.Millisecond)))
+			err = l.setNodeStatus(n.ID, n.Name, structs.NodeDown, fmt.Sprintf("no heartbeat for %s", silent.Round(100*time.Millisecond)))
 		case n.Status == structs.NodeDown && silent < l.cfg.StopAfter && l.heardWithin(n.ID, l.cfg.StopAfter, nowT):
 			// Only a heartbeat this leader got brings a node back: a
 			// new leader's grace (silence counted from since) is for
 			// the nodes that were ready, not for one already down.
-			err = l.setNodeStatus(n, structs.NodeReady, "heartbeats resumed")
-		case (n.Status == structs.NodeDown || n.Status == structs.NodeLeft) && silent > l.cfg.DownAfter && live[n.ID] > 0:
-			l.log.Warn("node silent past down-after; its allocations are lost", "node", n.Name, "allocations", live[n.ID])
+			err = l.setNodeStatus(n.ID, n.Name, structs.NodeReady, "heartbeats resumed")
+		case (n.Status == structs.NodeDown || n.Status == structs.NodeLeft) && silent > l.cfg.DownAfter && n.LiveAllocs > 0:
+			l.log.Warn("node silent past down-after; its allocations are lost", "node", n.Name, "allocations", n.LiveAllocs)
 			_, err = l.cfg.Apply(structs.NodeAllocsLostType, structs.NodeAllocsLostRequest{
 				NodeID: n.ID,
 				Reason: fmt.Sprintf("lost: node %s stopped answering (no heartbeat for %s)", n.Name, silent.Round(100*time.Millisecond)),
@@ -91,8 +90,8 @@ func (l *Leader) checkNodes(since time.Time) {
 	}
 }
 
-func (l *Leader) setNodeStatus(n *structs.Node, st structs.NodeStatus, reason string) error {
-	l.log.Info("node status", "node", n.Name, "status", st, "reason", reason)
-	_, err := l.cfg.Apply(structs.NodeStatusType, structs.NodeStatusRequest{NodeID: n.ID, Status: st, Reason: reason, At: now()})
+func (l *Leader) setNodeStatus(id, name string, st structs.NodeStatus, reason string) error {
+	l.log.Info("node status", "node", name, "status", st, "reason", reason)
+	_, err := l.cfg.Apply(structs.NodeStatusType, structs.NodeStatusRequest{NodeID: id, Status: st, Reason: reason, At: now()})
 	return err
 }
