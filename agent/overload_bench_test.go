@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,53 +82,30 @@ func benchSubmitBurst(b *testing.B, nodes, burst, clients int) {
 	b.StartTimer()
 	start := time.Now()
 	deadline := start.Add(5 * time.Minute)
-	work := make(chan int)
-	errs := make(chan error, clients)
 	var unavailable atomic.Int64
-	var wg sync.WaitGroup
-	for w := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				// A leader that steps down fails the writes it holds
-				// (503): the client sends the same submission, its
-				// request ID unchanged, to whoever leads next, as a
-				// careful user would.
-				for {
-					li := leader()
-					if li < 0 {
-						li = 0 // it forwards once a leader is elected
-					}
-					_, err := cls[w/burstClientsPerAddr][li].SubmitJob(context.Background(),
-						api.SubmitRequest{RequestID: fmt.Sprintf("burst-%05d", i), Spec: spec})
-					var apiErr *api.Error
-					if err != nil && errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusServiceUnavailable && time.Now().Before(deadline) {
-						unavailable.Add(1)
-						time.Sleep(100 * time.Millisecond)
-						continue
-					}
-					if err != nil {
-						select {
-						case errs <- fmt.Errorf("submit %d: %w", i, err):
-						default:
-						}
-					}
-					break
-				}
+	parallelBy(b, clients, burst, func(w, i int) error {
+		// A leader that steps down fails the writes it holds (503):
+		// the client sends the same submission, its request ID
+		// unchanged, to whoever leads next, as a careful user would.
+		for {
+			li := leader()
+			if li < 0 {
+				li = 0 // it forwards once a leader is elected
 			}
-		}()
-	}
-	for i := range burst {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		b.Fatal(err)
-	default:
-	}
+			_, err := cls[w/burstClientsPerAddr][li].SubmitJob(context.Background(),
+				api.SubmitRequest{RequestID: fmt.Sprintf("burst-%05d", i), Spec: spec})
+			var apiErr *api.Error
+			if err != nil && errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusServiceUnavailable && time.Now().Before(deadline) {
+				unavailable.Add(1)
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("submit %d: %w", i, err)
+			}
+			return nil
+		}
+	})
 	// Every replica ends with the same state: watch one of them.
 	f := tc.agents[0].fsm
 	for {

@@ -209,15 +209,21 @@ func benchQueue(jobs int, gate string) []structs.JobSpec {
 // parallel runs f(0..n-1) on 64 workers: concurrent writes let Raft batch
 // them as a busy cluster's clients would.
 func parallel(b *testing.B, n int, f func(i int) error) {
+	parallelBy(b, 64, n, func(_, i int) error { return f(i) })
+}
+
+// parallelBy runs f(w, i) for i in 0..n-1 on workers goroutines (w is
+// the one running it) and fails the benchmark with one of the errors.
+func parallelBy(b *testing.B, workers, n int, f func(w, i int) error) {
 	work := make(chan int)
-	errs := make(chan error, 64)
+	errs := make(chan error, workers)
 	var wg sync.WaitGroup
-	for range 64 {
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				if err := f(i); err != nil {
+				if err := f(w, i); err != nil {
 					select {
 					case errs <- err:
 					default:

@@ -98,6 +98,11 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, addr string, body
 	}
 	copyHeaders(req.Header, r.Header, "Content-Type", api.TokenHeader, "Authorization")
 	req.Header.Set(api.ForwardedHeader, s.cfg.NodeName)
+	s.relayFrom(w, req, addr)
+}
+
+// relayFrom sends req to the node at addr and relays its answer.
+func (s *Server) relayFrom(w http.ResponseWriter, req *http.Request, addr string) {
 	resp, err := s.cfg.Peers.Streams().Do(req)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, fmt.Errorf("reach the node at %s: %w", addr, err))

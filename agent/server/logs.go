@@ -40,20 +40,12 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		attempt = n
 	}
-	stream := q.Get("stream")
-	if stream == "" {
-		stream = api.StreamStdout
-	}
-	if stream != api.StreamStdout && stream != api.StreamStderr {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("stream %q: want stdout or stderr", stream))
-		return
-	}
-	follow := q.Get("follow") == "true"
-	tail, err := parseLogTail(q)
+	stream, tail, err := parseLogQuery(q)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
+	follow := q.Get("follow") == "true"
 	job, err := s.fsm.FindJob(r.PathValue("id"))
 	if err != nil {
 		writeError(w, statusOf(err), err)
@@ -111,13 +103,7 @@ func (s *Server) proxyLogs(w http.ResponseWriter, r *http.Request, addr, allocID
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
-	resp, err := s.cfg.Peers.Streams().Do(req)
-	if err != nil {
-		writeError(w, http.StatusBadGateway, fmt.Errorf("reach the node at %s: %w", addr, err))
-		return
-	}
-	defer resp.Body.Close()
-	s.relay(w, resp)
+	s.relayFrom(w, req, addr)
 }
 
 // handleAllocLogs serves GET /v1/internal/allocs/{id}/logs to the node
@@ -126,15 +112,7 @@ func (s *Server) proxyLogs(w http.ResponseWriter, r *http.Request, addr, allocID
 // stream, follow, tail and lines.
 func (s *Server) handleAllocLogs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	stream := q.Get("stream")
-	if stream == "" {
-		stream = api.StreamStdout
-	}
-	if stream != api.StreamStdout && stream != api.StreamStderr {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("stream %q: want stdout or stderr", stream))
-		return
-	}
-	tail, err := parseLogTail(q)
+	stream, tail, err := parseLogQuery(q)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return
@@ -155,6 +133,20 @@ func (s *Server) view() *fsm.FSM {
 		return s.cfg.View
 	}
 	return s.fsm
+}
+
+// parseLogQuery reads ?stream (stdout, the default, or stderr) and the
+// end of it asked for (parseLogTail).
+func parseLogQuery(q url.Values) (stream string, tail *logTail, err error) {
+	switch stream = q.Get("stream"); stream {
+	case "":
+		stream = api.StreamStdout
+	case api.StreamStdout, api.StreamStderr:
+	default:
+		return "", nil, fmt.Errorf("stream %q: want stdout or stderr", stream)
+	}
+	tail, err = parseLogTail(q)
+	return stream, tail, err
 }
 
 // logTail is the end of a stream that a request asks for.
