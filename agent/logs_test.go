@@ -68,13 +68,7 @@ func TestCluster_LogTailFromAnyNode(t *testing.T) {
 	}
 	cl := tc.client(tc.agents[1])
 	tail := func(opts api.LogOptions) (*api.LogStream, string, error) {
-		ls, err := cl.OpenLogs(context.Background(), job.ID, opts)
-		if err != nil {
-			return nil, "", err
-		}
-		defer ls.Close()
-		b, err := io.ReadAll(ls)
-		return ls, string(b), err
+		return readLogs(cl, job.ID, opts)
 	}
 	for rank := range 2 {
 		// Once the last line of stderr is there, both streams are whole.
@@ -183,15 +177,8 @@ func TestCluster_LogsOfEachAttemptFromAnyNode(t *testing.T) {
 		until [ -e "$0/$SKEIN_ATTEMPT.0" ] && [ -e "$0/$SKEIN_ATTEMPT.1" ]; do sleep 0.01; done
 		[ "$SKEIN_ATTEMPT" -ge 2 ] || exit 7`, testutil.SharedDir(t)}})
 	waitJob(t, tc.agents[0], job.ID, jobState(structs.JobSucceeded))
-	cl := tc.client(tc.agents[1])
 	read := func(opts api.LogOptions) (*api.LogStream, string, error) {
-		ls, err := cl.OpenLogs(context.Background(), job.ID, opts)
-		if err != nil {
-			return nil, "", err
-		}
-		defer ls.Close()
-		b, err := io.ReadAll(ls)
-		return ls, string(b), err
+		return readLogs(tc.client(tc.agents[1]), job.ID, opts)
 	}
 	for rank := range 2 {
 		for _, attempt := range []int{1, 2, 0} {
@@ -234,4 +221,15 @@ func TestCluster_LogsOfEachAttemptFromAnyNode(t *testing.T) {
 		}
 	}
 	tc.checkInvariants()
+}
+
+// readLogs reads one stream of a job's logs whole through c.
+func readLogs(c *api.Client, jobID string, opts api.LogOptions) (*api.LogStream, string, error) {
+	ls, err := c.OpenLogs(context.Background(), jobID, opts)
+	if err != nil {
+		return nil, "", err
+	}
+	defer ls.Close()
+	b, err := io.ReadAll(ls)
+	return ls, string(b), err
 }
