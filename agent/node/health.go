@@ -180,8 +180,21 @@ func (n *Node) healthLoop(events chan gpu.Event) {
 	case <-n.ctx.Done():
 		return
 	}
-	if self, ok := n.fsm.Node(n.cfg.NodeID); ok {
-		n.health.seed(self)
+	// The view holds this node's record (with what was cordoned or
+	// quarantined before a restart) a moment after the registration
+	// committed: seed from it, not from an empty view.
+	for seeded := false; !seeded; {
+		_, changed := n.fsm.Watch()
+		var self *structs.Node
+		if self, seeded = n.fsm.Node(n.cfg.NodeID); seeded {
+			n.health.seed(self)
+			break
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-changed:
+		}
 	}
 	tick := min(n.cfg.GPUCleanPeriod/4, time.Second)
 	ticker := time.NewTicker(tick)

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httputil"
@@ -19,27 +18,22 @@ import (
 // authenticates and answers it as if it had come to it: the caller may
 // use any node.
 
-// ProxiedHeader marks a request a worker passed on to a server; a node
-// that is no server either refuses it rather than pass it on again.
+// ProxiedHeader marks a request a worker passed on to a server; the node
+// that gets it answers it itself, never passes it on again.
 const ProxiedHeader = "X-Skein-Proxied"
 
 // serverCheck is how long the answer to "is this node a server" is kept.
 const serverCheck = time.Second
 
-// errNoServerHere answers a request passed on to a node that turned out
-// to hold no state either.
-var errNoServerHere = errors.New("this node holds no copy of the state and the request was already passed on to it; try again")
-
 // toServer serves next on a server and passes the request on to a server
 // on a worker.
 func (s *Server) toServer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.localOnly(r) || s.isServer() {
+		// A request passed on to this node is answered here whatever
+		// its role: it is never passed on twice (a node that took itself
+		// for a server a moment ago answers from what it has).
+		if s.localOnly(r) || r.Header.Get(ProxiedHeader) != "" || s.isServer() {
 			next.ServeHTTP(w, r)
-			return
-		}
-		if r.Header.Get(ProxiedHeader) != "" {
-			writeError(w, http.StatusServiceUnavailable, errNoServerHere)
 			return
 		}
 		addr, err := s.cfg.Peers.ServerAddr()
