@@ -32,6 +32,7 @@ func (a *Agent) openTrust(gossipKey []byte) error {
 		IPs:     ips,
 		CertTTL: a.cfg.CertTTL,
 		FSM:     a.fsm,
+		View:    a.view,
 		Apply:   a.apply,
 		Logger:  a.logger.Named("trust"),
 		// Tests move this ahead to see a renewal.
