@@ -210,6 +210,7 @@ func (a *Agent) start() error {
 		FSM:         a.fsm,
 		Token:       a.cfg.Token,
 		TLS:         a.peerTLS(),
+		CheckPeer:   a.checkPeer(),
 		CallTimeout: applyTimeout + 5*time.Second,
 		DialFrom:    a.dialFrom(),
 		Network:     a.cfg.Network,

@@ -27,6 +27,7 @@ var (
 	ErrNoCAKey    = errors.New("this node holds no CA key, so it cannot sign certificates")
 	ErrNoTrust    = errors.New("the cluster has no trust state yet; try again in a moment")
 	ErrRotating   = errors.New("a keyring rotation is under way; wait for it to finish")
+	ErrRevoked    = errors.New("its admission to the cluster was revoked")
 	ErrNeedsToken = errors.New("this node holds no certificate of the cluster: give it a join token (--join-token-file FILE or SKEIN_JOIN_TOKEN) from `skein join-token create` on a member")
 )
 
@@ -260,6 +261,20 @@ func (s *Secure) ClientTLS() *tls.Config { return s.id.ClientTLS(s.Revoked) }
 // it kept from when it was a server).
 func (s *Secure) Revoked(nodeID string) bool {
 	return s.cfg.FSM.Revoked(nodeID) || s.cfg.View.Revoked(nodeID)
+}
+
+// CheckPeer fails for a connection to a node this node knows revoked: a
+// connection opened before the revocation was known here outlives the
+// handshake's check.
+func (s *Secure) CheckPeer(cs *tls.ConnectionState) error {
+	id, err := trust.PeerNodeID(cs)
+	if err != nil {
+		return err
+	}
+	if s.Revoked(id) {
+		return fmt.Errorf("node %s: %w", structs.ShortID(id), ErrRevoked)
+	}
+	return nil
 }
 
 // CanVote reports whether this node holds the CA key, which a node must
