@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -183,6 +185,24 @@ func internalCode(t *testing.T, a *Agent, url string) int {
 	return post(t, nodeClient(a), url+"/v1/internal/heartbeat", api.HeartbeatRequest{NodeID: a.nodeID}, nil)
 }
 
+// userFrom is a client of a's API with token that calls from the loopback
+// address from: on loopback every node calls from 127.0.0.1, so the
+// failed authentications of a revoked node would count against a user
+// there too.
+func userFrom(t *testing.T, a *Agent, token, from string) *api.Client {
+	t.Helper()
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	c, err := api.NewClient(a.HTTPAddr(), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := api.ClusterTLS([]byte(strings.Join(a.secure.CA().CACerts, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.WithHTTPClient(&http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}).WithTLS(conf)
+}
+
 func TestSecure_Workers_RunJobsRenewAndFollowAKeyringRotation(t *testing.T) {
 	tc := startSecureWorkerCluster(t, 3, nil)
 	workers := tc.workers()
@@ -279,10 +299,16 @@ func TestSecure_Workers_ARevokedWorkerIsCutOffAndItsJobRunsElsewhere(t *testing.
 		t.Fatal("the job's node and the witness are not both workers")
 	}
 	// Until the revocation, the two workers take each other's
-	// certificates.
+	// certificates, and the server reads the job's output from the
+	// worker it ran on (keeping the connection open).
 	if internalCode(t, victim, witness.HTTPAddr()) == 0 || internalCode(t, witness, victim.HTTPAddr()) == 0 {
 		t.Fatal("two workers refuse each other's certificates before any revocation")
 	}
+	firstAttempt := api.LogOptions{Attempt: 1, Stream: api.StreamStdout}
+	user := userFrom(t, server, tc.admin, "127.0.0.2")
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		return user.Logs(ctx, job.ID, firstAttempt, io.Discard)
+	})
 
 	if err := tc.client(server).RevokeNode(ctx, victim.nodeID, api.NodeRevokeRequest{Reason: "stolen"}); err != nil {
 		t.Fatal(err)
@@ -295,6 +321,15 @@ func TestSecure_Workers_ARevokedWorkerIsCutOffAndItsJobRunsElsewhere(t *testing.
 		}
 		if code := internalCode(t, witness, victim.HTTPAddr()); code != 0 {
 			return fmt.Errorf("the witness takes the revoked worker's server certificate (%d)", code)
+		}
+		return nil
+	})
+	// The server no longer reads from it, though the connection it
+	// had open outlived the revocation.
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		err := user.Logs(ctx, job.ID, firstAttempt, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "revoked") {
+			return fmt.Errorf("the server reads the revoked worker's output: %v, want refused as revoked", err)
 		}
 		return nil
 	})
