@@ -54,7 +54,8 @@ func (f *FSM) NodeView(nodeID string) (NodeView, error) {
 
 // NodeViewStamp is a cheap summary of the node's view: it moves whenever
 // the view's records do (each record's ModifyIndex moves with any change
-// of it, and a record added or removed changes the set), so a server
+// of it, and a record added or removed changes the set; the trust part
+// carries the index of its last change), so a server
 // compares stamps on every change of the state and writes a view, which
 // costs far more, only when its stamp moved. Equal stamps may still hide
 // a change of hash (a collision); a changed stamp may hold the same view.
@@ -97,6 +98,9 @@ func (f *FSM) NodeViewStamp(nodeID string) uint64 {
 	}
 	for name, svc := range st.services {
 		record('s', name, svc.ModifyIndex)
+	}
+	if st.trust != nil {
+		record('t', "", st.viewTrustIndex) // viewTrust's part
 	}
 	return sum
 }

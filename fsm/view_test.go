@@ -174,8 +174,10 @@ func TestNodeView_CarriesTheTrustPeersAreCheckedWith(t *testing.T) {
 	}
 
 	// Admitting a node and making a token move no node's view; a
-	// revocation and a keyring step move every one, known node or not.
+	// revocation and a keyring step move every one, known node or not,
+	// and their stamps, which servers compare before writing a view.
 	_, other := loadView(t, h.f, "nobody")
+	stamp, otherStamp := h.f.NodeViewStamp("n1"), h.f.NodeViewStamp("nobody")
 	h.createToken(joinToken("tok2", 0))
 	h.mustAdmit("tok2", "n4")
 	if _, v := loadView(t, h.f, "n1"); v.Hash != before.Hash {
@@ -189,9 +191,16 @@ func TestNodeView_CarriesTheTrustPeersAreCheckedWith(t *testing.T) {
 	if revoked.Hash == before.Hash || otherRevoked.Hash == other.Hash || !w.Revoked("n2") {
 		t.Fatal("a revocation did not reach the views")
 	}
+	if h.f.NodeViewStamp("n1") == stamp || h.f.NodeViewStamp("nobody") == otherStamp {
+		t.Fatal("a revocation did not move the views' stamps")
+	}
+	stamp = h.f.NodeViewStamp("n1")
 	h.apply(structs.KeyringType, structs.KeyringRequest{Keyring: structs.Keyring{Primary: "key-1", Next: "key-2", Generation: 2}})
 	w, rotated := loadView(t, h.f, "n1")
 	if tr, _ := w.Trust(); rotated.Hash == revoked.Hash || tr.Keyring.Generation != 2 || tr.Keyring.Next != "key-2" {
 		t.Fatalf("the view holds keyring %+v after a rotation step, want generation 2", tr.Keyring)
+	}
+	if h.f.NodeViewStamp("n1") == stamp {
+		t.Fatal("a keyring step did not move the view's stamp")
 	}
 }
