@@ -59,9 +59,12 @@ type Agent struct {
 	tempDir bool // dataDir was made for this run and is removed at shutdown
 	audit   *server.AuditLog
 
-	inv      gpu.Inventory
-	engine   *engine.Docker // nil: no container engine is probed
-	fsm      *fsm.FSM
+	inv    gpu.Inventory
+	engine *engine.Docker // nil: no container engine is probed
+	fsm    *fsm.FSM
+	// view is this node's view (agent/node), made here so that what
+	// comes before the node part (TLS checks revocations in it) reads it.
+	view     *fsm.FSM
 	metrics  *metrics.Metrics
 	raft     *cluster.Cluster
 	runner   *runner.Runner
@@ -139,6 +142,7 @@ func (a *Agent) start() error {
 		}
 	}
 	a.fsm = fsm.New(a.logger.Named("fsm"))
+	a.view = fsm.New(a.logger)
 	sampler := a.newTelemetry() // before the metrics, which read it
 	a.newMetrics()
 	var others [][]byte
@@ -206,6 +210,7 @@ func (a *Agent) start() error {
 		FSM:         a.fsm,
 		Token:       a.cfg.Token,
 		TLS:         a.peerTLS(),
+		CheckPeer:   a.checkPeer(),
 		CallTimeout: applyTimeout + 5*time.Second,
 		DialFrom:    a.dialFrom(),
 		Network:     a.cfg.Network,
@@ -389,6 +394,7 @@ func (a *Agent) nodeConfig() node.Config {
 		LinkMbps:           a.cfg.LinkMbps,
 		MasterPorts:        a.cfg.MasterPorts,
 		FSM:                a.fsm,
+		View:               a.view,
 		Raft:               a.raft,
 		Runner:             a.runner,
 		AllocDir:           a.allocDir(),
@@ -479,8 +485,6 @@ func (a *Agent) advertise(port int) string {
 	return net.JoinHostPort(a.cfg.AdvertiseAddr, portString(port))
 }
 
-// singleNode reports whether this agent founds a one-node cluster: it was
-// given nobody to join and no bootstrap-expect.
 // holdsState reports whether this node is in its own Raft configuration:
 // a server, whose FSM holds the cluster's state. A worker's holds nothing
 // (its node part reads its view, agent/node).
@@ -497,6 +501,8 @@ func (a *Agent) holdsState() bool {
 	return false
 }
 
+// singleNode reports whether this agent founds a one-node cluster: it was
+// given nobody to join and no bootstrap-expect.
 func (a *Agent) singleNode() bool {
 	return len(a.cfg.Join) == 0 && a.cfg.BootstrapExpect == 0
 }

@@ -349,10 +349,6 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("--standbys %d: want 0 to %d standbys beside the %d voters (or none given: every node a server)",
 			cfg.Servers-cfg.Voters, MaxStandbys, cfg.Voters)
 	}
-	if cfg.Servers != 0 && cfg.secure() {
-		return cfg, errors.New("--standbys: workers outside Raft do not yet carry a secure cluster's trust state; " +
-			"run every node as a server (leave --standbys out) or use --insecure-cluster on a lab network")
-	}
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = DefaultHeartbeatInterval
 	}

@@ -18,7 +18,6 @@ func TestConfig_RejectsBadSettingsNamingTheFlag(t *testing.T) {
 		{"even voters", Config{DataDir: "x", BindAddr: "127.0.0.1", Voters: 2}, "--voters"},
 		{"fewer servers than voters", Config{DataDir: "x", BindAddr: "127.0.0.1", Voters: 3, Servers: 2}, "--standbys -1: want 0 to 16 standbys beside the 3 voters"},
 		{"too many standbys", Config{DataDir: "x", BindAddr: "127.0.0.1", Voters: 3, Servers: 20}, "--standbys 17: want 0 to 16 standbys beside the 3 voters"},
-		{"workers in a secure cluster", Config{DataDir: "x", BindAddr: "127.0.0.1", Security: SecurityTLS, Voters: 3, Servers: 5}, "--standbys: workers outside Raft do not yet carry a secure cluster's trust state"},
 		{"down-after too short", Config{DataDir: "x", BindAddr: "127.0.0.1", StopAfter: 2 * time.Second, DownAfter: 2 * time.Second}, "--down-after"},
 		{"dev with join", Config{Dev: true, Join: []string{"x"}}, "--dev"},
 		{"bad bind", Config{BindAddr: "not-an-ip"}, "--bind"},

@@ -124,7 +124,7 @@ func (n *nodeAddrs) build() {
 	add(a.cfg.BindAddr)
 	add(a.cfg.AdvertiseAddr)
 	for _, nd := range a.fsm.Nodes() {
-		if nd.Status == structs.NodeLeft || a.fsm.Revoked(nd.ID) {
+		if nd.Status == structs.NodeLeft || (a.secure != nil && a.secure.Revoked(nd.ID)) {
 			continue
 		}
 		add(nd.Addresses.HTTP)

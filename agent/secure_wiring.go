@@ -32,6 +32,7 @@ func (a *Agent) openTrust(gossipKey []byte) error {
 		IPs:     ips,
 		CertTTL: a.cfg.CertTTL,
 		FSM:     a.fsm,
+		View:    a.view,
 		Apply:   a.apply,
 		Logger:  a.logger.Named("trust"),
 		// Tests move this ahead to see a renewal.
@@ -72,7 +73,7 @@ func (a *Agent) serverAuth() (user, nodes server.Authenticator) {
 		Sum:      trust.HashSecret,
 		Fallback: fallback,
 	}
-	return server.ACLAuth{FSM: a.fsm, Legacy: legacy}, server.NodeCertAuth{NodeID: trust.PeerNodeID}
+	return server.ACLAuth{FSM: a.fsm, Legacy: legacy}, server.NodeCertAuth{NodeID: trust.PeerNodeID, Check: a.secure.CheckPeer}
 }
 
 // tlsListener serves the API over TLS in a secure cluster: users need
@@ -117,6 +118,15 @@ func (a *Agent) peerTLS() *tls.Config {
 		return nil
 	}
 	return a.secure.ClientTLS()
+}
+
+// checkPeer checks, in a secure cluster, that an answer from another node
+// did not come over a connection to a revoked one; nil in a plaintext one.
+func (a *Agent) checkPeer() func(*tls.ConnectionState) error {
+	if a.secure == nil {
+		return nil
+	}
+	return a.secure.CheckPeer
 }
 
 // The cluster trust callbacks: nil in a plaintext cluster, where every

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +20,19 @@ import (
 // voter and servers-1 standbys); the others are workers.
 func startWorkerCluster(t *testing.T, n, servers int) *testCluster {
 	t.Helper()
-	tc := startClusterWith(t, n, func(_ int, cfg *Config) { cfg.Voters, cfg.Servers = 1, servers })
+	return startWorkerClusterWith(t, n, servers, nil)
+}
+
+// startWorkerClusterWith is startWorkerCluster with each node's config
+// changed by mutate (nil: none) before it starts.
+func startWorkerClusterWith(t *testing.T, n, servers int, mutate func(i int, cfg *Config)) *testCluster {
+	t.Helper()
+	tc := startClusterWith(t, n, func(i int, cfg *Config) {
+		cfg.Voters, cfg.Servers = 1, servers
+		if mutate != nil {
+			mutate(i, cfg)
+		}
+	})
 	testutil.WaitFor(t, 10*time.Second, func() error {
 		if got := len(tc.servers()); got != servers {
 			return fmt.Errorf("%d servers, want %d", got, servers)
@@ -142,5 +157,217 @@ func TestCluster_Workers_AStandbyLostIsReplacedByAWorker(t *testing.T) {
 	waitJobState(t, tc.client(tc.agents[lead]), job.ID, structs.JobRunning)
 	if n, ok := tc.agents[lead].fsm.Node(lost); !ok || n.Status != structs.NodeDown {
 		t.Fatalf("the lost standby is %v in the state, want down", n)
+	}
+}
+
+// startSecureWorkerCluster starts n agents of a secure cluster whose one
+// server is the founder; each other is admitted through the node started
+// before it (from the third on a worker, which passes the admission on to
+// the server) and is a worker.
+func startSecureWorkerCluster(t *testing.T, n int, mutate func(i int, cfg *Config)) *testCluster {
+	t.Helper()
+	tc := startWorkerClusterWith(t, n, 1, func(i int, cfg *Config) {
+		cfg.Security = SecurityTLS
+		if mutate != nil {
+			mutate(i, cfg)
+		}
+	})
+	if !tc.agents[0].holdsState() || len(tc.workers()) != n-1 {
+		t.Fatalf("the founder is a server: %v; %d workers, want %d", tc.agents[0].holdsState(), len(tc.workers()), n-1)
+	}
+	return tc
+}
+
+// internalCode is the status a's node certificate gets from the internal
+// API at url (0: the TLS handshake, or the call, failed).
+func internalCode(t *testing.T, a *Agent, url string) int {
+	t.Helper()
+	return post(t, nodeClient(a), url+"/v1/internal/heartbeat", api.HeartbeatRequest{NodeID: a.nodeID}, nil)
+}
+
+// userFrom is a client of a's API with token that calls from the loopback
+// address from: on loopback every node calls from 127.0.0.1, so the
+// failed authentications of a revoked node would count against a user
+// there too.
+func userFrom(t *testing.T, a *Agent, token, from string) *api.Client {
+	t.Helper()
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	c, err := api.NewClient(a.HTTPAddr(), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := api.ClusterTLS([]byte(strings.Join(a.secure.CA().CACerts, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.WithHTTPClient(&http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}).WithTLS(conf)
+}
+
+func TestSecure_Workers_RunJobsRenewAndFollowAKeyringRotation(t *testing.T) {
+	tc := startSecureWorkerCluster(t, 3, nil)
+	workers := tc.workers()
+	ctx := context.Background()
+	w := tc.client(workers[0])
+
+	// A gang over the server and both workers, through a worker.
+	job := tc.submit(workers[0], structs.JobSpec{Nodes: 3, GPUs: 1, Command: []string{"sleep", "600"}})
+	waitJobState(t, w, job.ID, structs.JobRunning)
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		for _, a := range tc.agents {
+			if n := len(a.runner.Tracked()); n != 1 {
+				return fmt.Errorf("%s runs %d allocations, want the gang's rank", a.Name(), n)
+			}
+		}
+		return nil
+	})
+
+	// A worker renews its certificate as any node does, at the leader
+	// its view named, and the leader takes the new one.
+	renewing := workers[1]
+	serial := renewing.secure.Identity().Leaf().SerialNumber
+	if err := renewing.secure.RenewNow(ctx); err != nil {
+		t.Fatalf("a worker's renewal: %v", err)
+	}
+	if renewing.secure.Identity().Leaf().SerialNumber.Cmp(serial) == 0 {
+		t.Fatal("the worker's renewal kept the old certificate")
+	}
+	if code := internalCode(t, renewing, tc.agents[tc.leader()].HTTPAddr()); code != http.StatusOK {
+		t.Fatalf("a heartbeat with the worker's renewed certificate: %d, want 200", code)
+	}
+
+	// A keyring rotation, asked through a worker, completes only once
+	// every node, the workers too, installed each step.
+	if _, err := w.RotateKeyring(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		if tr, _ := tc.agents[0].fsm.Trust(); tr.Keyring.Rotating() || tr.Keyring.Generation != 4 {
+			return fmt.Errorf("the cluster's keyring is at generation %d, rotating %v", tr.Keyring.Generation, tr.Keyring.Rotating())
+		}
+		for _, a := range tc.agents {
+			if g := a.secure.KeyringGeneration(); g != 4 {
+				return fmt.Errorf("%s installed keyring %d, want 4", a.Name(), g)
+			}
+		}
+		return nil
+	})
+	for _, a := range workers {
+		if _, others, err := a.secure.GossipKeys(); err != nil || len(others) != 0 {
+			t.Fatalf("%s still holds %d other gossip keys (%v): the old key was not dropped", a.Name(), len(others), err)
+		}
+	}
+	// With the old key gone everywhere, the workers are still alive
+	// members of everyone's gossip, announcing the new keyring.
+	allAlive := func() error {
+		for _, a := range tc.agents {
+			members := a.peers.Members()
+			if len(members) != 3 {
+				return fmt.Errorf("%s's gossip has %d members, want 3", a.Name(), len(members))
+			}
+			for _, m := range members {
+				if m.Status != "alive" || m.Keyring != 4 {
+					return fmt.Errorf("%s sees %s %s with keyring %d", a.Name(), m.Name, m.Status, m.Keyring)
+				}
+			}
+		}
+		return nil
+	}
+	testutil.WaitFor(t, 10*time.Second, allAlive)
+	testutil.Holds(t, 3*time.Second, allAlive)
+
+	// The gang ran through all of it, fenced nowhere.
+	if d, err := w.Job(ctx, job.ID); err != nil || d.Job.State != structs.JobRunning || d.Job.Attempts != 1 {
+		t.Fatalf("the gang after the rotation: %+v, %v; want still running its first attempt", d, err)
+	}
+	tc.checkInvariants()
+}
+
+func TestSecure_Workers_ARevokedWorkerIsCutOffAndItsJobRunsElsewhere(t *testing.T) {
+	tc := startSecureWorkerCluster(t, 3, func(i int, cfg *Config) {
+		if i > 0 {
+			cfg.Labels = map[string]string{"pool": "workers"}
+		}
+	})
+	server := tc.agents[0]
+	ctx := context.Background()
+	job := tc.submit(server, structs.JobSpec{Command: []string{"sleep", "600"}, GPUs: 1, Restarts: 1,
+		Constraints: map[string]string{"pool": "workers"}})
+	d := waitJobState(t, tc.client(server), job.ID, structs.JobRunning)
+	victim := tc.agents[tc.indexOf(d.Allocations[0].NodeID)]
+	witness := tc.agents[3-tc.indexOf(victim.nodeID)]
+	if victim.holdsState() || witness.holdsState() {
+		t.Fatal("the job's node and the witness are not both workers")
+	}
+	// Until the revocation, the two workers take each other's
+	// certificates, and the server reads the job's output from the
+	// worker it ran on (keeping the connection open).
+	if internalCode(t, victim, witness.HTTPAddr()) == 0 || internalCode(t, witness, victim.HTTPAddr()) == 0 {
+		t.Fatal("two workers refuse each other's certificates before any revocation")
+	}
+	firstAttempt := api.LogOptions{Attempt: 1, Stream: api.StreamStdout}
+	user := userFrom(t, server, tc.admin, "127.0.0.2")
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		return user.Logs(ctx, job.ID, firstAttempt, io.Discard)
+	})
+
+	if err := tc.client(server).RevokeNode(ctx, victim.nodeID, api.NodeRevokeRequest{Reason: "stolen"}); err != nil {
+		t.Fatal(err)
+	}
+	// The other worker learns of it from its view: it refuses the
+	// revoked one's certificate both ways.
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if code := internalCode(t, victim, witness.HTTPAddr()); code != 0 {
+			return fmt.Errorf("the witness answers the revoked worker %d", code)
+		}
+		if code := internalCode(t, witness, victim.HTTPAddr()); code != 0 {
+			return fmt.Errorf("the witness takes the revoked worker's server certificate (%d)", code)
+		}
+		return nil
+	})
+	// The server no longer reads from it, though the connection it
+	// had open outlived the revocation.
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		err := user.Logs(ctx, job.ID, firstAttempt, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "revoked") {
+			return fmt.Errorf("the server reads the revoked worker's output: %v, want refused as revoked", err)
+		}
+		return nil
+	})
+	// The server refuses it too, even on the connections it had open:
+	// the revoked worker loses its lease and stops the job, which runs
+	// on the other worker.
+	waitJob(t, server, job.ID, func(j *structs.Job, allocs []*structs.Allocation) error {
+		if err := runningAlloc(j, allocs); err != nil {
+			return err
+		}
+		for _, al := range allocs {
+			if al.Attempt == j.Attempts && al.NodeID != witness.nodeID {
+				return fmt.Errorf("attempt %d runs on %s, want the witness", j.Attempts, structs.ShortID(al.NodeID))
+			}
+		}
+		return nil
+	})
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if n := len(victim.runner.Tracked()); n != 0 {
+			return fmt.Errorf("the revoked worker still runs %d allocations", n)
+		}
+		return nil
+	})
+	if n, ok := server.fsm.Node(victim.nodeID); !ok || n.Status != structs.NodeDown {
+		t.Fatalf("the revoked worker is %v in the state, want down", n)
+	}
+	// The keyring rotated past it, with the other worker.
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		if tr, _ := server.fsm.Trust(); tr.Keyring.Rotating() || tr.Keyring.Generation != 4 {
+			return fmt.Errorf("the cluster's keyring is at generation %d, rotating %v", tr.Keyring.Generation, tr.Keyring.Rotating())
+		}
+		if g := witness.secure.KeyringGeneration(); g != 4 {
+			return fmt.Errorf("the witness installed keyring %d, want 4", g)
+		}
+		return nil
+	})
+	// Its view stopped at the revocation, before the new key came in.
+	if g := victim.secure.KeyringGeneration(); g != 1 {
+		t.Errorf("the revoked worker installed keyring %d, want still the first: it was handed the new key", g)
 	}
 }

@@ -24,6 +24,7 @@ func (s *state) applyTrustInit(l *raft.Log) any {
 		return fmt.Errorf("trust init: %w", err)
 	}
 	s.trust = &req.Trust
+	s.viewTrustIndex = l.Index
 	s.admissions[req.Trust.Founder] = structs.Admission{
 		NodeID:     req.Trust.Founder,
 		Name:       req.Name,
@@ -219,6 +220,7 @@ func (s *state) applyNodeRevoke(l *raft.Log) any {
 	if !a.Revoked {
 		a.Revoked, a.RevokedAt, a.Reason = true, req.At, req.Reason
 		s.admissions[a.NodeID] = a
+		s.viewTrustIndex = l.Index
 		if s.trust != nil {
 			s.trust.KeyringDue = true
 		}
@@ -240,6 +242,7 @@ func (s *state) applyKeyring(l *raft.Log) any {
 		return fmt.Errorf("keyring: %w", err)
 	}
 	s.trust.Keyring = req.Keyring
+	s.viewTrustIndex = l.Index
 	if req.Keyring.Next != "" {
 		s.trust.KeyringDue = false // the rotation a revocation asked for has begun
 	}

@@ -354,6 +354,8 @@ func readSnapshot(r io.Reader) (*state, error) {
 	}
 	st := newState()
 	st.index = h.Index
+	// What changed the trust state is not recorded: as of this index.
+	st.viewTrustIndex = h.Index
 	for n := 1; ; n++ {
 		var rec record
 		err := dec.Decode(&rec)

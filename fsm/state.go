@@ -22,6 +22,10 @@ type state struct {
 	trust      *structs.Trust
 	joinTokens map[string]structs.JoinToken
 	admissions map[string]structs.Admission
+	// viewTrustIndex is the index of the last entry that changed what
+	// node views carry of the trust state (its creation, a keyring step,
+	// a revocation); a restored state's own index. NodeViewStamp reads it.
+	viewTrustIndex uint64
 
 	// The limits an admin set; nil holds the built-in defaults.
 	limits *structs.LimitTable

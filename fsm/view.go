@@ -16,8 +16,9 @@ import (
 // node record; every allocation placed on it, live or finished (its
 // directories and logs stay while the state holds them), with their jobs;
 // for each live one, the allocations of the same attempt on other nodes
-// and those nodes (the launch environment names every rank's host); and
-// the services. A node learns what to run from its view, not from the
+// and those nodes (the launch environment names every rank's host); the
+// services; and in a secure cluster the trust it checks peers with
+// (viewTrust). A node learns what to run from its view, not from the
 // whole state, so a worker outside Raft can be sent it by a server
 // (fsm/DESIGN.md, "Node views").
 //
@@ -34,7 +35,8 @@ type NodeView struct {
 }
 
 // NodeView returns the view of the node nodeID at the applied index. A
-// node the state does not know gets a view with only the services.
+// node the state does not know gets a view with only the services and
+// the trust.
 func (f *FSM) NodeView(nodeID string) (NodeView, error) {
 	f.mu.RLock()
 	snap := f.st.nodeView(nodeID)
@@ -52,7 +54,8 @@ func (f *FSM) NodeView(nodeID string) (NodeView, error) {
 
 // NodeViewStamp is a cheap summary of the node's view: it moves whenever
 // the view's records do (each record's ModifyIndex moves with any change
-// of it, and a record added or removed changes the set), so a server
+// of it, and a record added or removed changes the set; the trust part
+// carries the index of its last change), so a server
 // compares stamps on every change of the state and writes a view, which
 // costs far more, only when its stamp moved. Equal stamps may still hide
 // a change of hash (a collision); a changed stamp may hold the same view.
@@ -95,6 +98,9 @@ func (f *FSM) NodeViewStamp(nodeID string) uint64 {
 	}
 	for name, svc := range st.services {
 		record('s', name, svc.ModifyIndex)
+	}
+	if st.trust != nil {
+		record('t', "", st.viewTrustIndex) // viewTrust's part
 	}
 	return sum
 }
@@ -152,7 +158,33 @@ func (s *state) nodeView(nodeID string) *snapshot {
 	for _, name := range slices.Sorted(maps.Keys(s.services)) {
 		snap.services = append(snap.services, s.services[name].Copy())
 	}
+	s.viewTrust(snap)
 	return snap
+}
+
+// viewTrust adds to a view what every node of a secure cluster checks
+// its peers and gossip with, whatever its role: the trust record (the CA
+// certificates, the gossip keyring) without the hash of the users' token,
+// which only servers check, and the revoked admissions, by node ID. The
+// rest (join tokens, admissions not revoked) stays with the servers: a
+// certificate signed by the cluster's CA is an admission a node can
+// verify by itself, and admitting is the leader's.
+func (s *state) viewTrust(snap *snapshot) {
+	if s.trust == nil {
+		return
+	}
+	snap.trust = copyTrust(s.trust)
+	snap.trust.UserTokenHash = ""
+	var revoked []string
+	for id, a := range s.admissions {
+		if a.Revoked {
+			revoked = append(revoked, id)
+		}
+	}
+	slices.Sort(revoked)
+	for _, id := range revoked {
+		snap.admissions = append(snap.admissions, s.admissions[id])
+	}
 }
 
 // LoadView replaces the state with a node view read from r (NodeView's

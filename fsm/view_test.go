@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"maps"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -139,5 +140,67 @@ func TestLoadView_WakesWatchersAndRefusesGarbage(t *testing.T) {
 	wantErrIs(t, err, ErrBadSnapshot, "load node view", "unknown job ghost")
 	if w.Hash() != before {
 		t.Fatal("a refused view changed the state")
+	}
+}
+
+func TestNodeView_CarriesTheTrustPeersAreCheckedWith(t *testing.T) {
+	h := viewHarness(t)
+	h.initTrust()
+	h.createToken(joinToken("tok", 0))
+	h.mustAdmit("tok", "n2")
+	h.mustAdmit("tok", "n3")
+	if err := h.revokeNode("n3", "stolen"); err != nil {
+		t.Fatal(err)
+	}
+	w, before := loadView(t, h.f, "n1")
+
+	// The trust record, without the users' token hash, which only
+	// servers check.
+	got, ok := w.Trust()
+	want, _ := h.f.Trust()
+	want.UserTokenHash = ""
+	if !ok || !reflect.DeepEqual(got, want) {
+		t.Fatalf("the view's trust %+v, want the state's without the token hash %+v", got, want)
+	}
+	// The revocations, and nothing else of admission.
+	if !w.Revoked("n3") || w.Revoked("n2") {
+		t.Fatalf("the view says n3 revoked %v, n2 revoked %v; want n3 only", w.Revoked("n3"), w.Revoked("n2"))
+	}
+	if adm := w.Admissions(); len(adm) != 1 || adm[0].NodeID != "n3" {
+		t.Fatalf("the view's admissions %+v, want n3's revocation only", adm)
+	}
+	if toks := w.JoinTokens(); len(toks) != 0 {
+		t.Fatalf("the view carries %d join tokens", len(toks))
+	}
+
+	// Admitting a node and making a token move no node's view; a
+	// revocation and a keyring step move every one, known node or not,
+	// and their stamps, which servers compare before writing a view.
+	_, other := loadView(t, h.f, "nobody")
+	stamp, otherStamp := h.f.NodeViewStamp("n1"), h.f.NodeViewStamp("nobody")
+	h.createToken(joinToken("tok2", 0))
+	h.mustAdmit("tok2", "n4")
+	if _, v := loadView(t, h.f, "n1"); v.Hash != before.Hash {
+		t.Fatal("an admission and a join token moved the view's hash")
+	}
+	if err := h.revokeNode("n2", "lost"); err != nil {
+		t.Fatal(err)
+	}
+	w, revoked := loadView(t, h.f, "n1")
+	_, otherRevoked := loadView(t, h.f, "nobody")
+	if revoked.Hash == before.Hash || otherRevoked.Hash == other.Hash || !w.Revoked("n2") {
+		t.Fatal("a revocation did not reach the views")
+	}
+	if h.f.NodeViewStamp("n1") == stamp || h.f.NodeViewStamp("nobody") == otherStamp {
+		t.Fatal("a revocation did not move the views' stamps")
+	}
+	stamp = h.f.NodeViewStamp("n1")
+	h.apply(structs.KeyringType, structs.KeyringRequest{Keyring: structs.Keyring{Primary: "key-1", Next: "key-2", Generation: 2}})
+	w, rotated := loadView(t, h.f, "n1")
+	if tr, _ := w.Trust(); rotated.Hash == revoked.Hash || tr.Keyring.Generation != 2 || tr.Keyring.Next != "key-2" {
+		t.Fatalf("the view holds keyring %+v after a rotation step, want generation 2", tr.Keyring)
+	}
+	if h.f.NodeViewStamp("n1") == stamp {
+		t.Fatal("a keyring step did not move the view's stamp")
 	}
 }

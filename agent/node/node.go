@@ -49,7 +49,12 @@ type Config struct {
 
 	// FSM is the local copy of the cluster's state: the node reads its
 	// view from it while it is a server (view.go).
-	FSM    *fsm.FSM
+	FSM *fsm.FSM
+	// View is the FSM of this node's own that viewLoop keeps its view in
+	// (fsm.LoadView), never Raft's. The agent makes it, so that what it
+	// makes before the node (TLS, which checks peers against the view's
+	// revocations) reads the same view.
+	View   *fsm.FSM
 	Raft   Raft
 	Runner *runner.Runner
 	// AllocDir is the runner's allocation directory.
@@ -142,7 +147,7 @@ func New(cfg Config) *Node {
 	n := &Node{
 		cfg:        cfg,
 		log:        cfg.Logger,
-		fsm:        fsm.New(cfg.Logger),
+		fsm:        cfg.View,
 		runner:     cfg.Runner,
 		health:     newHealthTracker(cfg.Inventory.GPUs, cfg.GPUCleanPeriod, cfg.AllowForeignGPUUse, now()),
 		registered: make(chan struct{}),

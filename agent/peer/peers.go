@@ -50,6 +50,11 @@ type Config struct {
 	// TLS, in a secure cluster, presents this node's certificate on calls
 	// to other nodes and verifies theirs; nil in a plaintext cluster.
 	TLS *tls.Config
+	// CheckPeer, in a secure cluster, is asked about the connection every
+	// answer from another node came over, and fails the call when it
+	// errs: TLS checks that a node is not revoked when a connection
+	// opens, and a kept-alive one outlives that check. nil checks nothing.
+	CheckPeer func(*tls.ConnectionState) error
 	// CallTimeout bounds one call to another node (not a log stream).
 	CallTimeout time.Duration
 	// DialFrom is the address calls to other nodes leave from, so that
@@ -115,7 +120,29 @@ func (p *Peers) httpClient(timeout time.Duration) *http.Client {
 			return n.Track(conn, from, addr)
 		}
 	}
-	return &http.Client{Timeout: timeout, Transport: tr}
+	if p.cfg.CheckPeer == nil {
+		return &http.Client{Timeout: timeout, Transport: tr}
+	}
+	return &http.Client{Timeout: timeout, Transport: checkedTransport{next: tr, check: p.cfg.CheckPeer}}
+}
+
+// checkedTransport fails a call whose answer came over a connection that
+// check refuses (Config.CheckPeer).
+type checkedTransport struct {
+	next  http.RoundTripper
+	check func(*tls.ConnectionState) error
+}
+
+func (t checkedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err != nil || resp.TLS == nil {
+		return resp, err
+	}
+	if err := t.check(resp.TLS); err != nil {
+		resp.Body.Close()
+		return nil, fmt.Errorf("the answer of %s: %w", r.URL.Host, err)
+	}
+	return resp, nil
 }
 
 // ipBindAddressNoPort is Linux's IP_BIND_ADDRESS_NO_PORT (linux/in.h).

@@ -124,9 +124,12 @@ func (s *Secure) initTrust() error {
 
 // keyringLoop installs every keyring the cluster commits, and, on the
 // leader, moves a rotation on once every live node installed its step.
+// It wakes on changes of the state and of the view: a worker's state
+// never changes, its view carries the keyring.
 func (s *Secure) keyringLoop(ctx context.Context) {
 	for {
 		_, changed := s.cfg.FSM.Watch()
+		_, viewChanged := s.cfg.View.Watch()
 		if err := s.installKeyring(); err != nil {
 			s.log.Error("install the gossip keyring", "error", err)
 		}
@@ -142,6 +145,7 @@ func (s *Secure) keyringLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-changed:
+		case <-viewChanged:
 		case <-poll:
 		}
 	}
@@ -150,7 +154,7 @@ func (s *Secure) keyringLoop(ctx context.Context) {
 // installKeyring installs the cluster's keyring when it is newer than the
 // one this node has.
 func (s *Secure) installKeyring() error {
-	t, ok := s.cfg.FSM.Trust()
+	t, ok := s.newestTrust()
 	if !ok || t.Keyring.Generation <= s.KeyringGeneration() {
 		return nil
 	}
@@ -167,6 +171,18 @@ func (s *Secure) installKeyring() error {
 	s.dep().Announce.SetKeyring(t.Keyring.Generation)
 	s.log.Info("installed the gossip keyring", "generation", t.Keyring.Generation, "rotating", t.Keyring.Rotating())
 	return nil
+}
+
+// newestTrust is the newer of the trust records of this node's state and
+// of its view: the one with the higher keyring generation, which only
+// grows. A server's state is a little ahead of its view; a worker has
+// only its view.
+func (s *Secure) newestTrust() (structs.Trust, bool) {
+	t, ok := s.cfg.FSM.Trust()
+	if v, vok := s.cfg.View.Trust(); vok && (!ok || v.Keyring.Generation > t.Keyring.Generation) {
+		return v, true
+	}
+	return t, ok
 }
 
 // RotateKeyring starts a rotation: a new key comes in beside the current

@@ -27,6 +27,7 @@ var (
 	ErrNoCAKey    = errors.New("this node holds no CA key, so it cannot sign certificates")
 	ErrNoTrust    = errors.New("the cluster has no trust state yet; try again in a moment")
 	ErrRotating   = errors.New("a keyring rotation is under way; wait for it to finish")
+	ErrRevoked    = errors.New("its admission to the cluster was revoked")
 	ErrNeedsToken = errors.New("this node holds no certificate of the cluster: give it a join token (--join-token-file FILE or SKEIN_JOIN_TOKEN) from `skein join-token create` on a member")
 )
 
@@ -42,8 +43,16 @@ type Config struct {
 	IPs []net.IP
 	// CertTTL is how long node certificates are valid.
 	CertTTL time.Duration
-	// FSM holds the replicated trust state.
+	// FSM holds the replicated trust state: on a server the cluster's,
+	// which the leader's duties (admission, renewal, join tokens, keyring
+	// rotation) and the trust API read. A worker outside Raft holds none
+	// (or, once a server, a copy it no longer follows).
 	FSM *fsm.FSM
+	// View is this node's view (agent/node), which carries the trust
+	// record and the revocations to every node whatever its role: what
+	// each node does for itself (install the keyring, refuse revoked
+	// peers) reads it as well as FSM.
+	View *fsm.FSM
 	// Apply writes one entry through Raft (this node must lead).
 	Apply  func(structs.MessageType, any) (any, error)
 	Logger hclog.Logger
@@ -239,11 +248,34 @@ func (s *Secure) Identity() *trust.Identity { return s.id }
 // present node certificates when clientCerts requires them; revoked nodes
 // are refused.
 func (s *Secure) ServerTLS(clientCerts tls.ClientAuthType) *tls.Config {
-	return s.id.ServerTLS(s.cfg.FSM.Revoked, clientCerts)
+	return s.id.ServerTLS(s.Revoked, clientCerts)
 }
 
 // ClientTLS is the TLS configuration of this node's calls to others.
-func (s *Secure) ClientTLS() *tls.Config { return s.id.ClientTLS(s.cfg.FSM.Revoked) }
+func (s *Secure) ClientTLS() *tls.Config { return s.id.ClientTLS(s.Revoked) }
+
+// Revoked reports whether a node's admission was revoked, as far as this
+// node knows: in the state it holds or in its view. A revocation is
+// forever, so either saying so is enough: a server's state is a little
+// ahead of its view, a worker's view is all it has (and ahead of the state
+// it kept from when it was a server).
+func (s *Secure) Revoked(nodeID string) bool {
+	return s.cfg.FSM.Revoked(nodeID) || s.cfg.View.Revoked(nodeID)
+}
+
+// CheckPeer fails for a connection to a node this node knows revoked: a
+// connection opened before the revocation was known here outlives the
+// handshake's check.
+func (s *Secure) CheckPeer(cs *tls.ConnectionState) error {
+	id, err := trust.PeerNodeID(cs)
+	if err != nil {
+		return err
+	}
+	if s.Revoked(id) {
+		return fmt.Errorf("node %s: %w", structs.ShortID(id), ErrRevoked)
+	}
+	return nil
+}
 
 // CanVote reports whether this node holds the CA key, which a node must
 // before it may vote (and so lead).

@@ -74,13 +74,19 @@ var errWrongNode = errors.New("a node certificate authorises reports for its own
 type callerKey struct{}
 
 // NodeCertAuth accepts node-to-node calls that came over TLS with a
-// certificate of the cluster naming a node (the TLS handshake has checked
-// the chain and that the node is not revoked). It records the node ID, so
-// that a handler can refuse a report about any other node. API tokens are
-// never looked at.
+// certificate of the cluster naming a node that is not revoked. The TLS
+// handshake checked the chain, and the revocation as of then; Check asks
+// again on every request, so that a connection opened before the node was
+// revoked (a kept-alive one carries its heartbeats and its view watch for
+// as long as it lives) serves it nothing more once the revocation is known
+// here. It records the node ID, so that a handler can refuse a report
+// about any other node. API tokens are never looked at.
 type NodeCertAuth struct {
 	// NodeID returns the node a verified peer certificate names.
 	NodeID func(*tls.ConnectionState) (string, error)
+	// Check refuses a connection of a node revoked since its handshake
+	// (nil: refuses none).
+	Check func(*tls.ConnectionState) error
 }
 
 // Authenticate implements Authenticator.
@@ -91,6 +97,11 @@ func (a NodeCertAuth) Authenticate(r *http.Request) (*http.Request, error) {
 	id, err := a.NodeID(r.TLS)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotANode, err)
+	}
+	if a.Check != nil {
+		if err := a.Check(r.TLS); err != nil {
+			return nil, fmt.Errorf("node certificate: %w", err)
+		}
 	}
 	return r.WithContext(context.WithValue(r.Context(), callerKey{}, id)), nil
 }

@@ -74,6 +74,12 @@ func (s *Server) handleNodeView(w http.ResponseWriter, r *http.Request) {
 		}
 		_, leader := s.cfg.Raft.Leader()
 		if v.Hash != have || (leader != "" && leader != knownLeader) {
+			// A watch that began before its node was revoked is not
+			// answered after: the view would carry the next gossip key.
+			if _, err := s.cfg.NodeAuth.Authenticate(r); err != nil {
+				writeError(w, http.StatusUnauthorized, err)
+				return
+			}
 			s.holdWrite(w)
 			w.Header().Set("Content-Type", "application/x-ndjson")
 			setViewHeaders(w, v.Hash, v.Index, leader)

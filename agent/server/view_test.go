@@ -31,15 +31,21 @@ func (r configRaft) Servers() ([]cluster.Server, error) { return r.servers, nil 
 func (r configRaft) Leader() (string, string)           { return "", r.leader.Load().(string) }
 
 // viewServer serves node views from st's FSM as node "s1", a server
-// when server is set.
+// when server is set, to every caller.
 func viewServer(t *testing.T, st *states, server bool) (*httptest.Server, *api.Client, *atomic.Value) {
+	t.Helper()
+	return viewServerWith(t, st, server, TokenAuth(""))
+}
+
+// viewServerWith is viewServer with the node API's authenticator nodes.
+func viewServerWith(t *testing.T, st *states, server bool, nodes Authenticator) (*httptest.Server, *api.Client, *atomic.Value) {
 	t.Helper()
 	r := configRaft{leader: &atomic.Value{}}
 	r.leader.Store("s1")
 	if server {
 		r.servers = []cluster.Server{{ID: "s1", Voter: true}}
 	}
-	s := &Server{cfg: Config{NodeID: "s1", Raft: r}, fsm: st.f, log: hclog.NewNullLogger(), timeouts: Timeouts{}.withDefaults()}
+	s := &Server{cfg: Config{NodeID: "s1", Raft: r, NodeAuth: nodes}, fsm: st.f, log: hclog.NewNullLogger(), timeouts: Timeouts{}.withDefaults()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	t.Cleanup(s.cancel)
 	mux := http.NewServeMux()
@@ -148,5 +154,39 @@ func TestNodeView_ANewLeaderAnswersTheWatch(t *testing.T) {
 	got, err := c.NodeView(ctx, "w1", v.Hash, "s1", MaxViewWait)
 	if err != nil || got.Leader != "s2" || got.Hash != v.Hash {
 		t.Fatalf("watch after the leader changed: %+v, %v; want leader s2 and the same view", got, err)
+	}
+}
+
+// revocable refuses every caller once revoked is set.
+type revocable struct{ revoked *atomic.Bool }
+
+func (a revocable) Authenticate(r *http.Request) (*http.Request, error) {
+	if a.revoked.Load() {
+		return nil, errors.New("revoked")
+	}
+	return r, nil
+}
+
+func TestNodeView_AWatchIsNotAnsweredOnceItsCallerIsRefused(t *testing.T) {
+	st := viewState(t)
+	var revoked atomic.Bool
+	_, c, _ := viewServerWith(t, st, true, revocable{&revoked})
+	ctx := context.Background()
+	v, err := c.NodeView(ctx, "w1", "", "", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A watch let in before its node was revoked, answered after: the
+	// change it waited for (the next gossip key, say) is not sent.
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.NodeView(ctx, "w1", v.Hash, "s1", MaxViewWait)
+		got <- err
+	}()
+	revoked.Store(true)
+	st.report("w1", structs.AllocUpdate{AllocID: "alloc-w1", State: structs.AllocRunning})
+	var e *api.Error
+	if err := <-got; !errors.As(err, &e) || e.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a watch whose caller was revoked meanwhile: %v, want 401", err)
 	}
 }
