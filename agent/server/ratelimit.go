@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,9 +65,9 @@ func newFailLimiter(byNode func(*http.Request) bool, log hclog.Logger) *failLimi
 
 // refuse answers 429 and returns true when r's client has no failure left.
 func (f *failLimiter) refuse(w http.ResponseWriter, r *http.Request) bool {
-	client := requestClient(r)
+	client := f.clientOf(r)
 	wait := f.wait(client)
-	if wait <= 0 || f.byNode(r) {
+	if wait <= 0 || f.exempt(r) {
 		return false
 	}
 	secs := int((wait + time.Second - 1) / time.Second)
@@ -78,9 +79,34 @@ func (f *failLimiter) refuse(w http.ResponseWriter, r *http.Request) bool {
 
 // failed charges one failed authentication to r's client.
 func (f *failLimiter) failed(r *http.Request) {
-	if !f.byNode(r) {
-		f.fail(requestClient(r))
+	if !f.exempt(r) {
+		f.fail(f.clientOf(r))
 	}
+}
+
+// clientOf is the client r's failures count against: the address it came
+// from, or, for a request a worker passed on (ProxiedHeader, from a node),
+// the user's, which the worker names last in X-Forwarded-For. A worker
+// checks no token itself, so its users' failures must count here, each
+// against its own address.
+func (f *failLimiter) clientOf(r *http.Request) netip.Addr {
+	if r.Header.Get(ProxiedHeader) != "" && f.byNode(r) {
+		fwd := r.Header.Values("X-Forwarded-For")
+		if n := len(fwd); n > 0 {
+			last := fwd[n-1]
+			last = strings.TrimSpace(last[strings.LastIndexByte(last, ',')+1:])
+			if ip, err := netip.ParseAddr(last); err == nil {
+				return clientKey(ip.Unmap())
+			}
+		}
+	}
+	return requestClient(r)
+}
+
+// exempt reports whether r is a node's own request, which no failure is
+// charged to (not one it passed on for a user).
+func (f *failLimiter) exempt(r *http.Request) bool {
+	return r.Header.Get(ProxiedHeader) == "" && f.byNode(r)
 }
 
 // limit serves a request through serve, charging a failure to its client

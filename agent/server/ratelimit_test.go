@@ -79,6 +79,13 @@ func startGuarded(t *testing.T) *guarded {
 // returns the status code and the Retry-After header.
 func (g *guarded) get(t *testing.T, from, token string) (int, string) {
 	t.Helper()
+	return g.getFor(t, from, "", token)
+}
+
+// getFor is get as a worker at from passes on a request of user (""
+// for none: the request is from's own).
+func (g *guarded) getFor(t *testing.T, from, user, token string) (int, string) {
+	t.Helper()
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
 	c := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
 	defer c.CloseIdleConnections()
@@ -87,6 +94,10 @@ func (g *guarded) get(t *testing.T, from, token string) (int, string) {
 		t.Fatal(err)
 	}
 	req.Header.Set(api.TokenHeader, token)
+	if user != "" {
+		req.Header.Set(ProxiedHeader, "worker")
+		req.Header.Set("X-Forwarded-For", user)
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatalf("request from %s: %v", from, err)
@@ -162,6 +173,32 @@ func TestFailLimiter_NodesAreNeverRefused(t *testing.T) {
 	}
 	if n := g.fails.tracked(); n != 0 {
 		t.Fatalf("the limiter tracks %d clients after failures from a node only, want 0", n)
+	}
+}
+
+func TestFailLimiter_AWorkersUsersAreChargedEachForItsOwnFailures(t *testing.T) {
+	g := startGuarded(t)
+	// A user guessing tokens through a worker (a node) is refused...
+	for i := range authFailBurst {
+		if code, _ := g.getFor(t, node1.String(), "10.9.0.7", "wrong"); code != http.StatusUnauthorized {
+			t.Fatalf("failure %d through the worker answered %d, want 401", i+1, code)
+		}
+	}
+	if code, _ := g.getFor(t, node1.String(), "10.9.0.7", "right"); code != http.StatusTooManyRequests {
+		t.Fatalf("the guessing user after its burst: %d, want 429", code)
+	}
+	// ...while the worker's other users and its own calls are served.
+	if code, _ := g.getFor(t, node1.String(), "10.9.0.8", "right"); code != http.StatusOK {
+		t.Fatalf("another user through the worker: %d, want 200", code)
+	}
+	if code, _ := g.get(t, node1.String(), "right"); code != http.StatusOK {
+		t.Fatalf("the worker's own request: %d, want 200", code)
+	}
+	// A client that is no node gains nothing by claiming to pass a
+	// request on: its failures are its own.
+	g.failBurst(t, "127.0.0.5")
+	if code, _ := g.getFor(t, "127.0.0.5", "10.9.0.9", "right"); code != http.StatusTooManyRequests {
+		t.Fatalf("a refused client naming another user: %d, want 429", code)
 	}
 }
 

@@ -33,9 +33,9 @@ func (s *Server) mountUI(top *http.ServeMux, user http.Handler) {
 // returns carries the token in its header, so that the API calls the UI
 // makes with it (a forwarded cancel, a proxied log) carry it on.
 func (s *Server) uiAuthenticate(r *http.Request, token string) (*http.Request, ui.Viewer, error) {
-	if wait := s.authFails.wait(requestClient(r)); wait > 0 && !s.sentByNode(r) {
+	if wait := s.authFails.wait(s.authFails.clientOf(r)); wait > 0 && !s.authFails.exempt(r) {
 		return nil, ui.Viewer{}, fmt.Errorf("too many failed authentications from %s: try again in %ds",
-			requestClient(r), int((wait+time.Second-1)/time.Second))
+			s.authFails.clientOf(r), int((wait+time.Second-1)/time.Second))
 	}
 	if token != "" {
 		r = r.Clone(r.Context())
