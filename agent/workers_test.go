@@ -5,9 +5,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -370,4 +373,123 @@ func TestSecure_Workers_ARevokedWorkerIsCutOffAndItsJobRunsElsewhere(t *testing.
 	if g := victim.secure.KeyringGeneration(); g != 1 {
 		t.Errorf("the revoked worker installed keyring %d, want still the first: it was handed the new key", g)
 	}
+}
+
+// agentOf returns the live agent of the node id.
+func (tc *testCluster) agentOf(t *testing.T, id string) *Agent {
+	t.Helper()
+	for _, a := range tc.live() {
+		if a.nodeID == id {
+			return a
+		}
+	}
+	t.Fatalf("no live agent is node %s", id)
+	return nil
+}
+
+// A service reached through a worker's ingress, its replica on another
+// node: the worker routes by its view and admits only the callers a
+// server admits; it follows the replica when it is killed and placed
+// again and when the service is scaled, and the leader's autoscaler
+// hears what it has in flight.
+func TestCluster_Workers_AWorkersIngressServesAServiceRunningElsewhere(t *testing.T) {
+	tc := startWorkerClusterWith(t, 3, 1, func(_ int, cfg *Config) {
+		cfg.IngressPort = -1
+		cfg.AutoscaleInterval = 200 * time.Millisecond
+	})
+	lead := tc.agents[tc.leader()]
+	ctx := context.Background()
+	if _, err := tc.client(lead).CreateService(ctx, api.ServiceCreateRequest{Name: "web", Replicas: 1, Spec: autoscaledSpec(t, 0)}); err != nil {
+		t.Fatalf("create the service: %v", err)
+	}
+	replica := waitReplicas(t, lead, "web", 1, true)[0]
+	var w *Agent
+	for _, a := range tc.workers() {
+		if a.nodeID != replica.NodeID {
+			w = a
+		}
+	}
+	if w == nil {
+		t.Fatalf("no worker without the replica: it runs on %s", replica.NodeID)
+	}
+
+	// served waits until the worker's ingress serves the service and
+	// sends its requests to the replicas given, those the leader's state
+	// has healthy.
+	served := func(what string, want ...*structs.Allocation) {
+		t.Helper()
+		var ids []string
+		for _, a := range want {
+			ids = append(ids, a.ID)
+		}
+		slices.Sort(ids)
+		testutil.WaitFor(t, 20*time.Second, func() error {
+			if code, body := ingressGet(t, http.DefaultClient, w, "/web/health", tc.admin); code != http.StatusOK {
+				return fmt.Errorf("%s: %d %q through the worker's ingress", what, code, body)
+			}
+			if got := slices.Sorted(maps.Keys(w.ingressInFlight("web"))); !slices.Equal(got, ids) {
+				return fmt.Errorf("%s: the worker's ingress sends to %v, want %v", what, got, ids)
+			}
+			return nil
+		})
+	}
+	served("the replica on another node", replica)
+	// A worker holds no ACLs: a server admits its callers.
+	if code, body := ingressGet(t, http.DefaultClient, w, "/web/health", ""); code != http.StatusUnauthorized {
+		t.Fatalf("without a token through the worker's ingress: %d %q, want 401", code, body)
+	}
+
+	// The replica killed: its job runs again on a new allocation, which
+	// the worker's ingress follows.
+	killJobGroup(t, tc.agentOf(t, replica.NodeID).allocDir(), replica.ID)
+	var again *structs.Allocation
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		healthy := true
+		for _, a := range runningReplicas(lead, "web", &healthy) {
+			if a.ID != replica.ID {
+				again = a
+				return nil
+			}
+		}
+		return fmt.Errorf("replica %s has not come back", replica.JobID)
+	})
+	served("the replica placed again", again)
+
+	// Scaled up through the worker: both replicas.
+	if _, err := tc.client(w).ScaleService(ctx, "web", api.ServiceScaleRequest{Replicas: 2}); err != nil {
+		t.Fatalf("scale the service: %v", err)
+	}
+	served("scaled to 2", waitReplicas(t, lead, "web", 2, true)...)
+
+	// Autoscaled on requests in flight, with a target it cannot reach:
+	// the slow requests held through the worker reach the leader's
+	// autoscaler in the worker's load reports, as nobody else sends any.
+	if _, err := tc.client(lead).AutoscaleService(ctx, "web", &structs.Autoscale{Min: 2, Max: 3,
+		Metric: structs.AutoscaleInFlight, Target: 1000}); err != nil {
+		t.Fatalf("autoscale the service: %v", err)
+	}
+	loadCtx, stop := context.WithCancel(ctx)
+	var load sync.WaitGroup
+	for range 4 {
+		load.Add(1)
+		go func() {
+			defer load.Done()
+			for loadCtx.Err() == nil {
+				req, _ := http.NewRequestWithContext(loadCtx, http.MethodGet, w.IngressAddr()+"/web/work?ms=2000", nil)
+				req.Header.Set(api.TokenHeader, tc.admin)
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	defer func() { stop(); load.Wait() }()
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		o, ok := lead.leader.Observed("web")
+		if !ok || o.Value < 1 {
+			return fmt.Errorf("the leader observes %+v (%v) of web's load, want at least 2 in flight over 2 replicas", o, ok)
+		}
+		return nil
+	})
 }
