@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
@@ -492,4 +494,56 @@ func TestCluster_Workers_AWorkersIngressServesAServiceRunningElsewhere(t *testin
 		}
 		return nil
 	})
+}
+
+// A worker's /metrics has its own series (its GPUs, from its view, its
+// gossip) and none of the state's or Raft's, which a server's has; it
+// admits the scrapers a server admits.
+func TestCluster_Workers_AWorkersMetricsAreItsOwn(t *testing.T) {
+	tc := startWorkerCluster(t, 2, 1)
+	w := tc.workers()[0]
+	server := tc.agents[tc.leader()]
+	// A gang over both nodes: rank 1 or 0 holds a GPU of the worker.
+	job := tc.submit(server, structs.JobSpec{Nodes: 2, GPUs: 1, Command: []string{"sleep", "60"}})
+	waitJobState(t, tc.client(server), job.ID, structs.JobRunning)
+
+	if _, err := scrapeMetrics(t, w, ""); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("a worker's /metrics without a token: %v, want 401 (the cluster has ACLs)", err)
+	}
+	var onWorker, onServer map[string]*dto.MetricFamily
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		var err error
+		if onWorker, err = scrapeMetrics(t, w, tc.admin); err != nil {
+			return err
+		}
+		// The worker's GPU series read its view: the GPU its rank holds.
+		held := 0.0
+		for _, s := range onWorker["skein_gpu_allocated"].GetMetric() {
+			held += s.GetGauge().GetValue()
+		}
+		if held != 1 {
+			return fmt.Errorf("the worker's skein_gpu_allocated sum to %v, want 1: its rank's GPU", held)
+		}
+		return nil
+	})
+	onServer, err := scrapeMetrics(t, server, tc.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"skein_jobs", "skein_nodes", "skein_sched_queue_depth", "skein_fsm_index", "skein_raft_term"} {
+		if _, ok := onWorker[name]; ok {
+			t.Errorf("a worker exports %s", name)
+		}
+		if _, ok := onServer[name]; !ok {
+			t.Errorf("the server does not export %s", name)
+		}
+	}
+	if got, err := series(onServer, "skein_jobs", map[string]string{"state": "running"}); err != nil || got != 1 {
+		t.Errorf("the server's running jobs: %v %v, want 1", got, err)
+	}
+	for _, name := range []string{"skein_gossip_members", "skein_gpu_health_state", "process_cpu_seconds_total"} {
+		if _, ok := onWorker[name]; !ok {
+			t.Errorf("a worker does not export %s", name)
+		}
+	}
 }
