@@ -27,6 +27,10 @@ const ProxiedHeader = "X-Skein-Proxied"
 // serverCheck is how long the answer to "is this node a server" is kept.
 const serverCheck = time.Second
 
+// errNoServerToAsk refuses a caller while a worker knows no server, or
+// gets no answer from one, to check its credentials with.
+var errNoServerToAsk = errors.New("this node holds no ACLs and no server answered whether it admits the credentials; try again or use another node")
+
 // toServer serves next on a server and passes the request on to a server
 // on a worker.
 func (s *Server) toServer(next http.Handler) http.Handler {
@@ -98,10 +102,6 @@ type roleCheck struct {
 // askTimeout bounds asking a server whether it admits a caller.
 const askTimeout = 5 * time.Second
 
-// errNoServerToAsk refuses a caller of a worker's ingress while the
-// worker knows no server to check the caller's credentials with.
-var errNoServerToAsk = errors.New("this node holds no ACLs and knows no server to check the credentials with; try again or use another node")
-
 // UserAuth admits users as the user API does on any node: a server with
 // Config.UserAuth, a worker, which holds no ACLs, by asking a server
 // whether it admits the caller's credentials (workerAuth). The ingress
@@ -130,19 +130,26 @@ func (a workerAuth) Authenticate(r *http.Request) (*http.Request, error) {
 	case err != nil:
 		return a.s.cfg.UserAuth.Authenticate(r)
 	}
-	c, err := api.NewClient(addr, requestToken(r))
-	if err != nil {
-		return nil, fmt.Errorf("check the credentials with the server at %s: %w", addr, err)
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), askTimeout)
-	defer cancel()
-	who, err := c.WithHTTPClient(a.s.cfg.Peers.Streams()).WhoAmI(ctx)
+	who, err := a.ask(r, addr)
 	if err != nil {
 		var apiErr *api.Error
 		if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized {
 			return nil, apiErr
 		}
-		return nil, fmt.Errorf("check the credentials with the server at %s: %w", addr, err)
+		// The caller is not told where the server is.
+		a.s.log.Debug("check a caller's credentials with a server", "server", addr, "error", err)
+		return nil, errNoServerToAsk
 	}
 	return withIdentity(r, Identity{ACL: who.ACL, User: who.User, Role: who.Role, TokenID: who.TokenID}), nil
+}
+
+// ask asks the server at addr who the caller of r is, with its token.
+func (a workerAuth) ask(r *http.Request, addr string) (*api.WhoAmI, error) {
+	c, err := api.NewClient(addr, requestToken(r))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), askTimeout)
+	defer cancel()
+	return c.WithHTTPClient(a.s.cfg.Peers.Streams()).WhoAmI(ctx)
 }
