@@ -393,13 +393,14 @@ func (tc *testCluster) agentOf(t *testing.T, id string) *Agent {
 // node: the worker routes by its view and admits only the callers a
 // server admits; it follows the replica when it is killed and placed
 // again and when the service is scaled, and the leader's autoscaler
-// hears what it has in flight.
+// hears what it has in flight. With no server left it admits nobody.
 func TestCluster_Workers_AWorkersIngressServesAServiceRunningElsewhere(t *testing.T) {
 	tc := startWorkerClusterWith(t, 3, 1, func(_ int, cfg *Config) {
 		cfg.IngressPort = -1
 		cfg.AutoscaleInterval = 200 * time.Millisecond
 	})
-	lead := tc.agents[tc.leader()]
+	leadIdx := tc.leader()
+	lead := tc.agents[leadIdx]
 	ctx := context.Background()
 	if _, err := tc.client(lead).CreateService(ctx, api.ServiceCreateRequest{Name: "web", Replicas: 1, Spec: autoscaledSpec(t, 0)}); err != nil {
 		t.Fatalf("create the service: %v", err)
@@ -494,6 +495,23 @@ func TestCluster_Workers_AWorkersIngressServesAServiceRunningElsewhere(t *testin
 		}
 		return nil
 	})
+	stop()
+	load.Wait()
+
+	// The only server gone, the worker has nobody to check a token with:
+	// it admits nobody, the admin included, rather than fall back on
+	// its empty state.
+	tc.kill(leadIdx)
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		code, body := ingressGet(t, http.DefaultClient, w, "/web/health", tc.admin)
+		if code != http.StatusUnauthorized || !strings.Contains(body, "no server answered") {
+			return fmt.Errorf("with no server: %d %q, want 401 saying no server answered", code, body)
+		}
+		return nil
+	})
+	if code, body := ingressGet(t, http.DefaultClient, w, "/web/health", ""); code != http.StatusUnauthorized {
+		t.Fatalf("with no server and no token: %d %q, want 401", code, body)
+	}
 }
 
 // A worker's /metrics has its own series (its GPUs, from its view, its
