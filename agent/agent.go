@@ -276,7 +276,7 @@ func (a *Agent) start() error {
 		Logger:       a.logger.Named("http"),
 	})
 	if a.ingressListener != nil {
-		a.ingress = a.newIngress(userAuth)
+		a.ingress = a.newIngress()
 	}
 
 	a.node.Run(a.ctx)

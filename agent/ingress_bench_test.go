@@ -234,7 +234,7 @@ func benchIngressNodeLoss(b *testing.B) {
 
 // killJobGroup SIGKILLs the process group of an allocation's job, as
 // recorded in its job.pid under allocDir.
-func killJobGroup(b *testing.B, allocDir, allocID string) {
+func killJobGroup(b testing.TB, allocDir, allocID string) {
 	b.Helper()
 	var job struct {
 		PGID int `json:"pgid"`

@@ -2,14 +2,12 @@ package agent
 
 import (
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -189,19 +187,7 @@ func TestIngress_AServiceOfTwoReplicasIsServedThroughTheLossOfOne(t *testing.T) 
 	// Kill one replica's process: the other serves every request, those
 	// sent to the dead one before the state knows included.
 	killed := replicas[0]
-	var job struct {
-		PGID int `json:"pgid"`
-	}
-	b, err := os.ReadFile(filepath.Join(a.allocDir(), killed.ID, "job.pid"))
-	if err == nil {
-		err = json.Unmarshal(b, &job)
-	}
-	if err != nil || job.PGID <= 0 {
-		t.Fatalf("find the replica's process: %v (%s)", err, b)
-	}
-	if err := syscall.Kill(-job.PGID, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	killJobGroup(t, a.allocDir(), killed.ID)
 	serve("one replica killed")
 
 	// Its replica job runs again, on a new allocation, and serves too.

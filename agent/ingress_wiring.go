@@ -7,7 +7,6 @@ import (
 	"net"
 
 	"github.com/skein-dev/skein/agent/ingress"
-	"github.com/skein-dev/skein/agent/server"
 )
 
 // listenIngress binds the ingress's port on the bind address, when the
@@ -38,15 +37,17 @@ func (a *Agent) ingressPort() int {
 // newIngress makes the ingress's server on its listener, secure as the
 // API is (agent/ingress/DESIGN.md): HTTPS with the node's certificate in
 // a cluster with TLS, and services that are not public served only to
-// callers the user API's authenticator admits.
-func (a *Agent) newIngress(userAuth server.Authenticator) *ingress.Server {
+// callers the user API admits (a worker asks a server). It routes by the
+// node's view (agent/node), which holds the services' live replicas on
+// a server and a worker alike.
+func (a *Agent) newIngress() *ingress.Server {
 	// Its connections count with the API's, within the limits sized from
 	// the agent's descriptors.
 	l := a.conns.Share(a.ingressListener, a.secure == nil)
 	if a.secure != nil {
 		l = tls.NewListener(l, a.secure.ServerTLS(tls.NoClientCert))
 	}
-	a.proxy = ingress.New(ingress.Config{State: a.fsm, Auth: userAuth, Logger: a.logger.Named("ingress")})
+	a.proxy = ingress.New(ingress.Config{State: a.node.View(), Auth: a.server.UserAuth(), Logger: a.logger.Named("ingress")})
 	return ingress.NewServer(l, a.proxy, a.logger.Named("ingress"))
 }
 

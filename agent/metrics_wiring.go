@@ -13,12 +13,14 @@ import (
 // Raft only at a scrape, which the API serves once Raft runs.
 func (a *Agent) newMetrics() {
 	a.metrics = metrics.New(metrics.Config{
-		NodeID:    a.nodeID,
-		NodeName:  a.cfg.Name,
-		FSM:       a.fsm,
-		Raft:      metricsRaft{a},
-		Inventory: a.inv,
-		Telemetry: a.telemetry,
+		NodeID:     a.nodeID,
+		NodeName:   a.cfg.Name,
+		FSM:        a.fsm,
+		HoldsState: a.holdsState,
+		View:       a.view,
+		Raft:       metricsRaft{a},
+		Inventory:  a.inv,
+		Telemetry:  a.telemetry,
 	})
 }
 

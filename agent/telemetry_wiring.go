@@ -36,7 +36,7 @@ func (a *Agent) gpuMonitor() gpu.Monitor {
 // this node holds, the utilisation file its job writes (runner.SimGPUUtilEnv).
 func (a *Agent) simGPUHolders() map[string]string {
 	out := map[string]string{}
-	for _, alloc := range a.fsm.NodeLiveAllocs(a.nodeID) {
+	for _, alloc := range a.view.NodeLiveAllocs(a.nodeID) {
 		if alloc.State != structs.AllocRunning {
 			continue
 		}

@@ -5,11 +5,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/internal/testutil"
@@ -369,5 +374,194 @@ func TestSecure_Workers_ARevokedWorkerIsCutOffAndItsJobRunsElsewhere(t *testing.
 	// Its view stopped at the revocation, before the new key came in.
 	if g := victim.secure.KeyringGeneration(); g != 1 {
 		t.Errorf("the revoked worker installed keyring %d, want still the first: it was handed the new key", g)
+	}
+}
+
+// agentOf returns the live agent of the node id.
+func (tc *testCluster) agentOf(t *testing.T, id string) *Agent {
+	t.Helper()
+	for _, a := range tc.live() {
+		if a.nodeID == id {
+			return a
+		}
+	}
+	t.Fatalf("no live agent is node %s", id)
+	return nil
+}
+
+// A service reached through a worker's ingress, its replica on another
+// node: the worker routes by its view and admits only the callers a
+// server admits; it follows the replica when it is killed and placed
+// again and when the service is scaled, and the leader's autoscaler
+// hears what it has in flight. With no server left it admits nobody.
+func TestCluster_Workers_AWorkersIngressServesAServiceRunningElsewhere(t *testing.T) {
+	tc := startWorkerClusterWith(t, 3, 1, func(_ int, cfg *Config) {
+		cfg.IngressPort = -1
+		cfg.AutoscaleInterval = 200 * time.Millisecond
+	})
+	leadIdx := tc.leader()
+	lead := tc.agents[leadIdx]
+	ctx := context.Background()
+	if _, err := tc.client(lead).CreateService(ctx, api.ServiceCreateRequest{Name: "web", Replicas: 1, Spec: autoscaledSpec(t, 0)}); err != nil {
+		t.Fatalf("create the service: %v", err)
+	}
+	replica := waitReplicas(t, lead, "web", 1, true)[0]
+	var w *Agent
+	for _, a := range tc.workers() {
+		if a.nodeID != replica.NodeID {
+			w = a
+		}
+	}
+	if w == nil {
+		t.Fatalf("no worker without the replica: it runs on %s", replica.NodeID)
+	}
+
+	// served waits until the worker's ingress serves the service and
+	// sends its requests to the replicas given, those the leader's state
+	// has healthy.
+	served := func(what string, want ...*structs.Allocation) {
+		t.Helper()
+		var ids []string
+		for _, a := range want {
+			ids = append(ids, a.ID)
+		}
+		slices.Sort(ids)
+		testutil.WaitFor(t, 20*time.Second, func() error {
+			if code, body := ingressGet(t, http.DefaultClient, w, "/web/health", tc.admin); code != http.StatusOK {
+				return fmt.Errorf("%s: %d %q through the worker's ingress", what, code, body)
+			}
+			if got := slices.Sorted(maps.Keys(w.ingressInFlight("web"))); !slices.Equal(got, ids) {
+				return fmt.Errorf("%s: the worker's ingress sends to %v, want %v", what, got, ids)
+			}
+			return nil
+		})
+	}
+	served("the replica on another node", replica)
+	// A worker holds no ACLs: a server admits its callers.
+	if code, body := ingressGet(t, http.DefaultClient, w, "/web/health", ""); code != http.StatusUnauthorized {
+		t.Fatalf("without a token through the worker's ingress: %d %q, want 401", code, body)
+	}
+
+	// The replica killed: its job runs again on a new allocation, which
+	// the worker's ingress follows.
+	killJobGroup(t, tc.agentOf(t, replica.NodeID).allocDir(), replica.ID)
+	var again *structs.Allocation
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		healthy := true
+		for _, a := range runningReplicas(lead, "web", &healthy) {
+			if a.ID != replica.ID {
+				again = a
+				return nil
+			}
+		}
+		return fmt.Errorf("replica %s has not come back", replica.JobID)
+	})
+	served("the replica placed again", again)
+
+	// Scaled up through the worker: both replicas.
+	if _, err := tc.client(w).ScaleService(ctx, "web", api.ServiceScaleRequest{Replicas: 2}); err != nil {
+		t.Fatalf("scale the service: %v", err)
+	}
+	served("scaled to 2", waitReplicas(t, lead, "web", 2, true)...)
+
+	// Autoscaled on requests in flight, with a target it cannot reach:
+	// the slow requests held through the worker reach the leader's
+	// autoscaler in the worker's load reports, as nobody else sends any.
+	if _, err := tc.client(lead).AutoscaleService(ctx, "web", &structs.Autoscale{Min: 2, Max: 3,
+		Metric: structs.AutoscaleInFlight, Target: 1000}); err != nil {
+		t.Fatalf("autoscale the service: %v", err)
+	}
+	loadCtx, stop := context.WithCancel(ctx)
+	var load sync.WaitGroup
+	for range 4 {
+		load.Add(1)
+		go func() {
+			defer load.Done()
+			for loadCtx.Err() == nil {
+				req, _ := http.NewRequestWithContext(loadCtx, http.MethodGet, w.IngressAddr()+"/web/work?ms=2000", nil)
+				req.Header.Set(api.TokenHeader, tc.admin)
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	defer func() { stop(); load.Wait() }()
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		o, ok := lead.leader.Observed("web")
+		if !ok || o.Value < 1 {
+			return fmt.Errorf("the leader observes %+v (%v) of web's load, want at least 2 in flight over 2 replicas", o, ok)
+		}
+		return nil
+	})
+	stop()
+	load.Wait()
+
+	// The only server gone, the worker has nobody to check a token with:
+	// it admits nobody, the admin included, rather than fall back on
+	// its empty state.
+	tc.kill(leadIdx)
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		code, body := ingressGet(t, http.DefaultClient, w, "/web/health", tc.admin)
+		if code != http.StatusUnauthorized || !strings.Contains(body, "no server answered") {
+			return fmt.Errorf("with no server: %d %q, want 401 saying no server answered", code, body)
+		}
+		return nil
+	})
+	if code, body := ingressGet(t, http.DefaultClient, w, "/web/health", ""); code != http.StatusUnauthorized {
+		t.Fatalf("with no server and no token: %d %q, want 401", code, body)
+	}
+}
+
+// A worker's /metrics has its own series (its GPUs, from its view, its
+// gossip) and none of the state's or Raft's, which a server's has; it
+// admits the scrapers a server admits.
+func TestCluster_Workers_AWorkersMetricsAreItsOwn(t *testing.T) {
+	tc := startWorkerCluster(t, 2, 1)
+	w := tc.workers()[0]
+	server := tc.agents[tc.leader()]
+	// A gang over both nodes: rank 1 or 0 holds a GPU of the worker.
+	job := tc.submit(server, structs.JobSpec{Nodes: 2, GPUs: 1, Command: []string{"sleep", "60"}})
+	waitJobState(t, tc.client(server), job.ID, structs.JobRunning)
+
+	if _, err := scrapeMetrics(t, w, ""); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("a worker's /metrics without a token: %v, want 401 (the cluster has ACLs)", err)
+	}
+	var onWorker, onServer map[string]*dto.MetricFamily
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		var err error
+		if onWorker, err = scrapeMetrics(t, w, tc.admin); err != nil {
+			return err
+		}
+		// The worker's GPU series read its view: the GPU its rank holds.
+		held := 0.0
+		for _, s := range onWorker["skein_gpu_allocated"].GetMetric() {
+			held += s.GetGauge().GetValue()
+		}
+		if held != 1 {
+			return fmt.Errorf("the worker's skein_gpu_allocated sum to %v, want 1: its rank's GPU", held)
+		}
+		return nil
+	})
+	onServer, err := scrapeMetrics(t, server, tc.admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"skein_jobs", "skein_nodes", "skein_sched_queue_depth", "skein_fsm_index", "skein_raft_term"} {
+		if _, ok := onWorker[name]; ok {
+			t.Errorf("a worker exports %s", name)
+		}
+		if _, ok := onServer[name]; !ok {
+			t.Errorf("the server does not export %s", name)
+		}
+	}
+	if got, err := series(onServer, "skein_jobs", map[string]string{"state": "running"}); err != nil || got != 1 {
+		t.Errorf("the server's running jobs: %v %v, want 1", got, err)
+	}
+	for _, name := range []string{"skein_gossip_members", "skein_gpu_health_state", "process_cpu_seconds_total"} {
+		if _, ok := onWorker[name]; !ok {
+			t.Errorf("a worker does not export %s", name)
+		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"io"
 	"maps"
 	"slices"
+
+	"github.com/skein-dev/skein/structs"
 )
 
 // A node view is the part of the state one node's agent acts on: its own
@@ -17,7 +19,9 @@ import (
 // directories and logs stay while the state holds them), with their jobs;
 // for each live one, the allocations of the same attempt on other nodes
 // and those nodes (the launch environment names every rank's host); the
-// services; and in a secure cluster the trust it checks peers with
+// services, with their replicas still going, those replicas' live
+// allocations and their nodes (the ingress routes by them,
+// liveReplicas); and in a secure cluster the trust it checks peers with
 // (viewTrust). A node learns what to run from its view, not from the
 // whole state, so a worker outside Raft can be sent it by a server
 // (fsm/DESIGN.md, "Node views").
@@ -99,6 +103,16 @@ func (f *FSM) NodeViewStamp(nodeID string) uint64 {
 	for name, svc := range st.services {
 		record('s', name, svc.ModifyIndex)
 	}
+	st.liveReplicas(func(j *structs.Job, a *structs.Allocation) {
+		if a == nil {
+			record('j', j.ID, j.ModifyIndex)
+			return
+		}
+		record('p', a.ID, a.ModifyIndex)
+		if n, ok := st.nodes[a.NodeID]; ok {
+			record('n', a.NodeID, n.ModifyIndex)
+		}
+	})
 	if st.trust != nil {
 		record('t', "", st.viewTrustIndex) // viewTrust's part
 	}
@@ -139,7 +153,37 @@ func (s *state) viewRecords(nodeID string) (nodes, jobs, allocs map[string]bool)
 			}
 		}
 	}
+	s.liveReplicas(func(j *structs.Job, a *structs.Allocation) {
+		if a == nil {
+			jobs[j.ID] = true
+			return
+		}
+		allocs[a.ID] = true
+		if _, ok := s.nodes[a.NodeID]; ok {
+			nodes[a.NodeID] = true
+		}
+	})
 	return nodes, jobs, allocs
+}
+
+// liveReplicas calls fn with each service's replica jobs still going
+// (a nil) and each of their live allocations: what every node's ingress
+// routes by (agent/ingress). They grow with the services' replicas, not
+// with the cluster's jobs or nodes.
+func (s *state) liveReplicas(fn func(j *structs.Job, a *structs.Allocation)) {
+	for name, svc := range s.services {
+		for id, j := range s.serviceJobs[name] {
+			if _, ok := replicaNumber(svc.ID, id); !ok || j.State.Terminal() {
+				continue
+			}
+			fn(j, nil)
+			for _, a := range s.jobAllocs[id] {
+				if a.Live() {
+					fn(j, a)
+				}
+			}
+		}
+	}
 }
 
 // nodeView copies one node's view out of the state.

@@ -51,8 +51,8 @@ func TestNodeView_HoldsWhatTheNodeRunsAndItsPeersOnly(t *testing.T) {
 	if v.Index != h.f.Index() || w.Index() != h.f.Index() {
 		t.Fatalf("view index %d, loaded %d, want the state's %d", v.Index, w.Index(), h.f.Index())
 	}
-	if got := slices.Sorted(slices.Values(jobIDs(w.Jobs()))); !slices.Equal(got, []string{"done", "gang"}) {
-		t.Fatalf("view jobs %v, want done and gang", got)
+	if got := slices.Sorted(slices.Values(jobIDs(w.Jobs()))); !slices.Equal(got, []string{"done", "gang", "svc-web-r0"}) {
+		t.Fatalf("view jobs %v, want done, gang and web's queued replica", got)
 	}
 	if nodes := slices.Sorted(slices.Values(nodeIDs(w.Nodes()))); !slices.Equal(nodes, []string{"n1", "n2"}) {
 		t.Fatalf("view nodes %v, want n1 and its peer n2", nodes)
@@ -111,11 +111,73 @@ func TestNodeView_HashMovesOnlyWithTheView(t *testing.T) {
 func TestNodeView_UnknownNodeSeesServicesOnly(t *testing.T) {
 	h := viewHarness(t)
 	w, _ := loadView(t, h.f, "nobody")
-	if len(w.Nodes()) != 0 || len(w.Jobs()) != 0 {
-		t.Fatalf("an unknown node's view has %d nodes and %d jobs", len(w.Nodes()), len(w.Jobs()))
+	if len(w.Nodes()) != 0 || !slices.Equal(jobIDs(w.Jobs()), []string{"svc-web-r0"}) {
+		t.Fatalf("an unknown node's view has nodes %v and jobs %v, want none and web's replica", nodeIDs(w.Nodes()), jobIDs(w.Jobs()))
 	}
 	if got := slices.Collect(maps.Keys(w.st.services)); !slices.Equal(got, []string{"web"}) {
 		t.Fatalf("services %v, want web", got)
+	}
+}
+
+func TestNodeView_HoldsTheServicesLiveReplicasForTheIngress(t *testing.T) {
+	h := viewHarness(t)
+	h.place("svc-web-r0", alloc("web0", "n3", 0, gpuID("n3", 1)))
+	h.mustUpdate("n3", "web0", structs.AllocRunning, 0, "")
+	w, before := loadView(t, h.f, "n1")
+	stamp := h.f.NodeViewStamp("n1")
+
+	// What the ingress reads (agent/ingress State), as the state has it.
+	if got, want := jobIDs(w.ServiceReplicas("web")), jobIDs(h.f.ServiceReplicas("web")); !slices.Equal(got, want) {
+		t.Fatalf("web's replicas in n1's view %v, in the state %v", got, want)
+	}
+	if got := allocIDs(w.Allocs("svc-web-r0")); !slices.Equal(got, []string{"web0"}) {
+		t.Fatalf("the replica's allocations in n1's view %v, want web0", got)
+	}
+	if n, ok := w.Node("n3"); !ok || n.Addresses != h.f.st.nodes["n3"].Addresses {
+		t.Fatalf("the replica's node n3 in n1's view: %v %v", n, ok)
+	}
+	if w.HasAlloc("other0") || !w.HasAlloc("gang1") {
+		t.Fatal("n1's view took in n3's other allocation, or lost its peer's")
+	}
+	if err := checkIndexes(w.st); err != nil {
+		t.Fatalf("the loaded view's indexes: %v", err)
+	}
+
+	// The replica's health moves every node's view; its end takes it
+	// and its node out, and its job stays while it is to be placed again.
+	if err := h.reportHealth("n3", "web0", true, "GET /health: 200"); err != nil {
+		t.Fatal(err)
+	}
+	w, healthy := loadView(t, h.f, "n1")
+	if healthy.Hash == before.Hash || h.f.NodeViewStamp("n1") == stamp {
+		t.Fatal("the replica's health report left n1's view, or its stamp, as it was")
+	}
+	stamp = h.f.NodeViewStamp("n1")
+	if a, ok := w.Alloc("web0"); !ok || a.Health == nil || !a.Health.Healthy {
+		t.Fatalf("the replica's health in n1's view: %+v", a)
+	}
+	h.mustUpdate("n3", "web0", structs.AllocFailed, 1, "killed")
+	w, ended := loadView(t, h.f, "n1")
+	if ended.Hash == healthy.Hash || w.HasAlloc("web0") || h.f.NodeViewStamp("n1") == stamp {
+		t.Fatal("the ended replica's allocation is still in n1's view, or its stamp did not move")
+	}
+	if _, ok := w.Node("n3"); ok {
+		t.Fatal("n3 stayed in n1's view with no replica on it")
+	}
+	if got := jobIDs(w.ServiceReplicas("web")); !slices.Equal(got, jobIDs(h.f.ServiceReplicas("web"))) || len(got) != 1 {
+		t.Fatalf("web's replicas after one ended: %v in the view, want the state's one", got)
+	}
+
+	// A replica whose job ended (its service deleted) leaves the views.
+	h.deleteService("web", "done with it")
+	if j, ok := h.f.Job("svc-web-r0"); !ok || !j.State.Terminal() {
+		t.Fatalf("the deleted service's replica with nothing running: %+v, want it ended", j)
+	}
+	if w, _ = loadView(t, h.f, "n1"); w.HasAlloc("web0") || len(w.ServiceReplicas("web")) != 0 {
+		t.Fatal("the ended replica is still in n1's view")
+	}
+	if _, ok := w.Job("svc-web-r0"); ok {
+		t.Fatal("the ended replica's job is still in n1's view")
 	}
 }
 

@@ -42,15 +42,15 @@ const (
 	maxReplayBody = 1 << 20
 )
 
-// State is what the ingress reads of the cluster's state; *fsm.FSM has
-// it. Every call returns copies.
+// State is what the ingress reads of the cluster's state: the node's
+// view (agent/node), a *fsm.FSM. Every call returns copies.
 type State interface {
 	Service(name string) (*structs.Service, bool)
 	// ServiceReplicas returns the service's replica jobs, live and ended.
 	ServiceReplicas(name string) []*structs.Job
 	Allocs(jobID string) []*structs.Allocation
 	Node(id string) (*structs.Node, bool)
-	// Index is the index of the last applied entry.
+	// Index is the index of the state held; it moves when the state does.
 	Index() uint64
 }
 

@@ -13,8 +13,9 @@ import (
 var gpuLabels = []string{"node", "index", "uuid", "model", "simulated"}
 
 // The descriptors of the per-GPU series. Health and allocation come from
-// the replicated state (what the cluster schedules by); the rest from
-// gpu.Telemetry, each only for the GPUs whose reading it has.
+// the replicated state, as the node's view holds it (what the cluster
+// schedules by); the rest from gpu.Telemetry, each only for the GPUs
+// whose reading it has.
 var (
 	gpuHealthDesc = prometheus.NewDesc("skein_gpu_health_state",
 		"1 for the GPU's health state as the cluster holds it (healthy, unhealthy, cordoned, foreign), 0 for the others.",
@@ -47,12 +48,13 @@ func (c *gpuCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
 	gpus := c.cfg.Inventory.GPUs
-	// The state's record of the node has the GPUs' health as the cluster
-	// sees it; before the node registered, discovery's is all there is.
-	if n, ok := c.cfg.FSM.Node(c.cfg.NodeID); ok && len(n.GPUs) > 0 {
+	// The state's record of the node, in its view, has the GPUs' health
+	// as the cluster sees it; before the node registered, discovery's is
+	// all there is.
+	if n, ok := c.cfg.View.Node(c.cfg.NodeID); ok && len(n.GPUs) > 0 {
 		gpus = n.GPUs
 	}
-	holders := c.cfg.FSM.GPUHolders(c.cfg.NodeID)
+	holders := c.cfg.View.GPUHolders(c.cfg.NodeID)
 	labels := make(map[string][]string, len(gpus))
 	for i := range gpus {
 		g := &gpus[i]

@@ -35,14 +35,27 @@ type Config struct {
 	// NodeID and NodeName are this node's; NodeName labels its GPUs.
 	NodeID   string
 	NodeName string
-	FSM      *fsm.FSM
-	Raft     Raft
+	// FSM is the local copy of the cluster's state, and HoldsState says
+	// whether this node holds it (a server; nil: always). A worker's copy
+	// is empty and its Raft in no configuration: it exports neither the
+	// state's series nor Raft's, only its own (GPUs, gossip, its API,
+	// its process).
+	FSM        *fsm.FSM
+	HoldsState func() bool
+	// View is this node's view (agent/node), which holds its own record
+	// and allocations on a server and a worker alike: the GPU series
+	// read it.
+	View *fsm.FSM
+	Raft Raft
 	// Inventory is this node's GPUs as discovered.
 	Inventory gpu.Inventory
 	// Telemetry reads this node's GPUs; nil: no telemetry series (the
 	// GPUs' health and allocation series, from the state, stay).
 	Telemetry gpu.Telemetry
 }
+
+// holdsState is HoldsState, true when it is nil.
+func (c Config) holdsState() bool { return c.HoldsState == nil || c.HoldsState() }
 
 // Metrics is one node's metrics. The hooks (Pass, Placed, ...) are safe
 // for concurrent use.
@@ -137,8 +150,8 @@ func New(cfg Config) *Metrics {
 	m.reg.MustRegister(
 		m.passDuration, m.passPlacements, m.queueWait, m.preemptions, m.restarts,
 		m.submitToRunning, m.commit, m.fsmApply, m.snapDuration, m.snapBytes, m.leaderChanges, m.probeRTT, m.requests,
-		&stateCollector{fsm: cfg.FSM},
-		&raftCollector{raft: cfg.Raft, fsm: cfg.FSM},
+		&stateCollector{fsm: cfg.FSM, holds: cfg.holdsState},
+		&raftCollector{raft: cfg.Raft, fsm: cfg.FSM, holds: cfg.holdsState},
 		&gpuCollector{cfg: cfg},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -79,7 +79,7 @@ func newWorld(t *testing.T) (*world, *Metrics, Config) {
 func newWorldOf(t *testing.T, inv gpu.Inventory) (*world, *Metrics, Config) {
 	w := &world{t: t, fsm: fsm.New(nil)}
 	cfg := Config{
-		NodeID: nodeID, NodeName: "n1", FSM: w.fsm, Inventory: inv,
+		NodeID: nodeID, NodeName: "n1", FSM: w.fsm, View: w.fsm, Inventory: inv,
 		Raft: fakeRaft{members: []cluster.Member{{ID: "a", Status: cluster.StatusAlive}, {ID: "b", Status: cluster.StatusFailed}}},
 	}
 	m := New(cfg)
@@ -128,6 +128,8 @@ func scrape(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {
 type documented struct {
 	typ    string
 	labels []string
+	// serversOnly marks a series a worker does not export.
+	serversOnly bool
 }
 
 // readmeTable reads the README's metrics table: every row whose first
@@ -157,7 +159,8 @@ func readmeTable(t *testing.T) map[string]documented {
 		if _, dup := out[name]; dup {
 			t.Errorf("README documents %s twice", name)
 		}
-		out[name] = documented{typ: strings.TrimSpace(cells[2]), labels: labels}
+		out[name] = documented{typ: strings.TrimSpace(cells[2]), labels: labels,
+			serversOnly: strings.HasPrefix(strings.TrimSpace(cells[4]), "*servers only:*")}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
@@ -178,7 +181,17 @@ func labelNames(m *dto.Metric) []string {
 // GPU reading is taken, so that every series with labels exists.
 func everySeries(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
+	return everySeriesOn(t, true)
+}
+
+// everySeriesOn is everySeries on a server, or on a worker: its copy of
+// the state empty, its view holding its node and allocation.
+func everySeriesOn(t *testing.T, server bool) map[string]*dto.MetricFamily {
+	t.Helper()
 	w, _, cfg := newWorld(t)
+	if !server {
+		cfg.FSM, cfg.HoldsState = fsm.New(nil), func() bool { return false }
+	}
 	cfg.Telemetry = fakeTelemetry{{Index: 0, UUID: cfg.Inventory.GPUs[0].UUID, Model: "H100 80GB", Simulated: true,
 		Has: gpu.HasUtil | gpu.HasMemUtil | gpu.HasMemory | gpu.HasTemp | gpu.HasPower | gpu.HasECC}}
 	m := New(cfg)
@@ -268,6 +281,27 @@ func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels 
 		t.Fatalf("%s%v: %d series, want 1", name, labels, len(found))
 	}
 	return found[0]
+}
+
+func TestMetrics_AWorkerExportsItsOwnSeriesNotTheServersOnes(t *testing.T) {
+	table := readmeTable(t)
+	fams := everySeriesOn(t, false)
+	for name, d := range table {
+		if _, got := fams[name]; got == d.serversOnly {
+			t.Errorf("%s on a worker: exported %v, servers only %v in the README", name, got, d.serversOnly)
+		}
+	}
+	// The GPU series come from the worker's view, not its empty state.
+	for index, want := range []float64{1, 0} {
+		if got := value(t, fams, "skein_gpu_allocated", map[string]string{"index": fmt.Sprint(index)}); got != want {
+			t.Errorf("skein_gpu_allocated of GPU %d on a worker = %v, want %v (its view's allocation is on GPU 0)", index, got, want)
+		}
+	}
+	for _, fam := range []string{"go_goroutines", "skein_gossip_members"} {
+		if _, ok := fams[fam]; !ok {
+			t.Errorf("%s is missing on a worker", fam)
+		}
+	}
 }
 
 func TestMetrics_GPUSeriesPerGPU_TelemetryOnlyWhereTheReadingIs(t *testing.T) {

@@ -32,11 +32,14 @@ var (
 		"memberlist's awareness score: 0 while this node's probes are answered in time, higher (up to 8) as they are not.", nil, nil)
 )
 
-// raftCollector reads Raft's counters and gossip's members at a scrape.
+// raftCollector reads Raft's counters and gossip's members at a scrape;
+// Raft's only on a node in the Raft configuration (holds), as a
+// worker's Raft takes part in nothing.
 type raftCollector struct {
 	raft Raft
 	// fsm names the followers (their nodes' names).
-	fsm *fsm.FSM
+	fsm   *fsm.FSM
+	holds func() bool
 }
 
 func (c *raftCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -50,6 +53,21 @@ func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
+	if c.holds() {
+		c.collectRaft(gauge)
+	}
+	counts := map[cluster.MemberStatus]int{}
+	for _, m := range c.raft.Members() {
+		counts[m.Status]++
+	}
+	for _, st := range []cluster.MemberStatus{cluster.StatusAlive, cluster.StatusFailed, cluster.StatusLeft} {
+		gauge(membersDesc, float64(counts[st]), st.String())
+	}
+	gauge(healthDesc, float64(c.raft.GossipHealth()))
+}
+
+// collectRaft sends Raft's gauges through gauge.
+func (c *raftCollector) collectRaft(gauge func(d *prometheus.Desc, v float64, labels ...string)) {
 	leader := 0.0
 	if c.raft.IsLeader() {
 		leader = 1
@@ -84,12 +102,4 @@ func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(followerHealthyDesc, boolValue(f.Healthy), peer)
 	}
-	counts := map[cluster.MemberStatus]int{}
-	for _, m := range c.raft.Members() {
-		counts[m.Status]++
-	}
-	for _, st := range []cluster.MemberStatus{cluster.StatusAlive, cluster.StatusFailed, cluster.StatusLeft} {
-		gauge(membersDesc, float64(counts[st]), st.String())
-	}
-	gauge(healthDesc, float64(c.raft.GossipHealth()))
 }

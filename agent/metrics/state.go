@@ -30,9 +30,12 @@ var (
 	priorityBands = []string{"low", "normal", "high"}
 )
 
-// stateCollector reads the replicated state at a scrape.
+// stateCollector reads the replicated state at a scrape, on a node that
+// holds it: a worker exports none of its series rather than zeros (the
+// servers' are the cluster's).
 type stateCollector struct {
-	fsm *fsm.FSM
+	fsm   *fsm.FSM
+	holds func() bool
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -42,6 +45,9 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	if !c.holds() {
+		return
+	}
 	census := c.fsm.Census()
 	gauge := func(d *prometheus.Desc, v int, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)

@@ -193,7 +193,7 @@ func New(cfg Config) *Server {
 	top.HandleFunc("POST /v1/admit", s.handleAdmit)
 	top.HandleFunc("GET /v1/ca", s.handleCA)
 	user := s.userRoutes()
-	top.Handle("/", guard(cfg.UserAuth, s.authFails, user))
+	top.Handle("/", guard(workerAuth{s: s}, s.authFails, user))
 	if cfg.UI != nil {
 		s.mountUI(top, user)
 	}

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httputil"
@@ -24,6 +26,10 @@ const ProxiedHeader = "X-Skein-Proxied"
 
 // serverCheck is how long the answer to "is this node a server" is kept.
 const serverCheck = time.Second
+
+// errNoServerToAsk refuses a caller while a worker knows no server, or
+// gets no answer from one, to check its credentials with.
+var errNoServerToAsk = errors.New("this node holds no ACLs and no server answered whether it admits the credentials; try again or use another node")
 
 // toServer serves next on a server and passes the request on to a server
 // on a worker.
@@ -91,4 +97,59 @@ func (s *Server) isServer() bool {
 type roleCheck struct {
 	server bool
 	at     int64 // unix nanoseconds
+}
+
+// askTimeout bounds asking a server whether it admits a caller.
+const askTimeout = 5 * time.Second
+
+// UserAuth admits users as the user API does on any node: a server with
+// Config.UserAuth, a worker, which holds no ACLs, by asking a server
+// whether it admits the caller's credentials (workerAuth). The ingress
+// authenticates with it; a worker that knows no server admits nobody.
+func (s *Server) UserAuth() Authenticator { return workerAuth{s: s, strict: true} }
+
+// workerAuth is Config.UserAuth on a server and a server's answer on a
+// worker. The guard of the routes a worker answers itself (its /metrics,
+// join, leave) uses it not strict: a worker that knows no server answers
+// from what it has, as toServer does. No answer is kept: a revoked
+// token stops working on a worker when it stops on the server asked.
+type workerAuth struct {
+	s      *Server
+	strict bool
+}
+
+// Authenticate implements Authenticator.
+func (a workerAuth) Authenticate(r *http.Request) (*http.Request, error) {
+	if a.s.isServer() {
+		return a.s.cfg.UserAuth.Authenticate(r)
+	}
+	addr, err := a.s.cfg.Peers.ServerAddr()
+	switch {
+	case err != nil && a.strict:
+		return nil, errNoServerToAsk
+	case err != nil:
+		return a.s.cfg.UserAuth.Authenticate(r)
+	}
+	who, err := a.ask(r, addr)
+	if err != nil {
+		var apiErr *api.Error
+		if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusUnauthorized {
+			return nil, apiErr
+		}
+		// The caller is not told where the server is.
+		a.s.log.Debug("check a caller's credentials with a server", "server", addr, "error", err)
+		return nil, errNoServerToAsk
+	}
+	return withIdentity(r, Identity{ACL: who.ACL, User: who.User, Role: who.Role, TokenID: who.TokenID}), nil
+}
+
+// ask asks the server at addr who the caller of r is, with its token.
+func (a workerAuth) ask(r *http.Request, addr string) (*api.WhoAmI, error) {
+	c, err := api.NewClient(addr, requestToken(r))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), askTimeout)
+	defer cancel()
+	return c.WithHTTPClient(a.s.cfg.Peers.Streams()).WhoAmI(ctx)
 }
