@@ -278,15 +278,22 @@ func (p *Peers) ServerClient() (*api.Client, error) {
 // ServerAddr is the API address of a server of the Raft configuration,
 // as ServerClient picks it.
 func (p *Peers) ServerAddr() (string, error) {
+	return p.ServerAddrExcept(nil)
+}
+
+// ServerAddrExcept is ServerAddr but for the addresses in tried (those a
+// call could not reach): a server gossip has not yet declared dead is
+// passed over for another.
+func (p *Peers) ServerAddrExcept(tried map[string]bool) (string, error) {
 	var addrs []string
 	for _, m := range p.Members() {
-		if m.Server && !m.IsThisNode && m.Status == cluster.StatusAlive.String() && m.HTTP != "" {
+		if m.Server && !m.IsThisNode && m.Status == cluster.StatusAlive.String() && m.HTTP != "" && !tried[m.HTTP] {
 			addrs = append(addrs, m.HTTP)
 		}
 	}
 	if len(addrs) == 0 {
 		if _, id := p.cfg.Raft.Leader(); id != "" && id != p.cfg.NodeID {
-			if addr := p.HTTPAddrOf(id); addr != "" {
+			if addr := p.HTTPAddrOf(id); addr != "" && !tried[addr] {
 				addrs = append(addrs, addr)
 			}
 		}

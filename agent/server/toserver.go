@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -54,21 +57,79 @@ func (s *Server) toServer(next http.Handler) http.Handler {
 			writeError(w, http.StatusInternalServerError, err)
 			return
 		}
+		if err := replayable(w, r); err != nil {
+			writeError(w, statusOf(err), err)
+			return
+		}
 		proxy := &httputil.ReverseProxy{
 			Rewrite: func(pr *httputil.ProxyRequest) {
 				pr.SetURL(target)
 				pr.SetXForwarded()
 				pr.Out.Header.Set(ProxiedHeader, s.cfg.NodeName)
 			},
-			Transport:     s.cfg.Peers.Streams().Transport,
+			Transport:     &otherServerOnDialError{s: s, next: s.cfg.Peers.Streams().Transport},
 			FlushInterval: -1, // followed logs and events stream as they come
 			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-				writeError(w, http.StatusBadGateway, fmt.Errorf("pass the request on to the server at %s: %w", addr, err))
+				writeError(w, http.StatusBadGateway, fmt.Errorf("pass the request on to a server: %w", err))
 			},
 		}
 		s.holdWrite(w)
 		proxy.ServeHTTP(w, r)
 	})
+}
+
+// maxServerTries bounds the servers a worker tries for one request.
+const maxServerTries = 3
+
+// replayable reads a request's body, bounded as the API bounds bodies,
+// so that it can be sent again to another server (GetBody).
+func replayable(w http.ResponseWriter, r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return nil
+}
+
+// otherServerOnDialError sends a request a worker passes on again to
+// another server when the one picked cannot be reached (nothing was sent
+// to it): gossip takes a few seconds to declare a dead server failed.
+type otherServerOnDialError struct {
+	s    *Server
+	next http.RoundTripper
+}
+
+func (t *otherServerOnDialError) RoundTrip(req *http.Request) (*http.Response, error) {
+	tried := map[string]bool{}
+	for try := 1; ; try++ {
+		resp, err := t.next.RoundTrip(req)
+		var op *net.OpError
+		if err == nil || try == maxServerTries || !errors.As(err, &op) || op.Op != "dial" {
+			return resp, err
+		}
+		tried[req.URL.Scheme+"://"+req.URL.Host] = true
+		addr, aerr := t.s.cfg.Peers.ServerAddrExcept(tried)
+		if aerr != nil {
+			return resp, err
+		}
+		u, perr := url.Parse(addr)
+		if perr != nil {
+			return resp, err
+		}
+		next := req.Clone(req.Context())
+		next.URL.Scheme, next.URL.Host, next.Host = u.Scheme, u.Host, ""
+		if req.GetBody != nil {
+			if next.Body, aerr = req.GetBody(); aerr != nil {
+				return resp, err
+			}
+		}
+		req = next
+	}
 }
 
 // localOnly reports whether a request is this node's own to answer
