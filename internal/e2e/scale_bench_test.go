@@ -87,7 +87,7 @@ func (s *simWorkers) follow(id string) {
 // grow registers workers until there are n, and starts their heartbeats,
 // each at its own phase of the interval, their watches, spread over the
 // servers, and their reporters.
-func (s *simWorkers) grow(b *testing.B, n int) {
+func (s *simWorkers) grow(b testing.TB, n int) {
 	b.Helper()
 	var next atomic.Int64
 	next.Store(int64(s.n))
