@@ -20,42 +20,74 @@ import (
 )
 
 // simWorkers are lightweight simulated nodes in the benchmark's process
-// that speak the real node-to-node protocol to one agent, as a worker's
-// agent does (a node outside Raft): each registers its inventory, renews
-// its lease every heartbeat interval and keeps a watch of its view open
-// over the internal API. They hold no Raft state and run no jobs.
+// that speak the real node-to-node protocol to real agents, as a worker's
+// agent does (a node outside Raft): each registers its inventory with the
+// leader, renews its lease with it every heartbeat interval, keeps a
+// watch of its view open with one of the servers, and runs what the view
+// places on it without processes (sim). They hold no Raft state and do
+// not gossip.
 type simWorkers struct {
-	addr     string
+	// servers are the servers' API addresses; leader is the index of the
+	// one the sims take to lead, which follows the leader the views name
+	// (by the servers' node IDs, ids).
+	servers  []string
+	ids      map[string]int
+	leader   atomic.Int32
 	interval time.Duration
+	runFor   time.Duration
+	ledger   *simLedger
 	ctx      context.Context
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
 	n        int
-	failed   atomic.Int64 // heartbeats and watches the leader did not answer
+	failed   atomic.Int64 // heartbeats, watches and reports the servers did not answer
+	// Counts of what a clean run has none of: sims the leader marked
+	// down, sims that went --stop-after without a renewed lease,
+	// allocations ended while their sim was running them, and reports the
+	// leader refused on their merits.
+	markedDown, lapses, lostRunning, refusedReports atomic.Int64
 }
 
-func newSimWorkers(addr string, interval time.Duration) *simWorkers {
+// newSimWorkers makes sims for the servers at the API addresses servers,
+// the first of which leads, whose node IDs are ids (index in servers by
+// ID; nil for a single server), that beat every interval and run each
+// allocation for runFor.
+func newSimWorkers(servers []string, ids map[string]int, interval, runFor time.Duration) *simWorkers {
 	ctx, stop := context.WithCancel(context.Background())
-	return &simWorkers{addr: addr, interval: interval, ctx: ctx, stop: stop}
+	return &simWorkers{servers: servers, ids: ids, interval: interval, runFor: runFor,
+		ledger: newSimLedger(), ctx: ctx, stop: stop}
 }
 
-// client is worker i's connection to the agent, from an address of its
+// clients are worker i's clients of each server, from an address of its
 // own (127.1.0.0/16), as each real node has: the agent bounds
 // connections per client address.
-func (s *simWorkers) client(i int) (*api.Client, error) {
-	c, err := api.NewClient(s.addr, "")
-	if err != nil {
-		return nil, err
-	}
+func (s *simWorkers) clients(i int) ([]*api.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	local := &net.TCPAddr{IP: net.IPv4(127, 1, byte(i>>8), byte(i))}
 	tr.DialContext = (&net.Dialer{LocalAddr: local, Timeout: 5 * time.Second}).DialContext
-	return c.WithHTTPClient(&http.Client{Timeout: 30 * time.Second, Transport: tr}), nil
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: tr}
+	cs := make([]*api.Client, len(s.servers))
+	for k, addr := range s.servers {
+		c, err := api.NewClient(addr, "")
+		if err != nil {
+			return nil, err
+		}
+		cs[k] = c.WithHTTPClient(hc)
+	}
+	return cs, nil
+}
+
+// follow makes the sims take the server whose node ID is id to lead.
+func (s *simWorkers) follow(id string) {
+	if k, ok := s.ids[id]; ok {
+		s.leader.Store(int32(k))
+	}
 }
 
 // grow registers workers until there are n, and starts their heartbeats,
-// each at its own phase of the interval.
-func (s *simWorkers) grow(b *testing.B, n int) {
+// each at its own phase of the interval, their watches, spread over the
+// servers, and their reporters.
+func (s *simWorkers) grow(b testing.TB, n int) {
 	b.Helper()
 	var next atomic.Int64
 	next.Store(int64(s.n))
@@ -67,17 +99,20 @@ func (s *simWorkers) grow(b *testing.B, n int) {
 			defer wg.Done()
 			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
 				id := fmt.Sprintf("sim-%05d", i)
-				c, err := s.client(i)
+				cs, err := s.clients(i)
 				if err == nil {
-					err = c.Register(s.ctx, testutil.SimNode(id, i))
+					m := newSim(s, id, cs)
+					if err = m.leader().Register(s.ctx, testutil.SimNode(id, i)); err == nil {
+						s.wg.Add(3)
+						go m.beat(rand.N(s.interval))
+						go m.watch(i % len(cs))
+						go m.report()
+					}
 				}
 				if err != nil {
 					errs <- fmt.Errorf("register %s: %w", id, err)
 					return
 				}
-				s.wg.Add(2)
-				go s.beat(c, id)
-				go s.watch(c, id)
 			}
 		}()
 	}
@@ -87,50 +122,6 @@ func (s *simWorkers) grow(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	s.n = n
-}
-
-func (s *simWorkers) beat(c *api.Client, id string) {
-	defer s.wg.Done()
-	select {
-	case <-s.ctx.Done():
-		return
-	case <-time.After(rand.N(s.interval)):
-	}
-	tick := time.NewTicker(s.interval)
-	defer tick.Stop()
-	for {
-		// Bounded as a node bounds it: half the lease (--stop-after).
-		ctx, cancel := context.WithTimeout(s.ctx, 1250*time.Millisecond)
-		if _, err := c.Heartbeat(ctx, id); err != nil && s.ctx.Err() == nil {
-			s.failed.Add(1)
-		}
-		cancel()
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// watch keeps worker id's view watch open, as a worker's agent does.
-func (s *simWorkers) watch(c *api.Client, id string) {
-	defer s.wg.Done()
-	var hash, leader string
-	for s.ctx.Err() == nil {
-		v, err := c.NodeView(s.ctx, id, hash, leader, 20*time.Second)
-		if err != nil {
-			if s.ctx.Err() == nil {
-				s.failed.Add(1)
-			}
-			select {
-			case <-s.ctx.Done():
-			case <-time.After(time.Second):
-			}
-			continue
-		}
-		hash, leader = v.Hash, v.Leader
-	}
 }
 
 func (s *simWorkers) close() {
@@ -175,7 +166,7 @@ func BenchmarkLeaderIdleCost(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		sims := newSimWorkers(n.proc.addr, 250*time.Millisecond)
+		sims := newSimWorkers([]string{n.proc.addr}, nil, 250*time.Millisecond, time.Second)
 		pid := n.proc.cmd.Process.Pid
 		var cores, rss []float64
 		for _, count := range counts {
