@@ -639,8 +639,9 @@ func TestCluster_GangJobGetsTheLaunchEnvironment(t *testing.T) {
 			t.Errorf("rank %d sees %q, want %q", rank, fields, want)
 		}
 	}
-	if n, err := strconv.Atoi(port); err != nil || !structs.DefaultMasterPorts.Contains(n) || n != allocs[0].MasterPort {
-		t.Errorf("MASTER_PORT %s, want the committed port %d from %s", port, allocs[0].MasterPort, structs.DefaultMasterPorts)
+	ports := tc.agents[tc.indexOf(allocs[0].NodeID)].cfg.MasterPorts
+	if n, err := strconv.Atoi(port); err != nil || !ports.Contains(n) || n != allocs[0].MasterPort {
+		t.Errorf("MASTER_PORT %s, want the committed port %d from rank 0's node's %v", port, allocs[0].MasterPort, ports)
 	}
 	tc.checkInvariants()
 }

@@ -45,6 +45,7 @@ func testConfig(t testing.TB, dataDir string) Config {
 		RaftPort:      -1, // bound by the kernel: a port picked and freed first can be taken by another test
 		GossipPort:    -1,
 		GPUs:          "sim:4xH100-80",
+		MasterPorts:   testMasterPorts(),
 		KillGrace:     time.Second,
 		SupervisorCmd: []string{os.Args[0]},
 		Timing: cluster.Timing{
@@ -55,6 +56,21 @@ func testConfig(t testing.TB, dataDir string) Config {
 		},
 		Logger: hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Warn, Output: logs}),
 	}
+}
+
+// masterPortBlocks counts the MASTER_PORT ranges handed to test agents.
+var masterPortBlocks atomic.Int64
+
+// testMasterPorts is a MASTER_PORT range of a test agent's own. Test
+// agents share one host with each other and with other packages' tests,
+// and each checks that its gang's port is free on every address: with
+// the default range for all, two could be given the same port and the
+// second not start. Blocks of 16 start at a point of this process's, and
+// stay below the default range (29500-29999) that other tests' agents use.
+func testMasterPorts() structs.PortRange {
+	block := (int64(os.Getpid())*37 + masterPortBlocks.Add(1)) % 592
+	lo := 20000 + int(block)*16
+	return structs.PortRange{Min: lo, Max: lo + 15}
 }
 
 // hclogWriter sends agent logs to the test log, shown only on failure,

@@ -71,7 +71,19 @@ func startAgentWith(t testing.TB, ip, dataDir string, httpPort, raftPort int, sc
 func agentArgs(ip, dataDir string, httpPort, raftPort int, extra ...string) []string {
 	return append([]string{"agent", "--name", "node-" + ip, "--data-dir", dataDir,
 		"--bind", ip, "--http-port", fmt.Sprint(httpPort), "--raft-port", fmt.Sprint(raftPort),
-		"--gpus", "sim:4xH100-80", "--kill-grace", "1s"}, extra...)
+		"--gpus", "sim:4xH100-80", "--kill-grace", "1s", "--master-ports", masterPorts(ip)}, extra...)
+}
+
+// masterPorts is a MASTER_PORT range of the agent on ip's own. The
+// agents of a test share one host, where each checks its gang's port is
+// free on every address: with the default range for all, two nodes'
+// gangs could be given the same port, and the second could not start.
+// The ranges stay below the default range (29500-29999) that other
+// tests' agents use, and Linux's ephemeral ports.
+func masterPorts(ip string) string {
+	a := net.ParseIP(ip).To4()
+	base := 20000 + (int(a[2])*256+int(a[3]))%592*16
+	return fmt.Sprintf("%d-%d", base, base+15)
 }
 
 // testACL is the ACLs of one test's cluster: the first agent the test
