@@ -135,30 +135,13 @@ func TestCluster_LogTailFromAnyNode(t *testing.T) {
 		}
 	}
 	// What the client never sends, a client of its own may.
-	token := tc.admin
-	if token == "" {
-		token = clusterToken
-	}
 	for query, want := range map[string]string{
 		"tail=-1":         `tail "-1": want a number of bytes in 0..1048576`,
 		"tail=16k":        `tail "16k": want a number of bytes in 0..1048576`,
 		"lines=-5":        `lines "-5": want a number of lines in 0..100000`,
 		"lines=1&tail=x1": `tail "x1": want a number of bytes in 0..1048576`,
 	} {
-		req, err := http.NewRequest(http.MethodGet, tc.agents[1].HTTPAddr()+"/v1/jobs/"+job.ID+"/logs?rank=1&"+query, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set(api.TokenHeader, token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = api.ReadError(resp) // closes the body
-		var ae *api.Error
-		if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadRequest || ae.Message != want {
-			t.Errorf("?%s: %v, want 400 %s", query, err, want)
-		}
+		tc.wantBadLogQuery(tc.agents[1], job.ID, "rank=1&"+query, want)
 	}
 	tc.checkInvariants()
 }
@@ -200,25 +183,8 @@ func TestCluster_LogsOfEachAttemptFromAnyNode(t *testing.T) {
 	if _, _, err := read(api.LogOptions{Rank: 1, Attempt: 3}); !errors.As(err, &ae) || ae.StatusCode != http.StatusNotFound || ae.Message != want {
 		t.Errorf("attempt 3: %v, want 404 %s", err, want)
 	}
-	token := tc.admin
-	if token == "" {
-		token = clusterToken
-	}
 	for _, bad := range []string{"0", "-1", "x"} {
-		req, err := http.NewRequest(http.MethodGet, tc.agents[1].HTTPAddr()+"/v1/jobs/"+job.ID+"/logs?attempt="+bad, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set(api.TokenHeader, token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = api.ReadError(resp) // closes the body
-		want := fmt.Sprintf("attempt %q: want a number from 1 (the first attempt) on", bad)
-		if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadRequest || ae.Message != want {
-			t.Errorf("?attempt=%s: %v, want 400 %s", bad, err, want)
-		}
+		tc.wantBadLogQuery(tc.agents[1], job.ID, "attempt="+bad, fmt.Sprintf("attempt %q: want a number from 1 (the first attempt) on", bad))
 	}
 	tc.checkInvariants()
 }
@@ -232,4 +198,28 @@ func readLogs(c *api.Client, jobID string, opts api.LogOptions) (*api.LogStream,
 	defer ls.Close()
 	b, err := io.ReadAll(ls)
 	return ls, string(b), err
+}
+
+// wantBadLogQuery fails the test unless a's logs route answers a query
+// (one the client never sends) with 400 and want.
+func (tc *testCluster) wantBadLogQuery(a *Agent, jobID, query, want string) {
+	tc.t.Helper()
+	token := tc.admin
+	if token == "" {
+		token = clusterToken
+	}
+	req, err := http.NewRequest(http.MethodGet, a.HTTPAddr()+"/v1/jobs/"+jobID+"/logs?"+query, nil)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	req.Header.Set(api.TokenHeader, token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	err = api.ReadError(resp) // closes the body
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadRequest || ae.Message != want {
+		tc.t.Errorf("?%s: %v, want 400 %s", query, err, want)
+	}
 }

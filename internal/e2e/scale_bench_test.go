@@ -176,24 +176,10 @@ func BenchmarkLeaderIdleCost(b *testing.B) {
 			})
 			time.Sleep(3 * time.Second) // settle: registrations applied, passes done
 			failedBefore := sims.failed.Load()
-			cpu0, err := testutil.CPUSeconds(pid)
-			if err != nil {
-				b.Fatal(err)
-			}
-			start := time.Now()
-			time.Sleep(window) // the thing measured is idling
-			cpu1, err := testutil.CPUSeconds(pid)
-			if err != nil {
-				b.Fatal(err)
-			}
-			mib, err := testutil.RSSMiB(pid)
-			if err != nil {
-				b.Fatal(err)
-			}
+			c, mib := idle(b, pid, window)
 			if err := allReady(admin, count+1); err != nil {
 				b.Errorf("%d workers: after the idle window: %v", count, err)
 			}
-			c := (cpu1 - cpu0) / time.Since(start).Seconds()
 			cores, rss = append(cores, c), append(rss, mib)
 			b.ReportMetric(c, fmt.Sprintf("cores@%d", count))
 			b.ReportMetric(mib, fmt.Sprintf("rss-MiB@%d", count))
@@ -261,20 +247,7 @@ func BenchmarkRealAgentsIdleLeader(b *testing.B) {
 		time.Sleep(5 * time.Second) // settle: promotions, registrations
 		lead := leaderOf(b, nodes)
 		pid := lead.proc.cmd.Process.Pid
-		cpu0, err := testutil.CPUSeconds(pid)
-		if err != nil {
-			b.Fatal(err)
-		}
-		start := time.Now()
-		time.Sleep(10 * time.Second) // the thing measured is idling
-		cpu1, err := testutil.CPUSeconds(pid)
-		if err != nil {
-			b.Fatal(err)
-		}
-		mib, err := testutil.RSSMiB(pid)
-		if err != nil {
-			b.Fatal(err)
-		}
+		cores, mib := idle(b, pid, 10*time.Second)
 		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 		if err != nil {
 			b.Fatal(err)
@@ -286,7 +259,7 @@ func BenchmarkRealAgentsIdleLeader(b *testing.B) {
 		if err := allReady(admin, agents); err != nil {
 			b.Errorf("after the idle window: %v", err)
 		}
-		b.ReportMetric((cpu1-cpu0)/time.Since(start).Seconds(), "leader-cores")
+		b.ReportMetric(cores, "leader-cores")
 		b.ReportMetric(mib, "leader-rss-MiB")
 		b.ReportMetric(float64(len(fds)), "leader-fds")
 		b.ReportMetric(float64(len(peers)), "raft-servers")
@@ -310,4 +283,25 @@ func envInt(b *testing.B, name string, def int) int {
 		b.Fatalf("%s=%q: want a positive number", name, s)
 	}
 	return n
+}
+
+// idle lets the process pid idle for window and returns the cores it used
+// meanwhile and its resident memory after.
+func idle(b *testing.B, pid int, window time.Duration) (cores, rssMiB float64) {
+	b.Helper()
+	cpu0, err := testutil.CPUSeconds(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	time.Sleep(window) // the thing measured is idling
+	cpu1, err := testutil.CPUSeconds(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mib, err := testutil.RSSMiB(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return (cpu1 - cpu0) / time.Since(start).Seconds(), mib
 }
