@@ -645,3 +645,25 @@ func TestCluster_GangJobGetsTheLaunchEnvironment(t *testing.T) {
 	}
 	tc.checkInvariants()
 }
+
+// TestCluster_ADependencyOnAJobTheNodeHasNotAppliedIsResolvedByTheLeader:
+// a job submitted through one node and its dependent, at once, through
+// another that has not applied the first yet (here: cut off from Raft) is
+// accepted, the leader resolving what the node could not.
+func TestCluster_ADependencyOnAJobTheNodeHasNotAppliedIsResolvedByTheLeader(t *testing.T) {
+	tc := startCluster(t, 3)
+	lead := tc.leader()
+	f := tc.follower()
+	tc.net.Block(tc.agents[f].raft.Addr())
+	first := tc.submit(tc.agents[lead], structs.JobSpec{Command: []string{"sleep", "60"}})
+	if _, ok := tc.agents[f].fsm.Job(first.ID); ok {
+		t.Fatal("the node cut off from Raft applied the first job: the test shows nothing")
+	}
+	second := tc.submit(tc.agents[f], structs.JobSpec{Command: []string{"true"},
+		After: []structs.Dependency{{JobID: structs.ShortID(first.ID), Condition: structs.AfterOK}}})
+	if got := second.Spec.After[0].JobID; got != first.ID {
+		t.Fatalf("the dependency resolved to %q, want %s", got, first.ID)
+	}
+	tc.net.Heal()
+	tc.checkInvariants()
+}

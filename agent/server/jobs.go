@@ -42,6 +42,11 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	for i, d := range req.Spec.After {
 		dep, err := s.fsm.FindJob(d.JobID)
+		if errors.Is(err, fsm.ErrJobNotFound) && !s.cfg.Raft.IsLeader() {
+			// Submitted a moment ago through another node, perhaps, and
+			// not applied here yet: the leader, which committed it, says.
+			continue
+		}
 		if err != nil {
 			writeError(w, http.StatusBadRequest, &structs.FieldError{Field: "after", Msg: err.Error()})
 			return
