@@ -490,15 +490,7 @@ func (a *Agent) advertise(port int) string {
 // (its node part reads its view, agent/node).
 func (a *Agent) holdsState() bool {
 	servers, err := a.raft.Servers()
-	if err != nil {
-		return false
-	}
-	for _, s := range servers {
-		if s.ID == a.nodeID {
-			return true
-		}
-	}
-	return false
+	return cluster.HoldsState(servers, err, a.nodeID)
 }
 
 // singleNode reports whether this agent founds a one-node cluster: it was

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -237,6 +238,13 @@ func (c *Cluster) Servers() ([]Server, error) {
 		out = append(out, Server{ID: string(s.ID), Address: string(s.Address), Voter: s.Suffrage == raft.Voter})
 	}
 	return out, nil
+}
+
+// HoldsState reports whether id is a server of the configuration that
+// servers (Servers' answer) and err describe: one whose FSM holds the
+// cluster's state. An unread configuration counts as not.
+func HoldsState(servers []Server, err error, id string) bool {
+	return err == nil && slices.ContainsFunc(servers, func(s Server) bool { return s.ID == id })
 }
 
 // AddNonvoter adds a member that replicates the full log but does not vote,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/fsm"
 )
 
@@ -49,15 +50,7 @@ func (n *Node) viewLoop(hash string) {
 // that its FSM holds the cluster's state.
 func (n *Node) isServer() bool {
 	servers, err := n.cfg.Raft.Servers()
-	if err != nil {
-		return false
-	}
-	for _, s := range servers {
-		if s.ID == n.cfg.NodeID {
-			return true
-		}
-	}
-	return false
+	return cluster.HoldsState(servers, err, n.cfg.NodeID)
 }
 
 // followLocal loads this node's view from the local state on every change

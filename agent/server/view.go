@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/fsm"
 )
 
@@ -115,13 +116,5 @@ func setViewHeaders(w http.ResponseWriter, hash string, index uint64, leader str
 // configuration, whose state is the cluster's.
 func (s *Server) holdsState() bool {
 	servers, err := s.cfg.Raft.Servers()
-	if err != nil {
-		return false
-	}
-	for _, sv := range servers {
-		if sv.ID == s.cfg.NodeID {
-			return true
-		}
-	}
-	return false
+	return cluster.HoldsState(servers, err, s.cfg.NodeID)
 }
