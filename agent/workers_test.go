@@ -565,3 +565,72 @@ func TestCluster_Workers_AWorkersMetricsAreItsOwn(t *testing.T) {
 		}
 	}
 }
+
+// requestsOf is how many requests a node's API answered on route with
+// code (0 when none yet).
+func requestsOf(t *testing.T, a *Agent, token, route string) float64 {
+	t.Helper()
+	fams, err := scrapeMetrics(t, a, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := series(fams, "skein_http_request_duration_seconds", map[string]string{"api": "internal", "route": route, "code": "200"})
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+func TestCluster_Workers_RenewTheirLeasesThroughAStandbyAndOutliveItsLoss(t *testing.T) {
+	tc := startWorkerCluster(t, 4, 2)
+	lead := tc.leader()
+	var standby int
+	for i, a := range tc.agents {
+		if i != lead && a.holdsState() {
+			standby = i
+		}
+	}
+	leader := tc.agents[lead]
+	// The workers renew through the standby, which passes their
+	// renewals on in rounds: the standby answers their heartbeats, the
+	// leader its rounds.
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		via := requestsOf(t, tc.agents[standby], tc.admin, "POST /v1/internal/heartbeat")
+		rounds := requestsOf(t, leader, tc.admin, "POST /v1/internal/heartbeats")
+		if via < 10 || rounds < 5 {
+			return fmt.Errorf("the standby answered %v heartbeats and the leader %v rounds, want 10 and 5 at least", via, rounds)
+		}
+		return nil
+	})
+	// The standby dies: the workers renew with the leader until another
+	// standby is chosen, and no node still alive is marked down.
+	lost := tc.agents[standby].nodeID
+	begin, err := tc.client(leader).Events(context.Background(), api.EventsQuery{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.kill(standby)
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		if got := len(tc.servers()); got != 2 {
+			return fmt.Errorf("%d alive servers, want 2", got)
+		}
+		return nil
+	})
+	testutil.Holds(t, 2*time.Second, func() error {
+		for _, a := range tc.live() {
+			if n, ok := leader.fsm.Node(a.nodeID); !ok || n.Status != structs.NodeReady {
+				return fmt.Errorf("%s is %v, want ready", a.Name(), n.Status)
+			}
+		}
+		return nil
+	})
+	page, err := tc.client(leader).Events(context.Background(), api.EventsQuery{After: begin.Next})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range page.Events {
+		if e.Kind == structs.EventNodeDown && e.Node != lost {
+			t.Errorf("node %s was marked down while only %s died: %s", e.NodeName, lost, e.Reason)
+		}
+	}
+}

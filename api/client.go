@@ -467,10 +467,18 @@ func (c *Client) Leave(ctx context.Context) (*LeaveResponse, error) {
 	return &r, c.do(ctx, http.MethodPost, "/v1/leave", nil, struct{}{}, &r)
 }
 
-// Heartbeat renews this node's lease with the leader.
+// Heartbeat renews this node's lease with the leader, or through the
+// server asked, which passes it on.
 func (c *Client) Heartbeat(ctx context.Context, nodeID string) (*HeartbeatResponse, error) {
 	var r HeartbeatResponse
 	return &r, c.do(ctx, http.MethodPost, "/v1/internal/heartbeat", nil, HeartbeatRequest{NodeID: nodeID}, &r)
+}
+
+// RelayHeartbeats passes the leader a round of the lease renewals that
+// reached the server from.
+func (c *Client) RelayHeartbeats(ctx context.Context, from string, nodeIDs []string) (*HeartbeatResponse, error) {
+	var r HeartbeatResponse
+	return &r, c.do(ctx, http.MethodPost, "/v1/internal/heartbeats", nil, RelayedHeartbeatsRequest{From: from, NodeIDs: nodeIDs}, &r)
 }
 
 // Register records a node's inventory through the leader.

@@ -156,7 +156,8 @@ type LeaveResponse struct {
 
 // Agent-to-agent requests, sent by a node to the leader.
 
-// HeartbeatRequest renews a node's lease with the leader.
+// HeartbeatRequest renews a node's lease, with the leader or through a
+// server that passes it on.
 type HeartbeatRequest struct {
 	NodeID string `json:"node_id"`
 }
@@ -165,6 +166,13 @@ type HeartbeatRequest struct {
 type LoadsRequest struct {
 	NodeID   string                `json:"node_id"`
 	Services []structs.ServiceLoad `json:"services"`
+}
+
+// RelayedHeartbeatsRequest is a round of lease renewals a server passes
+// to the leader: the nodes that renewed through it since its last round.
+type RelayedHeartbeatsRequest struct {
+	From    string   `json:"from"`
+	NodeIDs []string `json:"node_ids"`
 }
 
 // HeartbeatResponse names the leader that accepted the heartbeat.

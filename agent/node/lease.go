@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/cluster"
 )
 
@@ -95,16 +96,34 @@ func soleServer(servers []cluster.Server, self string) bool {
 	return len(servers) == 1 && servers[0].ID == self
 }
 
-// heartbeat renews the lease once: at once on the leader, else by asking
-// it.
+// heartbeat renews the lease once: at once on the leader; by asking it
+// on another server; on a worker, through a server other than the
+// leader, which passes the renewal on (agent/server/lease.go), and from
+// the leader itself when that server does not answer in time (it may be
+// dead and gossip not say so yet).
 func (n *Node) heartbeat() error {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.StopAfter/2)
 	defer cancel()
-	c, err := n.cfg.Peers.LeaderClient(ctx)
+	if !n.isServer() {
+		rctx, rcancel := context.WithTimeout(ctx, n.cfg.StopAfter/4)
+		err := renewWith(rctx, n.cfg.Peers.LeaseClient, n.cfg.NodeID)
+		rcancel()
+		if err == nil {
+			return nil
+		}
+		n.log.Debug("renew the lease through a server", "error", err)
+	}
+	return renewWith(ctx, n.cfg.Peers.LeaderClient, n.cfg.NodeID)
+}
+
+// renewWith sends one heartbeat for node id to the server client names
+// (none: this node leads, and its lease needs no message).
+func renewWith(ctx context.Context, client func(context.Context) (*api.Client, error), id string) error {
+	c, err := client(ctx)
 	if err != nil || c == nil {
 		return err
 	}
-	_, err = c.Heartbeat(ctx, n.cfg.NodeID)
+	_, err = c.Heartbeat(ctx, id)
 	return err
 }
 

@@ -247,6 +247,25 @@ func (p *Peers) LeaderClient(ctx context.Context) (*api.Client, error) {
 	return p.Client(addr)
 }
 
+// LeaseClient returns a client for the server a worker renews its lease
+// with: a live server other than the leader while gossip names one, so
+// that the leader hears the workers' renewals in one round per server
+// (agent/server/lease.go); else the leader (nil when this node leads).
+func (p *Peers) LeaseClient(ctx context.Context) (*api.Client, error) {
+	leader := p.LeaderHint()
+	if _, named := p.cfg.Raft.Leader(); named != "" {
+		leader = named
+	}
+	skip := map[string]bool{}
+	if addr := p.HTTPAddrOf(leader); addr != "" {
+		skip[addr] = true
+	}
+	if addr, err := p.serverAddrExcept(skip, false); err == nil {
+		return p.Client(addr)
+	}
+	return p.LeaderClient(ctx)
+}
+
 // Client returns an API client for the node at addr, with bounded calls.
 func (p *Peers) Client(addr string) (*api.Client, error) {
 	c, err := api.NewClient(addr, p.cfg.Token)
@@ -285,13 +304,19 @@ func (p *Peers) ServerAddr() (string, error) {
 // call could not reach): a server gossip has not yet declared dead is
 // passed over for another.
 func (p *Peers) ServerAddrExcept(tried map[string]bool) (string, error) {
+	return p.serverAddrExcept(tried, true)
+}
+
+// serverAddrExcept is ServerAddrExcept, falling back to the leader Raft
+// names only when orLeader is set.
+func (p *Peers) serverAddrExcept(tried map[string]bool, orLeader bool) (string, error) {
 	var addrs []string
 	for _, m := range p.Members() {
 		if m.Server && !m.IsThisNode && m.Status == cluster.StatusAlive.String() && m.HTTP != "" && !tried[m.HTTP] {
 			addrs = append(addrs, m.HTTP)
 		}
 	}
-	if len(addrs) == 0 {
+	if len(addrs) == 0 && orLeader {
 		if _, id := p.cfg.Raft.Leader(); id != "" && id != p.cfg.NodeID {
 			if addr := p.HTTPAddrOf(id); addr != "" && !tried[addr] {
 				addrs = append(addrs, addr)

@@ -24,17 +24,22 @@ import (
 const busyToken = "busy-test-token"
 
 // raftRole is what a Server and its Peers read of Raft: whether this node
-// leads, and which node does. Both nodes are Raft voters.
+// leads, and which node does. Both nodes are Raft voters, with others.
 type raftRole struct {
 	self     string
 	leads    bool
 	leaderID string
+	others   []string
 }
 
 func (r raftRole) IsLeader() bool            { return r.leads }
 func (r raftRole) Leader() (addr, id string) { return "", r.leaderID }
 func (r raftRole) Servers() ([]cluster.Server, error) {
-	return []cluster.Server{{ID: r.self, Voter: true}, {ID: r.leaderID, Voter: true}}, nil
+	servers := []cluster.Server{{ID: r.self, Voter: true}, {ID: r.leaderID, Voter: true}}
+	for _, id := range r.others {
+		servers = append(servers, cluster.Server{ID: id, Voter: true})
+	}
+	return servers, nil
 }
 func (r raftRole) Join([]string) (int, error) { return 0, nil }
 func (r raftRole) Members() []cluster.Member  { return nil }
@@ -101,12 +106,18 @@ type busyNode struct {
 // ID, otherwise a node that forwards writes to leaderAddr.
 func startBusyNode(t *testing.T, id, leaderID, leaderAddr string, maxWrites int) *busyNode {
 	t.Helper()
+	return startBusyNodeAs(t, raftRole{self: id, leads: leaderID == id, leaderID: leaderID}, leaderAddr, maxWrites)
+}
+
+// startBusyNodeAs is startBusyNode in the Raft role given.
+func startBusyNodeAs(t *testing.T, role raftRole, leaderAddr string, maxWrites int) *busyNode {
+	t.Helper()
+	id, leaderID := role.self, role.leaderID
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := &busyNode{url: "http://" + ln.Addr().String(), log: newHeldLog(), heard: &heard{}}
-	role := raftRole{self: id, leads: leaderID == id, leaderID: leaderID}
 	if leaderAddr != "" {
 		// The leader's registration is where a node finds its address.
 		n.log.release <- struct{}{}

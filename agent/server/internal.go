@@ -28,16 +28,6 @@ func (s *Server) leaderRequest(w http.ResponseWriter, r *http.Request, req any) 
 	return true
 }
 
-// handleHeartbeat renews a node's lease (liveness.go). Leader only.
-func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
-	var req api.HeartbeatRequest
-	if !s.leaderRequest(w, r, &req) || !reportsFor(w, r, req.NodeID) {
-		return
-	}
-	s.cfg.Heartbeats.HeardFrom(req.NodeID, time.Now())
-	writeJSON(w, http.StatusOK, api.HeartbeatResponse{LeaderID: s.cfg.NodeID})
-}
-
 // handleRegister commits another node's inventory. Leader only.
 func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 	var req api.RegisterRequest

@@ -172,6 +172,9 @@ type Server struct {
 	writes *writeGate
 	// timeouts are cfg.Timeouts with their defaults.
 	timeouts Timeouts
+	// leases passes the lease renewals that reach this server to the
+	// leader while it does not lead (lease.go).
+	leases *leaseRelay
 	// role is the last answer to whether this node is a server
 	// (toserver.go).
 	role atomic.Pointer[roleCheck]
@@ -186,6 +189,8 @@ func New(cfg Config) *Server {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.authFails = newFailLimiter(s.sentByNode, cfg.Logger)
 	s.writes = newWriteGate(cfg.MaxWrites, cfg.Logger)
+	s.leases = newLeaseRelay(s.passRenewals)
+	go s.leases.run(s.ctx)
 	top := http.NewServeMux()
 	top.Handle(internalPrefix, guard(cfg.NodeAuth, s.authFails, s.internalRoutes()))
 	// A joining node's credential is its join token, and the CA
@@ -287,6 +292,7 @@ func (s *Server) userRoutes() http.Handler {
 func (s *Server) internalRoutes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+internalPrefix+"heartbeat", s.handleHeartbeat)
+	mux.HandleFunc("POST "+internalPrefix+"heartbeats", s.handleRelayedHeartbeats)
 	mux.HandleFunc("POST "+internalPrefix+"register", s.handleRegister)
 	mux.HandleFunc("POST "+internalPrefix+"alloc-updates", s.handleAllocUpdates)
 	mux.HandleFunc("POST "+internalPrefix+"gpu-health", s.handleGPUHealth)

@@ -22,7 +22,8 @@ import (
 // simWorkers are lightweight simulated nodes in the benchmark's process
 // that speak the real node-to-node protocol to real agents, as a worker's
 // agent does (a node outside Raft): each registers its inventory with the
-// leader, renews its lease with it every heartbeat interval, keeps a
+// leader, renews its lease every heartbeat interval through a server that
+// does not lead (or the leader, when it is the only server), keeps a
 // watch of its view open with one of the servers, and runs what the view
 // places on it without processes (sim). They hold no Raft state and do
 // not gossip.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -186,8 +187,10 @@ func (m *sim) report() {
 	}
 }
 
-// beat renews the sim's lease with the leader every interval, each sim
-// at its own phase, as a node's agent does.
+// beat renews the sim's lease every interval, each sim at its own phase,
+// as a worker's agent does: through a server other than the leader while
+// there is one, else (or when that server does not answer) with the
+// leader.
 func (m *sim) beat(phase time.Duration) {
 	defer m.w.wg.Done()
 	select {
@@ -199,13 +202,11 @@ func (m *sim) beat(phase time.Duration) {
 	tick := time.NewTicker(m.w.interval)
 	defer tick.Stop()
 	for {
-		// Bounded as a node bounds it: half the lease (--stop-after).
-		ctx, cancel := context.WithTimeout(m.w.ctx, simStopAfter/2)
-		_, err := m.leader().Heartbeat(ctx, m.id)
-		cancel()
+		sent := time.Now()
+		err := m.renew()
 		switch now := time.Now(); {
 		case err == nil:
-			m.lastBeat.Store(now.UnixNano())
+			m.lastBeat.Store(sent.UnixNano())
 			m.lapsed = false
 		case m.w.ctx.Err() != nil:
 			return
@@ -222,6 +223,27 @@ func (m *sim) beat(phase time.Duration) {
 		case <-tick.C:
 		}
 	}
+}
+
+// renew renews the sim's lease once, bounded as a node bounds it: half
+// the lease (--stop-after) in all, a quarter through the server it picks.
+func (m *sim) renew() error {
+	ctx, cancel := context.WithTimeout(m.w.ctx, simStopAfter/2)
+	defer cancel()
+	if leader := int(m.w.leader.Load()); len(m.cs) > 1 {
+		relay := rand.N(len(m.cs) - 1)
+		if relay >= leader {
+			relay++
+		}
+		rctx, rcancel := context.WithTimeout(ctx, simStopAfter/4)
+		_, err := m.cs[relay].Heartbeat(rctx, m.id)
+		rcancel()
+		if err == nil {
+			return nil
+		}
+	}
+	_, err := m.leader().Heartbeat(ctx, m.id)
+	return err
 }
 
 // watch keeps the sim's view watch open with server (an index of cs), as a

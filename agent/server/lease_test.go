@@ -1,0 +1,201 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/internal/testutil"
+)
+
+// passLog is a leader that takes rounds: it records each, holds the
+// first until released, and fails while fail is set.
+type passLog struct {
+	mu      sync.Mutex
+	rounds  [][]string
+	passed  map[string]bool // nodes of the rounds that completed
+	fail    error
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newPassLog() *passLog {
+	return &passLog{passed: map[string]bool{}, entered: make(chan struct{}, 1), release: make(chan struct{})}
+}
+
+func (p *passLog) pass(_ context.Context, nodes []string) (string, error) {
+	p.mu.Lock()
+	first := len(p.rounds) == 0
+	p.rounds = append(p.rounds, nodes)
+	p.mu.Unlock()
+	if first {
+		p.entered <- struct{}{}
+		<-p.release
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.fail != nil {
+		return "", p.fail
+	}
+	for _, id := range nodes {
+		p.passed[id] = true
+	}
+	return "leader", nil
+}
+
+func (p *passLog) wasPassed(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.passed[id]
+}
+
+func TestLeaseRelay_ARenewalIsAnsweredOnlyOnceARoundHoldingItWasPassed(t *testing.T) {
+	p := newPassLog()
+	r := newLeaseRelay(p.pass)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go r.run(ctx)
+
+	// The first renewal's round is held at the leader; the renewals
+	// that arrive meanwhile cannot be in it, and wait for the next.
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := r.renew(ctx, "w-first")
+		firstDone <- err
+	}()
+	<-p.entered
+	const later = 50
+	var wg sync.WaitGroup
+	errs := make(chan error, later)
+	for i := range later {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("w-%02d", i)
+			leader, err := r.renew(ctx, id)
+			switch {
+			case err != nil:
+				errs <- fmt.Errorf("%s: %v", id, err)
+			case leader != "leader":
+				errs <- fmt.Errorf("%s: leader %q, want the one the round named", id, leader)
+			case !p.wasPassed(id):
+				errs <- fmt.Errorf("%s was answered before a round holding it reached the leader", id)
+			}
+		}()
+	}
+	// Once the later renewals have joined the next round while the
+	// first is held, let it go.
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.next == nil || len(r.next.nodes) != later {
+			return errors.New("the later renewals have not all joined the next round")
+		}
+		return nil
+	})
+	select {
+	case err := <-firstDone:
+		t.Fatalf("the first renewal was answered while its round was held: %v", err)
+	default:
+	}
+	close(p.release)
+	if err := <-firstDone; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !slices.Equal(p.rounds[0], []string{"w-first"}) {
+		t.Errorf("first round %v, want [w-first]", p.rounds[0])
+	}
+	// Every later renewal arrived while the first round was held, so
+	// one round took them all.
+	if len(p.rounds) != 2 || len(p.rounds[1]) != later {
+		t.Errorf("%d rounds, the second of %d nodes; want 2 rounds, the second of %d", len(p.rounds), len(p.rounds[len(p.rounds)-1]), later)
+	}
+}
+
+func TestLeaseRelay_AFailedRoundFailsItsRenewalsAndTheNextOneWorks(t *testing.T) {
+	p := newPassLog()
+	p.fail = errors.New("no leader")
+	close(p.release)
+	go func() { <-p.entered }()
+	r := newLeaseRelay(p.pass)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go r.run(ctx)
+
+	if _, err := r.renew(ctx, "w"); err == nil || !strings.Contains(err.Error(), "no leader") {
+		t.Fatalf("renewal in a failed round: %v, want the round's error", err)
+	}
+	p.mu.Lock()
+	p.fail = nil
+	p.mu.Unlock()
+	if _, err := r.renew(ctx, "w"); err != nil {
+		t.Fatalf("renewal after the leader is back: %v", err)
+	}
+	// A renewal whose caller gives up returns at once.
+	gone, stop := context.WithCancel(ctx)
+	stop()
+	if _, err := r.renew(gone, "w2"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("renewal of a caller gone: %v, want context.Canceled", err)
+	}
+}
+
+func TestLeaseRelay_AServerPassesAWorkersRenewalToTheLeader(t *testing.T) {
+	leader := startBusyNodeAs(t, raftRole{self: "a", leads: true, leaderID: "a", others: []string{"b"}}, "", 0)
+	follower := startBusyNode(t, "b", "a", leader.url, 0)
+
+	code, _, body := post(t, http.MethodPost, follower.url+"/v1/internal/heartbeat", api.HeartbeatRequest{NodeID: "w1"})
+	if code != http.StatusOK || !strings.Contains(body, `"leader_id": "a"`) {
+		t.Fatalf("heartbeat through a server that does not lead: %d %s, want 200 naming leader a", code, body)
+	}
+	leader.heard.mu.Lock()
+	got := slices.Clone(leader.heard.nodes)
+	leader.heard.mu.Unlock()
+	if !slices.Equal(got, []string{"w1"}) {
+		t.Errorf("the leader heard from %v, want [w1]", got)
+	}
+	if n := follower.heard.count(); n != 0 {
+		t.Errorf("the server that does not lead recorded %d heartbeats itself, want 0", n)
+	}
+}
+
+func TestLeaseRelay_TheLeaderTakesRoundsOnlyFromServersAndWithinTheBound(t *testing.T) {
+	leader := startBusyNodeAs(t, raftRole{self: "a", leads: true, leaderID: "a", others: []string{"b"}}, "", 0)
+	follower := startBusyNode(t, "b", "a", leader.url, 0)
+	url := "/v1/internal/heartbeats"
+	for _, c := range []struct {
+		name, to string
+		req      api.RelayedHeartbeatsRequest
+		code     int
+		want     string
+	}{
+		{"a node outside Raft", leader.url, api.RelayedHeartbeatsRequest{From: "w9", NodeIDs: []string{"w1"}}, http.StatusForbidden, "only a server"},
+		{"too many nodes", leader.url, api.RelayedHeartbeatsRequest{From: "b", NodeIDs: make([]string, MaxRelayedNodes+1)}, http.StatusBadRequest, fmt.Sprintf("at most %d", MaxRelayedNodes)},
+		{"a server that does not lead", follower.url, api.RelayedHeartbeatsRequest{From: "a", NodeIDs: []string{"w1"}}, http.StatusServiceUnavailable, "not the leader"},
+	} {
+		code, _, body := post(t, http.MethodPost, c.to+url, c.req)
+		if code != c.code || !strings.Contains(body, c.want) {
+			t.Errorf("%s: %d %s, want %d saying %q", c.name, code, body, c.code, c.want)
+		}
+	}
+	if n := leader.heard.count(); n != 0 {
+		t.Errorf("refused rounds recorded %d heartbeats, want 0", n)
+	}
+	code, _, body := post(t, http.MethodPost, leader.url+url, api.RelayedHeartbeatsRequest{From: "b", NodeIDs: []string{"w1", "w2"}})
+	if code != http.StatusOK || leader.heard.count() != 2 {
+		t.Errorf("a round from server b: %d %s, %d heard; want 200 and 2", code, body, leader.heard.count())
+	}
+}
