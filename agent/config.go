@@ -47,8 +47,15 @@ const (
 )
 
 // MaxStandbys bounds --standbys: each standby replicates the whole log
-// from the leader.
-const MaxStandbys = 16
+// from the leader. DefaultStandbys keeps two beside the voters, so that a
+// lost voter's vote goes at once to a node holding the whole log, while
+// every node past the fifth is a worker that costs the leader a watch and
+// a share of a server's lease rounds, not a Raft follower (agent/DESIGN.md,
+// "Servers and workers").
+const (
+	MaxStandbys     = 16
+	DefaultStandbys = 2
+)
 
 // DefaultGPUCleanPeriod is how long a GPU must go without a fatal health
 // event before it returns to service by itself (--gpu-clean-period).

@@ -40,7 +40,7 @@ func agentCommand() *ucli.Command {
 			&ucli.StringSliceFlag{Name: "join", Usage: "gossip address `HOST[:PORT]` of any member to join (repeatable; retried until one answers)"},
 			&ucli.IntFlag{Name: "bootstrap-expect", Usage: "wait for `N` nodes, then form one cluster with them as voters"},
 			&ucli.IntFlag{Name: "voters", Value: 3, Usage: "Raft voters to keep (odd); other nodes hold the state as non-voters"},
-			&ucli.IntFlag{Name: "standbys", Value: -1, Usage: "non-voting servers to keep besides the voters (`N`); every other node is a worker outside Raft that watches a server for its work. -1: every node is a server"},
+			&ucli.IntFlag{Name: "standbys", Value: agent.DefaultStandbys, Usage: "non-voting servers to keep besides the voters (`N`); every other node is a worker outside Raft that watches a server for its work. -1: every node is a server"},
 			&ucli.StringFlag{Name: "encrypt", Usage: "gossip encryption key from `skein keygen`", EnvVars: []string{"SKEIN_ENCRYPT"}},
 			&ucli.DurationFlag{Name: "raft-timeout", Value: agent.DefaultRaftTimeout, Usage: "Raft heartbeat and election timeout: how fast a dead leader is replaced (raise it on slow or distant networks)"},
 			&ucli.DurationFlag{Name: "stop-after", Value: agent.DefaultStopAfter, Usage: "stop local jobs after this long without the leader"},

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -219,17 +220,15 @@ func allReady(c *api.Client, want int) error {
 
 // BenchmarkRealAgentsIdleLeader measures the leader of an idle cluster of
 // real agent processes on loopback (issue 17's first table):
-// SKEIN_BENCH_AGENTS agents (default 20), every one a server, or with
-// SKEIN_BENCH_STANDBYS=N three voters and N standbys, the rest workers.
+// SKEIN_BENCH_AGENTS agents (default 20), every one a server
+// (--standbys -1), or with SKEIN_BENCH_STANDBYS=N three voters and N
+// standbys, the rest workers.
 // Once every node is ready and after 5 s to settle, it reads the leader
 // process's CPU time over a 10 s window, its resident memory and its
 // open files. All agents share the machine's cores.
 func BenchmarkRealAgentsIdleLeader(b *testing.B) {
 	agents := envInt(b, "SKEIN_BENCH_AGENTS", 20)
-	var flags []string
-	if s := os.Getenv("SKEIN_BENCH_STANDBYS"); s != "" {
-		flags = []string{"--standbys", s}
-	}
+	flags := []string{"--standbys", cmp.Or(os.Getenv("SKEIN_BENCH_STANDBYS"), "-1")}
 	for range b.N {
 		ips := make([]string, agents)
 		for i := range ips {
