@@ -230,20 +230,7 @@ func BenchmarkRealAgentsIdleLeader(b *testing.B) {
 	agents := envInt(b, "SKEIN_BENCH_AGENTS", 20)
 	flags := []string{"--standbys", cmp.Or(os.Getenv("SKEIN_BENCH_STANDBYS"), "-1")}
 	for range b.N {
-		ips := make([]string, agents)
-		for i := range ips {
-			ips[i] = fmt.Sprintf("127.0.2.%d", i+1)
-		}
-		nodes := newNodes(b, ips...)
-		nodes[0].startWith(b, flags)
-		for _, n := range nodes[1:] {
-			n.startWith(b, flags, nodes[0].gossip())
-		}
-		admin, err := api.NewClient(nodes[0].proc.addr, adminToken(b))
-		if err != nil {
-			b.Fatal(err)
-		}
-		testutil.WaitFor(b, 2*time.Minute, func() error { return allReady(admin, agents) })
+		nodes, admin := startRealAgents(b, agents, flags)
 		time.Sleep(5 * time.Second) // settle: promotions, registrations
 		lead := leaderOf(b, nodes)
 		pid := lead.proc.cmd.Process.Pid
@@ -263,12 +250,7 @@ func BenchmarkRealAgentsIdleLeader(b *testing.B) {
 		b.ReportMetric(mib, "leader-rss-MiB")
 		b.ReportMetric(float64(len(fds)), "leader-fds")
 		b.ReportMetric(float64(len(peers)), "raft-servers")
-		for _, n := range nodes {
-			_ = n.proc.cmd.Process.Signal(os.Interrupt)
-		}
-		for _, n := range nodes {
-			_ = n.proc.cmd.Wait()
-		}
+		stopRealAgents(nodes)
 	}
 }
 
