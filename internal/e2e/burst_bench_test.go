@@ -86,57 +86,11 @@ func BenchmarkWorkerBurst(b *testing.B) {
 
 func benchWorkerBurst(b *testing.B, servers, workers, jobs, clients int, runFor time.Duration) {
 	b.StopTimer()
-	ips := make([]string, servers)
-	for i := range ips {
-		ips[i] = fmt.Sprintf("127.0.0.%d", 61+i)
-	}
-	nodes := newNodes(b, ips...)
-	var flags []string
-	if servers > 1 {
-		flags = []string{"--standbys", "0"}
-	}
-	nodes[0].startWith(b, flags)
-	for _, n := range nodes[1:] {
-		n.startWith(b, flags, nodes[0].gossip())
-	}
+	nodes, first := startServers(b, servers, 61)
 	token := adminToken(b)
-	first, err := api.NewClient(nodes[0].proc.addr, token)
-	if err != nil {
-		b.Fatal(err)
-	}
-	testutil.WaitFor(b, time.Minute, func() error { return allReady(first, servers) })
-	if servers > 1 {
-		waitVoters(b, nodes[0].proc, servers)
-	}
-	// The leader first: the sims and the clients start with it.
-	lead := leaderOf(b, nodes)
-	slices.SortStableFunc(nodes, func(x, y *node) int {
-		if x == lead {
-			return -1
-		}
-		if y == lead {
-			return 1
-		}
-		return 0
-	})
-	addrs := make([]string, servers)
-	for i, n := range nodes {
-		addrs[i] = n.proc.addr
-	}
-	infos, err := first.Nodes(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	ids := map[string]int{}
-	for _, in := range infos {
-		for i, n := range nodes {
-			if in.Name == "node-"+n.ip {
-				ids[in.ID] = i
-			}
-		}
-	}
-	sims := newSimWorkers(addrs, ids, 250*time.Millisecond, runFor)
+	sims := newServersSims(b, nodes, first, runFor)
 	defer sims.close()
+	addrs := sims.servers
 	sims.grow(b, workers)
 	testutil.WaitFor(b, 2*time.Minute, func() error { return allReady(first, workers+servers) })
 	time.Sleep(3 * time.Second) // settle: registrations applied, passes done
@@ -289,6 +243,70 @@ func benchWorkerBurst(b *testing.B, servers, workers, jobs, clients int, runFor 
 		b.Errorf("%d sims marked down, %d leases lapsed, %d allocations ended under a running sim",
 			down, lapses, lostRunning)
 	}
+}
+
+// startServers starts servers real agent processes (1, or 3 voters with
+// --standbys 0) on 127.0.0.<base>... and returns them, the leader first,
+// once every one is ready, with an admin client of the first started.
+func startServers(b *testing.B, servers, base int) ([]*node, *api.Client) {
+	b.Helper()
+	ips := make([]string, servers)
+	for i := range ips {
+		ips[i] = fmt.Sprintf("127.0.0.%d", base+i)
+	}
+	nodes := newNodes(b, ips...)
+	var flags []string
+	if servers > 1 {
+		flags = []string{"--standbys", "0"}
+	}
+	nodes[0].startWith(b, flags)
+	for _, n := range nodes[1:] {
+		n.startWith(b, flags, nodes[0].gossip())
+	}
+	first, err := api.NewClient(nodes[0].proc.addr, adminToken(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	testutil.WaitFor(b, time.Minute, func() error { return allReady(first, servers) })
+	if servers > 1 {
+		waitVoters(b, nodes[0].proc, servers)
+	}
+	// The leader first: the sims and the clients start with it.
+	lead := leaderOf(b, nodes)
+	slices.SortStableFunc(nodes, func(x, y *node) int {
+		if x == lead {
+			return -1
+		}
+		if y == lead {
+			return 1
+		}
+		return 0
+	})
+	return nodes, first
+}
+
+// newServersSims makes sims (none grown yet) for the servers nodes,
+// leader first, that beat every 250 ms and run each allocation for
+// runFor; c is a client of one of them.
+func newServersSims(b *testing.B, nodes []*node, c *api.Client, runFor time.Duration) *simWorkers {
+	b.Helper()
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.proc.addr
+	}
+	infos, err := c.Nodes(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := map[string]int{}
+	for _, in := range infos {
+		for i, n := range nodes {
+			if in.Name == "node-"+n.ip {
+				ids[in.ID] = i
+			}
+		}
+	}
+	return newSimWorkers(addrs, ids, 250*time.Millisecond, runFor)
 }
 
 // burstAck is the leader's answer to one submission of a burst: the job

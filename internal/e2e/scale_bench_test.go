@@ -37,12 +37,16 @@ type simWorkers struct {
 	leader   atomic.Int32
 	interval time.Duration
 	runFor   time.Duration
-	ledger   *simLedger
-	ctx      context.Context
-	stop     context.CancelFunc
-	wg       sync.WaitGroup
-	n        int
-	failed   atomic.Int64 // heartbeats, watches and reports the servers did not answer
+	// direct makes the sims renew their leases with the leader itself,
+	// as every node did before servers passed workers' renewals on: the
+	// benchmarks' way to compare the two.
+	direct bool
+	ledger *simLedger
+	ctx    context.Context
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	n      int
+	failed atomic.Int64 // heartbeats, watches and reports the servers did not answer
 	// Counts of what a clean run has none of: sims the leader marked
 	// down, sims that went --stop-after without a renewed lease,
 	// allocations ended while their sim was running them, and reports the
@@ -150,36 +154,39 @@ func benchWorkerCounts(b *testing.B) []int {
 }
 
 // BenchmarkLeaderIdleCost measures the leader's own cost per node while
-// the cluster idles (issue 17): one real agent process leads a one-node
-// Raft cluster, and simulated workers (simWorkers) register, renew their
-// leases with it at the agent's heartbeat interval and watch their views. At each count
-// of SKEIN_BENCH_WORKERS, once every worker is ready and after 3 s to
+// the cluster idles (issue 17): SKEIN_BENCH_SERVERS real agent processes
+// (one, the default, or three voters) hold Raft, and simulated workers
+// (simWorkers) register, renew their leases at the agent's heartbeat
+// interval (through a server that does not lead, when there is one) and
+// watch their views, spread over the servers (SKEIN_BENCH_DIRECT_LEASE=1:
+// they renew with the leader itself). At each count of
+// SKEIN_BENCH_WORKERS, once every worker is ready and after 3 s to
 // settle, it reads the leader process's CPU time over a 10 s window and
 // its resident memory, and reports them with the slope per worker from
 // the first count to the last. The workers share the machine's cores
 // with the leader; only the leader process's own CPU time is counted.
 func BenchmarkLeaderIdleCost(b *testing.B) {
 	counts := benchWorkerCounts(b)
+	servers := envInt(b, "SKEIN_BENCH_SERVERS", 1)
+	if servers != 1 && servers != 3 {
+		b.Fatalf("SKEIN_BENCH_SERVERS=%d: want 1 or 3", servers)
+	}
 	const window = 10 * time.Second
 	for range b.N {
-		n := newNodes(b, "127.0.0.51")[0]
-		n.start(b)
-		admin, err := api.NewClient(n.proc.addr, adminToken(b))
-		if err != nil {
-			b.Fatal(err)
-		}
-		sims := newSimWorkers([]string{n.proc.addr}, nil, 250*time.Millisecond, time.Second)
-		pid := n.proc.cmd.Process.Pid
+		nodes, admin := startServers(b, servers, 51)
+		sims := newServersSims(b, nodes, admin, time.Second)
+		sims.direct = os.Getenv("SKEIN_BENCH_DIRECT_LEASE") != ""
+		pid := nodes[0].proc.cmd.Process.Pid
 		var cores, rss []float64
 		for _, count := range counts {
 			sims.grow(b, count)
 			testutil.WaitFor(b, 2*time.Minute, func() error {
-				return allReady(admin, count+1)
+				return allReady(admin, count+servers)
 			})
 			time.Sleep(3 * time.Second) // settle: registrations applied, passes done
 			failedBefore := sims.failed.Load()
 			c, mib := idle(b, pid, window)
-			if err := allReady(admin, count+1); err != nil {
+			if err := allReady(admin, count+servers); err != nil {
 				b.Errorf("%d workers: after the idle window: %v", count, err)
 			}
 			cores, rss = append(cores, c), append(rss, mib)
@@ -193,8 +200,7 @@ func BenchmarkLeaderIdleCost(b *testing.B) {
 			b.ReportMetric(100*(cores[k]-cores[0])/workers, "core%/worker")
 			b.ReportMetric(1024*(rss[k]-rss[0])/workers, "rss-KiB/worker")
 		}
-		_ = n.proc.cmd.Process.Signal(os.Interrupt)
-		_ = n.proc.cmd.Wait()
+		stopRealAgents(nodes)
 	}
 }
 

@@ -230,7 +230,7 @@ func (m *sim) beat(phase time.Duration) {
 func (m *sim) renew() error {
 	ctx, cancel := context.WithTimeout(m.w.ctx, simStopAfter/2)
 	defer cancel()
-	if leader := int(m.w.leader.Load()); len(m.cs) > 1 {
+	if leader := int(m.w.leader.Load()); len(m.cs) > 1 && !m.w.direct {
 		relay := rand.N(len(m.cs) - 1)
 		if relay >= leader {
 			relay++
