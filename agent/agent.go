@@ -19,6 +19,7 @@ import (
 	"github.com/skein-dev/skein/agent/leader"
 	"github.com/skein-dev/skein/agent/metrics"
 	"github.com/skein-dev/skein/agent/node"
+	"github.com/skein-dev/skein/agent/overload"
 	"github.com/skein-dev/skein/agent/peer"
 	"github.com/skein-dev/skein/agent/runner"
 	"github.com/skein-dev/skein/agent/secure"
@@ -58,6 +59,9 @@ type Agent struct {
 	dataDir string
 	tempDir bool // dataDir was made for this run and is removed at shutdown
 	audit   *server.AuditLog
+
+	// load says whether this process is short of CPU (agent/overload).
+	load *overload.Monitor
 
 	inv    gpu.Inventory
 	engine *engine.Docker // nil: no container engine is probed
@@ -144,6 +148,7 @@ func (a *Agent) start() error {
 	a.fsm = fsm.New(a.logger.Named("fsm"))
 	a.view = fsm.New(a.logger)
 	sampler := a.newTelemetry() // before the metrics, which read it
+	a.load = overload.New()
 	a.newMetrics()
 	var others [][]byte
 	if a.cfg.secure() {
@@ -227,6 +232,7 @@ func (a *Agent) start() error {
 		DownAfter:         a.cfg.DownAfter,
 		JobRetention:      a.cfg.JobRetention,
 		AutoscaleInterval: a.cfg.AutoscaleInterval,
+		Starved:           a.load.Starved,
 		Metrics:           a.metrics,
 		Logger:            a.logger.Named("leader"),
 	})
@@ -273,6 +279,7 @@ func (a *Agent) start() error {
 		IngressPort:  a.ingressPort(),
 		Timeouts:     a.cfg.APITimeouts,
 		Metrics:      a.metrics,
+		Starved:      a.load.Starved,
 		Logger:       a.logger.Named("http"),
 	})
 	if a.ingressListener != nil {
@@ -281,6 +288,7 @@ func (a *Agent) start() error {
 
 	a.node.Run(a.ctx)
 	a.goLoop(func() { sampler.Run(a.ctx) })
+	a.goLoop(func() { a.load.Run(a.ctx) })
 	if a.secure != nil {
 		a.secure.Run(a.ctx, secure.Deps{Raft: a.raft, Peers: a.peers, Announce: a.announce}, a.goLoop)
 	}

@@ -21,6 +21,7 @@ func (a *Agent) newMetrics() {
 		Raft:       metricsRaft{a},
 		Inventory:  a.inv,
 		Telemetry:  a.telemetry,
+		TimerLag:   a.load.Lag,
 	})
 }
 

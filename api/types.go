@@ -226,9 +226,14 @@ type GPUFaultRequest struct {
 // passed on again.
 const ForwardedHeader = "X-Skein-Forwarded"
 
-// BusyHeader marks a 429 as the leader's back-pressure: the write was
-// refused before any of it was carried out, because the leader already
-// has as many in flight as it takes, and may be sent again after the
+// BusyHeader marks a 429 as the leader's back-pressure: the request was
+// refused before any of it was carried out, a write because the leader
+// already has as many in flight as it takes ("writes"), a read because
+// the leader is short of CPU ("reads"), and may be sent again after the
 // answer's Retry-After. (A 429 without it is a client refused for its
 // failed authentications.)
 const BusyHeader = "X-Skein-Busy"
+
+// StaleHeader, on a scrape of a leader short of CPU, says how old the
+// metrics it answered with are (agent/server, shed.go).
+const StaleHeader = "X-Skein-Stale"

@@ -53,6 +53,10 @@ type Config struct {
 	// it to see a burst coalesced.
 	PassInterval time.Duration
 	After        func(time.Duration) <-chan time.Time
+	// Starved reports whether this node's process is short of CPU
+	// (agent/overload; nil: never): passes are then spaced by
+	// StarvedPassInterval, so the CPU goes to Raft and the leases first.
+	Starved func() bool
 	// Metrics records what the leader does (agent/metrics); nil records
 	// nothing.
 	Metrics Metrics

@@ -306,3 +306,27 @@ func TestLeader_ANodeDownWhenItTookOverStaysDownUntilHeardFrom(t *testing.T) {
 		t.Fatalf("a node heard from again is %s, want ready", n.Status)
 	}
 }
+
+// A leader whose node monitor was held up (short of CPU, or paused)
+// counts the nodes' silence afresh: the heartbeats it did not take
+// meanwhile mark no node down. On time, the same silence does.
+func TestLeader_ANodeMonitorHeldUpMarksNoNodeDownForItsOwnSilence(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		last time.Duration // since the monitor's last check
+		want structs.NodeStatus
+	}{
+		{"on time", time.Second, structs.NodeDown},
+		{"held up", 5 * time.Second, structs.NodeReady},
+	} {
+		h := newHarness(t)
+		h.node("n1")
+		now := time.Now()
+		h.l.HeardFrom("n1", now.Add(-4*time.Second)) // past StopAfter (3 s)
+		since := h.l.afterStall(now.Add(-time.Minute), now.Add(-c.last), now)
+		h.l.checkNodes(since)
+		if n, _ := h.f.Node("n1"); n.Status != c.want {
+			t.Errorf("%s: silent node %s (%s), want %s", c.name, n.Status, n.StatusReason, c.want)
+		}
+	}
+}

@@ -50,14 +50,38 @@ func (l *Leader) heardWithin(nodeID string, d time.Duration, now time.Time) bool
 func (l *Leader) monitorNodes(stop <-chan struct{}, since time.Time) {
 	tick := time.NewTicker(l.cfg.HeartbeatInterval)
 	defer tick.Stop()
+	last := time.Now()
 	for {
 		select {
 		case <-stop:
 			return
 		case <-tick.C:
 		}
+		now := time.Now()
+		since, last = l.afterStall(since, last, now), now
 		l.checkNodes(since)
 	}
+}
+
+// stallAfter, in heartbeat intervals, is how late the node monitor's
+// check may come before the leader counts itself held up.
+const stallAfter = 2
+
+// afterStall is when the node monitor counts silence from, now that it
+// checks at now and last checked at last: since, or now when the check
+// comes more than stallAfter intervals late. A leader held up that long
+// (short of CPU, or its process paused) was as late to take the nodes'
+// heartbeats as to look at them, and the silence it would see is its
+// own: counted afresh, as by a new leader, it marks no node down for it
+// and declares no allocation lost. A node that did die meanwhile is
+// found StopAfter later; nothing runs twice, since only the leader's
+// declarations wait.
+func (l *Leader) afterStall(since, last, now time.Time) time.Time {
+	if held := now.Sub(last); held > stallAfter*l.cfg.HeartbeatInterval {
+		l.log.Warn("the node monitor was held up; the nodes' silence is counted afresh", "held", held.Round(time.Millisecond))
+		return now
+	}
+	return since
 }
 
 func (l *Leader) checkNodes(since time.Time) {

@@ -28,6 +28,11 @@ const (
 	// planned in a few passes that each place many jobs instead of one
 	// pass per entry.
 	DefaultPassInterval = 50 * time.Millisecond
+	// StarvedPassInterval is the least time between two passes' starts
+	// while the process is short of CPU: a pass places as much however
+	// late it runs, and each one put off leaves the CPU to Raft's
+	// heartbeats and the nodes' leases, which must not wait.
+	StarvedPassInterval = 250 * time.Millisecond
 )
 
 // scheduleLoop runs a scheduling pass whenever the state changes, a job's
@@ -39,7 +44,6 @@ const (
 // start waits for the rest of the interval, and every change until then
 // is planned by the one pass that follows.
 func (l *Leader) scheduleLoop(stop <-chan struct{}) {
-	interval := cmp.Or(l.cfg.PassInterval, DefaultPassInterval)
 	after := l.cfg.After
 	if after == nil {
 		after = time.After
@@ -85,7 +89,7 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 		case <-l.kick:
 		}
 		backoff.Stop()
-		if rest := interval - time.Since(started); rest > 0 {
+		if rest := l.passInterval() - time.Since(started); rest > 0 {
 			select {
 			case <-stop:
 				return
@@ -95,6 +99,15 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 			}
 		}
 	}
+}
+
+// passInterval is the least time between two passes' starts now.
+func (l *Leader) passInterval() time.Duration {
+	interval := cmp.Or(l.cfg.PassInterval, DefaultPassInterval)
+	if l.cfg.Starved != nil && l.cfg.Starved() {
+		interval = max(interval, StarvedPassInterval)
+	}
+	return interval
 }
 
 // pass runs one scheduling pass: sched.Decide over one copy of the state,

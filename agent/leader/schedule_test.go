@@ -155,3 +155,18 @@ func TestScheduleLoop_AChangeAfterAQuietSpellIsPlannedAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// A leader short of CPU spaces its passes further: the CPU goes to Raft
+// and the leases first.
+func TestLeader_PassesAreSpacedFurtherWhileTheProcessIsStarved(t *testing.T) {
+	h := newHarness(t)
+	starved := false
+	h.l.cfg.Starved = func() bool { return starved }
+	if got := h.l.passInterval(); got != DefaultPassInterval {
+		t.Errorf("pass interval %s with CPU to spare, want %s", got, DefaultPassInterval)
+	}
+	starved = true
+	if got := h.l.passInterval(); got != StarvedPassInterval {
+		t.Errorf("pass interval %s while starved, want %s", got, StarvedPassInterval)
+	}
+}

@@ -52,6 +52,9 @@ type Config struct {
 	// Telemetry reads this node's GPUs; nil: no telemetry series (the
 	// GPUs' health and allocation series, from the state, stay).
 	Telemetry gpu.Telemetry
+	// TimerLag is the process's worst timer lag lately (agent/overload);
+	// nil: no such series.
+	TimerLag func() time.Duration
 }
 
 // holdsState is HoldsState, true when it is nil.
@@ -156,6 +159,12 @@ func New(cfg Config) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	if cfg.TimerLag != nil {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: "agent", Name: "timer_lag_seconds",
+			Help: "Worst lateness of a timer the agent set in the last second; from 0.1 s the node counts as short of CPU.",
+		}, func() float64 { return cfg.TimerLag().Seconds() }))
+	}
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 	return m
 }

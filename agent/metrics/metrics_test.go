@@ -194,6 +194,7 @@ func everySeriesOn(t *testing.T, server bool) map[string]*dto.MetricFamily {
 	}
 	cfg.Telemetry = fakeTelemetry{{Index: 0, UUID: cfg.Inventory.GPUs[0].UUID, Model: "H100 80GB", Simulated: true,
 		Has: gpu.HasUtil | gpu.HasMemUtil | gpu.HasMemory | gpu.HasTemp | gpu.HasPower | gpu.HasECC}}
+	cfg.TimerLag = func() time.Duration { return 3 * time.Millisecond }
 	m := New(cfg)
 	now := time.Now()
 	m.Pass(time.Millisecond, 1)
@@ -639,5 +640,13 @@ func TestMetrics_TheDashboardQueriesOnlyRegisteredMetricsAndTheirLabels(t *testi
 	t.Logf("documented but not on the dashboard: %v", missing)
 	if len(missing) > len(table)/4 {
 		t.Errorf("the dashboard shows %d of the %d documented metrics", len(table)-len(missing), len(table))
+	}
+}
+
+func TestMetrics_TheTimerLagIsTheMonitorsOnEveryNode(t *testing.T) {
+	for _, server := range []bool{true, false} {
+		if got := value(t, everySeriesOn(t, server), "skein_agent_timer_lag_seconds", nil); got != 0.003 {
+			t.Errorf("skein_agent_timer_lag_seconds (server %v) = %v, want 0.003, the monitor's lag", server, got)
+		}
 	}
 }

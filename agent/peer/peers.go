@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -195,11 +196,7 @@ func (p *Peers) Leader(ctx context.Context) (id, httpAddr string, self bool, err
 		if p.cfg.Raft.IsLeader() {
 			return p.cfg.NodeID, p.cfg.HTTPAddr, true, nil
 		}
-		id := p.LeaderHint()
-		if _, named := p.cfg.Raft.Leader(); named != "" {
-			id = named
-		}
-		if id != "" && id != p.cfg.NodeID {
+		if id := p.knownLeader(); id != "" && id != p.cfg.NodeID {
 			if addr := p.HTTPAddrOf(id); addr != "" {
 				return id, addr, false, nil
 			}
@@ -248,19 +245,11 @@ func (p *Peers) LeaderClient(ctx context.Context) (*api.Client, error) {
 }
 
 // LeaseClient returns a client for the server a worker renews its lease
-// with: a live server other than the leader while gossip names one, so
-// that the leader hears the workers' renewals in one round per server
-// (agent/server/lease.go); else the leader (nil when this node leads).
+// with, as ServerAddr picks it, so that the leader hears the workers'
+// renewals in one round per server (agent/server/lease.go); failing
+// that, the leader (nil when this node leads).
 func (p *Peers) LeaseClient(ctx context.Context) (*api.Client, error) {
-	leader := p.LeaderHint()
-	if _, named := p.cfg.Raft.Leader(); named != "" {
-		leader = named
-	}
-	skip := map[string]bool{}
-	if addr := p.HTTPAddrOf(leader); addr != "" {
-		skip[addr] = true
-	}
-	if addr, err := p.serverAddrExcept(skip, false); err == nil {
+	if addr, err := p.ServerAddr(); err == nil {
 		return p.Client(addr)
 	}
 	return p.LeaderClient(ctx)
@@ -279,9 +268,8 @@ func (p *Peers) Client(addr string) (*api.Client, error) {
 var ErrNoServer = errors.New("no server known: gossip names no member of the Raft configuration")
 
 // ServerClient returns a client for a server of the Raft configuration,
-// its calls bounded by their context only (for watches): a live member
-// that gossip says is a server, picked at random so that nodes spread
-// their watches over the servers; failing that, the leader Raft names.
+// its calls bounded by their context only (for watches), as ServerAddr
+// picks it.
 func (p *Peers) ServerClient() (*api.Client, error) {
 	addr, err := p.ServerAddr()
 	if err != nil {
@@ -294,8 +282,11 @@ func (p *Peers) ServerClient() (*api.Client, error) {
 	return c.WithHTTPClient(p.streams), nil
 }
 
-// ServerAddr is the API address of a server of the Raft configuration,
-// as ServerClient picks it.
+// ServerAddr is the API address of a server of the Raft configuration:
+// a live member that gossip says is a server, picked at random so that
+// nodes spread their watches, leases and requests over the servers, and
+// other than the leader while there is another, so that the leader's CPU
+// goes to what only it can do; failing that, the leader Raft names.
 func (p *Peers) ServerAddr() (string, error) {
 	return p.ServerAddrExcept(nil)
 }
@@ -304,19 +295,20 @@ func (p *Peers) ServerAddr() (string, error) {
 // call could not reach): a server gossip has not yet declared dead is
 // passed over for another.
 func (p *Peers) ServerAddrExcept(tried map[string]bool) (string, error) {
-	return p.serverAddrExcept(tried, true)
-}
-
-// serverAddrExcept is ServerAddrExcept, falling back to the leader Raft
-// names only when orLeader is set.
-func (p *Peers) serverAddrExcept(tried map[string]bool, orLeader bool) (string, error) {
 	var addrs []string
 	for _, m := range p.Members() {
 		if m.Server && !m.IsThisNode && m.Status == cluster.StatusAlive.String() && m.HTTP != "" && !tried[m.HTTP] {
 			addrs = append(addrs, m.HTTP)
 		}
 	}
-	if len(addrs) == 0 && orLeader {
+	if id := p.knownLeader(); len(addrs) > 1 && id != "" {
+		if lead := p.HTTPAddrOf(id); lead != "" {
+			if others := slices.DeleteFunc(slices.Clone(addrs), func(a string) bool { return a == lead }); len(others) > 0 {
+				addrs = others
+			}
+		}
+	}
+	if len(addrs) == 0 {
 		if _, id := p.cfg.Raft.Leader(); id != "" && id != p.cfg.NodeID {
 			if addr := p.HTTPAddrOf(id); addr != "" && !tried[addr] {
 				addrs = append(addrs, addr)
@@ -327,6 +319,15 @@ func (p *Peers) serverAddrExcept(tried map[string]bool, orLeader bool) (string, 
 		return "", ErrNoServer
 	}
 	return addrs[rand.IntN(len(addrs))], nil
+}
+
+// knownLeader is the leader this node knows of: the one its Raft names,
+// else the one a server named last ("": none).
+func (p *Peers) knownLeader() string {
+	if _, id := p.cfg.Raft.Leader(); id != "" {
+		return id
+	}
+	return p.LeaderHint()
 }
 
 // Members is the gossip view with each member's metadata decoded.

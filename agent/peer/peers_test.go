@@ -1,12 +1,16 @@
 package peer
 
 import (
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/fsm"
 )
 
 func TestPeers_CallsLeaveFromTheAddressGiven(t *testing.T) {
@@ -32,5 +36,50 @@ func TestPeers_CallsLeaveFromTheAddressGiven(t *testing.T) {
 			t.Fatalf("a call (streams: %v) came from %s, want 127.0.0.7", streams, got)
 		}
 		c.CloseIdleConnections()
+	}
+}
+
+// gossipRaft is what Peers reads of Raft and gossip: members, the leader
+// Raft names, none of them this node.
+type gossipRaft struct {
+	leader  string
+	members []cluster.Member
+}
+
+func (g gossipRaft) IsLeader() bool            { return false }
+func (g gossipRaft) Leader() (addr, id string) { return "", g.leader }
+func (g gossipRaft) Members() []cluster.Member { return g.members }
+
+// member is a live member of gossip, a server when server is set.
+func member(t *testing.T, id string, server bool) cluster.Member {
+	t.Helper()
+	meta, err := json.Marshal(Meta{Name: id, HTTP: "http://" + id + ":7470", Server: server})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cluster.Member{ID: id, Meta: meta, Status: cluster.StatusAlive}
+}
+
+func TestPeers_AWorkerAsksTheServersOtherThanTheLeaderWhileThereAreAny(t *testing.T) {
+	raft := gossipRaft{leader: "a", members: []cluster.Member{
+		member(t, "a", true), member(t, "b", true), member(t, "c", true), member(t, "w", false),
+	}}
+	p := New(Config{NodeID: "w", Raft: raft, FSM: fsm.New(nil), CallTimeout: time.Second})
+	seen := map[string]int{}
+	for range 200 {
+		addr, err := p.ServerAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[addr]++
+	}
+	if seen["http://a:7470"] > 0 || seen["http://b:7470"] == 0 || seen["http://c:7470"] == 0 || len(seen) != 2 {
+		t.Errorf("servers picked %v; want b and c, both, and never the leader a", seen)
+	}
+	// With the leader the only server alive, it is the one asked.
+	raft.members = []cluster.Member{member(t, "a", true), member(t, "w", false)}
+	p = New(Config{NodeID: "w", Raft: raft, FSM: fsm.New(nil), CallTimeout: time.Second})
+	if addr, err := p.ServerAddr(); err != nil || addr != "http://a:7470" {
+		t.Errorf("the only server is the leader: picked %q %v, want it", addr, err)
 	}
 }

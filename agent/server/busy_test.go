@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,6 +101,8 @@ type busyNode struct {
 	url   string
 	log   *heldLog
 	heard *heard
+	// starved is what the node's overload monitor says.
+	starved atomic.Bool
 }
 
 // startBusyNode serves a node's API: the leader when leaderID is its own
@@ -138,6 +141,7 @@ func startBusyNodeAs(t *testing.T, role raftRole, leaderAddr string, maxWrites i
 		UserAuth:   ACLAuth{FSM: n.log.f, Legacy: TokenAuth(busyToken)},
 		NodeAuth:   TokenAuth(busyToken),
 		MaxWrites:  maxWrites,
+		Starved:    n.starved.Load,
 		Logger:     hclog.NewNullLogger(),
 	})
 	go s.Serve()

@@ -144,6 +144,10 @@ type Config struct {
 	// in a plaintext cluster, requests from those are never limited for
 	// failed authentications (in a secure one a node certificate says so).
 	IsNode func(netip.Addr) bool
+	// Starved reports whether this node's process is short of CPU
+	// (agent/overload; nil: never): while it leads, it then sheds users'
+	// reads and answers scrapes from the last one (shed.go).
+	Starved func() bool
 	// Metrics serves GET /metrics (agent/metrics) and times every
 	// request of both APIs; nil serves no metrics and times nothing.
 	Metrics Metrics
@@ -172,6 +176,8 @@ type Server struct {
 	writes *writeGate
 	// timeouts are cfg.Timeouts with their defaults.
 	timeouts Timeouts
+	// scrapes is the leader's last answer to a scrape (shed.go).
+	scrapes scrapeCache
 	// leases passes the lease renewals that reach this server to the
 	// leader while it does not lead (lease.go).
 	leases *leaseRelay
@@ -198,7 +204,7 @@ func New(cfg Config) *Server {
 	top.HandleFunc("POST /v1/admit", s.handleAdmit)
 	top.HandleFunc("GET /v1/ca", s.handleCA)
 	user := s.userRoutes()
-	top.Handle("/", guard(workerAuth{s: s}, s.authFails, user))
+	top.Handle("/", s.sheddingReads(guard(workerAuth{s: s}, s.authFails, user)))
 	if cfg.UI != nil {
 		s.mountUI(top, user)
 	}
@@ -282,7 +288,7 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("POST /v1/acl/users", need(acl, "set what a user may", s.handleACLUserSet))
 	mux.HandleFunc("GET /v1/audit", need(acl, "read the audit log", s.handleAudit))
 	if s.cfg.Metrics != nil {
-		mux.HandleFunc("GET /metrics", need(read, "read metrics", s.cfg.Metrics.ServeHTTP))
+		mux.HandleFunc("GET /metrics", need(read, "read metrics", s.serveMetrics))
 	}
 	mux.HandleFunc("/", notFound)
 	return s.audited(s.timed("user", mux))

@@ -1,0 +1,84 @@
+// Package overload tells whether this agent's process is short of CPU,
+// so that a leader can shed or delay the work that can wait (users'
+// reads, metrics scrapes, scheduling passes) before the work that must
+// not (Raft's heartbeats, the nodes' leases): agent/DESIGN.md, "Overload
+// is not failure".
+//
+// The signal is timer lag: a goroutine asks to wake every Tick and
+// measures how late it woke. A process that gets the CPU it asks for
+// wakes within a millisecond or two; one whose threads wait for a core
+// (other processes, or its own goroutines queued behind one another)
+// wakes late by about as long as everything else waits. It sees both
+// kinds of shortage, which the Go scheduler's own latencies do not: a
+// thread the kernel does not run leaves its goroutines running, as far
+// as Go knows.
+package overload
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// Tick is how often the monitor wakes to measure its lag.
+	Tick = 50 * time.Millisecond
+	// Window is how many of the last ticks the lag is the worst of: a
+	// second's.
+	Window = 20
+	// StarvedLag is the lag from which the process counts as starved: a
+	// wake-up late by two ticks, when a healthy one is late by a
+	// millisecond or two. It is far below what would delay a lease
+	// (--stop-after is 2.5 s) and far above a garbage collection's pause.
+	StarvedLag = 100 * time.Millisecond
+)
+
+// Monitor measures the process's timer lag.
+type Monitor struct {
+	mu   sync.Mutex
+	lags [Window]time.Duration
+	next int
+	// worst is the worst lag in the window, in nanoseconds.
+	worst atomic.Int64
+}
+
+// New returns a Monitor that has measured nothing (not starved).
+func New() *Monitor { return &Monitor{} }
+
+// Run measures the lag every Tick until ctx ends.
+func (m *Monitor) Run(ctx context.Context) {
+	t := time.NewTimer(Tick)
+	defer t.Stop()
+	due := time.Now().Add(Tick)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			m.Observe(max(0, now.Sub(due)))
+			due = time.Now().Add(Tick)
+			t.Reset(Tick)
+		}
+	}
+}
+
+// Observe records one tick's lag.
+func (m *Monitor) Observe(lag time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lags[m.next] = lag
+	m.next = (m.next + 1) % Window
+	worst := time.Duration(0)
+	for _, l := range m.lags {
+		worst = max(worst, l)
+	}
+	m.worst.Store(int64(worst))
+}
+
+// Lag is the worst timer lag of the last Window ticks.
+func (m *Monitor) Lag() time.Duration { return time.Duration(m.worst.Load()) }
+
+// Starved reports whether a tick of the last Window woke StarvedLag late
+// or more.
+func (m *Monitor) Starved() bool { return m.Lag() >= StarvedLag }

@@ -1,0 +1,62 @@
+package overload
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestMonitor_StarvedWhileALateTickIsInTheWindow(t *testing.T) {
+	m := New()
+	if m.Starved() {
+		t.Fatal("a monitor that measured nothing is starved")
+	}
+	for range Window {
+		m.Observe(time.Millisecond)
+	}
+	if m.Starved() || m.Lag() != time.Millisecond {
+		t.Fatalf("ticks a millisecond late: starved %v, lag %s; want not starved, 1ms", m.Starved(), m.Lag())
+	}
+	m.Observe(StarvedLag)
+	if !m.Starved() {
+		t.Fatalf("a tick %s late: not starved", StarvedLag)
+	}
+	// It stays starved until the late tick leaves the window.
+	for i := range Window - 1 {
+		m.Observe(time.Millisecond)
+		if !m.Starved() {
+			t.Fatalf("not starved %d ticks after the late one, still in the window of %d", i+1, Window)
+		}
+	}
+	m.Observe(time.Millisecond)
+	if m.Starved() {
+		t.Fatalf("starved with the late tick out of the window; lag %s", m.Lag())
+	}
+}
+
+func TestMonitor_RunMeasuresTheTicksOfAnIdleProcess(t *testing.T) {
+	m := New()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		m.Run(ctx)
+		close(done)
+	}()
+	// A few ticks in, the window has lags measured (an idle test
+	// process may still be late by a little; the bound is what counts
+	// as starved, which an idle process is not).
+	time.Sleep(5 * Tick)
+	cancel()
+	<-done
+	m.mu.Lock()
+	measured := 0
+	for _, l := range m.lags {
+		if l > 0 {
+			measured++
+		}
+	}
+	m.mu.Unlock()
+	if measured == 0 {
+		t.Fatal("Run measured no tick's lag in five ticks")
+	}
+}
