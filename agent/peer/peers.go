@@ -330,6 +330,16 @@ func (p *Peers) knownLeader() string {
 	return p.LeaderHint()
 }
 
+// Alone reports whether gossip knows no other live member.
+func (p *Peers) Alone() bool {
+	for _, m := range p.cfg.Raft.Members() {
+		if m.ID != p.cfg.NodeID && m.Status == cluster.StatusAlive {
+			return false
+		}
+	}
+	return true
+}
+
 // Members is the gossip view with each member's metadata decoded.
 func (p *Peers) Members() []api.Member {
 	return decodeMembers(p.cfg.Raft.Members(), p.cfg.NodeID)

@@ -43,7 +43,16 @@ func (r raftRole) Servers() ([]cluster.Server, error) {
 	return servers, nil
 }
 func (r raftRole) Join([]string) (int, error) { return 0, nil }
-func (r raftRole) Members() []cluster.Member  { return nil }
+
+// Members are the servers, alive in gossip.
+func (r raftRole) Members() []cluster.Member {
+	servers, _ := r.Servers()
+	out := make([]cluster.Member, 0, len(servers))
+	for _, s := range servers {
+		out = append(out, cluster.Member{ID: s.ID, Status: cluster.StatusAlive})
+	}
+	return out
+}
 
 // heldLog applies entries to a real FSM as Raft would, one at a time, but
 // holds each until the test lets it go: a write in flight on the leader,

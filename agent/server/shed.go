@@ -37,9 +37,11 @@ var errShedRead = errors.New("cluster busy: the leader is short of CPU and puts 
 var shedExempt = map[string]bool{"/v1/status": true, "/v1/acl/whoami": true, "/metrics": true}
 
 // starved reports whether this node leads while its process is short of
-// CPU.
+// CPU. A node alone has no other node's leases to keep and nobody else
+// to answer its users: it puts nothing off.
 func (s *Server) starved() bool {
-	return s.cfg.Starved != nil && s.cfg.Starved() && s.cfg.Raft.IsLeader()
+	return s.cfg.Starved != nil && s.cfg.Starved() && s.cfg.Raft.IsLeader() &&
+		s.cfg.Peers != nil && !s.cfg.Peers.Alone()
 }
 
 // sheddingReads refuses users' reads while starved, before any of their

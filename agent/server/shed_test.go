@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skein-dev/skein/agent/peer"
 	"github.com/skein-dev/skein/api"
 )
 
@@ -20,6 +21,13 @@ func TestShed_AStarvedLeaderPutsUsersReadsOffAndNothingElse(t *testing.T) {
 	// no leader's CPU.
 	if code, _, body := post(t, http.MethodGet, follower.url+"/v1/jobs", nil); code != http.StatusOK {
 		t.Fatalf("a read of a starved follower: %d %s, want 200", code, body)
+	}
+	// Nor does a starved leader alone: no other node's lease is at stake,
+	// and nobody else could answer.
+	alone := startBusyNode(t, "z", "z", "", 0)
+	alone.starved.Store(true)
+	if code, _, body := post(t, http.MethodGet, alone.url+"/v1/jobs", nil); code != http.StatusOK {
+		t.Fatalf("a read of a starved leader alone: %d %s, want 200", code, body)
 	}
 	leader.starved.Store(true)
 	code, h, body := post(t, http.MethodGet, leader.url+"/v1/jobs", nil)
@@ -68,7 +76,8 @@ func (m *countedMetrics) ObserveRequest(string, string, int, time.Duration) {}
 func TestShed_AStarvedLeaderAnswersAScrapeWithTheLastOne(t *testing.T) {
 	var starved atomic.Bool
 	m := &countedMetrics{}
-	s := &Server{cfg: Config{Raft: raftRole{self: "a", leads: true, leaderID: "a"}, Metrics: m, Starved: starved.Load}}
+	role := raftRole{self: "a", leads: true, leaderID: "a", others: []string{"b"}}
+	s := &Server{cfg: Config{Raft: role, Peers: peer.New(peer.Config{NodeID: "a", Raft: role}), Metrics: m, Starved: starved.Load}}
 	scrape := func(encoding string) (string, http.Header) {
 		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		r.Header.Set("Accept-Encoding", encoding)
