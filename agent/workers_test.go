@@ -47,6 +47,18 @@ func startWorkerClusterWith(t *testing.T, n, servers int, mutate func(i int, cfg
 	return tc
 }
 
+// standby is the index of a server that does not lead.
+func (tc *testCluster) standby() int {
+	lead := tc.leader()
+	for i, a := range tc.agents {
+		if i != lead && a.holdsState() {
+			return i
+		}
+	}
+	tc.t.Fatal("no server besides the leader")
+	return -1
+}
+
 // workers returns the live agents outside Raft.
 func (tc *testCluster) workers() []*Agent {
 	var out []*Agent
@@ -133,13 +145,7 @@ func TestCluster_Workers_RunAGangAndServeTheAPIOutsideRaft(t *testing.T) {
 
 func TestCluster_Workers_AStandbyLostIsReplacedByAWorker(t *testing.T) {
 	tc := startWorkerCluster(t, 4, 2)
-	lead := tc.leader()
-	var standby int
-	for i, a := range tc.agents {
-		if i != lead && a.holdsState() {
-			standby = i
-		}
-	}
+	lead, standby := tc.leader(), tc.standby()
 	lost := tc.agents[standby].nodeID
 	tc.kill(standby)
 	// The leader takes a worker into Raft in the standby's place, and the
@@ -583,13 +589,7 @@ func requestsOf(t *testing.T, a *Agent, token, route string) float64 {
 
 func TestCluster_Workers_RenewTheirLeasesThroughAStandbyAndOutliveItsLoss(t *testing.T) {
 	tc := startWorkerCluster(t, 4, 2)
-	lead := tc.leader()
-	var standby int
-	for i, a := range tc.agents {
-		if i != lead && a.holdsState() {
-			standby = i
-		}
-	}
+	lead, standby := tc.leader(), tc.standby()
 	leader := tc.agents[lead]
 	// The workers renew through the standby, which passes their
 	// renewals on in rounds: the standby answers their heartbeats, the
