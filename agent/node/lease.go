@@ -106,24 +106,29 @@ func (n *Node) heartbeat() error {
 	defer cancel()
 	if !n.isServer() {
 		rctx, rcancel := context.WithTimeout(ctx, n.cfg.StopAfter/4)
-		err := renewWith(rctx, n.cfg.Peers.LeaseClient, n.cfg.NodeID)
+		err := n.renewWith(rctx, n.cfg.Peers.LeaseClient)
 		rcancel()
 		if err == nil {
 			return nil
 		}
 		n.log.Debug("renew the lease through a server", "error", err)
 	}
-	return renewWith(ctx, n.cfg.Peers.LeaderClient, n.cfg.NodeID)
+	return n.renewWith(ctx, n.cfg.Peers.LeaderClient)
 }
 
-// renewWith sends one heartbeat for node id to the server client names
-// (none: this node leads, and its lease needs no message).
-func renewWith(ctx context.Context, client func(context.Context) (*api.Client, error), id string) error {
+// renewWith sends one heartbeat to the server client names (none: this
+// node leads, and its lease needs no message). The answer names the
+// leader, which a worker, whose own Raft names none, takes as its hint:
+// after an election it learns the new leader from its next renewal.
+func (n *Node) renewWith(ctx context.Context, client func(context.Context) (*api.Client, error)) error {
 	c, err := client(ctx)
 	if err != nil || c == nil {
 		return err
 	}
-	_, err = c.Heartbeat(ctx, id)
+	r, err := c.Heartbeat(ctx, n.cfg.NodeID)
+	if err == nil && r.LeaderID != "" {
+		n.cfg.Peers.SetLeaderHint(r.LeaderID)
+	}
 	return err
 }
 

@@ -182,6 +182,9 @@ func BenchmarkRealAgentsBurst(b *testing.B) {
 				unfinished++
 			case j.State != structs.JobSucceeded:
 				failed++
+				if failed <= 5 {
+					b.Logf("job %s %s: %s", structs.ShortID(id), j.State, j.Reason)
+				}
 			case j.Attempts != 1:
 				restarted++
 			}
