@@ -279,6 +279,7 @@ func (a *Agent) start() error {
 		IngressPort:  a.ingressPort(),
 		Timeouts:     a.cfg.APITimeouts,
 		Metrics:      a.metrics,
+		MaxWrites:    a.cfg.MaxWrites,
 		Starved:      a.load.Starved,
 		Logger:       a.logger.Named("http"),
 	})

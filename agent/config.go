@@ -57,6 +57,13 @@ const (
 	DefaultStandbys = 2
 )
 
+// DefaultMaxWrites and MaxMaxWrites are --max-writes' default and bound
+// (agent/server, busy.go).
+const (
+	DefaultMaxWrites = server.DefaultMaxWrites
+	MaxMaxWrites     = server.MaxMaxWrites
+)
+
 // DefaultGPUCleanPeriod is how long a GPU must go without a fatal health
 // event before it returns to service by itself (--gpu-clean-period).
 const DefaultGPUCleanPeriod = 10 * time.Minute
@@ -248,6 +255,9 @@ type Config struct {
 	// (conns.go). The nodes' connections have a reserve of their own.
 	MaxConns          int
 	MaxConnsPerClient int
+	// MaxWrites bounds the submitters' writes the node carries out at
+	// once while it leads (--max-writes); 0 is server.DefaultMaxWrites.
+	MaxWrites int
 	// APITimeouts bound how long one API connection may wait for headers,
 	// a body, a reader of its answer, or its next request; zero fields
 	// take the server's defaults. Tests shorten them.

@@ -61,6 +61,7 @@ func agentCommand() *ucli.Command {
 			&ucli.DurationFlag{Name: "job-retention", Value: agent.DefaultJobRetention, Usage: "keep a finished job, its allocations and their logs this long, then remove them (give every node the same)"},
 			&ucli.DurationFlag{Name: "kill-grace", Value: 10 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping a job"},
 			&ucli.IntFlag{Name: "max-conns", Usage: "API connections to hold at once from clients that are not the cluster's nodes, which have a reserve of their own (default: sized from the file-descriptor limit)"},
+			&ucli.IntFlag{Name: "max-writes", Value: agent.DefaultMaxWrites, Usage: "submitters' writes (jobs, services) the leader carries out at once (`N`); one more is answered 429 with Retry-After, which clients wait out"},
 			&ucli.IntFlag{Name: "max-conns-per-client", Usage: "API connections to hold at once from one client address (default: an eighth of --max-conns, at most 256)"},
 			&ucli.StringFlag{Name: "job-user", Value: runner.DefaultJobUser, Usage: "run the jobs of owners without a local account of their name as `USER` (a name or UID[:GID], never root; used only when the agent runs as root)"},
 			&ucli.StringFlag{Name: "job-env-allow", Value: strings.Join(runner.DefaultJobEnvAllow, ","), Usage: "variables of the agent's environment that jobs get, `NAME[,NAME...]` (NAME* is a prefix; \"\" for none)"},
@@ -181,6 +182,9 @@ func agentFlagsConfig(c *ucli.Context, origins configOrigins) (agent.Config, err
 			return agent.Config{}, usagef(c, "--%s %d: must be positive (0 or unset: sized from the file-descriptor limit)", name, n)
 		}
 	}
+	if n := c.Int("max-writes"); n < 1 || n > agent.MaxMaxWrites {
+		return agent.Config{}, usagef(c, "--max-writes %d: want 1 to %d", n, agent.MaxMaxWrites)
+	}
 	if c.Duration("cert-ttl") <= 0 {
 		return agent.Config{}, usagef(c, "--cert-ttl %s: must be positive", c.Duration("cert-ttl"))
 	}
@@ -226,6 +230,7 @@ func agentFlagsConfig(c *ucli.Context, origins configOrigins) (agent.Config, err
 	cfg.CertTTL = c.Duration("cert-ttl")
 	cfg.MaxConns = c.Int("max-conns")
 	cfg.MaxConnsPerClient = c.Int("max-conns-per-client")
+	cfg.MaxWrites = c.Int("max-writes")
 	cfg.JobUser = c.String("job-user")
 	cfg.JobEnvAllow = envAllowList(c.String("job-env-allow"))
 	warnSecretsInArgs(c, logger, origins)

@@ -20,6 +20,8 @@ func TestAgent_BadFlagValuesAreUsageErrors(t *testing.T) {
 		{"negative per-client cap", []string{"--max-conns-per-client", "-5"}, `Error: --max-conns-per-client -5: must be positive`},
 		{"standbys below -1", []string{"--standbys", "-2"}, `Error: --standbys -2: want -1 (every node a server) or 0 to 16`},
 		{"too many standbys", []string{"--standbys", "17"}, `Error: --standbys 17: want -1 (every node a server) or 0 to 16`},
+		{"no writes at once", []string{"--max-writes", "0"}, `Error: --max-writes 0: want 1 to 65536`},
+		{"too many writes at once", []string{"--max-writes", "70000"}, `Error: --max-writes 70000: want 1 to 65536`},
 		{"log cap of nothing", []string{"--log-max", "0"}, `Error: --log-max "0": must be at least 1M`},
 		{"log cap that does not parse", []string{"--log-max", "lots"}, `Error: --log-max: invalid size "lots"`},
 		{"ingress port that is no number", []string{"--ingress-port", "off"}, `Error: --ingress-port "off": want a port from 1 to 65535, or none`},

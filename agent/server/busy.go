@@ -29,6 +29,9 @@ const (
 	// halved a burst's throughput: the log idled while refused clients
 	// waited.
 	DefaultMaxWrites = 1024
+	// MaxMaxWrites bounds --max-writes: past Raft's own queue of
+	// applies, more in flight only hold more memory.
+	MaxMaxWrites = 65536
 	// busyRetryAfter is how long a refused write is told to wait.
 	busyRetryAfter = time.Second
 )
