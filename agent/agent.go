@@ -232,7 +232,7 @@ func (a *Agent) start() error {
 		DownAfter:         a.cfg.DownAfter,
 		JobRetention:      a.cfg.JobRetention,
 		AutoscaleInterval: a.cfg.AutoscaleInterval,
-		Starved:           a.load.Starved,
+		Starved:           a.starved,
 		Metrics:           a.metrics,
 		Logger:            a.logger.Named("leader"),
 	})
@@ -280,7 +280,7 @@ func (a *Agent) start() error {
 		Timeouts:     a.cfg.APITimeouts,
 		Metrics:      a.metrics,
 		MaxWrites:    a.cfg.MaxWrites,
-		Starved:      a.load.Starved,
+		Starved:      a.starved,
 		Logger:       a.logger.Named("http"),
 	})
 	if a.ingressListener != nil {
@@ -661,3 +661,12 @@ func (a *Agent) Leave() {
 
 // GenerateKey returns a new gossip encryption key for --encrypt.
 func GenerateKey() (string, error) { return cluster.GenerateKey() }
+
+// starved reports whether this node's process is short of CPU:
+// Config.Starved when set, else its timer lag (agent/overload).
+func (a *Agent) starved() bool {
+	if a.cfg.Starved != nil {
+		return a.cfg.Starved()
+	}
+	return a.load.Starved()
+}

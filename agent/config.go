@@ -255,6 +255,10 @@ type Config struct {
 	// (conns.go). The nodes' connections have a reserve of their own.
 	MaxConns          int
 	MaxConnsPerClient int
+	// Starved reports whether this node's process is short of CPU, which
+	// makes a leader put off what can wait; nil: the process's own timer
+	// lag (agent/overload). Tests whose agents share one process set it.
+	Starved func() bool
 	// MaxWrites bounds the submitters' writes the node carries out at
 	// once while it leads (--max-writes); 0 is server.DefaultMaxWrites.
 	MaxWrites int

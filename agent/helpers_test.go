@@ -48,6 +48,10 @@ func testConfig(t testing.TB, dataDir string) Config {
 		MasterPorts:   testMasterPorts(),
 		KillGrace:     time.Second,
 		SupervisorCmd: []string{os.Args[0]},
+		// The agents of a test share its process: a late timer is the
+		// test binary's load, not one leader's, and a test that reads
+		// the leader wants its answer (agent/server's tests shed).
+		Starved: func() bool { return false },
 		Timing: cluster.Timing{
 			HeartbeatTimeout:   200 * time.Millisecond,
 			ElectionTimeout:    200 * time.Millisecond,

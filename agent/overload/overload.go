@@ -27,11 +27,15 @@ const (
 	// Window is how many of the last ticks the lag is the worst of: a
 	// second's.
 	Window = 20
-	// StarvedLag is the lag from which the process counts as starved: a
-	// wake-up late by two ticks, when a healthy one is late by a
-	// millisecond or two. It is far below what would delay a lease
-	// (--stop-after is 2.5 s) and far above a garbage collection's pause.
+	// StarvedLag is the lag from which a tick counts as late: a wake-up
+	// late by two ticks, when a healthy one is late by a millisecond or
+	// two. It is far below what would delay a lease (--stop-after is
+	// 2.5 s) and far above a garbage collection's pause.
 	StarvedLag = 100 * time.Millisecond
+	// StarvedTicks is how many late ticks in the window make the process
+	// starved: one alone is a hiccup (a page fault, a burst of another
+	// process), not a shortage.
+	StarvedTicks = 2
 )
 
 // Monitor measures the process's timer lag.
@@ -39,8 +43,10 @@ type Monitor struct {
 	mu   sync.Mutex
 	lags [Window]time.Duration
 	next int
-	// worst is the worst lag in the window, in nanoseconds.
+	// worst is the worst lag in the window, in nanoseconds, and late
+	// how many of its ticks were StarvedLag late or more.
 	worst atomic.Int64
+	late  atomic.Int32
 }
 
 // New returns a Monitor that has measured nothing (not starved).
@@ -69,16 +75,20 @@ func (m *Monitor) Observe(lag time.Duration) {
 	defer m.mu.Unlock()
 	m.lags[m.next] = lag
 	m.next = (m.next + 1) % Window
-	worst := time.Duration(0)
+	worst, late := time.Duration(0), int32(0)
 	for _, l := range m.lags {
 		worst = max(worst, l)
+		if l >= StarvedLag {
+			late++
+		}
 	}
 	m.worst.Store(int64(worst))
+	m.late.Store(late)
 }
 
 // Lag is the worst timer lag of the last Window ticks.
 func (m *Monitor) Lag() time.Duration { return time.Duration(m.worst.Load()) }
 
-// Starved reports whether a tick of the last Window woke StarvedLag late
-// or more.
-func (m *Monitor) Starved() bool { return m.Lag() >= StarvedLag }
+// Starved reports whether StarvedTicks of the last Window woke StarvedLag
+// late or more.
+func (m *Monitor) Starved() bool { return m.late.Load() >= StarvedTicks }

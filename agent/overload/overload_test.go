@@ -18,19 +18,24 @@ func TestMonitor_StarvedWhileALateTickIsInTheWindow(t *testing.T) {
 		t.Fatalf("ticks a millisecond late: starved %v, lag %s; want not starved, 1ms", m.Starved(), m.Lag())
 	}
 	m.Observe(StarvedLag)
-	if !m.Starved() {
-		t.Fatalf("a tick %s late: not starved", StarvedLag)
+	if m.Starved() || m.Lag() != StarvedLag {
+		t.Fatalf("one tick %s late: starved %v, lag %s; want a hiccup, not starved", StarvedLag, m.Starved(), m.Lag())
 	}
-	// It stays starved until the late tick leaves the window.
-	for i := range Window - 1 {
+	m.Observe(time.Millisecond)
+	m.Observe(2 * StarvedLag)
+	if !m.Starved() {
+		t.Fatalf("two ticks late in the window: not starved")
+	}
+	// It stays starved until the first late tick leaves the window.
+	for i := range Window - 3 {
 		m.Observe(time.Millisecond)
 		if !m.Starved() {
-			t.Fatalf("not starved %d ticks after the late one, still in the window of %d", i+1, Window)
+			t.Fatalf("not starved %d ticks after the late ones, still in the window of %d", i+1, Window)
 		}
 	}
 	m.Observe(time.Millisecond)
 	if m.Starved() {
-		t.Fatalf("starved with the late tick out of the window; lag %s", m.Lag())
+		t.Fatalf("starved with one late tick left in the window; lag %s", m.Lag())
 	}
 }
 
