@@ -46,6 +46,9 @@ type simWorkers struct {
 	// allocations ended while their sim was running them, and reports the
 	// leader refused on their merits.
 	markedDown, lapses, lostRunning, refusedReports atomic.Int64
+	// links holds each sim's network (*simLink by index), which a
+	// benchmark may cut to make the sim fall silent.
+	links sync.Map
 }
 
 // newSimWorkers makes sims for the servers at the API addresses servers,
@@ -64,7 +67,7 @@ func newSimWorkers(servers []string, ids map[string]int, interval, runFor time.D
 func (s *simWorkers) clients(i int) ([]*api.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	local := &net.TCPAddr{IP: net.IPv4(127, 1, byte(i>>8), byte(i))}
-	tr.DialContext = (&net.Dialer{LocalAddr: local, Timeout: 5 * time.Second}).DialContext
+	tr.DialContext = s.link(i).dialer((&net.Dialer{LocalAddr: local, Timeout: 5 * time.Second}).DialContext)
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: tr}
 	cs := make([]*api.Client, len(s.servers))
 	for k, addr := range s.servers {
