@@ -46,6 +46,8 @@ func BenchmarkWorkerFailover(b *testing.B) {
 		sims := c.sims
 		down0, lapses0, lost0 := sims.markedDown.Load(), sims.lapses.Load(), sims.lostRunning.Load()
 		var trials []time.Duration
+		// One line for all rounds: a benchmark's log is cut after ten.
+		var byRound []string
 		for r := range rounds {
 			lead := slices.Index(c.nodes, leaderOf(b, c.nodes))
 			survivor := (lead + 1) % len(c.nodes)
@@ -61,6 +63,7 @@ func BenchmarkWorkerFailover(b *testing.B) {
 				b.Fatal(err)
 			}
 			_ = killed.proc.cmd.Wait()
+			var refused []string // what the survivor answered before it took a write
 			for k := 0; ; k++ {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				_, err := via.SubmitJob(ctx, api.SubmitRequest{RequestID: fmt.Sprintf("failover-write-%d-%d", r, k), Spec: runSpec()})
@@ -71,14 +74,15 @@ func BenchmarkWorkerFailover(b *testing.B) {
 				if time.Since(t0) > 30*time.Second {
 					b.Fatalf("round %d: no write accepted 30s after the leader was killed: %v", r, err)
 				}
+				refused = append(refused, fmt.Sprintf("%s at %s", err, time.Since(t0).Round(time.Millisecond)))
 				time.Sleep(10 * time.Millisecond) // a refusal, not a held request: ask again
 			}
 			took := time.Since(t0)
 			trials = append(trials, took)
 			time.Sleep(time.Until(t0.Add(failoverObserve))) // what the failover cost the sims shows by then
-			b.Logf("round %d: node-%s killed, write accepted through node-%s after %s; so far %d sims marked down, %d leases lapsed, %d allocations lost",
-				r, killed.ip, c.nodes[survivor].ip, took.Round(time.Millisecond),
-				sims.markedDown.Load()-down0, sims.lapses.Load()-lapses0, sims.lostRunning.Load()-lost0)
+			byRound = append(byRound, fmt.Sprintf("round %d: node-%s killed, write accepted through node-%s after %s (refused before: %q), so far %d sims marked down, %d leases lapsed, %d allocations lost",
+				r, killed.ip, c.nodes[survivor].ip, took.Round(time.Millisecond), refused,
+				sims.markedDown.Load()-down0, sims.lapses.Load()-lapses0, sims.lostRunning.Load()-lost0))
 
 			killed.startWith(b, c.flags, c.nodes[survivor].gossip())
 			back := c.client(b, lead)
@@ -87,12 +91,12 @@ func BenchmarkWorkerFailover(b *testing.B) {
 		}
 		down, lapses, lost := sims.markedDown.Load()-down0, sims.lapses.Load()-lapses0, sims.lostRunning.Load()-lost0
 		reruns := rerunJobs(b, sims.ledger, acks, nil)
+		b.Logf("%d workers, %d jobs, %d rounds: %s", workers, jobs, rounds, strings.Join(byRound, "; "))
 		reportTrials(b, "failover", trials)
 		b.ReportMetric(float64(down), "workers-marked-down")
 		b.ReportMetric(float64(lapses), "lease-lapses")
 		b.ReportMetric(float64(lost), "allocs-lost-running")
 		b.ReportMetric(float64(reruns), "jobs-run-again")
-		b.Logf("%d workers, %d jobs, %d rounds: failover %v", workers, jobs, rounds, trials)
 		if down+lapses+lost+int64(reruns) > 0 {
 			b.Errorf("over %d failovers: %d sims marked down, %d leases lapsed, %d allocations ended under a running sim, %d jobs run again",
 				rounds, down, lapses, lost, reruns)
@@ -132,6 +136,7 @@ func BenchmarkWorkerNodeLoss(b *testing.B) {
 		down0, lapses0, lost0 := sims.markedDown.Load(), sims.lapses.Load(), sims.lostRunning.Load()
 		cut := map[string]bool{}
 		var trials []time.Duration
+		var byRound []string // one line for all: a benchmark's log is cut after ten
 		for r := range rounds {
 			// The victims: sims not cut yet that run jobs, picked at
 			// random, and the jobs each runs now.
@@ -174,7 +179,7 @@ func BenchmarkWorkerNodeLoss(b *testing.B) {
 			})
 			took := time.Since(t0)
 			trials = append(trials, took)
-			b.Logf("round %d: %s cut off, its %d jobs running elsewhere after %s", r, strings.Join(gone, ", "), len(theirs), took.Round(time.Millisecond))
+			byRound = append(byRound, fmt.Sprintf("round %d: %s cut off, its %d jobs running elsewhere after %s", r, strings.Join(gone, ", "), len(theirs), took.Round(time.Millisecond)))
 			time.Sleep(time.Second) // between losses, as apart as machines die
 		}
 		after := scrapeServers(b, c.addrs, c.token)
@@ -190,13 +195,13 @@ func BenchmarkWorkerNodeLoss(b *testing.B) {
 		others := lapses - int64(len(cut))
 		down, lost := sims.markedDown.Load()-down0, sims.lostRunning.Load()-lost0
 		reruns := rerunJobs(b, sims.ledger, acks, cut)
+		b.Logf("%d servers, %d workers, %d jobs, %d rounds of %d: %s", servers, workers, jobs, rounds, victims, strings.Join(byRound, "; "))
 		reportTrials(b, "recovery", trials)
 		b.ReportMetric(after.leaderChanges-before.leaderChanges, "leader-changes")
 		b.ReportMetric(float64(down), "others-marked-down")
 		b.ReportMetric(float64(others), "others-lease-lapses")
 		b.ReportMetric(float64(lost), "allocs-lost-running")
 		b.ReportMetric(float64(reruns), "others-run-again")
-		b.Logf("%d servers, %d workers, %d jobs, %d rounds of %d: recovery %v", servers, workers, jobs, rounds, victims, trials)
 		if down+others+lost+int64(reruns) > 0 {
 			b.Errorf("over %d losses: %d other sims marked down, %d other leases lapsed, %d allocations ended under a running sim, %d other jobs run again",
 				len(cut), down, others, lost, reruns)
