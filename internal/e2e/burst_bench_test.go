@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -86,32 +85,9 @@ func BenchmarkWorkerBurst(b *testing.B) {
 
 func benchWorkerBurst(b *testing.B, servers, workers, jobs, clients int, runFor time.Duration) {
 	b.StopTimer()
-	nodes, first := startServers(b, servers, 61)
-	token := adminToken(b)
-	sims := newServersSims(b, nodes, first, runFor)
-	defer sims.close()
-	addrs := sims.servers
-	sims.grow(b, workers)
-	testutil.WaitFor(b, 2*time.Minute, func() error { return allReady(first, workers+servers) })
-	time.Sleep(3 * time.Second) // settle: registrations applied, passes done
-
-	// The clients, each from an address of its own and keeping its
-	// connections, with a client of each server.
-	var busyWaits, unavailable atomic.Int64
-	cls := make([][]*api.Client, clients)
-	for c := range cls {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.DialContext = (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 5, byte(1+c))}}).DialContext
-		defer tr.CloseIdleConnections()
-		for _, addr := range addrs {
-			cl, err := api.NewClient(addr, token)
-			if err != nil {
-				b.Fatal(err)
-			}
-			cls[c] = append(cls[c], cl.WithHTTPClient(&http.Client{Transport: tr}).
-				WithBusyRetry(api.DefaultBusyWait, func(time.Duration) { busyWaits.Add(1) }))
-		}
-	}
+	c := startSimCluster(b, "127.0.0", 61, servers, workers, runFor)
+	nodes, addrs, token, sims := c.nodes, c.addrs, c.token, c.sims
+	cls := simClients(b, clients, addrs, token)
 	specOf := func(i int) structs.JobSpec {
 		spec := structs.JobSpec{Command: []string{"true"}, Nodes: 1, GPUs: 1, Constraints: map[string]string{"bench": "1"}}
 		if i%burstGangEvery == burstGangEvery-1 {
@@ -130,48 +106,9 @@ func benchWorkerBurst(b *testing.B, servers, workers, jobs, clients int, runFor 
 	b.StartTimer()
 	start := time.Now()
 	deadline := start.Add(burstDeadline)
-	acks := make([]burstAck, jobs)
-	work := make(chan int)
-	errs := make(chan error, clients)
-	var wg sync.WaitGroup
-	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				if time.Now().After(deadline) {
-					continue // left unsubmitted: reported, not waited for
-				}
-				req := api.SubmitRequest{RequestID: fmt.Sprintf("burst-%05d", i), Spec: specOf(i)}
-				for {
-					job, err := cls[c][sims.leader.Load()].SubmitJob(context.Background(), req)
-					if isUnavailable(err) && time.Now().Before(deadline) {
-						// The same request ID to whoever leads next.
-						unavailable.Add(1)
-						time.Sleep(100 * time.Millisecond)
-						continue
-					}
-					if err != nil {
-						select {
-						case errs <- fmt.Errorf("submit %d: %w", i, err):
-						default:
-						}
-						break
-					}
-					acks[i] = burstAck{id: job.ID, at: time.Now()}
-					break
-				}
-			}
-		}()
-	}
-	for i := range jobs {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
+	acks, unavailable, err := submitAll(cls, sims, "burst", jobs, specOf, deadline)
 	submitted := time.Since(start)
-	close(errs)
-	for err := range errs {
+	if err != nil {
 		b.Fatal(err)
 	}
 	var done int
@@ -223,7 +160,7 @@ func benchWorkerBurst(b *testing.B, servers, workers, jobs, clients int, runFor 
 	report(1000*(after.passSec-before.passSec)/(after.passes-before.passes), "pass-ms")
 	report(1000*(after.applySec-before.applySec)/(after.applied-before.applied), "apply-ms/entry")
 	report(after.busy-before.busy, "busy-429s")
-	report(float64(unavailable.Load()), "leader-lost-503s")
+	report(float64(unavailable), "leader-lost-503s")
 	down, lapses, lostRunning := sims.markedDown.Load()-down0, sims.lapses.Load()-lapses0, sims.lostRunning.Load()-lost0
 	report(float64(down), "workers-marked-down")
 	report(float64(lapses), "lease-lapses")
@@ -243,70 +180,6 @@ func benchWorkerBurst(b *testing.B, servers, workers, jobs, clients int, runFor 
 		b.Errorf("%d sims marked down, %d leases lapsed, %d allocations ended under a running sim",
 			down, lapses, lostRunning)
 	}
-}
-
-// startServers starts servers real agent processes (1, or 3 voters with
-// --standbys 0) on 127.0.0.<base>... and returns them, the leader first,
-// once every one is ready, with an admin client of the first started.
-func startServers(b *testing.B, servers, base int) ([]*node, *api.Client) {
-	b.Helper()
-	ips := make([]string, servers)
-	for i := range ips {
-		ips[i] = fmt.Sprintf("127.0.0.%d", base+i)
-	}
-	nodes := newNodes(b, ips...)
-	var flags []string
-	if servers > 1 {
-		flags = []string{"--standbys", "0"}
-	}
-	nodes[0].startWith(b, flags)
-	for _, n := range nodes[1:] {
-		n.startWith(b, flags, nodes[0].gossip())
-	}
-	first, err := api.NewClient(nodes[0].proc.addr, adminToken(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	testutil.WaitFor(b, time.Minute, func() error { return allReady(first, servers) })
-	if servers > 1 {
-		waitVoters(b, nodes[0].proc, servers)
-	}
-	// The leader first: the sims and the clients start with it.
-	lead := leaderOf(b, nodes)
-	slices.SortStableFunc(nodes, func(x, y *node) int {
-		if x == lead {
-			return -1
-		}
-		if y == lead {
-			return 1
-		}
-		return 0
-	})
-	return nodes, first
-}
-
-// newServersSims makes sims (none grown yet) for the servers nodes,
-// leader first, that beat every 250 ms and run each allocation for
-// runFor; c is a client of one of them.
-func newServersSims(b *testing.B, nodes []*node, c *api.Client, runFor time.Duration) *simWorkers {
-	b.Helper()
-	addrs := make([]string, len(nodes))
-	for i, n := range nodes {
-		addrs[i] = n.proc.addr
-	}
-	infos, err := c.Nodes(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	ids := map[string]int{}
-	for _, in := range infos {
-		for i, n := range nodes {
-			if in.Name == "node-"+n.ip {
-				ids[in.ID] = i
-			}
-		}
-	}
-	return newSimWorkers(addrs, ids, 250*time.Millisecond, runFor)
 }
 
 // burstAck is the leader's answer to one submission of a burst: the job

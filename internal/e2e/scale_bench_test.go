@@ -52,6 +52,9 @@ type simWorkers struct {
 	// allocations ended while their sim was running them, and reports the
 	// leader refused on their merits.
 	markedDown, lapses, lostRunning, refusedReports atomic.Int64
+	// links holds each sim's network (*simLink by index), which a
+	// benchmark may cut to make the sim fall silent.
+	links sync.Map
 }
 
 // newSimWorkers makes sims for the servers at the API addresses servers,
@@ -70,7 +73,7 @@ func newSimWorkers(servers []string, ids map[string]int, interval, runFor time.D
 func (s *simWorkers) clients(i int) ([]*api.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	local := &net.TCPAddr{IP: net.IPv4(127, 1, byte(i>>8), byte(i))}
-	tr.DialContext = (&net.Dialer{LocalAddr: local, Timeout: 5 * time.Second}).DialContext
+	tr.DialContext = s.link(i).dialer((&net.Dialer{LocalAddr: local, Timeout: 5 * time.Second}).DialContext)
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: tr}
 	cs := make([]*api.Client, len(s.servers))
 	for k, addr := range s.servers {
@@ -173,10 +176,10 @@ func BenchmarkLeaderIdleCost(b *testing.B) {
 	}
 	const window = 10 * time.Second
 	for range b.N {
-		nodes, admin := startServers(b, servers, 51)
-		sims := newServersSims(b, nodes, admin, time.Second)
+		c := startSimCluster(b, "127.0.0", 51, servers, 0, time.Second)
+		sims, admin := c.sims, c.client(b, 0)
 		sims.direct = os.Getenv("SKEIN_BENCH_DIRECT_LEASE") != ""
-		pid := nodes[0].proc.cmd.Process.Pid
+		pid := c.nodes[0].proc.cmd.Process.Pid
 		var cores, rss []float64
 		for _, count := range counts {
 			sims.grow(b, count)
@@ -194,13 +197,13 @@ func BenchmarkLeaderIdleCost(b *testing.B) {
 			b.ReportMetric(mib, fmt.Sprintf("rss-MiB@%d", count))
 			b.ReportMetric(float64(sims.failed.Load()-failedBefore), fmt.Sprintf("failed-calls@%d", count))
 		}
-		sims.close()
 		if k := len(counts) - 1; k > 0 {
 			workers := float64(counts[k] - counts[0])
 			b.ReportMetric(100*(cores[k]-cores[0])/workers, "core%/worker")
 			b.ReportMetric(1024*(rss[k]-rss[0])/workers, "rss-KiB/worker")
 		}
-		stopRealAgents(nodes)
+		sims.close()
+		stopRealAgents(c.nodes)
 	}
 }
 

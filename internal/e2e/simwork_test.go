@@ -104,9 +104,12 @@ func (m *sim) load(data []byte) {
 	}
 	// An allocation still running here that the state no longer counts
 	// live was ended without the sim (its node marked down, its
-	// allocations lost): a healthy job killed.
+	// allocations lost): a healthy job killed. One the view does not
+	// hold at all is left alone, as a node's agent leaves it
+	// (agent/node, reconcileLocal): the view is behind, as a server
+	// restarted on its data dir serves until it has caught up.
 	for id, t := range m.running {
-		if !live[id] {
+		if a, ok := m.view.Alloc(id); !live[id] && ok && !a.Live() {
 			t.Stop()
 			delete(m.running, id)
 			m.w.lostRunning.Add(1)
