@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/skein-dev/skein/agent/peer"
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/cluster"
 )
@@ -99,32 +100,58 @@ func soleServer(servers []cluster.Server, self string) bool {
 // heartbeat renews the lease once: at once on the leader; by asking it
 // on another server; on a worker, through a server other than the
 // leader, which passes the renewal on (agent/server/lease.go), and from
-// the leader itself when that server does not answer in time (it may be
-// dead and gossip not say so yet).
+// the leader itself when that server answers that it could not, or
+// cannot be reached (it may be dead and gossip not say so yet).
+//
+// A server that cannot be reached and one that is slow are told apart
+// (peer.DialBound): one that has not taken the connection within a
+// quarter of StopAfter is given up on, one that has is waited for until
+// the lease runs out, since its answer renews the lease from when the
+// heartbeat was sent, however late it comes. Giving up on a slow server
+// only to ask again would put another request behind the ones that make
+// it slow.
 func (n *Node) heartbeat() error {
-	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.StopAfter/2)
+	ctx, cancel := context.WithDeadline(n.ctx, n.renewBy())
 	defer cancel()
 	if !n.isServer() {
-		rctx, rcancel := context.WithTimeout(ctx, n.cfg.StopAfter/4)
-		err := n.renewWith(rctx, n.cfg.Peers.LeaseClient)
-		rcancel()
-		if err == nil {
-			return nil
+		err := n.renewWith(ctx, n.cfg.Peers.LeaseClient)
+		if err == nil || ctx.Err() != nil {
+			return err
 		}
 		n.log.Debug("renew the lease through a server", "error", err)
 	}
 	return n.renewWith(ctx, n.cfg.Peers.LeaderClient)
 }
 
+// renewBy is how long one heartbeat may wait for its answer: until the
+// lease runs out, and at least half of StopAfter.
+func (n *Node) renewBy() time.Time {
+	n.mu.Lock()
+	last := n.lastAck
+	n.mu.Unlock()
+	return later(time.Now().Add(n.cfg.StopAfter/2), last.Add(n.cfg.StopAfter))
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // renewWith sends one heartbeat to the server client names (none: this
-// node leads, and its lease needs no message). The answer names the
-// leader, which a worker, whose own Raft names none, takes as its hint:
-// after an election it learns the new leader from its next renewal.
+// node leads, and its lease needs no message), giving up on a server not
+// reached within a quarter of StopAfter. The answer names the leader,
+// which a worker, whose own Raft names none, takes as its hint: after an
+// election it learns the new leader from its next renewal.
 func (n *Node) renewWith(ctx context.Context, client func(context.Context) (*api.Client, error)) error {
 	c, err := client(ctx)
 	if err != nil || c == nil {
 		return err
 	}
+	ctx, done := peer.DialBound(ctx, n.cfg.StopAfter/4)
+	defer done()
 	r, err := c.Heartbeat(ctx, n.cfg.NodeID)
 	if err == nil && r.LeaderID != "" {
 		n.cfg.Peers.SetLeaderHint(r.LeaderID)

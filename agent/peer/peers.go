@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"slices"
 	"sync/atomic"
 	"syscall"
@@ -374,5 +375,27 @@ func (p *Peers) CancelOnLeaderChange(ctx context.Context, cancel context.CancelF
 	return func() {
 		close(done)
 		<-watched
+	}
+}
+
+// DialBound returns a context for one call through these clients that
+// ends after dial unless the call has its connection by then, and
+// otherwise lives as long as ctx: a server that cannot be reached is
+// given up on quickly, one that is reached but slow to answer is waited
+// for. The returned func must be called once the call is done.
+func DialBound(ctx context.Context, dial time.Duration) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var connected atomic.Bool
+	t := time.AfterFunc(dial, func() {
+		if !connected.Load() {
+			cancel()
+		}
+	})
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { connected.Store(true) },
+	})
+	return ctx, func() {
+		t.Stop()
+		cancel()
 	}
 }

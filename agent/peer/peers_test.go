@@ -1,7 +1,10 @@
 package peer
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -81,5 +84,51 @@ func TestPeers_AWorkerAsksTheServersOtherThanTheLeaderWhileThereAreAny(t *testin
 	p = New(Config{NodeID: "w", Raft: raft, FSM: fsm.New(nil), CallTimeout: time.Second})
 	if addr, err := p.ServerAddr(); err != nil || addr != "http://a:7470" {
 		t.Errorf("the only server is the leader: picked %q %v, want it", addr, err)
+	}
+}
+
+func TestDialBound_ASlowServerIsWaitedForAndAnUnreachableOneGivenUpOn(t *testing.T) {
+	const bound = 50 * time.Millisecond
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(6 * bound) // reached, but slow to answer
+		_, _ = io.WriteString(w, "renewed")
+	}))
+	t.Cleanup(slow.Close)
+	parent, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	call := func(c *http.Client, url string) error {
+		ctx, done := DialBound(parent, bound)
+		defer done()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err == nil && string(b) != "renewed" {
+			err = fmt.Errorf("answer %q", b)
+		}
+		return err
+	}
+	if err := call(&http.Client{}, slow.URL); err != nil {
+		t.Fatalf("a server reached but slow: %v, want its answer", err)
+	}
+	// A dial that never completes, as to a dead host: given up on at the
+	// bound, long before the parent's deadline.
+	hang := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}}}
+	start := time.Now()
+	err := call(hang, "http://10.255.255.1:7470/")
+	if !errors.Is(err, context.Canceled) || time.Since(start) > 20*time.Second {
+		t.Fatalf("a server never reached: %v after %s, want canceled at the bound", err, time.Since(start))
+	}
+	if parent.Err() != nil {
+		t.Fatal("the parent's deadline passed: the bound did not end the call")
 	}
 }

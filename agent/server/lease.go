@@ -29,9 +29,11 @@ const (
 	// relayGap is the least time between two rounds a server passes to
 	// the leader: the renewals of a round's gap go in the next one.
 	relayGap = 50 * time.Millisecond
-	// relayTimeout bounds one round's request to the leader; a worker
-	// whose round failed retries with its next heartbeat.
-	relayTimeout = time.Second
+	// relayTimeout bounds one round's request to the leader: a slow
+	// leader's answer still renews the leases of the round (a worker
+	// waits for it until its lease runs out), and a round that fails
+	// sends its workers to the leader themselves.
+	relayTimeout = 2 * time.Second
 	// MaxRelayedNodes bounds the nodes one round names.
 	MaxRelayedNodes = 20000
 )
