@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/skein-dev/skein/internal/testutil"
 )
 
 // BenchmarkGossipMetaSpread measures B5: how long a change of one
@@ -368,13 +370,8 @@ func quantiles(ds []time.Duration) [3]time.Duration {
 	if len(ds) == 0 {
 		return [3]time.Duration{}
 	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	rank := func(q float64) time.Duration {
-		i := int(q*float64(len(s))+0.999999) - 1
-		return s[min(max(i, 0), len(s)-1)]
-	}
-	return [3]time.Duration{rank(0.50), rank(0.99), s[len(s)-1]}
+	s := slices.Sorted(slices.Values(ds))
+	return [3]time.Duration{testutil.Percentile(s, 0.50), testutil.Percentile(s, 0.99), s[len(s)-1]}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
