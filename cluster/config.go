@@ -181,8 +181,8 @@ const (
 // trip yet tolerates a loaded 2-core machine; memberlist's awareness
 // (Lifeguard) stretches it further on a member that is itself slow.
 // GossipInterval of 100 ms spreads a meta change (free GPUs) to every one
-// of 100 members in 0.30 s (p50, 0.49 s at worst; BENCHMARKS.md, B5),
-// each tenfold growth adding about 0.15 s.
+// of 100 members in 0.30 s (p50, 0.49 s at worst; at 150, 0.36 and
+// 0.59 s: BENCHMARKS.md, B5), growing with the log of the member count.
 const (
 	DefaultProbeInterval     = 400 * time.Millisecond
 	DefaultProbeTimeout      = 200 * time.Millisecond
