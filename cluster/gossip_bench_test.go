@@ -34,7 +34,10 @@ import (
 // its MemberEvents delivers the update with the new bytes, which is
 // where the agent's leader hears it (memberLoop, leader.MemberEvent).
 //
-// Run it alone (heavy at hundreds of members):
+// Run it alone (heavy at hundreds of members). On two cores one process
+// holds only about 150-190 members with these timings; beyond that
+// false suspicions take over and the joins never converge
+// (BENCHMARKS.md, B5):
 //
 //	SKEIN_BENCH_MEMBERS=100,300,1000 CGO_ENABLED=0 go test -tags hashicorpmetrics \
 //	    -run '^$' -bench GossipMetaSpread -benchtime 1x -timeout 60m ./cluster/
