@@ -35,10 +35,11 @@ type NodeView struct {
 
 // NodeView asks a server for the node's view, waiting up to wait for its
 // hash to differ from hash (the hash of the view the node holds, "" for
-// none) or the leader from leader (the one the node knows).
-func (c *Client) NodeView(ctx context.Context, nodeID, hash, leader string, wait time.Duration) (*NodeView, error) {
+// none, at index) or the leader from leader (the one the node knows).
+func (c *Client) NodeView(ctx context.Context, nodeID, hash string, index uint64, leader string, wait time.Duration) (*NodeView, error) {
 	q := url.Values{}
 	q.Set("hash", hash)
+	q.Set("index", strconv.FormatUint(index, 10))
 	q.Set("leader", leader)
 	q.Set("wait", wait.String())
 	resp, err := c.send(ctx, http.MethodGet, "/v1/internal/nodes/"+url.PathEscape(nodeID)+"/view", q, nil)

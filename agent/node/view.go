@@ -90,7 +90,7 @@ func (n *Node) watchRemote(hash string) string {
 	c, err := n.cfg.Peers.ServerClient()
 	if err == nil {
 		ctx, cancel := context.WithTimeout(n.ctx, viewWait+n.cfg.StopAfter)
-		v, werr := c.NodeView(ctx, n.cfg.NodeID, hash, n.cfg.Peers.LeaderHint(), viewWait)
+		v, werr := c.NodeView(ctx, n.cfg.NodeID, hash, n.fsm.Index(), n.cfg.Peers.LeaderHint(), viewWait)
 		cancel()
 		if werr == nil {
 			n.cfg.Peers.SetLeaderHint(v.Leader)

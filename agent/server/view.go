@@ -32,10 +32,14 @@ const (
 // configuration, whose state is not the cluster's.
 var errNotServer = errors.New("this node holds no copy of the state: ask a server")
 
-// handleNodeView answers GET /v1/internal/nodes/{id}/view?hash=H&leader=L&wait=D
+// handleNodeView answers GET /v1/internal/nodes/{id}/view?hash=H&index=I&leader=L&wait=D
 // with the node's view when its hash is not H or the leader is not L,
 // waiting up to D (at most MaxViewWait) for either to change; 304 when
-// neither did.
+// neither did. A server whose state is behind the view the node holds
+// (index I), or holds nothing yet (one restarted, replaying its log),
+// answers no view until it has caught up: a view from it would take the
+// node back, or make it forget what it runs, whom it refuses and where
+// the services are.
 func (s *Server) handleNodeView(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !reportsFor(w, r, id) {
@@ -56,6 +60,15 @@ func (s *Server) handleNodeView(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	have, knownLeader := q.Get("hash"), q.Get("leader")
+	held := uint64(0)
+	if v := q.Get("index"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("index %q: want the index of the view held, a number", v))
+			return
+		}
+		held = n
+	}
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	var (
@@ -74,7 +87,8 @@ func (s *Server) handleNodeView(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		_, leader := s.cfg.Raft.Leader()
-		if v.Hash != have || (leader != "" && leader != knownLeader) {
+		caughtUp := v.Index > 0 && v.Index >= held
+		if caughtUp && (v.Hash != have || (leader != "" && leader != knownLeader)) {
 			// A watch that began before its node was revoked is not
 			// answered after: the view would carry the next gossip key.
 			if _, err := s.cfg.NodeAuth.Authenticate(r); err != nil {

@@ -76,7 +76,7 @@ func TestNodeView_ServedToTheNodeAndAgainOnlyWhenItChanges(t *testing.T) {
 	_, c, _ := viewServer(t, st, true)
 	ctx := context.Background()
 
-	v, err := c.NodeView(ctx, "w1", "", "", time.Second)
+	v, err := c.NodeView(ctx, "w1", "", 0, "", time.Second)
 	if err != nil || v.Data == nil || v.Hash == "" || v.Index != st.f.Index() || v.Leader != "s1" {
 		t.Fatalf("first view: %+v, %v", v, err)
 	}
@@ -90,7 +90,7 @@ func TestNodeView_ServedToTheNodeAndAgainOnlyWhenItChanges(t *testing.T) {
 
 	// Nothing of w1's changes while the watch waits: 304, same hash.
 	st.report("w2", structs.AllocUpdate{AllocID: "alloc-w2", State: structs.AllocRunning})
-	same, err := c.NodeView(ctx, "w1", v.Hash, "s1", 200*time.Millisecond)
+	same, err := c.NodeView(ctx, "w1", v.Hash, v.Index, "s1", 200*time.Millisecond)
 	if err != nil || same.Data != nil || same.Hash != v.Hash {
 		t.Fatalf("unchanged view: %+v, %v; want no data and hash %s", same, err, v.Hash)
 	}
@@ -99,7 +99,7 @@ func TestNodeView_ServedToTheNodeAndAgainOnlyWhenItChanges(t *testing.T) {
 	got := make(chan *api.NodeView, 1)
 	errs := make(chan error, 1)
 	go func() {
-		nv, err := c.NodeView(ctx, "w1", v.Hash, "s1", MaxViewWait)
+		nv, err := c.NodeView(ctx, "w1", v.Hash, v.Index, "s1", MaxViewWait)
 		got <- nv
 		errs <- err
 	}()
@@ -119,7 +119,7 @@ func TestNodeView_ServedToTheNodeAndAgainOnlyWhenItChanges(t *testing.T) {
 func TestNodeView_RefusedByANodeOutsideRaftAndForABadWait(t *testing.T) {
 	st := viewState(t)
 	srv, c, _ := viewServer(t, st, false)
-	_, err := c.NodeView(context.Background(), "w1", "", "", time.Second)
+	_, err := c.NodeView(context.Background(), "w1", "", 0, "", time.Second)
 	var e *api.Error
 	if !errors.As(err, &e) || e.StatusCode != http.StatusServiceUnavailable || !strings.Contains(e.Message, "holds no copy of the state") {
 		t.Fatalf("view from a node outside Raft: %v, want 503 saying to ask a server", err)
@@ -140,18 +140,18 @@ func TestNodeView_ANewLeaderAnswersTheWatch(t *testing.T) {
 	st := viewState(t)
 	_, c, leader := viewServer(t, st, true)
 	ctx := context.Background()
-	v, err := c.NodeView(ctx, "w1", "", "", time.Second)
+	v, err := c.NodeView(ctx, "w1", "", 0, "", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The node knows s1 leads: nothing to say.
-	if same, err := c.NodeView(ctx, "w1", v.Hash, "s1", 100*time.Millisecond); err != nil || same.Data != nil {
+	if same, err := c.NodeView(ctx, "w1", v.Hash, v.Index, "s1", 100*time.Millisecond); err != nil || same.Data != nil {
 		t.Fatalf("watch with the leader known: %+v, %v", same, err)
 	}
 	// Another server leads, and its first entry reaches this one.
 	leader.Store("s2")
 	st.must(structs.LeaderElectedType, structs.LeaderElectedRequest{NodeID: "s2", At: time.Now()})
-	got, err := c.NodeView(ctx, "w1", v.Hash, "s1", MaxViewWait)
+	got, err := c.NodeView(ctx, "w1", v.Hash, v.Index, "s1", MaxViewWait)
 	if err != nil || got.Leader != "s2" || got.Hash != v.Hash {
 		t.Fatalf("watch after the leader changed: %+v, %v; want leader s2 and the same view", got, err)
 	}
@@ -172,7 +172,7 @@ func TestNodeView_AWatchIsNotAnsweredOnceItsCallerIsRefused(t *testing.T) {
 	var revoked atomic.Bool
 	_, c, _ := viewServerWith(t, st, true, revocable{&revoked})
 	ctx := context.Background()
-	v, err := c.NodeView(ctx, "w1", "", "", time.Second)
+	v, err := c.NodeView(ctx, "w1", "", 0, "", time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestNodeView_AWatchIsNotAnsweredOnceItsCallerIsRefused(t *testing.T) {
 	// change it waited for (the next gossip key, say) is not sent.
 	got := make(chan error, 1)
 	go func() {
-		_, err := c.NodeView(ctx, "w1", v.Hash, "s1", MaxViewWait)
+		_, err := c.NodeView(ctx, "w1", v.Hash, v.Index, "s1", MaxViewWait)
 		got <- err
 	}()
 	revoked.Store(true)
@@ -188,5 +188,28 @@ func TestNodeView_AWatchIsNotAnsweredOnceItsCallerIsRefused(t *testing.T) {
 	var e *api.Error
 	if err := <-got; !errors.As(err, &e) || e.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("a watch whose caller was revoked meanwhile: %v, want 401", err)
+	}
+}
+
+// A server behind the view a node holds, or holding nothing yet (one
+// restarted and replaying its log), answers no view: it would take the
+// node back, or empty its view.
+func TestNodeView_AServerBehindTheNodeAnswersNoView(t *testing.T) {
+	st := viewState(t)
+	_, c, _ := viewServer(t, st, true)
+	ctx := context.Background()
+	ahead := st.f.Index() + 100
+	v, err := c.NodeView(ctx, "w1", "", ahead, "", 100*time.Millisecond)
+	if err != nil || v.Data != nil {
+		t.Fatalf("a view from a server behind the node's (index %d, the server's %d): %+v, %v; want none", ahead, st.f.Index(), v, err)
+	}
+	empty := newStates(t)
+	_, fresh, _ := viewServer(t, empty, true)
+	if v, err := fresh.NodeView(ctx, "w1", "", 0, "", 100*time.Millisecond); err != nil || v.Data != nil {
+		t.Fatalf("a view from a server holding nothing: %+v, %v; want none", v, err)
+	}
+	// Caught up, the server answers.
+	if v, err := c.NodeView(ctx, "w1", "", st.f.Index(), "", time.Second); err != nil || v.Data == nil {
+		t.Fatalf("a view from a server as far as the node: %+v, %v; want one", v, err)
 	}
 }

@@ -254,8 +254,9 @@ func (m *sim) renew() error {
 func (m *sim) watch(server int) {
 	defer m.w.wg.Done()
 	var hash, leader string
+	var index uint64
 	for m.w.ctx.Err() == nil {
-		v, err := m.cs[server].NodeView(m.w.ctx, m.id, hash, leader, 20*time.Second)
+		v, err := m.cs[server].NodeView(m.w.ctx, m.id, hash, index, leader, 20*time.Second)
 		if err != nil {
 			if m.w.ctx.Err() == nil {
 				m.w.failed.Add(1)
@@ -271,6 +272,7 @@ func (m *sim) watch(server int) {
 		}
 		if v.Data != nil && v.Hash != hash {
 			m.load(v.Data)
+			index = v.Index
 		}
 		hash, leader = v.Hash, v.Leader
 	}
