@@ -14,11 +14,11 @@ import (
 	"github.com/skein-dev/skein/cluster"
 )
 
-// Lease renewals through any server (agent/DESIGN.md, "Leases"). A worker
-// renews its lease with a server rather than with the leader; a server
-// that does not lead holds the renewals that reach it and passes them to
-// the leader together, one request at a time, answering each only once
-// the leader has recorded it. The leader therefore hears of every renewal
+// Lease renewals through any server (agent/DESIGN.md, "Servers and
+// workers"). A worker renews its lease with a server rather than with the
+// leader; a server that does not lead holds the renewals that reach it
+// and passes them to the leader together, in rounds one relayGap apart at
+// least, answering each only once the leader has recorded it. The leader therefore hears of every renewal
 // a worker counts no earlier than the worker sent it, which is all that
 // fencing needs (agent/node/lease.go): a worker's lease runs StopAfter
 // past a renewal the leader heard, and the leader declares its
@@ -85,9 +85,14 @@ func (r *leaseRelay) renew(ctx context.Context, nodeID string) (leader string, e
 	}
 }
 
-// run passes rounds to the leader, one at a time and at most one per
-// relayGap, until ctx ends.
+// run passes rounds to the leader, at most one per relayGap, until ctx
+// ends. A round does not wait for the one before to be answered: one
+// held up (by an election, or a slow leader) would hold up every
+// renewal after it, past their leases, while a later round may find the
+// new leader at once. At most relayTimeout/relayGap rounds are in flight.
 func (r *leaseRelay) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		select {
 		case <-ctx.Done():
@@ -101,10 +106,14 @@ func (r *leaseRelay) run(ctx context.Context) {
 		if round == nil {
 			continue
 		}
-		pctx, cancel := context.WithTimeout(ctx, relayTimeout)
-		round.leader, round.err = r.pass(pctx, slices.Sorted(maps.Keys(round.nodes)))
-		cancel()
-		close(round.done)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pctx, cancel := context.WithTimeout(ctx, relayTimeout)
+			round.leader, round.err = r.pass(pctx, slices.Sorted(maps.Keys(round.nodes)))
+			cancel()
+			close(round.done)
+		}()
 		select {
 		case <-ctx.Done():
 			return
