@@ -1,8 +1,8 @@
 // Package overload tells whether this agent's process is short of CPU,
 // so that a leader can shed or delay the work that can wait (users'
 // reads, metrics scrapes, scheduling passes) before the work that must
-// not (Raft's heartbeats, the nodes' leases): agent/DESIGN.md, "Overload
-// is not failure".
+// not (Raft's heartbeats, the nodes' leases): agent/DESIGN.md, "Bounded
+// API".
 //
 // The signal is timer lag: a goroutine asks to wake every Tick and
 // measures how late it woke. A process that gets the CPU it asks for

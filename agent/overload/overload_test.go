@@ -2,8 +2,11 @@ package overload
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/skein-dev/skein/internal/testutil"
 )
 
 func TestMonitor_StarvedWhileALateTickIsInTheWindow(t *testing.T) {
@@ -47,21 +50,18 @@ func TestMonitor_RunMeasuresTheTicksOfAnIdleProcess(t *testing.T) {
 		m.Run(ctx)
 		close(done)
 	}()
-	// A few ticks in, the window has lags measured (an idle test
-	// process may still be late by a little; the bound is what counts
-	// as starved, which an idle process is not).
-	time.Sleep(5 * Tick)
+	// Run fills the window with the ticks' lags (an idle test process
+	// is still late by a little; the bound is what counts as starved).
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, l := range m.lags {
+			if l > 0 {
+				return nil
+			}
+		}
+		return errors.New("Run has measured no tick's lag")
+	})
 	cancel()
 	<-done
-	m.mu.Lock()
-	measured := 0
-	for _, l := range m.lags {
-		if l > 0 {
-			measured++
-		}
-	}
-	m.mu.Unlock()
-	if measured == 0 {
-		t.Fatal("Run measured no tick's lag in five ticks")
-	}
 }

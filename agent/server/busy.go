@@ -86,8 +86,14 @@ func (g *writeGate) refuse(w http.ResponseWriter) {
 	}
 	g.mu.Unlock()
 	secs := int((busyRetryAfter + time.Second - 1) / time.Second)
-	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	w.Header().Set(api.BusyHeader, "writes")
-	writeError(w, http.StatusTooManyRequests, fmt.Errorf(
+	answerBusy(w, "writes", secs, fmt.Errorf(
 		"cluster busy: the leader has %d writes in flight, its limit; nothing was done: try again in %ds", limit, secs))
+}
+
+// answerBusy answers 429 with Retry-After (secs) and the busy mark, what
+// (api.BusyHeader): the leader's back-pressure, which clients wait out.
+func answerBusy(w http.ResponseWriter, what string, secs int, err error) {
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	w.Header().Set(api.BusyHeader, what)
+	writeError(w, http.StatusTooManyRequests, err)
 }

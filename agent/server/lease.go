@@ -18,13 +18,13 @@ import (
 // workers"). A worker renews its lease with a server rather than with the
 // leader; a server that does not lead holds the renewals that reach it
 // and passes them to the leader together, in rounds one relayGap apart at
-// least, answering each only once the leader has recorded it. The leader therefore hears of every renewal
-// a worker counts no earlier than the worker sent it, which is all that
-// fencing needs (agent/node/lease.go): a worker's lease runs StopAfter
-// past a renewal the leader heard, and the leader declares its
-// allocations lost only DownAfter past the last renewal it heard. The
-// leader answers one request per server per round instead of one per
-// worker per heartbeat.
+// least, answering each only once the leader has recorded it. The leader
+// therefore hears of every renewal a worker counts no earlier than the
+// worker sent it, which is all that fencing needs (agent/node/lease.go):
+// a worker's lease runs StopAfter past a renewal the leader heard, and
+// the leader declares its allocations lost only DownAfter past the last
+// renewal it heard. The leader answers one request per server per round
+// instead of one per worker per heartbeat.
 const (
 	// relayGap is the least time between two rounds a server passes to
 	// the leader: the renewals of a round's gap go in the next one.
@@ -195,7 +195,7 @@ func (s *Server) handleRelayedHeartbeats(w http.ResponseWriter, r *http.Request)
 		writeError(w, http.StatusServiceUnavailable, err)
 		return
 	}
-	if !slices.ContainsFunc(servers, func(sv cluster.Server) bool { return sv.ID == req.From }) {
+	if !cluster.HoldsState(servers, nil, req.From) {
 		writeError(w, http.StatusForbidden, fmt.Errorf("from %q: %w", req.From, errNotRelay))
 		return
 	}

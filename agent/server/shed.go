@@ -5,23 +5,22 @@ import (
 	"errors"
 	"maps"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/skein-dev/skein/api"
 )
 
-// Shedding (agent/DESIGN.md, "Overload is not failure"). While this node
-// leads and its process is short of CPU (Config.Starved), what can wait
-// does: users' reads through the API are refused 429 with Retry-After,
-// marked busy so that the client waits and asks again, and a scrape of
-// /metrics is answered with the last one taken while the CPU sufficed.
-// Raft's heartbeats, the nodes' leases and reports, and the writes
-// (bounded on their own, busy.go) are never shed; nor are the status,
-// which monitoring polls and costs next to nothing, and the worker's
-// question whether a server admits a caller, which every request through
-// a worker waits on.
+// Shedding (agent/DESIGN.md, "Bounded API": a leader short of CPU).
+// While this node leads and its process is short of CPU
+// (Config.Starved), what can wait does: users' reads through the API are
+// refused 429 with Retry-After, marked busy so that the client waits and
+// asks again, and a scrape of /metrics is answered with the last one
+// taken while the CPU sufficed. Raft's heartbeats, the nodes' leases and
+// reports, and the writes (bounded on their own, busy.go) are never
+// shed; nor are the status, which monitoring polls and costs next to
+// nothing, and the worker's question whether a server admits a caller,
+// which every request through a worker waits on.
 const (
 	// shedRetryAfter is how long a shed read is told to wait.
 	shedRetryAfter = time.Second
@@ -49,9 +48,7 @@ func (s *Server) starved() bool {
 func (s *Server) sheddingReads(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && !shedExempt[r.URL.Path] && s.starved() {
-			w.Header().Set("Retry-After", strconv.Itoa(int(shedRetryAfter/time.Second)))
-			w.Header().Set(api.BusyHeader, "reads")
-			writeError(w, http.StatusTooManyRequests, errShedRead)
+			answerBusy(w, "reads", int(shedRetryAfter/time.Second), errShedRead)
 			return
 		}
 		next.ServeHTTP(w, r)
