@@ -16,15 +16,16 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// startRealAgents starts agents real agent processes on 127.0.2.x with
-// the agent flags given, the first founding the cluster and the others
-// joining it, and waits until every one is ready; it returns them and an
-// admin client of the first.
-func startRealAgents(b *testing.B, agents int, flags []string) ([]*node, *api.Client) {
+// startRealAgents starts agents real agent processes on the loopback
+// addresses prefix.first, prefix.first+1 and so on, with the agent flags
+// given, the first founding the cluster and the others joining it, and
+// waits until every one is ready; it returns them and an admin client of
+// the first.
+func startRealAgents(b *testing.B, prefix string, first, agents int, flags []string) ([]*node, *api.Client) {
 	b.Helper()
 	ips := make([]string, agents)
 	for i := range ips {
-		ips[i] = fmt.Sprintf("127.0.2.%d", i+1)
+		ips[i] = fmt.Sprintf("%s.%d", prefix, first+i)
 	}
 	nodes := newNodes(b, ips...)
 	nodes[0].startWith(b, flags)
@@ -77,7 +78,7 @@ func BenchmarkRealAgentsBurst(b *testing.B) {
 	const clients = 8
 	for range b.N {
 		b.StopTimer()
-		nodes, admin := startRealAgents(b, agents, flags)
+		nodes, admin := startRealAgents(b, "127.0.2", 1, agents, flags)
 		time.Sleep(5 * time.Second) // settle: promotions, registrations
 		token := adminToken(b)
 		addrs := make([]string, len(nodes))

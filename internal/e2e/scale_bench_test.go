@@ -239,7 +239,7 @@ func BenchmarkRealAgentsIdleLeader(b *testing.B) {
 	agents := envInt(b, "SKEIN_BENCH_AGENTS", 20)
 	flags := []string{"--standbys", cmp.Or(os.Getenv("SKEIN_BENCH_STANDBYS"), "-1")}
 	for range b.N {
-		nodes, admin := startRealAgents(b, agents, flags)
+		nodes, admin := startRealAgents(b, "127.0.2", 1, agents, flags)
 		time.Sleep(5 * time.Second) // settle: promotions, registrations
 		lead := leaderOf(b, nodes)
 		pid := lead.proc.cmd.Process.Pid

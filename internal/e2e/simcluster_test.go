@@ -36,25 +36,12 @@ type simCluster struct {
 // after. The sims stop when the benchmark ends.
 func startSimCluster(b *testing.B, prefix string, first, servers, workers int, runFor time.Duration) *simCluster {
 	b.Helper()
-	ips := make([]string, servers)
-	for i := range ips {
-		ips[i] = fmt.Sprintf("%s.%d", prefix, first+i)
-	}
-	nodes := newNodes(b, ips...)
 	var flags []string
 	if servers > 1 {
 		flags = []string{"--standbys", "0"}
 	}
-	nodes[0].startWith(b, flags)
-	for _, n := range nodes[1:] {
-		n.startWith(b, flags, nodes[0].gossip())
-	}
+	nodes, admin := startRealAgents(b, prefix, first, servers, flags)
 	token := adminToken(b)
-	admin, err := api.NewClient(nodes[0].proc.addr, token)
-	if err != nil {
-		b.Fatal(err)
-	}
-	testutil.WaitFor(b, time.Minute, func() error { return allReady(admin, servers) })
 	if servers > 1 {
 		waitVoters(b, nodes[0].proc, servers)
 	}
