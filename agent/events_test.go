@@ -21,13 +21,21 @@ import (
 // than those in not.
 func (tc *testCluster) followerBut(not ...int) int {
 	tc.t.Helper()
+	return tc.followerWhere(fmt.Sprintf("no live follower besides %v", not), func(i int, _ *Agent) bool { return !slices.Contains(not, i) })
+}
+
+// followerWhere returns the index of the first live agent that does not
+// lead and for which ok holds, failing the test with none when there is
+// no such agent.
+func (tc *testCluster) followerWhere(none string, ok func(i int, a *Agent) bool) int {
+	tc.t.Helper()
 	lead := tc.leader()
 	for i, a := range tc.agents {
-		if a != nil && i != lead && !slices.Contains(not, i) {
+		if a != nil && i != lead && ok(i, a) {
 			return i
 		}
 	}
-	tc.t.Fatalf("no live follower besides %v", not)
+	tc.t.Fatal(none)
 	return -1
 }
 

@@ -26,14 +26,7 @@ func labelledCluster(t *testing.T, n int) *testCluster {
 
 // follower returns the index of a live agent that does not lead.
 func (tc *testCluster) follower() int {
-	lead := tc.leader()
-	for i, a := range tc.agents {
-		if a != nil && i != lead {
-			return i
-		}
-	}
-	tc.t.Fatal("no follower")
-	return -1
+	return tc.followerWhere("no follower", func(int, *Agent) bool { return true })
 }
 
 // lines returns the lines of a file, none if it does not exist.

@@ -49,14 +49,7 @@ func startWorkerClusterWith(t *testing.T, n, servers int, mutate func(i int, cfg
 
 // standby is the index of a server that does not lead.
 func (tc *testCluster) standby() int {
-	lead := tc.leader()
-	for i, a := range tc.agents {
-		if i != lead && a.holdsState() {
-			return i
-		}
-	}
-	tc.t.Fatal("no server besides the leader")
-	return -1
+	return tc.followerWhere("no server besides the leader", func(_ int, a *Agent) bool { return a.holdsState() })
 }
 
 // workers returns the live agents outside Raft.
