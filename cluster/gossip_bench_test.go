@@ -43,7 +43,7 @@ import (
 //	    -run '^$' -bench GossipMetaSpread -benchtime 1x -timeout 60m ./cluster/
 func BenchmarkGossipMetaSpread(b *testing.B) {
 	sizes := benchSizes(b, "SKEIN_BENCH_MEMBERS", []int{100})
-	changes := benchInt(b, "SKEIN_BENCH_CHANGES", 40)
+	changes := testutil.EnvInt(b, "SKEIN_BENCH_CHANGES", 40)
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
 			for range b.N {
@@ -378,19 +378,6 @@ func quantiles(ds []time.Duration) [3]time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// benchInt reads a positive integer from the environment.
-func benchInt(b *testing.B, name string, def int) int {
-	s := os.Getenv(name)
-	if s == "" {
-		return def
-	}
-	v, err := strconv.Atoi(s)
-	if err != nil || v < 1 {
-		b.Fatalf("%s=%q: want a positive number", name, s)
-	}
-	return v
-}
 
 // benchSizes reads a comma-separated list of positive integers from the
 // environment.

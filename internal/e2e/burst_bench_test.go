@@ -60,10 +60,10 @@ const burstGangEvery = 20
 // first attempt and on distinct nodes, each reported running by one sim
 // only, the one it was placed on. -benchtime 1x.
 func BenchmarkWorkerBurst(b *testing.B) {
-	workers := envInt(b, "SKEIN_BENCH_WORKERS", 1000)
-	jobs := envInt(b, "SKEIN_BENCH_JOBS", 5000)
-	clients := envInt(b, "SKEIN_BENCH_CLIENTS", 8)
-	servers := envInt(b, "SKEIN_BENCH_SERVERS", 1)
+	workers := testutil.EnvInt(b, "SKEIN_BENCH_WORKERS", 1000)
+	jobs := testutil.EnvInt(b, "SKEIN_BENCH_JOBS", 5000)
+	clients := testutil.EnvInt(b, "SKEIN_BENCH_CLIENTS", 8)
+	servers := testutil.EnvInt(b, "SKEIN_BENCH_SERVERS", 1)
 	if servers != 1 && servers != 3 {
 		b.Fatalf("SKEIN_BENCH_SERVERS=%d: want 1 or 3", servers)
 	}

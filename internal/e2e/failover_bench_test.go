@@ -36,9 +36,9 @@ const failoverObserve = 6 * time.Second
 // allocation ended under a running sim, and a job run a second time;
 // each is an error. -benchtime 1x.
 func BenchmarkWorkerFailover(b *testing.B) {
-	workers := envInt(b, "SKEIN_BENCH_WORKERS", 1000)
-	jobs := envInt(b, "SKEIN_BENCH_JOBS", 1000)
-	rounds := envInt(b, "SKEIN_BENCH_ROUNDS", 5)
+	workers := testutil.EnvInt(b, "SKEIN_BENCH_WORKERS", 1000)
+	jobs := testutil.EnvInt(b, "SKEIN_BENCH_JOBS", 1000)
+	rounds := testutil.EnvInt(b, "SKEIN_BENCH_ROUNDS", 5)
 	for range b.N {
 		b.StopTimer()
 		c := startSimCluster(b, "127.0.0", 101, 3, workers, time.Hour)
@@ -119,11 +119,11 @@ func BenchmarkWorkerFailover(b *testing.B) {
 // again; and it reports the leader changes the servers counted
 // meanwhile. -benchtime 1x.
 func BenchmarkWorkerNodeLoss(b *testing.B) {
-	workers := envInt(b, "SKEIN_BENCH_WORKERS", 1000)
-	jobs := envInt(b, "SKEIN_BENCH_JOBS", 1000)
-	rounds := envInt(b, "SKEIN_BENCH_ROUNDS", 10)
-	victims := envInt(b, "SKEIN_BENCH_VICTIMS", 1)
-	servers := envInt(b, "SKEIN_BENCH_SERVERS", 3)
+	workers := testutil.EnvInt(b, "SKEIN_BENCH_WORKERS", 1000)
+	jobs := testutil.EnvInt(b, "SKEIN_BENCH_JOBS", 1000)
+	rounds := testutil.EnvInt(b, "SKEIN_BENCH_ROUNDS", 10)
+	victims := testutil.EnvInt(b, "SKEIN_BENCH_VICTIMS", 1)
+	servers := testutil.EnvInt(b, "SKEIN_BENCH_SERVERS", 3)
 	if servers != 1 && servers != 3 {
 		b.Fatalf("SKEIN_BENCH_SERVERS=%d: want 1 or 3", servers)
 	}

@@ -66,8 +66,8 @@ func stopRealAgents(nodes []*node) {
 // job restarted lost its first one).
 // All agents share the machine's cores. -benchtime 1x.
 func BenchmarkRealAgentsBurst(b *testing.B) {
-	agents := envInt(b, "SKEIN_BENCH_AGENTS", 60)
-	jobs := envInt(b, "SKEIN_BENCH_JOBS", 500)
+	agents := testutil.EnvInt(b, "SKEIN_BENCH_AGENTS", 60)
+	jobs := testutil.EnvInt(b, "SKEIN_BENCH_JOBS", 500)
 	if agents > 254 {
 		b.Fatalf("SKEIN_BENCH_AGENTS=%d: want at most 254 (one loopback address each)", agents)
 	}

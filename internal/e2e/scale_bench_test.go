@@ -170,7 +170,7 @@ func benchWorkerCounts(b *testing.B) []int {
 // with the leader; only the leader process's own CPU time is counted.
 func BenchmarkLeaderIdleCost(b *testing.B) {
 	counts := benchWorkerCounts(b)
-	servers := envInt(b, "SKEIN_BENCH_SERVERS", 1)
+	servers := testutil.EnvInt(b, "SKEIN_BENCH_SERVERS", 1)
 	if servers != 1 && servers != 3 {
 		b.Fatalf("SKEIN_BENCH_SERVERS=%d: want 1 or 3", servers)
 	}
@@ -236,7 +236,7 @@ func allReady(c *api.Client, want int) error {
 // process's CPU time over a 10 s window, its resident memory and its
 // open files. All agents share the machine's cores.
 func BenchmarkRealAgentsIdleLeader(b *testing.B) {
-	agents := envInt(b, "SKEIN_BENCH_AGENTS", 20)
+	agents := testutil.EnvInt(b, "SKEIN_BENCH_AGENTS", 20)
 	flags := []string{"--standbys", cmp.Or(os.Getenv("SKEIN_BENCH_STANDBYS"), "-1")}
 	for range b.N {
 		nodes, admin := startRealAgents(b, "127.0.2", 1, agents, flags)
@@ -261,19 +261,6 @@ func BenchmarkRealAgentsIdleLeader(b *testing.B) {
 		b.ReportMetric(float64(len(peers)), "raft-servers")
 		stopRealAgents(nodes)
 	}
-}
-
-// envInt is the environment variable name as a positive number, or def.
-func envInt(b *testing.B, name string, def int) int {
-	s := os.Getenv(name)
-	if s == "" {
-		return def
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 {
-		b.Fatalf("%s=%q: want a positive number", name, s)
-	}
-	return n
 }
 
 // idle lets the process pid idle for window and returns the cores it used
