@@ -113,12 +113,16 @@ while [ ! -f go1 ]; do sleep 0.05; done; touch failed; exit 3`, dir)
 	if r := evs[3].Reason; r != "restarting in 1s after failure: exited with code 3 (attempt 2 of 2)" {
 		t.Errorf("restart reason %q", r)
 	}
-	// Every node holds the same events, whichever it is.
+	// Every node holds the same events, whichever it is, once it has
+	// applied the entries the reader has (a node may be an entry behind).
 	for _, a := range tc.live() {
-		_, got, err := eventKinds(context.Background(), tc.client(a), api.EventsQuery{Job: job.ID})
-		if err != nil || !reflect.DeepEqual(got, evs) {
-			t.Errorf("%s holds %v (%v), the reader %v", a.Name(), got, err, evs)
-		}
+		testutil.WaitFor(t, 10*time.Second, func() error {
+			_, got, err := eventKinds(context.Background(), tc.client(a), api.EventsQuery{Job: job.ID})
+			if err != nil || !reflect.DeepEqual(got, evs) {
+				return fmt.Errorf("%s holds %v (%v), the reader %v", a.Name(), got, err, evs)
+			}
+			return nil
+		})
 	}
 }
 
