@@ -27,7 +27,6 @@ func (s *state) applyNodeGPUHealth(l *raft.Log) any {
 	if !ok {
 		return fmt.Errorf("gpu health: node %s: %w", structs.ShortID(req.NodeID), ErrNodeNotFound)
 	}
-	targets := make([]*structs.GPU, len(req.GPUs))
 	seen := make(map[string]bool, len(req.GPUs))
 	for i, h := range req.GPUs {
 		g := findGPU(n, h.UUID)
@@ -48,10 +47,10 @@ func (s *state) applyNodeGPUHealth(l *raft.Log) any {
 			return fmt.Errorf("gpu health: node %s: %w: gpus[%d]: %s", nodeName(n), ErrInvalidRequest, i, bad)
 		}
 		seen[h.UUID] = true
-		targets[i] = g
 	}
-	for i, h := range req.GPUs {
-		g := targets[i]
+	copied := false
+	for _, h := range req.GPUs {
+		g := findGPU(n, h.UUID)
 		next := *g
 		next.Warning, next.ForeignProcesses, next.ForeignAllowed = h.Warning, h.ForeignProcesses, h.ForeignAllowed
 		// A fault seen before a person returned the GPU to service is stale.
@@ -76,6 +75,10 @@ func (s *state) applyNodeGPUHealth(l *raft.Log) any {
 			s.emitGPU(l.Index, structs.EventGPURecovered, n, g, req.At, "healthy again after "+g.Reason)
 		}
 		if healthChanged(g, &next) {
+			if !copied {
+				n, copied = s.writableNode(n), true
+				g = findGPU(n, h.UUID)
+			}
 			*g = next
 			n.ModifyIndex = l.Index
 		}
@@ -147,7 +150,8 @@ func (s *state) applyGPUCordon(l *raft.Log) any {
 		s.emitGPU(l.Index, structs.EventGPUUncordoned, n, g, req.At, withReason(why, req.Reason))
 	}
 	if healthChanged(g, &next) {
-		*g = next
+		n = s.writableNode(n)
+		*findGPU(n, req.UUID) = next
 		n.ModifyIndex = l.Index
 	}
 	c := n.Copy()
@@ -157,6 +161,15 @@ func (s *state) applyGPUCordon(l *raft.Log) any {
 		}
 	}
 	return nil
+}
+
+// writableNode stores a copy of the node n in its place and returns the
+// copy, for Apply to change: a node once stored is never changed, since
+// the views State handed out share it.
+func (s *state) writableNode(n *structs.Node) *structs.Node {
+	c := n.Copy()
+	s.nodes[c.ID] = c
+	return c
 }
 
 // findGPU returns the node's GPU with this UUID, or nil.

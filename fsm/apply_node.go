@@ -121,6 +121,7 @@ func (s *state) applyNodeStatus(l *raft.Log) any {
 	if n.Status != req.Status {
 		s.emitNode(l.Index, nodeStatusEvents[req.Status], n, req.At, withReason("was "+string(n.Status), req.Reason))
 	}
+	n = s.writableNode(n)
 	n.Status = req.Status
 	n.StatusReason = req.Reason
 	n.StatusAt = req.At

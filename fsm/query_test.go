@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -129,13 +130,44 @@ func TestFSM_QueriesReturnCopies(t *testing.T) {
 	gotJob.State = structs.JobFailed
 	h.f.Allocs("j")[0].GPUs[0] = "stolen"
 	h.f.NodeLiveAllocs("n1")[0].State = structs.AllocFailed
-	view := h.f.State()
-	view.Nodes[0].Labels["rack"] = "y"
+	view := h.f.State() // its nodes are shared, read-only: see below
 	view.LiveAllocs[0].GPUs[0] = "stolen"
 	h.f.Jobs()[0].Spec.Env["A"] = "y"
 
 	if h.f.Hash() != before {
 		t.Fatal("changing query results changed FSM state")
+	}
+}
+
+// TestFSM_StateSharesNodesThatApplyNeverChanges: the scheduler's view
+// shares the state's nodes rather than copying them, so a node once stored
+// is never changed: a status change, a GPU fault and a cordon each store a
+// changed copy, and a view taken before keeps the node as it was.
+func TestFSM_StateSharesNodesThatApplyNeverChanges(t *testing.T) {
+	h := newHarness(t)
+	h.register(node("n1", 2))
+	view := h.f.State()
+	was := view.Nodes[0].Copy()
+
+	if err := h.nodeStatus("n1", structs.NodeDraining); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.health("n1", h.fault("n1", 0, "XID 79")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.cordon("n1", 1, true, "fan"); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(view.Nodes[0], was) {
+		t.Errorf("a view's node changed under it:\n%+v\nwas\n%+v", view.Nodes[0], was)
+	}
+	now, _ := h.f.Node("n1")
+	if now.Status != structs.NodeDraining || now.GPUs[0].Healthy || !now.GPUs[1].Cordoned {
+		t.Errorf("the state's node is %s, GPU 0 healthy %v, GPU 1 cordoned %v: want draining, a fault and a cordon",
+			now.Status, now.GPUs[0].Healthy, now.GPUs[1].Cordoned)
+	}
+	if got := h.f.State().Nodes[0]; !reflect.DeepEqual(got, now) {
+		t.Errorf("a new view holds %+v, the state %+v", got, now)
 	}
 }
 

@@ -10,7 +10,9 @@ import (
 
 // state is the data the FSM holds. Only Apply (under the write lock) and
 // Restore (on a fresh state) change it; nothing it holds ever leaves the
-// package except as a copy.
+// package except as a copy, but for nodes: a node is never changed once
+// stored (Apply stores a changed copy in its place, see writableNode), so
+// the scheduler's view shares them (State).
 type state struct {
 	index  uint64
 	nodes  map[string]*structs.Node
