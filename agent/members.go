@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/skein-dev/skein/agent/leader"
+	"github.com/skein-dev/skein/agent/peer"
 	"github.com/skein-dev/skein/agent/secure"
 	"github.com/skein-dev/skein/cluster"
 )
@@ -69,17 +70,42 @@ func (a *Agent) joinAddrs() []string {
 }
 
 // memberLoop drains gossip events; the leader records graceful leaves and
-// plans again when a member's metadata changed. Liveness itself is judged
-// by heartbeats (agent/node/lease.go, agent/leader/monitor.go).
+// plans again when a member is back or its metadata returned a GPU to
+// service. Liveness itself is judged by heartbeats (agent/node/lease.go,
+// agent/leader/monitor.go).
 func (a *Agent) memberLoop() {
+	masks := map[string]uint64{}
 	for {
 		select {
 		case <-a.ctx.Done():
 			return
 		case ev := <-a.raft.MemberEvents():
+			if ev.Type == cluster.EventUpdate && !maskCleared(masks, ev.Member) {
+				continue
+			}
+			if ev.Type == cluster.EventLeft {
+				delete(masks, ev.Member.ID)
+			}
 			a.leader.MemberEvent(ev)
 		}
 	}
+}
+
+// maskCleared records the unhealthy-GPU mask member m announces and
+// reports whether it clears a GPU the last one masked: the only change
+// of metadata that may let waiting work be placed. Every other one (the
+// free-GPU count moving with each job, a GPU masked ahead of its health
+// report) needs no pass of its own; a GPU the node reports healthy again
+// commits that anyway, so an event gossip dropped delays nothing for long.
+func maskCleared(masks map[string]uint64, m cluster.Member) bool {
+	mask := peer.UnhealthyMask(m)
+	was := masks[m.ID]
+	if mask == 0 {
+		delete(masks, m.ID)
+	} else {
+		masks[m.ID] = mask
+	}
+	return was&^mask != 0
 }
 
 // metaLoop broadcasts this node's gossip metadata after it changed. A

@@ -230,8 +230,9 @@ func (l *Leader) Kick() {
 
 // MemberEvent records in the state, while this node leads, that a node
 // left the cluster gracefully. A member back from failed and a change of
-// metadata (a GPU mask) make it plan again: either may free work that
-// waits, and neither changes the state.
+// metadata (the agent passes on those that return a masked GPU) make it
+// plan again: either may free work that waits, and neither changes the
+// state.
 func (l *Leader) MemberEvent(ev cluster.MemberEvent) {
 	if !l.cfg.Raft.IsLeader() {
 		return

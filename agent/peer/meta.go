@@ -90,6 +90,16 @@ func (a *Announcer) Bytes() []byte {
 // Changed receives after the metadata changed.
 func (a *Announcer) Changed() <-chan struct{} { return a.changed }
 
+// UnhealthyMask is the mask of unhealthy GPUs a member's gossip metadata
+// announces (0 for metadata that cannot be read).
+func UnhealthyMask(m cluster.Member) uint64 {
+	var meta struct {
+		Unhealthy uint64 `json:"u,omitempty"`
+	}
+	_ = json.Unmarshal(m.Meta, &meta) // a peer's odd metadata announces nothing
+	return meta.Unhealthy
+}
+
 // decodeMembers is the gossip view with each member's metadata decoded.
 func decodeMembers(members []cluster.Member, self string) []api.Member {
 	var out []api.Member
