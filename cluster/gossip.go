@@ -530,6 +530,11 @@ func (c *Cluster) applyEvent(ev rawEvent) {
 		m = &memberState{since: now}
 		g.table[ev.id] = m
 	}
+	// Only a new member, a change of status or of the part of the
+	// metadata Raft membership reads wakes the reconcile: an update of
+	// the application's part alone (a free-GPU count moving with each
+	// job) changes nothing it decides.
+	membership := !ok || m.Status != status || m.header != h || m.Addr != ev.addr
 	if m.Status != status {
 		m.since = now
 	}
@@ -549,8 +554,10 @@ func (c *Cluster) applyEvent(ev rawEvent) {
 
 	g.logger.Debug("member event", "type", ev.typ, "member", ev.id, "addr", ev.addr)
 	c.emit(out)
-	kick(c.reconcileKick)
-	kick(c.bootstrapKick)
+	if membership {
+		kick(c.reconcileKick)
+		kick(c.bootstrapKick)
+	}
 }
 
 // emit delivers an event to MemberEvents, dropping the oldest one when the

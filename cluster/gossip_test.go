@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 func TestGossip_MembersJoinThroughAnyMemberAndSeeMeta(t *testing.T) {
@@ -417,4 +419,45 @@ func TestGossip_ProbeRTTIsReportedForEachAnsweredProbe(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestGossip_OnlyMembershipChangesWakeTheReconcile: an update of the
+// application's metadata alone (a free-GPU count moving with each job)
+// does not wake the leader's reconcile of Raft membership, which reads
+// every member; a new member, a new status and a new Raft part do.
+func TestGossip_OnlyMembershipChangesWakeTheReconcile(t *testing.T) {
+	c := &Cluster{
+		logger:        hclog.NewNullLogger(),
+		reconcileKick: make(chan struct{}, 1),
+		bootstrapKick: make(chan struct{}, 1),
+		gossip:        &gossip{logger: hclog.NewNullLogger(), eventsCh: make(chan MemberEvent, 16), table: map[string]*memberState{}, known: map[string]time.Time{}},
+	}
+	server := memberHeader{raftAddr: "127.0.0.1:7471", hasState: true}
+	steps := []struct {
+		name string
+		ev   rawEvent
+		want bool
+	}{
+		{"joins", rawEvent{EventJoin, "n1", "127.0.0.1:7472", encodeMeta(server, []byte(`{"f":8}`))}, true},
+		{"its free GPUs move", rawEvent{EventUpdate, "n1", "127.0.0.1:7472", encodeMeta(server, []byte(`{"f":7}`))}, false},
+		{"again", rawEvent{EventUpdate, "n1", "127.0.0.1:7472", encodeMeta(server, []byte(`{"f":6}`))}, false},
+		{"it leaves Raft", rawEvent{EventUpdate, "n1", "127.0.0.1:7472", encodeMeta(memberHeader{raftAddr: "127.0.0.1:7471"}, []byte(`{"f":6}`))}, true},
+		{"fails", rawEvent{EventFailed, "n1", "127.0.0.1:7472", encodeMeta(memberHeader{raftAddr: "127.0.0.1:7471"}, []byte(`{"f":6}`))}, true},
+	}
+	for _, s := range steps {
+		c.applyEvent(s.ev)
+		woke := false
+		select {
+		case <-c.reconcileKick:
+			woke = true
+		default:
+		}
+		if woke != s.want {
+			t.Errorf("%s: the reconcile woke %v, want %v", s.name, woke, s.want)
+		}
+		if got := len(c.gossip.eventsCh); got != 1 {
+			t.Errorf("%s: %d member events, want 1 (every change is passed on)", s.name, got)
+		}
+		<-c.gossip.eventsCh
+	}
 }
