@@ -129,12 +129,12 @@ func (a *Agent) metaLoop() {
 // the unhealthy GPU masks.
 func (a *Agent) gossip() leader.Gossip {
 	g := leader.Gossip{Failed: map[string]bool{}, Unhealthy: map[string]uint64{}}
-	for _, m := range a.peers.Members() {
-		if m.Status == cluster.StatusFailed.String() {
+	for _, m := range a.raft.Members() {
+		if m.Status == cluster.StatusFailed {
 			g.Failed[m.ID] = true
 		}
-		if m.Unhealthy != 0 {
-			g.Unhealthy[m.ID] = m.Unhealthy
+		if mask := peer.UnhealthyMask(m); mask != 0 {
+			g.Unhealthy[m.ID] = mask
 		}
 	}
 	return g

@@ -33,6 +33,8 @@ func TestMaskCleared_OnlyAGPUReturnedToServiceMakesTheLeaderPlan(t *testing.T) {
 		{"GPU 2 back", peer.Meta{GPUsFree: 6, Unhealthy: 1 << 5}, true},
 		{"GPU 5 back", peer.Meta{GPUsFree: 7}, true},
 		{"nothing masked still", peer.Meta{GPUsFree: 8}, false},
+		{"a name that looks like a mask", peer.Meta{Name: `"u":1`, Unhealthy: 1 << 3}, false},
+		{"its GPU 3 back", peer.Meta{Name: `"u":1`}, true},
 	}
 	for _, s := range steps {
 		if got := maskCleared(masks, member(s.meta)); got != s.want {

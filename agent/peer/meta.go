@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"bytes"
 	"encoding/json"
 	"sync"
 	"sync/atomic"
@@ -93,6 +94,9 @@ func (a *Announcer) Changed() <-chan struct{} { return a.changed }
 // UnhealthyMask is the mask of unhealthy GPUs a member's gossip metadata
 // announces (0 for metadata that cannot be read).
 func UnhealthyMask(m cluster.Member) uint64 {
+	if !bytes.Contains(m.Meta, []byte(`"u":`)) {
+		return 0 // the common case, read without decoding (omitempty)
+	}
 	var meta struct {
 		Unhealthy uint64 `json:"u,omitempty"`
 	}
