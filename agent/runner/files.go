@@ -184,8 +184,19 @@ func makeJobFile(path string, a Account, chown bool) error {
 }
 
 // writeJSONAtomic writes v to path through a temporary file and a rename, so
-// a reader sees the old content or the new one, never a part.
-func writeJSONAtomic(path string, v any) error {
+// a reader sees the old content or the new one, never a part, and syncs
+// both to disk before it returns, so the file outlives a crash of the
+// machine.
+func writeJSONAtomic(path string, v any) error { return writeJSON(path, v, true) }
+
+// replaceJSON is writeJSONAtomic without the syncs, for a file that means
+// nothing once the machine restarts: the processes that read it are gone
+// then. Readers on the machine still see the old content or the new one.
+func replaceJSON(path string, v any) error { return writeJSON(path, v, false) }
+
+// writeJSON writes v to path through a temporary file and a rename, syncing
+// the file and its directory when durable.
+func writeJSON(path string, v any, durable bool) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
@@ -196,7 +207,7 @@ func writeJSONAtomic(path string, v any) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	_, err = tmp.Write(append(data, '\n'))
-	if err == nil {
+	if err == nil && durable {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {
@@ -208,6 +219,9 @@ func writeJSONAtomic(path string, v any) error {
 	if err != nil {
 		_ = os.Remove(tmp.Name())
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if !durable {
+		return nil
 	}
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()

@@ -711,12 +711,16 @@ func specDriver(dir string) (spec, driver, error) {
 }
 
 // RenewLease extends the node's lease until the given time, or forever for
-// a zero time. Supervisors read it from Config.LeasePath.
+// a zero time. Supervisors read it from Config.LeasePath. It is written
+// several times a second and never synced to disk: after the machine
+// restarts no supervisor is left to read it, and the agent's first
+// renewal replaces it (two syncs a renewal were a fifth of an idle
+// worker's CPU, and held up the Raft log's own syncs on a shared disk).
 func (r *Runner) RenewLease(until time.Time) error {
 	if r.leasePath == "" {
 		return nil
 	}
-	return writeJSONAtomic(r.leasePath, lease{ExpiresAt: until.UTC()})
+	return replaceJSON(r.leasePath, lease{ExpiresAt: until.UTC()})
 }
 
 // Stop asks an allocation's supervisor to stop its job: SIGTERM to the job
