@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -207,6 +208,8 @@ type gossip struct {
 
 	tableMu sync.Mutex
 	table   map[string]*memberState
+	// version moves with every change of the table, under tableMu.
+	version atomic.Uint64
 	known   map[string]time.Time // gossip addresses seen alive (seeds: zero time)
 
 	// stats round state (membership.go)
@@ -349,6 +352,16 @@ func (c *Cluster) Members() []Member {
 	g.tableMu.Unlock()
 	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	return out
+}
+
+// MembersVersion moves whenever what Members returns may have changed,
+// so a reader that derives something from the members can keep it until
+// then; 0 when gossip is off.
+func (c *Cluster) MembersVersion() uint64 {
+	if c.gossip == nil {
+		return 0
+	}
+	return c.gossip.version.Load()
 }
 
 // GossipHealth is memberlist's awareness of its own health: 0 while this
@@ -540,6 +553,7 @@ func (c *Cluster) applyEvent(ev rawEvent) {
 	}
 	m.Member = Member{ID: ev.id, Addr: ev.addr, RaftAddr: h.raftAddr, Meta: app, Status: status}
 	m.header = h
+	g.version.Add(1)
 	switch status {
 	case StatusAlive:
 		if ev.id != c.cfg.NodeID {
@@ -596,6 +610,7 @@ func (c *Cluster) pruneMembers() {
 	for id, m := range g.table {
 		if m.Status != StatusAlive && now.Sub(m.since) > 2*c.cfg.ReapTimeout {
 			delete(g.table, id)
+			g.version.Add(1)
 		}
 	}
 	for addr, seen := range g.known {

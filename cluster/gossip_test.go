@@ -424,7 +424,8 @@ func TestGossip_ProbeRTTIsReportedForEachAnsweredProbe(t *testing.T) {
 // TestGossip_OnlyMembershipChangesWakeTheReconcile: an update of the
 // application's metadata alone (a free-GPU count moving with each job)
 // does not wake the leader's reconcile of Raft membership, which reads
-// every member; a new member, a new status and a new Raft part do.
+// every member; a new member, a new status and a new Raft part do. Every
+// change moves the members' version.
 func TestGossip_OnlyMembershipChangesWakeTheReconcile(t *testing.T) {
 	c := &Cluster{
 		logger:        hclog.NewNullLogger(),
@@ -445,7 +446,11 @@ func TestGossip_OnlyMembershipChangesWakeTheReconcile(t *testing.T) {
 		{"fails", rawEvent{EventFailed, "n1", "127.0.0.1:7472", encodeMeta(memberHeader{raftAddr: "127.0.0.1:7471"}, []byte(`{"f":6}`))}, true},
 	}
 	for _, s := range steps {
+		version := c.MembersVersion()
 		c.applyEvent(s.ev)
+		if c.MembersVersion() == version {
+			t.Errorf("%s: the members' version stayed %d", s.name, version)
+		}
 		woke := false
 		select {
 		case <-c.reconcileKick:

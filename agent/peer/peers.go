@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -35,6 +36,9 @@ type Raft interface {
 	IsLeader() bool
 	Leader() (addr, id string)
 	Members() []cluster.Member
+	// MembersVersion moves whenever Members may have changed (0: it is
+	// not tracked, and Members is read afresh every time).
+	MembersVersion() uint64
 }
 
 // Config configures Peers.
@@ -79,6 +83,11 @@ type Peers struct {
 	// watch), for a node whose own Raft names none: one outside the
 	// Raft configuration.
 	leaderHint atomic.Value // string
+	// decoded is the gossip view as members last decoded it, with the
+	// version of the member table it was read at.
+	decodedMu      sync.Mutex
+	decoded        []api.Member
+	decodedVersion uint64
 }
 
 // New returns Peers for cfg.
@@ -227,7 +236,7 @@ func (p *Peers) HTTPAddrOf(nodeID string) string {
 	if n, ok := p.cfg.FSM.Node(nodeID); ok && n.Addresses.HTTP != "" {
 		return n.Addresses.HTTP
 	}
-	for _, m := range p.Members() {
+	for _, m := range p.members() {
 		if m.ID == nodeID {
 			return m.HTTP
 		}
@@ -297,7 +306,7 @@ func (p *Peers) ServerAddr() (string, error) {
 // passed over for another.
 func (p *Peers) ServerAddrExcept(tried map[string]bool) (string, error) {
 	var addrs []string
-	for _, m := range p.Members() {
+	for _, m := range p.members() {
 		if m.Server && !m.IsThisNode && m.Status == cluster.StatusAlive.String() && m.HTTP != "" && !tried[m.HTTP] {
 			addrs = append(addrs, m.HTTP)
 		}
@@ -343,7 +352,23 @@ func (p *Peers) Alone() bool {
 
 // Members is the gossip view with each member's metadata decoded.
 func (p *Peers) Members() []api.Member {
-	return decodeMembers(p.cfg.Raft.Members(), p.cfg.NodeID)
+	return slices.Clone(p.members())
+}
+
+// members is Members shared, never to be written: decoded again only
+// when the member table moved, since a worker looks for a server in it
+// for every renewal of its lease and every call it passes on (decoding
+// 1,000 members' metadata takes milliseconds).
+func (p *Peers) members() []api.Member {
+	version := p.cfg.Raft.MembersVersion()
+	p.decodedMu.Lock()
+	defer p.decodedMu.Unlock()
+	if version == 0 || version != p.decodedVersion {
+		// Read after the version: a change in between is read now and
+		// read again next time.
+		p.decoded, p.decodedVersion = decodeMembers(p.cfg.Raft.Members(), p.cfg.NodeID), version
+	}
+	return p.decoded
 }
 
 // CancelOnLeaderChange calls cancel as soon as Raft names a leader other

@@ -52,6 +52,55 @@ type gossipRaft struct {
 func (g gossipRaft) IsLeader() bool            { return false }
 func (g gossipRaft) Leader() (addr, id string) { return "", g.leader }
 func (g gossipRaft) Members() []cluster.Member { return g.members }
+func (g gossipRaft) MembersVersion() uint64    { return 0 }
+
+// versionedRaft is gossipRaft with a member table that says when it moved,
+// counting the reads of its members.
+type versionedRaft struct {
+	gossipRaft
+	version uint64
+	reads   *int
+}
+
+func (v versionedRaft) MembersVersion() uint64 { return v.version }
+func (v versionedRaft) Members() []cluster.Member {
+	*v.reads++
+	return v.members
+}
+
+// TestPeers_MembersAreDecodedAgainOnlyWhenTheTableMoved: a worker looks
+// for a server in the gossip view for every renewal of its lease, so the
+// view is decoded once per change of the member table, not per look.
+func TestPeers_MembersAreDecodedAgainOnlyWhenTheTableMoved(t *testing.T) {
+	reads := 0
+	raft := &versionedRaft{gossipRaft: gossipRaft{members: []cluster.Member{member(t, "a", true), member(t, "w", false)}}, version: 1, reads: &reads}
+	p := New(Config{NodeID: "w", Raft: raft, FSM: fsm.New(nil), CallTimeout: time.Second})
+	for range 10 {
+		if addr, err := p.ServerAddr(); err != nil || addr != "http://a:7470" {
+			t.Fatalf("server %q (%v), want http://a:7470", addr, err)
+		}
+	}
+	if reads != 1 {
+		t.Errorf("the members were read %d times for 10 looks at an unchanged table, want 1", reads)
+	}
+	// a leaves Raft and b becomes a server: seen once the table moved.
+	raft.members = []cluster.Member{member(t, "a", false), member(t, "b", true), member(t, "w", false)}
+	raft.version++
+	if addr, err := p.ServerAddr(); err != nil || addr != "http://b:7470" {
+		t.Fatalf("server %q (%v) after the change, want http://b:7470", addr, err)
+	}
+	// What Members hands out is a copy: changing it changes no later look.
+	ms := p.Members()
+	for i := range ms {
+		ms[i].Server, ms[i].HTTP = true, "http://evil:7470"
+	}
+	if addr, err := p.ServerAddr(); err != nil || addr != "http://b:7470" {
+		t.Fatalf("server %q (%v) after a caller changed what Members returned, want http://b:7470", addr, err)
+	}
+	if reads != 2 {
+		t.Errorf("the members were read %d times, want 2 (one per version)", reads)
+	}
+}
 
 // member is a live member of gossip, a server when server is set.
 func member(t *testing.T, id string, server bool) cluster.Member {

@@ -44,6 +44,8 @@ func (r raftRole) Servers() ([]cluster.Server, error) {
 }
 func (r raftRole) Join([]string) (int, error) { return 0, nil }
 
+func (r raftRole) MembersVersion() uint64 { return 0 }
+
 // Members are the servers, alive in gossip.
 func (r raftRole) Members() []cluster.Member {
 	servers, _ := r.Servers()
