@@ -268,3 +268,39 @@ func TestSbatch_ExclusiveSingletonAndAfternotokOnARealAgent(t *testing.T) {
 		t.Errorf("afterok on a failed job: cancelled with %q", d.Job.Reason)
 	}
 }
+
+// TestSbatch_WaitExitsWithTheJobsExitCode: -W on the command line or
+// --wait as a directive waits for the job, saying how it gets on on
+// stderr as submit --wait does (TestSubmit_WaitSaysEachState...), and
+// exits as the job did, as sbatch --wait does.
+func TestSbatch_WaitExitsWithTheJobsExitCode(t *testing.T) {
+	startRealAgent(t)
+	dir := testutil.SharedDir(t)
+	t.Chdir(dir)
+	for _, tc := range []struct {
+		name, script string
+		args         []string
+		code         int
+		end          string
+	}{
+		{"-W, failing", "#!/bin/sh\necho hi\nexit 4\n", []string{"-W"}, 4, "failed: exited with code 4"},
+		{"#SBATCH --wait, succeeding", "#!/bin/sh\n#SBATCH --wait\necho hi\n", nil, exitOK, "succeeded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			script := filepath.Join(dir, "wait.sh")
+			writeTestFile(t, script, tc.script)
+			r := runCLI(t, append(append([]string{"sbatch"}, tc.args...), "wait.sh")...)
+			id, ok := strings.CutPrefix(strings.TrimSpace(r.stdout), "Submitted batch job ")
+			if !ok || len(id) != 32 {
+				t.Fatalf("sbatch: exit %d, stdout %q, stderr %q; want the job's ID", r.code, r.stdout, r.stderr)
+			}
+			short := structs.ShortID(id)
+			if want := "job " + short + " " + tc.end + "\n"; r.code != tc.code || !strings.HasPrefix(r.stderr, "job "+short+" ") || !strings.HasSuffix(r.stderr, want) {
+				t.Errorf("sbatch --wait: exit %d, stderr %q; want %d, and %q last", r.code, r.stderr, tc.code, want)
+			}
+			if got, err := os.ReadFile(filepath.Join(dir, "slurm-"+id+".out")); err != nil || string(got) != "hi\n" {
+				t.Errorf("slurm-%s.out: %q, %v; want the script's output, written before sbatch returned", id, got, err)
+			}
+		})
+	}
+}

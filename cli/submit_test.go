@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -776,6 +778,61 @@ func TestSubmit_FollowSaysEachStatePrintsTheOutputAndExitsWithTheJobsCode(t *tes
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("submit --follow did not end with the job")
+	}
+}
+
+// TestSubmit_WaitSaysEachStateOnStderrAndExitsWithTheJobsCode: a job
+// that waits for GPUs, runs and fails: --wait prints its ID on stdout,
+// a line on stderr for each state as it comes, and exits with its code.
+func TestSubmit_WaitSaysEachStateOnStderrAndExitsWithTheJobsCode(t *testing.T) {
+	startRealAgent(t) // 2 GPUs
+	dir := testutil.SharedDir(t)
+	hold := `until [ -e "$0" ]; do sleep 0.01; done; exit "$1"`
+	blocker := submitID(t, "--gpus", "2", "--", "sh", "-c", hold, filepath.Join(dir, "blocker"), "0")
+	waitJobState(t, blocker, structs.JobRunning)
+
+	var out, errb syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(NewApp(&out, &errb), []string{"skein", "submit", "--gpus", "1", "--wait", "--",
+			"sh", "-c", hold, filepath.Join(dir, "job"), "3"})
+	}()
+	waitSaid := func(want string) {
+		t.Helper()
+		testutil.WaitFor(t, 15*time.Second, func() error {
+			if !strings.Contains(errb.String(), want) {
+				return fmt.Errorf("stderr %q lacks %q", errb.String(), want)
+			}
+			return nil
+		})
+	}
+	waitSaid(" queued: ")
+	writeTestFile(t, filepath.Join(dir, "blocker"), "")
+	waitSaid(" running on e2e (attempt 1)\n")
+	writeTestFile(t, filepath.Join(dir, "job"), "")
+	select {
+	case c := <-code:
+		id := strings.TrimSpace(out.String())
+		short := structs.ShortID(id)
+		if len(id) != 32 || out.String() != id+"\n" {
+			t.Fatalf("submit --wait printed %q on stdout, want the job's ID alone", out.String())
+		}
+		// A line each time it changes while it waits (before the first
+		// scheduling pass it has no reason yet), one running, then how it
+		// ended.
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		queued := regexp.MustCompile(`^job ` + short + ` queued(: .*)?$`)
+		n := 0
+		for n < len(lines) && queued.MatchString(lines[n]) {
+			n++
+		}
+		why := "job " + short + " queued: first in line: 1 GPU on 1 node reserved for when running jobs without a time limit end; 1 node: not enough free GPUs"
+		want := []string{"job " + short + " running on e2e (attempt 1)", "job " + short + " failed: exited with code 3"}
+		if c != 3 || !slices.Contains(lines[:n], why) || !slices.Equal(lines[n:], want) {
+			t.Errorf("submit --wait: code %d, stderr:\n%s\nwant 3, queued lines with %q, then %q", c, errb.String(), why, want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("submit --wait did not end with the job")
 	}
 }
 
