@@ -304,3 +304,46 @@ func TestSbatch_WaitExitsWithTheJobsExitCode(t *testing.T) {
 		})
 	}
 }
+
+// TestSbatch_ExportAllPassesTheSubmittersEnvironmentOnlyWhenAskedFor: a
+// script sees a variable of the submitter's environment with an explicit
+// --export=ALL, not without it, and never one that looks like a secret
+// unless named; skein job hides the values it passed.
+func TestSbatch_ExportAllPassesTheSubmittersEnvironmentOnlyWhenAskedFor(t *testing.T) {
+	startRealAgent(t)
+	dir := testutil.SharedDir(t)
+	t.Chdir(dir)
+	t.Setenv("RUN_NOTE", "from-login")
+	t.Setenv("RUN_API_TOKEN", "s3cret")
+	writeTestFile(t, filepath.Join(dir, "env.sh"), "#!/bin/sh\necho \"note=$RUN_NOTE token=$RUN_API_TOKEN\"\n")
+	for _, tc := range []struct {
+		name, export, want, warning string
+	}{
+		{"no --export", "", "note= token=\n", ""},
+		{"--export=ALL", "--export=ALL", "note=from-login token=\n", "left out what looks like a secret: "},
+		{"--export=ALL naming the secret", "--export=ALL,RUN_API_TOKEN", "note=from-login token=s3cret\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"sbatch", "--parsable", "--wait"}
+			if tc.export != "" {
+				args = append(args, tc.export)
+			}
+			r := runCLI(t, append(args, "env.sh")...)
+			id, _, _ := strings.Cut(r.stdout, "\n")
+			if r.code != exitOK || len(id) != 32 {
+				t.Fatalf("sbatch %s: exit %d, stdout %q, stderr %q", tc.export, r.code, r.stdout, r.stderr)
+			}
+			if got, err := os.ReadFile(filepath.Join(dir, "slurm-"+id+".out")); err != nil || string(got) != tc.want {
+				t.Errorf("the script printed %q (%v), want %q", got, err, tc.want)
+			}
+			if warned := strings.Contains(r.stderr, "RUN_API_TOKEN"); warned != (tc.warning != "") || !strings.Contains(r.stderr, tc.warning) {
+				t.Errorf("stderr %q; want a warning naming RUN_API_TOKEN: %v", r.stderr, tc.warning != "")
+			}
+			if tc.export != "" {
+				if job := runCLI(t, "job", id); !strings.Contains(job.stdout, "RUN_NOTE=(hidden)") || strings.Contains(job.stdout, "from-login") {
+					t.Errorf("skein job shows the passed environment's values:\n%s", job.stdout)
+				}
+			}
+		})
+	}
+}
