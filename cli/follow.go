@@ -67,6 +67,11 @@ type jobWatch struct {
 	w     io.Writer
 	pulls *pullReporter
 	said  string // the last state line
+	// everyAttempt (submit --wait) names each attempt the job begins,
+	// one that began and ended between two polls too; named is the
+	// newest attempt named.
+	everyAttempt bool
+	named        int
 }
 
 func newJobWatch(cl *api.Client, id string, w io.Writer) *jobWatch {
@@ -95,36 +100,61 @@ func (jw *jobWatch) until(ctx context.Context, done func(*api.JobDetail) bool) (
 	}
 }
 
-// say says how the job stands, unless the last line said so.
+// say says how the job stands, unless the last line said so; with
+// everyAttempt, it first names the attempts begun since the last poll.
 func (jw *jobWatch) say(d *api.JobDetail) {
-	if line := stateLine(d); line != "" && line != jw.said {
+	if jw.everyAttempt {
+		jw.sayAttempts(d)
+	}
+	jw.line(stateLine(d))
+	jw.pulls.report(d, time.Now())
+}
+
+// sayAttempts names each attempt of the job not named yet.
+func (jw *jobWatch) sayAttempts(d *api.JobDetail) {
+	for k := jw.named + 1; k <= d.Job.Attempts; k++ {
+		jw.sayAttempt(d, k)
+	}
+}
+
+// sayAttempt says where the job ran attempt k, as the state line said
+// it while the attempt ran ("job 3f2a1b0c running on gpu-01 (attempt
+// 2)"), whether or not it still runs: a job whose attempt began and ended
+// between two polls was running all the same.
+func (jw *jobWatch) sayAttempt(d *api.JobDetail, k int) {
+	if d.Job.State == structs.JobRunning && d.Job.Attempts == k {
+		jw.line(stateLine(d)) // with its reason, if it has one
+	} else {
+		jw.line(runningLine(d, k))
+	}
+	jw.named = max(jw.named, k)
+}
+
+// line writes a state line, unless it is empty or the last one said.
+func (jw *jobWatch) line(line string) {
+	if line != "" && line != jw.said {
 		fmt.Fprintln(jw.w, printable(line))
 		jw.said = line
 	}
-	jw.pulls.report(d, time.Now())
 }
 
 // stateLine says where a job that has not ended is: "job 3f2a1b0c
 // queued: not enough free GPUs ...", "job 3f2a1b0c running on gpu-01
-// (attempt 1)". It is empty for a job that ended (endLine says how).
+// (attempt 1)". It is empty for a job that ended (endLine says how), and
+// for a queued one without a reason: one the scheduler has not yet
+// looked at, which is where every job starts, not a change to say.
 func stateLine(d *api.JobDetail) string {
 	j := &d.Job
-	line := fmt.Sprintf("job %s %s", structs.ShortID(j.ID), j.State)
 	reason := strings.TrimPrefix(j.Reason, string(j.State)+": ")
+	var line string
 	switch j.State {
 	case structs.JobQueued:
+		if reason == "" {
+			return ""
+		}
+		line = fmt.Sprintf("job %s %s", structs.ShortID(j.ID), j.State)
 	case structs.JobRunning:
-		var nodes []string
-		for _, a := range attemptAllocs(d, j.Attempts) {
-			nodes = append(nodes, nodeNameOf(d, a.NodeID))
-		}
-		if len(nodes) > stateLineNodes {
-			nodes = append(nodes[:stateLineNodes], fmt.Sprintf("%d more", len(nodes)-stateLineNodes))
-		}
-		if len(nodes) > 0 {
-			line += " on " + strings.Join(nodes, ", ")
-		}
-		line += fmt.Sprintf(" (attempt %d)", j.Attempts)
+		line = runningLine(d, j.Attempts)
 	default:
 		return ""
 	}
@@ -132,6 +162,23 @@ func stateLine(d *api.JobDetail) string {
 		line += ": " + reason
 	}
 	return line
+}
+
+// runningLine is the state line of the job running attempt k, without
+// its reason: "job 3f2a1b0c running on gpu-01 (attempt 1)".
+func runningLine(d *api.JobDetail, k int) string {
+	line := fmt.Sprintf("job %s %s", structs.ShortID(d.Job.ID), structs.JobRunning)
+	var nodes []string
+	for _, a := range attemptAllocs(d, k) {
+		nodes = append(nodes, nodeNameOf(d, a.NodeID))
+	}
+	if len(nodes) > stateLineNodes {
+		nodes = append(nodes[:stateLineNodes], fmt.Sprintf("%d more", len(nodes)-stateLineNodes))
+	}
+	if len(nodes) > 0 {
+		line += " on " + strings.Join(nodes, ", ")
+	}
+	return line + fmt.Sprintf(" (attempt %d)", k)
 }
 
 // endLine says how a job ended: "job 3f2a1b0c failed: exited with code 7".

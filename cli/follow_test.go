@@ -63,6 +63,7 @@ func TestStateLine_NamesTheNodesOfTheAttemptByRank(t *testing.T) {
 			"job abcdef01 running on gpu-00 (attempt 2): cancel requested"},
 		{"queued", &api.JobDetail{Job: structs.Job{ID: testJobID, State: structs.JobQueued, Reason: "queued: not enough free GPUs"}},
 			"job abcdef01 queued: not enough free GPUs"},
+		{"queued, not yet looked at", &api.JobDetail{Job: structs.Job{ID: testJobID, State: structs.JobQueued}}, ""},
 		{"ended", &api.JobDetail{Job: structs.Job{ID: testJobID, State: structs.JobFailed, Reason: "exited with code 7"}}, ""},
 	}
 	for _, tc := range cases {

@@ -192,9 +192,7 @@ func (p *logPrinter) follow(ctx context.Context, jw *jobWatch, next int, only bo
 		switch {
 		case p.states:
 			header = noHeader
-			if d.Job.State == structs.JobRunning && d.Job.Attempts == next {
-				jw.say(d) // else the next wait says how the job went on
-			}
+			jw.sayAttempt(d, next) // even one that has ended: its output follows
 		case shown > 0 || p.req.all || only:
 			header = nameAttempt
 		}

@@ -2,14 +2,24 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	ucli "github.com/urfave/cli/v2"
+
+	"github.com/skein-dev/skein/agent"
+	"github.com/skein-dev/skein/internal/testutil"
+	"github.com/skein-dev/skein/slurm"
+	"github.com/skein-dev/skein/structs"
 )
 
 // readmeLine is a line of README.md: its number and text, and whether it
@@ -349,41 +359,300 @@ func TestREADME_EveryReadCommandTakesJSON(t *testing.T) {
 	walk("skein", NewApp(io.Discard, io.Discard).Commands)
 }
 
-// transcriptStep is one `$ skein ...` line of a README transcript and
-// the lines it is shown printing.
+// transcriptStep is one `$ ...` line of a README transcript and the
+// lines it is shown printing: a skein command, perhaps piped into tail,
+// or `echo $?`, the exit status of the step before.
 type transcriptStep struct {
-	line int
-	args []string
-	out  string
+	line   int
+	args   []string
+	tail   int  // | tail -n N: the last N lines of its stdout are shown
+	status bool // echo $?
+	out    string
 }
 
-// readmeTranscript is the first code block after the heading: its
-// `$ ` lines and what each prints.
-func readmeTranscript(t *testing.T, heading string) []transcriptStep {
+// readmeTranscripts are the transcripts of the section under the
+// heading: its code blocks that begin with a `$ ` line, each as the
+// commands it shows and what each prints.
+func readmeTranscripts(t *testing.T, heading string) [][]transcriptStep {
 	t.Helper()
-	var steps []transcriptStep
-	found := false
-	for _, l := range readmeLines(t) {
+	var blocks [][]transcriptStep
+	inBlock, transcript := false, false
+	for _, l := range readmeSection(t, heading) {
 		switch {
-		case !found:
-			found = l.text == heading
-		case !l.fence && len(steps) > 0:
-			return steps // the block is over
 		case !l.fence:
-		case strings.HasPrefix(l.text, "$ "):
-			cmds := shellCommands(l.text[2:])
-			if len(cmds) != 1 || cmds[0][0] != "skein" {
-				t.Fatalf("README.md:%d: %q is not one skein command", l.n, l.text)
+			inBlock = false
+			continue
+		case !inBlock:
+			// A block of commands alone, or a file, is no transcript.
+			inBlock, transcript = true, strings.HasPrefix(l.text, "$ ")
+			if transcript {
+				blocks = append(blocks, nil)
 			}
-			steps = append(steps, transcriptStep{line: l.n, args: cmds[0][1:]})
-		case len(steps) == 0:
-			t.Fatalf("README.md:%d: output before a command", l.n)
-		default:
-			steps[len(steps)-1].out += l.text + "\n"
+		}
+		if !transcript {
+			continue
+		}
+		steps := &blocks[len(blocks)-1]
+		if strings.HasPrefix(l.text, "$ ") {
+			*steps = append(*steps, transcriptStepOf(t, l))
+		} else {
+			(*steps)[len(*steps)-1].out += l.text + "\n"
 		}
 	}
-	t.Fatalf("README.md has no transcript under %q", heading)
-	return nil
+	if len(blocks) == 0 {
+		t.Fatalf("README.md has no transcript under %q", heading)
+	}
+	return blocks
+}
+
+// transcriptStepOf reads the command of a `$ ` line.
+func transcriptStepOf(t *testing.T, l readmeLine) transcriptStep {
+	t.Helper()
+	cmds := shellCommands(l.text[2:])
+	s := transcriptStep{line: l.n}
+	switch {
+	case len(cmds) == 1 && slices.Equal(cmds[0], []string{"echo", "$?"}):
+		s.status = true
+		return s
+	case len(cmds) == 2 && len(cmds[1]) == 3 && cmds[1][0] == "tail" && cmds[1][1] == "-n":
+		n, err := strconv.Atoi(cmds[1][2])
+		if err != nil || n < 1 {
+			t.Fatalf("README.md:%d: %q: tail of what?", l.n, l.text)
+		}
+		s.tail = n
+	case len(cmds) != 1:
+		t.Fatalf("README.md:%d: %q is not one skein command", l.n, l.text)
+	}
+	if cmds[0][0] != "skein" {
+		t.Fatalf("README.md:%d: %q is not a skein command", l.n, l.text)
+	}
+	s.args = cmds[0][1:]
+	return s
+}
+
+// readmeTranscript is the first transcript under the heading.
+func readmeTranscript(t *testing.T, heading string) []transcriptStep {
+	t.Helper()
+	return readmeTranscripts(t, heading)[0]
+}
+
+// transcriptRun runs README transcripts against the agent the CLI points
+// at, as the README shows them, and checks that skein prints what the
+// README shows, with what differs from one run to the next masked: IDs
+// (the README's job IDs stand for those the run's submits printed),
+// times and ages, demo node names, and the columns that depend on
+// placement.
+type transcriptRun struct {
+	t       *testing.T
+	ids     map[string]string // the README's job ID: this run's
+	columns []string          // table columns masked
+	last    int               // the exit status of the last command
+	sorted  bool              // compare lines in any order
+}
+
+func newTranscriptRun(t *testing.T, columns ...string) *transcriptRun {
+	return &transcriptRun{t: t, ids: map[string]string{}, columns: columns}
+}
+
+// hexID is a job's or allocation's ID, whole or as shown.
+var hexID = regexp.MustCompile(`\b(?:[0-9a-f]{32}|[0-9a-f]{8})\b`)
+
+// firstID is the first whole ID on the first line of out.
+func firstID(out string) string {
+	line, _, _ := strings.Cut(out, "\n")
+	return regexp.MustCompile(`\b[0-9a-f]{32}\b`).FindString(line)
+}
+
+// run runs the steps in turn.
+func (tr *transcriptRun) run(steps ...transcriptStep) {
+	for _, s := range steps {
+		tr.step(s)
+	}
+}
+
+func (tr *transcriptRun) step(s transcriptStep) {
+	t := tr.t
+	t.Helper()
+	if s.status {
+		if got := fmt.Sprintf("%d\n", tr.last); got != s.out {
+			t.Errorf("README.md:%d: echo $? printed %q, README shows %q", s.line, got, s.out)
+		}
+		return
+	}
+	args := make([]string, len(s.args))
+	for i, a := range s.args {
+		args[i] = tr.realID(a)
+	}
+	r := runCLI(t, args...)
+	tr.last = r.code
+	if want, got := firstID(s.out), cmp.Or(firstID(r.stdout), firstID(r.stderr)); want != "" && got != "" && tr.ids[want] == "" {
+		tr.ids[want] = got
+	}
+	stdout := r.stdout
+	if s.tail > 0 {
+		lines := strings.SplitAfter(stdout, "\n")
+		if lines[len(lines)-1] == "" {
+			lines = lines[:len(lines)-1]
+		}
+		stdout = strings.Join(lines[max(0, len(lines)-s.tail):], "")
+	}
+	want, outs, errs := tr.lines(s.out, false), tr.lines(stdout, true), tr.lines(r.stderr, true)
+	ok := interleaves(want, outs, errs)
+	if tr.sorted {
+		all := append(slices.Clone(outs), errs...)
+		slices.Sort(all)
+		ok = slices.Equal(slices.Sorted(slices.Values(want)), all)
+	}
+	if !ok {
+		t.Errorf("README.md:%d: skein %s: exit %d, printed on stdout\n%s\non stderr\n%s\nREADME shows (as compared)\n%s\nwhere this run printed\n%s\n%s",
+			s.line, strings.Join(args, " "), r.code, stdout, r.stderr,
+			strings.Join(want, "\n"), strings.Join(outs, "\n"), strings.Join(errs, "\n"))
+	}
+}
+
+// realID is arg with a prefix of one of the README's job IDs replaced by
+// the same prefix of the ID it stands for.
+func (tr *transcriptRun) realID(arg string) string {
+	id, _, _ := strings.Cut(arg, "-")
+	if len(id) < 4 || strings.Trim(id, "0123456789abcdef") != "" {
+		return arg
+	}
+	for readme, ours := range tr.ids {
+		if strings.HasPrefix(readme, id) {
+			return strings.Replace(arg, id, ours[:len(id)], 1)
+		}
+	}
+	return arg
+}
+
+// lines are out's lines, masked for comparing; of what this run printed
+// (ours), its IDs are first turned into the README's.
+func (tr *transcriptRun) lines(out string, ours bool) []string {
+	for _, c := range tr.columns {
+		out = maskColumn(out, c)
+	}
+	known := map[string]bool{}
+	for readme, id := range tr.ids {
+		if ours {
+			out = strings.ReplaceAll(out, id, readme)
+			out = strings.ReplaceAll(out, id[:structs.ShortIDLen], readme[:structs.ShortIDLen])
+		}
+		known[readme], known[readme[:structs.ShortIDLen]] = true, true
+	}
+	out = hexID.ReplaceAllStringFunc(out, func(id string) string {
+		if known[id] {
+			return id
+		}
+		return "<id>"
+	})
+	for _, m := range transcriptMasks {
+		out = m.re.ReplaceAllString(out, m.with)
+	}
+	out = strings.TrimSuffix(out, "\n")
+	if out == "" {
+		return nil
+	}
+	return strings.Split(out, "\n")
+}
+
+// transcriptMasks mask what differs between the README's runs and a
+// test's: times, ages, the demo cluster's node names, and the widths of
+// table columns, which follow from them.
+var transcriptMasks = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC`), "<time>"},
+	{regexp.MustCompile(`\(\d[0-9a-z.]* ago\)`), "(<age> ago)"},
+	{regexp.MustCompile(`\bskein-[a-e]\b`), "skein-?"},
+	{regexp.MustCompile(`[ \t]+`), " "},
+	{regexp.MustCompile(` +\n| +$`), "\n"},
+}
+
+// maskColumn blanks the cells of the column called name in each table
+// of out: after a header line that has it, up to an empty line.
+func maskColumn(out, name string) string {
+	header := regexp.MustCompile(`(?:^|  )(` + regexp.QuoteMeta(name) + `)(?: +|$)`)
+	lines := strings.Split(out, "\n")
+	from, to := -1, -1
+	for i, l := range lines {
+		if l == "" {
+			from = -1
+			continue
+		}
+		if m := header.FindStringSubmatchIndex(l); m != nil && l == strings.ToUpper(l) {
+			from, to = m[2], m[1]
+			if to == len(l) {
+				to = -1 // the last column
+			}
+			continue
+		}
+		if from < 0 || len(l) <= from {
+			continue
+		}
+		if to < 0 || len(l) <= to {
+			lines[i] = l[:from] + "*"
+			continue
+		}
+		lines[i] = l[:from] + "*" + strings.Repeat(" ", to-from-1) + l[to:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// interleaves reports whether want is an interleaving of a and b: what a
+// terminal shows of a command's stdout a and stderr b, in an order
+// between the two streams that a run does not fix.
+func interleaves(want, a, b []string) bool {
+	if len(want) != len(a)+len(b) {
+		return false
+	}
+	// ok[i][j]: want[:i+j] interleaves a[:i] and b[:j].
+	ok := make([][]bool, len(a)+1)
+	for i := range ok {
+		ok[i] = make([]bool, len(b)+1)
+	}
+	ok[0][0] = true
+	for i := 0; i <= len(a); i++ {
+		for j := 0; j <= len(b); j++ {
+			switch {
+			case i > 0 && ok[i-1][j] && want[i+j-1] == a[i-1]:
+				ok[i][j] = true
+			case j > 0 && ok[i][j-1] && want[i+j-1] == b[j-1]:
+				ok[i][j] = true
+			}
+		}
+	}
+	return ok[len(a)][len(b)]
+}
+
+func TestInterleaves_KeepsEachStreamsOrder(t *testing.T) {
+	out, errs := []string{"o1", "o2"}, []string{"e1", "e2"}
+	for _, tc := range []struct {
+		want []string
+		ok   bool
+	}{
+		{[]string{"o1", "o2", "e1", "e2"}, true},
+		{[]string{"e1", "o1", "e2", "o2"}, true},
+		{[]string{"o2", "o1", "e1", "e2"}, false}, // stdout out of order
+		{[]string{"o1", "e1", "e2"}, false},       // a line missing
+		{[]string{"o1", "o2", "e1", "e2", "e3"}, false},
+		{[]string{"o1", "x", "e1", "e2"}, false},
+	} {
+		if got := interleaves(tc.want, out, errs); got != tc.ok {
+			t.Errorf("interleaves(%q) = %v, want %v", tc.want, got, tc.ok)
+		}
+	}
+}
+
+func TestMaskColumn_BlanksOneColumnOfATable(t *testing.T) {
+	in := "ALLOC     RANK  GPUS  REASON\nad6b8466  0     0-3   -\nad6b8467  1     4-11  lost\n\nGPUS\n"
+	want := "ALLOC     RANK  GPUS  REASON\nad6b8466  0     *     -\nad6b8467  1     *     lost\n\nGPUS\n"
+	if got := maskColumn(in, "GPUS"); got != want {
+		t.Errorf("maskColumn:\n%s\nwant\n%s", got, want)
+	}
+	if got, want := maskColumn("NODE  RUNS AS\na     nobody (uid 65534)", "RUNS AS"), "NODE  RUNS AS\na     *"; got != want {
+		t.Errorf("the last column: %q, want %q", got, want)
+	}
 }
 
 func TestREADME_BadInputExampleIsWhatSkeinPrints(t *testing.T) {
@@ -396,5 +665,156 @@ func TestREADME_BadInputExampleIsWhatSkeinPrints(t *testing.T) {
 	}
 	if r := runCLI(t, "jobs", "--json"); r.stdout != "[]\n" {
 		t.Errorf("the refused submits made jobs: %s", r.stdout)
+	}
+}
+
+// asUser points the CLI at a token of a new submitter called name.
+func asUser(t *testing.T, name string) {
+	t.Helper()
+	r := runCLI(t, "acl", "token", "create", "--user", name, "--role", "submitter")
+	if r.code != exitOK {
+		t.Fatalf("token of %s: %d %s", name, r.code, r.stderr)
+	}
+	file := filepath.Join(t.TempDir(), name+".token")
+	writeTestFile(t, file, strings.TrimSpace(r.stdout))
+	t.Setenv("SKEIN_TOKEN_FILE", file)
+}
+
+// TestREADME_JobArraysExampleIsWhatSkeinPrints runs the README's sweep
+// as the demo cluster's user demo, on one node with the GPUs of two of
+// the demo's (which nodes and GPUs a task gets are masked), and checks
+// that skein shows it as the README does once task 1 has failed.
+func TestREADME_JobArraysExampleIsWhatSkeinPrints(t *testing.T) {
+	startRealAgent(t, func(c *agent.Config) { c.Name, c.GPUs = "skein-a", "sim:16xH100-80" })
+	asUser(t, "demo")
+	columns := []string{"GPUS"}
+	if os.Getuid() != 0 {
+		columns = append(columns, "RUNS AS") // only root runs demo's jobs as nobody
+	}
+	tr := newTranscriptRun(t, columns...)
+	steps := readmeTranscript(t, "### Job arrays")
+	tr.run(steps[0]) // the submit
+	var arr string
+	for _, id := range tr.ids {
+		arr = id
+	}
+	if arr == "" {
+		t.Fatal("the submit printed no ID")
+	}
+	defer cancelAll(t, arr)
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		a, err := arrayJSON(t, arr)
+		if err != nil {
+			return err
+		}
+		if want := map[structs.JobState]int{structs.JobQueued: 3, structs.JobRunning: 4, structs.JobFailed: 1}; fmt.Sprint(a.States) != fmt.Sprint(want) {
+			return fmt.Errorf("states %v, want %v", a.States, want)
+		}
+		return nil
+	})
+	tr.run(steps[1:]...)
+}
+
+// TestREADME_FollowingAJobExamplesAreWhatSkeinPrints runs the README's
+// examples of following a job on a dev agent on a host called vm, as
+// they were made: the second transcript submits the job whose logs the
+// first and the third read.
+func TestREADME_FollowingAJobExamplesAreWhatSkeinPrints(t *testing.T) {
+	startRealAgent(t, func(c *agent.Config) { c.Name, c.GPUs = "vm", "sim:8xH100-80" })
+	blocks := readmeTranscripts(t, "### Following a job")
+	if len(blocks) != 3 {
+		t.Fatalf("%d transcripts under Following a job, want 3: update the test", len(blocks))
+	}
+	tr := newTranscriptRun(t)
+	tr.run(blocks[1]...)
+	tr.run(blocks[0]...)
+	// The JSON lines of stdout and stderr output come in the order the
+	// streams were read, which a run does not fix.
+	tr.sorted = true
+	tr.run(blocks[2]...)
+}
+
+// readmeSection is the text of README.md under the heading, up to the
+// next heading.
+func readmeSection(t *testing.T, heading string) []readmeLine {
+	t.Helper()
+	var out []readmeLine
+	found := false
+	for _, l := range readmeLines(t) {
+		switch {
+		case !found:
+			found = l.text == heading
+		case !l.fence && strings.HasPrefix(l.text, "#"):
+			return out
+		default:
+			out = append(out, l)
+		}
+	}
+	if !found {
+		t.Fatalf("README.md has no section %q", heading)
+	}
+	return out
+}
+
+// sbatchLong and sbatchPair find the options a cell of the README's
+// sbatch table names: --job-name, and -J, --job-name as a pair.
+var (
+	sbatchLong = regexp.MustCompile(`--([a-z][a-z-]*[a-z])`)
+	sbatchPair = regexp.MustCompile(`(?:^|[^a-z-])-([A-Za-z]), --([a-z][a-z-]*[a-z])`)
+)
+
+// TestREADME_SbatchTableNamesWhatTheSlurmPackageCarriesOut: the options
+// of the README's sbatch table are those package slurm carries out,
+// each with its letter, and every option it carries out is in the
+// section (the table, or its text for --parsable and --wait).
+func TestREADME_SbatchTableNamesWhatTheSlurmPackageCarriesOut(t *testing.T) {
+	known := map[string]slurm.Option{}
+	for _, o := range slurm.Options() {
+		known[o.Long] = o
+	}
+	section := readmeSection(t, "### Slurm scripts")
+	var text strings.Builder
+	rows, inTable := 0, false
+	for _, l := range section {
+		text.WriteString(l.text + "\n")
+		switch {
+		case l.text == "| sbatch | skein |":
+			inTable = true
+			continue
+		case !strings.HasPrefix(l.text, "|"):
+			inTable = false
+		}
+		if !inTable || strings.HasPrefix(l.text, "|---") {
+			continue
+		}
+		rows++
+		cell, _, _ := strings.Cut(strings.ReplaceAll(l.text[1:], `\|`, "/"), "|")
+		for _, m := range sbatchLong.FindAllStringSubmatch(cell, -1) {
+			switch o, ok := known[m[1]]; {
+			case !ok:
+				t.Errorf("README.md:%d: --%s is no sbatch option of package slurm", l.n, m[1])
+			case o.Refused != "":
+				t.Errorf("README.md:%d: --%s is refused (%s), yet the table maps it", l.n, m[1], o.Refused)
+			}
+		}
+		for _, m := range sbatchPair.FindAllStringSubmatch(cell, -1) {
+			if o := known[m[2]]; o.Short != m[1] {
+				t.Errorf("README.md:%d: -%s, --%s: package slurm's letter for --%s is %q", l.n, m[1], m[2], m[2], o.Short)
+			}
+		}
+	}
+	if rows < 15 {
+		t.Fatalf("the sbatch table has %d rows: is it still under `| sbatch | skein |`?", rows)
+	}
+	for _, o := range slurm.Options() {
+		if o.Refused != "" {
+			continue
+		}
+		if !strings.Contains(text.String(), "--"+o.Long) {
+			t.Errorf("package slurm carries out --%s, which README's Slurm scripts does not name", o.Long)
+		}
+		if o.Short != "" && !regexp.MustCompile(`-`+o.Short+`[,/ ]`).MatchString(text.String()) {
+			t.Errorf("README's Slurm scripts does not give --%s's letter -%s", o.Long, o.Short)
+		}
 	}
 }

@@ -25,7 +25,13 @@ func sbatchCommand() *ucli.Command {
 			"also writes its output where -o and -e say (default slurm-%j.out in the\n" +
 			"working directory). Options skein has no equivalent for are refused,\n" +
 			"all listed, and nothing is submitted; --ignore-unknown leaves them out\n" +
-			"with a warning. Prints 'Submitted batch job ID' (--parsable: the ID).\n" +
+			"with a warning. Prints 'Submitted batch job ID' (--parsable: the ID).\n\n" +
+			"Unlike sbatch, whose default is --export=ALL, the job gets none of your\n" +
+			"environment but the variables --export names. An explicit --export=ALL\n" +
+			"passes it as the job's secret env, less your account's, session's and\n" +
+			"host's variables (HOME, USER, PWD, TMPDIR, SSH_*, ...), skein's and\n" +
+			"Slurm's (SKEIN_*, SLURM_*, ...) and names that look like secrets\n" +
+			"(*TOKEN*, *_KEY, ...), which a warning lists.\n\n" +
 			"See the README's \"Slurm scripts\" for every option and how it maps.",
 		SkipFlagParsing: true, // sbatch's own options, parsed by package slurm
 		Action:          sbatchAction,
@@ -41,7 +47,7 @@ func sbatchAction(c *ucli.Context) error {
 	if err != nil {
 		return usagef(c, "%v", err)
 	}
-	in := slurm.Input{Path: path, Options: opts, Args: scriptArgs, LookupEnv: os.LookupEnv}
+	in := slurm.Input{Path: path, Options: opts, Args: scriptArgs, LookupEnv: os.LookupEnv, Environ: os.Environ}
 	if path != "" {
 		if in.Script, err = readScript(path); err != nil {
 			return err

@@ -268,3 +268,82 @@ func TestSbatch_ExclusiveSingletonAndAfternotokOnARealAgent(t *testing.T) {
 		t.Errorf("afterok on a failed job: cancelled with %q", d.Job.Reason)
 	}
 }
+
+// TestSbatch_WaitExitsWithTheJobsExitCode: -W on the command line or
+// --wait as a directive waits for the job, saying how it gets on on
+// stderr as submit --wait does (TestSubmit_WaitSaysEachState...), and
+// exits as the job did, as sbatch --wait does.
+func TestSbatch_WaitExitsWithTheJobsExitCode(t *testing.T) {
+	startRealAgent(t)
+	dir := testutil.SharedDir(t)
+	t.Chdir(dir)
+	for _, tc := range []struct {
+		name, script string
+		args         []string
+		code         int
+		end          string
+	}{
+		{"-W, failing", "#!/bin/sh\necho hi\nexit 4\n", []string{"-W"}, 4, "failed: exited with code 4"},
+		{"#SBATCH --wait, succeeding", "#!/bin/sh\n#SBATCH --wait\necho hi\n", nil, exitOK, "succeeded"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			script := filepath.Join(dir, "wait.sh")
+			writeTestFile(t, script, tc.script)
+			r := runCLI(t, append(append([]string{"sbatch"}, tc.args...), "wait.sh")...)
+			id, ok := strings.CutPrefix(strings.TrimSpace(r.stdout), "Submitted batch job ")
+			if !ok || len(id) != 32 {
+				t.Fatalf("sbatch: exit %d, stdout %q, stderr %q; want the job's ID", r.code, r.stdout, r.stderr)
+			}
+			short := structs.ShortID(id)
+			if want := "job " + short + " " + tc.end + "\n"; r.code != tc.code || !strings.HasPrefix(r.stderr, "job "+short+" ") || !strings.HasSuffix(r.stderr, want) {
+				t.Errorf("sbatch --wait: exit %d, stderr %q; want %d, and %q last", r.code, r.stderr, tc.code, want)
+			}
+			if got, err := os.ReadFile(filepath.Join(dir, "slurm-"+id+".out")); err != nil || string(got) != "hi\n" {
+				t.Errorf("slurm-%s.out: %q, %v; want the script's output, written before sbatch returned", id, got, err)
+			}
+		})
+	}
+}
+
+// TestSbatch_ExportAllPassesTheSubmittersEnvironmentOnlyWhenAskedFor: a
+// script sees a variable of the submitter's environment with an explicit
+// --export=ALL, not without it, and never one that looks like a secret
+// unless named; skein job hides the values it passed.
+func TestSbatch_ExportAllPassesTheSubmittersEnvironmentOnlyWhenAskedFor(t *testing.T) {
+	startRealAgent(t)
+	dir := testutil.SharedDir(t)
+	t.Chdir(dir)
+	t.Setenv("RUN_NOTE", "from-login")
+	t.Setenv("RUN_API_TOKEN", "s3cret")
+	writeTestFile(t, filepath.Join(dir, "env.sh"), "#!/bin/sh\necho \"note=$RUN_NOTE token=$RUN_API_TOKEN\"\n")
+	for _, tc := range []struct {
+		name, export, want, warning string
+	}{
+		{"no --export", "", "note= token=\n", ""},
+		{"--export=ALL", "--export=ALL", "note=from-login token=\n", "left out what looks like a secret: "},
+		{"--export=ALL naming the secret", "--export=ALL,RUN_API_TOKEN", "note=from-login token=s3cret\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"sbatch", "--parsable", "--wait"}
+			if tc.export != "" {
+				args = append(args, tc.export)
+			}
+			r := runCLI(t, append(args, "env.sh")...)
+			id, _, _ := strings.Cut(r.stdout, "\n")
+			if r.code != exitOK || len(id) != 32 {
+				t.Fatalf("sbatch %s: exit %d, stdout %q, stderr %q", tc.export, r.code, r.stdout, r.stderr)
+			}
+			if got, err := os.ReadFile(filepath.Join(dir, "slurm-"+id+".out")); err != nil || string(got) != tc.want {
+				t.Errorf("the script printed %q (%v), want %q", got, err, tc.want)
+			}
+			if warned := strings.Contains(r.stderr, "RUN_API_TOKEN"); warned != (tc.warning != "") || !strings.Contains(r.stderr, tc.warning) {
+				t.Errorf("stderr %q; want a warning naming RUN_API_TOKEN: %v", r.stderr, tc.warning != "")
+			}
+			if tc.export != "" {
+				if job := runCLI(t, "job", id); !strings.Contains(job.stdout, "RUN_NOTE=(hidden)") || strings.Contains(job.stdout, "from-login") {
+					t.Errorf("skein job shows the passed environment's values:\n%s", job.stdout)
+				}
+			}
+		})
+	}
+}

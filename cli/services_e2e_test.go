@@ -33,7 +33,7 @@ func waitService(t *testing.T, name, want string) api.ServiceDetail {
 func TestCLI_ServeScaleAndDeleteAgainstARealAgent(t *testing.T) {
 	startRealAgent(t)
 
-	r := runCLI(t, "serve", "--name", "web", "--replicas", "2", "--", "sleep", "1000")
+	r := runCLI(t, "serve", "--name", "web", "--replicas", "2", "--", "sh", "-c", "echo up; exec sleep 1000")
 	if r.code != exitOK || r.stdout != "web\n" || !strings.HasPrefix(r.stderr, "service web: ") {
 		t.Fatalf("serve: %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
@@ -49,15 +49,25 @@ func TestCLI_ServeScaleAndDeleteAgainstARealAgent(t *testing.T) {
 		t.Fatalf("services: %d\n%s", r.code, r.stdout)
 	}
 	r = runCLI(t, "service", "web")
-	for _, want := range []string{"State:         2/2 healthy", "Command:     sleep 1000", structs.ReplicaJobID(d.Service.ID, 1), "running  healthy"} {
+	for _, want := range []string{"State:         2/2 healthy", "Command:     sh -c 'echo up; exec sleep 1000'", structs.ReplicaJobID(d.Service.ID, 1), "running  healthy"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("service output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	// A replica is a job like any other.
-	if r := runCLI(t, "job", d.Replicas[0].JobID); r.code != exitOK || !strings.Contains(r.stdout, "running") {
-		t.Fatalf("job of a replica: %d %s%s", r.code, r.stdout, r.stderr)
+	// A replica is a job like any other, named as skein jobs shows it.
+	short := structs.ShortID(d.Replicas[1].JobID)
+	if short != structs.ShortID(d.Service.ID)+"-r1" {
+		t.Fatalf("replica 1 is shown as %s, want SERVICE-r1", short)
 	}
+	if r := runCLI(t, "job", short); r.code != exitOK || !strings.Contains(r.stdout, "ID:        "+d.Replicas[1].JobID+"\n") || !strings.Contains(r.stdout, "running") {
+		t.Fatalf("job %s of a replica: %d %s%s", short, r.code, r.stdout, r.stderr)
+	}
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		if r := runCLI(t, "logs", short); r.code != exitOK || r.stdout != "up\n" {
+			return fmt.Errorf("logs %s of a replica: %d stdout %q stderr %q, want its output", short, r.code, r.stdout, r.stderr)
+		}
+		return nil
+	})
 
 	if r := runCLI(t, "scale", "web", "3"); r.code != exitOK || !strings.HasPrefix(r.stdout, "service web: ") {
 		t.Fatalf("scale to 3: %d %q %q", r.code, r.stdout, r.stderr)

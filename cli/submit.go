@@ -46,13 +46,14 @@ func submitCommand() *ucli.Command {
 		Description: "Submits CMD with ARGS as a job and prints its ID. Flags go before CMD;\n" +
 			"everything from CMD on is passed to the job unchanged. Use -- before CMD\n" +
 			"when it starts with a dash.\n\n" +
-			"--wait waits for the job to end and says on stderr each time its state changes\n" +
-			"(\"job 3f2a1b0c queued: ...\", \"job 3f2a1b0c running on gpu-01 (attempt 1)\", \"job\n" +
-			"3f2a1b0c failed: exited with code 7\"); --follow does the same and prints the job's\n" +
-			"output as skein logs -f does, its stdout on stdout and its stderr on stderr. Both exit\n" +
-			"with the job's exit status: 0 succeeded, its exit code when it failed with one (128+N\n" +
-			"for signal N), 124 timed out, 143 cancelled, 125 failed without an exit code (lost\n" +
-			"with its node, never started). Errors of skein itself exit 1, usage errors 2.",
+			"--wait waits for the job to end and says on stderr each time its state changes,\n" +
+			"each attempt where it ran, however short (\"job 3f2a1b0c queued: ...\", \"job 3f2a1b0c\n" +
+			"running on gpu-01 (attempt 1)\", \"job 3f2a1b0c failed: exited with code 7\"); --follow\n" +
+			"does the same and prints the job's output as skein logs -f does, its stdout on stdout\n" +
+			"and its stderr on stderr. Both exit with the job's exit status: 0 succeeded, its exit\n" +
+			"code when it failed with one (128+N for signal N), 124 timed out, 143 cancelled, 125\n" +
+			"failed without an exit code (lost with its node, never started). Errors of skein\n" +
+			"itself exit 1, usage errors 2.",
 		Flags:  flags,
 		Action: submitAction,
 	}
@@ -195,10 +196,12 @@ func submitJob(ctx context.Context, cl *api.Client, req api.SubmitRequest) (*str
 // It ends with how the job ended, and the exit status error that says so.
 func waitJob(c *ucli.Context, cl *api.Client, id string) error {
 	jw := newJobWatch(cl, id, c.App.ErrWriter)
+	jw.everyAttempt = true
 	d, err := jw.until(c.Context, func(d *api.JobDetail) bool { return d.Job.State.Terminal() })
 	if err != nil {
 		return err
 	}
+	jw.sayAttempts(d) // those it made since the last poll
 	fmt.Fprintln(c.App.ErrWriter, printable(endLine(&d.Job)))
 	return statusError(endStatus(string(d.Job.State), d.Job.ExitCode))
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -569,6 +571,47 @@ func TestSubmit_WaitSaysEachStateAndExitsWithTheJobsStatus(t *testing.T) {
 	}
 }
 
+// TestSubmit_WaitNamesEachAttemptEvenOneThatEndedBetweenPolls: a job
+// not yet looked at by the scheduler is not said to be queued (it was
+// just submitted), and each attempt is named where it ran, though the
+// polls never saw it running.
+func TestSubmit_WaitNamesEachAttemptEvenOneThatEndedBetweenPolls(t *testing.T) {
+	f := newFakeAgent(t)
+	acceptSubmit(f)
+	var polls atomic.Int32
+	f.handle("GET /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		d := api.JobDetail{Job: structs.Job{ID: r.PathValue("id"), State: structs.JobQueued, Spec: structs.JobSpec{Nodes: 1}},
+			Nodes: map[string]string{"node-1": "gpu-01", "node-2": "gpu-02"}}
+		attempt := func(k int, node string) {
+			d.Job.Attempts = k
+			d.Allocations = append(d.Allocations, structs.Allocation{ID: fmt.Sprint("alloc-", k), NodeID: node, Attempt: k,
+				State: structs.AllocFailed, ExitCode: 7, Reason: "exited with code 7"})
+		}
+		switch polls.Add(1) {
+		case 1: // not yet looked at
+		case 2:
+			attempt(1, "node-1")
+			d.Job.Reason = "queued: restarting in 1s after failure: exited with code 7 (attempt 2 of 3)"
+		default:
+			attempt(1, "node-1")
+			attempt(2, "node-2")
+			attempt(3, "node-1")
+			d.Job.State, d.Job.Reason, d.Job.ExitCode = structs.JobFailed, "exited with code 7", 7
+		}
+		writeJSON(w, http.StatusOK, d)
+	})
+	r := runCLI(t, "--addr", f.URL, "submit", "--wait", "true")
+	want := `job abcdef01 running on gpu-01 (attempt 1)
+job abcdef01 queued: restarting in 1s after failure: exited with code 7 (attempt 2 of 3)
+job abcdef01 running on gpu-02 (attempt 2)
+job abcdef01 running on gpu-01 (attempt 3)
+job abcdef01 failed: exited with code 7
+`
+	if r.code != 7 || r.stderr != want {
+		t.Fatalf("exit %d, stderr:\n%s\nwant 7 and\n%s", r.code, r.stderr, want)
+	}
+}
+
 func TestSubmit_FileDescribesTheJobAndFlagsOverrideIt(t *testing.T) {
 	f := newFakeAgent(t)
 	acceptSubmit(f)
@@ -776,6 +819,60 @@ func TestSubmit_FollowSaysEachStatePrintsTheOutputAndExitsWithTheJobsCode(t *tes
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("submit --follow did not end with the job")
+	}
+}
+
+// TestSubmit_WaitSaysEachStateOnStderrAndExitsWithTheJobsCode: a job
+// that waits for GPUs, runs and fails: --wait prints its ID on stdout,
+// a line on stderr for each state as it comes, and exits with its code.
+func TestSubmit_WaitSaysEachStateOnStderrAndExitsWithTheJobsCode(t *testing.T) {
+	startRealAgent(t) // 2 GPUs
+	dir := testutil.SharedDir(t)
+	hold := `until [ -e "$0" ]; do sleep 0.01; done; exit "$1"`
+	blocker := submitID(t, "--gpus", "2", "--", "sh", "-c", hold, filepath.Join(dir, "blocker"), "0")
+	waitJobState(t, blocker, structs.JobRunning)
+
+	var out, errb syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(NewApp(&out, &errb), []string{"skein", "submit", "--gpus", "1", "--wait", "--",
+			"sh", "-c", hold, filepath.Join(dir, "job"), "3"})
+	}()
+	waitSaid := func(want string) {
+		t.Helper()
+		testutil.WaitFor(t, 15*time.Second, func() error {
+			if !strings.Contains(errb.String(), want) {
+				return fmt.Errorf("stderr %q lacks %q", errb.String(), want)
+			}
+			return nil
+		})
+	}
+	waitSaid(" queued: ")
+	writeTestFile(t, filepath.Join(dir, "blocker"), "")
+	waitSaid(" running on e2e (attempt 1)\n")
+	writeTestFile(t, filepath.Join(dir, "job"), "")
+	select {
+	case c := <-code:
+		id := strings.TrimSpace(out.String())
+		short := structs.ShortID(id)
+		if len(id) != 32 || out.String() != id+"\n" {
+			t.Fatalf("submit --wait printed %q on stdout, want the job's ID alone", out.String())
+		}
+		// A line each time why it waits changes, one running, then how
+		// it ended.
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		queued := regexp.MustCompile(`^job ` + short + ` queued: `)
+		n := 0
+		for n < len(lines) && queued.MatchString(lines[n]) {
+			n++
+		}
+		why := "job " + short + " queued: first in line: 1 GPU on 1 node reserved for when running jobs without a time limit end; 1 node: not enough free GPUs"
+		want := []string{"job " + short + " running on e2e (attempt 1)", "job " + short + " failed: exited with code 3"}
+		if c != 3 || !slices.Contains(lines[:n], why) || !slices.Equal(lines[n:], want) {
+			t.Errorf("submit --wait: code %d, stderr:\n%s\nwant 3, queued lines with %q, then %q", c, errb.String(), why, want)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("submit --wait did not end with the job")
 	}
 }
 

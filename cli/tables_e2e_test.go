@@ -81,7 +81,7 @@ func arrayJSON(t *testing.T, id string) (arrayDetail, error) {
 func TestJob_ArrayByAnyPrefixSummarisesItsTasksByState(t *testing.T) {
 	startRealAgent(t) // 2 GPUs: tasks 2 and 3 hold them, 0 and 1 have ended
 	arr := submitID(t, "--array", "0-3", "--gpus", "1", "--", "sh", "-c",
-		`case $SKEIN_ARRAY_INDEX in 0) exit 0;; 1) exit 3;; *) exec sleep 600;; esac`)
+		`echo task $SKEIN_ARRAY_INDEX; case $SKEIN_ARRAY_INDEX in 0) exit 0;; 1) exit 3;; *) exec sleep 600;; esac`)
 	defer cancelAll(t, arr)
 	var a arrayDetail
 	testutil.WaitFor(t, 20*time.Second, func() error {
@@ -130,11 +130,31 @@ func TestJob_ArrayByAnyPrefixSummarisesItsTasksByState(t *testing.T) {
 		}
 	}
 
-	// A task by the displayed prefix and its index is that task alone.
-	r := runCLI(t, "job", structs.ShortID(arr)+"-1")
-	if r.code != exitOK || !strings.Contains(r.stdout, "ID:        "+arr+"-1\n") || !strings.Contains(r.stdout, "Exit code: 3") {
-		t.Errorf("skein job %s-1: %d\n%s%s", structs.ShortID(arr), r.code, r.stdout, r.stderr)
+	// A task by the displayed prefix, or a shorter one, and its index is
+	// that task alone, to job, logs and cancel.
+	for _, short := range []string{structs.ShortID(arr), arr[:5]} {
+		r := runCLI(t, "job", short+"-1")
+		if r.code != exitOK || !strings.Contains(r.stdout, "ID:        "+arr+"-1\n") || !strings.Contains(r.stdout, "Exit code: 3") {
+			t.Errorf("skein job %s-1: %d\n%s%s", short, r.code, r.stdout, r.stderr)
+		}
+		if r := runCLI(t, "logs", short+"-1"); r.code != exitOK || r.stdout != "task 1\n" {
+			t.Errorf("skein logs %s-1: %d stdout %q stderr %q, want task 1's output", short, r.code, r.stdout, r.stderr)
+		}
 	}
+	r := runCLI(t, "cancel", arr[:5]+"-2")
+	if want := "stopping " + structs.ShortID(arr) + "-2\n"; r.code != exitOK || r.stdout != want {
+		t.Errorf("skein cancel %s-2: %d %q %q, want %q", arr[:5], r.code, r.stdout, r.stderr, want)
+	}
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		a, err := arrayJSON(t, arr)
+		if err != nil {
+			return err
+		}
+		if got := [2]structs.JobState{a.Tasks[2].State, a.Tasks[3].State}; got != [2]structs.JobState{structs.JobCancelled, structs.JobRunning} {
+			return fmt.Errorf("tasks 2 and 3 are %v, want task 2 alone cancelled", got)
+		}
+		return nil
+	})
 	// --show-secrets is for one job: refused for an array, a usage error.
 	r = runCLI(t, "job", "--show-secrets", arr)
 	if r.code != exitUsage || !strings.Contains(r.stderr, "name a task of array "+structs.ShortID(arr)+" as "+structs.ShortID(arr)+"-INDEX") {

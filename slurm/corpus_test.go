@@ -12,8 +12,16 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the corpus's golden files from what Parse returns")
 
-// corpusEnv is the submitter's environment the corpus is parsed with.
-var corpusEnv = map[string]string{"HF_HOME": "/data/hf"}
+// corpusEnv is the submitter's environment the corpus is parsed with:
+// what --export=ALL passes (CONDA_PREFIX, PATH, and WANDB_PROJECT unless
+// named with a value), what it leaves out as the submitter's session's
+// or account's (HOME, SSH_AUTH_SOCK), skein's (SLURM_JOB_ID) or a
+// secret (HF_TOKEN).
+var corpusEnv = map[string]string{
+	"HF_HOME": "/data/hf", "CONDA_PREFIX": "/opt/conda/envs/llm", "PATH": "/opt/conda/envs/llm/bin:/usr/bin:/bin",
+	"WANDB_PROJECT": "scratch", "HOME": "/home/alice", "SSH_AUTH_SOCK": "/tmp/ssh-XXXX/agent.1",
+	"SLURM_JOB_ID": "41", "HF_TOKEN": "hf_abc",
+}
 
 func corpusInput(t *testing.T, path string) Input {
 	t.Helper()
@@ -25,6 +33,13 @@ func corpusInput(t *testing.T, path string) Input {
 		Path: filepath.Base(path), Script: script, Args: []string{"--seed", "1"},
 		SubmitDir: "/home/alice/run", SubmitHost: "login1",
 		LookupEnv: func(k string) (string, bool) { v, ok := corpusEnv[k]; return v, ok },
+		Environ: func() []string {
+			var env []string
+			for k, v := range corpusEnv {
+				env = append(env, k+"="+v)
+			}
+			return env
+		},
 	}
 }
 

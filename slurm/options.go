@@ -133,6 +133,32 @@ var options = []*option{
 	{long: "verbose", short: 'v', arg: argNone, refused: "not supported"},
 }
 
+// Option is an sbatch option as skein takes it.
+type Option struct {
+	Long  string // "job-name"
+	Short string // "J"; empty for an option without one
+	// Refused says why skein refuses the option; it is empty for one
+	// that skein carries out.
+	Refused string
+	// CommandLine is set on skein's own options (--wrap,
+	// --ignore-unknown), which a script's directives cannot give.
+	CommandLine bool
+}
+
+// Options lists the sbatch options skein knows: those it carries out,
+// then those it refuses. Any other option is refused as unknown.
+func Options() []Option {
+	out := make([]Option, 0, len(options))
+	for _, o := range options {
+		opt := Option{Long: o.long, Refused: o.refused, CommandLine: o.cmdline}
+		if o.short != 0 {
+			opt.Short = string(o.short)
+		}
+		out = append(out, opt)
+	}
+	return out
+}
+
 // ignoreUnknown is skein's own option that turns refusals of unsupported
 // options into warnings.
 const ignoreUnknown = "ignore-unknown"

@@ -3,6 +3,7 @@ package slurm
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -29,8 +30,10 @@ type Input struct {
 	// the machine's name (SLURM_SUBMIT_HOST).
 	SubmitDir  string
 	SubmitHost string
-	// LookupEnv reads the submitter's environment, for --export=VAR.
+	// LookupEnv reads the submitter's environment, for --export=VAR, and
+	// Environ lists it, for --export=ALL (nil: an empty one).
 	LookupEnv func(string) (string, bool)
+	Environ   func() []string
 }
 
 // Batch is a script turned into a job.
@@ -206,6 +209,9 @@ type builder struct {
 	gpusTotal            int
 	memPerCPU, memPerGPU structs.SizeMiB
 	env                  map[string]string
+	// exported is what --export=ALL passes of the submitter's
+	// environment, the job's secret env.
+	exported map[string]string
 	// at says where the setting of each group was given, for finish's errors.
 	at map[string]string
 }
@@ -561,7 +567,9 @@ func (b *builder) noRequeue(string) error {
 // ALL first: a skein job starts from its node's minimal environment
 // whatever it says, and gets the variables named.
 func (b *builder) export(v string) error {
+	all := false
 	for _, item := range strings.Split(v, ",") {
+		all = all || item == "ALL"
 		if item == "ALL" || item == "NONE" || item == "" {
 			continue
 		}
@@ -584,7 +592,84 @@ func (b *builder) export(v string) error {
 		}
 		b.setEnv(k, val)
 	}
+	if all {
+		b.exportAll() // after the variables named, which it leaves to env
+	}
 	return nil
+}
+
+// exportAll takes the submitter's environment for the job, as Slurm's
+// --export=ALL does, less what --export names (env has it), what is not
+// the submitter's to pass on (notExported) and what looks like a secret
+// (looksSecret), which a warning names: those reach the job only when
+// --export names them.
+func (b *builder) exportAll() {
+	if b.in.Environ == nil {
+		return
+	}
+	b.exported = map[string]string{}
+	var secrets []string
+	for _, kv := range b.in.Environ() {
+		k, v, ok := strings.Cut(kv, "=")
+		_, named := b.env[k]
+		switch {
+		case !ok || named || !validEnvName(k) || strings.IndexByte(v, 0) >= 0 || notExported(k):
+		case looksSecret(k):
+			secrets = append(secrets, k)
+		default:
+			b.exported[k] = v
+		}
+	}
+	if len(secrets) > 0 {
+		slices.Sort(secrets)
+		b.warnf("--export=ALL: left out what looks like a secret: %s; name a variable to pass it (--export=ALL,%s)",
+			strings.Join(secrets, ", "), secrets[0])
+	}
+}
+
+// notExported are the variables --export=ALL never passes: the job's
+// account's own (the job runs as its owner's account on its node), the
+// submitter's session and host's, and what skein sets for the job.
+var notExported = func() func(string) bool {
+	names := map[string]bool{}
+	for _, k := range []string{
+		"HOME", "USER", "LOGNAME", "SHELL", "MAIL",
+		"PWD", "OLDPWD", "SHLVL", "_", "HOSTNAME", "TMPDIR", "TERM", "TERMCAP", "COLUMNS", "LINES",
+		"DISPLAY", "XAUTHORITY", "WINDOWID", "TMUX", "TMUX_PANE", "STY", "WINDOW",
+		"DBUS_SESSION_BUS_ADDRESS", "KRB5CCNAME",
+	} {
+		names[k] = true
+	}
+	prefixes := []string{"SSH_", "XDG_", "SLURM_", "SBATCH_", "SRUN_", "SALLOC_"}
+	return func(k string) bool {
+		if names[k] || structs.ReservedEnv(k) {
+			return true
+		}
+		for _, p := range prefixes {
+			if strings.HasPrefix(k, p) {
+				return true
+			}
+		}
+		return false
+	}
+}()
+
+// looksSecret reports whether a variable's name says it holds a secret:
+// HF_TOKEN, AWS_SECRET_ACCESS_KEY, PGPASSWORD, OPENAI_API_KEY, MYSQL_PWD.
+func looksSecret(k string) bool {
+	k = strings.ToUpper(k)
+	for _, part := range []string{"TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "PRIVATE"} {
+		if strings.Contains(k, part) {
+			return true
+		}
+	}
+	for _, word := range strings.Split(k, "_") {
+		switch word {
+		case "KEY", "APIKEY", "PWD", "AUTH", "COOKIE":
+			return true
+		}
+	}
+	return false
 }
 
 func validEnvName(s string) bool {
@@ -685,5 +770,8 @@ func (b *builder) finish() error {
 		b.setEnv("SLURM_SUBMIT_HOST", b.in.SubmitHost)
 	}
 	spec.Env = b.env
+	if len(b.exported) > 0 {
+		spec.SecretEnv = b.exported // none of env's: exportAll left them out
+	}
 	return nil
 }

@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -210,5 +211,76 @@ func TestParse_ScriptLargerThanTheLimitIsRefused(t *testing.T) {
 	_, err := parse(t, "#!/bin/sh\n"+strings.Repeat("#", MaxScriptBytes))
 	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "more than the limit of 65536") {
 		t.Fatalf("error %v, want ErrTooLarge naming the limit", err)
+	}
+}
+
+// TestParse_ExportAllPassesTheSubmittersEnvironmentAsSecretEnv: unlike
+// Slurm, a job gets none of the submitter's environment unless --export
+// says so; an explicit ALL passes it as secret env, less what is the
+// account's, the session's or skein's, and what looks like a secret
+// (named in a warning); a variable named with a value stays in env.
+func TestParse_ExportAllPassesTheSubmittersEnvironmentAsSecretEnv(t *testing.T) {
+	environ := []string{
+		"CONDA_PREFIX=/opt/conda/envs/llm", "PATH=/opt/conda/envs/llm/bin:/usr/bin", "LD_LIBRARY_PATH=/opt/cuda/lib64",
+		"WANDB_PROJECT=scratch", "GIT_AUTHOR_NAME=Alice", "MONKEY=patch",
+		"HOME=/home/alice", "USER=alice", "PWD=/home/alice/run", "TMPDIR=/tmp/alice", "SSH_AUTH_SOCK=/tmp/ssh/agent",
+		"XDG_RUNTIME_DIR=/run/user/1000", "SLURM_JOB_ID=41", "SKEIN_ADDR=http://login1:4646", "CUDA_VISIBLE_DEVICES=0",
+		"HF_TOKEN=hf_x", "AWS_SECRET_ACCESS_KEY=x", "OPENAI_API_KEY=x", "PGPASSWORD=x", "MYSQL_PWD=x",
+		"BASH_FUNC_module%%=() {  eval x\n}", "NOEQUALS",
+	}
+	in := func(script string, opts ...string) Input {
+		return Input{Path: "job.sh", Script: []byte(script), Options: opts, SubmitDir: "/work",
+			Environ: func() []string { return environ }}
+	}
+	// What ALL passes, and with WANDB_PROJECT named, the rest of it.
+	passed := map[string]string{
+		"CONDA_PREFIX": "/opt/conda/envs/llm", "PATH": "/opt/conda/envs/llm/bin:/usr/bin", "LD_LIBRARY_PATH": "/opt/cuda/lib64",
+		"WANDB_PROJECT": "scratch", "GIT_AUTHOR_NAME": "Alice", "MONKEY": "patch",
+	}
+	rest := maps.Clone(passed)
+	delete(rest, "WANDB_PROJECT")
+	warning := func(secrets string) []string {
+		return []string{"--export=ALL: left out what looks like a secret: " + secrets + "; name a variable to pass it (--export=ALL,AWS_SECRET_ACCESS_KEY)"}
+	}
+	for _, tc := range []struct {
+		name     string
+		script   string
+		opts     []string
+		secret   map[string]string
+		env      map[string]string // besides SLURM_SUBMIT_DIR
+		warnings []string
+	}{
+		{"no --export: nothing", "#!/bin/sh\n", nil, nil, nil, nil},
+		{"NONE: nothing", "#!/bin/sh\n#SBATCH --export=NONE\n", nil, nil, nil, nil},
+		{"ALL", "#!/bin/sh\n#SBATCH --export=ALL\n", nil, passed, nil,
+			warning("AWS_SECRET_ACCESS_KEY, HF_TOKEN, MYSQL_PWD, OPENAI_API_KEY, PGPASSWORD")},
+		{"ALL with variables named", "#!/bin/sh\n#SBATCH --export=ALL,WANDB_PROJECT=llm,HF_TOKEN=hf_y\n", nil,
+			rest, map[string]string{"WANDB_PROJECT": "llm", "HF_TOKEN": "hf_y"},
+			warning("AWS_SECRET_ACCESS_KEY, MYSQL_PWD, OPENAI_API_KEY, PGPASSWORD")},
+		{"the command line's NONE over the script's ALL", "#!/bin/sh\n#SBATCH --export=ALL\n", []string{"--export=NONE"}, nil, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := Parse(in(tc.script, tc.opts...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(b.Spec.SecretEnv, tc.secret) {
+				t.Errorf("secret env %v, want %v", b.Spec.SecretEnv, tc.secret)
+			}
+			env := maps.Clone(b.Spec.Env)
+			delete(env, "SLURM_SUBMIT_DIR")
+			if !maps.Equal(env, tc.env) {
+				t.Errorf("env %v, want %v", env, tc.env)
+			}
+			if !slices.Equal(b.Warnings, tc.warnings) {
+				t.Errorf("warnings %q, want %q", b.Warnings, tc.warnings)
+			}
+			spec := b.Spec
+			spec.Command = []string{"job.sh"}
+			spec.Normalize()
+			if err := spec.Validate(); err != nil {
+				t.Errorf("the spec is refused: %v", err)
+			}
+		})
 	}
 }
