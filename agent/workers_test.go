@@ -375,13 +375,19 @@ func testVoterLost(t *testing.T, killLeader bool) {
 			return err
 		}
 		roles := map[structs.NodeRole]int{}
+		down := false
 		for _, n := range all {
 			switch {
 			case n.ID == dead && n.Status != structs.NodeDown:
 				return fmt.Errorf("the dead node is %s, want down", n.Status)
-			case n.ID != dead:
+			case n.ID == dead:
+				down = true
+			default:
 				roles[n.Role]++
 			}
+		}
+		if !down {
+			return fmt.Errorf("the dead node is not listed")
 		}
 		if !maps.Equal(roles, want) {
 			return fmt.Errorf("the living nodes' roles %v, want %v", roles, want)
