@@ -188,6 +188,7 @@ func (a *Agent) start() error {
 		Meta:            a.announce.Bytes,
 		Timing:          a.cfg.Timing,
 		GossipTiming:    a.cfg.GossipTiming,
+		TrailingLogs:    a.cfg.TrailingLogs,
 		Network:         a.cfg.Network,
 		RaftTLS:         a.raftTLS(),
 		Admitted:        a.admitted(),

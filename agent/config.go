@@ -228,6 +228,11 @@ type Config struct {
 	Timing      cluster.Timing
 	// GossipTiming overrides memberlist's probe timings (tests tighten them).
 	GossipTiming cluster.GossipTiming
+	// TrailingLogs, when set, is how many entries a Raft snapshot leaves
+	// in the log (cluster.Config.TrailingLogs; 0: its default). No flag
+	// sets it: tests lower it so that a server added late must be brought
+	// up to date from a snapshot.
+	TrailingLogs uint64
 	// GPUCleanPeriod is how long a GPU must go without a fatal health event
 	// before it returns to service by itself; 0 = DefaultGPUCleanPeriod.
 	GPUCleanPeriod time.Duration

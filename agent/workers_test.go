@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
@@ -162,6 +164,302 @@ func TestCluster_Workers_AStandbyLostIsReplacedByAWorker(t *testing.T) {
 	if n, ok := tc.agents[lead].fsm.Node(lost); !ok || n.Status != structs.NodeDown {
 		t.Fatalf("the lost standby is %v in the state, want down", n)
 	}
+}
+
+// A voter dies, the leader or another, in a cluster that keeps three
+// voters and a standby and makes the other nodes workers, after every
+// server compacted its log: a standby takes the dead voter's vote, so
+// three voters stay; a worker is taken into Raft in the dead server's
+// place and, the entries it lacks being gone from every log, brought up
+// to date from a snapshot, to the leader's state; the service replicas on
+// the living nodes run on while the dead node's runs elsewhere; new work
+// runs; the dead node is marked down; and at no moment checked are more
+// servers alive than the four kept.
+func TestCluster_Workers_ALostVoterIsReplacedAndAWorkerCatchesUpFromASnapshot(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		leader bool
+	}{
+		{name: "the leader", leader: true},
+		{name: "a voter that does not lead"},
+	} {
+		t.Run(tt.name, func(t *testing.T) { testVoterLost(t, tt.leader) })
+	}
+}
+
+func testVoterLost(t *testing.T, killLeader bool) {
+	const nodes, voters, servers, trailing = 6, 3, 4, 8
+	tc := startWorkerClusterWith(t, nodes, servers, func(_ int, cfg *Config) {
+		cfg.Voters = voters
+		cfg.TrailingLogs = trailing
+		// For the 10 s a dead voter keeps its vote, the two others must
+		// hear each other: Raft's own timings, and the agent's lease,
+		// which a loaded machine does not trip as it does the tests'
+		// tight ones. This test is about membership, not failover speed.
+		cfg.Timing = cluster.Timing{HeartbeatTimeout: time.Second, ElectionTimeout: time.Second,
+			LeaderLeaseTimeout: 500 * time.Millisecond, CommitTimeout: 5 * time.Millisecond}
+		cfg.StopAfter, cfg.DownAfter = 5*time.Second, 6*time.Second
+	})
+	ctx := context.Background()
+	lead := tc.leader()
+	c := tc.client(tc.agents[lead])
+
+	// State for the new server to catch up with: a service whose replicas
+	// spread, one on every node, and a job that ran.
+	if _, err := c.CreateService(ctx, sleepService("web", nodes)); err != nil {
+		t.Fatal(err)
+	}
+	before := waitServiceState(t, c, "web", fmt.Sprintf("%d/%d healthy", nodes, nodes))
+	on := map[string]bool{} // the replicas' nodes
+	for _, r := range before.Replicas {
+		on[r.Node] = true
+	}
+	if len(on) != nodes {
+		t.Fatalf("the replicas run on %d nodes, want one on each of %d: %+v", len(on), nodes, before.Replicas)
+	}
+	ran := tc.submit(tc.workers()[0], structs.JobSpec{Command: []string{"true"}})
+	waitJobState(t, c, ran.ID, structs.JobSucceeded)
+
+	// Every server snapshots, keeping only the last few entries in its
+	// log: a server added from now on cannot be sent the log from its
+	// start.
+	snapshots := map[string]bool{} // the servers' snapshot indexes
+	for _, a := range tc.servers() {
+		testutil.WaitFor(t, 20*time.Second, func() error {
+			err := a.raft.Snapshot()
+			if err != nil {
+				// Raft snapshots only once the state machine applied an
+				// entry past the latest configuration change: write one.
+				tc.submit(a, structs.JobSpec{Command: []string{"true"}})
+			}
+			return err
+		})
+		idx := a.raft.Stats()["last_snapshot_index"]
+		if i, _ := strconv.Atoi(idx); i <= trailing {
+			t.Fatalf("%s snapshotted at index %s: its log still starts at the beginning", a.Name(), idx)
+		}
+		snapshots[idx] = true
+	}
+	workers := map[string]bool{}
+	for _, a := range tc.workers() {
+		workers[a.nodeID] = true
+		if idx := a.raft.Stats()["last_snapshot_index"]; idx != "0" {
+			t.Fatalf("worker %s has a snapshot at %s before holding any state", a.Name(), idx)
+		}
+	}
+
+	lead = tc.leader()
+	conf, err := tc.agents[lead].raft.Servers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	voted := map[string]bool{}
+	for _, s := range conf {
+		voted[s.ID] = s.Voter
+	}
+	victim := lead
+	if !killLeader {
+		victim = tc.followerWhere("no voter besides the leader", func(_ int, a *Agent) bool { return voted[a.nodeID] })
+	}
+	dead, deadName := tc.agents[victim].nodeID, tc.agents[victim].Name()
+	var survivors []*Agent
+	for _, a := range tc.live() {
+		if a.nodeID != dead {
+			survivors = append(survivors, a)
+		}
+	}
+	bound := watchServers(t, survivors, dead, servers)
+	tc.kill(victim)
+
+	// Three voters again, the dead one not among them, and four alive
+	// servers, one of them a worker before.
+	var fresh *Agent
+	testutil.WaitFor(t, 60*time.Second, func() error {
+		l := leaderAmong(survivors)
+		if l == nil {
+			return fmt.Errorf("no leader among the survivors")
+		}
+		conf, err := l.raft.Servers()
+		if err != nil {
+			return err
+		}
+		var vs, alive []string
+		fresh = nil
+		for _, s := range conf {
+			if s.ID == dead {
+				if s.Voter {
+					return fmt.Errorf("%s's configuration %+v: the dead voter still votes", l.Name(), conf)
+				}
+				continue
+			}
+			alive = append(alive, s.ID)
+			if s.Voter {
+				vs = append(vs, s.ID)
+			}
+			if workers[s.ID] {
+				fresh = tc.agentOf(t, s.ID)
+			}
+		}
+		if len(vs) != voters || len(alive) != servers || fresh == nil {
+			return fmt.Errorf("%s's configuration %+v: want %d alive voters and %d alive servers, a worker among them", l.Name(), conf, voters, servers)
+		}
+		for _, id := range vs {
+			if !voted[id] {
+				t.Logf("the dead voter's vote went to %s, %s before", tc.agentOf(t, id).Name(), map[bool]string{true: "a worker", false: "a standby"}[workers[id]])
+			}
+		}
+		return nil
+	})
+	// The new server installed a snapshot one of the servers made (its
+	// own threshold is far off), and holds the leader's state.
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		if idx := fresh.raft.Stats()["last_snapshot_index"]; !snapshots[idx] {
+			return fmt.Errorf("%s's last snapshot is at %s, not one of the servers' %v", fresh.Name(), idx, snapshots)
+		}
+		l := leaderAmong(survivors)
+		if l == nil {
+			return fmt.Errorf("no leader among the survivors")
+		}
+		li, lh := l.fsm.IndexedHash()
+		fi, fh := fresh.fsm.IndexedHash()
+		if li != fi || lh != fh {
+			return fmt.Errorf("%s at index %d (%.8s), the leader %s at %d (%.8s)", fresh.Name(), fi, fh, l.Name(), li, lh)
+		}
+		return nil
+	})
+	for _, id := range tc.acked {
+		if _, ok := fresh.fsm.Job(id); !ok {
+			t.Errorf("job %s is not in the new server's state", structs.ShortID(id))
+		}
+	}
+	for _, r := range before.Replicas {
+		if _, ok := fresh.fsm.Job(r.JobID); !ok {
+			t.Errorf("replica %d's job is not in the new server's state", r.Index)
+		}
+	}
+	if _, ok := fresh.fsm.Service("web"); !ok {
+		t.Error("the service is not in the new server's state")
+	}
+
+	// The replicas on the living nodes ran on; the dead node's runs
+	// elsewhere, and the dead node is down.
+	w := tc.client(tc.workers()[0])
+	testutil.WaitFor(t, 30*time.Second, func() error {
+		d, err := w.Service(ctx, "web")
+		if err != nil {
+			return err
+		}
+		if want := fmt.Sprintf("%d/%d healthy", nodes, nodes); d.State != want {
+			return fmt.Errorf("service is %q, want %q", d.State, want)
+		}
+		for _, r := range d.Replicas {
+			was := before.Replicas[r.Index]
+			switch {
+			case r.Alloc == nil || r.Node == "":
+				return fmt.Errorf("replica %d is not placed", r.Index)
+			case r.Node == deadName:
+				return fmt.Errorf("replica %d still on the dead node", r.Index)
+			case was.Node != deadName && r.Alloc.ID != was.Alloc.ID:
+				return fmt.Errorf("replica %d on the living %s was replaced: allocation %s, was %s", r.Index, was.Node, r.Alloc.ID, was.Alloc.ID)
+			}
+		}
+		return nil
+	})
+	// `skein nodes` shows it, through a worker: a server's answer, which
+	// may lag the leader's configuration by a moment.
+	want := map[structs.NodeRole]int{structs.RoleLeader: 1, structs.RoleVoter: voters - 1,
+		structs.RoleNonvoter: servers - voters, structs.RoleWorker: nodes - 1 - servers}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		all, err := w.Nodes(ctx)
+		if err != nil {
+			return err
+		}
+		roles := map[structs.NodeRole]int{}
+		down := false
+		for _, n := range all {
+			switch {
+			case n.ID == dead && n.Status != structs.NodeDown:
+				return fmt.Errorf("the dead node is %s, want down", n.Status)
+			case n.ID == dead:
+				down = true
+			default:
+				roles[n.Role]++
+			}
+		}
+		if !down {
+			return fmt.Errorf("the dead node is not listed")
+		}
+		if !maps.Equal(roles, want) {
+			return fmt.Errorf("the living nodes' roles %v, want %v", roles, want)
+		}
+		return nil
+	})
+	// New work runs, a gang over every living node, submitted through
+	// the new server.
+	gang := tc.submit(fresh, structs.JobSpec{Nodes: nodes - 1, GPUs: 1, Command: []string{"sleep", "60"}})
+	waitJobState(t, w, gang.ID, structs.JobRunning)
+	bound()
+	tc.checkInvariants()
+}
+
+// leaderAmong returns the agent among agents that leads, or nil.
+func leaderAmong(agents []*Agent) *Agent {
+	for _, a := range agents {
+		if a.raft.IsLeader() {
+			return a
+		}
+	}
+	return nil
+}
+
+// watchServers checks every 20 ms, until the returned func is called,
+// that at most max of agents are alive servers: by their own Raft
+// configurations, and by the one of the leader among them, the node dead
+// not counted. The func reports the first breach.
+func watchServers(t *testing.T, agents []*Agent, dead string, max int) (check func()) {
+	t.Helper()
+	stop, done := make(chan struct{}), make(chan struct{})
+	var breach error
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for breach == nil {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			holding := 0
+			for _, a := range agents {
+				if a.holdsState() {
+					holding++
+				}
+			}
+			if holding > max {
+				breach = fmt.Errorf("%d alive nodes are in their own Raft configuration, more than the %d servers kept", holding, max)
+			}
+			if l := leaderAmong(agents); l != nil {
+				conf, err := l.raft.Servers()
+				alive := slices.DeleteFunc(conf, func(s cluster.Server) bool { return s.ID == dead })
+				if err == nil && len(alive) > max {
+					breach = fmt.Errorf("the leader %s holds %d alive servers, more than the %d kept: %+v", l.Name(), len(alive), max, alive)
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	check = func() {
+		once.Do(func() {
+			close(stop)
+			<-done
+			if breach != nil {
+				t.Error(breach)
+			}
+		})
+	}
+	t.Cleanup(check)
+	return check
 }
 
 // startSecureWorkerCluster starts n agents of a secure cluster whose one

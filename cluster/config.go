@@ -37,6 +37,11 @@ type Config struct {
 	// SnapshotThreshold is how many log entries since the last snapshot
 	// trigger a new one. 0 means 8192.
 	SnapshotThreshold uint64
+	// TrailingLogs is how many entries a snapshot leaves in the log, so
+	// that a follower a little behind catches up from the log rather than
+	// from a snapshot. 0 means 10240 (raft's default). Tests lower it so
+	// that a server added late must install a snapshot.
+	TrailingLogs uint64
 	// RaftTLS, when set, runs raft over mutual TLS: accepted connections
 	// use its Server configuration and dialled ones its Client
 	// configuration (see TLSPair). Nil is plaintext.
@@ -169,6 +174,7 @@ const (
 	DefaultLeaderLeaseTimeout = 250 * time.Millisecond
 	DefaultCommitTimeout      = 20 * time.Millisecond
 	DefaultSnapshotThreshold  = 8192
+	DefaultTrailingLogs       = 10240
 )
 
 // Gossip defaults, aimed at declaring a silent node failed within about
@@ -239,6 +245,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.SnapshotThreshold == 0 {
 		cfg.SnapshotThreshold = DefaultSnapshotThreshold
+	}
+	if cfg.TrailingLogs == 0 {
+		cfg.TrailingLogs = DefaultTrailingLogs
 	}
 	g := &cfg.GossipTiming
 	if g.ProbeInterval == 0 {
@@ -335,6 +344,7 @@ func (cfg Config) raftConfig(notify chan<- bool) (*raft.Config, error) {
 	rc.LeaderLeaseTimeout = cfg.Timing.LeaderLeaseTimeout
 	rc.CommitTimeout = cfg.Timing.CommitTimeout
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.TrailingLogs
 	rc.MaxAppendEntries = maxAppendEntries
 	rc.BatchApplyCh = true
 	rc.NotifyCh = notify

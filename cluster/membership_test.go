@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -304,4 +305,167 @@ func TestMembership_ServersBoundRaftAndTheRestWorkOutsideIt(t *testing.T) {
 	// caps the wait between tries at 10.24 s), so b may hear of the
 	// entry only on the next try.
 	waitFor(t, 30*time.Second, func() error { return converged("k", "1", a, nodes["b"]) })
+}
+
+// The leader of a cluster whose servers are bounded (three voters and a
+// standby) dies after every server compacted its log: the survivors
+// elect a leader, which takes a worker into raft in the dead server's
+// place and, the entries it lacks being gone, brings it up to date from
+// a snapshot; the dead voter's vote goes to a standby, so three voters
+// stay; and no more than four servers are alive at any moment checked.
+func TestMembership_ALostLeadersPlaceGoesToAWorkerBroughtUpToDateFromASnapshot(t *testing.T) {
+	const trailing = 4
+	cfg := func(id string) Config {
+		c := testConfig(id)
+		c.Voters, c.Servers = 3, 4
+		c.TrailingLogs = trailing
+		return c
+	}
+	cfgA := cfg("a")
+	cfgA.Bootstrap = true
+	a := startCfg(t, cfgA)
+	waitLeader(t, a)
+	all := []*testNode{a}
+	for _, id := range []string{"b", "c", "d", "e", "f"} {
+		n := startCfg(t, cfg(id))
+		mustJoin(t, n, a)
+		all = append(all, n)
+	}
+	waitFor(t, 10*time.Second, func() error { return allAlive(all...) })
+	// The lowest IDs are servers, three of them voting; e and f stay
+	// outside raft.
+	waitFor(t, 20*time.Second, func() error { return voterCheck(a, 3, []string{"a", "b", "c", "d"}, all...) })
+	var servers, workers []*testNode
+	for _, n := range all {
+		if n.id < "e" {
+			servers = append(servers, n)
+		} else {
+			workers = append(workers, n)
+		}
+	}
+
+	// Entries, then a snapshot on every server, which keeps only the
+	// last few entries in its log: a server added from now on cannot be
+	// sent the log from its start.
+	const entries = 40
+	for i := range entries {
+		mustApply(t, a, fmt.Sprintf("k%d=%d", i, i))
+	}
+	waitFor(t, 10*time.Second, func() error {
+		return converged(fmt.Sprintf("k%d", entries-1), strconv.Itoa(entries-1), servers...)
+	})
+	snapshots := map[string]bool{} // the servers' snapshot indexes
+	for _, n := range servers {
+		// Raft snapshots only once the FSM has applied an entry past the
+		// latest configuration change: one more entry on every try.
+		tries := 0
+		waitFor(t, 10*time.Second, func() error {
+			tries++
+			mustApply(t, a, fmt.Sprintf("tick=%d", tries))
+			if err := n.c.Snapshot(); err != nil {
+				return fmt.Errorf("%s: %w", n.id, err)
+			}
+			return nil
+		})
+		idx := n.c.Stats()["last_snapshot_index"]
+		if i, _ := strconv.Atoi(idx); i <= trailing {
+			t.Fatalf("%s snapshotted at index %s: its log still starts at the beginning", n.id, idx)
+		}
+		snapshots[idx] = true
+	}
+	for _, n := range workers {
+		if got := n.c.Stats()["last_snapshot_index"]; got != "0" || n.fsm.restoreCount() != 0 {
+			t.Fatalf("worker %s has a snapshot at %s and restored %d before holding any state", n.id, got, n.fsm.restoreCount())
+		}
+	}
+
+	if err := a.c.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	rest := all[1:]
+	// bounded reports an error as soon as more servers than the bound
+	// are alive: by the leader's configuration, and by the survivors'
+	// own (a server removed from raft may not know it yet).
+	bounded := func() {
+		t.Helper()
+		if n := aliveServers(rest...); n > 4 {
+			t.Errorf("%d alive nodes hold themselves servers, more than the 4 kept", n)
+		}
+		if l, err := leaderOf(rest...); err == nil {
+			voters, non, err := raftView(l)
+			if err == nil && len(slices.DeleteFunc(append(voters, non...), func(id string) bool { return id == "a" })) > 4 {
+				t.Errorf("%s's raft holds voters %v and non-voters %v: more than 4 alive servers", l.id, voters, non)
+			}
+		}
+	}
+	var promoted *testNode
+	waitFor(t, 30*time.Second, func() error {
+		bounded()
+		l, err := leaderOf(rest...)
+		if err != nil {
+			return err
+		}
+		voters, non, err := raftView(l)
+		if err != nil {
+			return err
+		}
+		if slices.Contains(voters, "a") || len(voters) != 3 {
+			return fmt.Errorf("voters %v: want three, the dead leader not among them", voters)
+		}
+		promoted = nil
+		for _, w := range workers {
+			if slices.Contains(non, w.id) {
+				promoted = w
+			}
+		}
+		if promoted == nil || aliveServers(rest...) != 4 {
+			return fmt.Errorf("voters %v non-voters %v: no worker took the dead server's place", voters, non)
+		}
+		return nil
+	})
+	// It installed a snapshot one of the servers made, and holds every
+	// entry, those the snapshot covered included.
+	waitFor(t, 10*time.Second, func() error {
+		bounded()
+		if n := promoted.fsm.restoreCount(); n != 1 {
+			return fmt.Errorf("%s restored %d snapshots, want 1", promoted.id, n)
+		}
+		if idx := promoted.c.Stats()["last_snapshot_index"]; !snapshots[idx] {
+			return fmt.Errorf("%s's last snapshot is at %s, not one of the servers' %v", promoted.id, idx, snapshots)
+		}
+		for i := range entries {
+			if err := converged(fmt.Sprintf("k%d", i), strconv.Itoa(i), promoted); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	// New entries reach it too, and the layout holds: three voters, four
+	// alive servers.
+	l, err := leaderOf(rest...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, l, "after=1")
+	waitFor(t, 10*time.Second, func() error { return converged("after", "1", promoted) })
+	testutil.Holds(t, 3*testConfig("a").ReconcileInterval, func() error {
+		bounded()
+		voters, _, err := raftView(l)
+		if err != nil || len(voters) != 3 || slices.Contains(voters, "a") || aliveServers(rest...) != 4 {
+			return fmt.Errorf("voters %v (%v) and %d alive servers; want three voters without the dead leader, and four servers", voters, err, aliveServers(rest...))
+		}
+		return nil
+	})
+}
+
+// aliveServers counts the nodes whose own raft configuration holds them.
+func aliveServers(nodes ...*testNode) int {
+	n := 0
+	for _, node := range nodes {
+		servers, err := node.c.Servers()
+		if HoldsState(servers, err, node.id) {
+			n++
+		}
+	}
+	return n
 }
