@@ -48,7 +48,9 @@ const (
 
 // MaxStandbys bounds --standbys: each standby replicates the whole log
 // from the leader. DefaultStandbys keeps two beside the voters, so that a
-// lost voter's vote goes at once to a node holding the whole log, while
+// lost voter's vote can go to a node holding the whole log (the promoter
+// takes the stable non-voter of lowest ID: the standby, or a worker that
+// has taken the dead server's place and caught up by then), while
 // every node past the fifth is a worker that costs the leader a watch and
 // a share of a server's lease rounds, not a Raft follower (agent/DESIGN.md,
 // "Servers and workers").
