@@ -627,3 +627,65 @@ func TestCluster_Workers_RenewTheirLeasesThroughAStandbyAndOutliveItsLoss(t *tes
 		}
 	}
 }
+
+// The web UI through a worker: the worker passes /ui/ on to a server,
+// which signs the browser in and renders every page from its state, the
+// worker's own node and GPU pages included.
+func TestCluster_Workers_TheUIThroughAWorker(t *testing.T) {
+	tc := startWorkerCluster(t, 2, 1)
+	w := tc.workers()[0]
+	// A gang over both nodes: one rank holds a GPU of the worker.
+	job := tc.submit(w, structs.JobSpec{Nodes: 2, GPUs: 1, Command: []string{"sleep", "60"}})
+	d := waitJobState(t, tc.client(w), job.ID, structs.JobRunning)
+	held := workerGPU(t, tc, w, d)
+
+	b := newUIBrowser(t, w)
+	if code, loc, _ := b.do(http.MethodGet, "/ui/", nil); code != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/login") {
+		t.Fatalf("the worker's UI without a token: %d to %q, want 303 to the login page", code, loc)
+	}
+	if code, body := b.login("wrong"); code != http.StatusUnauthorized {
+		t.Fatalf("login through the worker with a wrong token: %d, want 401:\n%s", code, body)
+	}
+	if code, body := b.login(tc.admin); code != http.StatusSeeOther {
+		t.Fatalf("login through the worker: %d:\n%s", code, body)
+	}
+	page := func(path string, wants ...string) string {
+		t.Helper()
+		code, _, body := b.do(http.MethodGet, path, nil)
+		if code != http.StatusOK {
+			t.Fatalf("%s through the worker: %d:\n%s", path, code, body)
+		}
+		for _, want := range wants {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s through the worker lacks %q:\n%s", path, want, body)
+			}
+		}
+		return body
+	}
+	page("/ui/", `id="nodes-ready">2/2<`, `id="gpus-used">2<`, `href="/ui/nodes/`+w.nodeID+`">`+w.Name()+`<`)
+	page("/ui/nodes/"+w.nodeID, `id="node-id">`+w.nodeID+`<`, `href="/ui/jobs/`+job.ID+`"`)
+	page(fmt.Sprintf("/ui/nodes/%s/gpus/%d", w.nodeID, held.Index), `id="gpu-uuid">`+held.UUID+`<`,
+		`id="gpu-job">job `+structs.ShortID(job.ID)+`<`)
+	page("/ui/jobs/"+job.ID, `id="job-id">`+job.ID+`<`, `href="/ui/nodes/`+w.nodeID+`">`+w.Name()+`</a>`)
+}
+
+// workerGPU is the GPU of w that a rank of the running job d holds.
+func workerGPU(t *testing.T, tc *testCluster, w *Agent, d *api.JobDetail) structs.GPU {
+	t.Helper()
+	n, ok := tc.agents[tc.leader()].fsm.Node(w.nodeID)
+	if !ok {
+		t.Fatalf("the leader holds no node %s", w.Name())
+	}
+	for _, a := range d.Allocations {
+		if a.NodeID != w.nodeID || len(a.GPUs) != 1 {
+			continue
+		}
+		for _, g := range n.GPUs {
+			if g.UUID == a.GPUs[0] {
+				return g
+			}
+		}
+	}
+	t.Fatalf("no rank of job %s holds a GPU of the worker: %+v", d.Job.ID, d.Allocations)
+	return structs.GPU{}
+}
