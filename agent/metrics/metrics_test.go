@@ -492,10 +492,12 @@ func TestRestartCause_NamesWhatEndedTheAttempt(t *testing.T) {
 // dashPanel is a panel of the Grafana dashboard; a collapsed row holds
 // its panels.
 type dashPanel struct {
+	ID      int    `json:"id"`
 	Type    string `json:"type"`
 	Title   string `json:"title"`
 	Targets []struct {
-		Expr string `json:"expr"`
+		RefID string `json:"refId"`
+		Expr  string `json:"expr"`
 	} `json:"targets"`
 	Panels []dashPanel `json:"panels"`
 }
