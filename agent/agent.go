@@ -269,6 +269,7 @@ func (a *Agent) start() error {
 		Autoscaler:   a.leader,
 		Logs:         a.runner,
 		Faults:       a.node,
+		Telemetry:    a.telemetry,
 		Leave:        a.Leave,
 		JobRetention: a.cfg.JobRetention,
 		Trust:        a.secure,

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -171,6 +172,47 @@ func TestCluster_Events_ANodeLoss_ReadFromAFollower(t *testing.T) {
 	if _, err := c.CancelJob(context.Background(), job.ID); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// The leader is killed, every time: a follower holds the old leader's
+// node-down and, after it was killed, a leader-elected event that names
+// the node leading now, by ID and name.
+func TestCluster_Events_TheLeaderKilled_AFollowerReadsWhoLeadsNow(t *testing.T) {
+	tc := startCluster(t, 3)
+	old := tc.leader()
+	oldID, oldName := tc.agents[old].NodeID(), tc.agents[old].Name()
+	since := structs.AfterIndex(tc.agents[old].fsm.Index())
+
+	tc.kill(old)
+	reader := tc.follower() // of the new leader
+	c := tc.client(tc.agents[reader])
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		_, evs, err := eventKinds(context.Background(), c, api.EventsQuery{After: since})
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(evs, func(e structs.Event) bool { return e.Kind == structs.EventNodeDown && e.Node == oldID }) {
+			return fmt.Errorf("no node-down of the old leader %s among %v", oldName, evs)
+		}
+		// The last election names the node that leads now (it may have
+		// taken more than one).
+		var elected *structs.Event
+		for i := range evs {
+			if evs[i].Kind == structs.EventLeaderElected {
+				elected = &evs[i]
+			}
+		}
+		now := tc.agents[tc.leader()]
+		switch {
+		case elected == nil:
+			return fmt.Errorf("no leader-elected event since %s was killed: %v", oldName, evs)
+		case elected.Node != now.NodeID() || elected.NodeName != now.Name():
+			return fmt.Errorf("the last leader-elected event names %s (%s), want %s, which leads", elected.NodeName, structs.ShortID(elected.Node), now.Name())
+		case !strings.HasPrefix(elected.Reason, now.Name()+" leads from raft index "):
+			return fmt.Errorf("leader-elected reason %q, want %s leading from an index", elected.Reason, now.Name())
+		}
+		return nil
+	})
 }
 
 // TestCluster_Events_AFollowResumesOnAnotherNodeWhenItsNodeStops follows

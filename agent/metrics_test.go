@@ -3,9 +3,11 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -279,6 +282,109 @@ func TestCluster_Metrics_TheLeaderReportsEachFollowerAndEveryNodeItsProbes(t *te
 		}
 		return nil
 	})
+}
+
+// A leader change moves the counter of the node that takes over, and the
+// old leader had counted its own election.
+func TestCluster_Metrics_ALeaderChangeMovesTheLeaderChangesCounter(t *testing.T) {
+	tc := startCluster(t, 3)
+	changes := func(a *Agent) (float64, error) {
+		fams, err := scrapeMetrics(t, a, tc.admin)
+		if err != nil {
+			return 0, err
+		}
+		return series(fams, "skein_raft_leader_changes_total", nil)
+	}
+	old := tc.leader()
+	before := map[*Agent]float64{}
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		for _, a := range tc.agents {
+			n, err := changes(a)
+			if err != nil {
+				return fmt.Errorf("%s: %w", a.Name(), err)
+			}
+			before[a] = n
+		}
+		// The leader's loop counts its leadership a moment after Raft
+		// names it.
+		if before[tc.agents[old]] < 1 {
+			return fmt.Errorf("the leader %s counted %v leader changes, want its election at least", tc.agents[old].Name(), before[tc.agents[old]])
+		}
+		return nil
+	})
+	tc.kill(old)
+	next := tc.agents[tc.leader()]
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		n, err := changes(next)
+		if err != nil {
+			return err
+		}
+		if n <= before[next] {
+			return fmt.Errorf("the new leader %s counted %v leader changes, as many as before the old one died (%v)", next.Name(), n, before[next])
+		}
+		return nil
+	})
+}
+
+// A snapshot of the state sets the snapshot series: the size is the
+// bytes Raft stored for it, the index Raft's, and its writing is timed
+// once; a larger state makes a larger snapshot.
+func TestAgent_Metrics_ASnapshotSetsItsSizeTimeAndIndex(t *testing.T) {
+	a, token, c := startAgentAdmin(t, testConfig(t, t.TempDir()))
+	fams, err := scrapeMetrics(t, a, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := series(fams, "skein_raft_snapshot_duration_seconds", nil); err != nil || v != 0 {
+		t.Fatalf("snapshots timed before any: %v (%v), want 0", v, err)
+	}
+	sizes := []float64{}
+	for round := 1; round <= 2; round++ {
+		for range 5 * round { // jobs no node fits: state, not work
+			spec := structs.JobSpec{Command: []string{"true"}, GPUs: 1, Constraints: map[string]string{"zone": "nowhere"}}
+			if _, err := c.SubmitJob(context.Background(), api.SubmitRequest{Spec: spec}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.raft.Snapshot(); err != nil {
+			t.Fatal(err)
+		}
+		meta := newestSnapshot(t, a)
+		fams, err := scrapeMetrics(t, a, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size, err := series(fams, "skein_raft_snapshot_size_bytes", nil)
+		if err != nil || size != float64(meta.Size) || size == 0 {
+			t.Fatalf("snapshot %d: skein_raft_snapshot_size_bytes %v (%v), want the %d bytes Raft stored", round, size, err, meta.Size)
+		}
+		if v, err := series(fams, "skein_raft_last_snapshot_index", nil); err != nil || v != float64(meta.Index) {
+			t.Fatalf("snapshot %d: skein_raft_last_snapshot_index %v (%v), want %d", round, v, err, meta.Index)
+		}
+		h := fams["skein_raft_snapshot_duration_seconds"].GetMetric()[0].GetHistogram()
+		if h.GetSampleCount() != uint64(round) || h.GetSampleSum() <= 0 {
+			t.Fatalf("snapshot %d: %d snapshots timed, %vs in all; want %d, in some time", round, h.GetSampleCount(), h.GetSampleSum(), round)
+		}
+		sizes = append(sizes, size)
+	}
+	if sizes[1] <= sizes[0] {
+		t.Fatalf("snapshot sizes %v: the second, of more jobs, is not larger", sizes)
+	}
+}
+
+// newestSnapshot is the metadata of a's latest snapshot, as Raft's file
+// store keeps it.
+func newestSnapshot(t *testing.T, a *Agent) *raft.SnapshotMeta {
+	t.Helper()
+	store, err := raft.NewFileSnapshotStore(filepath.Join(a.DataDir(), "raft"), 2, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metas, err := store.List()
+	if err != nil || len(metas) == 0 {
+		t.Fatalf("list a's snapshots: %d, %v", len(metas), err)
+	}
+	return metas[0] // newest first
 }
 
 // promConfig is what deploy/prometheus/prometheus.yml may set, by

@@ -925,3 +925,110 @@ func TestCluster_Workers_RenewTheirLeasesThroughAStandbyAndOutliveItsLoss(t *tes
 		}
 	}
 }
+
+// The web UI through a worker: the worker passes /ui/ on to a server,
+// which signs the browser in and renders every page from its state, the
+// worker's own node and GPU pages included, with the utilisation of the
+// worker's GPUs, which the server asks the worker for. Once the worker
+// is down, its page no longer asks it.
+func TestCluster_Workers_TheUIThroughAWorker(t *testing.T) {
+	tc := startWorkerClusterWith(t, 2, 1, func(_ int, cfg *Config) { cfg.TelemetryPeriod = 50 * time.Millisecond })
+	w := tc.workers()[0]
+	// A gang over both nodes: one rank holds a GPU of the worker and
+	// reports it 75 % busy.
+	job := tc.submit(w, structs.JobSpec{Nodes: 2, GPUs: 1,
+		Command: []string{"sh", "-c", `echo "75 2048" > "$SKEIN_SIM_GPU_UTIL_FILE"; sleep 60`}})
+	d := waitJobState(t, tc.client(w), job.ID, structs.JobRunning)
+	held := workerGPU(t, tc, w, d)
+
+	b := newUIBrowser(t, w)
+	if code, loc, _ := b.do(http.MethodGet, "/ui/", nil); code != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/login") {
+		t.Fatalf("the worker's UI without a token: %d to %q, want 303 to the login page", code, loc)
+	}
+	if code, body := b.login("wrong"); code != http.StatusUnauthorized {
+		t.Fatalf("login through the worker with a wrong token: %d, want 401:\n%s", code, body)
+	}
+	if code, body := b.login(tc.admin); code != http.StatusSeeOther {
+		t.Fatalf("login through the worker: %d:\n%s", code, body)
+	}
+	page := func(path string, wants ...string) string {
+		t.Helper()
+		code, _, body := b.do(http.MethodGet, path, nil)
+		if code != http.StatusOK {
+			t.Fatalf("%s through the worker: %d:\n%s", path, code, body)
+		}
+		for _, want := range wants {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s through the worker lacks %q:\n%s", path, want, body)
+			}
+		}
+		return body
+	}
+	page("/ui/", `id="nodes-ready">2/2<`, `id="gpus-used">2<`, `href="/ui/nodes/`+w.nodeID+`">`+w.Name()+`<`)
+	page("/ui/nodes/"+w.nodeID, `id="node-id">`+w.nodeID+`<`, `href="/ui/jobs/`+job.ID+`"`)
+	page(fmt.Sprintf("/ui/nodes/%s/gpus/%d", w.nodeID, held.Index), `id="gpu-uuid">`+held.UUID+`<`,
+		`id="gpu-job">job `+structs.ShortID(job.ID)+`<`)
+	page("/ui/jobs/"+job.ID, `id="job-id">`+job.ID+`<`, `href="/ui/nodes/`+w.nodeID+`">`+w.Name()+`</a>`)
+
+	// The worker's utilisation, read on the worker, asked for by the
+	// server for the worker's pages.
+	gpuPage := fmt.Sprintf("/ui/nodes/%s/gpus/%d", w.nodeID, held.Index)
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		_, _, body := b.do(http.MethodGet, gpuPage, nil)
+		if !strings.Contains(body, `id="gpu-util">75%<`) {
+			return fmt.Errorf("the worker's GPU page shows no utilisation of 75%%:\n%s", body)
+		}
+		return nil
+	})
+	page(gpuPage, "simulated: the readings are made up", "2 GiB of 80 GiB")
+	page("/ui/nodes/"+w.nodeID, "<th>Utilisation</th>", "<td>75%</td>", "as "+w.Name()+" read it")
+	// The worker answers the server on its internal API, which takes a
+	// node's credential, never a user's token.
+	req, err := http.NewRequest(http.MethodGet, w.HTTPAddr()+"/v1/internal/nodes/"+w.nodeID+"/telemetry", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(api.TokenHeader, tc.admin)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the worker's telemetry with a user's token: %v %v, want 401", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	// The worker dies: once it is down, the server's page of it says so
+	// and asks it nothing.
+	server := tc.agents[tc.leader()]
+	tc.kill(tc.indexOf(w.nodeID))
+	sb := newUIBrowser(t, server)
+	if code, body := sb.login(tc.admin); code != http.StatusSeeOther {
+		t.Fatalf("login on the server: %d:\n%s", code, body)
+	}
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		code, _, body := sb.do(http.MethodGet, "/ui/nodes/"+w.nodeID, nil)
+		if code != http.StatusOK || !strings.Contains(body, "No utilisation: "+w.Name()+" is down: its telemetry is not asked for.") {
+			return fmt.Errorf("the dead worker's page: %d:\n%s", code, body)
+		}
+		return nil
+	})
+}
+
+// workerGPU is the GPU of w that a rank of the running job d holds.
+func workerGPU(t *testing.T, tc *testCluster, w *Agent, d *api.JobDetail) structs.GPU {
+	t.Helper()
+	n, ok := tc.agents[tc.leader()].fsm.Node(w.nodeID)
+	if !ok {
+		t.Fatalf("the leader holds no node %s", w.Name())
+	}
+	for _, a := range d.Allocations {
+		if a.NodeID != w.nodeID || len(a.GPUs) != 1 {
+			continue
+		}
+		for _, g := range n.GPUs {
+			if g.UUID == a.GPUs[0] {
+				return g
+			}
+		}
+	}
+	t.Fatalf("no rank of job %s holds a GPU of the worker: %+v", d.Job.ID, d.Allocations)
+	return structs.GPU{}
+}

@@ -11,7 +11,8 @@ import (
 
 // Sample is one reading of one GPU's telemetry, taken on its node. It stays
 // on that node (metrics, the web UI) except for the utilisation of the GPUs
-// a service replica holds, which the node reports for autoscaling.
+// a service replica holds, which the node reports for autoscaling, and the
+// readings another node's web UI asks for to show this node's page.
 //
 // A reading the device or driver does not support is left out of Has, and
 // its field is zero: a GPU without a power sensor has no power series,

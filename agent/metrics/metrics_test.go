@@ -492,10 +492,12 @@ func TestRestartCause_NamesWhatEndedTheAttempt(t *testing.T) {
 // dashPanel is a panel of the Grafana dashboard; a collapsed row holds
 // its panels.
 type dashPanel struct {
+	ID      int    `json:"id"`
 	Type    string `json:"type"`
 	Title   string `json:"title"`
 	Targets []struct {
-		Expr string `json:"expr"`
+		RefID string `json:"refId"`
+		Expr  string `json:"expr"`
 	} `json:"targets"`
 	Panels []dashPanel `json:"panels"`
 }
@@ -637,9 +639,8 @@ func TestMetrics_TheDashboardQueriesOnlyRegisteredMetricsAndTheirLabels(t *testi
 		}
 	}
 	slices.Sort(missing)
-	t.Logf("documented but not on the dashboard: %v", missing)
-	if len(missing) > len(table)/4 {
-		t.Errorf("the dashboard shows %d of the %d documented metrics", len(table)-len(missing), len(table))
+	if len(missing) > 0 {
+		t.Errorf("documented but on no panel of the dashboard: %v", missing)
 	}
 }
 

@@ -117,6 +117,9 @@ type Config struct {
 	Faults interface {
 		InjectFault(gpu.Event) error
 	}
+	// Telemetry reads this node's GPUs, for the other nodes' web UIs
+	// (telemetry.go); nil: none.
+	Telemetry gpu.Telemetry
 	// Leave makes this node leave the cluster, in the background.
 	Leave func()
 	// JobRetention is how long a finished job stays (reported by status).
@@ -308,6 +311,7 @@ func (s *Server) internalRoutes() http.Handler {
 	mux.HandleFunc("POST "+internalPrefix+"ca-key", s.handleCAKey)
 	mux.HandleFunc("GET "+internalPrefix+"nodes/{id}/view", s.handleNodeView)
 	mux.HandleFunc("GET "+internalPrefix+"allocs/{id}/logs", s.handleAllocLogs)
+	mux.HandleFunc("GET "+internalPrefix+"nodes/{id}/telemetry", s.handleNodeTelemetry)
 	mux.HandleFunc(internalPrefix, notFound)
 	return s.timed("internal", mux)
 }

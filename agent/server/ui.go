@@ -22,6 +22,7 @@ func (s *Server) mountUI(top *http.ServeMux, user http.Handler) {
 			_, id := s.cfg.Raft.Leader()
 			return id
 		},
+		NodeTelemetry: s.nodeTelemetry,
 	})
 	top.Handle(ui.Prefix, h)
 	top.Handle("GET /ui", http.RedirectHandler(ui.Prefix, http.StatusMovedPermanently))

@@ -1,10 +1,12 @@
 package ui
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/gpu"
@@ -22,12 +24,19 @@ const (
 	gpuForeign   = structs.GPUForeign
 )
 
+// nodeTelemetryWait is how long a node's or GPU's page waits for another
+// node to answer with its GPUs' telemetry; the page is shown without it
+// past that. Pages refresh every refreshSeconds.
+const nodeTelemetryWait = time.Second
+
 // nodeRow is one node with its GPUs, as the overview and a node's page
 // show it.
 type nodeRow struct {
 	Node   *structs.Node
 	Leader bool
-	// Local is this node, the only one whose telemetry the UI reads.
+	// Local is this node. The overview reads the telemetry of this
+	// node's GPUs only; a node's or GPU's page asks another node for its
+	// own (nodeTelemetry).
 	Local bool
 	// Free, Used, Unhealthy and HeldBack (cordoned or foreign) count its
 	// GPUs by state.
@@ -36,6 +45,9 @@ type nodeRow struct {
 	GPUs                            []gpuCell
 	// HasTelemetry says the GPUs' utilisation was read.
 	HasTelemetry bool
+	// NoTelemetry says, for another node, why its utilisation is not
+	// shown ("" when it is, or was not asked for).
+	NoTelemetry string
 }
 
 // gpuCell is one GPU, with what holds it and how busy it is.
@@ -44,7 +56,7 @@ type gpuCell struct {
 	State string
 	// Job holds the GPU when it is used.
 	Job string
-	// Sample is the GPU's latest telemetry, on this node only.
+	// Sample is the GPU's latest telemetry, where it was read.
 	Sample *gpu.Sample
 }
 
@@ -81,43 +93,90 @@ func (c gpuCell) Title() string {
 }
 
 // nodeRows builds the rows of nodes, with the GPUs each live allocation
-// holds and this node's telemetry.
+// holds and this node's telemetry: the overview asks no other node.
 func (u *UI) nodeRows(nodes []*structs.Node) []nodeRow {
 	leader := u.srv.Leader()
 	samples := u.samples()
 	rows := make([]nodeRow, 0, len(nodes))
 	for _, n := range nodes {
-		holder := map[string]string{}
-		live := u.cfg.FSM.NodeLiveAllocs(n.ID)
-		for _, a := range live {
-			for _, g := range a.GPUs {
-				holder[g] = a.JobID
-			}
+		var own map[int]gpu.Sample
+		if n.ID == u.cfg.NodeID {
+			own = samples
 		}
-		row := nodeRow{Node: n, Leader: n.ID == leader, Local: n.ID == u.cfg.NodeID, Live: len(live)}
-		row.HasTelemetry = row.Local && samples != nil
-		for _, g := range n.GPUs {
-			c := gpuCell{GPU: g, Job: holder[g.UUID]}
-			switch c.State = g.HealthState(); {
-			case c.Job != "":
-				c.State = gpuUsed
-				row.Used++
-			case c.State == gpuUnhealthy:
-				row.Unhealthy++
-			case c.State != structs.GPUHealthy:
-				row.HeldBack++
-			default:
-				c.State = gpuFree
-				row.Free++
-			}
-			if s, ok := samples[g.Index]; ok && row.Local {
-				c.Sample = &s
-			}
-			row.GPUs = append(row.GPUs, c)
-		}
-		rows = append(rows, row)
+		rows = append(rows, u.nodeRow(n, leader, own))
 	}
 	return rows
+}
+
+// nodePageRow is the row of the node a node's or GPU's page shows, with
+// its GPUs' telemetry: this node's own, or another's asked of it.
+func (u *UI) nodePageRow(r *http.Request, n *structs.Node) nodeRow {
+	if n.ID == u.cfg.NodeID {
+		return u.nodeRow(n, u.srv.Leader(), u.samples())
+	}
+	samples, why := u.nodeTelemetry(r.Context(), n)
+	row := u.nodeRow(n, u.srv.Leader(), samples)
+	row.NoTelemetry = why
+	return row
+}
+
+// nodeTelemetry asks another node for its GPUs' latest telemetry, for
+// at most telemetryWait; nil, and why in words, without it. A node that
+// is not up is not asked: the page must not wait on a dead node.
+func (u *UI) nodeTelemetry(ctx context.Context, n *structs.Node) (map[int]gpu.Sample, string) {
+	switch {
+	case len(n.GPUs) == 0:
+		return nil, ""
+	case u.srv.NodeTelemetry == nil:
+		return nil, "the utilisation of " + n.Name + "'s GPUs is read on " + n.Name
+	case n.Status != structs.NodeReady && n.Status != structs.NodeDraining:
+		return nil, fmt.Sprintf("%s is %s: its telemetry is not asked for", n.Name, n.Status)
+	}
+	ctx, cancel := context.WithTimeout(ctx, u.telemetryWait)
+	defer cancel()
+	got, err := u.srv.NodeTelemetry(ctx, n.ID)
+	switch {
+	case ctx.Err() != nil:
+		return nil, fmt.Sprintf("%s did not answer with its telemetry within %s", n.Name, u.telemetryWait)
+	case err != nil:
+		return nil, fmt.Sprintf("%s could not be asked for it: %v", n.Name, err)
+	case len(got) == 0:
+		return nil, n.Name + " reads no GPU telemetry"
+	}
+	return byIndex(got), ""
+}
+
+// nodeRow is n's row, with the GPUs each live allocation holds and the
+// telemetry given (nil: none).
+func (u *UI) nodeRow(n *structs.Node, leader string, samples map[int]gpu.Sample) nodeRow {
+	holder := map[string]string{}
+	live := u.cfg.FSM.NodeLiveAllocs(n.ID)
+	for _, a := range live {
+		for _, g := range a.GPUs {
+			holder[g] = a.JobID
+		}
+	}
+	row := nodeRow{Node: n, Leader: n.ID == leader, Local: n.ID == u.cfg.NodeID, Live: len(live), HasTelemetry: samples != nil}
+	for _, g := range n.GPUs {
+		c := gpuCell{GPU: g, Job: holder[g.UUID]}
+		switch c.State = g.HealthState(); {
+		case c.Job != "":
+			c.State = gpuUsed
+			row.Used++
+		case c.State == gpuUnhealthy:
+			row.Unhealthy++
+		case c.State != structs.GPUHealthy:
+			row.HeldBack++
+		default:
+			c.State = gpuFree
+			row.Free++
+		}
+		if s, ok := samples[g.Index]; ok {
+			c.Sample = &s
+		}
+		row.GPUs = append(row.GPUs, c)
+	}
+	return row
 }
 
 // samples is this node's latest telemetry by GPU index; nil without.
@@ -129,8 +188,13 @@ func (u *UI) samples() map[int]gpu.Sample {
 	if got == nil {
 		return nil
 	}
-	out := make(map[int]gpu.Sample, len(got))
-	for _, s := range got {
+	return byIndex(got)
+}
+
+// byIndex keys samples by their GPU's index.
+func byIndex(samples []gpu.Sample) map[int]gpu.Sample {
+	out := make(map[int]gpu.Sample, len(samples))
+	for _, s := range samples {
 		out[s.Index] = s
 	}
 	return out
@@ -194,10 +258,7 @@ func (u *UI) handleOverview(w http.ResponseWriter, r *http.Request, v *view) {
 }
 
 type nodeData struct {
-	Row nodeRow
-	// UIURL is the node's own UI, which shows its GPUs' utilisation;
-	// "" on this node or when its address is unknown.
-	UIURL  string
+	Row    nodeRow
 	Allocs []*structs.Allocation
 	// MayCordon shows the cordon buttons, which post CSRF.
 	MayCordon bool
@@ -213,20 +274,14 @@ func (u *UI) handleNode(w http.ResponseWriter, r *http.Request, v *view) {
 		return
 	}
 	v.Title, v.Nav, v.Refresh = "Node "+n.Name, "overview", refreshSeconds
-	d := nodeData{Row: u.nodeRows([]*structs.Node{n})[0], Allocs: u.cfg.FSM.NodeLiveAllocs(n.ID), MayCordon: v.Viewer.Can(structs.PermNodes), CSRF: v.CSRF,
+	d := nodeData{Row: u.nodePageRow(r, n), Allocs: u.cfg.FSM.NodeLiveAllocs(n.ID), MayCordon: v.Viewer.Can(structs.PermNodes), CSRF: v.CSRF,
 		Events: u.cfg.FSM.RecentEvents("", n.ID, recentEvents)}
-	if !d.Row.Local && u.cfg.NodeURL != nil {
-		if addr := u.cfg.NodeURL(n.ID); addr != "" {
-			d.UIURL = addr + Prefix + "nodes/" + n.ID
-		}
-	}
 	u.render(w, http.StatusOK, "node", v, d)
 }
 
 type gpuData struct {
 	Node      nodeRow
 	Cell      gpuCell
-	UIURL     string
 	MayCordon bool
 	CSRF      string
 	// Placeable and Why say whether new work may go to the GPU.
@@ -241,7 +296,7 @@ func (u *UI) handleGPU(w http.ResponseWriter, r *http.Request, v *view) {
 		u.fail(w, r, v, http.StatusNotFound, fmt.Errorf("GPU %s of node %s: no such GPU", r.PathValue("index"), r.PathValue("id")))
 		return
 	}
-	row := u.nodeRows([]*structs.Node{n})[0]
+	row := u.nodePageRow(r, n)
 	for _, c := range row.GPUs {
 		if c.GPU.Index != index {
 			continue
@@ -249,11 +304,6 @@ func (u *UI) handleGPU(w http.ResponseWriter, r *http.Request, v *view) {
 		v.Title, v.Nav, v.Refresh = fmt.Sprintf("GPU %d of %s", index, n.Name), "overview", refreshSeconds
 		d := gpuData{Node: row, Cell: c, MayCordon: v.Viewer.Can(structs.PermNodes), CSRF: v.CSRF}
 		d.Placeable, d.Why = c.GPU.Placeable()
-		if !row.Local && u.cfg.NodeURL != nil {
-			if addr := u.cfg.NodeURL(n.ID); addr != "" {
-				d.UIURL = fmt.Sprintf("%s%snodes/%s/gpus/%d", addr, Prefix, n.ID, index)
-			}
-		}
 		u.render(w, http.StatusOK, "gpu", v, d)
 		return
 	}

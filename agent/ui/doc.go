@@ -12,7 +12,9 @@
 // CSRF token, and go through the user API's own handlers in process, so
 // they are checked, forwarded to the leader and audited as any client's
 // write. The log tail is read through the API too (its last 16 KiB, which
-// the node that ran the job reads from the end of its files).
+// the node that ran the job reads from the end of its files). A node's or
+// a GPU's page of another node shows the utilisation that node read, asked
+// of it through the server (Server.NodeTelemetry) within a second.
 //
 // Templates, the stylesheet and the refresh script are embedded: the UI
 // loads nothing from elsewhere, and its Content-Security-Policy says so.

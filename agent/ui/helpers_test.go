@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -112,6 +113,11 @@ func (s *state) fault(nodeID string, index int, reason string) {
 	}}})
 }
 
+func (s *state) status(nodeID string, st structs.NodeStatus, reason string) {
+	s.tb.Helper()
+	s.apply(structs.NodeStatusType, structs.NodeStatusRequest{NodeID: nodeID, Status: st, Reason: reason, At: s.at()})
+}
+
 func (s *state) cordon(nodeID string, index int, reason string) {
 	s.tb.Helper()
 	s.apply(structs.GPUCordonType, structs.GPUCordonRequest{NodeID: nodeID, UUID: gpuUUID(nodeID, index), Cordon: true, Reason: reason, At: s.at()})
@@ -180,24 +186,39 @@ type harness struct {
 	ui   *UI
 	api  *fakeAPI
 	open bool
+	// remote answers for the other nodes asked for their telemetry, by
+	// node ID (none: beta's readings, remoteTelemetry); asked lists the
+	// nodes asked.
+	remote map[string]func(ctx context.Context) ([]gpu.Sample, error)
+	asked  []string
 }
 
 func newHarness(t testing.TB, st *state, tel gpu.Telemetry) *harness {
-	h := &harness{t: t, st: st, api: &fakeAPI{answers: map[string]fakeAnswer{}}}
-	h.ui = New(Config{
-		FSM: st.f, NodeID: "n1", NodeName: "alpha", Telemetry: tel,
-		NodeURL: func(id string) string {
-			if n, ok := st.f.Node(id); ok {
-				return n.Addresses.HTTP
-			}
-			return ""
-		},
-	}, Server{
-		API:          h.api,
-		Authenticate: h.authenticate,
-		Leader:       func() string { return "n1" },
+	h := &harness{t: t, st: st, api: &fakeAPI{answers: map[string]fakeAnswer{}}, remote: map[string]func(context.Context) ([]gpu.Sample, error){}}
+	h.ui = New(Config{FSM: st.f, NodeID: "n1", NodeName: "alpha", Telemetry: tel}, Server{
+		API:           h.api,
+		Authenticate:  h.authenticate,
+		Leader:        func() string { return "n1" },
+		NodeTelemetry: h.nodeTelemetry,
 	})
 	return h
+}
+
+// nodeTelemetry stands for the server's call to another node.
+func (h *harness) nodeTelemetry(ctx context.Context, nodeID string) ([]gpu.Sample, error) {
+	h.asked = append(h.asked, nodeID)
+	if answer, ok := h.remote[nodeID]; ok {
+		return answer(ctx)
+	}
+	return remoteTelemetry(), nil
+}
+
+// remoteTelemetry is what another node answers by default: GPU 1 busy.
+func remoteTelemetry() []gpu.Sample {
+	return []gpu.Sample{
+		{Index: 0, Simulated: true, Has: gpu.HasUtil, UtilPercent: 0},
+		{Index: 1, Simulated: true, Has: gpu.HasUtil | gpu.HasTemp, UtilPercent: 58, TempC: 47},
+	}
 }
 
 func (h *harness) authenticate(r *http.Request, token string) (*http.Request, Viewer, error) {

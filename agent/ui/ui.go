@@ -2,6 +2,7 @@ package ui
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -69,13 +70,10 @@ type Config struct {
 	FSM      *fsm.FSM
 	NodeID   string
 	NodeName string
-	// Telemetry reads this node's GPUs; nil shows no utilisation.
+	// Telemetry reads this node's GPUs; nil shows no utilisation of
+	// them.
 	Telemetry gpu.Telemetry
-	// NodeURL is the API address of a node ("http://10.0.0.2:7470"), ""
-	// when unknown: other nodes' pages link to that node's own UI, the
-	// only one that has its GPUs' telemetry.
-	NodeURL func(nodeID string) string
-	Logger  hclog.Logger
+	Logger    hclog.Logger
 }
 
 // Server is what the UI needs of the API server that mounts it.
@@ -90,6 +88,10 @@ type Server struct {
 	Authenticate func(r *http.Request, token string) (*http.Request, Viewer, error)
 	// Leader is the Raft leader's node ID, "" when there is none.
 	Leader func() string
+	// NodeTelemetry asks another node for the latest readings of its
+	// GPUs, within ctx (the UI bounds it by telemetryWait); nil asks
+	// none, and only this node's GPUs show their utilisation.
+	NodeTelemetry func(ctx context.Context, nodeID string) ([]gpu.Sample, error)
 }
 
 // Viewer is who looks at the UI: what the server's Identity says.
@@ -120,6 +122,9 @@ type UI struct {
 	now     func() time.Time
 	// logWait bounds the wait for a log tail (logTailWait).
 	logWait time.Duration
+	// telemetryWait bounds the wait for another node's telemetry
+	// (nodeTelemetryWait).
+	telemetryWait time.Duration
 }
 
 // pageNames are the pages, each a template of its own on the layout.
@@ -147,7 +152,8 @@ var static = func() fs.FS {
 
 // New returns the UI's handler for Prefix.
 func New(cfg Config, srv Server) *UI {
-	u := &UI{cfg: cfg, srv: srv, log: cfg.Logger, now: time.Now, csrfKey: make([]byte, 32), logWait: logTailWait}
+	u := &UI{cfg: cfg, srv: srv, log: cfg.Logger, now: time.Now, csrfKey: make([]byte, 32), logWait: logTailWait,
+		telemetryWait: nodeTelemetryWait}
 	if u.log == nil {
 		u.log = hclog.NewNullLogger()
 	}

@@ -1,6 +1,8 @@
 package ui
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -90,15 +92,18 @@ func TestUI_EveryPageShowsTheState(t *testing.T) {
 	contains(t, node, "local node", `id="node-id">n1<`, "73%", "12%", "bad fan", `href="/ui/jobs/job-run-1"`, "Uncordon", "Cordon")
 	lacks(t, node, "local node", `id="telemetry-note"`)
 	remote := c.get("/ui/nodes/n2", http.StatusOK)
-	contains(t, remote, "another node", `id="telemetry-note"`, `href="http://beta:7070/ui/nodes/n2"`, "XID 79: fell off the bus")
+	contains(t, remote, "another node", "<th>Utilisation</th>", "<td>58%</td>", "as beta read it", "XID 79: fell off the bus")
+	lacks(t, remote, "another node", `id="telemetry-note"`)
 	contains(t, remote, "another node's events", "Recent events", "<code>node-joined</code>", "<code>gpu-fault</code>")
 
 	g := c.get("/ui/nodes/n1/gpus/0", http.StatusOK)
 	contains(t, g, "local GPU", `id="gpu-uuid">GPU-n1-0<`, `id="gpu-util">73%<`, "40 GiB of 80 GiB", "61 °C",
 		`id="gpu-job">job job-run-1<`, "simulated: the readings are made up")
-	rg := c.get("/ui/nodes/n2/gpus/3", http.StatusOK)
-	contains(t, rg, "remote GPU", `id="gpu-state">unhealthy<`, `href="http://beta:7070/ui/nodes/n2/gpus/3"`)
-	lacks(t, rg, "remote GPU", `id="gpu-util"`)
+	rg := c.get("/ui/nodes/n2/gpus/1", http.StatusOK)
+	contains(t, rg, "remote GPU", `id="gpu-state">free<`, `id="gpu-util">58%<`, "47 °C")
+	rg = c.get("/ui/nodes/n2/gpus/3", http.StatusOK)
+	contains(t, rg, "remote GPU without a reading", `id="gpu-state">unhealthy<`, "No telemetry: beta has no reading of this GPU.")
+	lacks(t, rg, "remote GPU without a reading", `id="gpu-util"`)
 
 	svc := c.get("/ui/services", http.StatusOK)
 	contains(t, svc, "services", "chat", "1/2 healthy, 1 starting")
@@ -111,6 +116,60 @@ func TestUI_EveryPageShowsTheState(t *testing.T) {
 	c.get("/ui/jobs?state=bogus", http.StatusBadRequest)
 	c.get("/ui/jobs?after=garbage", http.StatusBadRequest)
 	c.get("/ui/jobs/job-run-1?rank=5", http.StatusBadRequest)
+}
+
+// Another node's page asks that node for its GPUs' telemetry, within a
+// bound, and says why it shows none; the overview asks no node.
+func TestUI_AnotherNodesTelemetry_AskedOfItWithinABound(t *testing.T) {
+	cases := []struct {
+		name   string
+		answer func(ctx context.Context) ([]gpu.Sample, error)
+		down   bool
+		want   string
+	}{
+		{name: "unreachable", answer: func(context.Context) ([]gpu.Sample, error) {
+			return nil, errors.New("dial tcp 10.0.0.2:7470: connect: connection refused")
+		}, want: "No utilisation: beta could not be asked for it: dial tcp 10.0.0.2:7470: connect: connection refused."},
+		{name: "hangs", answer: func(ctx context.Context) ([]gpu.Sample, error) {
+			<-ctx.Done() // a dead host: only the UI's bound ends the wait
+			return nil, ctx.Err()
+		}, want: "No utilisation: beta did not answer with its telemetry within 50ms."},
+		{name: "reads none", answer: func(context.Context) ([]gpu.Sample, error) { return []gpu.Sample{}, nil },
+			want: "No utilisation: beta reads no GPU telemetry."},
+		{name: "down", down: true, want: "No utilisation: beta is down: its telemetry is not asked for."},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := cluster(t)
+			if tc.down {
+				st.status("n2", structs.NodeDown, "no heartbeat")
+			}
+			h := newHarness(t, st, localTelemetry())
+			h.ui.telemetryWait = 50 * time.Millisecond
+			if tc.answer != nil {
+				h.remote["n2"] = tc.answer
+			}
+			c := h.client("reader-token")
+			overview := c.get("/ui/", http.StatusOK)
+			contains(t, overview, "overview", `class="gpu used u7" href="/ui/nodes/n1/gpus/0"`, `class="gpu free " href="/ui/nodes/n2/gpus/1"`)
+			if len(h.asked) != 0 {
+				t.Fatalf("the overview asked %v for their telemetry, want none", h.asked)
+			}
+			node := c.get("/ui/nodes/n2", http.StatusOK)
+			contains(t, node, "beta's page", `id="telemetry-note"`, tc.want)
+			lacks(t, node, "beta's page", "<th>Utilisation</th>")
+			g := c.get("/ui/nodes/n2/gpus/1", http.StatusOK)
+			contains(t, g, "beta's GPU", "No telemetry: "+strings.TrimPrefix(tc.want, "No utilisation: "))
+			lacks(t, g, "beta's GPU", `id="gpu-util"`)
+			wantAsked := []string{"n2", "n2"}
+			if tc.down {
+				wantAsked = nil
+			}
+			if !slices.Equal(h.asked, wantAsked) {
+				t.Fatalf("asked %v for their telemetry, want %v", h.asked, wantAsked)
+			}
+		})
+	}
 }
 
 func TestUI_NoTelemetry_NoUtilisationShown(t *testing.T) {
