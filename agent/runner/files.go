@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -110,10 +111,67 @@ type containerSpec struct {
 // lease is the node's right to run its jobs, renewed by the agent while
 // it is in contact with the leader. A supervisor stops its job when the
 // lease has expired, even if the agent itself is frozen or dead.
+//
+// The agent rewrites the file in place, several times a second (a new
+// file and a rename each time were a quarter of an idle worker's CPU),
+// so a supervisor may read one half written: Check, a checksum of
+// ExpiresAt as written, tells it so, and it reads again. The file is
+// padded with spaces to leaseFileSize, so a shorter lease leaves nothing
+// of a longer one behind.
 type lease struct {
 	// ExpiresAt zero means the lease never expires (a one-node cluster,
 	// where no other node could take the job over).
 	ExpiresAt time.Time `json:"expires_at"`
+	Check     string    `json:"check,omitempty"`
+}
+
+// leaseFileSize is the size of the lease file: the longest lease encoded
+// is about 90 bytes.
+const leaseFileSize = 128
+
+// errTornLease: a lease read while the agent rewrote it, or damaged.
+var errTornLease = errors.New("lease does not match its check (read while it was written)")
+
+// leaseCheck is the check of a lease expiring at the time encoded as t.
+func leaseCheck(t []byte) string {
+	return strconv.FormatUint(uint64(crc32.ChecksumIEEE(t)), 16)
+}
+
+// encodeLease is the content of the lease file for a lease until until.
+func encodeLease(until time.Time) ([]byte, error) {
+	t, err := until.UTC().MarshalText()
+	if err != nil {
+		return nil, fmt.Errorf("encode lease: %w", err)
+	}
+	data, err := json.Marshal(lease{ExpiresAt: until.UTC(), Check: leaseCheck(t)})
+	if err != nil || len(data) >= leaseFileSize {
+		return nil, fmt.Errorf("encode lease: %d bytes (%v)", len(data), err)
+	}
+	buf := bytes.Repeat([]byte{' '}, leaseFileSize)
+	copy(buf, data)
+	buf[leaseFileSize-1] = '\n'
+	return buf, nil
+}
+
+// readLease reads the lease file, again while what it reads does not
+// match its check (a file written before the check existed has none, and
+// is taken as it is).
+func readLease(path string) (l lease, found bool, err error) {
+	for range 3 {
+		l = lease{}
+		if found, err = readJSON(path, &l); !found || err != nil {
+			return l, found, err
+		}
+		if l.Check == "" {
+			return l, true, nil
+		}
+		t, _ := l.ExpiresAt.MarshalText()
+		if leaseCheck(t) == l.Check {
+			return l, true, nil
+		}
+		err = fmt.Errorf("read %s: %w", path, errTornLease)
+	}
+	return l, true, err
 }
 
 // procRecord names one process so that a reused pid is never mistaken for
@@ -184,19 +242,8 @@ func makeJobFile(path string, a Account, chown bool) error {
 }
 
 // writeJSONAtomic writes v to path through a temporary file and a rename, so
-// a reader sees the old content or the new one, never a part, and syncs
-// both to disk before it returns, so the file outlives a crash of the
-// machine.
-func writeJSONAtomic(path string, v any) error { return writeJSON(path, v, true) }
-
-// replaceJSON is writeJSONAtomic without the syncs, for a file that means
-// nothing once the machine restarts: the processes that read it are gone
-// then. Readers on the machine still see the old content or the new one.
-func replaceJSON(path string, v any) error { return writeJSON(path, v, false) }
-
-// writeJSON writes v to path through a temporary file and a rename, syncing
-// the file and its directory when durable.
-func writeJSON(path string, v any, durable bool) error {
+// a reader sees the old content or the new one, never a part.
+func writeJSONAtomic(path string, v any) error {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
@@ -207,7 +254,7 @@ func writeJSON(path string, v any, durable bool) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	_, err = tmp.Write(append(data, '\n'))
-	if err == nil && durable {
+	if err == nil {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {
@@ -219,9 +266,6 @@ func writeJSON(path string, v any, durable bool) error {
 	if err != nil {
 		_ = os.Remove(tmp.Name())
 		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if !durable {
-		return nil
 	}
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()

@@ -158,9 +158,12 @@ type Runner struct {
 	dir       string
 	supCmd    []string
 	killGrace time.Duration
-	// leasePath and fenceGrace configure self-fencing (Config.LeasePath).
+	// leasePath and fenceGrace configure self-fencing (Config.LeasePath);
+	// leaseFile is the lease file, open once written.
 	leasePath  string
 	fenceGrace time.Duration
+	leaseMu    sync.Mutex
+	leaseFile  *os.File
 	report     func(structs.AllocUpdate)
 	log        hclog.Logger
 	// switchUser is whether jobs run as their own accounts (the runner is
@@ -711,16 +714,38 @@ func specDriver(dir string) (spec, driver, error) {
 }
 
 // RenewLease extends the node's lease until the given time, or forever for
-// a zero time. Supervisors read it from Config.LeasePath. It is written
-// several times a second and never synced to disk: after the machine
-// restarts no supervisor is left to read it, and the agent's first
-// renewal replaces it (two syncs a renewal were a fifth of an idle
-// worker's CPU, and held up the Raft log's own syncs on a shared disk).
+// a zero time. Supervisors read it from Config.LeasePath. It is rewritten
+// in place, several times a second, and never synced to disk: after the
+// machine restarts no supervisor is left to read it, and the agent's
+// first renewal replaces it (a new file, a rename and two syncs a renewal
+// were half an idle worker's CPU, and held up the Raft log's own syncs on
+// a shared disk). See lease for how a supervisor reads it.
 func (r *Runner) RenewLease(until time.Time) error {
 	if r.leasePath == "" {
 		return nil
 	}
-	return replaceJSON(r.leasePath, lease{ExpiresAt: until.UTC()})
+	data, err := encodeLease(until)
+	if err != nil {
+		return err
+	}
+	r.leaseMu.Lock()
+	defer r.leaseMu.Unlock()
+	opened := r.leaseFile == nil
+	if opened {
+		if r.leaseFile, err = os.OpenFile(r.leasePath, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+			return fmt.Errorf("open the lease file: %w", err)
+		}
+	}
+	_, err = r.leaseFile.WriteAt(data, 0)
+	if err == nil && opened {
+		err = r.leaseFile.Truncate(leaseFileSize) // what an older agent wrote may be longer
+	}
+	if err != nil {
+		_ = r.leaseFile.Close()
+		r.leaseFile = nil
+		return fmt.Errorf("write the lease file: %w", err)
+	}
+	return nil
 }
 
 // Stop asks an allocation's supervisor to stop its job: SIGTERM to the job
@@ -930,6 +955,12 @@ func (r *Runner) Shutdown() {
 		close(r.quit)
 		r.mu.Unlock()
 		r.wg.Wait()
+		r.leaseMu.Lock()
+		if r.leaseFile != nil {
+			_ = r.leaseFile.Close()
+			r.leaseFile = nil
+		}
+		r.leaseMu.Unlock()
 	})
 }
 

@@ -159,11 +159,11 @@ func (s *supervisor) signalReady() {
 
 // leaseExpired reports whether the node's lease has run out. A lease that
 // was never written never fences (the agent has not been in contact yet),
-// but one that disappears does: the agent replaces it atomically, so it
-// vanishes only with the node's data directory.
+// but one that disappears does: the agent rewrites it in place, so it
+// vanishes only with the node's data directory. One read while the agent
+// rewrote it (readLease) decides nothing: the next poll reads it again.
 func (s *supervisor) leaseExpired(path string) bool {
-	var l lease
-	found, err := readJSON(path, &l)
+	l, found, err := readLease(path)
 	switch {
 	case !found:
 		return s.sawLease
