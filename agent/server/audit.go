@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -236,16 +235,8 @@ func (s *Server) remoteAudit(r *http.Request, nodeID string, limit int) ([]api.A
 	}
 	copyHeaders(req.Header, r.Header, api.TokenHeader, "Authorization")
 	req.Header.Set(api.ForwardedHeader, s.cfg.NodeName)
-	resp, err := s.cfg.Peers.Calls().Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, api.ReadError(resp)
-	}
 	var recs []api.AuditRecord
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&recs); err != nil {
+	if err := s.callNode(req, 64<<20, &recs); err != nil {
 		return nil, err
 	}
 	return recs, nil

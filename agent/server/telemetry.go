@@ -53,17 +53,27 @@ func (s *Server) nodeTelemetry(ctx context.Context, nodeID string) ([]gpu.Sample
 	if err != nil {
 		return nil, err
 	}
+	var out []gpu.Sample
+	if err := s.callNode(req, maxTelemetryBytes, &out); err != nil {
+		return nil, fmt.Errorf("the telemetry of node %s: %w", structs.ShortID(nodeID), err)
+	}
+	return out, nil
+}
+
+// callNode makes a bounded call to another node and decodes its answer,
+// at most limit bytes of JSON, into out; an answer other than 200 OK is
+// the error it carries.
+func (s *Server) callNode(req *http.Request, limit int64, out any) error {
 	resp, err := s.cfg.Peers.Calls().Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, api.ReadError(resp)
+		return api.ReadError(resp)
 	}
-	var out []gpu.Sample
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxTelemetryBytes)).Decode(&out); err != nil {
-		return nil, fmt.Errorf("decode the telemetry of node %s: %w", structs.ShortID(nodeID), err)
+	if err := json.NewDecoder(io.LimitReader(resp.Body, limit)).Decode(out); err != nil {
+		return fmt.Errorf("decode the answer: %w", err)
 	}
-	return out, nil
+	return nil
 }
