@@ -291,7 +291,7 @@ func (a *Agent) start() error {
 
 	a.node.Run(a.ctx)
 	a.goLoop(func() { sampler.Run(a.ctx) })
-	a.goLoop(func() { a.load.Run(a.ctx) })
+	a.goLoop(func() { a.load.Run(a.ctx, a.node.Server) })
 	if a.secure != nil {
 		a.secure.Run(a.ctx, secure.Deps{Raft: a.raft, Peers: a.peers, Announce: a.announce}, a.goLoop)
 	}

@@ -162,7 +162,7 @@ func New(cfg Config) *Metrics {
 	if cfg.TimerLag != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: namespace, Subsystem: "agent", Name: "timer_lag_seconds",
-			Help: "Worst lateness of a timer the agent set in the last second; two ticks 0.1 s late in a second make the node short of CPU.",
+			Help: "Worst lateness of a timer the agent set in its last 20 ticks (a second on a server, 10 s on a worker); two ticks 0.1 s late among them make the node short of CPU.",
 		}, func() float64 { return cfg.TimerLag().Seconds() }))
 	}
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})

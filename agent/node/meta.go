@@ -47,5 +47,9 @@ func freeGPUs(gpus []structs.GPU, used map[string]bool, unhealthy uint64) int {
 	return free
 }
 
+// Server reports whether this node holds the state, as its view loop last
+// found (at most a second ago).
+func (n *Node) Server() bool { return n.server.Load() }
+
 // refreshMeta re-announces this node when what gossip says of it changed.
 func (n *Node) refreshMeta() { n.cfg.Announce.Set(n.Meta()) }

@@ -47,7 +47,7 @@ func TestMonitor_RunMeasuresTheTicksOfAnIdleProcess(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		m.Run(ctx)
+		m.Run(ctx, nil)
 		close(done)
 	}()
 	// Run fills the window with the ticks' lags (an idle test process
@@ -64,4 +64,26 @@ func TestMonitor_RunMeasuresTheTicksOfAnIdleProcess(t *testing.T) {
 	})
 	cancel()
 	<-done
+}
+
+// TestMonitor_AWorkerTicksLessOften: the monitor wakes every Tick on a
+// server, which sheds by it, and every IdleTick on a worker, which only
+// reports its lag.
+func TestMonitor_AWorkerTicksLessOften(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		server func() bool
+		want   time.Duration
+	}{
+		{"no role given", nil, Tick},
+		{"a server", func() bool { return true }, Tick},
+		{"a worker", func() bool { return false }, IdleTick},
+	} {
+		if got := interval(c.server); got != c.want {
+			t.Errorf("%s: ticks every %s, want %s", c.name, got, c.want)
+		}
+	}
+	if IdleTick <= Tick {
+		t.Errorf("IdleTick %s is not longer than Tick %s", IdleTick, Tick)
+	}
 }
