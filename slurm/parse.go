@@ -627,32 +627,26 @@ func (b *builder) exportAll() {
 	}
 }
 
-// notExported are the variables --export=ALL never passes: the job's
-// account's own (the job runs as its owner's account on its node), the
-// submitter's session and host's, and what skein sets for the job.
-var notExported = func() func(string) bool {
-	names := map[string]bool{}
-	for _, k := range []string{
+// notExportedNames and notExportedPrefixes are the variables
+// --export=ALL never passes (notExported): the job's account's own (the
+// job runs as its owner's account on its node), the submitter's session
+// and host's, and Slurm's.
+var (
+	notExportedNames = []string{
 		"HOME", "USER", "LOGNAME", "SHELL", "MAIL",
 		"PWD", "OLDPWD", "SHLVL", "_", "HOSTNAME", "TMPDIR", "TERM", "TERMCAP", "COLUMNS", "LINES",
 		"DISPLAY", "XAUTHORITY", "WINDOWID", "TMUX", "TMUX_PANE", "STY", "WINDOW",
 		"DBUS_SESSION_BUS_ADDRESS", "KRB5CCNAME",
-	} {
-		names[k] = true
 	}
-	prefixes := []string{"SSH_", "XDG_", "SLURM_", "SBATCH_", "SRUN_", "SALLOC_"}
-	return func(k string) bool {
-		if names[k] || structs.ReservedEnv(k) {
-			return true
-		}
-		for _, p := range prefixes {
-			if strings.HasPrefix(k, p) {
-				return true
-			}
-		}
-		return false
-	}
-}()
+	notExportedPrefixes = []string{"SSH_", "XDG_", "SLURM_", "SBATCH_", "SRUN_", "SALLOC_"}
+)
+
+// notExported reports whether --export=ALL leaves k out: one of the
+// above, or a variable skein sets for the job itself.
+func notExported(k string) bool {
+	return slices.Contains(notExportedNames, k) || structs.ReservedEnv(k) ||
+		slices.ContainsFunc(notExportedPrefixes, func(p string) bool { return strings.HasPrefix(k, p) })
+}
 
 // looksSecret reports whether a variable's name says it holds a secret:
 // HF_TOKEN, AWS_SECRET_ACCESS_KEY, PGPASSWORD, OPENAI_API_KEY, MYSQL_PWD.

@@ -112,9 +112,8 @@ type containerSpec struct {
 // it is in contact with the leader. A supervisor stops its job when the
 // lease has expired, even if the agent itself is frozen or dead.
 //
-// The agent rewrites the file in place, several times a second (a new
-// file and a rename each time were a quarter of an idle worker's CPU),
-// so a supervisor may read one half written: Check, a checksum of
+// The agent rewrites the file in place (RenewLease says why), so a
+// supervisor may read one half written: Check, a checksum of
 // ExpiresAt as written, tells it so, and it reads again. The file is
 // padded with spaces to leaseFileSize, so a shorter lease leaves nothing
 // of a longer one behind.

@@ -717,9 +717,10 @@ func specDriver(dir string) (spec, driver, error) {
 // a zero time. Supervisors read it from Config.LeasePath. It is rewritten
 // in place, several times a second, and never synced to disk: after the
 // machine restarts no supervisor is left to read it, and the agent's
-// first renewal replaces it (a new file, a rename and two syncs a renewal
-// were half an idle worker's CPU, and held up the Raft log's own syncs on
-// a shared disk). See lease for how a supervisor reads it.
+// first renewal replaces it. A new file, a rename and two syncs for each
+// of four renewals a second were most of an idle worker's own work in
+// its CPU profile, and the syncs held up the Raft log's on a shared disk
+// (BENCHMARKS.md, issue 17). See lease for how a supervisor reads it.
 func (r *Runner) RenewLease(until time.Time) error {
 	if r.leasePath == "" {
 		return nil
