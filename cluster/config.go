@@ -133,6 +133,10 @@ type Config struct {
 	// of this node through a Partitioner, so tests can cut nodes off. Nil in
 	// production.
 	Network *Partitioner
+	// compressGossip makes this member compress what it gossips, as
+	// skein did before 2026-12-04: for tests of a cluster that mixes
+	// both kinds during an upgrade.
+	compressGossip bool
 }
 
 // GossipTiming holds memberlist's failure-detector timings. See

@@ -49,6 +49,39 @@ func TestGossip_MembersJoinThroughAnyMemberAndSeeMeta(t *testing.T) {
 	})
 }
 
+// A member that compresses its gossip (skein before it stopped doing so)
+// and one that does not see each other and each other's changes, as
+// they do while a cluster is upgraded one node at a time.
+func TestGossip_CompressedAndPlainMembersGossipTogether(t *testing.T) {
+	var metaOld, metaNew atomic.Value
+	metaOld.Store([]byte("gpus=8"))
+	metaNew.Store([]byte("gpus=4"))
+	cfgOld := testConfig("old")
+	cfgOld.Bootstrap = true
+	cfgOld.compressGossip = true
+	cfgOld.Meta = func() []byte { return metaOld.Load().([]byte) }
+	cfgNew := testConfig("new")
+	cfgNew.Meta = func() []byte { return metaNew.Load().([]byte) }
+	old, plain := startCfg(t, cfgOld), startCfg(t, cfgNew)
+	mustJoin(t, plain, old)
+	waitFor(t, 10*time.Second, func() error { return allAlive(old, plain) })
+
+	for _, c := range []struct {
+		from, to *testNode
+		meta     *atomic.Value
+		want     string
+	}{{old, plain, &metaOld, "gpus=7"}, {plain, old, &metaNew, "gpus=3"}} {
+		c.meta.Store([]byte(c.want))
+		if err := c.from.c.UpdateMeta(); err != nil {
+			t.Fatalf("%s: update meta: %v", c.from.id, err)
+		}
+		ev := waitEvent(t, c.to, EventUpdate, c.from.id, 10*time.Second)
+		if string(ev.Member.Meta) != c.want {
+			t.Fatalf("%s sees %s's meta %q, want %q", c.to.id, c.from.id, ev.Member.Meta, c.want)
+		}
+	}
+}
+
 func TestGossip_FailedAndLeftMembersAreReported(t *testing.T) {
 	cfgA := testConfig("a")
 	cfgA.Bootstrap = true
