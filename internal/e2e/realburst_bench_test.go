@@ -142,11 +142,19 @@ func BenchmarkRealAgentsBurst(b *testing.B) {
 		for err := range errs {
 			b.Error(err)
 		}
+		// Only the jobs submitted can end: one whose submission failed
+		// (reported above) is not waited for until the deadline.
+		var submittedIDs []string
+		for _, id := range ids {
+			if id != "" {
+				submittedIDs = append(submittedIDs, id)
+			}
+		}
 		var ended map[string]structs.Job
 		deadline := start.Add(burstDeadline)
 		for {
 			ended = endedJobs(b, admin)
-			if len(ended) >= jobs || time.Now().After(deadline) {
+			if allIn(ended, submittedIDs) || time.Now().After(deadline) {
 				break
 			}
 			time.Sleep(time.Second) // the jobs' end is what is waited on
@@ -213,6 +221,16 @@ func BenchmarkRealAgentsBurst(b *testing.B) {
 		}
 		stopRealAgents(nodes)
 	}
+}
+
+// allIn reports whether every one of ids is a key of jobs.
+func allIn(jobs map[string]structs.Job, ids []string) bool {
+	for _, id := range ids {
+		if _, ok := jobs[id]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // endedJobs is every job the cluster holds that has ended, by ID.
