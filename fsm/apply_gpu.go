@@ -163,15 +163,6 @@ func (s *state) applyGPUCordon(l *raft.Log) any {
 	return nil
 }
 
-// writableNode stores a copy of the node n in its place and returns the
-// copy, for Apply to change: a node once stored is never changed, since
-// the views State handed out share it.
-func (s *state) writableNode(n *structs.Node) *structs.Node {
-	c := n.Copy()
-	s.nodes[c.ID] = c
-	return c
-}
-
 // findGPU returns the node's GPU with this UUID, or nil.
 func findGPU(n *structs.Node, uuid string) *structs.GPU {
 	for i := range n.GPUs {

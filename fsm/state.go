@@ -281,3 +281,12 @@ func removeFromSet[S ~map[string]V, V any](index map[string]S, k, id string) {
 		delete(index, k)
 	}
 }
+
+// writableNode stores a copy of the node n in its place and returns the
+// copy, for Apply to change: a node once stored is never changed, since
+// the views State handed out share it.
+func (s *state) writableNode(n *structs.Node) *structs.Node {
+	c := n.Copy()
+	s.nodes[c.ID] = c
+	return c
+}
