@@ -83,14 +83,16 @@ func TestDrain_AStoppedReplicaGetsNoRequestAndNoSignalForItsDrainDelay(t *testin
 	if _, err := c.ScaleService(context.Background(), "web", api.ServiceScaleRequest{Replicas: 1}); err != nil {
 		t.Fatalf("scale: %v", err)
 	}
+	// The ingress routes by the node's view, which follows the state a
+	// moment later: once the view has the replica stopping, until it is
+	// signalled, it runs and the ingress sends it nothing.
 	testutil.WaitFor(t, 30*time.Second, func() error {
-		if al, _ := a.fsm.Alloc(stopped.ID); al.DesiredState != structs.DesiredStop {
-			return fmt.Errorf("replica scaled down is %s, desired %s", al.State, al.DesiredState)
+		al, ok := a.node.View().Alloc(stopped.ID)
+		if !ok || al.DesiredState != structs.DesiredStop {
+			return fmt.Errorf("the node's view does not have the replica scaled down stopping yet")
 		}
 		return nil
 	})
-	// From now until it is signalled, it runs and the ingress sends it
-	// nothing.
 	hc := tokenClient(token)
 	served, untouched := 0, false
 	for {
