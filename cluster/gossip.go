@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"slices"
 	"strconv"
@@ -662,6 +663,16 @@ func (c *Cluster) member(id string) (memberState, bool) {
 // rejoinLoop re-joins peers seen alive earlier that are not members now.
 // memberlist stops probing a failed member after a while, so without this
 // two halves of a long partition would never find each other again.
+//
+// A round joins the missing one at a time, in random order, skipping
+// those that have come back meanwhile. One full-state exchange with a
+// member across a healed partition brings back every member that member
+// sees alive, so a round usually ends after a join or two. Joining them
+// all at once, as one memberlist.Join of every address does, exchanges
+// the whole state with each in turn: after a storm of false failures on
+// a starved machine every member did that with every member it had lost,
+// O(members) exchanges of O(members) state each, the load that kept the
+// storm going (BENCHMARKS.md, B5).
 func (c *Cluster) rejoinLoop() {
 	g := c.gossip
 	tick := time.NewTicker(c.cfg.RejoinInterval)
@@ -672,29 +683,59 @@ func (c *Cluster) rejoinLoop() {
 			return
 		case <-tick.C:
 		}
-		if c.leaving.Load() {
-			continue
-		}
-		var missing []string
-		g.tableMu.Lock()
-		live := map[string]bool{}
-		for _, m := range g.table {
-			if m.Status == StatusAlive {
-				live[m.Addr] = true
+		missing := g.missing()
+		mrand.Shuffle(len(missing), func(i, j int) { missing[i], missing[j] = missing[j], missing[i] })
+		tried, reached := 0, 0
+		for _, addr := range missing {
+			if c.isStopped() || c.leaving.Load() {
+				break
+			}
+			if g.aliveAt(addr) {
+				continue
+			}
+			tried++
+			n, err := g.ml.Join([]string{addr})
+			reached += n
+			if err != nil {
+				g.logger.Debug("re-join", "addr", addr, "error", err)
 			}
 		}
-		for addr := range g.known {
-			if !live[addr] {
-				missing = append(missing, addr)
-			}
+		if tried > 0 {
+			g.logger.Debug("re-join round", "missing", len(missing), "tried", tried, "reached", reached)
 		}
-		g.tableMu.Unlock()
-		if len(missing) == 0 {
-			continue
-		}
-		n, err := g.ml.Join(missing)
-		g.logger.Debug("re-join", "tried", len(missing), "reached", n, "error", err)
 	}
+}
+
+// missing lists the addresses of peers seen alive earlier at which no
+// member is alive now.
+func (g *gossip) missing() []string {
+	g.tableMu.Lock()
+	defer g.tableMu.Unlock()
+	live := map[string]bool{}
+	for _, m := range g.table {
+		if m.Status == StatusAlive {
+			live[m.Addr] = true
+		}
+	}
+	var out []string
+	for addr := range g.known {
+		if !live[addr] {
+			out = append(out, addr)
+		}
+	}
+	return out
+}
+
+// aliveAt reports whether a member at addr is alive.
+func (g *gossip) aliveAt(addr string) bool {
+	g.tableMu.Lock()
+	defer g.tableMu.Unlock()
+	for _, m := range g.table {
+		if m.Addr == addr && m.Status == StatusAlive {
+			return true
+		}
+	}
+	return false
 }
 
 // shutdownGossip stops memberlist without a leave broadcast.
