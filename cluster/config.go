@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 )
 
@@ -137,6 +138,11 @@ type Config struct {
 	// skein did before 2026-12-04: for tests of a cluster that mixes
 	// both kinds during an upgrade.
 	compressGossip bool
+	// gossipTransport, when set, carries this member's gossip instead of
+	// UDP and TCP sockets on GossipBind: for benchmarks of more members
+	// than one machine's kernel can carry packets for (memTransport).
+	// Network does not cut what it carries.
+	gossipTransport memberlist.Transport
 }
 
 // GossipTiming holds memberlist's failure-detector timings. See

@@ -234,19 +234,31 @@ func (c *Cluster) startGossip() error {
 
 	host, port, _ := splitHostPort(cfg.GossipBind)
 	stdlog := g.logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
-	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
-		BindAddrs: []string{host},
-		BindPort:  port,
-		Logger:    stdlog,
-	})
-	if err != nil {
-		return fmt.Errorf("listen for gossip on %s: %w", cfg.GossipBind, err)
-	}
-
 	mc := memberlist.DefaultLANConfig()
+	var nt *memberlist.NetTransport
+	if cfg.gossipTransport != nil {
+		ip, p, err := cfg.gossipTransport.FinalAdvertiseAddr("", 0)
+		if err != nil {
+			return fmt.Errorf("gossip transport: %w", err)
+		}
+		host = ip.String()
+		mc.BindPort = p
+		mc.Transport = cfg.gossipTransport
+	} else {
+		var err error
+		nt, err = memberlist.NewNetTransport(&memberlist.NetTransportConfig{
+			BindAddrs: []string{host},
+			BindPort:  port,
+			Logger:    stdlog,
+		})
+		if err != nil {
+			return fmt.Errorf("listen for gossip on %s: %w", cfg.GossipBind, err)
+		}
+		mc.BindPort = nt.GetAutoBindPort()
+		mc.Transport = nt
+	}
 	mc.Name = cfg.NodeID
 	mc.BindAddr = host
-	mc.BindPort = nt.GetAutoBindPort()
 	mc.AdvertisePort = mc.BindPort
 	if cfg.GossipAdvertise != "" {
 		advHost, advPort, _ := splitHostPort(cfg.GossipAdvertise)
@@ -279,22 +291,21 @@ func (c *Cluster) startGossip() error {
 	if cfg.ProbeRTT != nil {
 		mc.Ping = probeTimer(cfg.ProbeRTT)
 	}
-	mc.Transport = nt
-	if cfg.Network != nil {
+	if cfg.Network != nil && nt != nil {
 		mc.Transport = &cutTransport{NetTransport: nt, network: cfg.Network,
 			self: net.JoinHostPort(advertiseHost(mc, nt), strconv.Itoa(mc.AdvertisePort))}
 	}
 	if cfg.EncryptKey != nil {
 		ring, err := memberlist.NewKeyring(cfg.EncryptOthers, cfg.EncryptKey)
 		if err != nil {
-			_ = nt.Shutdown()
+			_ = mc.Transport.Shutdown()
 			return fmt.Errorf("%w: encrypt key: %w", ErrInvalidConfig, err)
 		}
 		mc.Keyring = ring
 	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
-		_ = nt.Shutdown()
+		_ = mc.Transport.Shutdown()
 		return fmt.Errorf("start gossip on %s: %w", cfg.GossipBind, err)
 	}
 	g.ml = ml
