@@ -53,7 +53,8 @@ func stopRealAgents(nodes []*node) {
 // BenchmarkRealAgentsBurst is issue 17's burst of real agent processes:
 // SKEIN_BENCH_AGENTS agents (default 60) on loopback, 4 simulated GPUs
 // each, with the agent's default servers (three voters and two standbys;
-// SKEIN_BENCH_STANDBYS=-1 makes every agent a server); once every node is
+// SKEIN_BENCH_STANDBYS=-1 makes every agent a server; SKEIN_BENCH_FLAGS
+// adds agent flags, space-separated, for trials); once every node is
 // ready and after 5 s to settle, 8 clients submit SKEIN_BENCH_JOBS jobs
 // (default 500) of one GPU running `sleep 1`, each to an agent of its own
 // picking, as users do, and the benchmark waits for all to end (within
@@ -75,6 +76,7 @@ func BenchmarkRealAgentsBurst(b *testing.B) {
 	if s := os.Getenv("SKEIN_BENCH_STANDBYS"); s != "" {
 		flags = []string{"--standbys", s}
 	}
+	flags = append(flags, strings.Fields(os.Getenv("SKEIN_BENCH_FLAGS"))...)
 	const clients = 8
 	for range b.N {
 		b.StopTimer()
