@@ -212,6 +212,8 @@ type gossip struct {
 	// version moves with every change of the table, under tableMu.
 	version atomic.Uint64
 	known   map[string]time.Time // gossip addresses seen alive (seeds: zero time)
+	// rejoined counts the re-joins that reached their peer (rejoinLoop).
+	rejoined atomic.Int64
 
 	// stats round state (membership.go)
 	statsMu    sync.Mutex
@@ -675,15 +677,17 @@ func (c *Cluster) member(id string) (memberState, bool) {
 // memberlist stops probing a failed member after a while, so without this
 // two halves of a long partition would never find each other again.
 //
-// A round joins the missing one at a time, in random order, skipping
-// those that have come back meanwhile. One full-state exchange with a
-// member across a healed partition brings back every member that member
-// sees alive, so a round usually ends after a join or two. Joining them
-// all at once, as one memberlist.Join of every address does, exchanges
-// the whole state with each in turn: after a storm of false failures on
-// a starved machine every member did that with every member it had lost,
-// O(members) exchanges of O(members) state each, the load that kept the
-// storm going (BENCHMARKS.md, B5).
+// A round joins the missing one at a time, in random order. After a join
+// that reached its peer it waits rejoinSettle before the next, and skips
+// the addresses that came back meanwhile: the join's full-state exchange
+// tells each side which of its members the other holds dead, they refute
+// it, and the refutations spread by gossip, so across a healed partition
+// one join usually brings back the rest. Joining them all at once, as one
+// memberlist.Join of every address does, exchanges the whole state with
+// each in turn: after a storm of false failures on a starved machine
+// every member did that with every member it had lost, O(members)
+// exchanges of O(members) state each, the load that kept the storm going
+// (BENCHMARKS.md, B5).
 func (c *Cluster) rejoinLoop() {
 	g := c.gossip
 	tick := time.NewTicker(c.cfg.RejoinInterval)
@@ -698,15 +702,26 @@ func (c *Cluster) rejoinLoop() {
 		mrand.Shuffle(len(missing), func(i, j int) { missing[i], missing[j] = missing[j], missing[i] })
 		tried, reached := 0, 0
 		for _, addr := range missing {
-			if c.isStopped() || c.leaving.Load() {
+			if c.leaving.Load() {
 				break
 			}
 			if g.aliveAt(addr) {
 				continue
 			}
+			if reached > 0 {
+				select {
+				case <-c.stopped:
+					return
+				case <-time.After(rejoinSettle):
+				}
+				if g.aliveAt(addr) {
+					continue
+				}
+			}
 			tried++
 			n, err := g.ml.Join([]string{addr})
 			reached += n
+			g.rejoined.Add(int64(n))
 			if err != nil {
 				g.logger.Debug("re-join", "addr", addr, "error", err)
 			}

@@ -241,6 +241,48 @@ func TestGossip_RejoinAfterPartitionHeals(t *testing.T) {
 	waitFor(t, 15*time.Second, func() error { return allAlive(a, b, c) })
 }
 
+// A node cut off from four others and let back re-joins one or two of
+// them, not all four: after a join that reached its peer it waits for
+// the refutations to bring the others back and skips them.
+func TestGossip_RejoinAfterAPartitionTakesOneJoinNotOneEach(t *testing.T) {
+	net := &Partitioner{}
+	nodes := make([]*testNode, 5)
+	for i, id := range []string{"a", "b", "c", "d", "e"} {
+		cfg := testConfig(id)
+		cfg.Network = net
+		nodes[i] = startCfg(t, cfg)
+	}
+	for _, n := range nodes[1:] {
+		mustJoin(t, n, nodes[0])
+	}
+	waitFor(t, 10*time.Second, func() error { return allAlive(nodes...) })
+
+	e := nodes[4]
+	net.Block(e.c.GossipAddr(), e.c.Addr())
+	waitFor(t, 10*time.Second, func() error {
+		for _, n := range nodes[:4] {
+			if m, _ := memberStatus(e, n.id); m.Status != StatusFailed {
+				return fmt.Errorf("e sees %s as %v", n.id, m.Status)
+			}
+		}
+		return nil
+	})
+	before := e.c.gossip.rejoined.Load()
+	net.Heal()
+	waitFor(t, 15*time.Second, func() error { return allAlive(nodes...) })
+	if n := e.c.gossip.rejoined.Load() - before; n > 2 {
+		t.Fatalf("e re-joined %d of the 4 members it had lost; want at most 2", n)
+	}
+	// Lifeguard stretched e's probe timeouts while it was cut off; until
+	// its probes are answered again a probe can outlive the test.
+	waitFor(t, 15*time.Second, func() error {
+		if h := e.c.GossipHealth(); h != 0 {
+			return fmt.Errorf("e's gossip health score is %d", h)
+		}
+		return nil
+	})
+}
+
 func TestGossip_MetaTooLargeIsSentWithoutAppPart(t *testing.T) {
 	big := bytes.Repeat([]byte{'x'}, MaxAppMetaBytes+1)
 	cfgA := testConfig("a")
