@@ -682,7 +682,7 @@ func (c *Cluster) member(id string) (memberState, bool) {
 // the addresses that came back meanwhile: the join's full-state exchange
 // tells each side which of its members the other holds dead, they refute
 // it, and the refutations spread by gossip, so across a healed partition
-// one join usually brings back the rest. Joining them all at once, as one
+// a join or two bring back the rest. Joining them all at once, as one
 // memberlist.Join of every address does, exchanges the whole state with
 // each in turn: after a storm of false failures on a starved machine
 // every member did that with every member it had lost, O(members)
@@ -702,7 +702,7 @@ func (c *Cluster) rejoinLoop() {
 		mrand.Shuffle(len(missing), func(i, j int) { missing[i], missing[j] = missing[j], missing[i] })
 		tried, reached := 0, 0
 		for _, addr := range missing {
-			if c.leaving.Load() {
+			if c.leaving.Load() || c.isStopped() {
 				break
 			}
 			if g.aliveAt(addr) {
