@@ -38,16 +38,23 @@ const (
 	MaxRelayedNodes = 20000
 )
 
+// errRelayStopped answers the renewals that reach a server on its way
+// out, at once: its rounds are over, and a worker that waited on it until
+// its lease ran out would stop its jobs for a server's restart. The
+// worker asks the leader instead (agent/node/lease.go).
+var errRelayStopped = errors.New("this server is shutting down")
+
 // errNotRelay answers a relayed round sent by a node that is not a server.
 var errNotRelay = errors.New("only a server of the Raft configuration passes on other nodes' heartbeats")
 
 // leaseRelay gathers the renewals that reach a server that does not lead
 // into rounds, which run passes to the leader.
 type leaseRelay struct {
-	pass func(ctx context.Context, nodes []string) (leader string, err error)
-	wake chan struct{}
-	mu   sync.Mutex
-	next *relayRound // the round renewals join; nil until one does
+	pass    func(ctx context.Context, nodes []string) (leader string, err error)
+	wake    chan struct{}
+	stopped chan struct{} // closed when run ends
+	mu      sync.Mutex
+	next    *relayRound // the round renewals join; nil until one does
 }
 
 // relayRound is the renewals passed to the leader together, and its
@@ -60,10 +67,11 @@ type relayRound struct {
 }
 
 func newLeaseRelay(pass func(context.Context, []string) (string, error)) *leaseRelay {
-	return &leaseRelay{pass: pass, wake: make(chan struct{}, 1)}
+	return &leaseRelay{pass: pass, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 }
 
-// renew adds nodeID to the next round and waits for its answer (or ctx).
+// renew adds nodeID to the next round and waits for its answer (or ctx,
+// or the relay's end: a round not yet passed then never is).
 func (r *leaseRelay) renew(ctx context.Context, nodeID string) (leader string, err error) {
 	r.mu.Lock()
 	round := r.next
@@ -80,6 +88,8 @@ func (r *leaseRelay) renew(ctx context.Context, nodeID string) (leader string, e
 	select {
 	case <-round.done:
 		return round.leader, round.err
+	case <-r.stopped:
+		return "", errRelayStopped
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
@@ -93,6 +103,7 @@ func (r *leaseRelay) renew(ctx context.Context, nodeID string) (leader string, e
 func (r *leaseRelay) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer close(r.stopped) // before waiting for the rounds in flight
 	for {
 		select {
 		case <-ctx.Done():

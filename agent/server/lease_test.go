@@ -155,6 +155,45 @@ func TestLeaseRelay_AFailedRoundFailsItsRenewalsAndTheNextOneWorks(t *testing.T)
 	}
 }
 
+// A server on its way out answers the renewals it holds at once, those
+// in a round not yet passed too, so their workers ask the leader instead
+// of waiting on it until their leases run out.
+func TestLeaseRelay_AStoppedRelayAnswersItsRenewalsAtOnce(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	// A leader that holds every round until the server stops.
+	r := newLeaseRelay(func(ctx context.Context, _ []string) (string, error) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-ctx.Done()
+		return "", ctx.Err()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { r.run(ctx); close(ran) }()
+
+	// The first round is passed and held; the second waits its turn.
+	wait, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+	first := make(chan error, 1)
+	go func() { _, err := r.renew(wait, "w1"); first <- err }()
+	<-entered
+	second := make(chan error, 1)
+	go func() { _, err := r.renew(wait, "w2"); second <- err }()
+	cancel()
+	for _, ch := range []chan error{first, second} {
+		// context.Canceled: a round passed and cut short, as the first.
+		if err := <-ch; !errors.Is(err, errRelayStopped) && !errors.Is(err, context.Canceled) {
+			t.Fatalf("renewal held by a stopped relay: %v, want an answer at once", err)
+		}
+	}
+	<-ran
+	if _, err := r.renew(wait, "w3"); !errors.Is(err, errRelayStopped) {
+		t.Fatalf("renewal reaching a stopped relay: %v, want errRelayStopped", err)
+	}
+}
+
 func TestLeaseRelay_AServerPassesAWorkersRenewalToTheLeader(t *testing.T) {
 	leader := startBusyNodeAs(t, raftRole{self: "a", leads: true, leaderID: "a", others: []string{"b"}}, "", 0)
 	follower := startBusyNode(t, "b", "a", leader.url, 0)
