@@ -678,8 +678,8 @@ func (c *Cluster) member(id string) (memberState, bool) {
 // two halves of a long partition would never find each other again.
 //
 // A round joins the missing one at a time, in random order. After a join
-// that reached its peer it waits rejoinSettle before the next, and skips
-// the addresses that came back meanwhile: the join's full-state exchange
+// that reached its peer it waits rejoinSettle, and skips the addresses
+// that came back meanwhile: the join's full-state exchange
 // tells each side which of its members the other holds dead, they refute
 // it, and the refutations spread by gossip, so across a healed partition
 // a join or two bring back the rest. Joining them all at once, as one
@@ -708,22 +708,20 @@ func (c *Cluster) rejoinLoop() {
 			if g.aliveAt(addr) {
 				continue
 			}
-			if reached > 0 {
-				select {
-				case <-c.stopped:
-					return
-				case <-time.After(rejoinSettle):
-				}
-				if g.aliveAt(addr) {
-					continue
-				}
-			}
 			tried++
 			n, err := g.ml.Join([]string{addr})
-			reached += n
-			g.rejoined.Add(int64(n))
 			if err != nil {
 				g.logger.Debug("re-join", "addr", addr, "error", err)
+			}
+			if n == 0 {
+				continue
+			}
+			reached += n
+			g.rejoined.Add(int64(n))
+			select {
+			case <-c.stopped:
+				return
+			case <-time.After(rejoinSettle):
 			}
 		}
 		if tried > 0 {

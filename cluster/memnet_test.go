@@ -37,7 +37,7 @@ func (n *memNet) transport() *memTransport {
 	n.next++
 	ip := net.IPv4(127, 100, byte(n.next>>8), byte(n.next))
 	t := &memTransport{
-		net:     n,
+		network: n,
 		ip:      ip,
 		addr:    net.JoinHostPort(ip.String(), strconv.Itoa(DefaultGossipPort)),
 		packets: make(chan *memberlist.Packet, memQueue),
@@ -60,7 +60,7 @@ func (n *memNet) lookup(addr string) (*memTransport, error) {
 
 // memTransport is one member's end of a memNet (memberlist.Transport).
 type memTransport struct {
-	net     *memNet
+	network *memNet
 	ip      net.IP
 	addr    string
 	packets chan *memberlist.Packet
@@ -77,7 +77,7 @@ func (t *memTransport) FinalAdvertiseAddr(string, int) (net.IP, int, error) {
 
 func (t *memTransport) WriteTo(b []byte, addr string) (time.Time, error) {
 	now := time.Now()
-	dest, err := t.net.lookup(addr)
+	dest, err := t.network.lookup(addr)
 	if err != nil {
 		return now, err
 	}
@@ -93,7 +93,7 @@ func (t *memTransport) WriteTo(b []byte, addr string) (time.Time, error) {
 func (t *memTransport) PacketCh() <-chan *memberlist.Packet { return t.packets }
 
 func (t *memTransport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
-	dest, err := t.net.lookup(addr)
+	dest, err := t.network.lookup(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -115,9 +115,9 @@ func (t *memTransport) StreamCh() <-chan net.Conn { return t.streams }
 // fail from then on.
 func (t *memTransport) Shutdown() error {
 	t.once.Do(func() {
-		t.net.mu.Lock()
-		delete(t.net.byAddr, t.addr)
-		t.net.mu.Unlock()
+		t.network.mu.Lock()
+		delete(t.network.byAddr, t.addr)
+		t.network.mu.Unlock()
 		close(t.done)
 	})
 	return nil
