@@ -79,3 +79,61 @@ func TestRunner_VanishedLeaseFences(t *testing.T) {
 		t.Fatalf("got %+v, want the job stopped for its vanished lease", u)
 	}
 }
+
+// TestSupervisor_ReadsTheLeaseWhenItEndsNotTenTimesASecond: a supervisor
+// reads a live lease again when it runs out, or after leaseRecheck if that
+// comes first, instead of polling it; what it cannot read yet it reads
+// again soon.
+func TestSupervisor_ReadsTheLeaseWhenItEndsNotTenTimesASecond(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "lease.json")
+	s := &supervisor{}
+	expired, again := s.checkLease(path)
+	if expired || again == nil {
+		t.Fatalf("no lease written yet: expired=%v, again=%v; want not expired and a read again", expired, again)
+	}
+
+	r := &Runner{leasePath: path}
+	if err := r.RenewLease(time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	expired, again = s.checkLease(path)
+	if expired {
+		t.Fatal("a lease an hour ahead counted as expired")
+	}
+	select {
+	case <-again:
+		t.Fatalf("a live lease was to be read again within %s (leaseRecheck %s)", 3*leasePoll, leaseRecheck)
+	case <-time.After(3 * leasePoll):
+	}
+	select {
+	case <-again:
+	case <-time.After(10 * leaseRecheck):
+		t.Fatalf("a live lease was not read again within %s", 10*leaseRecheck)
+	}
+
+	if err := r.RenewLease(time.Now().Add(200 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	expired, again = s.checkLease(path)
+	if expired {
+		t.Fatal("a lease 200 ms ahead counted as expired")
+	}
+	<-again // when it runs out
+	if expired, _ = s.checkLease(path); !expired {
+		t.Fatal("read again when it ran out, the lease did not count as expired")
+	}
+
+	if err := r.RenewLease(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if expired, again = s.checkLease(path); expired || again == nil {
+		t.Fatalf("a lease that never runs out: expired=%v, again=%v; want not expired and a read again", expired, again)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if expired, _ = s.checkLease(path); !expired {
+		t.Fatal("a lease that vanished after it was read did not count as expired")
+	}
+}

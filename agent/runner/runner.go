@@ -47,7 +47,9 @@ var (
 const (
 	defaultKillGrace = 10 * time.Second
 	// pollInterval is how often a watched allocation's directory is looked
-	// at; the runner's own supervisors also wake it at once on start and exit.
+	// at until its job runs, and after that when its supervisor is one
+	// adopted from an earlier agent; the runner's own supervisors wake it
+	// at once on start and exit.
 	pollInterval = 200 * time.Millisecond
 	maxAllocID   = 128
 	lostReason   = "lost: supervisor exited without recording a result"
@@ -561,6 +563,8 @@ func (r *Runner) attach(a *alloc) bool {
 
 // watch follows a tracked allocation until it ends or the runner shuts
 // down. ready and exited (nil for an adopted supervisor) wake it early.
+// Once the job runs, a supervisor this runner started is not polled: its
+// exit is what ends the allocation, and exited says so.
 func (r *Runner) watch(a *alloc, ready, exited <-chan struct{}) {
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
@@ -569,6 +573,10 @@ func (r *Runner) watch(a *alloc, ready, exited <-chan struct{}) {
 		if r.check(a, &w) {
 			return
 		}
+		poll := tick.C
+		if w.running && exited != nil {
+			poll = nil
+		}
 		select {
 		case <-r.quit:
 			return
@@ -576,7 +584,7 @@ func (r *Runner) watch(a *alloc, ready, exited <-chan struct{}) {
 			ready = nil
 		case <-exited:
 			exited = nil
-		case <-tick.C:
+		case <-poll:
 		}
 	}
 }

@@ -23,10 +23,18 @@ const (
 	lockFDEnv  = "SKEIN_SUPERVISOR_LOCK_FD"
 )
 
-// leasePoll is how often a supervisor checks the node's lease, and
-// fencedReason what it says when the lease ran out.
+// How often a supervisor reads the node's lease (checkLease), and what it
+// says when the lease ran out.
 const (
-	leasePoll    = 100 * time.Millisecond
+	// leasePoll is the wait before reading again a lease that could not
+	// be read: not written yet, or read while the agent rewrote it.
+	leasePoll = 100 * time.Millisecond
+	// leaseRecheck is the longest wait between two reads of a lease that
+	// has not run out. The agent only ever pushes the lease further
+	// out, but one restarted with a shorter --stop-after writes a nearer
+	// end, and a lease that vanishes has ended: this bounds how late the
+	// supervisor learns of either.
+	leaseRecheck = time.Second
 	fencedReason = "node lease expired: lost contact with the leader"
 )
 
@@ -157,21 +165,35 @@ func (s *supervisor) signalReady() {
 	}
 }
 
-// leaseExpired reports whether the node's lease has run out. A lease that
-// was never written never fences (the agent has not been in contact yet),
-// but one that disappears does: the agent rewrites it in place, so it
-// vanishes only with the node's data directory. One read while the agent
-// rewrote it (readLease) decides nothing: the next poll reads it again.
-func (s *supervisor) leaseExpired(path string) bool {
+// checkLease reports whether the node's lease has run out and, when it
+// has not, fires when the supervisor is to read it again: when it runs
+// out, or after leaseRecheck if sooner. A supervisor thus reads the lease
+// about once a second, and at the very moment it would run out, instead
+// of polling it (ten reads a second from each of a node's supervisors,
+// most of an idle supervisor's work).
+//
+// A lease that was never written never fences (the agent has not been in
+// contact yet), but one that disappears does: the agent rewrites it in
+// place, so it vanishes only with the node's data directory. One read
+// while the agent rewrote it (readLease) decides nothing: it is read again
+// after leasePoll.
+func (s *supervisor) checkLease(path string) (expired bool, again <-chan time.Time) {
 	l, found, err := readLease(path)
 	switch {
-	case !found:
-		return s.sawLease
-	case err != nil:
-		return false
+	case !found && s.sawLease:
+		return true, nil
+	case !found, err != nil:
+		return false, time.After(leasePoll)
 	}
 	s.sawLease = true
-	return !l.ExpiresAt.IsZero() && time.Now().After(l.ExpiresAt)
+	if l.ExpiresAt.IsZero() {
+		return false, time.After(leaseRecheck)
+	}
+	left := time.Until(l.ExpiresAt)
+	if left < 0 {
+		return true, nil
+	}
+	return false, time.After(min(left, leaseRecheck))
 }
 
 // stopRequested reads stop.json: why the job is to stop and the kill grace
@@ -225,12 +247,13 @@ func (s *supervisor) runJob(sp spec, d driver) status {
 	// The output is all in its logs before the outcome is recorded.
 	defer out.finish()
 
+	var leaseCheck <-chan time.Time
 	if sp.LeasePath != "" {
 		// Read the lease before the job exists, so that a lease removed
-		// from then on counts as vanished (wait checks expiry itself).
-		s.leaseExpired(sp.LeasePath)
+		// from then on counts as vanished (start and wait check expiry).
+		_, leaseCheck = s.checkLease(sp.LeasePath)
 	}
-	job, stopped, err := s.start(d, sp, out)
+	job, stopped, err := s.start(d, sp, out, leaseCheck)
 	if err != nil {
 		if stopped != "" {
 			return status{State: structs.AllocKilled, ExitCode: exitUnknown,
@@ -263,8 +286,9 @@ func (s *supervisor) runJob(sp spec, d driver) status {
 // expired lease meanwhile cancels it: when the start then fails, stopped
 // says why the job was stopped, and the job is recorded as killed rather
 // than failed. A stop signal that came too late to cancel the start is
-// put back for wait, which stops the job as usual.
-func (s *supervisor) start(d driver, sp spec, out *jobOutput) (jobHandle, string, error) {
+// put back for wait, which stops the job as usual. leaseCheck fires when
+// the lease is to be read again (checkLease).
+func (s *supervisor) start(d driver, sp spec, out *jobOutput, leaseCheck <-chan time.Time) (jobHandle, string, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stopped string
@@ -273,12 +297,6 @@ func (s *supervisor) start(d driver, sp spec, out *jobOutput) (jobHandle, string
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		var leaseCheck <-chan time.Time
-		if sp.LeasePath != "" {
-			t := time.NewTicker(leasePoll)
-			defer t.Stop()
-			leaseCheck = t.C
-		}
 		for {
 			select {
 			case <-started:
@@ -291,7 +309,8 @@ func (s *supervisor) start(d driver, sp spec, out *jobOutput) (jobHandle, string
 				cancel()
 				return
 			case <-leaseCheck:
-				if s.leaseExpired(sp.LeasePath) {
+				var expired bool
+				if expired, leaseCheck = s.checkLease(sp.LeasePath); expired {
 					stopped = fencedReason
 					cancel()
 					return
@@ -343,12 +362,6 @@ func (s *supervisor) wait(job jobHandle, sp spec) status {
 		warn = t.C
 	}
 	var signalledAt time.Time
-	var leaseCheck <-chan time.Time
-	if sp.LeasePath != "" {
-		t := time.NewTicker(leasePoll)
-		defer t.Stop()
-		leaseCheck = t.C
-	}
 	var kill <-chan time.Time
 	var stopped, timedOut bool
 	var why string
@@ -368,8 +381,12 @@ func (s *supervisor) wait(job jobHandle, sp spec) status {
 		}
 		terminate("killed: " + fencedReason)
 	}
-	if sp.LeasePath != "" && s.leaseExpired(sp.LeasePath) {
-		fence()
+	var leaseCheck <-chan time.Time
+	if sp.LeasePath != "" {
+		var expired bool
+		if expired, leaseCheck = s.checkLease(sp.LeasePath); expired {
+			fence()
+		}
 	}
 	for done := false; !done; {
 		select {
@@ -388,7 +405,8 @@ func (s *supervisor) wait(job jobHandle, sp spec) status {
 				terminate("killed: " + reason)
 			}
 		case <-leaseCheck:
-			if why == "" && s.leaseExpired(sp.LeasePath) {
+			var expired bool
+			if expired, leaseCheck = s.checkLease(sp.LeasePath); expired && why == "" {
 				fence()
 			}
 		case <-warn:
