@@ -32,8 +32,10 @@ const (
 // (--raft-timeout); see cluster.DefaultHeartbeatTimeout for why.
 const DefaultRaftTimeout = cluster.DefaultHeartbeatTimeout
 
-// Liveness defaults (DESIGN.md §6). A node renews its lease with the leader
-// every HeartbeatInterval. One that has had no answer for StopAfter stops
+// Liveness defaults (DESIGN.md §6). A server renews its lease with the
+// leader every HeartbeatInterval, a worker every WorkerHeartbeatInterval
+// (a quarter of StopAfter: 625 ms by default). One that has had no answer
+// for StopAfter stops
 // its jobs, giving them FenceGrace between SIGTERM and SIGKILL; the leader
 // marks a node down after StopAfter of silence and declares its allocations
 // lost only after DownAfter, which must exceed StopAfter + FenceGrace so the
@@ -45,6 +47,22 @@ const (
 	DefaultFenceGrace        = 500 * time.Millisecond
 	DefaultDownAfter         = 3500 * time.Millisecond
 )
+
+// workerRenewalsPerLease is how many times in each StopAfter a worker
+// renews its lease.
+const workerRenewalsPerLease = 4
+
+// WorkerHeartbeatInterval is how often a worker renews its lease: four
+// times in each StopAfter, never more often than a server. A server
+// renews four times a second: there are a few of them, and the leader
+// counts on their heartbeats. Workers are most of a large cluster, and
+// their renewals are most of the servers' work when it idles (each one
+// an API request to a server that passes it on); at four renewals in
+// each lease, one that is late still leaves three quarters of the lease
+// to the next.
+func WorkerHeartbeatInterval(heartbeat, stopAfter time.Duration) time.Duration {
+	return max(heartbeat, stopAfter/workerRenewalsPerLease)
+}
 
 // MaxStandbys bounds --standbys: each standby replicates the whole log
 // from the leader. DefaultStandbys keeps two beside the voters, so that a

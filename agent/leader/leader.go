@@ -38,10 +38,13 @@ type Config struct {
 	// Gossip returns what gossip says ahead of the state: the members it
 	// has declared failed and the GPUs members announce as unhealthy.
 	Gossip func() Gossip
-	// Liveness timings (see the agent's Config).
-	HeartbeatInterval time.Duration
-	StopAfter         time.Duration
-	DownAfter         time.Duration
+	// Liveness timings (see the agent's Config): servers renew their
+	// leases every HeartbeatInterval, workers every
+	// WorkerHeartbeatInterval (0: HeartbeatInterval).
+	HeartbeatInterval       time.Duration
+	WorkerHeartbeatInterval time.Duration
+	StopAfter               time.Duration
+	DownAfter               time.Duration
 	// JobRetention is how long a finished job stays in the state.
 	JobRetention time.Duration
 	// AutoscaleInterval is how often autoscaled services are looked at

@@ -330,3 +330,28 @@ func TestLeader_ANodeMonitorHeldUpMarksNoNodeDownForItsOwnSilence(t *testing.T) 
 		}
 	}
 }
+
+// TestLeader_AWorkerIsNotSilentBetweenTwoOfItsRenewals: workers renew
+// their leases less often than servers; the leader takes a node for
+// silent only when it missed two of a worker's renewals, not a server's
+// four heartbeats.
+func TestLeader_AWorkerIsNotSilentBetweenTwoOfItsRenewals(t *testing.T) {
+	h := newHarness(t)
+	h.l.cfg.HeartbeatInterval = 100 * time.Millisecond
+	h.l.cfg.WorkerHeartbeatInterval = time.Second
+	nodes := []*structs.Node{{ID: "w1"}}
+	now := time.Now()
+	h.l.HeardFrom("w1", now)
+	for _, tc := range []struct {
+		after  time.Duration
+		silent bool
+	}{
+		{500 * time.Millisecond, false}, // past four server intervals
+		{1500 * time.Millisecond, false},
+		{2500 * time.Millisecond, true}, // past two worker intervals
+	} {
+		if got := h.l.silentNodes(nodes, nil, now.Add(tc.after))["w1"]; got != tc.silent {
+			t.Errorf("heard %s ago: silent = %v, want %v", tc.after, got, tc.silent)
+		}
+	}
+}

@@ -19,9 +19,17 @@ func (l *Leader) HeardFrom(nodeID string, at time.Time) {
 	last, ok := l.heard[nodeID]
 	l.heard[nodeID] = at
 	l.mu.Unlock()
-	if !ok || at.Sub(last) > silentAfter*l.cfg.HeartbeatInterval {
+	if !ok || at.Sub(last) > l.quiet() {
 		l.Kick()
 	}
+}
+
+// quiet is how long the leader may not hear from a node before it takes
+// it for silent (silentNodes): silentAfter of a server's heartbeat
+// intervals, or two of a worker's when that is longer, so that a worker
+// is not taken for silent between two of its renewals.
+func (l *Leader) quiet() time.Duration {
+	return max(silentAfter*l.cfg.HeartbeatInterval, 2*l.cfg.WorkerHeartbeatInterval)
 }
 
 // silence is how long the leader has not heard from a node. A node the

@@ -19,8 +19,10 @@ const (
 	// retryPause is the wait after a pass whose commit failed (no
 	// quorum, leadership lost) before the next.
 	retryPause = 200 * time.Millisecond
-	// silentAfter, in heartbeat intervals, is how long the leader may
-	// not hear from a node before it stops placing work there.
+	// silentAfter, in a server's heartbeat intervals, is how long the
+	// leader may not hear from a node before it stops placing work
+	// there; a worker, which renews less often, is given two of its own
+	// intervals if that is longer (Leader.quiet).
 	silentAfter = 4
 	// DefaultPassInterval is the least time between the starts of two
 	// scheduling passes when Config.PassInterval is 0: under a burst of
@@ -206,14 +208,14 @@ func (l *Leader) measureCommitted(view *fsm.StateView, plan structs.Plan, at tim
 }
 
 // silentNodes are the nodes, this one aside, the leader suspects: it has
-// not heard from them in the last silentAfter heartbeat intervals (one
+// not heard from them for longer than quiet (one
 // that died moments ago, or any node in the first instant of a new
 // leadership, before its heartbeats arrive), or gossip has declared them
 // failed. No work is placed there, and nothing is preempted while one is
 // silent (the job might fit there a moment later). Only the lease and the
 // node monitor mark a node down.
 func (l *Leader) silentNodes(nodes []*structs.Node, failed map[string]bool, nowT time.Time) map[string]bool {
-	recent := silentAfter * l.cfg.HeartbeatInterval
+	recent := l.quiet()
 	silent := map[string]bool{}
 	for _, n := range nodes {
 		if n.ID != l.cfg.NodeID && (failed[n.ID] || !l.heardWithin(n.ID, recent, nowT)) {

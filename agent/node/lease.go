@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -10,27 +11,28 @@ import (
 )
 
 // The lease between this node and the leader (DESIGN.md §6). Every
-// HeartbeatInterval the node renews it with a heartbeat and writes it down
-// for its supervisors; when it cannot renew it for StopAfter, the
+// HeartbeatInterval on a server, every WorkerHeartbeat on a worker, the
+// node renews it with a heartbeat and writes it down for its
+// supervisors; when it cannot renew it for StopAfter, the
 // supervisors stop their jobs by themselves (fencing, which works even if
 // the agent is frozen or dead). The leader, which hears the same
 // heartbeats, marks a silent node down and declares its allocations lost
 // (agent/leader).
 
 // heartbeatLoop renews this node's lease and fences the node when it
-// cannot.
+// cannot. A renewal goes out one interval after the last one was sent, or
+// at once when that one took longer.
 func (n *Node) heartbeatLoop() {
-	tick := time.NewTicker(n.cfg.HeartbeatInterval)
-	defer tick.Stop()
-	for first := true; ; first = false {
-		if !first {
-			select {
-			case <-n.ctx.Done():
-				return
-			case <-tick.C:
-			}
+	next := time.NewTimer(0)
+	defer next.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-next.C:
 		}
 		sent := time.Now()
+		next.Reset(n.renewEvery())
 		err := n.heartbeat()
 		if err == nil {
 			n.renewLease(sent)
@@ -56,6 +58,15 @@ func (n *Node) heartbeatLoop() {
 				"silent", silent.Round(time.Millisecond), "jobs", len(n.runner.Tracked()), "error", err)
 		}
 	}
+}
+
+// renewEvery is how often this node renews its lease: as a server or as a
+// worker, which it may stop or start being at any time.
+func (n *Node) renewEvery() time.Duration {
+	if n.isServer() {
+		return n.cfg.HeartbeatInterval
+	}
+	return cmp.Or(n.cfg.WorkerHeartbeat, n.cfg.HeartbeatInterval)
 }
 
 // renewLease extends the lease the supervisors check to StopAfter past the

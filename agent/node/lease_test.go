@@ -32,3 +32,31 @@ func TestLeaseUntil_NeverExpiresOnlyForTheSoleRaftServer(t *testing.T) {
 		})
 	}
 }
+
+// servers is a Raft configuration that never changes.
+type servers []cluster.Server
+
+func (servers) IsLeader() bool                       { return false }
+func (s servers) Servers() ([]cluster.Server, error) { return s, nil }
+
+// TestRenewEvery_AWorkerRenewsAtItsOwnLowerRate: a server renews its lease
+// every heartbeat interval, a worker (a node Raft's configuration does not
+// list) every worker interval.
+func TestRenewEvery_AWorkerRenewsAtItsOwnLowerRate(t *testing.T) {
+	cfg := Config{NodeID: "me", HeartbeatInterval: 250 * time.Millisecond, WorkerHeartbeat: 625 * time.Millisecond}
+	for _, tc := range []struct {
+		name string
+		raft servers
+		want time.Duration
+	}{
+		{"a voter", servers{{ID: "me", Voter: true}, {ID: "b", Voter: true}}, 250 * time.Millisecond},
+		{"a standby", servers{{ID: "a", Voter: true}, {ID: "me"}}, 250 * time.Millisecond},
+		{"a worker", servers{{ID: "a", Voter: true}, {ID: "b", Voter: true}}, 625 * time.Millisecond},
+	} {
+		cfg.Raft = tc.raft
+		n := &Node{cfg: cfg}
+		if got := n.renewEvery(); got != tc.want {
+			t.Errorf("%s renews every %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -65,8 +65,10 @@ type Config struct {
 	// Apply writes an entry through Raft when this node leads.
 	Apply func(structs.MessageType, any) (any, error)
 
-	// Liveness timings (see the agent's Config).
+	// Liveness timings (see the agent's Config): a server renews its
+	// lease every HeartbeatInterval, a worker every WorkerHeartbeat.
 	HeartbeatInterval time.Duration
+	WorkerHeartbeat   time.Duration
 	StopAfter         time.Duration
 	FenceGrace        time.Duration
 	// KillGrace is the time between SIGTERM and SIGKILL of a stopped job.

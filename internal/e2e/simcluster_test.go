@@ -72,7 +72,7 @@ func startSimCluster(b *testing.B, prefix string, first, servers, workers int, r
 			}
 		}
 	}
-	sims := newSimWorkers(addrs, ids, 250*time.Millisecond, runFor)
+	sims := newSimWorkers(addrs, ids, simRenewEvery, runFor)
 	b.Cleanup(sims.close)
 	sims.grow(b, workers)
 	testutil.WaitFor(b, 2*time.Minute, func() error { return allReady(admin, workers+servers) })

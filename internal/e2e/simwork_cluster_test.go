@@ -23,7 +23,7 @@ func TestSimWorkers_RunWhatIsPlacedAndStopWhenAsked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sims := newSimWorkers([]string{n.proc.addr}, nil, 250*time.Millisecond, time.Hour)
+	sims := newSimWorkers([]string{n.proc.addr}, nil, simRenewEvery, time.Hour)
 	t.Cleanup(sims.close)
 	sims.grow(t, 2)
 	testutil.WaitFor(t, 30*time.Second, func() error { return allReady(admin, 3) })

@@ -282,6 +282,10 @@ func (m *sim) watch(server int) {
 // node that has not renewed its lease for this long stops its jobs.
 const simStopAfter = 2500 * time.Millisecond
 
+// simRenewEvery is how often a sim renews its lease, as a worker does
+// (agent.WorkerHeartbeatInterval: a quarter of --stop-after).
+const simRenewEvery = simStopAfter / 4
+
 // simLedger records what the sims reported, as the leader acknowledged
 // it: which sim ran each rank of each job, and when each job was
 // running and done.
