@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,11 +24,11 @@ import (
 // simWorkers are lightweight simulated nodes in the benchmark's process
 // that speak the real node-to-node protocol to real agents, as a worker's
 // agent does (a node outside Raft): each registers its inventory with the
-// leader, renews its lease every heartbeat interval through a server that
-// does not lead (or the leader, when it is the only server), keeps a
-// watch of its view open with one of the servers, and runs what the view
-// places on it without processes (sim). They hold no Raft state and do
-// not gossip.
+// leader, renews its lease every interval (a worker's: simRenewEvery)
+// through a server that does not lead (or the leader, when it is the only
+// server), keeps a watch of its view open with one of the servers, and
+// runs what the view places on it without processes (sim). They hold no
+// Raft state and do not gossip.
 type simWorkers struct {
 	// servers are the servers' API addresses; leader is the index of the
 	// one the sims take to lead, which follows the leader the views name
@@ -159,8 +160,8 @@ func benchWorkerCounts(b *testing.B) []int {
 // BenchmarkLeaderIdleCost measures the leader's own cost per node while
 // the cluster idles (issue 17): SKEIN_BENCH_SERVERS real agent processes
 // (one, the default, or three voters) hold Raft, and simulated workers
-// (simWorkers) register, renew their leases at the agent's heartbeat
-// interval (through a server that does not lead, when there is one) and
+// (simWorkers) register, renew their leases as often as a worker does
+// (through a server that does not lead, when there is one) and
 // watch their views, spread over the servers (SKEIN_BENCH_DIRECT_LEASE=1:
 // they renew with the leader itself). At each count of
 // SKEIN_BENCH_WORKERS, once every worker is ready and after 3 s to
@@ -227,14 +228,15 @@ func allReady(c *api.Client, want int) error {
 	return nil
 }
 
-// BenchmarkRealAgentsIdleLeader measures the leader of an idle cluster of
-// real agent processes on loopback (issue 17's first table):
-// SKEIN_BENCH_AGENTS agents (default 20), every one a server
-// (--standbys -1), or with SKEIN_BENCH_STANDBYS=N three voters and N
-// standbys, the rest workers.
-// Once every node is ready and after 5 s to settle, it reads the leader
-// process's CPU time over a 10 s window, its resident memory and its
-// open files. All agents share the machine's cores.
+// BenchmarkRealAgentsIdleLeader measures an idle cluster of real agent
+// processes on loopback (issue 17's first table): SKEIN_BENCH_AGENTS
+// agents (default 20), every one a server (--standbys -1), or with
+// SKEIN_BENCH_STANDBYS=N three voters and N standbys, the rest workers.
+// Once every node is ready and after 5 s to settle, it reads every
+// process's CPU time over a 10 s window, and the leader's resident memory
+// and open files. It reports the leader's cores, the mean of the other
+// servers' and the mean of the workers' (none when every node is a
+// server). All agents share the machine's cores.
 func BenchmarkRealAgentsIdleLeader(b *testing.B) {
 	agents := testutil.EnvInt(b, "SKEIN_BENCH_AGENTS", 20)
 	flags := []string{"--standbys", cmp.Or(os.Getenv("SKEIN_BENCH_STANDBYS"), "-1")}
@@ -242,25 +244,80 @@ func BenchmarkRealAgentsIdleLeader(b *testing.B) {
 		nodes, admin := startRealAgents(b, "127.0.2", 1, agents, flags)
 		time.Sleep(5 * time.Second) // settle: promotions, registrations
 		lead := leaderOf(b, nodes)
-		pid := lead.proc.cmd.Process.Pid
-		cores, mib := idle(b, pid, 10*time.Second)
-		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		peers, err := admin.RaftPeers(context.Background())
 		if err != nil {
 			b.Fatal(err)
 		}
-		peers, err := admin.RaftPeers(context.Background())
+		server := map[string]bool{}
+		for _, p := range peers {
+			server[p.Name] = true
+		}
+		cores := idleCores(b, nodes, 10*time.Second)
+		var servers, workers []float64
+		for i, n := range nodes {
+			switch {
+			case n == lead:
+			case server["node-"+n.ip]:
+				servers = append(servers, cores[i])
+			default:
+				workers = append(workers, cores[i])
+			}
+		}
+		pid := lead.proc.cmd.Process.Pid
+		mib, err := testutil.RSSMiB(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 		if err != nil {
 			b.Fatal(err)
 		}
 		if err := allReady(admin, agents); err != nil {
 			b.Errorf("after the idle window: %v", err)
 		}
-		b.ReportMetric(cores, "leader-cores")
+		b.ReportMetric(cores[slices.Index(nodes, lead)], "leader-cores")
+		b.ReportMetric(mean(servers), "server-cores")
+		b.ReportMetric(mean(workers), "worker-cores")
 		b.ReportMetric(mib, "leader-rss-MiB")
 		b.ReportMetric(float64(len(fds)), "leader-fds")
 		b.ReportMetric(float64(len(peers)), "raft-servers")
 		stopRealAgents(nodes)
 	}
+}
+
+// idleCores lets the agents idle for window and returns the cores each
+// used meanwhile.
+func idleCores(b *testing.B, nodes []*node, window time.Duration) []float64 {
+	b.Helper()
+	read := func() []float64 {
+		s := make([]float64, len(nodes))
+		for i, n := range nodes {
+			var err error
+			if s[i], err = testutil.CPUSeconds(n.proc.cmd.Process.Pid); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return s
+	}
+	before, start := read(), time.Now()
+	time.Sleep(window) // the thing measured is idling
+	after, took := read(), time.Since(start).Seconds()
+	for i := range after {
+		after[i] = (after[i] - before[i]) / took
+	}
+	return after
+}
+
+// mean is the mean of xs, 0 for none.
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
 }
 
 // idle lets the process pid idle for window and returns the cores it used
