@@ -85,3 +85,40 @@ func BenchmarkAbuseSubmitLatency(b *testing.B) {
 	b.ReportMetric(float64(attack.Connected-held.Connected), "attack-conns")
 	b.ReportMetric(float64(attack.Refused-held.Refused), "attack-refused")
 }
+
+// BenchmarkJobStartCPU measures the CPU one short job costs its node: a
+// one-node agent of real processes runs b.N jobs of `true`, one at a
+// time, and the benchmark reads the CPU time of the agent itself and of
+// the processes it waited for (each job's supervisor, the job's own
+// process included) over them, per job.
+func BenchmarkJobStartCPU(b *testing.B) {
+	withoutACL(b)
+	n := newNodes(b, "127.0.0.36")[0]
+	n.start(b)
+	waitNodes(b, n.proc, map[string]structs.NodeStatus{"node-127.0.0.36": "ready"})
+	pid := n.proc.cmd.Process.Pid
+	agent0, err := testutil.CPUSeconds(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	children0, err := testutil.ChildrenCPUSeconds(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		id := submitJob(b, n.proc, "--gpus", "1", "--", "true")
+		n.proc.waitJob(b, id, jobIs(structs.JobSucceeded))
+	}
+	b.StopTimer()
+	agent1, err := testutil.CPUSeconds(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	children1, err := testutil.ChildrenCPUSeconds(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(1000*(children1-children0)/float64(b.N), "supervisor-cpu-ms/job")
+	b.ReportMetric(1000*(agent1-agent0)/float64(b.N), "agent-cpu-ms/job")
+}

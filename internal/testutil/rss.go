@@ -25,27 +25,45 @@ func RSSMiB(pid int) (float64, error) {
 // CPUSeconds reads the CPU time (user and system) a process has used so
 // far from /proc, in seconds.
 func CPUSeconds(pid int) (float64, error) {
+	t, err := cpuTimes(pid)
+	return t[0] + t[1], err
+}
+
+// ChildrenCPUSeconds reads the CPU time (user and system) of the children
+// a process has waited for so far, theirs included, from /proc, in
+// seconds.
+func ChildrenCPUSeconds(pid int) (float64, error) {
+	t, err := cpuTimes(pid)
+	return t[2] + t[3], err
+}
+
+// cpuTimes reads utime, stime, cutime and cstime of a process from /proc,
+// in seconds.
+func cpuTimes(pid int) ([4]float64, error) {
+	var t [4]float64
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return t, err
 	}
 	// The command name, in parentheses, may hold spaces: fields count
-	// from the last ')'. utime and stime are fields 14 and 15 of the
-	// line, in clock ticks of 1/100 s on Linux.
+	// from the last ')'. utime, stime, cutime and cstime are fields 14
+	// to 17 of the line, in clock ticks of 1/100 s on Linux.
 	i := strings.LastIndexByte(string(b), ')')
 	if i < 0 {
-		return 0, fmt.Errorf("unreadable /proc/%d/stat", pid)
+		return t, fmt.Errorf("unreadable /proc/%d/stat", pid)
 	}
 	f := strings.Fields(string(b)[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
+	if len(f) < 15 {
+		return t, fmt.Errorf("short /proc/%d/stat", pid)
 	}
-	utime, err1 := strconv.ParseFloat(f[11], 64)
-	stime, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("unreadable CPU times in /proc/%d/stat", pid)
+	for k := range t {
+		ticks, err := strconv.ParseFloat(f[11+k], 64)
+		if err != nil {
+			return t, fmt.Errorf("unreadable CPU times in /proc/%d/stat", pid)
+		}
+		t[k] = ticks / clockTicks
 	}
-	return (utime + stime) / clockTicks, nil
+	return t, nil
 }
 
 // clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every
