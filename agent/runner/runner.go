@@ -495,7 +495,11 @@ func (r *Runner) launch(a *alloc, t Task) error {
 	argv := append(slices.Clone(r.supCmd), a.dir)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = a.dir
-	cmd.Env = append(withoutSecrets(os.Environ()), readyFDEnv+"=3", lockFDEnv+"=4")
+	// One thread runs a supervisor's Go code: it waits on its job and
+	// copies its output, and a start with fewer threads and processors to
+	// set up costs about a tenth less CPU (BENCHMARKS.md, issue 17). The
+	// job's environment is built apart (jobBaseEnv) and never holds it.
+	cmd.Env = append(withoutSecrets(os.Environ()), readyFDEnv+"=3", lockFDEnv+"=4", "GOMAXPROCS=1")
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.ExtraFiles = []*os.File{readyW, lock}
