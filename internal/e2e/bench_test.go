@@ -1,7 +1,12 @@
 package e2e
 
 import (
+	"bytes"
+	"fmt"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,4 +126,71 @@ func BenchmarkJobStartCPU(b *testing.B) {
 	}
 	b.ReportMetric(1000*(children1-children0)/float64(b.N), "supervisor-cpu-ms/job")
 	b.ReportMetric(1000*(agent1-agent0)/float64(b.N), "agent-cpu-ms/job")
+}
+
+// BenchmarkIdleSupervisorCPU measures what a running job's supervisor
+// costs while its job runs: a one-node agent of real processes (4
+// simulated GPUs) runs 4 jobs of `sleep`, and once they run the benchmark
+// reads each supervisor process's CPU time over 20 s (a one-node
+// cluster's lease never runs out, and its supervisors read it as often as
+// those of a bigger cluster's, once a second). -benchtime 1x.
+func BenchmarkIdleSupervisorCPU(b *testing.B) {
+	withoutACL(b)
+	const jobs = 4
+	for range b.N {
+		n := newNodes(b, "127.0.0.37")[0]
+		n.start(b)
+		waitNodes(b, n.proc, map[string]structs.NodeStatus{"node-127.0.0.37": "ready"})
+		for range jobs {
+			id := submitJob(b, n.proc, "--gpus", "1", "--", "sleep", "600")
+			n.proc.waitJob(b, id, allocRunning)
+		}
+		sups := childrenOf(b, n.proc.cmd.Process.Pid)
+		if len(sups) != jobs {
+			b.Fatalf("%d supervisors, want %d", len(sups), jobs)
+		}
+		cpu := func() float64 {
+			var sum float64
+			for _, pid := range sups {
+				s, err := testutil.CPUSeconds(pid)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sum += s
+			}
+			return sum
+		}
+		cpu0, start := cpu(), time.Now()
+		time.Sleep(20 * time.Second) // the thing measured is idling
+		b.ReportMetric((cpu()-cpu0)/time.Since(start).Seconds()/jobs, "cores/supervisor")
+		_ = n.proc.cmd.Process.Kill()
+		_ = n.proc.cmd.Wait()
+	}
+}
+
+// childrenOf lists the processes whose parent is pid.
+func childrenOf(b *testing.B, pid int) []int {
+	b.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var kids []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// The parent is the second field after the command name, which
+		// is in parentheses and may hold spaces.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			kids = append(kids, child)
+		}
+	}
+	return kids
 }
