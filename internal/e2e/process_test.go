@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -251,14 +252,31 @@ func allocRunning(d api.JobDetail) error {
 	return nil
 }
 
+// handedOut holds the ports freePort has handed out, as ip:port.
+var handedOut sync.Map
+
+// freePort finds a port free for TCP and UDP on ip (gossip takes both)
+// and never hands the same one out twice: the kernel may offer a port it
+// just gave, and a node's ports are picked one after another before its
+// agent binds any of them.
 func freePort(t testing.TB, ip string) int {
 	t.Helper()
-	l, err := net.Listen("tcp", ip+":0")
-	if err != nil {
-		t.Fatal(err)
+	for {
+		l, err := net.Listen("tcp", ip+":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", net.JoinHostPort(ip, strconv.Itoa(port)))
+		_ = l.Close()
+		if err != nil {
+			continue // its UDP twin is taken
+		}
+		_ = u.Close()
+		if _, taken := handedOut.LoadOrStore(net.JoinHostPort(ip, strconv.Itoa(port)), true); !taken {
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestProcess_AgentKilledAndRestarted_JobAdoptedAndHistoryKept SIGKILLs a
