@@ -611,21 +611,33 @@ func (r *Runner) check(a *alloc, w *watchState) bool {
 	var st status
 	found, err := readJSON(filepath.Join(a.dir, statusFile), &st)
 	if err != nil || found || !held {
+		// A job that started and ended since the last look ran all
+		// the same: running is reported before how it ended.
+		r.reportStarted(a, w)
 		r.release(a)
 		r.settle(a)
 		return true
 	}
-	if !w.running {
-		var job jobRecord
-		if found, err := readJSON(filepath.Join(a.dir, jobPIDFile), &job); found && err == nil {
-			w.running = true
-			r.log.Info("job running", "alloc", a.id, "pid", job.PID, "container", job.ContainerName)
-			r.report(structs.AllocUpdate{AllocID: a.id, State: structs.AllocRunning, At: job.StartedAt, RunAs: runsAs(a.dir)})
-		} else {
-			r.reportPull(a, w)
-		}
+	if !r.reportStarted(a, w) {
+		r.reportPull(a, w)
 	}
 	return false
+}
+
+// reportStarted reports the allocation running, once, when its supervisor
+// has recorded the job's start (job.pid); it says whether the job started.
+func (r *Runner) reportStarted(a *alloc, w *watchState) bool {
+	if w.running {
+		return true
+	}
+	var job jobRecord
+	if found, err := readJSON(filepath.Join(a.dir, jobPIDFile), &job); !found || err != nil {
+		return false
+	}
+	w.running = true
+	r.log.Info("job running", "alloc", a.id, "pid", job.PID, "container", job.ContainerName)
+	r.report(structs.AllocUpdate{AllocID: a.id, State: structs.AllocRunning, At: job.StartedAt, RunAs: runsAs(a.dir)})
+	return true
 }
 
 // reportPull reports how far the supervisor got pulling the allocation's

@@ -665,3 +665,32 @@ func TestRunner_SweepRemovesOnlyFinishedAllocationsTheStateDropped(t *testing.T)
 	}
 	waitTerminal(t, rec, running.Alloc.ID)
 }
+
+// TestRunner_AJobThatEndedBetweenTwoLooksIsReportedRunningFirst: a job
+// may start and end between two looks at its directory (its supervisor
+// wrote job.pid, then status.json, and exited); it ran all the same, and
+// the cluster learns it did (its start time, the submit-to-running
+// metric) before it learns how it ended.
+func TestRunner_AJobThatEndedBetweenTwoLooksIsReportedRunningFirst(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r, rec := e.runner(t)
+	a := &alloc{id: "quick", dir: filepath.Join(e.allocDir, "quick")}
+	if err := os.Mkdir(a.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now().Add(-time.Second).UTC().Truncate(time.Millisecond)
+	if err := writeJSONAtomic(filepath.Join(a.dir, jobPIDFile), jobRecord{PID: 1, StartedAt: started}); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeJSONAtomic(filepath.Join(a.dir, statusFile), status{State: structs.AllocSucceeded, FinishedAt: time.Now().UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	if over := r.check(a, &watchState{}); !over {
+		t.Fatal("check of an allocation with its status written: not over")
+	}
+	ups := rec.of(a.id)
+	if len(ups) != 2 || ups[0].State != structs.AllocRunning || !ups[0].At.Equal(started) || ups[1].State != structs.AllocSucceeded {
+		t.Fatalf("reports %v; want running at %s, then succeeded", ups, started)
+	}
+}
