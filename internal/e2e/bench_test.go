@@ -1,12 +1,7 @@
 package e2e
 
 import (
-	"bytes"
-	"fmt"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -141,7 +136,10 @@ func BenchmarkIdleSupervisorCPU(b *testing.B) {
 			id := submitJob(b, n.proc, "--gpus", "1", "--", "sleep", "600")
 			n.proc.waitJob(b, id, allocRunning)
 		}
-		sups := childrenOf(b, n.proc.cmd.Process.Pid)
+		sups, err := testutil.Children(n.proc.cmd.Process.Pid)
+		if err != nil {
+			b.Fatal(err)
+		}
 		if len(sups) != jobs {
 			b.Fatalf("%d supervisors, want %d", len(sups), jobs)
 		}
@@ -162,31 +160,4 @@ func BenchmarkIdleSupervisorCPU(b *testing.B) {
 		_ = n.proc.cmd.Process.Kill()
 		_ = n.proc.cmd.Wait()
 	}
-}
-
-// childrenOf lists the processes whose parent is pid.
-func childrenOf(b *testing.B, pid int) []int {
-	b.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var kids []int
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// The parent is the second field after the command name, which
-		// is in parentheses and may hold spaces.
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			kids = append(kids, child)
-		}
-	}
-	return kids
 }

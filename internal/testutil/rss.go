@@ -41,18 +41,12 @@ func ChildrenCPUSeconds(pid int) (float64, error) {
 // in seconds.
 func cpuTimes(pid int) ([4]float64, error) {
 	var t [4]float64
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := statFields(pid)
 	if err != nil {
 		return t, err
 	}
-	// The command name, in parentheses, may hold spaces: fields count
-	// from the last ')'. utime, stime, cutime and cstime are fields 14
-	// to 17 of the line, in clock ticks of 1/100 s on Linux.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return t, fmt.Errorf("unreadable /proc/%d/stat", pid)
-	}
-	f := strings.Fields(string(b)[i+1:])
+	// utime, stime, cutime and cstime are fields 14 to 17 of the line,
+	// in clock ticks of 1/100 s on Linux.
 	if len(f) < 15 {
 		return t, fmt.Errorf("short /proc/%d/stat", pid)
 	}
@@ -64,6 +58,41 @@ func cpuTimes(pid int) ([4]float64, error) {
 		t[k] = ticks / clockTicks
 	}
 	return t, nil
+}
+
+// Children lists the processes whose parent is pid.
+func Children(pid int) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var kids []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		// The parent is field 4 of the line; a process gone meanwhile
+		// is no child.
+		if f, err := statFields(child); err == nil && len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			kids = append(kids, child)
+		}
+	}
+	return kids, nil
+}
+
+// statFields reads /proc/<pid>/stat and returns its fields after the
+// command name (field 3 on), which is in parentheses and may hold spaces.
+func statFields(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return nil, fmt.Errorf("unreadable /proc/%d/stat", pid)
+	}
+	return strings.Fields(string(b)[i+1:]), nil
 }
 
 // clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every
