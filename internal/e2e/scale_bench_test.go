@@ -252,7 +252,11 @@ func BenchmarkRealAgentsIdleLeader(b *testing.B) {
 		for _, p := range peers {
 			server[p.Name] = true
 		}
-		cores := idleCores(b, nodes, 10*time.Second)
+		pids := make([]int, len(nodes))
+		for i, n := range nodes {
+			pids[i] = n.proc.cmd.Process.Pid
+		}
+		cores := idleCores(b, pids, 10*time.Second)
 		var servers, workers []float64
 		for i, n := range nodes {
 			switch {
@@ -285,15 +289,15 @@ func BenchmarkRealAgentsIdleLeader(b *testing.B) {
 	}
 }
 
-// idleCores lets the agents idle for window and returns the cores each
-// used meanwhile.
-func idleCores(b *testing.B, nodes []*node, window time.Duration) []float64 {
+// idleCores lets the processes pids idle for window and returns the
+// cores each used meanwhile.
+func idleCores(b *testing.B, pids []int, window time.Duration) []float64 {
 	b.Helper()
 	read := func() []float64 {
-		s := make([]float64, len(nodes))
-		for i, n := range nodes {
+		s := make([]float64, len(pids))
+		for i, pid := range pids {
 			var err error
-			if s[i], err = testutil.CPUSeconds(n.proc.cmd.Process.Pid); err != nil {
+			if s[i], err = testutil.CPUSeconds(pid); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -324,19 +328,10 @@ func mean(xs []float64) float64 {
 // meanwhile and its resident memory after.
 func idle(b *testing.B, pid int, window time.Duration) (cores, rssMiB float64) {
 	b.Helper()
-	cpu0, err := testutil.CPUSeconds(pid)
-	if err != nil {
-		b.Fatal(err)
-	}
-	start := time.Now()
-	time.Sleep(window) // the thing measured is idling
-	cpu1, err := testutil.CPUSeconds(pid)
-	if err != nil {
-		b.Fatal(err)
-	}
+	cores = idleCores(b, []int{pid}, window)[0]
 	mib, err := testutil.RSSMiB(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return (cpu1 - cpu0) / time.Since(start).Seconds(), mib
+	return cores, mib
 }
