@@ -20,6 +20,7 @@ type Cluster struct {
 
 	raft       *raft.Raft
 	transport  *raftTransport
+	stream     *tcpStream
 	store      *raftboltdb.BoltStore
 	storePath  string
 	raftNotify chan bool // raft -> leaderLoop
@@ -80,6 +81,7 @@ func New(cfg Config) (*Cluster, error) {
 		}
 	}
 	c.goLoop(c.leaderLoop)
+	c.goLoop(func() { c.watchLeaderCrash(c.stream.ended) })
 	return c, nil
 }
 

@@ -137,6 +137,8 @@ type tcpStream struct {
 	network   *Partitioner
 	tls       *TLSPair      // nil: plaintext
 	handshake time.Duration // bound on an accepted connection's TLS handshake
+	// ended hears of accepted connections their peer closed (stand.go).
+	ended chan net.Addr
 }
 
 func newTCPStream(bind string, advertise net.Addr, network *Partitioner, tp *TLSPair) (*tcpStream, error) {
@@ -147,7 +149,8 @@ func newTCPStream(bind string, advertise net.Addr, network *Partitioner, tp *TLS
 	if advertise == nil {
 		advertise = ln.Addr()
 	}
-	return &tcpStream{Listener: ln, advertise: advertise, network: network, tls: tp, handshake: tlsHandshakeTimeout}, nil
+	return &tcpStream{Listener: ln, advertise: advertise, network: network, tls: tp, handshake: tlsHandshakeTimeout,
+		ended: make(chan net.Addr, 1)}, nil
 }
 
 // Addr is the address other members dial.
@@ -155,13 +158,17 @@ func (s *tcpStream) Addr() net.Addr { return s.advertise }
 
 // Accept implements net.Listener. With TLS the handshake waits for the
 // connection's first read or write (see serverConn), so one slow or
-// silent peer never holds up the next Accept.
+// silent peer never holds up the next Accept. The connection reports to
+// ended when its peer closes it.
 func (s *tcpStream) Accept() (net.Conn, error) {
 	conn, err := s.Listener.Accept()
-	if err != nil || s.tls == nil {
-		return conn, err
+	if err != nil {
+		return nil, err
 	}
-	return &serverConn{Conn: tls.Server(conn, s.tls.Server), timeout: s.handshake}, nil
+	if s.tls != nil {
+		conn = &serverConn{Conn: tls.Server(conn, s.tls.Server), timeout: s.handshake}
+	}
+	return &closeWatch{Conn: conn, ended: s.ended}, nil
 }
 
 // Dial implements raft.StreamLayer. With TLS the handshake completes

@@ -75,6 +75,7 @@ func (c *Cluster) openRaft(conf *raft.Config, advertise net.Addr) error {
 		Logger:  rlog,
 	})}
 	c.transport = trans
+	c.stream = stream
 
 	fail := func(err error) error {
 		_ = trans.Close()

@@ -1,0 +1,108 @@
+package cluster
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/skein-dev/skein/internal/testutil"
+)
+
+// stretchTimeouts gives the nodes' raft a heartbeat and election timeout
+// of ten minutes: no election can come of a silent leader in a test, only
+// of the crash check.
+func stretchTimeouts(t *testing.T, nodes ...*testNode) {
+	t.Helper()
+	for _, n := range nodes {
+		rc := n.c.raft.ReloadableConfig()
+		rc.HeartbeatTimeout, rc.ElectionTimeout = 10*time.Minute, 10*time.Minute
+		if err := n.c.raft.ReloadConfig(rc); err != nil {
+			t.Fatalf("%s: %v", n.id, err)
+		}
+	}
+}
+
+func TestCluster_ACrashedLeaderIsReplacedWithoutWaitingOutTheTimeout(t *testing.T) {
+	a, b, c := startTLSCluster(t, testutil.NewCA(t, "skein-test"), &Partitioner{})
+	stretchTimeouts(t, a, b, c)
+	term := b.c.raft.CurrentTerm()
+
+	// Its process gone: the connections it held close, its port refuses.
+	if err := a.c.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	var next *testNode
+	waitFor(t, time.Minute, func() (err error) {
+		next, err = leaderOf(b, c)
+		return err
+	})
+	mustApply(t, next, "k=2")
+	waitFor(t, 10*time.Second, func() error { return converged("k", "2", b, c) })
+	// One election: the second survivor did not split the vote.
+	if got := next.c.raft.CurrentTerm(); got != term+1 {
+		t.Errorf("term %d after the crash, want %d (one election)", got, term+1)
+	}
+}
+
+func TestCluster_ALeaderCutOffOrAliveIsNotTakenForCrashed(t *testing.T) {
+	network := &Partitioner{}
+	a, b, c := startTLSCluster(t, testutil.NewCA(t, "skein-test"), network)
+	stretchTimeouts(t, a, b, c)
+	term := b.c.raft.CurrentTerm()
+	fromA := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
+
+	// Alive: its port answers.
+	b.c.standIfLeaderCrashed(fromA)
+	// Cut off: the dial fails, but not with a refusal.
+	network.Block(a.c.Addr())
+	b.c.standIfLeaderCrashed(fromA)
+	c.c.standIfLeaderCrashed(fromA)
+
+	for _, n := range []*testNode{b, c} {
+		if st, got := n.c.raft.State(), n.c.raft.CurrentTerm(); st != raft.Follower || got != term {
+			t.Errorf("%s: %s in term %d, want a follower in term %d", n.id, st, got, term)
+		}
+		if _, id := n.c.Leader(); id != a.id {
+			t.Errorf("%s: leader %q, want %q", n.id, id, a.id)
+		}
+	}
+}
+
+func TestSurvivorRank_OrdersTheVotersLeftByID(t *testing.T) {
+	servers := []Server{
+		{ID: "c", Voter: true}, {ID: "a", Voter: true}, {ID: "s", Voter: false}, {ID: "b", Voter: true},
+	}
+	for _, tc := range []struct {
+		self, leader string
+		rank         int
+		ok           bool
+	}{
+		{self: "b", leader: "a", rank: 0, ok: true},
+		{self: "c", leader: "a", rank: 1, ok: true},
+		{self: "c", leader: "b", rank: 1, ok: true},
+		{self: "a", leader: "c", rank: 0, ok: true},
+		{self: "s", leader: "a", ok: false}, // a standby has no vote
+		{self: "a", leader: "a", ok: false}, // the leader itself
+	} {
+		rank, ok := survivorRank(servers, tc.self, tc.leader)
+		if ok != tc.ok || (ok && rank != tc.rank) {
+			t.Errorf("survivorRank(%s, leader %s) = %d, %v; want %d, %v", tc.self, tc.leader, rank, ok, tc.rank, tc.ok)
+		}
+	}
+}
+
+func TestSameHost(t *testing.T) {
+	from := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 40000}
+	for addr, want := range map[string]bool{
+		"10.0.0.7:7471": true,
+		"10.0.0.8:7471": false,
+		"node7:7471":    false, // a name is not resolved
+		"10.0.0.7":      false, // no port: not a Raft address
+	} {
+		if got := sameHost(from, addr); got != want {
+			t.Errorf("sameHost(%s, %s) = %v, want %v", from, addr, got, want)
+		}
+	}
+}
