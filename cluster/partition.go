@@ -138,7 +138,7 @@ type tcpStream struct {
 	tls       *TLSPair      // nil: plaintext
 	handshake time.Duration // bound on an accepted connection's TLS handshake
 	// ended hears of accepted connections their peer closed (stand.go).
-	ended chan net.Addr
+	ended chan struct{}
 }
 
 func newTCPStream(bind string, advertise net.Addr, network *Partitioner, tp *TLSPair) (*tcpStream, error) {
@@ -150,7 +150,7 @@ func newTCPStream(bind string, advertise net.Addr, network *Partitioner, tp *TLS
 		advertise = ln.Addr()
 	}
 	return &tcpStream{Listener: ln, advertise: advertise, network: network, tls: tp, handshake: tlsHandshakeTimeout,
-		ended: make(chan net.Addr, 1)}, nil
+		ended: make(chan struct{}, 1)}, nil
 }
 
 // Addr is the address other members dial.

@@ -17,24 +17,45 @@ import (
 // not heard from the old one for the heartbeat timeout, or a leader has
 // handed over. A leader whose process crashed on a machine that is still
 // up says so at once: the connections it held to its followers close, and
-// its Raft port refuses new ones. A voter that sees a connection from the
-// leader's host end dials the leader's Raft address, and stands when the
-// dial is refused (nothing listens there any more; a timeout or a cut link
-// proves nothing). The surviving voters, in the order of their IDs, stand
-// one crashStagger apart, so that they do not split the vote: the first
-// stands at once, and the next only if no leader came of it (its log may
-// have been behind the other's). A voter stands with the message a leader
-// sends the target of a handover: the voters grant their vote though they
-// have not timed out their leader; they still refuse a candidate whose log
-// is behind theirs.
+// its Raft port refuses new ones.
+//
+// A follower voter that sees a connection end dials the leader's Raft
+// address, and stands when the dial is refused (nothing listens there any
+// more; a timeout or a cut link proves nothing). Any connection that ends
+// prompts the check, not only one from the leader's address: a leader's
+// connections need not come from the address it advertises (a host with
+// several, or loopback), and on a follower the connections that end are
+// few: the leader's, a candidate's. One check runs at a time, and none
+// within a heartbeat interval of one that found the leader alive.
+//
+// The surviving voters, in the order of their IDs, stand one crashStagger
+// apart, so that they do not split the vote: the first stands at once,
+// and the next only if no leader came of it (its log may have been behind
+// the other's). A voter stands with the message a leader sends the target
+// of a handover: the voters grant their vote though they have not timed
+// out their leader; they still refuse a candidate whose log is behind
+// theirs.
 
-// crashDial bounds the dial that tells a crashed leader from a live one.
-const crashDial = time.Second
+// crashDial bounds the dial that tells a crashed leader from a live one,
+// and crashDials is how many dials that connect it takes to call the
+// leader alive.
+const (
+	crashDial  = time.Second
+	crashDials = 3
+)
 
 // crashStagger is how long a surviving voter waits for the one before it
-// in the order to be elected: the leader's heartbeat interval, a tenth of
-// the heartbeat timeout.
+// in the order to be elected: half the heartbeat timeout, far more than
+// the one before may take to see the crash (a few dials crashRecheck
+// apart) and be elected, and still well before raft's own timeout.
 func crashStagger(heartbeatTimeout time.Duration) time.Duration {
+	return heartbeatTimeout / 2
+}
+
+// crashRecheck is the least time between two checks of the leader, and
+// between two dials of one check: the leader's heartbeat interval, a
+// tenth of the heartbeat timeout.
+func crashRecheck(heartbeatTimeout time.Duration) time.Duration {
 	return heartbeatTimeout / 10
 }
 
@@ -42,7 +63,7 @@ func crashStagger(heartbeatTimeout time.Duration) time.Duration {
 // ended that its peer closed or reset it.
 type closeWatch struct {
 	net.Conn
-	ended chan<- net.Addr
+	ended chan<- struct{}
 	once  sync.Once
 }
 
@@ -51,7 +72,7 @@ func (c *closeWatch) Read(b []byte) (int, error) {
 	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
 		c.once.Do(func() {
 			select {
-			case c.ended <- c.RemoteAddr():
+			case c.ended <- struct{}{}:
 			default: // one is being checked already; hints are redundant
 			}
 		})
@@ -59,34 +80,40 @@ func (c *closeWatch) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// watchLeaderCrash runs until Shutdown, checking each connection that
-// ended for whether it was the leader's process that went away.
-func (c *Cluster) watchLeaderCrash(ended <-chan net.Addr) {
+// watchLeaderCrash runs until Shutdown, checking, when a connection
+// ended, whether it was the leader's process that went away.
+func (c *Cluster) watchLeaderCrash(ended <-chan struct{}) {
+	var alive time.Time // when a check last found the leader alive
 	for {
 		select {
 		case <-c.stopped:
 			return
-		case from := <-ended:
-			c.standIfLeaderCrashed(from)
+		case <-ended:
+		}
+		if time.Since(alive) < crashRecheck(c.cfg.Timing.HeartbeatTimeout) {
+			continue
+		}
+		if !c.standIfLeaderCrashed() {
+			alive = time.Now()
 		}
 	}
 }
 
 // standIfLeaderCrashed stands this node for election when it is a
-// follower voter, from (the peer of a connection that ended) is on the
-// leader's host, and the leader's Raft port refuses connections.
-func (c *Cluster) standIfLeaderCrashed(from net.Addr) {
+// follower voter and the leader's Raft port refuses connections. It
+// reports whether it found the leader gone.
+func (c *Cluster) standIfLeaderCrashed() (gone bool) {
 	addr, leader := c.Leader()
-	if leader == "" || c.raft.State() != raft.Follower || !sameHost(from, addr) {
-		return
+	if leader == "" || c.raft.State() != raft.Follower {
+		return false
 	}
 	servers, err := c.Servers()
 	if err != nil {
-		return
+		return false
 	}
 	rank, ok := survivorRank(servers, c.cfg.NodeID, leader)
 	if !ok || !c.leaderRefuses(addr) {
-		return
+		return false
 	}
 	c.logger.Warn("the leader's Raft port refuses connections: its process is gone; standing for election",
 		"leader", leader, "addr", addr, "order", rank)
@@ -99,19 +126,20 @@ func (c *Cluster) standIfLeaderCrashed(from net.Addr) {
 	for range len(servers) {
 		select {
 		case <-c.stopped:
-			return
+			return true
 		case <-time.After(wait):
 		}
 		if _, now := c.Leader(); (now != "" && now != leader) || c.raft.State() != raft.Follower {
-			return // elected, or standing already
+			return true // elected, or standing already
 		}
 		if t := c.raft.CurrentTerm(); t != term {
 			term, wait = t, stagger
 			continue
 		}
 		c.stand()
-		return
+		return true
 	}
+	return true
 }
 
 // survivorRank is self's place among the voters of servers other than
@@ -128,14 +156,26 @@ func survivorRank(servers []Server, self, leader string) (rank int, ok bool) {
 	return rank, rank >= 0
 }
 
-// leaderRefuses reports whether a dial to the Raft address addr was refused:
-// the host answered that nothing listens there.
+// leaderRefuses reports whether a dial to the Raft address addr was
+// refused: the host answered that nothing listens there. A dial that
+// connects is tried again, up to crashDials times a crashRecheck apart: a
+// process being killed closes its connections before its listener, and
+// the first dial may reach the listener still open.
 func (c *Cluster) leaderRefuses(addr string) bool {
-	conn, err := c.stream.Dial(raft.ServerAddress(addr), crashDial)
-	if err != nil {
-		return errors.Is(err, syscall.ECONNREFUSED)
+	for i := range crashDials {
+		if i > 0 {
+			select {
+			case <-c.stopped:
+				return false
+			case <-time.After(crashRecheck(c.cfg.Timing.HeartbeatTimeout)):
+			}
+		}
+		conn, err := c.stream.Dial(raft.ServerAddress(addr), crashDial)
+		if err != nil {
+			return errors.Is(err, syscall.ECONNREFUSED)
+		}
+		_ = conn.Close()
 	}
-	_ = conn.Close()
 	return false
 }
 
@@ -152,21 +192,4 @@ func (c *Cluster) stand() {
 	if err := c.transport.TimeoutNow(raft.ServerID(c.cfg.NodeID), self, req, &raft.TimeoutNowResponse{}); err != nil {
 		c.logger.Warn("stand for election", "error", err)
 	}
-}
-
-// sameHost reports whether from is on the host of the address addr.
-func sameHost(from net.Addr, addr string) bool {
-	tcp, ok := from.(*net.TCPAddr)
-	if !ok {
-		return false
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	if ip == nil {
-		return false // a name: resolving it here is not worth a hint
-	}
-	return tcp.IP.Equal(ip)
 }

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"net"
 	"testing"
 	"time"
 
@@ -51,14 +50,17 @@ func TestCluster_ALeaderCutOffOrAliveIsNotTakenForCrashed(t *testing.T) {
 	a, b, c := startTLSCluster(t, testutil.NewCA(t, "skein-test"), network)
 	stretchTimeouts(t, a, b, c)
 	term := b.c.raft.CurrentTerm()
-	fromA := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)}
-
 	// Alive: its port answers.
-	b.c.standIfLeaderCrashed(fromA)
+	if b.c.standIfLeaderCrashed() {
+		t.Error("b took a leader whose port answers for gone")
+	}
 	// Cut off: the dial fails, but not with a refusal.
 	network.Block(a.c.Addr())
-	b.c.standIfLeaderCrashed(fromA)
-	c.c.standIfLeaderCrashed(fromA)
+	for _, n := range []*testNode{b, c} {
+		if n.c.standIfLeaderCrashed() {
+			t.Errorf("%s took a leader cut off for gone", n.id)
+		}
+	}
 
 	for _, n := range []*testNode{b, c} {
 		if st, got := n.c.raft.State(), n.c.raft.CurrentTerm(); st != raft.Follower || got != term {
@@ -89,20 +91,6 @@ func TestSurvivorRank_OrdersTheVotersLeftByID(t *testing.T) {
 		rank, ok := survivorRank(servers, tc.self, tc.leader)
 		if ok != tc.ok || (ok && rank != tc.rank) {
 			t.Errorf("survivorRank(%s, leader %s) = %d, %v; want %d, %v", tc.self, tc.leader, rank, ok, tc.rank, tc.ok)
-		}
-	}
-}
-
-func TestSameHost(t *testing.T) {
-	from := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 40000}
-	for addr, want := range map[string]bool{
-		"10.0.0.7:7471": true,
-		"10.0.0.8:7471": false,
-		"node7:7471":    false, // a name is not resolved
-		"10.0.0.7":      false, // no port: not a Raft address
-	} {
-		if got := sameHost(from, addr); got != want {
-			t.Errorf("sameHost(%s, %s) = %v, want %v", from, addr, got, want)
 		}
 	}
 }
