@@ -177,7 +177,8 @@ type Timing struct {
 // transport) stops a follower that was merely slow or cut off from winning
 // an election while the others still hear the leader: a stalled follower
 // on a loaded machine cannot depose a healthy leader. Only a leader that
-// itself stalls for 300ms is replaced, which is what failover is for.
+// itself stalls for 300ms is replaced, which is what failover is for. A
+// leader whose process crashed is not waited for at all (stand.go).
 const (
 	DefaultHeartbeatTimeout   = 300 * time.Millisecond
 	DefaultElectionTimeout    = 300 * time.Millisecond
