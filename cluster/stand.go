@@ -107,6 +107,8 @@ func (c *Cluster) standIfLeaderCrashed() (gone bool) {
 	if leader == "" || c.raft.State() != raft.Follower {
 		return false
 	}
+	// The term before the dials: another survivor may stand meanwhile.
+	term := c.raft.CurrentTerm()
 	servers, err := c.Servers()
 	if err != nil {
 		return false
@@ -119,7 +121,6 @@ func (c *Cluster) standIfLeaderCrashed() (gone bool) {
 		"leader", leader, "addr", addr, "order", rank)
 	stagger := crashStagger(c.cfg.Timing.HeartbeatTimeout)
 	wait := time.Duration(rank) * stagger
-	term := c.raft.CurrentTerm()
 	// Each round an election of another survivor was seen under way (the
 	// term moved) gives it one more stagger; there are no more such
 	// elections than survivors before this one.
