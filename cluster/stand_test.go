@@ -24,7 +24,11 @@ func stretchTimeouts(t *testing.T, nodes ...*testNode) {
 }
 
 func TestCluster_ACrashedLeaderIsReplacedWithoutWaitingOutTheTimeout(t *testing.T) {
-	a, b, c := startTLSCluster(t, testutil.NewCA(t, "skein-test"), &Partitioner{})
+	// A configured timeout of 2 s spaces the survivors 1 s apart, far more
+	// than their checks' ends can differ: a split vote would wait out the
+	// stretched election timeout.
+	a, b, c := startTLSCluster(t, testutil.NewCA(t, "skein-test"), &Partitioner{},
+		Timing{HeartbeatTimeout: 2 * time.Second, ElectionTimeout: 2 * time.Second})
 	stretchTimeouts(t, a, b, c)
 	term := b.c.raft.CurrentTerm()
 

@@ -17,21 +17,27 @@ import (
 	"github.com/skein-dev/skein/internal/testutil"
 )
 
-// startTLSNode starts a raft-only member with mutual TLS.
-func startTLSNode(t *testing.T, id string, tp *TLSPair, network *Partitioner, bootstrap bool) *testNode {
+// startTLSNode starts a raft-only member with mutual TLS, and raft's
+// timing (zero: the defaults).
+func startTLSNode(t *testing.T, id string, tp *TLSPair, network *Partitioner, bootstrap bool, timing ...Timing) *testNode {
 	t.Helper()
-	return startCfg(t, Config{NodeID: id, RaftBind: "127.0.0.1:0", RaftTLS: tp, Network: network,
-		Bootstrap: bootstrap, Logger: testLogger(id)})
+	cfg := Config{NodeID: id, RaftBind: "127.0.0.1:0", RaftTLS: tp, Network: network,
+		Bootstrap: bootstrap, Logger: testLogger(id)}
+	for _, tm := range timing {
+		cfg.Timing = tm
+	}
+	return startCfg(t, cfg)
 }
 
 // startTLSCluster starts three TLS members with certificates from ca, a
-// leading and b and c added as voters.
-func startTLSCluster(t *testing.T, ca *testutil.CA, network *Partitioner) (a, b, c *testNode) {
+// leading and b and c added as voters, with raft's timing (none: the
+// defaults).
+func startTLSCluster(t *testing.T, ca *testutil.CA, network *Partitioner, timing ...Timing) (a, b, c *testNode) {
 	t.Helper()
-	a = startTLSNode(t, "a", tlsPair(t, ca, "a"), network, true)
+	a = startTLSNode(t, "a", tlsPair(t, ca, "a"), network, true, timing...)
 	waitLeader(t, a)
-	b = startTLSNode(t, "b", tlsPair(t, ca, "b"), network, false)
-	c = startTLSNode(t, "c", tlsPair(t, ca, "c"), network, false)
+	b = startTLSNode(t, "b", tlsPair(t, ca, "b"), network, false, timing...)
+	c = startTLSNode(t, "c", tlsPair(t, ca, "c"), network, false, timing...)
 	for _, n := range []*testNode{b, c} {
 		if err := a.c.AddVoter(n.id, n.c.Addr()); err != nil {
 			t.Fatalf("add voter %s: %v", n.id, err)
