@@ -48,16 +48,12 @@ const (
 // in the order to be elected: half the heartbeat timeout, far more than
 // the one before may take to see the crash (a few dials crashRecheck
 // apart) and be elected, and still well before raft's own timeout.
-func crashStagger(heartbeatTimeout time.Duration) time.Duration {
-	return heartbeatTimeout / 2
-}
+func (c *Cluster) crashStagger() time.Duration { return c.cfg.Timing.HeartbeatTimeout / 2 }
 
 // crashRecheck is the least time between two checks of the leader, and
 // between two dials of one check: the leader's heartbeat interval, a
 // tenth of the heartbeat timeout.
-func crashRecheck(heartbeatTimeout time.Duration) time.Duration {
-	return heartbeatTimeout / 10
-}
+func (c *Cluster) crashRecheck() time.Duration { return c.cfg.Timing.HeartbeatTimeout / 10 }
 
 // closeWatch is a connection raft accepted, which reports (once) to
 // ended that its peer closed or reset it.
@@ -83,14 +79,14 @@ func (c *closeWatch) Read(b []byte) (int, error) {
 // watchLeaderCrash runs until Shutdown, checking, when a connection
 // ended, whether it was the leader's process that went away.
 func (c *Cluster) watchLeaderCrash(ended <-chan struct{}) {
-	var alive time.Time // when a check last found the leader alive
+	var alive time.Time // when a check last found no crash (or no leader to check)
 	for {
 		select {
 		case <-c.stopped:
 			return
 		case <-ended:
 		}
-		if time.Since(alive) < crashRecheck(c.cfg.Timing.HeartbeatTimeout) {
+		if time.Since(alive) < c.crashRecheck() {
 			continue
 		}
 		if !c.standIfLeaderCrashed() {
@@ -119,7 +115,7 @@ func (c *Cluster) standIfLeaderCrashed() (gone bool) {
 	}
 	c.logger.Warn("the leader's Raft port refuses connections: its process is gone; standing for election",
 		"leader", leader, "addr", addr, "order", rank)
-	stagger := crashStagger(c.cfg.Timing.HeartbeatTimeout)
+	stagger := c.crashStagger()
 	wait := time.Duration(rank) * stagger
 	// Each round an election of another survivor was seen under way (the
 	// term moved) gives it one more stagger; there are no more such
@@ -168,7 +164,7 @@ func (c *Cluster) leaderRefuses(addr string) bool {
 			select {
 			case <-c.stopped:
 				return false
-			case <-time.After(crashRecheck(c.cfg.Timing.HeartbeatTimeout)):
+			case <-time.After(c.crashRecheck()):
 			}
 		}
 		conn, err := c.stream.Dial(raft.ServerAddress(addr), crashDial)

@@ -23,8 +23,8 @@ func startTLSNode(t *testing.T, id string, tp *TLSPair, network *Partitioner, bo
 	t.Helper()
 	cfg := Config{NodeID: id, RaftBind: "127.0.0.1:0", RaftTLS: tp, Network: network,
 		Bootstrap: bootstrap, Logger: testLogger(id)}
-	for _, tm := range timing {
-		cfg.Timing = tm
+	if len(timing) > 0 {
+		cfg.Timing = timing[0]
 	}
 	return startCfg(t, cfg)
 }

@@ -66,6 +66,7 @@ func Children(pid int) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
+	parent := strconv.Itoa(pid)
 	var kids []int
 	for _, e := range entries {
 		child, err := strconv.Atoi(e.Name())
@@ -74,7 +75,7 @@ func Children(pid int) ([]int, error) {
 		}
 		// The parent is field 4 of the line; a process gone meanwhile
 		// is no child.
-		if f, err := statFields(child); err == nil && len(f) > 1 && f[1] == strconv.Itoa(pid) {
+		if f, err := statFields(child); err == nil && len(f) > 1 && f[1] == parent {
 			kids = append(kids, child)
 		}
 	}
