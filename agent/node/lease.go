@@ -76,9 +76,14 @@ func (n *Node) renewLease(sent time.Time) {
 	if err != nil {
 		servers = nil // unknown: let the lease expire, the safe side
 	}
-	if err := n.runner.RenewLease(leaseUntil(sent, n.cfg.StopAfter, servers, n.cfg.NodeID)); err != nil {
+	until := leaseUntil(sent, n.cfg.StopAfter, servers, n.cfg.NodeID)
+	if err := n.runner.RenewLease(until); err != nil {
 		n.log.Error("renew the node lease", "error", err)
+		return
 	}
+	n.mu.Lock()
+	n.leaseEnd = until
+	n.mu.Unlock()
 }
 
 // leaseUntil is when a lease renewed at sent runs out: StopAfter later, or
@@ -171,9 +176,12 @@ func (n *Node) renewWith(ctx context.Context, client func(context.Context) (*api
 }
 
 // isFenced reports whether this node has stopped its jobs for want of a
-// leader; it starts none until contact is back.
+// leader, or its lease has run out though the heartbeat that will say so
+// has not come back yet (it waits until then for a slow server): it
+// starts none until contact is back. A job started then would be stopped
+// by its supervisor at once, its one attempt spent.
 func (n *Node) isFenced() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.fenced
+	return n.fenced || (!n.leaseEnd.IsZero() && !time.Now().Before(n.leaseEnd))
 }

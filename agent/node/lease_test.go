@@ -1,9 +1,12 @@
 package node
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/skein-dev/skein/agent/runner"
 	"github.com/skein-dev/skein/cluster"
 )
 
@@ -57,6 +60,40 @@ func TestRenewEvery_AWorkerRenewsAtItsOwnLowerRate(t *testing.T) {
 		n := &Node{cfg: cfg}
 		if got := n.renewEvery(); got != tc.want {
 			t.Errorf("%s renews every %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestIsFenced_OnceTheLeaseRunsOutBeforeTheHeartbeatSaysSo: a heartbeat
+// waits for a slow server until the lease runs out, and only its error
+// sets the fence. From the lease's end on, the node starts no job (its
+// supervisor would stop it at once); the sole server's lease never ends.
+func TestIsFenced_OnceTheLeaseRunsOutBeforeTheHeartbeatSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	r, err := runner.New(runner.Config{AllocDir: filepath.Join(dir, "allocs"), LeasePath: filepath.Join(dir, "lease.json"),
+		SupervisorCmd: []string{os.Args[0]}, AgentEnv: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Shutdown)
+	stop := time.Second // far above a stall between the renewal and the first look
+	for _, tc := range []struct {
+		name       string
+		raft       servers
+		fencedThen bool
+	}{
+		{"one of three servers", servers{{ID: "me", Voter: true}, {ID: "b", Voter: true}, {ID: "c", Voter: true}}, true},
+		{"the sole server", servers{{ID: "me", Voter: true}}, false},
+	} {
+		n := &Node{cfg: Config{NodeID: "me", StopAfter: stop, Raft: tc.raft}, runner: r}
+		sent := time.Now()
+		n.renewLease(sent)
+		if n.isFenced() {
+			t.Errorf("%s: fenced with a lease just renewed", tc.name)
+		}
+		time.Sleep(time.Until(sent.Add(stop)))
+		if got := n.isFenced(); got != tc.fencedThen {
+			t.Errorf("%s: fenced %v once StopAfter passed since the renewal, want %v", tc.name, got, tc.fencedThen)
 		}
 	}
 }

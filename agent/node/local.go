@@ -72,7 +72,6 @@ func (n *Node) reconcileLocal() {
 			n.runner.StopWithin(id, "no longer owned by this node: "+alloc.Reason, n.cfg.FenceGrace)
 		}
 	}
-	fenced := n.isFenced()
 	for _, alloc := range live {
 		if n.reports.inFlight(alloc.ID) {
 			continue
@@ -92,8 +91,10 @@ func (n *Node) reconcileLocal() {
 		case alloc.State == structs.AllocRunning:
 			n.reports.add(structs.AllocUpdate{AllocID: alloc.ID, State: structs.AllocLost,
 				ExitCode: -1, Reason: "lost: the agent restarted and found no trace of the process", At: now()})
-		case fenced:
-			// No leader: the allocation may already be running elsewhere.
+		case n.isFenced():
+			// No lease (asked before each start: starts take time, and
+			// the lease may run out meanwhile). The allocation may already
+			// be running elsewhere.
 		case n.noStarts:
 			// The agent is going: see StopStarting.
 		default:

@@ -129,10 +129,12 @@ type Node struct {
 	noStarts bool
 
 	mu sync.Mutex
-	// lastAck is when this node's lease was last renewed; fenced is set
-	// while it has no valid lease (see lease.go).
-	lastAck time.Time
-	fenced  bool
+	// lastAck is when this node's lease was last renewed, and leaseEnd
+	// when the lease its supervisors read runs out (zero: never); fenced
+	// is set while it has no valid lease (see lease.go).
+	lastAck  time.Time
+	leaseEnd time.Time
+	fenced   bool
 	// engine is the container engine's last probe, and engineRegistered
 	// the one carried by the last registration (see containers.go).
 	engine           *structs.ContainerEngine
