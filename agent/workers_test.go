@@ -143,9 +143,10 @@ func TestCluster_Workers_AStandbyLostIsReplacedByAWorker(t *testing.T) {
 	lead, standby := tc.leader(), tc.standby()
 	lost := tc.agents[standby].nodeID
 	tc.kill(standby)
-	// The leader takes a worker into Raft in the standby's place, and the
-	// new standby catches up with the state.
-	testutil.WaitFor(t, 20*time.Second, func() error {
+	// Once the standby has been failed in gossip for the dead server
+	// grace (10 s), the leader takes a worker into Raft in its place, and
+	// the new standby catches up with the state.
+	testutil.WaitFor(t, 40*time.Second, func() error {
 		servers := tc.servers()
 		if len(servers) != 2 {
 			return fmt.Errorf("%d alive servers, want 2", len(servers))

@@ -103,7 +103,7 @@ func (c *Cluster) reconcileMembers() {
 		inRaft[string(s.ID)] = string(s.Address)
 	}
 	members := c.Members()
-	room := c.serverRoom(conf, members)
+	room := c.serverRoom(conf)
 	prune := false
 	for _, m := range members {
 		addr, ok := inRaft[m.ID]
@@ -138,22 +138,30 @@ func (c *Cluster) reconcileMembers() {
 
 // serverRoom is how many more members raft may take (-1: no bound), and
 // removes the alive non-voters beyond Config.Servers (the highest IDs
-// first), which then work outside raft. Only alive servers count: one
-// that failed leaves room for a worker to take its place, and the
-// promoter gives a dead voter's vote to a non-voter.
-func (c *Cluster) serverRoom(conf raft.Configuration, members []Member) int {
+// first), which then work outside raft. Alive servers count, and so do
+// those failed in gossip for less than DeadServerGrace, which hold their
+// place (never removed here): a member short of CPU misses its probes,
+// is declared failed and refutes it moments later (BENCHMARKS.md, issue
+// 17: 60 agents on two cores), and taking a worker into raft in its
+// place at once would send that worker the whole state, then take one
+// of them out again, work the leader does when it has least time for
+// it. One failed for longer leaves room for a worker, as the promoter
+// gives a dead voter's vote to a non-voter after the same grace.
+func (c *Cluster) serverRoom(conf raft.Configuration) int {
 	if c.cfg.Servers == 0 {
 		return -1
 	}
-	alive := map[string]bool{}
-	for _, m := range members {
-		alive[m.ID] = m.Status == StatusAlive
-	}
-	voters := 0
-	var standbys []string
+	now := time.Now()
+	voters, held := 0, 0
+	var standbys []string // alive ones
 	for _, s := range conf.Servers {
-		switch id := string(s.ID); {
-		case !alive[id] && id != c.cfg.NodeID:
+		id := string(s.ID)
+		m, known := c.member(id)
+		switch {
+		case id != c.cfg.NodeID && (!known || m.Status != StatusAlive):
+			if known && m.Status == StatusFailed && now.Sub(m.since) < c.cfg.DeadServerGrace {
+				held++
+			}
 		case s.Suffrage == raft.Voter:
 			voters++
 		default:
@@ -162,7 +170,7 @@ func (c *Cluster) serverRoom(conf raft.Configuration, members []Member) int {
 	}
 	capacity := c.cfg.Servers
 	slices.Sort(standbys)
-	for len(standbys) > 0 && voters+len(standbys) > capacity {
+	for len(standbys) > 0 && voters+held+len(standbys) > capacity {
 		id := standbys[len(standbys)-1]
 		standbys = standbys[:len(standbys)-1]
 		c.logger.Info("removing a non-voter beyond the servers kept; it works outside raft", "id", id, "servers", capacity)
@@ -170,7 +178,7 @@ func (c *Cluster) serverRoom(conf raft.Configuration, members []Member) int {
 			c.logger.Warn("remove a non-voter beyond the servers kept", "id", id, "error", err)
 		}
 	}
-	return max(0, capacity-voters-len(standbys))
+	return max(0, capacity-voters-held-len(standbys))
 }
 
 // configuration returns the latest raft configuration.

@@ -307,6 +307,45 @@ func TestMembership_ServersBoundRaftAndTheRestWorkOutsideIt(t *testing.T) {
 	waitFor(t, 30*time.Second, func() error { return converged("k", "1", a, nodes["b"]) })
 }
 
+// A standby cut off for a moment is declared failed by gossip, as one
+// short of CPU is: it keeps its place for DeadServerGrace, so no worker is
+// taken into raft in its stead, and it is a standby again once back.
+func TestMembership_AStandbyFailedForLessThanTheGraceKeepsItsPlace(t *testing.T) {
+	net := &Partitioner{}
+	cfg := func(id string) Config {
+		c := testConfig(id)
+		c.Voters, c.Servers = 1, 2
+		c.DeadServerGrace = time.Minute
+		c.Network = net
+		return c
+	}
+	cfgA := cfg("a")
+	cfgA.Bootstrap = true
+	a := startCfg(t, cfgA)
+	waitLeader(t, a)
+	nodes := []*testNode{a}
+	for _, id := range []string{"b", "c"} {
+		n := startCfg(t, cfg(id))
+		mustJoin(t, n, a)
+		nodes = append(nodes, n)
+	}
+	b := nodes[1]
+	waitFor(t, 20*time.Second, func() error { return serversCheck(a, "a", "b") })
+
+	net.Block(b.c.Addr(), b.c.GossipAddr())
+	waitFor(t, 10*time.Second, func() error {
+		if m, _ := memberStatus(a, "b"); m.Status != StatusFailed {
+			return fmt.Errorf("the leader sees b as %v, want failed", m.Status)
+		}
+		return nil
+	})
+	testutil.Holds(t, 5*cfgA.ReconcileInterval, func() error { return serversCheck(a, "a", "b") })
+
+	net.Heal()
+	waitFor(t, 20*time.Second, func() error { return allAlive(nodes...) })
+	testutil.Holds(t, 5*cfgA.ReconcileInterval, func() error { return serversCheck(a, "a", "b") })
+}
+
 // The leader of a cluster whose servers are bounded (three voters and a
 // standby) dies after every server compacted its log: the survivors
 // elect a leader, which takes a worker into raft in the dead server's
