@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -192,43 +191,6 @@ func TestMembership_PartitionedLeaderIsReplacedAndClusterHeals(t *testing.T) {
 	})
 	l, _ := leaderOf(a, b, c)
 	waitFor(t, 10*time.Second, func() error { return voterCheck(l, 3, ids(a, b, c), a, b, c) })
-}
-
-// A leader cut off from the other voters still takes itself for the
-// leader until its lease runs out; VerifyLeader tells it otherwise, and
-// confirms the leader a quorum answers.
-func TestCluster_VerifyLeaderFailsOnALeaderCutOffFromItsQuorum(t *testing.T) {
-	net := &Partitioner{}
-	start := func(id string, boot bool) *testNode {
-		cfg := testConfig(id)
-		cfg.Bootstrap = boot
-		cfg.Network = net
-		return startCfg(t, cfg)
-	}
-	a := start("a", true)
-	waitLeader(t, a)
-	b, c := start("b", false), start("c", false)
-	mustJoin(t, b, a)
-	mustJoin(t, c, b)
-	waitFor(t, 20*time.Second, func() error { return voterCheck(a, 3, ids(a, b, c), a, b, c) })
-	if err := a.c.VerifyLeader(); err != nil {
-		t.Fatalf("the leader of three connected voters: VerifyLeader = %v", err)
-	}
-	if err := b.c.VerifyLeader(); !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("a follower: VerifyLeader = %v, want ErrNotLeader", err)
-	}
-
-	net.Block(a.c.Addr(), a.c.GossipAddr())
-	done := make(chan error, 1)
-	go func() { done <- a.c.VerifyLeader() }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrLeadershipLost) {
-			t.Fatalf("the leader cut off: VerifyLeader = %v, want it to fail", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the leader cut off: VerifyLeader still waits after 10 s; its lease should have ended it")
-	}
 }
 
 func TestBootstrapExpect_ThreeNodesFormOneClusterAndRestartWithoutRebootstrap(t *testing.T) {

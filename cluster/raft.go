@@ -212,18 +212,6 @@ func (c *Cluster) Barrier(timeout time.Duration) error {
 	return nil
 }
 
-// VerifyLeader returns once a quorum of voters has answered this node as
-// their leader, after the call: a leader cut off from them may not know
-// yet that another was elected. It fails with ErrNotLeader (or
-// ErrLeadershipLost) when this node does not lead, or stops leading
-// before a quorum answers: at the latest when its lease runs out.
-func (c *Cluster) VerifyLeader() error {
-	if err := c.wait(func() raft.Future { return c.raft.VerifyLeader() }); err != nil {
-		return fmt.Errorf("verify leadership: %w", err)
-	}
-	return nil
-}
-
 // AppliedIndex returns the index of the last entry applied to the local FSM.
 func (c *Cluster) AppliedIndex() uint64 { return c.raft.AppliedIndex() }
 

@@ -156,21 +156,15 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// renewWith sends one heartbeat to the server client names, giving up on
-// a server not reached within a quarter of StopAfter. None is named when
-// this node leads: its lease then needs no message, only a quorum of
-// voters answering it as their leader, for the reason the leader asks
-// that before it counts another node's renewal (agent/server, heardFrom).
-// The answer names the leader, which a worker, whose own Raft names none,
-// takes as its hint: after an election it learns the new leader from its
-// next renewal.
+// renewWith sends one heartbeat to the server client names (none: this
+// node leads, and its lease needs no message), giving up on a server not
+// reached within a quarter of StopAfter. The answer names the leader,
+// which a worker, whose own Raft names none, takes as its hint: after an
+// election it learns the new leader from its next renewal.
 func (n *Node) renewWith(ctx context.Context, client func(context.Context) (*api.Client, error)) error {
 	c, err := client(ctx)
-	if err != nil {
+	if err != nil || c == nil {
 		return err
-	}
-	if c == nil {
-		return n.cfg.Raft.VerifyLeader()
 	}
 	ctx, done := peer.DialBound(ctx, n.cfg.StopAfter/4)
 	defer done()

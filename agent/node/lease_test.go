@@ -40,7 +40,6 @@ func TestLeaseUntil_NeverExpiresOnlyForTheSoleRaftServer(t *testing.T) {
 type servers []cluster.Server
 
 func (servers) IsLeader() bool                       { return false }
-func (servers) VerifyLeader() error                  { return cluster.ErrNotLeader }
 func (s servers) Servers() ([]cluster.Server, error) { return s, nil }
 
 // TestRenewEvery_AWorkerRenewsAtItsOwnLowerRate: a server renews its lease

@@ -20,9 +20,6 @@ import (
 // Raft is what a node needs of Raft.
 type Raft interface {
 	IsLeader() bool
-	// VerifyLeader returns once a quorum of voters answered this node as
-	// their leader after the call, and fails when it does not lead.
-	VerifyLeader() error
 	Servers() ([]cluster.Server, error)
 }
 

@@ -26,23 +26,14 @@ const busyToken = "busy-test-token"
 
 // raftRole is what a Server and its Peers read of Raft: whether this node
 // leads, and which node does. Both nodes are Raft voters, with others.
-// A deposed leader still takes itself for the leader, but no quorum
-// answers it any more.
 type raftRole struct {
 	self     string
 	leads    bool
-	deposed  bool
 	leaderID string
 	others   []string
 }
 
-func (r raftRole) IsLeader() bool { return r.leads }
-func (r raftRole) VerifyLeader() error {
-	if !r.leads || r.deposed {
-		return cluster.ErrNotLeader
-	}
-	return nil
-}
+func (r raftRole) IsLeader() bool            { return r.leads }
 func (r raftRole) Leader() (addr, id string) { return "", r.leaderID }
 func (r raftRole) Servers() ([]cluster.Server, error) {
 	servers := []cluster.Server{{ID: r.self, Voter: true}, {ID: r.leaderID, Voter: true}}

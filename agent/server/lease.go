@@ -141,9 +141,7 @@ func (s *Server) passRenewals(ctx context.Context, nodes []string) (string, erro
 		return "", err
 	}
 	if c == nil {
-		if err := s.heardFrom(nodes); err != nil {
-			return "", err
-		}
+		s.heardFrom(nodes)
 		return s.cfg.NodeID, nil
 	}
 	resp, err := c.RelayHeartbeats(ctx, s.cfg.NodeID, nodes)
@@ -153,26 +151,12 @@ func (s *Server) passRenewals(ctx context.Context, nodes []string) (string, erro
 	return resp.LeaderID, nil
 }
 
-// heardFrom records that the leader heard from nodes now, once a quorum
-// of voters has answered it as their leader after that (VerifyLeader).
-// A leader cut off from the voters goes on taking itself for the leader
-// until its Raft lease runs out, while the others may have elected
-// another already, which counts the nodes' silence only from its own
-// start (agent/leader). A renewal such a leader answered would carry a
-// node's lease past the moment the new one may declare its jobs lost. A
-// leader confirmed after the renewal reached it was still leading then:
-// any later leader needs the vote of one of the voters that confirmed
-// it, given after, so it starts after the renewal was sent, whatever
-// Raft's timing.
-func (s *Server) heardFrom(nodes []string) error {
+// heardFrom records that the leader heard from nodes now.
+func (s *Server) heardFrom(nodes []string) {
 	at := time.Now()
-	if err := s.cfg.Raft.VerifyLeader(); err != nil {
-		return err
-	}
 	for _, id := range nodes {
 		s.cfg.Heartbeats.HeardFrom(id, at)
 	}
-	return nil
 }
 
 // handleHeartbeat renews a node's lease: the leader records it (the
@@ -189,10 +173,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.cfg.Raft.IsLeader() {
-		if err := s.heardFrom([]string{req.NodeID}); err != nil {
-			writeError(w, http.StatusServiceUnavailable, fmt.Errorf("renew the lease: %w", err))
-			return
-		}
+		s.heardFrom([]string{req.NodeID})
 		writeJSON(w, http.StatusOK, api.HeartbeatResponse{LeaderID: s.cfg.NodeID})
 		return
 	}
@@ -229,9 +210,6 @@ func (s *Server) handleRelayedHeartbeats(w http.ResponseWriter, r *http.Request)
 		writeError(w, http.StatusForbidden, fmt.Errorf("from %q: %w", req.From, errNotRelay))
 		return
 	}
-	if err := s.heardFrom(req.NodeIDs); err != nil {
-		writeError(w, http.StatusServiceUnavailable, err)
-		return
-	}
+	s.heardFrom(req.NodeIDs)
 	writeJSON(w, http.StatusOK, api.HeartbeatResponse{LeaderID: s.cfg.NodeID})
 }

@@ -240,27 +240,3 @@ func TestLeaseRelay_TheLeaderTakesRoundsOnlyFromServersAndWithinTheBound(t *test
 		t.Errorf("a round from server b: %d %s, %d heard; want 200 and 2", code, body, leader.heard.count())
 	}
 }
-
-// A leader cut off from the voters takes itself for the leader until its
-// Raft lease runs out, while another may have been elected: it counts no
-// renewal, direct or relayed, that no quorum confirmed it for, and says
-// so, so that the node asks elsewhere rather than take its lease as
-// renewed.
-func TestLeaseRelay_ALeaderNoQuorumConfirmsCountsNoRenewal(t *testing.T) {
-	leader := startBusyNodeAs(t, raftRole{self: "a", leads: true, deposed: true, leaderID: "a", others: []string{"b"}}, "", 0)
-	for _, c := range []struct {
-		name, path string
-		req        any
-	}{
-		{"a node's own heartbeat", "/v1/internal/heartbeat", api.HeartbeatRequest{NodeID: "w1"}},
-		{"a round from server b", "/v1/internal/heartbeats", api.RelayedHeartbeatsRequest{From: "b", NodeIDs: []string{"w1", "w2"}}},
-	} {
-		code, _, body := post(t, http.MethodPost, leader.url+c.path, c.req)
-		if code != http.StatusServiceUnavailable || !strings.Contains(body, "not the leader") {
-			t.Errorf("%s to a deposed leader: %d %s, want 503 saying not the leader", c.name, code, body)
-		}
-	}
-	if n := leader.heard.count(); n != 0 {
-		t.Errorf("the deposed leader recorded %d heartbeats, want 0", n)
-	}
-}

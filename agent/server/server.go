@@ -72,9 +72,6 @@ const internalPrefix = "/v1/internal/"
 // Raft is what the server needs of Raft and gossip.
 type Raft interface {
 	IsLeader() bool
-	// VerifyLeader returns once a quorum of voters answered this node as
-	// their leader after the call, and fails when it does not lead.
-	VerifyLeader() error
 	Leader() (addr, id string)
 	Servers() ([]cluster.Server, error)
 	Join(addrs []string) (int, error)
