@@ -232,6 +232,7 @@ func (a *Agent) start() error {
 		WorkerHeartbeatInterval: WorkerHeartbeatInterval(a.cfg.HeartbeatInterval, a.cfg.StopAfter),
 		StopAfter:               a.cfg.StopAfter,
 		DownAfter:               a.cfg.DownAfter,
+		StaleLeader:             a.raft.StaleLeaderBound(),
 		JobRetention:            a.cfg.JobRetention,
 		AutoscaleInterval:       a.cfg.AutoscaleInterval,
 		Starved:                 a.starved,

@@ -212,6 +212,18 @@ func (c *Cluster) Barrier(timeout time.Duration) error {
 	return nil
 }
 
+// StaleLeaderBound is how long a leader cut off from the voters may go on
+// taking itself for the leader after a quorum of them last answered it:
+// its lease (raft steps it down at the first check past it), and the
+// heartbeat interval besides for that check and a reply in flight. The
+// voters that elect another stop answering it when they vote, so by this
+// long after a new leader took office the old one has stepped down,
+// though its process may be held off the CPU past it, as raft's own lease
+// assumes it is not.
+func (c *Cluster) StaleLeaderBound() time.Duration {
+	return c.cfg.Timing.LeaderLeaseTimeout + c.cfg.Timing.HeartbeatTimeout/10
+}
+
 // AppliedIndex returns the index of the last entry applied to the local FSM.
 func (c *Cluster) AppliedIndex() uint64 { return c.raft.AppliedIndex() }
 

@@ -45,6 +45,12 @@ type Config struct {
 	WorkerHeartbeatInterval time.Duration
 	StopAfter               time.Duration
 	DownAfter               time.Duration
+	// StaleLeader is how long a leader cut off from the voters may go on
+	// taking itself for the leader, and answering renewals, after they
+	// last answered it (Raft's leader lease and its check,
+	// cluster.StaleLeaderBound). A new leader counts the nodes' silence
+	// only from that long after it took office (lead).
+	StaleLeader time.Duration
 	// JobRetention is how long a finished job stays in the state.
 	JobRetention time.Duration
 	// AutoscaleInterval is how often autoscaled services are looked at
@@ -189,7 +195,7 @@ func (l *Leader) lead(stop <-chan struct{}) {
 	}
 	l.announce()
 	l.log.Info("leading: scheduling started")
-	since := time.Now()
+	since := l.silenceFrom(time.Now())
 	var duties sync.WaitGroup
 	defer duties.Wait()
 	duties.Add(4)
@@ -210,6 +216,18 @@ func (l *Leader) lead(stop <-chan struct{}) {
 		l.gcLoop(stop)
 	}()
 	l.scheduleLoop(stop)
+}
+
+// silenceFrom is when a leader that took office at now starts counting
+// the nodes' silence. The voters that elected it stopped answering the
+// leader before when they voted, before now; that one steps down at most
+// StaleLeader after, and until then may answer renewals, which run a
+// node's lease StopAfter past their sending. Counted from now, a node
+// whose renewals only the old leader heard could be declared lost while
+// its lease still ran; counted from when the old one cannot have heard
+// any, never.
+func (l *Leader) silenceFrom(now time.Time) time.Time {
+	return now.Add(l.cfg.StaleLeader)
 }
 
 // announce commits the entry that says this node leads now, the event

@@ -307,6 +307,43 @@ func TestLeader_ANodeDownWhenItTookOverStaysDownUntilHeardFrom(t *testing.T) {
 	}
 }
 
+// A new leader may take office while the one before, cut off from the
+// voters, still answers renewals until its lease runs out: it counts the
+// nodes' silence only from then, so a node renewed by the old leader is
+// not marked down for the time it took, nor its jobs declared lost.
+func TestLeader_ANewLeaderCountsSilenceOnlyOnceTheOldOneMustHaveStepped(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		stale time.Duration
+		want  structs.NodeStatus
+	}{
+		{"the old leader's lease over at once", 0, structs.NodeDown},
+		{"the old leader stepping down 2 s after", 2 * time.Second, structs.NodeReady},
+	} {
+		h := newHarness(t)
+		h.node("n1")
+		fresh := New(Config{NodeID: "leader", FSM: h.f, Apply: h.apply, HeartbeatInterval: time.Second,
+			StopAfter: 3 * time.Second, DownAfter: 5 * time.Second, StaleLeader: c.stale, Logger: hclog.NewNullLogger()})
+		// Took office 4 s ago, past StopAfter (3 s), and never heard n1.
+		fresh.checkNodes(fresh.silenceFrom(time.Now().Add(-4 * time.Second)))
+		if n, _ := h.f.Node("n1"); n.Status != c.want {
+			t.Errorf("%s: node %s (%s), want %s", c.name, n.Status, n.StatusReason, c.want)
+		}
+	}
+}
+
+// A monitor held up while the old leader's lease may still run does not
+// bring its silence clock back to now: it counts from the later of the
+// two.
+func TestLeader_AStallDoesNotBringTheSilenceClockBeforeTheOldLeadersEnd(t *testing.T) {
+	h := newHarness(t)
+	now := time.Now()
+	future := now.Add(2 * time.Second)
+	if got := h.l.afterStall(future, now.Add(-5*time.Second), now); !got.Equal(future) {
+		t.Errorf("after a stall the clock counts from %v, want %v (the old leader's end)", got.Sub(now), future.Sub(now))
+	}
+}
+
 // A leader whose node monitor was held up (short of CPU, or paused)
 // counts the nodes' silence afresh: the heartbeats it did not take
 // meanwhile mark no node down. On time, the same silence does.

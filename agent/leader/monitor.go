@@ -87,9 +87,17 @@ const stallAfter = 2
 func (l *Leader) afterStall(since, last, now time.Time) time.Time {
 	if held := now.Sub(last); held > stallAfter*l.cfg.HeartbeatInterval {
 		l.log.Warn("the node monitor was held up; the nodes' silence is counted afresh", "held", held.Round(time.Millisecond))
-		return now
+		return later(since, now)
 	}
 	return since
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (l *Leader) checkNodes(since time.Time) {
