@@ -81,7 +81,7 @@ func New(cfg Config) (*Cluster, error) {
 		}
 	}
 	c.goLoop(c.leaderLoop)
-	c.goLoop(func() { c.watchLeaderCrash(c.stream.ended) })
+	c.goLoop(func() { c.watchLeader(c.stream.ended) })
 	return c, nil
 }
 

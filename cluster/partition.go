@@ -18,7 +18,8 @@ var errPartitioned = errors.New("partitioned")
 // nodes of a test cluster (Config.Network); Block cuts the named addresses
 // (a node's raft and gossip addresses) off from every other address, in
 // both directions, for raft streams, gossip streams and gossip packets;
-// Heal restores every link. Addresses on the same side of the cut still
+// Sever cuts the links between two sets of addresses only; Heal restores
+// every link. Addresses on the same side of the cut still
 // reach each other. The zero value is ready to use and passes everything.
 //
 // Each node's transports ask the Partitioner before every dial and packet,
@@ -28,6 +29,7 @@ var errPartitioned = errors.New("partitioned")
 type Partitioner struct {
 	mu      sync.Mutex
 	blocked map[string]bool
+	severed map[[2]string]bool // links cut by Sever, both ways
 	conns   map[*cutConn]struct{}
 }
 
@@ -42,6 +44,30 @@ func (p *Partitioner) Block(addrs ...string) {
 	for _, a := range addrs {
 		p.blocked[a] = true
 	}
+	p.closeCutLocked()
+}
+
+// Sever cuts every address of a off from every address of b, in both
+// directions, leaving each side's other links as they are: a link that
+// fails while the rest of the network works. It adds to earlier cuts and
+// closes open connections across the new one.
+func (p *Partitioner) Sever(a, b []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.severed == nil {
+		p.severed = map[[2]string]bool{}
+	}
+	for _, x := range a {
+		for _, y := range b {
+			p.severed[[2]string{x, y}] = true
+			p.severed[[2]string{y, x}] = true
+		}
+	}
+	p.closeCutLocked()
+}
+
+// closeCutLocked closes the open connections across a cut.
+func (p *Partitioner) closeCutLocked() {
 	for c := range p.conns {
 		if p.cutLocked(c.from, c.to) {
 			delete(p.conns, c)
@@ -54,7 +80,7 @@ func (p *Partitioner) Block(addrs ...string) {
 func (p *Partitioner) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.blocked = nil
+	p.blocked, p.severed = nil, nil
 }
 
 // Cut reports whether traffic from one address to another is dropped, for
@@ -77,7 +103,7 @@ func (p *Partitioner) cut(from, to string) bool {
 }
 
 func (p *Partitioner) cutLocked(from, to string) bool {
-	return p.blocked[from] != p.blocked[to]
+	return p.blocked[from] != p.blocked[to] || p.severed[[2]string{from, to}]
 }
 
 // track registers an open connection so Block can close it, or closes it
@@ -186,6 +212,24 @@ func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net
 		return conn, err
 	}
 	return dialTLS(conn, s.tls.Client, string(address), deadline)
+}
+
+// reach reports whether a TCP connection to address opens within
+// timeout, without TLS: nil when the host is up and something listens
+// there, however busy or frozen the process behind it (the kernel takes
+// the connection). Across a Partitioner's cut it fails as a dial does.
+func (s *tcpStream) reach(address string, timeout time.Duration) error {
+	var conn net.Conn
+	var err error
+	if s.network == nil {
+		conn, err = net.DialTimeout("tcp", address, timeout)
+	} else {
+		conn, err = s.network.dial(s.advertise.String(), address, timeout)
+	}
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 // cutTransport wraps memberlist's transport so a Partitioner can drop its

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -55,13 +57,13 @@ func TestCluster_ALeaderCutOffOrAliveIsNotTakenForCrashed(t *testing.T) {
 	stretchTimeouts(t, a, b, c)
 	term := b.c.raft.CurrentTerm()
 	// Alive: its port answers.
-	if b.c.standIfLeaderCrashed() {
+	if b.c.standIfLeaderGone(b.c.leaderCrashed, "test") {
 		t.Error("b took a leader whose port answers for gone")
 	}
 	// Cut off: the dial fails, but not with a refusal.
 	network.Block(a.c.Addr())
 	for _, n := range []*testNode{b, c} {
-		if n.c.standIfLeaderCrashed() {
+		if n.c.standIfLeaderGone(n.c.leaderCrashed, "test") {
 			t.Errorf("%s took a leader cut off for gone", n.id)
 		}
 	}
@@ -74,6 +76,77 @@ func TestCluster_ALeaderCutOffOrAliveIsNotTakenForCrashed(t *testing.T) {
 			t.Errorf("%s: leader %q, want %q", n.id, id, a.id)
 		}
 	}
+}
+
+// startGossipTrio starts three voters a (the leader), b and c that
+// gossip, on one Partitioner, with heartbeat and election timeouts of
+// 2 s: silentAfter is then 600 ms, and the survivors stand 300 ms apart.
+func startGossipTrio(t *testing.T, network *Partitioner) (a, b, c *testNode) {
+	t.Helper()
+	start := func(id string, boot bool) *testNode {
+		cfg := testConfig(id)
+		cfg.Bootstrap = boot
+		cfg.Network = network
+		cfg.Timing = Timing{HeartbeatTimeout: 2 * time.Second, ElectionTimeout: 2 * time.Second}
+		return startCfg(t, cfg)
+	}
+	a = start("a", true)
+	waitLeader(t, a)
+	b, c = start("b", false), start("c", false)
+	mustJoin(t, b, a)
+	mustJoin(t, c, b)
+	waitFor(t, 20*time.Second, func() error { return voterCheck(a, 3, ids(a, b, c), a, b, c) })
+	waitFor(t, 10*time.Second, func() error { return allAlive(a, b, c) })
+	return a, b, c
+}
+
+func TestCluster_ALeaderCutOffIsReplacedWithoutWaitingOutTheTimeout(t *testing.T) {
+	network := &Partitioner{}
+	a, b, c := startGossipTrio(t, network)
+	mustApply(t, a, "k=1")
+	stretchTimeouts(t, a, b, c)
+	term := b.c.raft.CurrentTerm()
+
+	// Its machine gone, or cut off: silent, suspected by gossip, its port
+	// unreachable.
+	network.Block(a.c.Addr(), a.c.GossipAddr())
+	var next *testNode
+	waitFor(t, time.Minute, func() (err error) {
+		next, err = leaderOf(b, c)
+		return err
+	})
+	mustApply(t, next, "k=2")
+	waitFor(t, 10*time.Second, func() error { return converged("k", "2", b, c) })
+	if got := next.c.raft.CurrentTerm(); got != term+1 {
+		t.Errorf("term %d after the leader was cut off, want %d (one election)", got, term+1)
+	}
+}
+
+// A link that fails between the leader and one voter only is that
+// voter's trouble: gossip still hears the leader through the others, and
+// the voter does not depose it (raft's pre-vote, once its timeout comes,
+// would not either).
+func TestCluster_ALeaderCutOffFromOneVoterOnlyKeepsItsPlace(t *testing.T) {
+	network := &Partitioner{}
+	a, b, c := startGossipTrio(t, network)
+	stretchTimeouts(t, a, b, c)
+	term := b.c.raft.CurrentTerm()
+
+	network.Sever([]string{a.c.Addr(), a.c.GossipAddr()}, []string{b.c.Addr(), b.c.GossipAddr()})
+	// Long enough for b to find the leader silent a few times over.
+	testutil.Holds(t, 10*b.c.silentAfter(), func() error {
+		for _, n := range []*testNode{a, b, c} {
+			if got := n.c.raft.CurrentTerm(); got != term {
+				return fmt.Errorf("%s is in term %d, want %d: an election ran", n.id, got, term)
+			}
+		}
+		if !a.c.IsLeader() {
+			return errors.New("a no longer leads")
+		}
+		return nil
+	})
+	mustApply(t, a, "k=3")
+	waitFor(t, 10*time.Second, func() error { return converged("k", "3", a, c) })
 }
 
 func TestSurvivorRank_OrdersTheVotersLeftByID(t *testing.T) {
