@@ -42,7 +42,7 @@ func agentCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "voters", Value: 3, Usage: "Raft voters to keep (odd); other nodes hold the state as non-voters"},
 			&ucli.IntFlag{Name: "standbys", Value: agent.DefaultStandbys, Usage: "non-voting servers to keep besides the voters (`N`); every other node is a worker outside Raft that watches a server for its work. -1: every node is a server"},
 			&ucli.StringFlag{Name: "encrypt", Usage: "gossip encryption key from `skein keygen`", EnvVars: []string{"SKEIN_ENCRYPT"}},
-			&ucli.DurationFlag{Name: "raft-timeout", Value: agent.DefaultRaftTimeout, Usage: "Raft heartbeat and election timeout: how fast a dead leader is replaced (raise it on slow or distant networks)"},
+			&ucli.DurationFlag{Name: "raft-timeout", Value: agent.DefaultRaftTimeout, Usage: "Raft heartbeat and election timeout: how long a leader whose process is silent on a machine that answers (starved, frozen) is waited for; a crashed or unreachable one is replaced sooner"},
 			&ucli.DurationFlag{Name: "stop-after", Value: agent.DefaultStopAfter, Usage: "stop local jobs after this long without the leader"},
 			&ucli.DurationFlag{Name: "down-after", Value: agent.DefaultDownAfter, Usage: "run a silent node's jobs elsewhere after this long (must exceed --stop-after)"},
 			&ucli.StringFlag{Name: "gpus", Value: "auto", Usage: "GPU inventory: auto, nvml, none or sim:COUNTxMODEL[-MEMGB][:TOPOLOGY] (TOPOLOGY: nvswitch, nvlink-pairs, pcie)"},

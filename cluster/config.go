@@ -167,22 +167,27 @@ type Timing struct {
 	CommitTimeout      time.Duration
 }
 
-// Defaults for a LAN. raft's own defaults (1s heartbeat and election, 500ms
-// lease, 50ms commit) are made for WANs and cost ~1.5s per failover. With
-// 300ms, a follower notices a dead leader after 300-600ms (raft randomises
-// the timeout) and the election takes about as long again: failover p99
-// under 1s on 2 cores (BENCHMARKS.md, B2). The leader heartbeats every
-// 30ms (a tenth of the timeout), so a follower needs ten missed beats in a
-// row, and pre-vote (on by default in raft v1.8, and supported by the TCP
-// transport) stops a follower that was merely slow or cut off from winning
-// an election while the others still hear the leader: a stalled follower
-// on a loaded machine cannot depose a healthy leader. Only a leader that
-// itself stalls for 300ms is replaced, which is what failover is for. A
-// leader whose process crashed is not waited for at all (stand.go).
+// Defaults for a LAN, chosen so that overload is not failure. The
+// timeout is raft's own (1 s): how long followers go without the
+// leader's heartbeats before raft calls an election, and, five sixths of
+// it, the lease a leader goes without its followers' answers before it
+// steps down. A machine saturated by jobs or by many agents holds
+// processes off the CPU for a few hundred ms now and then, and with the
+// 300 ms timeout skein had before, such stalls elected leaders over and
+// over (BENCHMARKS.md, the 60-agent burst: 4 to 10 elections a burst,
+// none at 1 s). A leader that is gone is not left to the timeout
+// (stand.go): a crashed process is replaced in about 60 ms, a machine gone
+// or cut off in about 0.4 s (B2). Only a leader whose machine answers but
+// whose process has gone silent, frozen or starved, waits it out: raft
+// randomises it between one and two timeouts, and the election takes a
+// little more. The leader heartbeats every tenth of the timeout, and
+// pre-vote (on by default in raft v1.8, and supported by the TCP
+// transport) stops a follower that was merely slow or cut off from
+// winning an election while the others still hear the leader.
 const (
-	DefaultHeartbeatTimeout   = 300 * time.Millisecond
-	DefaultElectionTimeout    = 300 * time.Millisecond
-	DefaultLeaderLeaseTimeout = 250 * time.Millisecond
+	DefaultHeartbeatTimeout   = time.Second
+	DefaultElectionTimeout    = time.Second
+	DefaultLeaderLeaseTimeout = 5 * time.Second / 6
 	DefaultCommitTimeout      = 20 * time.Millisecond
 	DefaultSnapshotThreshold  = 8192
 	DefaultTrailingLogs       = 10240
