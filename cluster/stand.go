@@ -125,7 +125,7 @@ func (c *Cluster) watchLeader(ended <-chan struct{}) {
 				alive = time.Now()
 			}
 		case <-tick.C:
-			c.standIfLeaderGone(lost, "the leader is silent, suspected in gossip, and its Raft port takes no connection: its machine is gone or cut off")
+			c.standIfLeaderGone(lost, "the leader is silent, to this node and to a quorum with it, and its Raft port takes no connection: its machine is gone or cut off")
 		}
 	}
 }
