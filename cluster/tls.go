@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -123,7 +124,12 @@ func (c *serverConn) handshake() error {
 		if err == nil {
 			err = c.SetDeadline(time.Time{})
 		}
-		if err != nil {
+		switch {
+		case errors.Is(err, io.EOF):
+			// Closed before a word: another server asking whether this
+			// port answers (stand.go), nothing raft should log.
+			c.err = io.EOF
+		case err != nil:
 			c.err = fmt.Errorf("tls handshake with %s: %w", c.RemoteAddr(), err)
 		}
 	})

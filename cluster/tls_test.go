@@ -344,6 +344,44 @@ func TestRaftTLS_SilentConnectionIsDroppedWithoutHoldingUpOthers(t *testing.T) {
 	}
 }
 
+// A connection closed before the handshake (another server asking
+// whether this port answers, stand.go) reads as a plain end, which raft
+// does not log; a failed handshake still says why.
+func TestRaftTLS_AConnectionClosedBeforeTheHandshakeIsAPlainEnd(t *testing.T) {
+	ca := testutil.NewCA(t, "cluster")
+	srv, err := newTCPStream("127.0.0.1:0", nil, nil, tlsPair(t, ca, "srv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, tc := range []struct {
+		name  string
+		send  []byte
+		plain bool
+	}{
+		{"closed at once", nil, true},
+		{"not TLS", []byte("GET / HTTP/1.0\r\n\r\n"), false},
+	} {
+		probe, err := net.DialTimeout("tcp", srv.Addr().String(), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.send != nil {
+			_, _ = probe.Write(tc.send)
+		}
+		_ = probe.Close()
+		conn, err := srv.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = conn.Read(make([]byte, 1))
+		_ = conn.Close()
+		if plain := err == io.EOF; plain != tc.plain {
+			t.Errorf("%s: first read %v; a plain io.EOF: %v, want %v", tc.name, err, plain, tc.plain)
+		}
+	}
+}
+
 func TestNew_RejectsRaftTLSThatIsNotMutual(t *testing.T) {
 	ca := testutil.NewCA(t, "cluster")
 	cases := []struct {
