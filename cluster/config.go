@@ -177,7 +177,8 @@ type Timing struct {
 // over (BENCHMARKS.md, the 60-agent burst: 4 to 10 elections a burst,
 // none at 1 s). A leader that is gone is not left to the timeout
 // (stand.go): a crashed process is replaced in about 60 ms, a machine gone
-// or cut off in about 0.4 s (B2). Only a leader whose machine answers but
+// or cut off in about 0.5 s (B2), a leader that stepped down as soon as it
+// says so. Only a leader whose machine answers but
 // whose process has gone silent, frozen or starved, waits it out: raft
 // randomises it between one and two timeouts, and the election takes a
 // little more. The leader heartbeats every tenth of the timeout, and

@@ -32,15 +32,17 @@ import (
 //     and on a follower the connections that end are few: the leader's, a
 //     candidate's. One check runs at a time, and none within crashRecheck
 //     of one that found the leader alive.
-//   - A leader whose machine is gone or cut off: a follower voter that
-//     has not heard from it for silentAfter stands when enough other
-//     voters have not either, by their own account, to make a quorum
-//     with it (othersLost: a link failed between this node and the
-//     leader alone is this node's trouble, and the others would refuse
-//     to elect while they hear the leader), and the leader's Raft port
-//     takes no connection within silentAfter. A port that takes one is
-//     on a machine that is up, whose kernel answers for a process that
-//     may only be slow or frozen: raft's own timeout decides for it.
+//   - A leader whose machine is gone or cut off, or that stepped down: a
+//     follower voter that has not heard from it for silentAfter stands
+//     when enough other voters have not either, by their own account, to
+//     make a quorum with it (othersLost: a link failed between this node
+//     and the leader alone is this node's trouble, and the others would
+//     refuse to elect while they hear the leader), and either the leader
+//     answers that it no longer leads (its lease ran out while it was
+//     held up) or its Raft port takes no connection within silentAfter.
+//     A port that takes one is on a machine that is up, whose kernel
+//     answers for a process that may only be slow or frozen: raft's own
+//     timeout decides for it.
 //
 // The surviving voters, in the order of their IDs, stand one crashStagger
 // apart, so that they do not split the vote: the first stands at once,
@@ -62,10 +64,11 @@ const crashDials = 3
 func (c *Cluster) silentAfter() time.Duration { return c.cfg.Timing.HeartbeatTimeout * 3 / 10 }
 
 // crashStagger is how long a surviving voter waits for the one before it
-// in the order to be elected: half of silentAfter, far more than the one
-// before may take to see the loss (a few dials crashRecheck apart) and be
-// elected.
-func (c *Cluster) crashStagger() time.Duration { return c.silentAfter() / 2 }
+// in the order to be elected: silentAfter, far more than the one before
+// may take to see the loss (a few dials crashRecheck apart, or one look
+// of the silent check, a third of silentAfter apart, and its questions)
+// and be elected.
+func (c *Cluster) crashStagger() time.Duration { return c.silentAfter() }
 
 // crashRecheck is the least time between two checks of the leader after
 // a connection ended, and between two dials of one check: a tenth of
@@ -212,13 +215,17 @@ func (c *Cluster) leaderCrashed(_, addr string) bool {
 	return false
 }
 
-// leaderLost reports whether the leader has been silent for silentAfter,
-// to this node and to enough others (othersLost), and its Raft port
-// takes no connection within silentAfter; up is true when the port took
-// one.
+// leaderLost reports whether the leader is lost: silent for silentAfter,
+// to this node and to enough others to make a quorum (othersLost), and
+// either it answers that it no longer leads (steppedDown) or its Raft
+// port takes no connection within silentAfter; up is true when the port
+// took one.
 func (c *Cluster) leaderLost(id, addr string) (lost, up bool) {
 	if time.Since(c.raft.LastContact()) < c.silentAfter() || !c.othersLost(id) {
 		return false, false
+	}
+	if c.steppedDown(id) {
+		return true, false
 	}
 	if c.stream.reach(addr, c.silentAfter()) == nil {
 		return false, true
@@ -227,9 +234,14 @@ func (c *Cluster) leaderLost(id, addr string) (lost, up bool) {
 }
 
 // othersLost reports whether enough voters other than this one and the
-// leader have not heard from the leader for silentAfter either, by their
-// own account (the stats exchange autopilot uses, answered within
-// silentAfter), for them and this one to make a quorum of the voters.
+// leader have not heard from a leader either, by their own account (the
+// stats exchange autopilot uses, answered within silentAfter), to make a
+// quorum of the voters with this one: a link failed between this node and
+// the leader alone is this node's trouble, and the others would refuse to
+// elect while they hear the leader. Another voter counts when it has not
+// heard for half of silentAfter: it heard the leader's last heartbeat at
+// most a heartbeat interval after this node did, and asking it again on
+// the next look would put this node a look behind the others in standing.
 // False without gossip, which carries the exchange.
 func (c *Cluster) othersLost(leader string) bool {
 	servers, err := c.Servers()
@@ -251,11 +263,24 @@ func (c *Cluster) othersLost(leader string) bool {
 	defer cancel()
 	lost := 1 // this node
 	for _, st := range c.fetchStats(ctx, ask) {
-		if st.LastContact < 0 || st.LastContact >= c.silentAfter() {
+		if st.LastContact < 0 || st.LastContact >= c.silentAfter()/2 {
 			lost++
 		}
 	}
 	return lost > voters/2
+}
+
+// steppedDown reports whether the leader answers, within a third of
+// silentAfter, that it no longer leads: one whose lease ran out while it
+// was held up steps down, and its followers would wait out raft's timeout
+// for it, its port answering all along. A leader that does not answer is
+// left to the port check.
+func (c *Cluster) steppedDown(leader string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), c.silentAfter()/3)
+	defer cancel()
+	id := raft.ServerID(leader)
+	st, ok := c.fetchStats(ctx, map[raft.ServerID]*autopilot.Server{id: {ID: id}})[id]
+	return ok && st.LastContact != 0
 }
 
 // stand asks this node's raft to stand for election now, with the
