@@ -38,16 +38,23 @@ func TestCluster_ACrashedLeaderIsReplacedWithoutWaitingOutTheTimeout(t *testing.
 	if err := a.c.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
+	replacedInOneElection(t, term, "2", b, c)
+}
+
+// replacedInOneElection waits for a leader among the survivors of a lost
+// leader, writes k=value through it, and fails the test when more than
+// one election followed term: the second survivor split the vote.
+func replacedInOneElection(t *testing.T, term uint64, value string, survivors ...*testNode) {
+	t.Helper()
 	var next *testNode
 	waitFor(t, time.Minute, func() (err error) {
-		next, err = leaderOf(b, c)
+		next, err = leaderOf(survivors...)
 		return err
 	})
-	mustApply(t, next, "k=2")
-	waitFor(t, 10*time.Second, func() error { return converged("k", "2", b, c) })
-	// One election: the second survivor did not split the vote.
+	mustApply(t, next, "k="+value)
+	waitFor(t, 10*time.Second, func() error { return converged("k", value, survivors...) })
 	if got := next.c.raft.CurrentTerm(); got != term+1 {
-		t.Errorf("term %d after the crash, want %d (one election)", got, term+1)
+		t.Errorf("term %d after the leader was lost, want %d (one election)", got, term+1)
 	}
 }
 
@@ -117,19 +124,10 @@ func TestCluster_ALeaderCutOffIsReplacedWithoutWaitingOutTheTimeout(t *testing.T
 	stretchTimeouts(t, a, b, c)
 	term := b.c.raft.CurrentTerm()
 
-	// Its machine gone, or cut off: silent, suspected by gossip, its port
+	// Its machine gone, or cut off: silent to every other voter, its port
 	// unreachable.
 	network.Block(a.c.Addr(), a.c.GossipAddr())
-	var next *testNode
-	waitFor(t, time.Minute, func() (err error) {
-		next, err = leaderOf(b, c)
-		return err
-	})
-	mustApply(t, next, "k=2")
-	waitFor(t, 10*time.Second, func() error { return converged("k", "2", b, c) })
-	if got := next.c.raft.CurrentTerm(); got != term+1 {
-		t.Errorf("term %d after the leader was cut off, want %d (one election)", got, term+1)
-	}
+	replacedInOneElection(t, term, "2", b, c)
 }
 
 // A leader that stepped down while its port still answers (a lease that
@@ -138,16 +136,11 @@ func TestCluster_ALeaderCutOffIsReplacedWithoutWaitingOutTheTimeout(t *testing.T
 func TestCluster_ALeaderThatSteppedDownIsReplacedWithoutWaitingOutTheTimeout(t *testing.T) {
 	a, b, c := startGossipTrio(t, &Partitioner{})
 	stretchTimeouts(t, a, b, c)
+	term := b.c.raft.CurrentTerm()
 	if err := a.c.raft.DemoteVoter(raft.ServerID(a.id), 0, 10*time.Second).Error(); err != nil {
 		t.Fatalf("demote the leader: %v", err)
 	}
-	var next *testNode
-	waitFor(t, time.Minute, func() (err error) {
-		next, err = leaderOf(b, c)
-		return err
-	})
-	mustApply(t, next, "k=4")
-	waitFor(t, 10*time.Second, func() error { return converged("k", "4", b, c) })
+	replacedInOneElection(t, term, "4", b, c)
 }
 
 // A link that fails between the leader and one voter only is that
