@@ -128,6 +128,9 @@ func (c *Cluster) watchLeader(ended <-chan struct{}) {
 				alive = time.Now()
 			}
 		case <-tick.C:
+			if time.Since(c.raft.LastContact()) < c.silentAfter() {
+				continue // heard: nothing to ask Raft's configuration for
+			}
 			c.standIfLeaderGone(lost, "the leader is silent, to this node and to a quorum with it, and its Raft port takes no connection: its machine is gone or cut off")
 		}
 	}
