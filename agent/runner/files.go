@@ -77,6 +77,29 @@ type spec struct {
 	// Container is what the container driver runs the job with; only a
 	// spec of that driver has it.
 	Container *containerSpec `json:"container,omitempty"`
+	// Limits are what the job may use of the node; a spec written before
+	// jobs were confined has none.
+	Limits *limits `json:"limits,omitempty"`
+}
+
+// limits is what one allocation may use of its node, resolved by the
+// runner: the allocation's cgroup holds a process job to it, the engine a
+// container's.
+type limits struct {
+	// CPUs is the allocation's CPU count, enforced as a quota of that
+	// many CPUs' time (0: no CPU limit); Cpuset, when the node pins
+	// jobs to CPUs, is the CPUs it runs on ("0-3,8").
+	CPUs   int    `json:"cpus,omitempty"`
+	Cpuset string `json:"cpuset,omitempty"`
+	// MemoryBytes is the hard limit on memory, swap included (0: none).
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	// PidsMax is the most processes and threads the job may have (0: no
+	// limit).
+	PidsMax int64 `json:"pids_max,omitempty"`
+	// DenyGPUMinors are the device minors, under NVIDIA's major 195, of
+	// the node's GPUs that are not the allocation's: the job may not
+	// open them.
+	DenyGPUMinors []int `json:"deny_gpu_minors,omitempty"`
 }
 
 // containerSpec is spec.json's container section: what the container

@@ -440,6 +440,7 @@ func (r *Runner) launch(a *alloc, t Task) error {
 		LeasePath:   r.leasePath,
 		FenceGrace:  structs.Duration(r.fenceGrace),
 		LogMax:      r.logMax,
+		Limits:      &limits{CPUs: t.Alloc.CPUs, MemoryBytes: t.Alloc.MemoryMiB << 20},
 	}
 	if sig := t.Job.Spec.Signal; sig != nil && sp.TimeLimit > 0 {
 		sp.Signal, sp.SignalBefore = sig.Name, sig.Before
