@@ -6,7 +6,8 @@ VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 
 LDFLAGS     := -X github.com/skein-dev/skein/structs.Version=$(VERSION)
 # go-nvml's nvml.h declares deprecated functions; keep cgo builds quiet.
 export CGO_CFLAGS ?= -Wno-deprecated-declarations
-# Route raft, raft-boltdb and memberlist metrics to one registry (DESIGN.md §12).
+# Route raft, raft-boltdb and memberlist metrics to one registry
+# (docs/development.md, "The hashicorpmetrics build tag").
 TAGS        := hashicorpmetrics
 # Every package but gpu builds and tests without cgo; agent/metrics is
 # tested with cgo, so that its GPU test over go-nvml's mocks runs.

@@ -287,7 +287,7 @@ func (tc *testCluster) indexOf(nodeID string) int {
 }
 
 // checkInvariants waits until every live agent has applied the same state,
-// then checks DESIGN.md §10's invariants on it.
+// then checks the invariants of docs/architecture.md, "Invariants", on it.
 func (tc *testCluster) checkInvariants() {
 	tc.t.Helper()
 	live := tc.live()

@@ -19,7 +19,7 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// Default ports (DESIGN.md §8). DefaultIngressPort is the agent
+// Default ports (docs/operations.md, "Ports"). DefaultIngressPort is the agent
 // command's: an agent of a Config that gives none runs no ingress.
 const (
 	DefaultHTTPPort    = 7470
@@ -32,7 +32,7 @@ const (
 // (--raft-timeout); see cluster.DefaultHeartbeatTimeout for why.
 const DefaultRaftTimeout = cluster.DefaultHeartbeatTimeout
 
-// Liveness defaults (DESIGN.md §6). A server renews its lease with the
+// Liveness defaults (docs/architecture.md, "Liveness and fencing"). A server renews its lease with the
 // leader every HeartbeatInterval, a worker every WorkerHeartbeatInterval
 // (a quarter of StopAfter: 625 ms by default). One that has had no answer
 // for StopAfter stops
@@ -230,7 +230,8 @@ type Config struct {
 	Voters int
 	// Servers, when not 0, is how many servers (the voters and non-voting
 	// standbys, `--standbys`) Raft holds; every other node is a worker
-	// outside Raft that learns its work by watching a server (issue 17).
+	// outside Raft that learns its work by watching a server
+	// (agent/DESIGN.md, "Servers and workers").
 	// 0: every node is a server.
 	Servers int
 	// EncryptKey is the base64 32-byte gossip encryption key from `skein

@@ -15,7 +15,7 @@ import (
 )
 
 // BenchmarkSubmitBurst measures how a cluster takes bursts of
-// submissions ("Overload is not failure", issue 17): jobs submitted
+// submissions (overload is not failure: agent/DESIGN.md, "Bounded API"): jobs submitted
 // through the leader's API by clients users at once, against real agents
 // with production Raft timings. (Not through the other nodes: on one
 // machine their forwards come from the loopback address every node

@@ -60,7 +60,8 @@ func benchCommittedPlacements(b *testing.B, nodes, jobs int, scrape time.Duratio
 	b.StopTimer()
 	// Production Raft timings. Before the scheduler's free-GPU index,
 	// passes over the growing queue kept both cores busy and the leader
-	// lost its lease at 300 ms; it no longer does (BENCHMARKS.md B1).
+	// lost its lease at 300 ms; it no longer does (docs/benchmarks-history.md,
+	// "B1 (end to end) — committed placements per second through Raft").
 	tc := benchCluster(b, 3, SecurityAuto)
 	lead := -1
 	for i, a := range tc.agents {
@@ -78,7 +79,7 @@ func benchCommittedPlacements(b *testing.B, nodes, jobs int, scrape time.Duratio
 	// neither holds them back nor marks them down.
 	defer registerSimNodes(b, head, tc.live, nodes)()
 	// The queue is one user's (the cluster token's), past the default
-	// limits on queued jobs (issue 12): lift them, as the admin of such a
+	// limits on queued jobs: lift them, as the admin of such a
 	// queue would.
 	unlimited := structs.Unlimited
 	for _, req := range []structs.LimitsSetRequest{

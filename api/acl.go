@@ -10,7 +10,7 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// Routes of access control (issue 12). Every route of the user API needs a
+// Routes of access control. Every route of the user API needs a
 // permission (structs.Permission); a token without it is answered 403 with
 // the permission named.
 //

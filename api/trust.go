@@ -6,7 +6,7 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// Admission and trust (DESIGN.md §9). A joining node calls POST /v1/admit
+// Admission and trust (docs/architecture.md, "Security model"). A joining node calls POST /v1/admit
 // with its join token and a certificate signing request; everything else
 // here is the user API for join tokens, the CA and the gossip keyring, and
 // the node-to-node calls a secure cluster adds.

@@ -48,7 +48,7 @@ var profiles = map[string]profile{
 // TestChaos starts a cluster in containers, injects a seeded, randomised
 // schedule of faults while a client submits workload jobs through random
 // nodes, then heals everything, lets the cluster settle and checks the
-// invariants of DESIGN.md §10.5. A failure keeps the evidence under
+// invariants of docs/architecture.md, "Invariants". A failure keeps the evidence under
 // results/<seed>/.
 func TestChaos(t *testing.T) {
 	mode := os.Getenv("SKEIN_CHAOS")
@@ -782,7 +782,8 @@ func (r *run) keepResults() {
 // again elsewhere (detection plus any wait for free GPUs), counted from
 // the fault. Containers share the host's clock, so the allocations'
 // committed times compare with the test's. The figures go to
-// BENCHMARKS.md; the run does not assert them.
+// docs/benchmarks-history.md, "Chaos runs (containers)"; the run does
+// not assert them.
 func (r *run) reportTimings() {
 	r.t.Helper()
 	r.mu.Lock()

@@ -1,5 +1,5 @@
-// Package chaos is skein's container proving ground (DESIGN.md §10, levels
-// 4 and 5): the image built FROM scratch (Dockerfile, `make image`), the
+// Package chaos is skein's container proving ground, levels 4 and 5 of
+// docs/development.md, "Testing levels": the image built FROM scratch (Dockerfile, `make image`), the
 // demo cluster of 3 to 5 nodes (demo.sh, `make demo-up`), a test that kills
 // the leader's container under load, and the chaos suite.
 //

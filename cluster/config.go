@@ -174,8 +174,8 @@ type Timing struct {
 // steps down. A machine saturated by jobs or by many agents holds
 // processes off the CPU for a few hundred ms now and then, and with the
 // 300 ms timeout skein had before, such stalls elected leaders over and
-// over (BENCHMARKS.md, the 60-agent burst: 4 to 10 elections a burst,
-// none at 1 s). A leader that is gone is not left to the timeout
+// over (docs/benchmarks-history.md, "Scale — the 60-agent burst of real
+// processes": 4 to 10 elections a burst, none at 1 s). A leader that is gone is not left to the timeout
 // (stand.go): a crashed process is replaced in about 60 ms, a machine gone
 // or cut off in about 0.5 s (B2), a leader that stepped down as soon as it
 // says so. Only a leader whose machine answers but
@@ -205,7 +205,8 @@ const (
 // (Lifeguard) stretches it further on a member that is itself slow.
 // GossipInterval of 100 ms spreads a meta change (free GPUs) to every one
 // of 100 members in 0.30 s (p50, 0.49 s at worst; at 150, 0.36 and
-// 0.59 s: BENCHMARKS.md, B5), growing with the log of the member count.
+// 0.59 s: docs/benchmarks-history.md, "Scale — B5: a free-GPU change
+// across 1,000 nodes"), growing with the log of the member count.
 const (
 	DefaultProbeInterval     = 400 * time.Millisecond
 	DefaultProbeTimeout      = 200 * time.Millisecond

@@ -687,7 +687,8 @@ func (c *Cluster) member(id string) (memberState, bool) {
 // each in turn: after a storm of false failures on a starved machine
 // every member did that with every member it had lost, O(members)
 // exchanges of O(members) state each, the load that kept the storm going
-// (BENCHMARKS.md, B5).
+// (docs/benchmarks-history.md, "2026-12-05: gossip carried in memory, 300
+// and 1,000 members").
 func (c *Cluster) rejoinLoop() {
 	g := c.gossip
 	tick := time.NewTicker(c.cfg.RejoinInterval)

@@ -37,7 +37,8 @@ import (
 // Run it alone (heavy at hundreds of members). On two cores one process
 // holds only about 150-190 members with these timings over loopback
 // sockets; beyond that false suspicions take over and the joins never
-// converge (BENCHMARKS.md, B5). SKEIN_BENCH_GOSSIP_NET=memory carries the
+// converge (docs/benchmarks-history.md, "Scale — B5: a free-GPU change
+// across 1,000 nodes"). SKEIN_BENCH_GOSSIP_NET=memory carries the
 // gossip in memory instead (memNet), leaving the kernel's packet work
 // out, for the sizes the sockets cannot reach:
 //

@@ -141,8 +141,9 @@ func (c *Cluster) reconcileMembers() {
 // first), which then work outside raft. Alive servers count, and so do
 // those failed in gossip for less than DeadServerGrace, which hold their
 // place (never removed here): a member short of CPU misses its probes,
-// is declared failed and refutes it moments later (BENCHMARKS.md, issue
-// 17: 60 agents on two cores), and taking a worker into raft in its
+// is declared failed and refutes it moments later (60 agents on two
+// cores: docs/benchmarks-history.md, "2026-12-05, midday: the burst clean
+// at the defaults"), and taking a worker into raft in its
 // place at once would send that worker the whole state, then take one
 // of them out again, work the leader does when it has least time for
 // it. One failed for longer leaves room for a worker, as the promoter

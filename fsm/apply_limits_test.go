@@ -113,7 +113,8 @@ func TestFSM_ClusterQueuedLimit(t *testing.T) {
 }
 
 func TestFSM_DefaultLimitsStopTheReportedFlood(t *testing.T) {
-	// Issue 12: three --array 0-9999 submissions queued 30,000 jobs.
+	// The flood the limits were made for: three --array 0-9999
+	// submissions of one user queued 30,000 jobs.
 	h := newHarness(t)
 	if _, ok := h.submitAs("alice", "a1", structs.MaxArrayTasks, spec(1, 0)).(*structs.Job); !ok {
 		t.Fatal("the first array of 10,000 was refused")

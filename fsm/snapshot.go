@@ -130,7 +130,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // state. It leaves out the applied index, so a refused entry leaves it as it
 // was; replicas at the same Index must have the same Hash. It leaves out
 // the event log too: that is a record of changes, not state anything is
-// decided on (fsm/DESIGN.md, "Events").
+// decided on (fsm/DESIGN.md, "Events are made by Apply").
 func (f *FSM) Hash() string {
 	_, h := f.IndexedHash()
 	return h

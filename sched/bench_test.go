@@ -11,8 +11,8 @@ import (
 )
 
 // BenchmarkPlace plans 1,000 mixed queued jobs on 5,000 8-GPU nodes, a
-// quarter of whose GPUs are already held (DESIGN.md §11, B1), and reports
-// placements (allocations) per second.
+// quarter of whose GPUs are already held (B1 of BENCHMARKS.md, "Where
+// things stand"), and reports placements (allocations) per second.
 func BenchmarkPlace(b *testing.B) {
 	models := []string{"A100", "H100"}
 	nodes := make([]*structs.Node, 5000)

@@ -22,7 +22,8 @@
 // they do not delay it (EASY backfill). Place is the same pipeline in the
 // caller's order, greedy, without a reservation.
 //
-// Placement is a pure function (DESIGN.md §1.3): no clock (the leader
+// Placement is a pure function (docs/architecture.md, "The scheduler is
+// pure"): no clock (the leader
 // passes the time in), no I/O, no goroutines and no randomness, so the same
 // state, jobs and time always give the same plan. Each job goes through a
 // short pipeline: cheap filters (node ready, constraints, for a job with an

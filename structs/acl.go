@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Access control (issue 12, DESIGN.md §9): users hold ACL tokens, each
+// Access control (docs/architecture.md, "Security model"): users hold ACL tokens, each
 // naming a user and a role; a role is a fixed set of permissions. The
 // cluster keeps tokens hashed, in Raft, so every node checks them and a
 // revocation holds everywhere once its entry is applied.

@@ -12,7 +12,7 @@ import (
 type EventKind string
 
 // Event kinds. The state machine makes each from the change it applies
-// (fsm/DESIGN.md, "Events").
+// (fsm/DESIGN.md, "Events are made by Apply").
 const (
 	EventJobSubmitted EventKind = "job-submitted"
 	EventJobPlaced    EventKind = "job-placed"

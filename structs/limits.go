@@ -8,7 +8,7 @@ import (
 	"strconv"
 )
 
-// Fair limits (issue 12): how much of the cluster one user may claim. A user
+// Fair limits: how much of the cluster one user may claim. A user
 // is a job's Owner; jobs submitted before ACLs exist have the owner "" and
 // are one user like any other, held to the defaults.
 //

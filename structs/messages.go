@@ -31,7 +31,7 @@ const (
 	ServiceRegisterType MessageType = 21
 	ServiceScaleType    MessageType = 22
 	ServiceDeleteType   MessageType = 23
-	// Reserved for the autoscaler and rolling updates (issue 14).
+	// Reserved for the autoscaler and rolling updates.
 	ServiceAutoscaleType MessageType = 24
 	ServiceUpdateType    MessageType = 25
 	ServiceRolloutType   MessageType = 26
@@ -306,7 +306,8 @@ type NodeStatusRequest struct {
 // NodeAllocsLostRequest ends every live allocation of a node that is not
 // ready as lost, so their jobs are handled by their restart policy. The
 // leader sends it only after the node has had time to stop them itself
-// (DESIGN.md §6); Apply refuses it for a ready node.
+// (docs/architecture.md, "Liveness and fencing"); Apply refuses it for a
+// ready node.
 type NodeAllocsLostRequest struct {
 	NodeID string    `json:"node_id"`
 	Reason string    `json:"reason"`

@@ -2,7 +2,7 @@ package structs
 
 import "time"
 
-// The cluster's trust state (DESIGN.md §9): what every node must agree on
+// The cluster's trust state (docs/architecture.md, "Security model"): what every node must agree on
 // to admit nodes and to authenticate them. Private keys are never part of
 // it: the CA key stays on the nodes that hold it, each node key on its node.
 

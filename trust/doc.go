@@ -2,7 +2,8 @@
 // cluster CA, signs node certificates from certificate signing requests,
 // keeps keys and certificates on disk, builds the TLS configurations for
 // mutual TLS between nodes, for users' CLIs and for a node that is joining,
-// and makes and parses join tokens (DESIGN.md §9).
+// and makes and parses join tokens (docs/architecture.md, "Security
+// model").
 //
 // Who holds what: the CA key stays on the nodes that hold it (the founder,
 // and the voters the leader hands it to so that any of them can sign); a

@@ -5,6 +5,7 @@
 // reporter), watches its GPUs and reports their health, checks the health
 // of its service replicas and reports it (checks.go), reports the load of
 // autoscaled services to the leader (load.go), and announces its
-// free GPUs by gossip. It acts only on applied state (DESIGN.md §1.4) and
+// free GPUs by gossip. It acts only on applied state (docs/architecture.md, "Nothing starts
+// from uncommitted state") and
 // writes only through the leader.
 package node

@@ -10,7 +10,8 @@ import (
 	"github.com/skein-dev/skein/cluster"
 )
 
-// The lease between this node and the leader (DESIGN.md §6). Every
+// The lease between this node and the leader (DESIGN.md, "The lease
+// fences the node"). Every
 // HeartbeatInterval on a server, every WorkerHeartbeat on a worker, the
 // node renews it with a heartbeat and writes it down for its
 // supervisors; when it cannot renew it for StopAfter, the

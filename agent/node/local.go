@@ -13,7 +13,8 @@ import (
 
 // localLoop makes this node's processes match its allocations in the local
 // FSM: it starts what is committed to run here and stops what should stop.
-// It acts only on applied state (DESIGN.md §1.4).
+// It acts only on applied state (docs/architecture.md, "Nothing starts
+// from uncommitted state").
 func (n *Node) localLoop() {
 	n.stopping = make(map[string]bool)
 	for {

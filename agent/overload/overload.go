@@ -26,7 +26,8 @@ const (
 	// process holds the state (a server: one that may lead or answer
 	// reads), and IdleTick while it does not (a worker, which sheds
 	// nothing and only reports its lag): twenty wake-ups a second were a
-	// quarter of an idle worker's CPU (BENCHMARKS.md, issue 17).
+	// quarter of an idle worker's CPU (docs/benchmarks-history.md,
+	// "2026-12-04, on another machine: 60 idle agents take most of it").
 	Tick     = 50 * time.Millisecond
 	IdleTick = 500 * time.Millisecond
 	// Window is how many of the last ticks the lag is the worst of: a

@@ -498,7 +498,9 @@ func (r *Runner) launch(a *alloc, t Task) error {
 	cmd.Dir = a.dir
 	// One thread runs a supervisor's Go code: it waits on its job and
 	// copies its output, and a start with fewer threads and processors to
-	// set up costs about a tenth less CPU (BENCHMARKS.md, issue 17). The
+	// set up costs about a tenth less CPU (docs/benchmarks-history.md,
+	// "2026-12-05 morning: where the burst's CPU goes; workers renew less;
+	// supervisors wake less"). The
 	// job's environment is built apart (jobBaseEnv) and never holds it.
 	cmd.Env = append(withoutSecrets(os.Environ()), readyFDEnv+"=3", lockFDEnv+"=4", "GOMAXPROCS=1")
 	cmd.Stdout = logf
@@ -745,7 +747,8 @@ func specDriver(dir string) (spec, driver, error) {
 // first renewal replaces it. A new file, a rename and two syncs for each
 // of four renewals a second were most of an idle worker's own work in
 // its CPU profile, and the syncs held up the Raft log's on a shared disk
-// (BENCHMARKS.md, issue 17). See lease for how a supervisor reads it.
+// (docs/benchmarks-history.md, "Scale — what a pass and an idle worker pay
+// per member (2026-12-04)"). See lease for how a supervisor reads it.
 func (r *Runner) RenewLease(until time.Time) error {
 	if r.leasePath == "" {
 		return nil

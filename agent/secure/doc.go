@@ -1,4 +1,5 @@
-// Package secure runs a node's part in cluster trust (DESIGN.md §9): its
+// Package secure runs a node's part in cluster trust
+// (docs/architecture.md, "Security model"; DESIGN.md in this folder): its
 // identity (a certificate from the cluster CA naming its node ID, renewed
 // before it expires), its admission with a join token, and, on the
 // leader, the admission of other nodes, join tokens, the hand-over of the

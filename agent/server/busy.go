@@ -13,8 +13,8 @@ import (
 )
 
 // The leader carries out at most Config.MaxWrites of the submitters'
-// writes (jobs and services) at once (agent/DESIGN.md, "Overload is not
-// failure"): a burst beyond it is answered 429 with Retry-After at once,
+// writes (jobs and services) at once (agent/DESIGN.md, "Bounded
+// API"): a burst beyond it is answered 429 with Retry-After at once,
 // before any of it is read or applied, instead of piling up Raft applies
 // that take the CPU its heartbeats need. Administrators' writes (ACLs,
 // limits, trust, GPU cordons) are never bounded, so that an operator can
@@ -24,7 +24,7 @@ const (
 	// DefaultMaxWrites is the bound when Config.MaxWrites is 0: four of
 	// Raft's batches (256 entries, the cluster's AppendEntries limit), so
 	// that one batch fills while another commits; at a healthy leader's
-	// rate (about 900 submissions a second on 2 cores, BENCHMARKS.md)
+	// rate (about 900 submissions a second on 2 cores, docs/benchmarks-history.md)
 	// that many drain in about busyRetryAfter. A bound of one batch
 	// halved a burst's throughput: the log idled while refused clients
 	// waited.

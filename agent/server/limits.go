@@ -12,7 +12,7 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// Routes of the limits (issue 12): GET /v1/limits and GET /v1/limits/{user}
+// Routes of the users' limits: GET /v1/limits and GET /v1/limits/{user}
 // are reads (role reader), POST /v1/limits is an admin's write.
 
 // handleLimits answers the cluster's limits, the defaults and every user

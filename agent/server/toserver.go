@@ -16,8 +16,8 @@ import (
 	"github.com/skein-dev/skein/api"
 )
 
-// A worker (a node outside the Raft configuration, issue 17) holds no copy
-// of the state: only its own view (agent/node). It answers the node-to-
+// A worker (a node outside the Raft configuration: agent/DESIGN.md,
+// "Servers and workers") holds no copy of the state: only its own view (agent/node). It answers the node-to-
 // node API and its own /metrics itself, and passes every other request
 // (the user API, the web UI, admission, the CA) on to a server, which
 // authenticates and answers it as if it had come to it: the caller may

@@ -11,7 +11,8 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// The trust API of a secure cluster (DESIGN.md §9): admission of joining
+// The trust API of a secure cluster (docs/architecture.md, "Security
+// model"): admission of joining
 // nodes, join tokens, the CA, the gossip keyring and node revocation for
 // users, and certificate renewal and the CA key hand-over between nodes.
 

@@ -19,7 +19,8 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// The abuse of issue 12: 10,000 connections that a client without a token
+// The abuse the API is bounded against (agent/DESIGN.md, "Bounded API"):
+// 10,000 connections that a client without a token
 // opens and never uses (half of them idle from the start, half idle after
 // one request), and slowloris clients sending headers a byte at a time,
 // all at the leader, where every node renews its lease. They come from

@@ -31,8 +31,8 @@ const burstDeadline = 15 * time.Minute
 // 6,750 GPUs: they all fit on 1,000 simulated workers of eight at once.
 const burstGangEvery = 20
 
-// BenchmarkWorkerBurst measures a burst of submissions at many workers
-// (issue 17): SKEIN_BENCH_SERVERS real agent processes (1, default, or 3
+// BenchmarkWorkerBurst measures a burst of submissions at many workers:
+// SKEIN_BENCH_SERVERS real agent processes (1, default, or 3
 // voters with --standbys 0) hold the Raft log, and SKEIN_BENCH_WORKERS
 // simulated workers (simWorkers; default 1,000) register, renew their
 // leases, watch their views and run what is placed on them for

@@ -21,7 +21,7 @@ import (
 // declared its allocations lost).
 const failoverObserve = 6 * time.Second
 
-// BenchmarkWorkerFailover measures B2 at many workers (issue 17): three
+// BenchmarkWorkerFailover measures B2 at many workers: three
 // real server agent processes (voters, --standbys 0) and
 // SKEIN_BENCH_WORKERS simulated workers (default 1,000) running
 // SKEIN_BENCH_JOBS jobs (default 1,000, one GPU each, that run for an
@@ -104,7 +104,7 @@ func BenchmarkWorkerFailover(b *testing.B) {
 	}
 }
 
-// BenchmarkWorkerNodeLoss measures B4 at many workers (issue 17):
+// BenchmarkWorkerNodeLoss measures B4 at many workers:
 // SKEIN_BENCH_SERVERS real server agent processes (3 voters, default, or
 // 1) and SKEIN_BENCH_WORKERS simulated workers (default 1,000) running
 // SKEIN_BENCH_JOBS jobs (default 1,000, one GPU each, one restart

@@ -50,7 +50,8 @@ func stopRealAgents(nodes []*node) {
 	}
 }
 
-// BenchmarkRealAgentsBurst is issue 17's burst of real agent processes:
+// BenchmarkRealAgentsBurst is the burst of real agent processes of
+// docs/benchmarks-history.md, "Scale — the 60-agent burst of real processes":
 // SKEIN_BENCH_AGENTS agents (default 60) on loopback, 4 simulated GPUs
 // each, with the agent's default servers (three voters and two standbys;
 // SKEIN_BENCH_STANDBYS=-1 makes every agent a server; SKEIN_BENCH_FLAGS

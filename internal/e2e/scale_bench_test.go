@@ -158,7 +158,7 @@ func benchWorkerCounts(b *testing.B) []int {
 }
 
 // BenchmarkLeaderIdleCost measures the leader's own cost per node while
-// the cluster idles (issue 17): SKEIN_BENCH_SERVERS real agent processes
+// the cluster idles: SKEIN_BENCH_SERVERS real agent processes
 // (one, the default, or three voters) hold Raft, and simulated workers
 // (simWorkers) register, renew their leases as often as a worker does
 // (through a server that does not lead, when there is one) and
@@ -229,7 +229,8 @@ func allReady(c *api.Client, want int) error {
 }
 
 // BenchmarkRealAgentsIdleLeader measures an idle cluster of real agent
-// processes on loopback (issue 17's first table): SKEIN_BENCH_AGENTS
+// processes on loopback (docs/benchmarks-history.md, "Scale — the leader's
+// idle cost per node: servers against workers"): SKEIN_BENCH_AGENTS
 // agents (default 20), every one a server (--standbys -1), or with
 // SKEIN_BENCH_STANDBYS=N three voters and N standbys, the rest workers.
 // Once every node is ready and after 5 s to settle, it reads every
