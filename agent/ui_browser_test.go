@@ -20,7 +20,7 @@ import (
 )
 
 // screenshotsEnv names a directory the browser test leaves its
-// screenshots in (the README's tour); without it they go to a temporary
+// screenshots in (the tour of docs/web-ui.md); without it they go to a temporary
 // directory.
 const screenshotsEnv = "SKEIN_UI_SCREENSHOTS"
 

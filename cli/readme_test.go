@@ -22,27 +22,61 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// readmeLine is a line of README.md: its number and text, and whether it
-// is inside a fenced code block.
+// The user documentation is README.md and the pages of docs/, and these
+// tests hold all of it to the command line; in their names and comments,
+// "the README" stands for all of it.
+
+// readmeLine is a line of the documentation: its file and number, its
+// text, and whether it is inside a fenced code block.
 type readmeLine struct {
+	file  string
 	n     int
 	text  string
 	fence bool
 }
 
-// readmeLines reads ../README.md, joining a fenced line that ends in a
-// backslash with the next, as the shell does.
-func readmeLines(t *testing.T) []readmeLine {
+// pos is where the line is, as file:line.
+func (l readmeLine) pos() string { return fmt.Sprintf("%s:%d", l.file, l.n) }
+
+// docFiles are the documentation's files, from this package's folder:
+// ../README.md, then ../docs/*.md in name order.
+func docFiles(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	docs, err := filepath.Glob("../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(docs) == 0 {
+		t.Fatal("no ../docs/*.md")
+	}
+	slices.Sort(docs)
+	return append([]string{"../README.md"}, docs...)
+}
+
+// readmeLines reads every file of the documentation in turn, joining a
+// fenced line that ends in a backslash with the next, as the shell does.
+func readmeLines(t *testing.T) []readmeLine {
+	t.Helper()
+	var out []readmeLine
+	for _, file := range docFiles(t) {
+		out = append(out, docLines(t, file)...)
+	}
+	return out
+}
+
+// docLines reads one file of the documentation.
+func docLines(t *testing.T, file string) []readmeLine {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.TrimPrefix(file, "../")
 	var out []readmeLine
 	fence := false
 	lines := strings.Split(string(b), "\n")
 	for i := 0; i < len(lines); i++ {
-		l := readmeLine{n: i + 1, text: lines[i], fence: fence}
+		l := readmeLine{file: name, n: i + 1, text: lines[i], fence: fence}
 		if strings.HasPrefix(strings.TrimSpace(l.text), "```") {
 			fence = !fence
 			continue
@@ -54,7 +88,7 @@ func readmeLines(t *testing.T) []readmeLine {
 		out = append(out, l)
 	}
 	if fence {
-		t.Fatal("README.md: a code block is not closed")
+		t.Fatalf("%s: a code block is not closed", name)
 	}
 	return out
 }
@@ -205,17 +239,17 @@ func TestREADME_EveryCommandInItsCodeBlocksParses(t *testing.T) {
 			var ran string
 			code := run(stubbedApp(&stderr, &ran), words)
 			if code != exitOK || ran == "" {
-				t.Errorf("README.md:%d: %s: exit %d, no command run: %s", l.n, strings.Join(words, " "), code, strings.TrimSpace(stderr.String()))
+				t.Errorf("%s: %s: exit %d, no command run: %s", l.pos(), strings.Join(words, " "), code, strings.TrimSpace(stderr.String()))
 			}
 		}
 	}
 	t.Logf("%d commands parsed", checked)
 	if checked < 50 {
-		t.Fatalf("checked %d commands: README.md's code blocks should hold more", checked)
+		t.Fatalf("checked %d commands: the documentation's code blocks should hold more", checked)
 	}
 }
 
-// readmeSpan is an inline code span of README.md outside the code blocks
+// readmeSpan is an inline code span of the documentation outside the code blocks
 // that shows a skein command, like the Commands table's synopses.
 var readmeSpan = regexp.MustCompile("`(skein [^`]+)`")
 
@@ -271,7 +305,7 @@ func findCommand(cmds []*ucli.Command, name string) *ucli.Command {
 	return nil
 }
 
-// readmeParagraphs is README.md's text outside the code blocks, a
+// readmeParagraphs is the documentation's text outside the code blocks, a
 // paragraph (or table row) at a time with its lines joined, so that a
 // code span broken over two lines is whole; each with its first line.
 func readmeParagraphs(t *testing.T) []readmeLine {
@@ -282,7 +316,7 @@ func readmeParagraphs(t *testing.T) []readmeLine {
 		switch {
 		case l.fence || strings.TrimSpace(l.text) == "":
 			cur = nil
-		case cur == nil || strings.HasPrefix(l.text, "|"):
+		case cur == nil || cur.file != l.file || strings.HasPrefix(l.text, "|"):
 			out = append(out, l)
 			cur = &out[len(out)-1]
 		default:
@@ -299,13 +333,13 @@ func TestREADME_EveryCommandAndFlagItsProseAndTablesNameExists(t *testing.T) {
 		for _, m := range readmeSpan.FindAllStringSubmatch(p.text, -1) {
 			checked++
 			for _, problem := range synopsisProblems(app, m[1]) {
-				t.Errorf("README.md:%d (that paragraph): `%s`: %s", p.n, m[1], problem)
+				t.Errorf("%s (that paragraph): `%s`: %s", p.pos(), m[1], problem)
 			}
 		}
 	}
 	t.Logf("%d spans checked", checked)
 	if checked < 100 {
-		t.Fatalf("checked %d spans: README.md should hold more", checked)
+		t.Fatalf("checked %d spans: the documentation should hold more", checked)
 	}
 }
 
@@ -337,7 +371,7 @@ var notReads = []string{
 	"skein node revoke", "skein keygen", "skein version", "skein supervise", "skein completion", "skein ca export",
 }
 
-// README.md: "Every read command takes --json."
+// README.md and docs/commands.md: "Every read command takes --json."
 func TestREADME_EveryReadCommandTakesJSON(t *testing.T) {
 	var walk func(name string, cmds []*ucli.Command)
 	walk = func(name string, cmds []*ucli.Command) {
@@ -359,11 +393,11 @@ func TestREADME_EveryReadCommandTakesJSON(t *testing.T) {
 	walk("skein", NewApp(io.Discard, io.Discard).Commands)
 }
 
-// transcriptStep is one `$ ...` line of a README transcript and the
+// transcriptStep is one `$ ...` line of a transcript in the README and the
 // lines it is shown printing: a skein command, perhaps piped into tail,
 // or `echo $?`, the exit status of the step before.
 type transcriptStep struct {
-	line   int
+	line   readmeLine
 	args   []string
 	tail   int  // | tail -n N: the last N lines of its stdout are shown
 	status bool // echo $?
@@ -400,7 +434,7 @@ func readmeTranscripts(t *testing.T, heading string) [][]transcriptStep {
 		}
 	}
 	if len(blocks) == 0 {
-		t.Fatalf("README.md has no transcript under %q", heading)
+		t.Fatalf("the documentation has no transcript under %q", heading)
 	}
 	return blocks
 }
@@ -409,7 +443,7 @@ func readmeTranscripts(t *testing.T, heading string) [][]transcriptStep {
 func transcriptStepOf(t *testing.T, l readmeLine) transcriptStep {
 	t.Helper()
 	cmds := shellCommands(l.text[2:])
-	s := transcriptStep{line: l.n}
+	s := transcriptStep{line: l}
 	switch {
 	case len(cmds) == 1 && slices.Equal(cmds[0], []string{"echo", "$?"}):
 		s.status = true
@@ -417,14 +451,14 @@ func transcriptStepOf(t *testing.T, l readmeLine) transcriptStep {
 	case len(cmds) == 2 && len(cmds[1]) == 3 && cmds[1][0] == "tail" && cmds[1][1] == "-n":
 		n, err := strconv.Atoi(cmds[1][2])
 		if err != nil || n < 1 {
-			t.Fatalf("README.md:%d: %q: tail of what?", l.n, l.text)
+			t.Fatalf("%s: %q: tail of what?", l.pos(), l.text)
 		}
 		s.tail = n
 	case len(cmds) != 1:
-		t.Fatalf("README.md:%d: %q is not one skein command", l.n, l.text)
+		t.Fatalf("%s: %q is not one skein command", l.pos(), l.text)
 	}
 	if cmds[0][0] != "skein" {
-		t.Fatalf("README.md:%d: %q is not a skein command", l.n, l.text)
+		t.Fatalf("%s: %q is not a skein command", l.pos(), l.text)
 	}
 	s.args = cmds[0][1:]
 	return s
@@ -475,7 +509,7 @@ func (tr *transcriptRun) step(s transcriptStep) {
 	t.Helper()
 	if s.status {
 		if got := fmt.Sprintf("%d\n", tr.last); got != s.out {
-			t.Errorf("README.md:%d: echo $? printed %q, README shows %q", s.line, got, s.out)
+			t.Errorf("%s: echo $? printed %q, the documentation shows %q", s.line.pos(), got, s.out)
 		}
 		return
 	}
@@ -504,8 +538,8 @@ func (tr *transcriptRun) step(s transcriptStep) {
 		ok = slices.Equal(slices.Sorted(slices.Values(want)), all)
 	}
 	if !ok {
-		t.Errorf("README.md:%d: skein %s: exit %d, printed on stdout\n%s\non stderr\n%s\nREADME shows (as compared)\n%s\nwhere this run printed\n%s\n%s",
-			s.line, strings.Join(args, " "), r.code, stdout, r.stderr,
+		t.Errorf("%s: skein %s: exit %d, printed on stdout\n%s\non stderr\n%s\nthe documentation shows (as compared)\n%s\nwhere this run printed\n%s\n%s",
+			s.line.pos(), strings.Join(args, " "), r.code, stdout, r.stderr,
 			strings.Join(want, "\n"), strings.Join(outs, "\n"), strings.Join(errs, "\n"))
 	}
 }
@@ -657,10 +691,10 @@ func TestMaskColumn_BlanksOneColumnOfATable(t *testing.T) {
 
 func TestREADME_BadInputExampleIsWhatSkeinPrints(t *testing.T) {
 	startRealAgent(t, eightGPUs)
-	for _, s := range readmeTranscript(t, "### Bad input") {
+	for _, s := range readmeTranscript(t, "Bad input") {
 		r := runCLI(t, s.args...)
 		if got := r.stdout + r.stderr; got != s.out || r.code == exitOK {
-			t.Errorf("README.md:%d: skein %s: exit %d, printed\n%s\nREADME shows\n%s", s.line, strings.Join(s.args, " "), r.code, got, s.out)
+			t.Errorf("%s: skein %s: exit %d, printed\n%s\nthe documentation shows\n%s", s.line.pos(), strings.Join(s.args, " "), r.code, got, s.out)
 		}
 	}
 	if r := runCLI(t, "jobs", "--json"); r.stdout != "[]\n" {
@@ -692,7 +726,7 @@ func TestREADME_JobArraysExampleIsWhatSkeinPrints(t *testing.T) {
 		columns = append(columns, "RUNS AS") // only root runs demo's jobs as nobody
 	}
 	tr := newTranscriptRun(t, columns...)
-	steps := readmeTranscript(t, "### Job arrays")
+	steps := readmeTranscript(t, "Job arrays")
 	tr.run(steps[0]) // the submit
 	var arr string
 	for _, id := range tr.ids {
@@ -721,7 +755,7 @@ func TestREADME_JobArraysExampleIsWhatSkeinPrints(t *testing.T) {
 // first and the third read.
 func TestREADME_FollowingAJobExamplesAreWhatSkeinPrints(t *testing.T) {
 	startRealAgent(t, func(c *agent.Config) { c.Name, c.GPUs = "vm", "sim:8xH100-80" })
-	blocks := readmeTranscripts(t, "### Following a job")
+	blocks := readmeTranscripts(t, "Following a job")
 	if len(blocks) != 3 {
 		t.Fatalf("%d transcripts under Following a job, want 3: update the test", len(blocks))
 	}
@@ -734,24 +768,36 @@ func TestREADME_FollowingAJobExamplesAreWhatSkeinPrints(t *testing.T) {
 	tr.run(blocks[2]...)
 }
 
-// readmeSection is the text of README.md under the heading, up to the
-// next heading.
+// headingName is the text of a Markdown heading line without its #s,
+// and "" for a line that is no heading.
+func headingName(l readmeLine) string {
+	rest := strings.TrimLeft(l.text, "#")
+	if l.fence || len(rest) == len(l.text) || !strings.HasPrefix(rest, " ") {
+		return ""
+	}
+	return strings.TrimSpace(rest)
+}
+
+// readmeSection is the text of the documentation under the heading
+// (its text, at any level), up to the next heading or the end of its file.
 func readmeSection(t *testing.T, heading string) []readmeLine {
 	t.Helper()
 	var out []readmeLine
-	found := false
+	var in *readmeLine
 	for _, l := range readmeLines(t) {
 		switch {
-		case !found:
-			found = l.text == heading
-		case !l.fence && strings.HasPrefix(l.text, "#"):
+		case in == nil:
+			if headingName(l) == heading {
+				in = &l
+			}
+		case headingName(l) != "" || l.file != in.file:
 			return out
 		default:
 			out = append(out, l)
 		}
 	}
-	if !found {
-		t.Fatalf("README.md has no section %q", heading)
+	if in == nil {
+		t.Fatalf("the documentation has no section %q", heading)
 	}
 	return out
 }
@@ -772,7 +818,7 @@ func TestREADME_SbatchTableNamesWhatTheSlurmPackageCarriesOut(t *testing.T) {
 	for _, o := range slurm.Options() {
 		known[o.Long] = o
 	}
-	section := readmeSection(t, "### Slurm scripts")
+	section := readmeSection(t, "Slurm scripts")
 	var text strings.Builder
 	rows, inTable := 0, false
 	for _, l := range section {
@@ -792,14 +838,14 @@ func TestREADME_SbatchTableNamesWhatTheSlurmPackageCarriesOut(t *testing.T) {
 		for _, m := range sbatchLong.FindAllStringSubmatch(cell, -1) {
 			switch o, ok := known[m[1]]; {
 			case !ok:
-				t.Errorf("README.md:%d: --%s is no sbatch option of package slurm", l.n, m[1])
+				t.Errorf("%s: --%s is no sbatch option of package slurm", l.pos(), m[1])
 			case o.Refused != "":
-				t.Errorf("README.md:%d: --%s is refused (%s), yet the table maps it", l.n, m[1], o.Refused)
+				t.Errorf("%s: --%s is refused (%s), yet the table maps it", l.pos(), m[1], o.Refused)
 			}
 		}
 		for _, m := range sbatchPair.FindAllStringSubmatch(cell, -1) {
 			if o := known[m[2]]; o.Short != m[1] {
-				t.Errorf("README.md:%d: -%s, --%s: package slurm's letter for --%s is %q", l.n, m[1], m[2], m[2], o.Short)
+				t.Errorf("%s: -%s, --%s: package slurm's letter for --%s is %q", l.pos(), m[1], m[2], m[2], o.Short)
 			}
 		}
 	}
@@ -811,10 +857,10 @@ func TestREADME_SbatchTableNamesWhatTheSlurmPackageCarriesOut(t *testing.T) {
 			continue
 		}
 		if !strings.Contains(text.String(), "--"+o.Long) {
-			t.Errorf("package slurm carries out --%s, which README's Slurm scripts does not name", o.Long)
+			t.Errorf("package slurm carries out --%s, which docs/slurm.md's Slurm scripts does not name", o.Long)
 		}
 		if o.Short != "" && !regexp.MustCompile(`-`+o.Short+`[,/ ]`).MatchString(text.String()) {
-			t.Errorf("README's Slurm scripts does not give --%s's letter -%s", o.Long, o.Short)
+			t.Errorf("docs/slurm.md's Slurm scripts does not give --%s's letter -%s", o.Long, o.Short)
 		}
 	}
 }

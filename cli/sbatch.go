@@ -32,7 +32,7 @@ func sbatchCommand() *ucli.Command {
 			"host's variables (HOME, USER, PWD, TMPDIR, SSH_*, ...), skein's and\n" +
 			"Slurm's (SKEIN_*, SLURM_*, ...) and names that look like secrets\n" +
 			"(*TOKEN*, *_KEY, ...), which a warning lists.\n\n" +
-			"See the README's \"Slurm scripts\" for every option and how it maps.",
+			"See docs/slurm.md, \"Slurm scripts\", for every option and how it maps.",
 		SkipFlagParsing: true, // sbatch's own options, parsed by package slurm
 		Action:          sbatchAction,
 	}

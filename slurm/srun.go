@@ -64,7 +64,7 @@ while [ $# -gt 0 ]; do
 		fi ;;
 	-l|--label|--exclusive|--overlap|-u|--unbuffered|-K|--kill-on-bad-exit|-Q|--quiet|-v|--verbose)
 		[ -z "$has" ] || [ "$opt" = --kill-on-bad-exit ] || [ "$opt" = -K ] || die "$o: $opt takes no value" ;;
-	*) die "$opt is not supported by skein's srun, which starts the command on this node: the batch script already runs on every node of the job (see the README's Slurm scripts)" ;;
+	*) die "$opt is not supported by skein's srun, which starts the command on this node: the batch script already runs on every node of the job (see docs/slurm.md, Slurm scripts)" ;;
 	esac
 	case $opt in
 	-N|--nodes) num "$opt" "$val"; N=$val ;;

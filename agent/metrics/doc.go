@@ -6,6 +6,6 @@
 // lock for a count and nothing else: it never waits on the leader's
 // scheduling, nor on a GPU (gpu.Telemetry returns its last readings).
 //
-// Every metric is named skein_* and documented in the README's metrics
-// table; a test holds the two to each other.
+// Every metric is named skein_* and documented in the table of
+// docs/metrics.md; a test holds the two to each other.
 package metrics

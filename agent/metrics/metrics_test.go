@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -124,7 +125,7 @@ func scrape(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {
 	return fams
 }
 
-// documented is a row of the README's metrics table.
+// documented is a row of the metrics table (docs/metrics.md).
 type documented struct {
 	typ    string
 	labels []string
@@ -132,16 +133,39 @@ type documented struct {
 	serversOnly bool
 }
 
-// readmeTable reads the README's metrics table: every row whose first
-// cell names a skein_ metric.
-func readmeTable(t *testing.T) map[string]documented {
+// docFiles are the user documentation: README.md and docs/*.md.
+func docFiles(t *testing.T) []string {
 	t.Helper()
-	f, err := os.Open("../../README.md")
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{"../../README.md"}, docs...)
+}
+
+// docsTable reads the metrics table of the documentation (README.md
+// and docs/*.md, where docs/metrics.md holds it): every row whose first
+// cell names a skein_ metric.
+func docsTable(t *testing.T) map[string]documented {
+	t.Helper()
+	out := map[string]documented{}
+	for _, file := range docFiles(t) {
+		readTableRows(t, file, out)
+	}
+	if len(out) == 0 {
+		t.Fatal("no metrics table in README.md or docs/*.md")
+	}
+	return out
+}
+
+// readTableRows adds the metrics table's rows in file to out.
+func readTableRows(t *testing.T, file string, out map[string]documented) {
+	t.Helper()
+	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	out := map[string]documented{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		cells := strings.Split(sc.Text(), "|")
@@ -157,7 +181,7 @@ func readmeTable(t *testing.T) map[string]documented {
 		}
 		slices.Sort(labels)
 		if _, dup := out[name]; dup {
-			t.Errorf("README documents %s twice", name)
+			t.Errorf("the documentation has %s twice (again in %s)", name, file)
 		}
 		out[name] = documented{typ: strings.TrimSpace(cells[2]), labels: labels,
 			serversOnly: strings.HasPrefix(strings.TrimSpace(cells[4]), "*servers only:*")}
@@ -165,7 +189,6 @@ func readmeTable(t *testing.T) map[string]documented {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return out
 }
 
 func labelNames(m *dto.Metric) []string {
@@ -219,8 +242,8 @@ func everySeriesOn(t *testing.T, server bool) map[string]*dto.MetricFamily {
 	return scrape(t, m)
 }
 
-func TestMetrics_TheREADMETableAndTheRegisteredMetricsAgree(t *testing.T) {
-	table := readmeTable(t)
+func TestMetrics_TheDocumentedTableAndTheRegisteredMetricsAgree(t *testing.T) {
+	table := docsTable(t)
 	fams := everySeries(t)
 	for name, fam := range fams {
 		if !strings.HasPrefix(name, "skein_") {
@@ -228,22 +251,22 @@ func TestMetrics_TheREADMETableAndTheRegisteredMetricsAgree(t *testing.T) {
 		}
 		doc, ok := table[name]
 		if !ok {
-			t.Errorf("%s is registered but not in the README's table", name)
+			t.Errorf("%s is registered but not in the metrics table (docs/metrics.md)", name)
 			continue
 		}
 		if typ := strings.ToLower(fam.GetType().String()); typ != doc.typ {
-			t.Errorf("%s is a %s, the README says %s", name, typ, doc.typ)
+			t.Errorf("%s is a %s, docs/metrics.md says %s", name, typ, doc.typ)
 		}
 		for _, s := range fam.GetMetric() {
 			if got := labelNames(s); !slices.Equal(got, doc.labels) {
-				t.Errorf("%s has labels %v, the README says %v", name, got, doc.labels)
+				t.Errorf("%s has labels %v, docs/metrics.md says %v", name, got, doc.labels)
 				break
 			}
 		}
 	}
 	for name := range table {
 		if _, ok := fams[name]; !ok {
-			t.Errorf("the README documents %s, which is not registered", name)
+			t.Errorf("docs/metrics.md documents %s, which is not registered", name)
 		}
 	}
 	for _, std := range []string{"go_goroutines", "process_cpu_seconds_total"} {
@@ -285,11 +308,11 @@ func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels 
 }
 
 func TestMetrics_AWorkerExportsItsOwnSeriesNotTheServersOnes(t *testing.T) {
-	table := readmeTable(t)
+	table := docsTable(t)
 	fams := everySeriesOn(t, false)
 	for name, d := range table {
 		if _, got := fams[name]; got == d.serversOnly {
-			t.Errorf("%s on a worker: exported %v, servers only %v in the README", name, got, d.serversOnly)
+			t.Errorf("%s on a worker: exported %v, servers only %v in docs/metrics.md", name, got, d.serversOnly)
 		}
 	}
 	// The GPU series come from the worker's view, not its empty state.
@@ -567,7 +590,7 @@ func TestMetrics_TheDashboardQueriesOnlyRegisteredMetricsAndTheirLabels(t *testi
 		t.Fatalf("the dashboard is not JSON: %v", err)
 	}
 	fams := everySeries(t)
-	table := readmeTable(t)
+	table := docsTable(t)
 	shown := map[string]bool{}
 	check := func(where, expr string) {
 		names := promMetric.FindAllString(expr, -1)
@@ -582,7 +605,7 @@ func TestMetrics_TheDashboardQueriesOnlyRegisteredMetricsAndTheirLabels(t *testi
 				continue
 			}
 			if _, doc := table[base]; strings.HasPrefix(base, "skein_") && !doc {
-				t.Errorf("%s shows %s, which the README does not document", where, base)
+				t.Errorf("%s shows %s, which docs/metrics.md does not document", where, base)
 			}
 			shown[base] = true
 			usable = append(usable, labels...)
