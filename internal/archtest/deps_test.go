@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +17,7 @@ const module = "github.com/skein-dev/skein"
 // allowed lists, for each unit, the skein units it may import (directly or
 // not). A unit is a top-level package, or one of the subpackages named
 // here; other subpackages belong to their top-level package's unit. It is
-// the README's architecture table.
+// the table of docs/architecture.md, "Packages and who may import whom".
 var allowed = map[string][]string{
 	"structs":        {},
 	"sched":          {"structs"},
@@ -116,7 +118,7 @@ func TestArch_ImportsFollowDesign(t *testing.T) {
 		from, _ := unit(p.ImportPath)
 		rules, known := allowed[from]
 		if !known {
-			t.Errorf("package %s is not in the dependency table; add it to the README's architecture table and this test", p.ImportPath)
+			t.Errorf("package %s is not in the dependency table; add it to the table of docs/architecture.md and to this test", p.ImportPath)
 			continue
 		}
 		check := func(imports []string, rules []string, what string) {
@@ -166,4 +168,96 @@ func TestArch_StaticBuildExcludesNVML(t *testing.T) {
 // "internal/testutil".
 func rel(importPath string) string {
 	return strings.TrimPrefix(importPath, module+"/")
+}
+
+// docsTable is where the table of allowed imports is written out for
+// readers, and its header row.
+const (
+	docsTable       = "../../docs/architecture.md"
+	docsTableHeader = "| package | may import |"
+)
+
+// aside is what a cell of the documented table says besides the units:
+// a parenthesis, or everything after a semicolon.
+var aside = regexp.MustCompile(`\([^)]*\)|;.*$`)
+
+// documentedTable reads the table of docs/architecture.md: for each unit
+// its row names (a row may name several), the units it may import. "all
+// of the above" is every unit of the rows before it, "but X" takes X out,
+// and "nothing" is none.
+func documentedTable(t *testing.T) map[string][]string {
+	t.Helper()
+	b, err := os.ReadFile(docsTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	var above []string
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case line == docsTableHeader:
+			in = true
+			continue
+		case !strings.HasPrefix(line, "|"):
+			in = false
+		}
+		if !in || strings.HasPrefix(line, "|---") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if len(cells) != 2 {
+			t.Fatalf("%s: %q is not a row of two cells", docsTable, line)
+		}
+		may := strings.TrimSpace(aside.ReplaceAllString(cells[1], ""))
+		var units []string
+		switch {
+		case strings.HasPrefix(may, "nothing"):
+		case strings.HasPrefix(may, "all of the above"):
+			_, but, _ := strings.Cut(may, " but ")
+			for _, u := range above {
+				if !slices.Contains(strings.Split(but, ", "), u) {
+					units = append(units, u)
+				}
+			}
+		default:
+			for _, u := range strings.Split(may, ",") {
+				units = append(units, strings.TrimSpace(u))
+			}
+		}
+		for _, u := range strings.Split(cells[0], ",") {
+			u = strings.TrimSpace(u)
+			out[u] = units
+			above = append(above, u)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s has no table under %q", docsTable, docsTableHeader)
+	}
+	return out
+}
+
+// TestArch_TheDocumentedTableIsThisOne: the table readers see in
+// docs/architecture.md says, row by row, what allowed says, for every
+// unit but those of tests and of main.go (internal, chaos, "").
+func TestArch_TheDocumentedTableIsThisOne(t *testing.T) {
+	documented := documentedTable(t)
+	for unit, may := range allowed {
+		if unit == "internal" || unit == "chaos" || unit == "" {
+			continue
+		}
+		doc, ok := documented[unit]
+		if !ok {
+			t.Errorf("%s: no row for %s, which may import %v", docsTable, unit, may)
+			continue
+		}
+		if !slices.Equal(slices.Sorted(slices.Values(doc)), slices.Sorted(slices.Values(may))) {
+			t.Errorf("%s: %s may import %v, this test says %v", docsTable, unit, doc, may)
+		}
+	}
+	for unit := range documented {
+		if _, ok := allowed[unit]; !ok {
+			t.Errorf("%s has a row for %s, which this test does not know", docsTable, unit)
+		}
+	}
 }
