@@ -292,6 +292,8 @@ type AllocUpdate struct {
 	// Health, on a running report of a service's replica, is what its
 	// node found of its health (Allocation.Health).
 	Health *AllocHealth `json:"health,omitempty"`
+	// Usage, on a terminal report, is what the job used (Allocation.Usage).
+	Usage *AllocUsage `json:"usage,omitempty"`
 }
 
 // NodeStatusRequest changes a node's status: the leader marks a node down

@@ -63,14 +63,25 @@ type Node struct {
 	// Containers is what the node's container engine answered, and what
 	// the node lets containers mount; nil when the agent probes no engine
 	// (--container-socket none).
-	Containers   *ContainerEngine `json:"containers,omitempty"`
-	Status       NodeStatus       `json:"status"`
-	StatusReason string           `json:"status_reason,omitempty"`
-	StatusAt     time.Time        `json:"status_at,omitzero"`
-	Role         NodeRole         `json:"role,omitempty"`
-	Version      string           `json:"version"`
-	RegisteredAt time.Time        `json:"registered_at"`
-	ModifyIndex  uint64           `json:"modify_index"`
+	Containers *ContainerEngine `json:"containers,omitempty"`
+	// Confinement says how the node holds jobs to their limits: "cgroup
+	// v2" or "cgroup v1", each allocation in a control group of its own
+	// (CPU, memory, processes, GPU devices), or "none" with why. A node
+	// that cannot confine runs jobs only when its operator allowed it
+	// (--allow-unconfined); else JobsRefused says why it takes none, and
+	// placement passes it by. "" is a node from before jobs were confined.
+	Confinement string `json:"confinement,omitempty"`
+	JobsRefused string `json:"jobs_refused,omitempty"`
+	// JobPidsMax is the most processes and threads one job may hold on
+	// the node (--job-pids-max); a job may ask for fewer (JobSpec.PidsMax).
+	JobPidsMax   int64      `json:"job_pids_max,omitempty"`
+	Status       NodeStatus `json:"status"`
+	StatusReason string     `json:"status_reason,omitempty"`
+	StatusAt     time.Time  `json:"status_at,omitzero"`
+	Role         NodeRole   `json:"role,omitempty"`
+	Version      string     `json:"version"`
+	RegisteredAt time.Time  `json:"registered_at"`
+	ModifyIndex  uint64     `json:"modify_index"`
 }
 
 // ContainerEngine is what a node found of its container engine, and the
@@ -253,9 +264,12 @@ type JobSpec struct {
 	GPUMemoryMinMiB SizeMiB           `json:"gpu_memory_min_mib,omitempty" yaml:"gpu_mem"`
 	CPUs            int               `json:"cpus,omitempty" yaml:"cpus"`
 	MemoryMiB       SizeMiB           `json:"memory_mib,omitempty" yaml:"mem"`
-	Priority        int               `json:"priority,omitempty" yaml:"priority"`
-	Restarts        int               `json:"restarts,omitempty" yaml:"restarts"`
-	TimeLimit       Duration          `json:"time_limit,omitempty" yaml:"time_limit"`
+	// PidsMax, when set, is the most processes and threads the job may
+	// hold on each node, below its node's own limit (Node.JobPidsMax).
+	PidsMax   int64    `json:"pids_max,omitempty" yaml:"pids_max"`
+	Priority  int      `json:"priority,omitempty" yaml:"priority"`
+	Restarts  int      `json:"restarts,omitempty" yaml:"restarts"`
+	TimeLimit Duration `json:"time_limit,omitempty" yaml:"time_limit"`
 	// Signal, with a time limit, is sent to the job's process group that
 	// long before the limit (Slurm's --signal), so it can checkpoint.
 	Signal      *TimeSignal       `json:"signal,omitempty" yaml:"signal"`
@@ -521,10 +535,31 @@ type Allocation struct {
 	// Health, on a running replica of a service, is what its node last
 	// found of its health; nil until the first check.
 	Health *AllocHealth `json:"health,omitempty"`
+	// Usage, on an allocation that ended, is what its job used of its
+	// node, as its cgroup counted; nil where the node did not confine it.
+	Usage *AllocUsage `json:"usage,omitempty"`
 	// CreateIndex is the Raft index that created the allocation; it is the
 	// fencing token a node uses to tell its allocations from older ones.
 	CreateIndex uint64 `json:"create_index"`
 	ModifyIndex uint64 `json:"modify_index"`
+}
+
+// AllocUsage is what an allocation's job used of its node, all its
+// processes together, as the cgroup it ran in counted.
+type AllocUsage struct {
+	// MemoryPeakBytes is the most memory the job held at once (swap
+	// included where the node counts it), and MemoryLimitBytes the limit
+	// it ran under (0: none of its own).
+	MemoryPeakBytes  int64 `json:"memory_peak_bytes,omitempty"`
+	MemoryLimitBytes int64 `json:"memory_limit_bytes,omitempty"`
+	// CPUTime is the CPU time used, user and system; CPUThrottled how
+	// long its CPU quota held it back, over ThrottledPeriods periods.
+	CPUTime          Duration `json:"cpu_time,omitempty"`
+	CPUThrottled     Duration `json:"cpu_throttled,omitempty"`
+	ThrottledPeriods int64    `json:"throttled_periods,omitempty"`
+	// OOMKills counts the job's processes the kernel killed for its
+	// memory limit.
+	OOMKills int64 `json:"oom_kills,omitempty"`
 }
 
 // Live reports whether the allocation still holds its GPUs.

@@ -134,3 +134,18 @@ func FormatMiB(mib int64) string {
 	}
 	return fmt.Sprintf("%dM", mib)
 }
+
+// FormatBytes renders an amount of memory in bytes for people, rounded to
+// the unit it is shown in: "64M", "1.5G", "300K".
+func FormatBytes(b int64) string {
+	const kib, mib, gib = 1 << 10, 1 << 20, 1 << 30
+	switch {
+	case b >= gib:
+		return strings.TrimSuffix(fmt.Sprintf("%.1f", float64(b)/gib), ".0") + "G"
+	case b >= mib:
+		return fmt.Sprintf("%dM", (b+mib/2)/mib)
+	case b >= kib:
+		return fmt.Sprintf("%dK", (b+kib/2)/kib)
+	}
+	return fmt.Sprintf("%dB", b)
+}

@@ -19,6 +19,11 @@ const (
 	MaxGPUsPerNode  = 64
 	MaxCPUs         = 4096
 	MaxMemoryMiB    = 64 << 20 // 64 TiB
+	// MinPidsMax and MaxPidsMax bound a process limit, a job's or a
+	// node's: a job needs a few processes of its own, and the kernel
+	// counts no more than 2^22.
+	MinPidsMax      = 8
+	MaxPidsMax      = 1 << 22
 	MaxPriority     = 1000
 	MaxRestarts     = 1000
 	MaxRequestIDLen = 128
@@ -125,6 +130,9 @@ func (s *JobSpec) Validate() error {
 	}
 	if s.MemoryMiB < 0 || s.MemoryMiB > MaxMemoryMiB {
 		return fieldErr("memory_mib", "%d is out of range 0..%d", s.MemoryMiB, MaxMemoryMiB)
+	}
+	if s.PidsMax != 0 && (s.PidsMax < MinPidsMax || s.PidsMax > MaxPidsMax) {
+		return fieldErr("pids_max", "%d is out of range %d..%d", s.PidsMax, MinPidsMax, MaxPidsMax)
 	}
 	if s.Priority < -MaxPriority || s.Priority > MaxPriority {
 		return fieldErr("priority", "%d is out of range -%d..%d", s.Priority, MaxPriority, MaxPriority)

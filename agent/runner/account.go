@@ -207,19 +207,6 @@ func parseID(s string) (uint32, bool) {
 	return uint32(n), err == nil
 }
 
-// giveToJob makes a log the job's: owned by its account and still 0600,
-// so the job may read its own logs and no other user may. A supervisor
-// that is not root runs the job as itself and leaves the log as it is.
-func giveToJob(f *os.File, a *Account) error {
-	if a == nil || os.Geteuid() != 0 {
-		return nil
-	}
-	if err := f.Chown(int(a.UID), int(a.GID)); err != nil {
-		return fmt.Errorf("give %s to %s: %w", f.Name(), a.Name, err)
-	}
-	return nil
-}
-
 // closedTo returns the first directory on the way into dir (dir included)
 // that a may not search, with its mode and owner, or "" when the mode bits
 // let a through. It ignores ACLs, so it only explains a refusal the kernel

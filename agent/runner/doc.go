@@ -103,17 +103,19 @@
 // start time in /proc still matches, so a reused pid is never signalled.
 //
 // Layout of <AllocDir>/<allocID>/. AllocDir and each allocation's own
-// directory are root's and 0711: a job passes through them to its work/
-// and its logs, and no one else may list them. Every control file is
-// root's and 0600, so that no other user reads a spec (it holds its job's
-// secret env) and no job rewrites what the root runner trusts (a
-// rewritten job.pid would have it kill any process); only work/, the
-// logs (with their rotated parts, not their .meta) and sim-gpu-util belong
-// to the job's account:
+// directory are root's and 0711: a job passes through them to its work/,
+// and no one else may list them. Every control file is root's and 0600,
+// so that no other user reads a spec (it holds its job's secret env) and
+// no job rewrites what the root runner trusts (a rewritten job.pid would
+// have it kill any process). The logs are root's too: the job's output
+// reaches them only through the supervisor's pipes, so the log cap holds
+// whatever the job does, and its owner reads them through the API. Only
+// work/ and sim-gpu-util belong to the job's account:
 //
 //	spec.json        what to run (driver, account, argv, final env, workdir, time
-//	                 limit and signal, kill grace, a container's section), and
-//	                 the Raft index that created the allocation
+//	                 limit and signal, kill grace, a container's section, the
+//	                 limits and the cgroup hierarchy), and the Raft index that
+//	                 created the allocation
 //	supervisor.lock  held by the live supervisor
 //	supervisor.pid   supervisor pid and start time
 //	supervisor.log   the supervisor's own diagnostics
@@ -123,7 +125,7 @@
 //	pull.json        while a container's image is pulled: how far it got
 //	                 (rewritten at most once a second, and at the end)
 //	stdout.log       the job's standard output, the newest part (at most a quarter
-//	                 of the log cap; the job's account, 0600)
+//	                 of the log cap; root's, 0600)
 //	stdout.log.1     the part before it, once the log was rotated (as much again)
 //	stdout.log.meta  once output was dropped: how many bytes, and the cap
 //	stderr.log       the job's standard error, and stderr.log.1 and .meta likewise

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/skein-dev/skein/agent/cgroup"
 )
 
 // processDriverName is the driver spec.json names for a job run as a
@@ -62,6 +63,8 @@ type startArgs struct {
 	stdout, stderr *os.File
 	// log is the supervisor's log, for what a driver cannot return.
 	log hclog.Logger
+	// group, when the job is confined, is the control group it starts in.
+	group *cgroup.Group
 }
 
 // A jobHandle is a job its driver started, as the supervisor sees it.

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/skein-dev/skein/agent/cgroup"
 )
 
 // processDriver runs a job as a process of its own process group, which
@@ -68,7 +70,11 @@ func (processDriver) start(_ context.Context, sp spec, in startArgs) (jobHandle,
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: sp.User.UID, Gid: sp.User.GID, Groups: sp.User.Groups}
 	}
 	startedAt := time.Now().UTC()
-	if err := cmd.Start(); err != nil {
+	launch := cmd.Start
+	if in.group != nil {
+		launch = func() error { return in.group.Start(cmd) }
+	}
+	if err := launch(); err != nil {
 		if asRoot && errors.Is(err, fs.ErrPermission) {
 			if p, mode, owner := closedTo(workdir, *sp.User); p != "" {
 				err = fmt.Errorf("workdir %s: %s (uid %d) may not enter %s (mode %04o, owner uid %d)",
@@ -78,7 +84,7 @@ func (processDriver) start(_ context.Context, sp spec, in startArgs) (jobHandle,
 		}
 		return nil, &startError{code: execFailureCode(err), err: err}
 	}
-	j := &processJob{cmd: cmd, pgid: cmd.Process.Pid}
+	j := &processJob{cmd: cmd, pgid: cmd.Process.Pid, group: in.group}
 	_, start, err := procStat(j.pgid)
 	if err != nil {
 		_ = j.signal(syscall.SIGKILL)
@@ -89,9 +95,20 @@ func (processDriver) start(_ context.Context, sp spec, in startArgs) (jobHandle,
 	return j, nil
 }
 
-// killOrphan kills the job's process group, if its leader still runs;
-// without a record nothing was started.
-func (processDriver) killOrphan(_ spec, _ string, rec jobRecord) error {
+// killOrphan kills the job's control group and everything in it, when it
+// had one, and its process group, if its leader still runs; without a
+// record nothing was started, but the group may have been made.
+func (processDriver) killOrphan(sp spec, _ string, rec jobRecord) error {
+	if g, err := specGroup(sp); err != nil {
+		return err
+	} else if g != nil {
+		if err := g.Kill(); err != nil {
+			return err
+		}
+		if err := g.Remove(); err != nil {
+			return err
+		}
+	}
 	leader := procRecord{PID: rec.PID, StartTime: rec.StartTime}
 	if !leader.alive() {
 		return nil
@@ -177,14 +194,22 @@ func lookPathIn(name, path string) (string, error) {
 	return "", fmt.Errorf("%s: %w in the job's PATH %q", name, exec.ErrNotFound, path)
 }
 
-// processJob is a job started by processDriver.
+// processJob is a job started by processDriver: its process group, and
+// its control group when it is confined.
 type processJob struct {
-	cmd  *exec.Cmd
-	pgid int
-	rec  jobRecord
+	cmd   *exec.Cmd
+	pgid  int
+	rec   jobRecord
+	group *cgroup.Group
 }
 
+// signal sends sig to everything the job runs: every process in its
+// control group when it is confined, those that left its process group
+// (a daemon's setsid) too; else its process group.
 func (j *processJob) signal(sig syscall.Signal) error {
+	if j.group != nil {
+		return j.group.Signal(sig)
+	}
 	if err := syscall.Kill(-j.pgid, sig); err != nil {
 		return fmt.Errorf("signal process group %d: %w", j.pgid, err)
 	}
@@ -193,8 +218,11 @@ func (j *processJob) signal(sig syscall.Signal) error {
 
 func (j *processJob) wait() (exit, error) {
 	err := j.cmd.Wait()
-	// The leader is gone; take whatever it left in its group with it.
+	// The leader is gone; take whatever it left in its groups with it.
 	_ = syscall.Kill(-j.pgid, syscall.SIGKILL)
+	if j.group != nil {
+		_ = j.group.Kill() // the supervisor tries again, and says why it cannot
+	}
 	ps := j.cmd.ProcessState
 	if ps == nil {
 		return exit{}, fmt.Errorf("wait for process %d: %w", j.pgid, err)

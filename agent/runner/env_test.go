@@ -170,7 +170,7 @@ func TestRunner_DefaultWorkdirIsTheJobsOwnInsideAllocDir(t *testing.T) {
 		{path: e.allocDir, mode: 0o711},
 		{path: filepath.Join(e.allocDir, tk.Alloc.ID), mode: 0o711},
 		{path: filepath.Join(e.allocDir, tk.Alloc.ID, workDirName), mode: 0o700, uid: nobody.UID},
-		{path: filepath.Join(e.allocDir, tk.Alloc.ID, stdoutFile), mode: 0o600, uid: nobody.UID},
+		{path: filepath.Join(e.allocDir, tk.Alloc.ID, stdoutFile), mode: 0o600},
 		{path: filepath.Join(e.allocDir, tk.Alloc.ID, specFile), mode: 0o600},
 	} {
 		fi, err := os.Stat(c.path)

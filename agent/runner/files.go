@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/skein-dev/skein/agent/cgroup"
 	"github.com/skein-dev/skein/agent/engine"
 	"github.com/skein-dev/skein/structs"
 )
@@ -80,6 +81,9 @@ type spec struct {
 	// Limits are what the job may use of the node; a spec written before
 	// jobs were confined has none.
 	Limits *limits `json:"limits,omitempty"`
+	// Cgroup, on a process job of a node that confines jobs, is where the
+	// supervisor makes the allocation's control group, named after it.
+	Cgroup *cgroup.Hierarchy `json:"cgroup,omitempty"`
 }
 
 // limits is what one allocation may use of its node, resolved by the
@@ -99,7 +103,7 @@ type limits struct {
 	// DenyGPUMinors are the device minors, under NVIDIA's major 195, of
 	// the node's GPUs that are not the allocation's: the job may not
 	// open them.
-	DenyGPUMinors []int `json:"deny_gpu_minors,omitempty"`
+	DenyGPUMinors []uint32 `json:"deny_gpu_minors,omitempty"`
 }
 
 // containerSpec is spec.json's container section: what the container
@@ -226,11 +230,14 @@ type status struct {
 	SignalledAt time.Time `json:"signalled_at,omitzero"`
 	StartedAt   time.Time `json:"started_at,omitzero"`
 	FinishedAt  time.Time `json:"finished_at"`
+	// Usage is what the job used, as its cgroup counted; nil for a job
+	// that ran unconfined or never started.
+	Usage *structs.AllocUsage `json:"usage,omitempty"`
 }
 
 func (s status) update(allocID string) structs.AllocUpdate {
 	return structs.AllocUpdate{AllocID: allocID, State: s.State, ExitCode: s.ExitCode,
-		Reason: s.Reason, At: s.FinishedAt}
+		Reason: s.Reason, At: s.FinishedAt, Usage: s.Usage}
 }
 
 // makeWorkdir creates a job's default working directory: 0700, and owned

@@ -83,11 +83,12 @@ func specLogMax(sp spec) int64 {
 
 // createLog creates the file name in the allocation directory dir for one
 // of the job's streams: its log, or what is recorded of it. The file is
-// 0600 and new: whatever has the name already (a file, a link someone left
-// there) is unlinked, never followed. Every such file is made here, the
-// spec at hand: the logs are given to the job's account, what is recorded
-// of them stays root's.
-func createLog(dir *os.File, name string, sp spec) (*os.File, error) {
+// 0600, root's, and new: whatever has the name already (a file, a link
+// someone left there) is unlinked, never followed. The job never holds
+// its logs: its output reaches them only through the supervisor's pipes,
+// so the log cap holds whatever the job does, and its owner reads them
+// through the API.
+func createLog(dir *os.File, name string) (*os.File, error) {
 	const flags = syscall.O_WRONLY | syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOFOLLOW | syscall.O_CLOEXEC
 	dirfd := int(dir.Fd())
 	fd, err := syscall.Openat(dirfd, name, flags, 0o600)
@@ -99,14 +100,7 @@ func createLog(dir *os.File, name string, sp spec) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", name, err)
 	}
-	f := os.NewFile(uintptr(fd), name)
-	if name == stdoutFile || name == stderrFile {
-		if err := giveToJob(f, sp.User); err != nil {
-			_ = f.Close()
-			return nil, err
-		}
-	}
-	return f, nil
+	return os.NewFile(uintptr(fd), name), nil
 }
 
 // logFile writes one stream to its log in the allocation directory,
@@ -133,7 +127,7 @@ type logFile struct {
 func newLogFile(dir *os.File, name string, sp spec, log hclog.Logger) (*logFile, error) {
 	l := &logFile{dir: dir, name: name, sp: sp, fileMax: specLogMax(sp) / 4, log: log.With("log", name),
 		saved: logMeta{LogMax: specLogMax(sp)}}
-	f, err := createLog(dir, name, sp)
+	f, err := createLog(dir, name)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +176,7 @@ func (l *logFile) rotate() error {
 		l.dropped += l.rotated
 		l.rotated, l.size = l.size, 0
 	}
-	f, err := createLog(l.dir, l.name, l.sp)
+	f, err := createLog(l.dir, l.name)
 	if err != nil {
 		return err
 	}
@@ -209,7 +203,7 @@ func (l *logFile) saveMeta() {
 		return
 	}
 	tmp := "." + l.name + metaSuffix + ".tmp"
-	f, err := createLog(l.dir, tmp, l.sp)
+	f, err := createLog(l.dir, tmp)
 	if err != nil {
 		l.fail(err)
 		return

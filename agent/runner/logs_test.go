@@ -173,7 +173,9 @@ func TestLogs_BelowTheCapNothingIsLost(t *testing.T) {
 func TestLogs_AnEscapedChildHoldingThePipeDoesNotHoldTheOutcome(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	r, rec := e.runner(t)
+	// Unconfined: a confined job's cgroup takes the escaped child with it
+	// (TestConfine_SetsidDaemonDiesWithItsJob).
+	r, rec := e.runner(t, unconfined)
 	work := testutil.SharedDir(t)
 	tk := sh(`setsid sh -c 'echo $$ > escaped; exec sleep 60' & until [ -s escaped ]; do sleep 0.01; done; echo done`)
 	tk.Job.Spec.Workdir = work

@@ -26,7 +26,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(superviseEnv) != "" {
 		os.Exit(Supervise(os.Args[len(os.Args)-1]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testutil.RemoveCgroups()
+	os.Exit(code)
 }
 
 // recorder collects reports.
@@ -160,6 +162,10 @@ func (e *testEnv) runner(t *testing.T, opts ...func(*Config)) (*Runner, *recorde
 		FenceGrace:    e.fenceGrace,
 		LogMax:        e.logMax,
 	}
+	// Jobs are confined as on a node, where the machine lets tests make
+	// cgroups; elsewhere they run unconfined, which tests allow.
+	cfg.Cgroups, cfg.Unconfined = testutil.Cgroups()
+	cfg.AllowUnconfined = cfg.Cgroups == nil
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -169,6 +175,11 @@ func (e *testEnv) runner(t *testing.T, opts ...func(*Config)) (*Runner, *recorde
 	}
 	t.Cleanup(r.Shutdown)
 	return r, rec
+}
+
+// unconfined is a runner option: jobs run without cgroups.
+func unconfined(c *Config) {
+	c.Cgroups, c.Unconfined, c.AllowUnconfined = nil, "the test runs jobs unconfined", true
 }
 
 // jobUser is the account of the default job user, for specs a test writes

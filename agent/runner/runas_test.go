@@ -349,19 +349,18 @@ func TestCurrentAccount_IsThisProcesssUser(t *testing.T) {
 	}
 }
 
-// TestRunner_RotatedLogsAreTheJobsAndTheirRecordRoots: every part of a
-// log the job may read is its account's; what the supervisor records of
-// the log (.meta) stays root's.
-func TestRunner_RotatedLogsAreTheJobsAndTheirRecordRoots(t *testing.T) {
+// TestRunner_LogsAndTheirRotatedPartsAreRoots: every part of a log, and
+// what the supervisor records of it (.meta), is root's and 0600: the job
+// writes its output only through the supervisor's pipes.
+func TestRunner_LogsAndTheirRotatedPartsAreRoots(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.logMax = MinLogMax
 	r, rec := e.runner(t)
 	tk := sh(`i=0; while [ $i -lt 400 ]; do echo "line $i of the job's output"; i=$((i+1)); done`)
 	stdoutOf(t, r, rec, e.allocDir, tk)
-	nobody := jobUser(t)
 	dir := filepath.Join(e.allocDir, tk.Alloc.ID)
-	for name, uid := range map[string]uint32{stdoutFile: nobody.UID, stdoutFile + rotatedSuffix: nobody.UID, stdoutFile + metaSuffix: 0} {
+	for name, uid := range map[string]uint32{stdoutFile: 0, stdoutFile + rotatedSuffix: 0, stdoutFile + metaSuffix: 0} {
 		fi, err := os.Stat(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)

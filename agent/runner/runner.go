@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/skein-dev/skein/agent/cgroup"
 	"github.com/skein-dev/skein/agent/engine"
 	"github.com/skein-dev/skein/structs"
 )
@@ -126,6 +127,24 @@ type Config struct {
 	// engine.GPUsNone (simulated GPUs) passes no devices, though the job
 	// sees the same CUDA_VISIBLE_DEVICES.
 	ContainerGPUs engine.GPUMode
+
+	// How process jobs are confined (confine.go). Cgroups is where each
+	// allocation's job gets a control group of its own (agent/cgroup);
+	// nil: the node cannot confine jobs, Unconfined says why, and the
+	// runner starts none unless AllowUnconfined lets them run unconfined.
+	Cgroups         *cgroup.Hierarchy
+	Unconfined      string
+	AllowUnconfined bool
+	// PidsMax is the most processes and threads one job may hold (a job
+	// may ask for fewer); 0 means DefaultPidsMax.
+	PidsMax int64
+	// PinCPUs gives a job asking for CPUs a set of CPUs of its own
+	// (cpuset) instead of a quota of CPU time on all of them.
+	PinCPUs bool
+	// GPUMinors are the device minors (NVIDIA's major 195) of the node's
+	// GPUs, by UUID: a job may open its own GPUs' device nodes, not these
+	// others'.
+	GPUMinors map[string]uint32
 }
 
 // Task is one allocation to run and the job it belongs to.
@@ -184,6 +203,8 @@ type Runner struct {
 	host        string
 	gpuMode     engine.GPUMode
 	simGPUs     bool
+	// How process jobs are confined (Config.Cgroups and the rest).
+	confine confinement
 
 	mu       sync.Mutex
 	allocs   map[string]*alloc // tracked: being started or watched
@@ -201,6 +222,8 @@ type alloc struct {
 	mu sync.Mutex
 	// sup is the supervisor, when known; Stop reads supervisor.pid otherwise.
 	sup procRecord
+	// cpus are the CPUs the allocation's job is pinned to (Config.PinCPUs).
+	cpus []int
 }
 
 // New creates a runner and its allocation directory (0711: jobs pass
@@ -288,6 +311,9 @@ func New(cfg Config) (*Runner, error) {
 		r.agentEnv = os.Environ()
 	}
 	if err := r.setJobUser(cfg.JobUser, dir); err != nil {
+		return nil, err
+	}
+	if r.confine, err = newConfinement(cfg); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -440,7 +466,9 @@ func (r *Runner) launch(a *alloc, t Task) error {
 		LeasePath:   r.leasePath,
 		FenceGrace:  structs.Duration(r.fenceGrace),
 		LogMax:      r.logMax,
-		Limits:      &limits{CPUs: t.Alloc.CPUs, MemoryBytes: t.Alloc.MemoryMiB << 20},
+	}
+	if sp.Limits, sp.Cgroup, err = r.limits(a, t); err != nil {
+		return err
 	}
 	if sig := t.Job.Spec.Signal; sig != nil && sp.TimeLimit > 0 {
 		sp.Signal, sp.SignalBefore = sig.Name, sig.Before
@@ -555,6 +583,7 @@ func (r *Runner) attach(a *alloc) bool {
 		if found, err := readJSON(filepath.Join(a.dir, supervisorPIDFile), &sup); found && err == nil {
 			a.sup = sup
 		}
+		r.adoptCPUs(a)
 		if !r.spawn(func() { r.watch(a, nil, nil) }) {
 			r.release(a)
 			return false

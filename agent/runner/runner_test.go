@@ -139,7 +139,7 @@ func TestRunner_TimeLimitEndsTheJobTimedOut(t *testing.T) {
 	mustStart(t, r, tk)
 	u := waitTerminal(t, rec, tk.Alloc.ID)
 	want := structs.AllocUpdate{AllocID: tk.Alloc.ID, State: structs.AllocTimedOut, ExitCode: 128 + 15,
-		Reason: "time limit 300ms exceeded", At: u.At}
+		Reason: "time limit 300ms exceeded", At: u.At, Usage: u.Usage}
 	if u != want {
 		t.Errorf("got %+v, want %+v", u, want)
 	}

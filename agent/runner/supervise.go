@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/skein-dev/skein/agent/cgroup"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -247,14 +248,19 @@ func (s *supervisor) runJob(sp spec, d driver) status {
 	// The output is all in its logs before the outcome is recorded.
 	defer out.finish()
 
+	group, err := s.confine(sp)
+	if err != nil {
+		return startFailed(exitCannotExec, err)
+	}
 	var leaseCheck <-chan time.Time
 	if sp.LeasePath != "" {
 		// Read the lease before the job exists, so that a lease removed
 		// from then on counts as vanished (start and wait check expiry).
 		_, leaseCheck = s.checkLease(sp.LeasePath)
 	}
-	job, stopped, err := s.start(d, sp, out, leaseCheck)
+	job, stopped, err := s.start(d, sp, out, group, leaseCheck)
 	if err != nil {
+		s.release(group, sp, nil)
 		if stopped != "" {
 			return status{State: structs.AllocKilled, ExitCode: exitUnknown,
 				Reason: "killed: " + stopped, FinishedAt: time.Now().UTC()}
@@ -270,6 +276,7 @@ func (s *supervisor) runJob(sp spec, d driver) status {
 	if err := writeJSONAtomic(s.path(jobPIDFile), rec); err != nil {
 		s.signal(job, syscall.SIGKILL)
 		_, _ = job.wait()
+		s.release(group, sp, nil)
 		return startFailed(exitUnknown, fmt.Errorf("record job pid: %w", err))
 	}
 	s.signalReady()
@@ -278,7 +285,47 @@ func (s *supervisor) runJob(sp spec, d driver) status {
 
 	st := s.wait(job, sp)
 	st.StartedAt = rec.StartedAt
+	s.release(group, sp, &st)
 	return st
+}
+
+// confine makes the allocation's control group, when its spec names a
+// hierarchy, with the spec's limits; the job starts in it.
+func (s *supervisor) confine(sp spec) (*cgroup.Group, error) {
+	if sp.Cgroup == nil {
+		return nil, nil
+	}
+	g, err := sp.Cgroup.Create(sp.AllocID, sp.Limits.cgroupLimits())
+	if err != nil {
+		return nil, fmt.Errorf("confine the job: %w", err)
+	}
+	return g, nil
+}
+
+// release is the end of the allocation's group: whatever the job left in
+// it is killed (the driver's wait did so already, unless the job never
+// started), what it used is recorded in st (when given), and the group
+// goes. A job the memory limit stopped says so.
+func (s *supervisor) release(g *cgroup.Group, sp spec, st *status) {
+	if g == nil {
+		return
+	}
+	if err := g.Kill(); err != nil {
+		s.log.Error("cannot empty the job's cgroup", "error", err)
+	}
+	if st != nil {
+		if stats, err := g.Stats(); err != nil {
+			s.log.Warn("cannot read what the job used", "error", err)
+		} else {
+			st.Usage = usage(stats, sp.Limits)
+			if stats.OOMKills > 0 && st.State == structs.AllocFailed {
+				st.Reason = oomReason(stats.MemoryPeakBytes, st.Usage.MemoryLimitBytes)
+			}
+		}
+	}
+	if err := g.Remove(); err != nil {
+		s.log.Error("cannot remove the job's cgroup", "error", err)
+	}
 }
 
 // start starts the job through its driver. A start can take long (the
@@ -288,7 +335,7 @@ func (s *supervisor) runJob(sp spec, d driver) status {
 // than failed. A stop signal that came too late to cancel the start is
 // put back for wait, which stops the job as usual. leaseCheck fires when
 // the lease is to be read again (checkLease).
-func (s *supervisor) start(d driver, sp spec, out *jobOutput, leaseCheck <-chan time.Time) (jobHandle, string, error) {
+func (s *supervisor) start(d driver, sp spec, out *jobOutput, group *cgroup.Group, leaseCheck <-chan time.Time) (jobHandle, string, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stopped string
@@ -318,7 +365,7 @@ func (s *supervisor) start(d driver, sp spec, out *jobOutput, leaseCheck <-chan 
 			}
 		}
 	}()
-	job, err := d.start(ctx, sp, startArgs{dir: s.dir, stdout: out.stdout.w, stderr: out.stderr.w, log: s.log})
+	job, err := d.start(ctx, sp, startArgs{dir: s.dir, stdout: out.stdout.w, stderr: out.stderr.w, log: s.log, group: group})
 	close(started)
 	<-watched
 	if err == nil && caught != nil {

@@ -27,11 +27,12 @@ var allowed = map[string][]string{
 	"trust":          {},
 	"api":            {"structs"},
 	"slurm":          {"structs"},
-	"agent/runner":   {"structs", "agent/engine"},
+	"agent/runner":   {"structs", "agent/engine", "agent/cgroup"},
 	"agent/engine":   {"structs"},
+	"agent/cgroup":   {},
 	"agent/peer":     {"structs", "fsm", "cluster", "api"},
 	"agent/leader":   {"structs", "fsm", "sched", "cluster"},
-	"agent/node":     {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/runner", "agent/engine"},
+	"agent/node":     {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/runner", "agent/engine", "agent/cgroup"},
 	"agent/secure":   {"structs", "fsm", "cluster", "api", "agent/peer", "trust"},
 	"agent/server":   {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/secure", "agent/ui", "trust"},
 	"agent/ingress":  {"structs", "api"},
@@ -39,10 +40,10 @@ var allowed = map[string][]string{
 	"agent/metrics":  {"structs", "fsm", "cluster", "gpu"},
 	"agent/overload": {},
 	"agent": {"structs", "fsm", "sched", "cluster", "gpu", "api",
-		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "agent/ui", "agent/metrics", "agent/overload", "trust"},
-	"cli": {"api", "structs", "slurm", "agent", "agent/runner"}, // agent only for the agent and supervise commands
+		"agent/runner", "agent/engine", "agent/cgroup", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "agent/ui", "agent/metrics", "agent/overload", "trust"},
+	"cli": {"api", "structs", "slurm", "agent", "agent/runner", "agent/cgroup"}, // agent only for the agent and supervise commands
 	"internal": {"structs", "fsm", "sched", "cluster", "gpu", "api", "slurm", "agent", "cli",
-		"agent/runner", "agent/engine", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "agent/ui", "agent/metrics", "agent/overload", "trust"},
+		"agent/runner", "agent/engine", "agent/cgroup", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "agent/ui", "agent/metrics", "agent/overload", "trust"},
 	"chaos": {"structs"}, // the container demo's test reads job states; the workload imports nothing
 	"":      {"cli"},     // main.go
 }
