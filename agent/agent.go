@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/skein-dev/skein/agent/cgroup"
 	"github.com/skein-dev/skein/agent/engine"
 	"github.com/skein-dev/skein/agent/ingress"
 	"github.com/skein-dev/skein/agent/leader"
@@ -205,7 +206,7 @@ func (a *Agent) start() error {
 			return err
 		}
 	}
-	if a.runner, err = runner.New(a.runnerConfig()); err != nil {
+	if a.runner, err = runner.New(a.runnerConfig(a.confinement())); err != nil {
 		return err
 	}
 	a.peers = peer.New(peer.Config{
@@ -331,16 +332,29 @@ func (a *Agent) start() error {
 	return nil
 }
 
-// runnerConfig is the configuration of the job runner. Its reports go to
-// this node's reporter, which exists before the runner reports anything
-// (Restore, after the node is made).
-func (a *Agent) runnerConfig() runner.Config {
+// runnerConfig is the configuration of the job runner, confining jobs in
+// the hierarchy cgroups (nil: it cannot, for the reason unconfined). Its
+// reports go to this node's reporter, which exists before the runner
+// reports anything (Restore, after the node is made).
+func (a *Agent) runnerConfig(cgroups *cgroup.Hierarchy, unconfined string) runner.Config {
+	a.logConfinement(cgroups, unconfined)
+	minors := make(map[string]uint32, len(a.inv.GPUs))
+	for _, g := range a.inv.GPUs {
+		minors[g.UUID] = uint32(g.Index)
+	}
 	return runner.Config{
-		AllocDir:      a.allocDir(),
-		SupervisorCmd: a.supervisorCmd(),
-		KillGrace:     a.cfg.KillGrace,
+		Cgroups:         cgroups,
+		Unconfined:      unconfined,
+		AllowUnconfined: a.cfg.AllowUnconfined,
+		PidsMax:         a.cfg.JobPidsMax,
+		PinCPUs:         a.cfg.PinCPUs,
+		GPUMinors:       minors,
+		AllocDir:        a.allocDir(),
+		SupervisorCmd:   a.supervisorCmd(),
+		KillGrace:       a.cfg.KillGrace,
 		Report: func(u structs.AllocUpdate) {
 			a.reportRunning(u)
+			a.metrics.Used(u.Usage)
 			a.node.Report(u)
 		},
 		Logger:      a.logger.Named("runner"),

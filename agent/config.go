@@ -213,6 +213,19 @@ type Config struct {
 	// runner.DefaultJobUser (nobody). It must exist and must not be root.
 	// An agent that is not root runs every job as itself instead.
 	JobUser string
+	// How jobs are confined (agent/cgroup, runner.Config). CgroupParent
+	// is the group, below each cgroup hierarchy's root, that holds this
+	// node's group and its jobs' groups in it ("" = DefaultCgroupParent).
+	// AllowUnconfined runs jobs unconfined where the node cannot confine
+	// them (no cgroups, not root); without it such a node takes no jobs.
+	// JobPidsMax is the most processes and threads a job may hold (0: a
+	// default, DefaultJobPidsMax or a quarter of the kernel's pid space,
+	// whichever is less). PinCPUs gives a job asking for CPUs CPUs of its
+	// own instead of a quota (--cpu-limit cpuset).
+	CgroupParent    string
+	AllowUnconfined bool
+	JobPidsMax      int64
+	PinCPUs         bool
 	// JobEnvAllow names the variables of the agent's environment that jobs
 	// get (names, or prefixes ending in '*'); nil means
 	// runner.DefaultJobEnvAllow, empty means none.
@@ -459,6 +472,18 @@ func (cfg Config) withDefaults() (Config, error) {
 		if _, err := runner.LookupJobUser(cfg.JobUser); err != nil {
 			return cfg, fmt.Errorf("--job-user %q: %w", cfg.JobUser, err)
 		}
+	}
+	if cfg.CgroupParent == "" {
+		cfg.CgroupParent = DefaultCgroupParent
+	}
+	if strings.Contains(cfg.CgroupParent, "..") {
+		return cfg, fmt.Errorf("--cgroup-parent %q: must not hold \"..\"", cfg.CgroupParent)
+	}
+	if cfg.JobPidsMax == 0 {
+		cfg.JobPidsMax = defaultJobPidsMax()
+	}
+	if cfg.JobPidsMax < structs.MinPidsMax || cfg.JobPidsMax > structs.MaxPidsMax {
+		return cfg, fmt.Errorf("--job-pids-max %d: out of range %d..%d", cfg.JobPidsMax, structs.MinPidsMax, structs.MaxPidsMax)
 	}
 	if err := runner.CheckEnvAllow(cfg.JobEnvAllow); err != nil {
 		return cfg, fmt.Errorf("--job-env-allow: %w", err)

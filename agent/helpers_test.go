@@ -48,6 +48,11 @@ func testConfig(t testing.TB, dataDir string) Config {
 		MasterPorts:   testMasterPorts(),
 		KillGrace:     time.Second,
 		SupervisorCmd: []string{os.Args[0]},
+		// Jobs are confined where the machine lets tests make cgroups,
+		// in groups the test binary removes; elsewhere they run
+		// unconfined.
+		CgroupParent:    testutil.AgentCgroupParent(),
+		AllowUnconfined: true,
 		// The agents of a test share its process: a late timer is the
 		// test binary's load, not one leader's, and a test that reads
 		// the leader wants its answer (agent/server's tests shed).

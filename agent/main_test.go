@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/skein-dev/skein/agent/runner"
+	"github.com/skein-dev/skein/internal/testutil"
 )
 
 // superviseEnv makes the test binary act as an allocation's supervisor, the
@@ -15,5 +16,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(superviseEnv) != "" {
 		os.Exit(runner.Supervise(os.Args[len(os.Args)-1]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testutil.RemoveCgroups()
+	os.Exit(code)
 }

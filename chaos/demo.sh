@@ -189,7 +189,10 @@ up() {
 		fi
 		# The CLI in each container talks to its own agent over TLS. The
 		# data dir is named after the container: agents that share an
-		# engine tell their jobs' containers apart by it.
+		# engine tell their jobs' containers apart by it. An agent in a
+		# container without privileges cannot make cgroups (the engine's
+		# are read-only there): its jobs run unconfined within the
+		# container, which the engine confines, hence --allow-unconfined.
 		# shellcheck disable=SC2046,SC2086 # $publish, $join and the engine options are lists of words
 		docker run -d --name "$c" --hostname "$c" --label "$LABEL" \
 			--network "$NET" --ip "$(ip_of "$n")" $publish \
@@ -197,7 +200,7 @@ up() {
 			-e "SKEIN_ADDR=https://127.0.0.1:7470" -e "SKEIN_CACERT=/data/$c/tls/ca.crt" \
 			-e "SKEIN_JOIN_TOKEN=${token:-}" $(engine_mounts) \
 			"$IMAGE" skein agent --name "$c" --data-dir "/data/$c" --bind 0.0.0.0 \
-			--advertise "$(ip_of "$n")" --gpus sim:8xH100-80 --voters "$VOTERS" $join \
+			--advertise "$(ip_of "$n")" --gpus sim:8xH100-80 --voters "$VOTERS" --allow-unconfined $join \
 			$(engine_flags "$c") >/dev/null
 		if [ "$n" = "$founder" ]; then
 			wait_up "$c"

@@ -64,6 +64,10 @@ func agentCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "max-writes", Value: agent.DefaultMaxWrites, Usage: "submitters' writes (jobs, services) the leader carries out at once (`N`); one more is answered 429 with Retry-After, which clients wait out"},
 			&ucli.IntFlag{Name: "max-conns-per-client", Usage: "API connections to hold at once from one client address (default: an eighth of --max-conns, at most 256)"},
 			&ucli.StringFlag{Name: "job-user", Value: runner.DefaultJobUser, Usage: "run the jobs of owners without a local account of their name as `USER` (a name or UID[:GID], never root; used only when the agent runs as root)"},
+			&ucli.BoolFlag{Name: "allow-unconfined", Usage: "run jobs unconfined where this node cannot confine them (no cgroups, the agent not root); without it such a node takes no jobs (default with --dev)"},
+			&ucli.IntFlag{Name: "job-pids-max", Usage: "most processes and threads one job may hold (`N`; a job may ask for fewer with submit --pids-max; default 16384, or a quarter of the kernel's pid_max if less)"},
+			&ucli.StringFlag{Name: "cpu-limit", Value: "quota", Usage: "how a job's --cpus is held: quota (that many CPUs' time, on any CPU) or cpuset (CPUs of its own)"},
+			&ucli.StringFlag{Name: "cgroup-parent", Value: agent.DefaultCgroupParent, Usage: "cgroup `PATH` below each hierarchy's root that holds this node's group, and its jobs' groups in that"},
 			&ucli.StringFlag{Name: "job-env-allow", Value: strings.Join(runner.DefaultJobEnvAllow, ","), Usage: "variables of the agent's environment that jobs get, `NAME[,NAME...]` (NAME* is a prefix; \"\" for none)"},
 			&ucli.StringFlag{Name: "log-max", Value: structs.FormatMiB(agent.DefaultLogMaxMiB), Usage: "most disk one allocation's stdout and stderr keep, at least 1M: each stream keeps its newest output and skein logs says how much went " +
 				"(the default keeps the recent tens of MiB of a training run, and a thousand finished allocations fit in 100G)"},
@@ -233,6 +237,16 @@ func agentFlagsConfig(c *ucli.Context, origins configOrigins) (agent.Config, err
 	cfg.MaxWrites = c.Int("max-writes")
 	cfg.JobUser = c.String("job-user")
 	cfg.JobEnvAllow = envAllowList(c.String("job-env-allow"))
+	cfg.AllowUnconfined = c.Bool("allow-unconfined") || c.Bool("dev")
+	cfg.JobPidsMax = int64(c.Int("job-pids-max"))
+	cfg.CgroupParent = c.String("cgroup-parent")
+	switch c.String("cpu-limit") {
+	case "quota":
+	case "cpuset":
+		cfg.PinCPUs = true
+	default:
+		return cfg, usagef(c, "--cpu-limit %q: want quota or cpuset", c.String("cpu-limit"))
+	}
 	warnSecretsInArgs(c, logger, origins)
 	cfg.LogMaxMiB = int64(logMax)
 	cfg.AllowMounts = slices.DeleteFunc(c.StringSlice("allow-mount"), func(d string) bool { return d == "" })

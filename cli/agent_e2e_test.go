@@ -35,6 +35,9 @@ func startRealAgent(t *testing.T, tune ...func(*agent.Config)) string {
 		KillGrace:     time.Second,
 		SupervisorCmd: []string{os.Args[0]},
 		Logger:        hclog.NewNullLogger(),
+		// Confined where tests may make cgroups, else unconfined.
+		CgroupParent:    testutil.AgentCgroupParent(),
+		AllowUnconfined: true,
 	}
 	for _, f := range tune {
 		f(&cfg)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -163,7 +164,39 @@ func printJobDetail(c *ucli.Context, d *api.JobDetail, index map[string]int, now
 			orDash(a.Reason),
 		})
 	}
-	return printTable(w, []string{"ALLOC", "RANK", "ATTEMPT", "NODE", "RUNS AS", "STATE", "EXIT", "GPUS", "REASON"}, rows)
+	if err := printTable(w, []string{"ALLOC", "RANK", "ATTEMPT", "NODE", "RUNS AS", "STATE", "EXIT", "GPUS", "REASON"}, rows); err != nil {
+		return err
+	}
+	return printUsage(w, d.Allocations)
+}
+
+// printUsage writes what each allocation that ended used, as its node's
+// cgroup counted: the most memory it held and its limit, its CPU time
+// and how long its quota throttled it, and the processes the kernel
+// killed for its memory limit.
+func printUsage(w io.Writer, allocs []structs.Allocation) error {
+	var rows [][]string
+	for _, a := range allocs {
+		u := a.Usage
+		if u == nil {
+			continue
+		}
+		limit := "none"
+		if u.MemoryLimitBytes > 0 {
+			limit = structs.FormatBytes(u.MemoryLimitBytes)
+		}
+		throttled := "-"
+		if u.ThrottledPeriods > 0 {
+			throttled = fmt.Sprintf("%s in %d periods", time.Duration(u.CPUThrottled).Round(time.Millisecond), u.ThrottledPeriods)
+		}
+		rows = append(rows, []string{structs.ShortID(a.ID), structs.FormatBytes(u.MemoryPeakBytes), limit,
+			time.Duration(u.CPUTime).Round(time.Millisecond).String(), throttled, strconv.FormatInt(u.OOMKills, 10)})
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nUsage:")
+	return printTable(w, []string{"ALLOC", "MAX MEMORY", "MEM LIMIT", "CPU TIME", "THROTTLED", "OOM KILLS"}, rows)
 }
 
 // arrayNamed decides whether id, answered by GET /v1/jobs/ID with d or

@@ -27,6 +27,7 @@ var specFlags = map[string]string{
 	"gpu_memory_min_mib": "--gpu-mem",
 	"cpus":               "--cpus",
 	"memory_mib":         "--mem",
+	"pids_max":           "--pids-max",
 	"priority":           "--priority",
 	"restarts":           "--restarts",
 	"time_limit":         "--time-limit",
@@ -50,7 +51,8 @@ func jobSpecFlags(what, show string) []ucli.Flag {
 		&ucli.StringFlag{Name: "gpu-model", Usage: "only GPUs of this model"},
 		&ucli.StringFlag{Name: "gpu-mem", Usage: "least memory per GPU (SIZE: 512M, 80G)"},
 		&ucli.IntFlag{Name: "cpus", Usage: "CPUs per node"},
-		&ucli.StringFlag{Name: "mem", Usage: "memory per node (SIZE: 512M, 80G)"},
+		&ucli.StringFlag{Name: "mem", Usage: "memory per node (SIZE: 512M, 80G), swap included: a hard limit, " + what + " is killed beyond it"},
+		&ucli.IntFlag{Name: "pids-max", Usage: "most processes and threads " + what + " may hold per node (`N`, at most the node's --job-pids-max, its default)"},
 		&ucli.IntFlag{Name: "priority", Usage: "higher runs first (-1000..1000)"},
 		&ucli.GenericFlag{Name: "env", Usage: "set K=V in " + what + "'s environment, or copy K from yours (repeatable)", Value: &listValue{}},
 		&ucli.GenericFlag{Name: "secret-env", Usage: "like --env, for a secret: " + what + " gets it, but its value is returned only to its owner and operators " +
@@ -92,9 +94,13 @@ func jobSpecFromFlags(c *ucli.Context, spec *structs.JobSpec) error {
 			*dst = c.Int(name)
 		}
 	}
+	if c.IsSet("pids-max") {
+		spec.PidsMax = int64(c.Int("pids-max"))
+	}
 	for _, err := range []error{
 		decodeFlag(c, "gpu-mem", &spec.GPUMemoryMinMiB, structs.ParseSizeMiB),
 		decodeFlag(c, "mem", &spec.MemoryMiB, structs.ParseSizeMiB),
+		memNotZero(c, spec.MemoryMiB),
 		decodeFlag(c, "preempt-grace", &spec.PreemptGrace, structs.ParseDuration),
 		decodeFlag(c, "shm-size", &spec.ShmSizeMiB, structs.ParseSizeMiB),
 	} {
@@ -222,3 +228,12 @@ func (l *listValue) Set(s string) error {
 }
 
 func (l *listValue) String() string { return strings.Join(*l, " ") }
+
+// memNotZero refuses --mem 0: a limit of no memory kills the job at its
+// first page. Without --mem a job has no limit of its own.
+func memNotZero(c *ucli.Context, mem structs.SizeMiB) error {
+	if c.IsSet("mem") && mem == 0 {
+		return usagef(c, "--mem %s: below the minimum 1M (leave --mem out for no limit of the job's own)", c.String("mem"))
+	}
+	return nil
+}

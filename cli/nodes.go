@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -65,11 +66,28 @@ func nodesAction(c *ucli.Context) error {
 			gpuMem,
 			strconv.Itoa(n.CPUs),
 			structs.FormatMiB(n.MemoryMiB),
+			confinedCell(n.Node),
 			engineCell(n.Containers),
 			orDash(n.Addresses.HTTP),
 		})
 	}
-	return printTable(c.App.Writer, []string{"NAME", "STATUS", "ROLE", "GPUS", "GPU MODEL", "GPU MEM", "CPUS", "MEMORY", "ENGINE", "ADDRESS"}, rows)
+	return printTable(c.App.Writer, []string{"NAME", "STATUS", "ROLE", "GPUS", "GPU MODEL", "GPU MEM", "CPUS", "MEMORY", "CONFINED", "ENGINE", "ADDRESS"}, rows)
+}
+
+// confinedCell says how a node holds jobs to their limits: "cgroup v2" or
+// "cgroup v1"; "NO: takes no jobs" where it cannot and was not allowed to
+// run them unconfined; "NO (--allow-unconfined)" where it runs them
+// unconfined; "-" for a node from before jobs were confined.
+func confinedCell(n structs.Node) string {
+	switch {
+	case n.JobsRefused != "":
+		return "NO: takes no jobs"
+	case n.Confinement == "":
+		return "-"
+	case strings.HasPrefix(n.Confinement, "none"):
+		return "NO (--allow-unconfined)"
+	}
+	return n.Confinement
 }
 
 // engineCell renders a node's container engine: what it is and whether it

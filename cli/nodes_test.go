@@ -15,8 +15,9 @@ func testNodes() []api.NodeInfo {
 			Node: structs.Node{
 				ID: "n1", Name: "gpu-01", Status: structs.NodeReady, Role: structs.RoleLeader, CPUs: 64,
 				MemoryMiB: 512 * 1024, GPUSource: "nvml", Addresses: structs.Addresses{HTTP: "10.0.0.1:7470"},
-				GPUs:       []structs.GPU{{Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 80 * 1024}, {Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 80 * 1024}},
-				Containers: &structs.ContainerEngine{Engine: "docker 24.0.7", APIVersion: "1.43", GPUs: true},
+				GPUs:        []structs.GPU{{Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 80 * 1024}, {Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 80 * 1024}},
+				Containers:  &structs.ContainerEngine{Engine: "docker 24.0.7", APIVersion: "1.43", GPUs: true},
+				Confinement: "cgroup v2",
 			},
 			GPUsTotal: 8, GPUsFree: 6, GPUsUnhealthy: 1,
 		},
@@ -24,13 +25,15 @@ func testNodes() []api.NodeInfo {
 			Node: structs.Node{
 				ID: "n2", Name: "dev", Status: structs.NodeReady, Role: structs.RoleVoter, CPUs: 8,
 				MemoryMiB: 16 * 1024, GPUSource: "simulated", Addresses: structs.Addresses{HTTP: "127.0.0.1:7470"},
-				GPUs:       []structs.GPU{{Model: "A100", MemoryMiB: 40 * 1024, Simulated: true}},
-				Containers: &structs.ContainerEngine{Error: "engine unreachable at unix:///var/run/docker.sock: connection refused"},
+				GPUs:        []structs.GPU{{Model: "A100", MemoryMiB: 40 * 1024, Simulated: true}},
+				Containers:  &structs.ContainerEngine{Error: "engine unreachable at unix:///var/run/docker.sock: connection refused"},
+				Confinement: "none: the agent is not root, and only root makes cgroups",
 			},
 			GPUsTotal: 1, GPUsFree: 1,
 		},
 		{
-			Node:      structs.Node{ID: "n3", Name: "cpu-01", Status: structs.NodeDown, CPUs: 4, MemoryMiB: 1536, GPUSource: "none"},
+			Node: structs.Node{ID: "n3", Name: "cpu-01", Status: structs.NodeDown, CPUs: 4, MemoryMiB: 1536, GPUSource: "none",
+				Confinement: "none: no usable cgroup hierarchy", JobsRefused: "this node cannot confine jobs: no usable cgroup hierarchy"},
 			GPUsTotal: 0,
 		},
 	}
@@ -45,10 +48,10 @@ func TestNodes_TableShowsGPUsAndResources(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	want := []string{
-		"NAME STATUS ROLE GPUS GPU MODEL GPU MEM CPUS MEMORY ENGINE ADDRESS",
-		"gpu-01 ready leader 6/8, 1 unhealthy NVIDIA H100 80GB HBM3 80G 64 512G docker 24.0.7 (API 1.43), NVIDIA GPUs 10.0.0.1:7470",
-		"dev ready voter 1/1 A100 (simulated) 40G 8 16G unreachable 127.0.0.1:7470",
-		"cpu-01 down - 0/0 - - 4 1.5G - -",
+		"NAME STATUS ROLE GPUS GPU MODEL GPU MEM CPUS MEMORY CONFINED ENGINE ADDRESS",
+		"gpu-01 ready leader 6/8, 1 unhealthy NVIDIA H100 80GB HBM3 80G 64 512G cgroup v2 docker 24.0.7 (API 1.43), NVIDIA GPUs 10.0.0.1:7470",
+		"dev ready voter 1/1 A100 (simulated) 40G 8 16G NO (--allow-unconfined) unreachable 127.0.0.1:7470",
+		"cpu-01 down - 0/0 - - 4 1.5G NO: takes no jobs - -",
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), r.stdout)

@@ -47,6 +47,8 @@ var sacctFields = []sacctField{
 	{"AllocGPUS", 9, func(r sacctRow) string { return strconv.Itoa(jobNodes(r.job) * r.job.Spec.GPUs) }},
 	{"AllocCPUS", 10, func(r sacctRow) string { return strconv.Itoa(jobNodes(r.job) * max(r.job.Spec.CPUs, 1)) }},
 	{"Reason", 20, func(r sacctRow) string { return cmp.Or(r.job.Reason, "None") }},
+	{"MaxRSS", 10, func(r sacctRow) string { return slurmMaxRSS(r.job.Usage) }},
+	{"TotalCPU", 10, func(r sacctRow) string { return slurmTotalCPU(r.job.Usage) }},
 }
 
 // sacctDefault is the columns sacct prints without --format.
@@ -147,6 +149,34 @@ type sacctJob struct {
 	Ended     time.Time `json:"end_time,omitzero"`
 	Nodes     int       `json:"nodes"`
 	GPUs      int       `json:"alloc_gpus"`
+	// MaxRSS is the most memory one allocation of the job held, and
+	// TotalCPU the CPU time of all of them; absent for a job no node
+	// counted (unconfined, or not yet over).
+	MaxRSS   int64   `json:"max_rss_bytes,omitempty"`
+	TotalCPU float64 `json:"total_cpu_seconds,omitempty"`
+}
+
+// slurmMaxRSS renders the most memory an allocation of the job held as
+// sacct does, in KiB ("65536K"); empty where nothing was counted.
+func slurmMaxRSS(u *structs.AllocUsage) string {
+	if u == nil {
+		return ""
+	}
+	return strconv.FormatInt((u.MemoryPeakBytes+1023)/1024, 10) + "K"
+}
+
+// slurmTotalCPU renders the job's CPU time as sacct does: MM:SS.mmm under
+// an hour, [D-]HH:MM:SS beyond; empty where nothing was counted.
+func slurmTotalCPU(u *structs.AllocUsage) string {
+	if u == nil {
+		return ""
+	}
+	d := time.Duration(u.CPUTime)
+	if d < time.Hour {
+		ms := d.Milliseconds()
+		return fmt.Sprintf("%02d:%02d.%03d", ms/60000, ms/1000%60, ms%1000)
+	}
+	return slurmElapsed(d)
 }
 
 func sacctAction(c *ucli.Context) error {
@@ -229,6 +259,9 @@ func sacctAction(c *ucli.Context) error {
 				Elapsed:   int64(elapsed(r.job, now) / time.Second),
 				Submitted: r.job.SubmittedAt, Started: r.job.StartedAt, Ended: r.job.FinishedAt,
 				Nodes: jobNodes(r.job), GPUs: jobNodes(r.job) * r.job.Spec.GPUs,
+			}
+			if u := r.job.Usage; u != nil {
+				out[i].MaxRSS, out[i].TotalCPU = u.MemoryPeakBytes, time.Duration(u.CPUTime).Seconds()
 			}
 		}
 		return printJSON(c.App.Writer, out)

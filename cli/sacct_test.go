@@ -24,11 +24,15 @@ func sacctAgent(t *testing.T) (*fakeAgent, time.Time) {
 		{ID: "1111111111", Owner: "alice", State: structs.JobSucceeded, Spec: structs.JobSpec{Name: "overnight", Nodes: 2, GPUs: 4},
 			SubmittedAt: at(-2, 0, 0), StartedAt: at(-2, 0, 0), FinishedAt: at(0, 0, 5)},
 		{ID: "2222222222", Owner: "bob", State: structs.JobFailed, ExitCode: 3, Spec: structs.JobSpec{Name: "broken-training-run", Nodes: 1, GPUs: 1},
-			SubmittedAt: at(0, 0, 1), StartedAt: at(0, 1, 0), FinishedAt: at(0, 2, 30)},
+			SubmittedAt: at(0, 0, 1), StartedAt: at(0, 1, 0), FinishedAt: at(0, 2, 30),
+			Usage: &structs.AllocUsage{MemoryPeakBytes: 64 << 20, CPUTime: structs.Duration(83*time.Second + 456*time.Millisecond)}},
 		{ID: "3333333333", Owner: "bob", State: structs.JobTimedOut, ExitCode: 143, Spec: structs.JobSpec{Name: "slow", Nodes: 1, TimeLimit: structs.Duration(time.Hour)},
 			SubmittedAt: at(0, 0, 2), StartedAt: at(0, 3, 0), FinishedAt: at(1, 3, 0)},
 		{ID: "4444444444", Owner: "alice", State: structs.JobCancelled, Spec: structs.JobSpec{Name: "never", Nodes: 1},
 			SubmittedAt: at(0, 0, 3), FinishedAt: at(0, 0, 4), Reason: "cancelled while queued"},
+		{ID: "5555555555", Owner: "dave", State: structs.JobSucceeded, Spec: structs.JobSpec{Name: "long", Nodes: 1},
+			SubmittedAt: at(-30, 0, 0), StartedAt: at(-30, 0, 0), FinishedAt: at(-26, 0, 0),
+			Usage: &structs.AllocUsage{MemoryPeakBytes: 1000, CPUTime: structs.Duration(26*time.Hour + 5*time.Second)}},
 	}
 	f := newFakeAgent(t)
 	f.reply("GET /v1/jobs", http.StatusOK, jobs)
@@ -89,6 +93,12 @@ func TestSacct_Options(t *testing.T) {
 	if r.code != exitOK || r.stdout != "Elapsed|ExitCode|AllocCPUS|Partition\n01:00:00|0:15|1|\n" {
 		t.Fatalf("sacct -P: %d %q", r.code, r.stdout)
 	}
+	// What the jobs used, as their nodes' cgroups counted: nothing for a
+	// job no node counted.
+	r = runCLI(t, "--addr", f.URL, "sacct", "-P", "-n", "-j", "2222,3333,5555", "-o", "JobID,MaxRSS,TotalCPU")
+	if want := "22222222|65536K|01:23.456\n33333333||\n55555555|1K|1-02:00:05\n"; r.code != exitOK || r.stdout != want {
+		t.Fatalf("sacct -o MaxRSS,TotalCPU: %d %q, want %q", r.code, r.stdout, want)
+	}
 }
 
 func TestSacct_JSONAndErrors(t *testing.T) {
@@ -97,7 +107,7 @@ func TestSacct_JSONAndErrors(t *testing.T) {
 	var jobs []sacctJob
 	mustDecode(t, r.stdout, &jobs)
 	if len(jobs) != 1 || jobs[0].JobID != "2222222222" || jobs[0].State != "FAILED" || jobs[0].ExitCode != 3 || jobs[0].Elapsed != 90 ||
-		!jobs[0].Ended.Equal(midnight.Add(150*time.Second)) || jobs[0].GPUs != 1 {
+		!jobs[0].Ended.Equal(midnight.Add(150*time.Second)) || jobs[0].GPUs != 1 || jobs[0].MaxRSS != 64<<20 || jobs[0].TotalCPU != 83.456 {
 		t.Fatalf("sacct --json = %+v", jobs)
 	}
 	for _, tc := range []struct {
@@ -107,7 +117,7 @@ func TestSacct_JSONAndErrors(t *testing.T) {
 		{[]string{"-S", "yesterday-ish"}, `Error: -S: time "yesterday-ish": want YYYY-MM-DD`},
 		{[]string{"-E", "25:00"}, `Error: -E: time "25:00"`},
 		{[]string{"-s", "BOOT_FAIL"}, `Error: -s: unknown state "BOOT_FAIL"`},
-		{[]string{"-o", "JobID,MaxRSS"}, `Error: --format: unknown column "MaxRSS": want some of JobID JobName`},
+		{[]string{"-o", "JobID,MaxVMSize"}, `Error: --format: unknown column "MaxVMSize": want some of JobID JobName`},
 		{[]string{"-o", "JobID%0"}, `Error: --format: column JobID: width "0": want 1 to 1024`},
 		{[]string{"-u", "No Such!"}, "Error: --user: "},
 	} {

@@ -46,7 +46,7 @@ func startTwoNodes(t *testing.T) {
 		Name: "n1", DataDir: testutil.JobDir(t), BindAddr: "127.0.0.1",
 		HTTPPort: -1, RaftPort: -1, GossipPort: -1, GPUs: "sim:2xA100-40",
 		KillGrace: time.Second, SupervisorCmd: []string{os.Args[0]}, Logger: hclog.NewNullLogger(),
-		Join: []string{gossip},
+		Join: []string{gossip}, CgroupParent: testutil.AgentCgroupParent(), AllowUnconfined: true,
 	})
 	if err != nil {
 		t.Fatal(err)

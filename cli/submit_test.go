@@ -414,6 +414,8 @@ func TestSubmit_BadValuesAreRejectedBeforeSending(t *testing.T) {
 		{"empty command", nil, exitUsage, "missing command"},
 		{"empty command after separator", []string{"--"}, exitUsage, "missing command"},
 		{"size that does not parse", []string{"--mem", "12Q", "true"}, exitUsage, `Error: --mem: invalid size "12Q": use a number with an optional unit, like 512M or 80G`},
+		{"no memory", []string{"--mem", "0", "true"}, exitUsage, `Error: --mem 0: below the minimum 1M (leave --mem out for no limit of the job's own)`},
+		{"pids max below the minimum", []string{"--pids-max", "3", "true"}, exitError, "Error: --pids-max: 3 is out of range 8..4194304"},
 		{"gpu size that does not parse", []string{"--gpus", "1", "--gpu-mem", "lots", "true"}, exitUsage, `Error: --gpu-mem: invalid size "lots"`},
 		{"duration that does not parse", []string{"--time-limit", "soon", "true"}, exitUsage, `Error: --time-limit: invalid duration "soon"`},
 		{"number that does not parse", []string{"--gpus", "two", "true"}, exitUsage, `invalid value "two" for flag -gpus`},
@@ -663,6 +665,7 @@ gpu_model: H100
 gpu_mem: 80G
 cpus: 32
 mem: 1.5T
+pids_max: 2048
 priority: -7
 restarts: 2
 time_limit: 2h
@@ -686,7 +689,7 @@ shm_size: 64G
 		"--image", "nvcr.io/nvidia/pytorch:24.01-py3", "--image-pull", "never", "--mount", "/data:/data:ro",
 		"--mount", "/scratch:/scratch", "--shm-size", "64G",
 		"--name", "train", "--workdir", "/data", "--nodes", "2", "--gpus", "8", "--gpu-model", "H100",
-		"--gpu-mem", "80G", "--cpus", "32", "--mem", "1.5T", "--priority", "-7", "--restarts", "2",
+		"--gpu-mem", "80G", "--cpus", "32", "--mem", "1.5T", "--pids-max", "2048", "--priority", "-7", "--restarts", "2",
 		"--time-limit", "2h", "--signal", "sigusr2@10m", "--env", "LR=3e-4", "--env", "SEED=1",
 		"--secret-env", "HF_TOKEN=hf_x", "--constraint", "zone=a", "--after", "abc123", "--after", "def456:any", "--array", "0-99%8",
 		"--singleton", "--exclusive", "--spread", "--preemptible", "--preempt-grace", "45s", "--", "torchrun", "train.py",

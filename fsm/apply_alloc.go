@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/hashicorp/raft"
 
@@ -54,7 +53,7 @@ func (s *state) updateAlloc(nodeID string, u *structs.AllocUpdate, index uint64)
 		if a.State == structs.AllocPending {
 			a.State = structs.AllocRunning
 			a.StartedAt = u.At
-			a.RunAs = clip(u.RunAs, structs.MaxNameLen)
+			a.RunAs = structs.Clip(u.RunAs, structs.MaxNameLen)
 			a.Pull = nil
 			a.ModifyIndex = index
 			s.emitStarted(a, index)
@@ -94,7 +93,15 @@ func (s *state) endAlloc(a *structs.Allocation, u *structs.AllocUpdate, index ui
 	a.Reason = u.Reason
 	a.Pull = nil   // a failed pull says so in the reason
 	a.Health = nil // only a running replica has a health
+	a.Usage = allocUsage(u.Usage)
 	a.ModifyIndex = index
+	if j, ok := s.jobs[a.JobID]; ok && a.Usage != nil {
+		if j.Usage == nil {
+			j.Usage = &structs.AllocUsage{}
+		}
+		j.Usage.Add(*a.Usage)
+		j.ModifyIndex = index
+	}
 	s.release(a)
 	if a.State != structs.AllocSucceeded {
 		for _, o := range s.jobAllocs[a.JobID] {
@@ -233,7 +240,7 @@ func failure(j *structs.Job, a *structs.Allocation) string {
 // bytes not past a known total.
 func pullProgress(p *structs.PullProgress) structs.PullProgress {
 	c := *p
-	c.Image = clip(c.Image, structs.MaxImageRefLen)
+	c.Image = structs.Clip(c.Image, structs.MaxImageRefLen)
 	c.Total = max(c.Total, 0)
 	c.Bytes = max(c.Bytes, 0)
 	if c.Total > 0 {
@@ -248,7 +255,7 @@ func pullProgress(p *structs.PullProgress) structs.PullProgress {
 // kept At is when the replica became so.
 func setHealth(a *structs.Allocation, h *structs.AllocHealth, index uint64) {
 	c := *h
-	c.Reason = clip(c.Reason, structs.MaxAllocHealthReasonLen)
+	c.Reason = structs.Clip(c.Reason, structs.MaxAllocHealthReasonLen)
 	if a.Health != nil && *a.Health == (structs.AllocHealth{Healthy: c.Healthy, Starting: c.Starting, Reason: c.Reason, At: a.Health.At}) {
 		return
 	}
@@ -256,15 +263,16 @@ func setHealth(a *structs.Allocation, h *structs.AllocHealth, index uint64) {
 	a.ModifyIndex = index
 }
 
-// clip cuts s to at most n bytes, never inside a UTF-8 sequence: a broken
-// one comes back from a snapshot's JSON as U+FFFD, and a restored replica
-// of the state would then hold other bytes than the others.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
+// allocUsage is a reported usage as the state keeps it: nil for none, and
+// no negative count (a node's report is not trusted to be sane; its
+// durations are never negative, which decoding refuses).
+func allocUsage(u *structs.AllocUsage) *structs.AllocUsage {
+	if u == nil {
+		return nil
 	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
+	c := *u
+	for _, f := range []*int64{&c.MemoryPeakBytes, &c.MemoryLimitBytes, &c.ThrottledPeriods, &c.OOMKills} {
+		*f = max(*f, 0)
 	}
-	return s[:n]
+	return &c
 }

@@ -333,3 +333,34 @@ func TestFSM_AllocUpdate_PullReportOfAnotherNodeIsRefused(t *testing.T) {
 		t.Fatalf("another node's report set the pull progress: %+v", a.Pull)
 	}
 }
+
+// TestFSM_AllocUpdate_TheEndRecordsWhatTheJobUsed: a terminal report's
+// usage is kept on the allocation, without negative counts, and a
+// report after the end changes nothing.
+func TestFSM_AllocUpdate_TheEndRecordsWhatTheJobUsed(t *testing.T) {
+	h := newHarness(t)
+	h.register(node("n1", 1))
+	h.submit("j", spec(1, 1))
+	h.place("j", alloc("a0", "n1", 0, gpuID("n1", 0)))
+	h.mustUpdate("n1", "a0", structs.AllocRunning, 0, "")
+	end := func(u structs.AllocUsage) {
+		h.apply(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: "n1", Updates: []structs.AllocUpdate{
+			{AllocID: "a0", State: structs.AllocFailed, ExitCode: 137, At: h.at(),
+				Reason: "out of memory: used 64M of 64M (--mem)", Usage: &u},
+		}})
+	}
+	end(structs.AllocUsage{MemoryPeakBytes: 64 << 20, OOMKills: 1,
+		CPUTime: structs.Duration(3 * time.Second), ThrottledPeriods: -2, MemoryLimitBytes: -1})
+	want := structs.AllocUsage{MemoryPeakBytes: 64 << 20, OOMKills: 1, CPUTime: structs.Duration(3 * time.Second)}
+	a := h.alloc("a0")
+	if a.Usage == nil || *a.Usage != want {
+		t.Fatalf("usage %+v, want %+v", a.Usage, want)
+	}
+	if j := h.job("j"); j.State != structs.JobFailed || !strings.Contains(j.Reason, "out of memory") || j.Usage == nil || *j.Usage != want {
+		t.Errorf("job %s: %q, usage %+v; want failed, out of memory, with the allocation's usage", j.State, j.Reason, j.Usage)
+	}
+	end(structs.AllocUsage{MemoryPeakBytes: 1})
+	if a := h.alloc("a0"); *a.Usage != want {
+		t.Errorf("a report after the end changed the usage to %+v", a.Usage)
+	}
+}

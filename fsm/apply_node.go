@@ -88,6 +88,9 @@ func validateNode(n *structs.Node) error {
 	if n.LinkMbps < 0 {
 		return fmt.Errorf("node %s: %w: link speed %d Mb/s is negative", n.ID, ErrInvalidRequest, n.LinkMbps)
 	}
+	if len(n.Confinement) > structs.MaxConfinementLen || len(n.JobsRefused) > structs.MaxConfinementLen || n.JobPidsMax < 0 {
+		return fmt.Errorf("node %s: %w: confinement or refusal longer than %d bytes, or a negative job pids max", n.ID, ErrInvalidRequest, structs.MaxConfinementLen)
+	}
 	seen := make(map[string]bool, len(n.GPUs))
 	for _, g := range n.GPUs {
 		if g.UUID == "" {

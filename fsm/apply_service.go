@@ -416,7 +416,7 @@ func (s *state) applyServiceRollout(l *raft.Log) any {
 		svc.Version = r.From
 		r.Version, r.From = r.From, r.Version
 		r.State = structs.RolloutRollingBack
-		r.Reason = clip(withReason("rolled back", req.Reason), structs.MaxServiceReasonLen)
+		r.Reason = structs.Clip(withReason("rolled back", req.Reason), structs.MaxServiceReasonLen)
 		svc.Reason = fmt.Sprintf("rolling back to version %d", svc.Version)
 		s.emitService(l.Index, structs.EventServiceRolledBack, svc, req.At,
 			withReason(fmt.Sprintf("rolling back from version %d to %d", r.From, r.Version), req.Reason))

@@ -66,7 +66,7 @@ func (s *state) emit(index uint64, e structs.Event) {
 	if last := s.events.last(); last != nil && last.Index == index {
 		e.Seq = last.Seq + 1
 	}
-	e.Reason = clip(e.Reason, structs.MaxEventReasonLen)
+	e.Reason = structs.Clip(e.Reason, structs.MaxEventReasonLen)
 	s.events.push(e)
 }
 

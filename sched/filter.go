@@ -138,6 +138,10 @@ type reasonCode uint8
 const (
 	reasonNone reasonCode = iota
 	reasonStatus
+	// reasonUnconfined: the node cannot confine jobs and takes none;
+	// reasonPids: it lets a job hold fewer processes than this one asks.
+	reasonUnconfined
+	reasonPids
 	reasonConstraint
 	// The container filters of a job with an image: no engine, an engine
 	// that does not answer, one that cannot hand out the node's GPUs, a
@@ -258,6 +262,12 @@ func (r *request) static(ns *nodeState) (reasonCode, string) {
 	if !ns.ready {
 		return reasonStatus, string(ns.node.Status)
 	}
+	if ns.node.JobsRefused != "" {
+		return reasonUnconfined, ""
+	}
+	if p := r.job.Spec.PidsMax; p > 0 && ns.node.JobPidsMax > 0 && p > ns.node.JobPidsMax {
+		return reasonPids, ""
+	}
 	for _, c := range r.constraints {
 		if v, ok := ns.node.Labels[c.key]; !ok || v != c.value {
 			return reasonConstraint, c.key
@@ -351,6 +361,10 @@ func reasonText(r *request, code reasonCode, arg string) string {
 			arg = "status unknown"
 		}
 		return "node " + arg
+	case reasonUnconfined:
+		return "cannot confine jobs and takes none (its agent runs them unconfined only with --allow-unconfined)"
+	case reasonPids:
+		return fmt.Sprintf("lets a job hold fewer processes than pids_max %d", r.job.Spec.PidsMax)
 	case reasonConstraint:
 		return "missing constraint " + arg + "=" + r.job.Spec.Constraints[arg]
 	case reasonNoEngine:

@@ -60,6 +60,9 @@ func CheckFits(nodes []*structs.Node, spec structs.JobSpec) error {
 		cpuUntracked, memUntracked bool
 		mem                        = int64(spec.MemoryMiB)
 	)
+	if err := pidsFit(hosts, spec.PidsMax); err != nil {
+		return err
+	}
 	for _, n := range hosts {
 		gpusOK := spec.GPUs <= len(n.GPUs)
 		cpusOK := n.CPUs == 0 || spec.CPUs <= n.CPUs
@@ -95,6 +98,22 @@ func CheckFits(nodes []*structs.Node, spec structs.JobSpec) error {
 	last := len(parts) - 1
 	list := strings.Join(parts[:last], ", ") + " and " + parts[last]
 	return &FitError{Msg: "no " + who + " has " + list + " together"}
+}
+
+// pidsFit is a *FitError when a job asks to hold more processes than any
+// node lets a job hold (nodes from before the limit existed let it).
+func pidsFit(nodes []*structs.Node, pids int64) error {
+	if pids == 0 {
+		return nil
+	}
+	var most int64
+	for _, n := range nodes {
+		if n.JobPidsMax == 0 || pids <= n.JobPidsMax {
+			return nil
+		}
+		most = max(most, n.JobPidsMax)
+	}
+	return &FitError{Field: "pids_max", Msg: fmt.Sprintf("%d is above every node's limit; the highest is %d", pids, most)}
 }
 
 // containerHosts returns the nodes that could run the container of spec,

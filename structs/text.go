@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -83,4 +84,17 @@ func (d *Dependency) UnmarshalYAML(n *yaml.Node) error {
 		*d = v
 	}
 	return err
+}
+
+// Clip cuts s to at most n bytes, never inside a UTF-8 sequence: a broken
+// one comes back from JSON as U+FFFD, and a replica of the state restored
+// from a snapshot would then hold other bytes than the others.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -110,6 +110,8 @@ type ContainerEngine struct {
 const (
 	MaxEngineFieldLen = 64
 	MaxEngineErrorLen = 512
+	// MaxConfinementLen bounds a node's Confinement and JobsRefused.
+	MaxConfinementLen = 512
 )
 
 // MaxEngineImages bounds ContainerEngine.Images and MaxImageRefLen each
@@ -446,6 +448,9 @@ type Job struct {
 	// Up to MaxFreeGPUFaultRestarts of them do not use a restart: the
 	// fault was the hardware's, not the job's.
 	GPUFaults int `json:"gpu_faults,omitempty"`
+	// Usage is what the job's allocations that ended used, all attempts
+	// together (AllocUsage.Add): sacct's MaxRSS and TotalCPU.
+	Usage *AllocUsage `json:"usage,omitempty"`
 	// ArrayID and ArrayIndex place a task in its job array.
 	ArrayID    string `json:"array_id,omitempty"`
 	ArrayIndex int    `json:"array_index,omitempty"`
@@ -560,6 +565,17 @@ type AllocUsage struct {
 	// OOMKills counts the job's processes the kernel killed for its
 	// memory limit.
 	OOMKills int64 `json:"oom_kills,omitempty"`
+}
+
+// Add counts what another allocation used: the most memory either held
+// (and the larger limit), the CPU time, throttling and OOM kills of both.
+func (u *AllocUsage) Add(o AllocUsage) {
+	u.MemoryPeakBytes = max(u.MemoryPeakBytes, o.MemoryPeakBytes)
+	u.MemoryLimitBytes = max(u.MemoryLimitBytes, o.MemoryLimitBytes)
+	u.CPUTime += o.CPUTime
+	u.CPUThrottled += o.CPUThrottled
+	u.ThrottledPeriods += o.ThrottledPeriods
+	u.OOMKills += o.OOMKills
 }
 
 // Live reports whether the allocation still holds its GPUs.

@@ -127,3 +127,24 @@ func TestDuration_RejectsBadInput(t *testing.T) {
 		}
 	}
 }
+
+func TestFormatBytes_RoundsToTheUnitShown(t *testing.T) {
+	for b, want := range map[int64]string{
+		0: "0B", 900: "900B", 1536: "2K", 64 << 20: "64M", 67_100_000: "64M", 3 << 30: "3G", 3<<30 + 1<<29: "3.5G",
+	} {
+		if got := FormatBytes(b); got != want {
+			t.Errorf("FormatBytes(%d) = %q, want %q", b, got, want)
+		}
+	}
+}
+
+func TestAllocUsage_AddKeepsThePeakAndSumsTheRest(t *testing.T) {
+	u := AllocUsage{MemoryPeakBytes: 100, MemoryLimitBytes: 200, CPUTime: Duration(time.Second), OOMKills: 1}
+	u.Add(AllocUsage{MemoryPeakBytes: 50, MemoryLimitBytes: 300, CPUTime: Duration(2 * time.Second),
+		CPUThrottled: Duration(time.Millisecond), ThrottledPeriods: 3})
+	want := AllocUsage{MemoryPeakBytes: 100, MemoryLimitBytes: 300, CPUTime: Duration(3 * time.Second),
+		CPUThrottled: Duration(time.Millisecond), ThrottledPeriods: 3, OOMKills: 1}
+	if u != want {
+		t.Errorf("got %+v, want %+v", u, want)
+	}
+}

@@ -307,6 +307,25 @@ func (h *Hierarchy) Prepare() error {
 	return nil
 }
 
+// LimitParent holds every group under the parent, all together, to
+// bytes of memory, swap included: what a node offers its jobs. A job with
+// no limit of its own is held to what is left of it.
+func (h *Hierarchy) LimitParent(bytes int64) error {
+	if bytes <= 0 {
+		return fmt.Errorf("%w: parent memory %d bytes", ErrBadLimit, bytes)
+	}
+	if h.Version == V2 {
+		if err := writeFile(h.Dir, "memory.max", strconv.FormatInt(bytes, 10)); err != nil {
+			return err
+		}
+		if err := writeFile(h.Dir, "memory.swap.max", "0"); err != nil && !errors.Is(err, ErrNoGroupFile) {
+			return err
+		}
+		return nil
+	}
+	return limitMemoryV1(h.Dirs["memory"], bytes)
+}
+
 // Group returns the group of the given name under the parent, made or
 // not: what a supervisor or the runner finds again by name.
 func (h *Hierarchy) Group(name string) (*Group, error) {

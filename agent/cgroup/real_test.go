@@ -406,3 +406,28 @@ func TestReal_CPUQuotaHoldsToOneCPU(t *testing.T) {
 	}
 	_ = g.Remove()
 }
+
+// TestReal_TheParentsLimitHoldsGroupsWithoutTheirOwn: a group with no
+// memory limit of its own is held to its parent's (what a node offers its
+// jobs), and the parent's limit may be lowered and raised again.
+func TestReal_TheParentsLimitHoldsGroupsWithoutTheirOwn(t *testing.T) {
+	h := realHierarchy(t)
+	for _, mib := range []int64{256, 48, 512} { // set, lower, raise
+		if err := h.LimitParent(mib << 20); err != nil {
+			t.Fatalf("limit the parent to %d MiB: %v", mib, err)
+		}
+		g, err := h.Create(fmt.Sprintf("nolimit%d", mib), Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := helperCmd("alloc 100")
+		if err := g.Start(cmd); err != nil {
+			t.Fatal(err)
+		}
+		err = cmd.Wait()
+		if fits := mib > 100+32; fits != (err == nil) {
+			t.Errorf("100 MiB in a group without a limit under a parent of %d MiB: %v", mib, err)
+		}
+		_ = g.Remove()
+	}
+}

@@ -93,14 +93,7 @@ func (g *Group) createV1(l Limits) error {
 		}
 	}
 	if l.MemoryBytes > 0 {
-		d := g.dirs["memory"]
-		v := strconv.FormatInt(l.MemoryBytes, 10)
-		// The limit with swap may not be below the one without: lower
-		// the memory limit first, then the combined one to the same.
-		if err := writeFile(d, "memory.limit_in_bytes", v); err != nil {
-			return err
-		}
-		if err := writeFile(d, "memory.memsw.limit_in_bytes", v); err != nil && !errors.Is(err, ErrNoGroupFile) {
+		if err := limitMemoryV1(g.dirs["memory"], l.MemoryBytes); err != nil {
 			return err
 		}
 	}
@@ -123,6 +116,25 @@ func (g *Group) createV1(l Limits) error {
 		if err := writeFile(g.dirs["devices"], "devices.deny", dev.String()+" rwm"); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// limitMemoryV1 sets a v1 group's memory limit, swap included where the
+// kernel counts swap. The limit with swap may never be below the one
+// without: lowering goes memory first, raising swap first.
+func limitMemoryV1(dir string, bytes int64) error {
+	v := strconv.FormatInt(bytes, 10)
+	err := writeFile(dir, "memory.limit_in_bytes", v)
+	if err != nil {
+		// Above the present limit with swap: raise that first.
+		if serr := writeFile(dir, "memory.memsw.limit_in_bytes", v); serr != nil {
+			return err
+		}
+		return writeFile(dir, "memory.limit_in_bytes", v)
+	}
+	if err := writeFile(dir, "memory.memsw.limit_in_bytes", v); err != nil && !errors.Is(err, ErrNoGroupFile) {
+		return err
 	}
 	return nil
 }

@@ -79,6 +79,10 @@ type Metrics struct {
 	leaderChanges   prometheus.Counter
 	probeRTT        prometheus.Histogram
 	requests        *prometheus.HistogramVec
+	jobCPU          prometheus.Counter
+	jobThrottled    prometheus.Counter
+	jobOOMKills     prometheus.Counter
+	jobMemoryPeak   prometheus.Histogram
 }
 
 // New returns a node's metrics, registered in a registry of their own.
@@ -150,9 +154,27 @@ func New(cfg Config) *Metrics {
 		Help:    "Time the API took to answer a request, by API (user or internal), route pattern and status code.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 	}, []string{"api", "route", "code"})
+	m.jobCPU = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "jobs", Name: "cpu_seconds_total",
+		Help: "CPU time used by the allocations that ended on this node, as their cgroups counted.",
+	})
+	m.jobThrottled = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "jobs", Name: "cpu_throttled_seconds_total",
+		Help: "Time the CPU quotas (--cpus) of the allocations that ended on this node held them back.",
+	})
+	m.jobOOMKills = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "jobs", Name: "oom_kills_total",
+		Help: "Processes of the allocations that ended on this node that the kernel killed for their memory limit (--mem).",
+	})
+	m.jobMemoryPeak = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: "jobs", Name: "memory_peak_bytes",
+		Help:    "The most memory each allocation that ended on this node held at once, as its cgroup counted.",
+		Buckets: prometheus.ExponentialBuckets(16<<20, 2, 16),
+	})
 	m.reg.MustRegister(
 		m.passDuration, m.passPlacements, m.queueWait, m.preemptions, m.restarts,
 		m.submitToRunning, m.commit, m.fsmApply, m.snapDuration, m.snapBytes, m.leaderChanges, m.probeRTT, m.requests,
+		m.jobCPU, m.jobThrottled, m.jobOOMKills, m.jobMemoryPeak,
 		&stateCollector{fsm: cfg.FSM, holds: cfg.holdsState},
 		&raftCollector{raft: cfg.Raft, fsm: cfg.FSM, holds: cfg.holdsState},
 		&gpuCollector{cfg: cfg},
@@ -192,6 +214,18 @@ func (m *Metrics) Placed(job *structs.Job, previous []*structs.Allocation, at ti
 		return
 	}
 	m.restarts.WithLabelValues(restartCause(job, previous)).Inc()
+}
+
+// Used records what an allocation that ended on this node used, as its
+// cgroup counted (nil: it ran unconfined or never started).
+func (m *Metrics) Used(u *structs.AllocUsage) {
+	if u == nil {
+		return
+	}
+	m.jobCPU.Add(time.Duration(u.CPUTime).Seconds())
+	m.jobThrottled.Add(time.Duration(u.CPUThrottled).Seconds())
+	m.jobOOMKills.Add(float64(u.OOMKills))
+	m.jobMemoryPeak.Observe(float64(u.MemoryPeakBytes))
 }
 
 // Preempted records jobs the leader stopped to make room for others.

@@ -303,7 +303,7 @@ func processReplica(t *testing.T, id string, env map[string]string) *runner.Runn
 	dir := testutil.JobDir(t)
 	os.Setenv(superviseEnv, "1") // inherited by the supervisors the runner starts
 	t.Cleanup(func() { os.Unsetenv(superviseEnv) })
-	r, err := runner.New(runner.Config{AllocDir: filepath.Join(dir, "allocs"), SupervisorCmd: []string{os.Args[0]},
+	r, err := runner.New(runner.Config{AllocDir: filepath.Join(dir, "allocs"), SupervisorCmd: []string{os.Args[0]}, AllowUnconfined: true,
 		KillGrace: time.Second, AgentEnv: []string{}})
 	if err != nil {
 		t.Fatal(err)

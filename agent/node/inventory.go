@@ -37,6 +37,9 @@ func (n *Node) register() error {
 		LinkMbps:    link,
 		MasterPorts: n.cfg.MasterPorts,
 		Containers:  containers,
+		Confinement: structs.Clip(n.runner.Describe(), structs.MaxConfinementLen),
+		JobsRefused: structs.Clip(n.runner.Refuses(), structs.MaxConfinementLen),
+		JobPidsMax:  n.runner.PidsMax(),
 		Status:      structs.NodeReady,
 		Version:     structs.Version,
 	}

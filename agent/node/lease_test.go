@@ -70,7 +70,7 @@ func TestRenewEvery_AWorkerRenewsAtItsOwnLowerRate(t *testing.T) {
 // supervisor would stop it at once); the sole server's lease never ends.
 func TestIsFenced_OnceTheLeaseRunsOutBeforeTheHeartbeatSaysSo(t *testing.T) {
 	dir := t.TempDir()
-	r, err := runner.New(runner.Config{AllocDir: filepath.Join(dir, "allocs"), LeasePath: filepath.Join(dir, "lease.json"),
+	r, err := runner.New(runner.Config{AllocDir: filepath.Join(dir, "allocs"), LeasePath: filepath.Join(dir, "lease.json"), AllowUnconfined: true,
 		SupervisorCmd: []string{os.Args[0]}, AgentEnv: []string{}})
 	if err != nil {
 		t.Fatal(err)

@@ -55,6 +55,22 @@
 // names, as a process of the job's account with its environment and
 // working directory, or in the job's container through the engine's exec.
 //
+// A process job is confined (confine.go): the runner resolves what its
+// allocation may use into spec.json's limits (its CPUs as a quota or as
+// CPUs of its own, which the runner picks apart from its other jobs'; its
+// memory; its process limit, the node's or the job's own below it; the
+// device minors of the node's GPUs that are not its own) and names the
+// cgroup hierarchy its group goes in (agent/cgroup). The supervisor makes
+// the group, named after the allocation, before it starts the job, starts
+// the job in it, sends the job's signals to every process in it, kills
+// whatever is left in it when the job's leader has exited, records what
+// the group counted (peak memory, CPU time, throttling, OOM kills) in
+// status.json, which says "out of memory" for a job the kernel killed for
+// its limit, and removes it. A runner that kills what a dead supervisor
+// left kills the group too. A node that cannot confine (no cgroups, not
+// root) starts no job unless Config.AllowUnconfined lets it run them
+// unconfined. A job in a container is confined by its engine instead.
+//
 // A job runs as its owner (structs.Job.Owner): the local account of that
 // name when the node has one, as Slurm maps users, else the job user
 // (Config.JobUser, --job-user, default nobody). An owner whose account is

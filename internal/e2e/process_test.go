@@ -40,6 +40,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	testutil.RemoveCgroups()
 	os.Exit(code)
 }
 
@@ -68,11 +69,17 @@ func startAgentWith(t testing.TB, ip, dataDir string, httpPort, raftPort int, sc
 		fmt.Sprintf("%s://%s:%d", scheme, ip, httpPort), env)
 }
 
-// agentArgs are the arguments of `skein agent` on ip.
+// agentArgs are the arguments of `skein agent` on ip. Its jobs are
+// confined in groups of the test binary's, where tests may make cgroups,
+// and run unconfined elsewhere.
 func agentArgs(ip, dataDir string, httpPort, raftPort int, extra ...string) []string {
-	return append([]string{"agent", "--name", "node-" + ip, "--data-dir", dataDir,
+	args := []string{"agent", "--name", "node-" + ip, "--data-dir", dataDir,
 		"--bind", ip, "--http-port", fmt.Sprint(httpPort), "--raft-port", fmt.Sprint(raftPort),
-		"--gpus", "sim:4xH100-80", "--kill-grace", "1s", "--master-ports", masterPorts(ip)}, extra...)
+		"--gpus", "sim:4xH100-80", "--kill-grace", "1s", "--master-ports", masterPorts(ip), "--allow-unconfined"}
+	if parent := testutil.AgentCgroupParent(); parent != "" {
+		args = append(args, "--cgroup-parent", parent)
+	}
+	return append(args, extra...)
 }
 
 // masterPorts is a MASTER_PORT range of the agent on ip's own. The

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/skein-dev/skein/agent/cgroup"
@@ -19,9 +20,11 @@ import (
 const cgroupsParent = "skein-test"
 
 var testCgroups struct {
-	once sync.Once
-	h    *cgroup.Hierarchy
-	why  string
+	once   sync.Once
+	h      *cgroup.Hierarchy
+	parent string // below each hierarchy's root
+	why    string
+	agents atomic.Int64
 }
 
 // Cgroups is a cgroup hierarchy of this test binary's own, for runners and
@@ -36,7 +39,8 @@ func Cgroups() (*cgroup.Hierarchy, string) {
 			return
 		}
 		name := fmt.Sprintf("%s-%d", strings.TrimSuffix(filepath.Base(os.Args[0]), ".test"), os.Getpid())
-		h, err := cgroup.Detect("/proc/self/mountinfo", filepath.Join(cgroupsParent, name))
+		testCgroups.parent = filepath.Join(cgroupsParent, name)
+		h, err := cgroup.Detect("/proc/self/mountinfo", testCgroups.parent)
 		if err == nil {
 			sweepDeadTestCgroups(h)
 			err = h.Prepare()
@@ -48,6 +52,18 @@ func Cgroups() (*cgroup.Hierarchy, string) {
 		testCgroups.h = h
 	})
 	return testCgroups.h, testCgroups.why
+}
+
+// AgentCgroupParent is a parent group (an agent's --cgroup-parent) of
+// its own for each agent a test starts, inside this binary's, so that
+// RemoveCgroups removes what the agent leaves; "" where the machine
+// offers no cgroups a test may use (the agent then runs its jobs
+// unconfined, which tests allow).
+func AgentCgroupParent() string {
+	if h, _ := Cgroups(); h == nil {
+		return ""
+	}
+	return filepath.Join(testCgroups.parent, fmt.Sprintf("agent%d", testCgroups.agents.Add(1)))
 }
 
 // RemoveCgroups removes this binary's hierarchy, killing what is left in
@@ -70,8 +86,9 @@ func parentDirs(h *cgroup.Hierarchy) []string {
 	return dirs
 }
 
-// removeTestHierarchy empties and removes a test binary's groups and its
-// parent group.
+// removeTestHierarchy empties and removes a test binary's groups, at any
+// depth (an agent's are two levels down: its node's group, then its
+// allocations'), and its parent group.
 func removeTestHierarchy(h *cgroup.Hierarchy) {
 	for _, d := range parentDirs(h) {
 		entries, _ := os.ReadDir(d)
@@ -79,6 +96,16 @@ func removeTestHierarchy(h *cgroup.Hierarchy) {
 			if !e.IsDir() {
 				continue
 			}
+			below := *h
+			if below.Version == cgroup.V2 {
+				below.Dir = filepath.Join(h.Dir, e.Name())
+			} else {
+				below.Dirs = make(map[string]string)
+				for c, dir := range h.Dirs {
+					below.Dirs[c] = filepath.Join(dir, e.Name())
+				}
+			}
+			removeTestHierarchy(&below)
 			if g, err := h.Group(e.Name()); err == nil {
 				_ = g.Kill()
 				_ = g.Remove()
