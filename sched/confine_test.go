@@ -54,6 +54,6 @@ func TestCheckFits_AProcessLimitNoNodeLets(t *testing.T) {
 		{name: "some node lets it", nodes: []*structs.Node{gpuNode("a", 1, "L4", 24, withPidsMax(100)), gpuNode("b", 1, "L4", 24, withPidsMax(5000))},
 			spec: structs.JobSpec{PidsMax: 4096}},
 		{name: "no node lets it", nodes: []*structs.Node{gpuNode("a", 1, "L4", 24, withPidsMax(100)), gpuNode("b", 1, "L4", 24, withPidsMax(2000))},
-			spec: structs.JobSpec{PidsMax: 4096}, want: "4096 is above every node's limit; the highest is 2000", wantField: "pids_max"},
+			spec: structs.JobSpec{PidsMax: 4096}, want: "pids_max 4096 is above every node's limit of processes for a job; the highest is 2000", wantField: "pids_max"},
 	})
 }

@@ -113,7 +113,7 @@ func pidsFit(nodes []*structs.Node, pids int64) error {
 		}
 		most = max(most, n.JobPidsMax)
 	}
-	return &FitError{Field: "pids_max", Msg: fmt.Sprintf("%d is above every node's limit; the highest is %d", pids, most)}
+	return &FitError{Field: "pids_max", Msg: fmt.Sprintf("pids_max %d is above every node's limit of processes for a job; the highest is %d", pids, most)}
 }
 
 // containerHosts returns the nodes that could run the container of spec,
