@@ -357,12 +357,14 @@ func (a *Agent) runnerConfig(cgroups *cgroup.Hierarchy, unconfined string) runne
 			a.metrics.Used(u.Usage)
 			a.node.Report(u)
 		},
-		Logger:      a.logger.Named("runner"),
-		LeasePath:   filepath.Join(a.dataDir, "lease.json"),
-		FenceGrace:  a.cfg.FenceGrace,
-		JobUser:     a.cfg.JobUser,
-		JobEnvAllow: a.cfg.JobEnvAllow,
-		LogMax:      a.cfg.LogMaxMiB << 20,
+		Logger:       a.logger.Named("runner"),
+		LeasePath:    filepath.Join(a.dataDir, "lease.json"),
+		FenceGrace:   a.cfg.FenceGrace,
+		JobUser:      a.cfg.JobUser,
+		JobUIDs:      a.cfg.JobUIDs,
+		ShareJobUser: a.cfg.ShareJobUser,
+		JobEnvAllow:  a.cfg.JobEnvAllow,
+		LogMax:       a.cfg.LogMaxMiB << 20,
 		// Image jobs.
 		ContainerSocket: a.cfg.ContainerSocket,
 		AllowMounts:     a.cfg.AllowMounts,

@@ -213,6 +213,11 @@ type Config struct {
 	// runner.DefaultJobUser (nobody). It must exist and must not be root.
 	// An agent that is not root runs every job as itself instead.
 	JobUser string
+	// JobUIDs is the range owners without a local account take uids of
+	// their own from (zero: runner.DefaultJobUIDs); ShareJobUser runs
+	// them all as JobUser instead (--job-uid-range none).
+	JobUIDs      runner.UIDRange
+	ShareJobUser bool
 	// How jobs are confined (agent/cgroup, runner.Config). CgroupParent
 	// is the group, below each cgroup hierarchy's root, that holds this
 	// node's group and its jobs' groups in it ("" = DefaultCgroupParent).

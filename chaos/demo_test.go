@@ -28,7 +28,8 @@ type demo struct {
 	shared string
 	token  string // the cluster's API token, until demo.sh bootstraps ACLs
 	// user is the submitter token demo.sh made for the user "demo": every
-	// test job is that user's, and runs as nobody.
+	// test job is that user's, and runs as demo's uid of the nodes'
+	// --job-uid-range (demo has no account in the containers).
 	user   string
 	subnet string   // first three octets of the network's /24
 	nodes  []string // a, b, c, ...

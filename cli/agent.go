@@ -64,6 +64,7 @@ func agentCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "max-writes", Value: agent.DefaultMaxWrites, Usage: "submitters' writes (jobs, services) the leader carries out at once (`N`); one more is answered 429 with Retry-After, which clients wait out"},
 			&ucli.IntFlag{Name: "max-conns-per-client", Usage: "API connections to hold at once from one client address (default: an eighth of --max-conns, at most 256)"},
 			&ucli.StringFlag{Name: "job-user", Value: runner.DefaultJobUser, Usage: "run the jobs of owners without a local account of their name as `USER` (a name or UID[:GID], never root; used only when the agent runs as root)"},
+			&ucli.StringFlag{Name: "job-uid-range", Value: runner.DefaultJobUIDs.String(), Usage: "`MIN-MAX` uids that owners without a local account run as, a uid of their own each, so that none reads another's secrets or signals its jobs (none: they all run as --job-user)"},
 			&ucli.BoolFlag{Name: "allow-unconfined", Usage: "run jobs unconfined where this node cannot confine them (no cgroups, the agent not root); without it such a node takes no jobs (default with --dev)"},
 			&ucli.IntFlag{Name: "job-pids-max", Usage: "most processes and threads one job may hold (`N`; a job may ask for fewer with submit --pids-max; default 16384, or a quarter of the kernel's pid_max if less)"},
 			&ucli.StringFlag{Name: "cpu-limit", Value: "quota", Usage: "how a job's --cpus is held: quota (that many CPUs' time, on any CPU) or cpuset (CPUs of its own)"},
@@ -237,6 +238,11 @@ func agentFlagsConfig(c *ucli.Context, origins configOrigins) (agent.Config, err
 	cfg.MaxWrites = c.Int("max-writes")
 	cfg.JobUser = c.String("job-user")
 	cfg.JobEnvAllow = envAllowList(c.String("job-env-allow"))
+	if r := c.String("job-uid-range"); r == "none" {
+		cfg.ShareJobUser = true
+	} else if cfg.JobUIDs, err = runner.ParseUIDRange(r); err != nil {
+		return cfg, usagef(c, "--job-uid-range: %v", err)
+	}
 	cfg.AllowUnconfined = c.Bool("allow-unconfined") || c.Bool("dev")
 	cfg.JobPidsMax = int64(c.Int("job-pids-max"))
 	cfg.CgroupParent = c.String("cgroup-parent")

@@ -26,6 +26,7 @@ func fullJobSpec() JobSpec {
 		GPUMemoryMinMiB: 80 * 1024,
 		CPUs:            32,
 		MemoryMiB:       512 * 1024,
+		PidsMax:         4096,
 		Priority:        5,
 		Restarts:        2,
 		TimeLimit:       Duration(2 * time.Hour),
@@ -65,6 +66,7 @@ const fullJobSpecJSON = `{
   "gpu_memory_min_mib": 81920,
   "cpus": 32,
   "memory_mib": 524288,
+  "pids_max": 4096,
   "priority": 5,
   "restarts": 2,
   "time_limit": "2h0m0s",
@@ -153,6 +155,8 @@ func TestJob_JSONIsPinned(t *testing.T) {
 		NotBefore: at.Add(2 * time.Hour), StopRequested: true, PreemptedBy: "fedcba98", Preemptions: 1,
 		PreemptReason: "preempted by job fedcba98 (priority 10)", Reason: "waiting", ExitCode: 3, GPUFaults: 1,
 		ArrayID: "0123456789abcdef0123456789abcdef", ArrayIndex: 7, Service: "llama", ServiceVersion: 3, Crashes: 2, CreateIndex: 10, ModifyIndex: 12,
+		Usage: &AllocUsage{MemoryPeakBytes: 64 << 20, MemoryLimitBytes: 64 << 20, CPUTime: Duration(90 * time.Second),
+			CPUThrottled: Duration(time.Second), ThrottledPeriods: 10, OOMKills: 1},
 	}
 	spec := strings.ReplaceAll(fullJobSpecJSON, "\n", "\n  ")
 	want := `{
@@ -174,6 +178,14 @@ func TestJob_JSONIsPinned(t *testing.T) {
   "reason": "waiting",
   "exit_code": 3,
   "gpu_faults": 1,
+  "usage": {
+    "memory_peak_bytes": 67108864,
+    "memory_limit_bytes": 67108864,
+    "cpu_time": "1m30s",
+    "cpu_throttled": "1s",
+    "throttled_periods": 10,
+    "oom_kills": 1
+  },
   "array_id": "0123456789abcdef0123456789abcdef",
   "array_index": 7,
   "service": "llama",
@@ -289,6 +301,7 @@ func TestNode_JSONIsPinned(t *testing.T) {
 		MasterPorts: PortRange{Min: 29500, Max: 29999},
 		Containers: &ContainerEngine{Engine: "docker 20.10.21", APIVersion: "1.41", GPUs: true,
 			Images: []string{"busybox:latest"}, AllowMounts: []string{"/data"}},
+		Confinement: "none: the agent is not root", JobsRefused: "this node cannot confine jobs", JobPidsMax: 16384,
 		Status: NodeReady, StatusReason: "joined",
 		StatusAt: at, Role: RoleVoter, Version: "0.1.0", RegisteredAt: at, ModifyIndex: 4,
 	}
@@ -335,6 +348,9 @@ func TestNode_JSONIsPinned(t *testing.T) {
       "/data"
     ]
   },
+  "confinement": "none: the agent is not root",
+  "jobs_refused": "this node cannot confine jobs",
+  "job_pids_max": 16384,
   "status": "ready",
   "status_reason": "joined",
   "status_at": "2026-11-29T12:00:00Z",

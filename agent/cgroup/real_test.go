@@ -375,8 +375,9 @@ func (g *Group) dirPids() string {
 }
 
 // TestReal_CPUQuotaHoldsToOneCPU: two busy loops in a group limited to
-// one CPU are throttled, and their CPU time, read from the group, stays
-// within one CPU's worth of the time they ran.
+// one CPU use, by the group's count, no more than one CPU's worth of the
+// time they ran, however busy the machine is (a busy one gives them less,
+// and the quota then has nothing to hold back).
 func TestReal_CPUQuotaHoldsToOneCPU(t *testing.T) {
 	h := realHierarchy(t)
 	g, err := h.Create("cpu", Limits{CPUs: 1})
@@ -389,9 +390,9 @@ func TestReal_CPUQuotaHoldsToOneCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { _ = cmd.Wait() }()
-	waitUntil(t, 20*time.Second, "the quota to throttle the loops", func() (bool, string) {
+	waitUntil(t, time.Minute, "the loops to use a second of CPU", func() (bool, string) {
 		st, err := g.Stats()
-		return err == nil && st.ThrottledPeriods >= 5, fmt.Sprintf("%+v %v", st, err)
+		return err == nil && st.CPU >= time.Second, fmt.Sprintf("%+v %v", st, err)
 	})
 	st, err := g.Stats()
 	elapsed := time.Since(start)

@@ -92,16 +92,19 @@ func LookupJobUser(s string) (Account, error) {
 }
 
 // resolveAccount is the account a job of owner runs as: the local account
-// of that name when there is one, else the job user. allowRoot is whether
-// an admin allows the owner to run as root; without it a local account
-// with uid 0 is refused.
-func resolveAccount(owner string, allowRoot bool, jobUser Account) (Account, error) {
+// of that name when there is one, else a uid of the owner's own from uids
+// (owneruids.go), or the job user where uids is nil, and for a job
+// without an owner. allowRoot is whether an admin allows the owner to run
+// as root; without it a local account with uid 0 is refused.
+func resolveAccount(owner string, allowRoot bool, jobUser Account, uids *ownerUIDs) (Account, error) {
 	if owner == "" {
 		return jobUser, nil
 	}
 	u, err := user.Lookup(owner)
 	var unknown user.UnknownUserError
 	switch {
+	case errors.As(err, &unknown) && uids != nil:
+		return uids.account(owner)
 	case errors.As(err, &unknown):
 		return jobUser, nil
 	case err != nil:

@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -53,8 +54,8 @@ func TestRunner_JobRunsAsTheAccountItsOwnerMapsTo(t *testing.T) {
 			uid: alice.UID, gid: alice.GID, user: alice.Name, home: home(alice.Name)},
 		{name: "an owner allowed root but not root runs as its own account", owner: alice.Name, allowRoot: true,
 			uid: alice.UID, gid: alice.GID, user: alice.Name, home: home(alice.Name)},
-		{name: "an owner without a local account runs as the job user", owner: "carol-has-no-account",
-			uid: int(nobody.UID), gid: int(nobody.GID), user: nobody.Name, home: nobody.Home},
+		{name: "an owner without a local account runs as a uid of its own", owner: "carol-has-no-account",
+			uid: hashedUID("carol-has-no-account"), gid: hashedUID("carol-has-no-account"), user: "carol-has-no-account", home: "/nonexistent"},
 		{name: "a job without an owner runs as the job user", owner: "",
 			uid: int(nobody.UID), gid: int(nobody.GID), user: nobody.Name, home: nobody.Home},
 		{name: "root runs as root when an admin allows it", owner: "root", allowRoot: true,
@@ -146,7 +147,7 @@ echo "supervisor-env $(try cat /proc/$PPID/environ)"
 echo "agent-env $(try cat /proc/$6/environ)"
 echo "write-job-pid $(try sh -c 'echo 1 > ../job.pid')"
 echo "move-spec $(try mv ../spec.json ../spec.old)"
-echo "own-log $(try cat ../stderr.log)"
+echo "own-log $(try sh -c 'echo forged >> ../stderr.log')"
 echo "own-work $(try touch mine)"
 `
 	tk := task("/bin/sh", "-c", script, "job", token, key, filepath.Join(otherDir, stdoutFile),
@@ -154,7 +155,7 @@ echo "own-work $(try touch mine)"
 	tk.Job.Owner = alice.Name
 	out := stdoutOf(t, r, rec, e.allocDir, tk)
 	want := "token no\nkey no\nother-log no\nother-spec no\nlist-allocs no\nsupervisor-env no\nagent-env no\n" +
-		"write-job-pid no\nmove-spec no\nown-log yes\nown-work yes\n"
+		"write-job-pid no\nmove-spec no\nown-log no\nown-work yes\n"
 	if out != want {
 		t.Errorf("what the job could do:\n%s\nwant:\n%s", out, want)
 	}
@@ -368,5 +369,107 @@ func TestRunner_LogsAndTheirRotatedPartsAreRoots(t *testing.T) {
 		if got := fi.Sys().(*syscall.Stat_t).Uid; got != uid || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s: owner uid %d, mode %04o; want uid %d, 0600", name, got, fi.Mode().Perm(), uid)
 		}
+	}
+}
+
+// TestRunner_OwnersWithoutAccountsDoNotShareOne: two owners that have no
+// local account run as accounts of their own, so one's job can neither
+// read the other's environment (its secrets) nor signal it.
+func TestRunner_OwnersWithoutAccountsDoNotShareOne(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("only a root runner runs jobs as other accounts")
+	}
+	e := newEnv(t)
+	r, rec := e.runner(t)
+	work := testutil.SharedDir(t)
+	victim := sh(`echo $$ > victim.pid; exec sleep 1000`)
+	victim.Job.Owner = "ghost-victim"
+	victim.Job.Spec.SecretEnv = map[string]string{"API_KEY": "hunter2"}
+	victim.Job.Spec.Workdir = work
+	mustStart(t, r, victim)
+	waitFile(t, filepath.Join(work, "victim.pid"), "\n")
+	thief := sh(`p=$(cat victim.pid)
+if tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -q hunter2; then echo "read the secret"; else echo "no secret"; fi
+if kill -0 $p 2>/dev/null; then echo "may signal"; else echo "may not signal"; fi
+id -u`)
+	thief.Job.Owner = "ghost-thief"
+	thief.Job.Spec.Workdir = work
+	out := stdoutOf(t, r, rec, e.allocDir, thief)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || lines[0] != "no secret" || lines[1] != "may not signal" {
+		t.Errorf("another owner's job (both without local accounts): %q, want no secret and no signal", out)
+	}
+	victimAs, thiefAs := runsAs(filepath.Join(e.allocDir, victim.Alloc.ID)), runsAs(filepath.Join(e.allocDir, thief.Alloc.ID))
+	if victimAs == thiefAs || !strings.HasPrefix(victimAs, "ghost-victim (uid ") {
+		t.Errorf("the two owners run as %q and %q, want accounts of their own", victimAs, thiefAs)
+	}
+	r.Stop(victim.Alloc.ID, "test over")
+	waitTerminal(t, rec, victim.Alloc.ID)
+}
+
+// hashedUID is the uid a fresh node gives an owner without a local
+// account: the first it tries in DefaultJobUIDs.
+func hashedUID(owner string) int {
+	h := fnv.New32a()
+	h.Write([]byte(owner))
+	return int(uint64(DefaultJobUIDs.Min) + uint64(h.Sum32())%DefaultJobUIDs.size())
+}
+
+// TestRunner_OwnersWithoutAccountsShareTheJobUserWhenTold: a node whose
+// operator turned the uid range off (--job-uid-range none) runs them all
+// as the job user, as before.
+func TestRunner_OwnersWithoutAccountsShareTheJobUserWhenTold(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("only a root runner runs jobs as other accounts")
+	}
+	e := newEnv(t)
+	r, rec := e.runner(t, func(c *Config) { c.ShareJobUser = true })
+	tk := sh(`id -u`)
+	tk.Job.Owner = "ghost-shared"
+	if got, want := strings.TrimSpace(stdoutOf(t, r, rec, e.allocDir, tk)), strconv.Itoa(int(jobUser(t).UID)); got != want {
+		t.Errorf("ran as uid %s, want the job user's %s", got, want)
+	}
+}
+
+// TestOwnerUIDs_KeptAcrossRestartsAndNeverShared: a node gives an owner
+// the same uid again after a restart, and gives two owners whose names
+// hash alike different uids.
+func TestOwnerUIDs_KeptAcrossRestartsAndNeverShared(t *testing.T) {
+	dir := t.TempDir()
+	span := UIDRange{Min: 5000, Max: 5001} // two uids: every owner collides
+	o, err := newOwnerUIDs(span, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := o.account("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := o.account("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.UID == b.UID || a.UID < 5000 || a.UID > 5001 || b.UID < 5000 || b.UID > 5001 {
+		t.Fatalf("a %d, b %d: want two uids of 5000-5001", a.UID, b.UID)
+	}
+	if _, err := o.account("c"); !errors.Is(err, errUIDsExhausted) {
+		t.Errorf("a third owner of a two-uid range: %v, want errUIDsExhausted", err)
+	}
+	again, err := newOwnerUIDs(span, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a2, err := again.account("a"); err != nil || a2.UID != a.UID {
+		t.Errorf("after a restart a runs as %d (%v), want %d", a2.UID, err, a.UID)
+	}
+	for _, bad := range []string{"", "5", "9-3", "0-10", "1-4294967295", "x-y"} {
+		if _, err := ParseUIDRange(bad); err == nil {
+			t.Errorf("ParseUIDRange(%q) accepted", bad)
+		}
+	}
+	if r, err := ParseUIDRange("100-200"); err != nil || r != (UIDRange{100, 200}) {
+		t.Errorf("ParseUIDRange(100-200) = %v, %v", r, err)
 	}
 }

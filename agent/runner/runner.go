@@ -81,6 +81,11 @@ type Config struct {
 	// It is used only when the runner is root: otherwise every job runs as
 	// the runner's own user.
 	JobUser string
+	// JobUIDs is the range owners without a local account take uids of
+	// their own from (owneruids.go); zero means DefaultJobUIDs.
+	// ShareJobUser runs them all as JobUser instead.
+	JobUIDs      UIDRange
+	ShareJobUser bool
 	// JobEnvAllow names the variables of AgentEnv that jobs get (names, or
 	// prefixes ending in '*'; see CheckEnvAllow); nil means
 	// DefaultJobEnvAllow. Jobs never get the rest of it.
@@ -192,6 +197,9 @@ type Runner struct {
 	// runner's own account when it cannot switch.
 	switchUser bool
 	jobUser    Account
+	// ownerUIDs gives owners without a local account uids of their own;
+	// nil when they share the job user (or the runner cannot switch).
+	ownerUIDs *ownerUIDs
 	envAllow   []string
 	agentEnv   []string
 	logMax     int64
@@ -312,6 +320,15 @@ func New(cfg Config) (*Runner, error) {
 	}
 	if err := r.setJobUser(cfg.JobUser, dir); err != nil {
 		return nil, err
+	}
+	if r.switchUser && !cfg.ShareJobUser {
+		span := cfg.JobUIDs
+		if span == (UIDRange{}) {
+			span = DefaultJobUIDs
+		}
+		if r.ownerUIDs, err = newOwnerUIDs(span, dir); err != nil {
+			return nil, err
+		}
 	}
 	if r.confine, err = newConfinement(cfg); err != nil {
 		return nil, err
@@ -440,7 +457,7 @@ func (r *Runner) account(t Task) (Account, error) {
 	if !r.switchUser {
 		return r.jobUser, nil
 	}
-	return resolveAccount(t.Job.Owner, t.Job.AllowRoot, r.jobUser)
+	return resolveAccount(t.Job.Owner, t.Job.AllowRoot, r.jobUser, r.ownerUIDs)
 }
 
 // launch writes the spec and starts the supervisor for a new allocation.

@@ -72,8 +72,16 @@ func TestProcess_ImageJobs_GangFencingAndAdoption(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := fmt.Sprintf("rank %d of 2 at ", rank)
-		if !strings.Contains(out, want) || !strings.Contains(out, "gpus GPU-") || !strings.Contains(out, "uid 65534") {
-			t.Errorf("rank %d logged %q, want %q, its GPUs and the job user's uid", rank, out, want)
+		// The owner has no account on the node: a uid of its own.
+		var runAs string
+		for _, a := range d.Allocations {
+			if a.Rank == rank {
+				runAs = a.RunAs
+			}
+		}
+		_, uid, _ := strings.Cut(strings.TrimSuffix(runAs, ")"), "(uid ")
+		if !strings.Contains(out, want) || !strings.Contains(out, "gpus GPU-") || uid == "" || !strings.Contains(out, "uid "+uid+"\n") {
+			t.Errorf("rank %d logged %q, want %q, its GPUs and the uid it runs as (%s)", rank, out, want, runAs)
 		}
 	}
 	for _, a := range d.Allocations {
