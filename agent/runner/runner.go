@@ -200,9 +200,9 @@ type Runner struct {
 	// ownerUIDs gives owners without a local account uids of their own;
 	// nil when they share the job user (or the runner cannot switch).
 	ownerUIDs *ownerUIDs
-	envAllow   []string
-	agentEnv   []string
-	logMax     int64
+	envAllow  []string
+	agentEnv  []string
+	logMax    int64
 	// How image tasks run (Config.ContainerSocket and the rest).
 	socket      string
 	allowMounts []string
