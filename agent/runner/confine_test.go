@@ -311,6 +311,25 @@ func TestConfine_ANodeThatCannotConfineRefusesJobs(t *testing.T) {
 	}
 }
 
+// startWithDaemon starts a job that leaves a daemon in a session of its
+// own and runs on; it returns the task and the daemon's pid, which the
+// test's end kills whatever happened.
+func startWithDaemon(t *testing.T, r *Runner, rec *recorder) (Task, int) {
+	t.Helper()
+	work := testutil.SharedDir(t)
+	tk := sh(`setsid sh -c 'echo $$ > daemon.pid; exec sleep 1000' & sleep 1000`)
+	tk.Job.Spec.Workdir = work
+	mustStart(t, r, tk)
+	waitState(t, rec, tk.Alloc.ID, structs.AllocRunning)
+	waitFile(t, filepath.Join(work, "daemon.pid"), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(readFile(t, filepath.Join(work, "daemon.pid"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	return tk, pid
+}
+
 // TestConfine_AnAdoptedJobKeepsItsGroup: a job whose runner was replaced
 // (an agent restart) stays in its group, and still dies with it.
 func TestConfine_AnAdoptedJobKeepsItsGroup(t *testing.T) {
@@ -318,14 +337,7 @@ func TestConfine_AnAdoptedJobKeepsItsGroup(t *testing.T) {
 	h := confinedHierarchy(t)
 	e := newEnv(t)
 	r1, rec1 := e.runner(t)
-	work := testutil.SharedDir(t)
-	tk := sh(`setsid sh -c 'echo $$ > daemon.pid; exec sleep 1000' & sleep 1000`)
-	tk.Job.Spec.Workdir = work
-	mustStart(t, r1, tk)
-	waitState(t, rec1, tk.Alloc.ID, structs.AllocRunning)
-	waitFile(t, filepath.Join(work, "daemon.pid"), "\n")
-	pid, _ := strconv.Atoi(strings.TrimSpace(readFile(t, filepath.Join(work, "daemon.pid"))))
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	tk, pid := startWithDaemon(t, r1, rec1)
 	r1.Shutdown()
 
 	r2, rec2 := e.runner(t)
@@ -353,14 +365,7 @@ func TestConfine_ADeadSupervisorsGroupIsKilled(t *testing.T) {
 	h := confinedHierarchy(t)
 	e := newEnv(t)
 	r, rec := e.runner(t)
-	work := testutil.SharedDir(t)
-	tk := sh(`setsid sh -c 'echo $$ > daemon.pid; exec sleep 1000' & sleep 1000`)
-	tk.Job.Spec.Workdir = work
-	mustStart(t, r, tk)
-	waitState(t, rec, tk.Alloc.ID, structs.AllocRunning)
-	waitFile(t, filepath.Join(work, "daemon.pid"), "\n")
-	pid, _ := strconv.Atoi(strings.TrimSpace(readFile(t, filepath.Join(work, "daemon.pid"))))
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	tk, pid := startWithDaemon(t, r, rec)
 	var sup procRecord
 	if found, err := readJSON(filepath.Join(e.allocDir, tk.Alloc.ID, supervisorPIDFile), &sup); !found || err != nil {
 		t.Fatalf("supervisor.pid: %v", err)
