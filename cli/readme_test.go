@@ -723,7 +723,7 @@ func TestREADME_JobArraysExampleIsWhatSkeinPrints(t *testing.T) {
 	asUser(t, "demo")
 	columns := []string{"GPUS"}
 	if os.Getuid() != 0 {
-		columns = append(columns, "RUNS AS") // only root runs demo's jobs as nobody
+		columns = append(columns, "RUNS AS") // only root runs demo's jobs as a uid of demo's own
 	}
 	tr := newTranscriptRun(t, columns...)
 	steps := readmeTranscript(t, "Job arrays")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -77,7 +76,7 @@ func startTwoNodes(t *testing.T) {
 // user's.
 func TestSbatch_MultiNodeScriptRunsOnTwoNodesAndRankZeroWritesItsOutputFile(t *testing.T) {
 	startTwoNodes(t)
-	dir := testutil.SharedDir(t) // the job runs as nobody and writes here
+	dir := testutil.SharedDir(t) // the job runs as another user and writes here
 	t.Chdir(dir)
 	writeTestFile(t, filepath.Join(dir, "two.sh"), `#!/bin/sh
 #SBATCH --job-name=two
@@ -118,15 +117,16 @@ echo "warn $SLURM_NODEID" >&2
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The job runs as its owner's account: here, without ACLs, the job
-	// user nobody when the agent is root, else the agent's own user.
+	// The job runs as its owner's account: here, an owner without a local
+	// account, a uid of its own when the agent is root, else the agent's
+	// own user.
 	owner := fmt.Sprint(os.Geteuid())
 	if owner == "0" {
-		nobody, err := user.Lookup("nobody")
-		if err != nil {
-			t.Fatal(err)
+		for _, a := range d.Allocations {
+			if a.Rank == 0 {
+				_, owner, _ = strings.Cut(strings.TrimSuffix(a.RunAs, ")"), "(uid ")
+			}
 		}
-		owner = nobody.Uid
 	}
 	if uid := fmt.Sprint(fi.Sys().(*syscall.Stat_t).Uid); uid != owner {
 		t.Errorf("the output file belongs to uid %s, want %s: the job creates it as its user", uid, owner)
