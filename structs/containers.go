@@ -115,6 +115,9 @@ func (e *ContainerEngine) Validate() error {
 	case len(e.AllowMounts) > MaxMounts:
 		return fieldErr("containers.allow_mounts", "%d directories, more than the limit of %d", len(e.AllowMounts), MaxMounts)
 	}
+	if err := validateCaps("containers.allow_caps", e.AllowCaps); err != nil {
+		return err
+	}
 	for _, ref := range e.Images {
 		if ref == "" || len(ref) > MaxImageRefLen {
 			return fieldErr("containers.images", "a reference of %d bytes: want 1 to %d", len(ref), MaxImageRefLen)
@@ -129,7 +132,8 @@ func (e *ContainerEngine) Validate() error {
 }
 
 // validateContainer checks the container fields of a spec: the image
-// reference, and that the pull policy, mounts and shm size come with one.
+// reference, the capabilities, and that the pull policy, mounts, shm size
+// and capabilities come with one.
 func (s *JobSpec) validateContainer() error {
 	if s.Image == "" {
 		switch {
@@ -139,6 +143,8 @@ func (s *JobSpec) validateContainer() error {
 			return fieldErr("mounts", "set, but the job has no image: only a container mounts directories")
 		case s.ShmSizeMiB != 0:
 			return fieldErr("shm_size_mib", "set, but the job has no image: only a container has its own /dev/shm")
+		case len(s.Caps) > 0:
+			return fieldErr("caps", "set, but the job has no image: only a container is given capabilities")
 		}
 		return nil
 	}
@@ -152,6 +158,9 @@ func (s *JobSpec) validateContainer() error {
 	}
 	if s.ShmSizeMiB < 0 || s.ShmSizeMiB > MaxShmSizeMiB {
 		return fieldErr("shm_size_mib", "%s is out of range 0..%s", FormatMiB(int64(s.ShmSizeMiB)), FormatMiB(MaxShmSizeMiB))
+	}
+	if err := validateCaps("caps", s.Caps); err != nil {
+		return err
 	}
 	if len(s.Mounts) > MaxMounts {
 		return fieldErr("mounts", "%d mounts, more than the limit of %d", len(s.Mounts), MaxMounts)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -184,6 +185,17 @@ func TestJobSpec_ValidateContainerFields(t *testing.T) {
 			"mounts", "path of 1025 bytes, more than the limit of 1024"},
 		{"target is the root", func(s *JobSpec) { image(s); s.Mounts = []Mount{{Source: "/data", Target: "/"}} },
 			"mounts", "target / would hide the whole image"},
+		{"capabilities", func(s *JobSpec) { image(s); s.Caps = []string{"NET_BIND_SERVICE", "SYS_PTRACE"} }, "", ""},
+		{"every capability", func(s *JobSpec) { image(s); s.Caps = slices.Clone(Capabilities) }, "", ""},
+		{"capabilities without image", func(s *JobSpec) { s.Caps = []string{"NET_RAW"} }, "caps", "no image"},
+		{"an unknown capability", func(s *JobSpec) { image(s); s.Caps = []string{"NET_RAW", "ALL"} },
+			"caps", `"ALL" is not a Linux capability: want a name like NET_BIND_SERVICE or CAP_NET_RAW`},
+		{"a capability spelled otherwise", func(s *JobSpec) { image(s); s.Caps = []string{"cap_net_raw"} },
+			"caps", `"cap_net_raw": want it spelled NET_RAW`},
+		{"a capability twice", func(s *JobSpec) { image(s); s.Caps = []string{"NET_RAW", "CHOWN", "NET_RAW"} },
+			"caps", "NET_RAW given twice"},
+		{"more capabilities than Linux has", func(s *JobSpec) { image(s); s.Caps = append(slices.Clone(Capabilities), "CHOWN") },
+			"caps", "42 capabilities, more than the 41 Linux has"},
 		{"same target twice", func(s *JobSpec) {
 			image(s)
 			s.Mounts = []Mount{{Source: "/a", Target: "/d"}, {Source: "/b", Target: "/d", ReadOnly: true}}
@@ -235,6 +247,10 @@ func TestContainerEngine_Validate(t *testing.T) {
 		{"relative allowed mount", ContainerEngine{AllowMounts: []string{"data"}}, "containers.allow_mounts"},
 		{"unclean allowed mount", ContainerEngine{AllowMounts: []string{"/data/.."}}, "containers.allow_mounts"},
 		{"long allowed mount", ContainerEngine{AllowMounts: []string{"/" + strings.Repeat("p", MaxMountPathLen)}}, "containers.allow_mounts"},
+		{"allowed capabilities", ContainerEngine{Engine: "docker 20.10.21", AllowCaps: []string{"NET_RAW", "CHOWN"}}, ""},
+		{"an unknown allowed capability", ContainerEngine{AllowCaps: []string{"NET_RAWR"}}, "containers.allow_caps"},
+		{"an allowed capability spelled otherwise", ContainerEngine{AllowCaps: []string{"CAP_NET_RAW"}}, "containers.allow_caps"},
+		{"an allowed capability twice", ContainerEngine{AllowCaps: []string{"CHOWN", "CHOWN"}}, "containers.allow_caps"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -305,5 +321,48 @@ func TestContainerEngine_Answers(t *testing.T) {
 		if got := c.e.Answers(); got != c.want {
 			t.Errorf("%s: Answers() = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+func TestParseCap_TakesAnySpellingOfAKnownName(t *testing.T) {
+	for in, want := range map[string]string{"NET_RAW": "NET_RAW", "net_raw": "NET_RAW", "CAP_NET_BIND_SERVICE": "NET_BIND_SERVICE",
+		"cap_sys_admin": "SYS_ADMIN", "Cap_Chown": "CHOWN"} {
+		if got, err := ParseCap(in); got != want || err != nil {
+			t.Errorf("ParseCap(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "CAP_", "ALL", "NET RAW", "CAP_CAP_NET_RAW", "NET_RAW\n"} {
+		if got, err := ParseCap(in); err == nil || !strings.Contains(err.Error(), "is not a Linux capability") {
+			t.Errorf("ParseCap(%q) = %q, %v; want it refused", in, got, err)
+		}
+	}
+}
+
+func TestJobSpec_NormalizeSpellsCapabilitiesOneWay(t *testing.T) {
+	s := validSpec()
+	s.Image = "busybox"
+	s.Caps = []string{"cap_net_raw", "Sys_Ptrace", "NOPE"}
+	s.Normalize()
+	if !slices.Equal(s.Caps, []string{"NET_RAW", "SYS_PTRACE", "NOPE"}) {
+		t.Errorf("Normalize left caps %q", s.Caps)
+	}
+	var fe *FieldError
+	if err := s.Validate(); !errors.As(err, &fe) || fe.Field != "caps" || !strings.Contains(fe.Msg, `"NOPE"`) {
+		t.Errorf("Validate() = %v, want the unknown capability refused", err)
+	}
+}
+
+func TestCapsAllowed(t *testing.T) {
+	allow := []string{"NET_RAW", "CHOWN"}
+	for _, c := range []struct {
+		caps []string
+		want bool
+	}{{nil, true}, {[]string{"CHOWN"}, true}, {[]string{"CHOWN", "NET_RAW"}, true}, {[]string{"CHOWN", "SYS_ADMIN"}, false}} {
+		if got := CapsAllowed(c.caps, allow); got != c.want {
+			t.Errorf("CapsAllowed(%q, %q) = %v, want %v", c.caps, allow, got, c.want)
+		}
+	}
+	if CapsAllowed([]string{"CHOWN"}, nil) {
+		t.Error("a node that allows nothing allows CHOWN")
 	}
 }

@@ -18,6 +18,7 @@ func (n *Node) Copy() *Node {
 		e := *n.Containers
 		e.Images = slices.Clone(e.Images)
 		e.AllowMounts = slices.Clone(e.AllowMounts)
+		e.AllowCaps = slices.Clone(e.AllowCaps)
 		c.Containers = &e
 	}
 	if n.GPUs != nil {
@@ -31,7 +32,7 @@ func (n *Node) Copy() *Node {
 }
 
 // Copy returns a deep copy of the spec: its command, environment,
-// constraints, dependencies and mounts are copied.
+// constraints, dependencies, mounts and capabilities are copied.
 func (s JobSpec) Copy() JobSpec {
 	s.Command = slices.Clone(s.Command)
 	s.Env = maps.Clone(s.Env)
@@ -39,6 +40,7 @@ func (s JobSpec) Copy() JobSpec {
 	s.Constraints = maps.Clone(s.Constraints)
 	s.After = slices.Clone(s.After)
 	s.Mounts = slices.Clone(s.Mounts)
+	s.Caps = slices.Clone(s.Caps)
 	if s.Array != nil {
 		a := *s.Array
 		s.Array = &a
@@ -85,7 +87,8 @@ func (e *ContainerEngine) Equal(o *ContainerEngine) bool {
 		return e == o
 	}
 	return e.Engine == o.Engine && e.APIVersion == o.APIVersion && e.GPUs == o.GPUs && e.Error == o.Error &&
-		slices.Equal(e.Images, o.Images) && slices.Equal(e.AllowMounts, o.AllowMounts)
+		slices.Equal(e.Images, o.Images) && slices.Equal(e.AllowMounts, o.AllowMounts) &&
+		slices.Equal(e.AllowCaps, o.AllowCaps)
 }
 
 // Copy returns a deep copy of the spec: its job and health check.

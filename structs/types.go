@@ -100,6 +100,10 @@ type ContainerEngine struct {
 	// AllowMounts are the host directories under which jobs' mounts may
 	// lie (--allow-mount); none: jobs on this node may mount nothing.
 	AllowMounts []string `json:"allow_mounts,omitempty"`
+	// AllowCaps are the capabilities jobs' containers may be given here
+	// (--allow-cap), spelled as Capabilities spells them; none: no job
+	// here gets one.
+	AllowCaps []string `json:"allow_caps,omitempty"`
 	// Error says, in words, why the engine did not answer; the other
 	// fields are then empty.
 	Error string `json:"error,omitempty"`
@@ -312,6 +316,10 @@ type JobSpec struct {
 	// ShmSizeMiB is the size of the container's /dev/shm; 0 means the
 	// node's default, sized from its memory.
 	ShmSizeMiB SizeMiB `json:"shm_size_mib,omitempty" yaml:"shm_size"`
+	// Caps are the Linux capabilities the container is given (as
+	// Capabilities spells them; --allow-cap): it has none but these, and
+	// is placed only on nodes that allow them all.
+	Caps []string `json:"caps,omitempty" yaml:"caps"`
 }
 
 // PullPolicy says when a node pulls a job's image.

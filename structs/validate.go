@@ -74,7 +74,8 @@ func ReservedEnv(name string) bool {
 }
 
 // Normalize fills defaults a user may leave out and spells a signal name
-// the one way Validate accepts ("sigusr1" becomes "USR1").
+// and capabilities the one way Validate accepts ("sigusr1" becomes
+// "USR1", "cap_net_raw" "NET_RAW").
 func (s *JobSpec) Normalize() {
 	if s.Nodes == 0 {
 		s.Nodes = 1
@@ -85,6 +86,7 @@ func (s *JobSpec) Normalize() {
 	if s.Signal != nil {
 		s.Signal.Name = strings.TrimPrefix(strings.ToUpper(s.Signal.Name), "SIG")
 	}
+	normalizeCaps(s.Caps)
 }
 
 // Validate checks a normalized spec against the limits above. The error is a

@@ -44,6 +44,7 @@ func fullJobSpec() JobSpec {
 		ImagePull:    PullAlways,
 		Mounts:       []Mount{{Source: "/data", Target: "/data", ReadOnly: true}, {Source: "/scratch", Target: "/s"}},
 		ShmSizeMiB:   64 * 1024,
+		Caps:         []string{"NET_BIND_SERVICE"},
 	}
 }
 
@@ -114,7 +115,10 @@ const fullJobSpecJSON = `{
       "target": "/s"
     }
   ],
-  "shm_size_mib": 65536
+  "shm_size_mib": 65536,
+  "caps": [
+    "NET_BIND_SERVICE"
+  ]
 }`
 
 // checkWire checks that every field of v is set, that v encodes to want,
@@ -300,7 +304,7 @@ func TestNode_JSONIsPinned(t *testing.T) {
 		GPUSource: "nvml", GPUDriver: "550.54.15", CUDAVersion: "12.4", LinkMbps: 100000,
 		MasterPorts: PortRange{Min: 29500, Max: 29999},
 		Containers: &ContainerEngine{Engine: "docker 20.10.21", APIVersion: "1.41", GPUs: true,
-			Images: []string{"busybox:latest"}, AllowMounts: []string{"/data"}},
+			Images: []string{"busybox:latest"}, AllowMounts: []string{"/data"}, AllowCaps: []string{"NET_RAW"}},
 		Confinement: "none: the agent is not root", JobsRefused: "this node cannot confine jobs", JobPidsMax: 16384,
 		Status: NodeReady, StatusReason: "joined",
 		StatusAt: at, Role: RoleVoter, Version: "0.1.0", RegisteredAt: at, ModifyIndex: 4,
@@ -346,6 +350,9 @@ func TestNode_JSONIsPinned(t *testing.T) {
     ],
     "allow_mounts": [
       "/data"
+    ],
+    "allow_caps": [
+      "NET_RAW"
     ]
   },
   "confinement": "none: the agent is not root",
