@@ -25,6 +25,16 @@ func withEngineDown(n *structs.Node) {
 
 func simulated(n *structs.Node) { n.GPUSource = "simulated" }
 
+// allowingCaps lets a node's engine (withEngine first) give containers caps.
+func allowingCaps(caps ...string) func(*structs.Node) {
+	return func(n *structs.Node) { n.Containers.AllowCaps = caps }
+}
+
+// withCaps makes a job ask for capabilities.
+func withCaps(caps ...string) func(*structs.JobSpec) {
+	return func(s *structs.JobSpec) { s.Caps = caps }
+}
+
 // image makes a job run in a container of ref with the mounts.
 func image(ref string, mounts ...string) func(*structs.JobSpec) {
 	return func(s *structs.JobSpec) {
@@ -64,6 +74,13 @@ func TestPlace_ImageJobRunsOnlyWhereItsContainerCan(t *testing.T) {
 			job("j", 1, image("busybox", "/data/team/x:/x:ro", "/data:/data")), "n1", ""},
 		{"a job without an image needs no engine", []*structs.Node{gpuNode("n1", 8, "A100", 80)}, job("j", 1),
 			"n1", ""},
+		{"a capability not allowed", []*structs.Node{gpuNode("n1", 8, "A100", 80, withEngine(true, nil), allowingCaps("CHOWN"))},
+			job("j", 1, image("busybox"), withCaps("CHOWN", "NET_ADMIN")), "", "1 node: capability NET_ADMIN not allowed (--allow-cap)"},
+		{"only where the capabilities are allowed", []*structs.Node{
+			gpuNode("n1", 8, "A100", 80, withEngine(true, nil)),
+			gpuNode("n2", 8, "A100", 80, withEngine(true, nil), allowingCaps("NET_ADMIN")),
+			gpuNode("n3", 8, "A100", 80, withEngine(true, nil), allowingCaps("CHOWN", "NET_ADMIN")),
+		}, job("j", 1, image("busybox"), withCaps("CHOWN", "NET_ADMIN")), "n3", ""},
 		{"only the node that can", []*structs.Node{
 			gpuNode("n1", 8, "A100", 80),
 			gpuNode("n2", 8, "A100", 80, withEngineDown),
@@ -212,12 +229,15 @@ func TestPreemptions_NoVictimOnANodeTheImageJobCannotUse(t *testing.T) {
 	}
 }
 
-func TestCheckFits_ImageJobNeedsAnEngineGPUsAndMounts(t *testing.T) {
+func TestCheckFits_ImageJobNeedsAnEngineGPUsMountsAndCaps(t *testing.T) {
 	bare := gpuNode("bare", 8, "A100", 80)
 	down := gpuNode("down", 8, "A100", 80, withEngineDown)
 	noGPUs := gpuNode("nogpus", 8, "A100", 80, withEngine(false, []string{"/data", "/etc"}))
 	small := gpuNode("small", 2, "L4", 24, withEngine(true, []string{"/data"}))
 	sim := gpuNode("sim", 4, "A100", 40, simulated, withEngine(false, []string{"/scratch"}))
+	capsNode := func(name string, caps ...string) *structs.Node {
+		return gpuNode(name, 2, "L4", 24, withEngine(true, nil), allowingCaps(caps...))
+	}
 	cases := []fitCase{
 		{name: "an engine that answers", nodes: []*structs.Node{bare, small}, spec: structs.JobSpec{Image: "busybox", GPUs: 2}},
 		{name: "down nodes count", nodes: []*structs.Node{gpuNode("n", 2, "L4", 24, withStatus(structs.NodeDown), withEngine(true, nil))},
@@ -238,6 +258,22 @@ func TestCheckFits_ImageJobNeedsAnEngineGPUsAndMounts(t *testing.T) {
 		{name: "a mount allowed only where GPUs are not", nodes: []*structs.Node{small, noGPUs},
 			spec: structs.JobSpec{Image: "busybox", GPUs: 1, Mounts: []structs.Mount{{Source: "/etc", Target: "/e"}}},
 			want: "no node whose container engine can hand out GPUs allows mount /etc (skein agent --allow-mount)", wantField: "mounts"},
+		{name: "a capability no node allows", nodes: []*structs.Node{capsNode("a", "NET_RAW", "CHOWN"), capsNode("b", "NET_RAW"), noGPUs},
+			spec: structs.JobSpec{Image: "busybox", Caps: []string{"NET_RAW", "SYS_ADMIN"}},
+			want: "no node with a container engine allows capability SYS_ADMIN (skein agent --allow-cap): they allow CHOWN, NET_RAW", wantField: "caps"},
+		{name: "a capability where no node allows any", nodes: []*structs.Node{small},
+			spec: structs.JobSpec{Image: "busybox", Caps: []string{"NET_BIND_SERVICE"}},
+			want: "no node with a container engine allows capability NET_BIND_SERVICE (skein agent --allow-cap): they allow none", wantField: "caps"},
+		{name: "capabilities no node allows together", nodes: []*structs.Node{capsNode("a", "NET_RAW"), capsNode("b", "CHOWN")},
+			spec:      structs.JobSpec{Image: "busybox", Caps: []string{"NET_RAW", "CHOWN"}},
+			want:      "no node with a container engine allows all of the capabilities NET_RAW, CHOWN (skein agent --allow-cap): they allow CHOWN, NET_RAW",
+			wantField: "caps"},
+		{name: "a capability allowed only where the mounts are not", nodes: []*structs.Node{small, capsNode("a", "NET_RAW")},
+			spec:      structs.JobSpec{Image: "busybox", Caps: []string{"NET_RAW"}, Mounts: []structs.Mount{{Source: "/data", Target: "/d"}}},
+			want:      "no node with a container engine that allows the mounts allows capability NET_RAW (skein agent --allow-cap): they allow none",
+			wantField: "caps"},
+		{name: "a node allowing the capability", nodes: []*structs.Node{small, capsNode("a", "NET_RAW")},
+			spec: structs.JobSpec{Image: "busybox", Caps: []string{"NET_RAW"}}},
 		{name: "the GPUs of the nodes that can run it", nodes: []*structs.Node{bare, small}, spec: structs.JobSpec{Image: "busybox", GPUs: 4},
 			want: "no node that can run the container has 4 GPUs; largest has 2", wantField: "gpus"},
 		{name: "every node can run it", nodes: []*structs.Node{small}, spec: structs.JobSpec{Image: "busybox", GPUs: 4},

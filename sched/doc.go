@@ -27,7 +27,7 @@
 // passes the time in), no I/O, no goroutines and no randomness, so the same
 // state, jobs and time always give the same plan. Each job goes through a
 // short pipeline: cheap filters (node ready, constraints, for a job with an
-// image the node's container engine and allowed mounts, GPU model and
+// image the node's container engine, allowed mounts and capabilities, GPU model and
 // memory, --exclusive, free GPUs, CPUs, memory, the reservation), a scorer (binpack or
 // spread, ties to a node that holds the job's image), and a pick, found
 // through an index of nodes by free GPU count;

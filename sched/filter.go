@@ -25,9 +25,11 @@ type request struct {
 	constraints []label
 	// container is set for a job with an image: it needs an engine that
 	// answers, one that hands out GPUs when it asks for some on real ones,
-	// and a node that allows each of mounts, the mount sources.
+	// and a node that allows each of mounts, the mount sources, and
+	// each of caps, the capabilities it is to be given.
 	container bool
 	mounts    []string
+	caps      []string
 	// holders says, per ledger node, whether it holds the job's image
 	// (ledger.holders); nil when no node does.
 	holders []bool
@@ -91,6 +93,7 @@ func newRequest(j *structs.Job, l *ledger) (*request, error) {
 		for _, m := range s.Mounts {
 			r.mounts = append(r.mounts, m.Source)
 		}
+		r.caps = s.Caps
 		r.holders = l.holders(s.Image)
 	}
 	if svc, ok := structs.ReplicaService(j.ID); ok && j.Service != "" {
@@ -106,8 +109,8 @@ const simulatedGPUs = "simulated"
 // containerFit checks the node's container engine for a job with an
 // image: the engine answers, can hand out the node's GPUs when the job
 // asks for some (simulated GPUs need nothing of it), and the node allows
-// every mount source. It returns the first failing filter and, for a
-// mount, its source.
+// every mount source and every capability. It returns the first failing
+// filter and, for a mount, its source, for a capability, its name.
 func (r *request) containerFit(n *structs.Node) (reasonCode, string) {
 	e := n.Containers
 	switch {
@@ -121,6 +124,11 @@ func (r *request) containerFit(n *structs.Node) (reasonCode, string) {
 	for _, src := range r.mounts {
 		if !structs.MountAllowed(src, e.AllowMounts) {
 			return reasonMount, src
+		}
+	}
+	for _, c := range r.caps {
+		if !slices.Contains(e.AllowCaps, c) {
+			return reasonCap, c
 		}
 	}
 	return reasonNone, ""
@@ -145,11 +153,12 @@ const (
 	reasonConstraint
 	// The container filters of a job with an image: no engine, an engine
 	// that does not answer, one that cannot hand out the node's GPUs, a
-	// mount source the node does not allow.
+	// mount source or a capability the node does not allow.
 	reasonNoEngine
 	reasonEngineDown
 	reasonEngineGPUs
 	reasonMount
+	reasonCap
 	reasonModel
 	reasonGPUMem
 	// The node is not to be shared: an --exclusive job holds it, or the
@@ -307,7 +316,7 @@ func (r *request) shortOf(ns *nodeState, matching int) reasonCode {
 type tally struct {
 	counts [numReasons]int
 	// byArg splits the reasons that carry an argument (status, constraint,
-	// the mount source, the reservation's text).
+	// the mount source, the capability, the reservation's text).
 	byArg map[reasonKey]int
 }
 
@@ -317,7 +326,7 @@ type reasonKey struct {
 }
 
 func (t *tally) add(code reasonCode, arg string) {
-	if code == reasonStatus || code == reasonConstraint || code == reasonMount || code == reasonReserved {
+	if code == reasonStatus || code == reasonConstraint || code == reasonMount || code == reasonCap || code == reasonReserved {
 		if t.byArg == nil {
 			t.byArg = make(map[reasonKey]int)
 		}
@@ -375,6 +384,8 @@ func reasonText(r *request, code reasonCode, arg string) string {
 		return "container engine cannot hand out NVIDIA GPUs"
 	case reasonMount:
 		return "mount " + arg + " not allowed (--allow-mount)"
+	case reasonCap:
+		return "capability " + arg + " not allowed (--allow-cap)"
 	case reasonModel:
 		return "gpu_model " + r.job.Spec.GPUModel + " required"
 	case reasonGPUMem:

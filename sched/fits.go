@@ -13,8 +13,8 @@ import (
 type FitError struct {
 	// Field is the JobSpec field no node is big enough for ("gpus", "cpus",
 	// "memory_mib") or has what it needs for ("image": a container engine
-	// that answers; "gpus": one that hands out GPUs; "mounts": a node that
-	// allows them), or "" when every field fits some node but no node fits
+	// that answers; "gpus": one that hands out GPUs; "mounts", "caps": a
+	// node that allows them), or "" when every field fits some node but no node fits
 	// them all at once.
 	Field string
 	// Msg is the whole message, e.g. "no node has 12 GPUs; largest has 8".
@@ -31,8 +31,8 @@ func (e *FitError) Unwrap() error { return ErrNeverFits }
 // memory (healthy or not, ignoring usage, status, model and labels), and,
 // for a job with an image, the node's container engine: it must answer,
 // hand out the node's GPUs when the job asks for some, and the node must
-// allow every mount. A node that reports 0 CPUs (or 0 memory) does not
-// track them and fits any amount. With no nodes it returns ErrNoNodes;
+// allow every mount and capability. A node that reports 0 CPUs (or 0
+// memory) does not track them and fits any amount. With no nodes it returns ErrNoNodes;
 // otherwise a *FitError, or nil when some node could.
 func CheckFits(nodes []*structs.Node, spec structs.JobSpec) error {
 	var registered []*structs.Node
@@ -119,9 +119,10 @@ func pidsFit(nodes []*structs.Node, pids int64) error {
 // containerHosts returns the nodes that could run the container of spec,
 // a job with an image, as the placement filters judge their engines, or a
 // *FitError naming the first thing no node has: an engine that answers, one
-// that hands out GPUs, a node that allows the mounts.
+// that hands out GPUs, a node that allows the mounts, one that allows the
+// capabilities.
 func containerHosts(nodes []*structs.Node, spec structs.JobSpec) ([]*structs.Node, error) {
-	var answering, withGPUs, hosts []*structs.Node
+	var answering, withGPUs, withMounts, hosts []*structs.Node
 	for _, n := range nodes {
 		if !n.Containers.Answers() {
 			continue
@@ -131,7 +132,11 @@ func containerHosts(nodes []*structs.Node, spec structs.JobSpec) ([]*structs.Nod
 			continue
 		}
 		withGPUs = append(withGPUs, n)
-		if mountsAllowed(spec.Mounts, n.Containers.AllowMounts) {
+		if !mountsAllowed(spec.Mounts, n.Containers.AllowMounts) {
+			continue
+		}
+		withMounts = append(withMounts, n)
+		if structs.CapsAllowed(spec.Caps, n.Containers.AllowCaps) {
 			hosts = append(hosts, n)
 		}
 	}
@@ -149,15 +154,52 @@ func containerHosts(nodes []*structs.Node, spec structs.JobSpec) ([]*structs.Nod
 	if len(withGPUs) < len(answering) {
 		who = "node whose container engine can hand out GPUs"
 	}
-	for _, m := range spec.Mounts {
-		if !slices.ContainsFunc(withGPUs, func(n *structs.Node) bool {
+	if len(withMounts) == 0 {
+		return nil, mountsFitError(who, withGPUs, spec.Mounts)
+	}
+	if len(spec.Mounts) > 0 {
+		who += " that allows the mounts"
+	}
+	return nil, capsFitError(who, withMounts, spec.Caps)
+}
+
+// mountsFitError says which of mounts no node of nodes (described by
+// who) allows, or that none allows them all.
+func mountsFitError(who string, nodes []*structs.Node, mounts []structs.Mount) error {
+	for _, m := range mounts {
+		if !slices.ContainsFunc(nodes, func(n *structs.Node) bool {
 			return structs.MountAllowed(m.Source, n.Containers.AllowMounts)
 		}) {
-			return nil, &FitError{Field: "mounts", Msg: fmt.Sprintf("no %s allows mount %s (skein agent --allow-mount)", who, m.Source)}
+			return &FitError{Field: "mounts", Msg: fmt.Sprintf("no %s allows mount %s (skein agent --allow-mount)", who, m.Source)}
 		}
 	}
-	return nil, &FitError{Field: "mounts", Msg: fmt.Sprintf("no %s allows all of the mounts %s (skein agent --allow-mount)",
-		who, mountSources(spec.Mounts))}
+	return &FitError{Field: "mounts", Msg: fmt.Sprintf("no %s allows all of the mounts %s (skein agent --allow-mount)",
+		who, mountSources(mounts))}
+}
+
+// capsFitError says which of caps no node of nodes (described by who)
+// allows, or that none allows them all, and what they allow.
+func capsFitError(who string, nodes []*structs.Node, caps []string) error {
+	var allowed []string
+	for _, n := range nodes {
+		for _, c := range n.Containers.AllowCaps {
+			if !slices.Contains(allowed, c) {
+				allowed = append(allowed, c)
+			}
+		}
+	}
+	slices.Sort(allowed)
+	what := "they allow none"
+	if len(allowed) > 0 {
+		what = "they allow " + strings.Join(allowed, ", ")
+	}
+	for _, c := range caps {
+		if !slices.Contains(allowed, c) {
+			return &FitError{Field: "caps", Msg: fmt.Sprintf("no %s allows capability %s (skein agent --allow-cap): %s", who, c, what)}
+		}
+	}
+	return &FitError{Field: "caps", Msg: fmt.Sprintf("no %s allows all of the capabilities %s (skein agent --allow-cap): %s",
+		who, strings.Join(caps, ", "), what)}
 }
 
 // mountsAllowed reports whether every mount's source lies under a
