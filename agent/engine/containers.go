@@ -83,9 +83,15 @@ type ContainerSpec struct {
 	Mounts   []structs.Mount
 	// ShmSize is /dev/shm's size in bytes; 0 is the engine's default.
 	ShmSize int64
-	// GPUs are the allocation's GPU UUIDs, handed over as GPUMode says.
+	// GPUs are the allocation's GPU UUIDs, handed over as GPUMode says;
+	// the container sees no other GPU (see Create).
 	GPUs    []string
 	GPUMode GPUMode
+	// CapAdd are the capabilities the container is given, as
+	// structs.Capabilities spells them; it has no other (see Create).
+	CapAdd []string
+	// Limits are what the container may use of its node.
+	Limits Limits
 	// Network is the network mode: "host" (the default when ""), or
 	// "container:NAME" to share another container's network.
 	Network string
@@ -96,6 +102,20 @@ type ContainerSpec struct {
 	// driver), sits in Host's cgroup, so it freezes and thaws with it.
 	// Network is then ignored.
 	Host string
+}
+
+// Limits are a container's share of its node, which the engine holds it
+// to with the container's cgroup; a zero field sets no limit.
+type Limits struct {
+	// MemoryBytes is the hard limit on memory, and on memory and swap
+	// together: the container never swaps.
+	MemoryBytes int64
+	// Cpuset, when set, pins the container to those CPUs ("0-3,8");
+	// otherwise CPUs is a quota of that many CPUs' time.
+	CPUs   int
+	Cpuset string
+	// Pids is the most processes and threads the container may have.
+	Pids int64
 }
 
 // PullProgress is one report of a pull in flight: Bytes of Total
@@ -113,6 +133,9 @@ type ContainerState struct {
 	Running   bool
 	ExitCode  int
 	StartedAt time.Time
+	// OOMKilled is set when the kernel killed a process of the container
+	// for want of memory (Inspect only).
+	OOMKilled bool
 }
 
 // pullReportEvery is how often, at most, Pull reports its progress.
@@ -283,10 +306,18 @@ func (d *Docker) Images(ctx context.Context, limit int) ([]string, error) {
 // Create creates the container (not started) and returns its ID. The
 // container runs docker-init as PID 1, which forwards signals to the
 // command, and the engine keeps no log of its output (Attach takes it).
-// A container handed GPUs may lock unlimited memory (NCCL pins its
-// buffers); one without keeps the engine's limit, since an engine that
-// may not raise it (no CAP_SYS_RESOURCE) fails every start that asks.
-// A mount's source must exist.
+//
+// The container has no privileges: every capability is dropped but
+// spec.CapAdd, and it runs with no-new-privileges, so that no setuid
+// binary or file capability in the image gives any of its processes more
+// than it started with. It runs as spec.User, and is held to
+// spec.Limits. It is handed no device but its GPUs, and sees no other
+// GPU even where the NVIDIA runtime is the engine's default and the image
+// or the job asks for all of them (NVIDIA_VISIBLE_DEVICES is set to
+// them, or to void). A container handed GPUs may lock unlimited memory
+// (NCCL pins its buffers); one without keeps the engine's limit, since an
+// engine that may not raise it (no CAP_SYS_RESOURCE) fails every start
+// that asks. A mount's source must exist.
 func (d *Docker) Create(ctx context.Context, spec ContainerSpec) (string, error) {
 	op := fmt.Sprintf("create container %q", spec.Name)
 	devices, err := deviceRequests(spec.GPUMode, spec.GPUs)
@@ -305,7 +336,7 @@ func (d *Docker) Create(ctx context.Context, spec ContainerSpec) (string, error)
 	cfg := &container.Config{
 		Image:      spec.Image,
 		Cmd:        spec.Cmd,
-		Env:        spec.Env,
+		Env:        gpuEnv(spec.Env, spec.GPUMode, spec.GPUs),
 		WorkingDir: spec.Workdir,
 		User:       spec.User,
 		Labels:     spec.Labels,
@@ -317,7 +348,10 @@ func (d *Docker) Create(ctx context.Context, spec ContainerSpec) (string, error)
 		GroupAdd:    spec.GroupAdd,
 		Mounts:      mounts,
 		LogConfig:   container.LogConfig{Type: "none"},
-		Resources:   container.Resources{DeviceRequests: devices},
+		SecurityOpt: []string{"no-new-privileges"},
+		CapDrop:     []string{"ALL"},
+		CapAdd:      spec.CapAdd,
+		Resources:   resources(spec.Limits, devices),
 	}
 	if len(devices) > 0 {
 		host.Ulimits = []*container.Ulimit{{Name: "memlock", Soft: -1, Hard: -1}}
@@ -363,6 +397,43 @@ func (d *Docker) nest(ctx context.Context, host *container.HostConfig, outer str
 		host.CgroupParent = path.Join(parent, c.ID)
 	}
 	return nil
+}
+
+// resources are the engine's resources for limits and the devices.
+func resources(l Limits, devices []container.DeviceRequest) container.Resources {
+	r := container.Resources{DeviceRequests: devices, Memory: l.MemoryBytes, MemorySwap: l.MemoryBytes}
+	switch {
+	case l.Cpuset != "":
+		r.CpusetCpus = l.Cpuset
+	case l.CPUs > 0:
+		r.NanoCPUs = int64(l.CPUs) * 1e9
+	}
+	if l.Pids > 0 {
+		r.PidsLimit = &l.Pids
+	}
+	return r
+}
+
+// nvidiaVisible is the variable through which the NVIDIA runtime's hook
+// picks the GPUs of a container it runs; "void" gives none.
+const nvidiaVisible = "NVIDIA_VISIBLE_DEVICES"
+
+// gpuEnv is env with NVIDIA_VISIBLE_DEVICES naming the container's GPUs,
+// or void for none, whatever env or the image said: the NVIDIA runtime,
+// where it is the engine's default, would otherwise hand every GPU to a
+// container that asks for all of them (CUDA images do).
+func gpuEnv(env []string, mode GPUMode, gpus []string) []string {
+	visible := "void"
+	if mode != GPUsNone && len(gpus) > 0 {
+		visible = strings.Join(gpus, ",")
+	}
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, nvidiaVisible+"=") && kv != nvidiaVisible {
+			out = append(out, kv)
+		}
+	}
+	return append(out, nvidiaVisible+"="+visible)
 }
 
 // deviceRequests hands the GPUs over as mode says.
@@ -470,6 +541,7 @@ func (d *Docker) Inspect(ctx context.Context, id string) (ContainerState, error)
 	if c.State != nil {
 		st.Running = c.State.Running
 		st.ExitCode = c.State.ExitCode
+		st.OOMKilled = c.State.OOMKilled
 		// A container never started has the zero time, which parses.
 		if st.StartedAt, err = time.Parse(time.RFC3339Nano, c.State.StartedAt); err != nil {
 			return ContainerState{}, fmt.Errorf("inspect container %s: started at %q: %w", id, c.State.StartedAt, err)

@@ -380,16 +380,19 @@ func TestCreate_HostConfigAsTheEngineHoldsIt(t *testing.T) {
 		network string
 		want    []container.DeviceRequest
 		wantNet string
+		visible string
 	}{
-		{name: "no GPUs", mode: GPUsNone, wantNet: "host"},
-		{name: "nvidia", mode: GPUsNVIDIA, network: "none", wantNet: "none",
+		{name: "no GPUs", mode: GPUsNone, wantNet: "host", visible: "void"},
+		{name: "nvidia", mode: GPUsNVIDIA, network: "none", wantNet: "none", visible: strings.Join(gpus, ","),
 			want: []container.DeviceRequest{{Driver: "nvidia", DeviceIDs: gpus, Capabilities: [][]string{{"gpu"}}}}},
-		{name: "cdi", mode: GPUsCDI, wantNet: "host",
+		{name: "cdi", mode: GPUsCDI, wantNet: "host", visible: strings.Join(gpus, ","),
 			want: []container.DeviceRequest{{Driver: "cdi", DeviceIDs: []string{"nvidia.com/gpu=" + gpus[0], "nvidia.com/gpu=" + gpus[1]}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := testSpec(t, "true")
 			spec.GPUMode, spec.GPUs, spec.Network = tc.mode, gpus, tc.network
+			// A job, or its image, asking for every GPU gets only its own.
+			spec.Env = []string{"NVIDIA_VISIBLE_DEVICES=all", "KEPT=1"}
 			id := create(t, d, spec)
 			c, err := d.c.ContainerInspect(callCtx(t), id)
 			if err != nil {
@@ -418,12 +421,146 @@ func TestCreate_HostConfigAsTheEngineHoldsIt(t *testing.T) {
 			if c.Config.Tty || c.Config.OpenStdin {
 				t.Errorf("tty %v, stdin %v; want neither", c.Config.Tty, c.Config.OpenStdin)
 			}
+			if !slices.Contains(c.Config.Env, "KEPT=1") || !slices.Contains(c.Config.Env, "NVIDIA_VISIBLE_DEVICES="+tc.visible) ||
+				slices.Contains(c.Config.Env, "NVIDIA_VISIBLE_DEVICES=all") {
+				t.Errorf("env = %q, want KEPT=1 and NVIDIA_VISIBLE_DEVICES=%s alone", c.Config.Env, tc.visible)
+			}
+			if h.Privileged || len(h.Devices) != 0 || len(h.DeviceCgroupRules) != 0 || !slices.Equal(h.SecurityOpt, []string{"no-new-privileges"}) ||
+				!slices.Equal(h.CapDrop, []string{"ALL"}) || len(h.CapAdd) != 0 {
+				t.Errorf("privileged %v, devices %v, device rules %v, security %q, cap drop %q, cap add %q; "+
+					"want no devices, no-new-privileges and every capability dropped",
+					h.Privileged, h.Devices, h.DeviceCgroupRules, h.SecurityOpt, h.CapDrop, h.CapAdd)
+			}
 		})
 	}
 	spec := testSpec(t, "true")
 	spec.GPUMode = "amd"
 	if _, err := d.Create(callCtx(t), spec); err == nil || !strings.Contains(err.Error(), `GPU mode "amd"`) {
 		t.Errorf("create with GPU mode amd = %v, want an error naming the mode", err)
+	}
+}
+
+// TestCreate_NoPrivilegesButTheCapabilitiesAdded: even as root, a
+// container has no capability but those it is given, and cannot gain
+// any (no-new-privileges).
+func TestCreate_NoPrivilegesButTheCapabilitiesAdded(t *testing.T) {
+	d := testDocker(t)
+	for _, tc := range []struct {
+		name string
+		add  []string
+		caps string
+	}{
+		{name: "none", caps: "0000000000000000"},
+		{name: "NET_BIND_SERVICE", add: []string{"NET_BIND_SERVICE"}, caps: "0000000000000400"},
+		{name: "two", add: []string{"CHOWN", "NET_RAW"}, caps: "0000000000002001"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := testSpec(t, "sh", "-c", `grep -E '^(Uid|CapEff|CapBnd|NoNewPrivs):' /proc/self/status | tr -s '\t ' ' '`)
+			spec.CapAdd = tc.add
+			stdout, stderr, code := run(t, d, spec)
+			want := "Uid: 0 0 0 0\nCapEff: " + tc.caps + "\nCapBnd: " + tc.caps + "\nNoNewPrivs: 1\n"
+			if code != 0 || stdout != want {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %q", code, stdout, stderr, want)
+			}
+		})
+	}
+}
+
+// TestCreate_LimitsReachTheContainersCgroup: the limits are in the host
+// config as the engine holds it, and the container's cgroup holds them.
+func TestCreate_LimitsReachTheContainersCgroup(t *testing.T) {
+	d := testDocker(t)
+	// Each file is read where cgroup v1 has it, or else where v2 does.
+	const script = `for f in pids/pids.max:pids.max memory/memory.limit_in_bytes:memory.max cpu/cpu.cfs_quota_us:cpu.max cpuset/cpuset.cpus:cpuset.cpus.effective; do
+	v1=${f%%:*}; v2=${f#*:}; cat /sys/fs/cgroup/$v1 2>/dev/null || cat /sys/fs/cgroup/$v2; done`
+	for _, tc := range []struct {
+		name   string
+		limits Limits
+		nano   int64
+		cpuset string
+		want   []string // the cgroup's pids, memory and CPU limits (v1 and v2 spellings)
+	}{
+		{name: "a CPU quota", limits: Limits{MemoryBytes: 64 << 20, CPUs: 2, Pids: 64}, nano: 2e9,
+			want: []string{"64", "67108864", "200000"}},
+		{name: "a CPU set", limits: Limits{MemoryBytes: 32 << 20, CPUs: 1, Cpuset: "0", Pids: 10}, cpuset: "0",
+			want: []string{"10", "33554432", "-1|max 100000", "0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := testSpec(t, "sh", "-c", script)
+			spec.Limits = tc.limits
+			ctr := start(t, d, spec)
+			code := ctr.wait(t, d)
+			c, err := d.c.ContainerInspect(callCtx(t), ctr.id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := c.HostConfig.Resources
+			if r.Memory != tc.limits.MemoryBytes || r.MemorySwap != tc.limits.MemoryBytes || r.NanoCPUs != tc.nano ||
+				r.CpusetCpus != tc.cpuset || r.PidsLimit == nil || *r.PidsLimit != tc.limits.Pids {
+				t.Errorf("resources: memory %d, swap %d, nano CPUs %d, cpuset %q, pids %v; want %+v with no swap",
+					r.Memory, r.MemorySwap, r.NanoCPUs, r.CpusetCpus, r.PidsLimit, tc.limits)
+			}
+			stdout := ctr.stdout.String()
+			lines := strings.Split(strings.TrimSpace(stdout), "\n")
+			if code != 0 || len(lines) < len(tc.want) {
+				t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, ctr.stderr.String())
+			}
+			for i, w := range tc.want {
+				if !slices.Contains(strings.Split(w, "|"), lines[i]) && !strings.HasPrefix(lines[i], w+" ") {
+					t.Errorf("cgroup file %d holds %q, want %q; all: %q", i, lines[i], w, lines)
+				}
+			}
+		})
+	}
+}
+
+// TestInspect_SaysWhenTheKernelKilledForMemory: a container that needs
+// more than its memory limit is killed, and Inspect says it was for
+// memory; one that stays within says not.
+func TestInspect_SaysWhenTheKernelKilledForMemory(t *testing.T) {
+	d := testDocker(t)
+	for _, tc := range []struct {
+		name string
+		cmd  []string
+		code int
+		oom  bool
+	}{
+		{name: "over the limit", cmd: []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"}, code: 137, oom: true},
+		{name: "within it", cmd: []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=1M", "count=1"}, code: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := testSpec(t, tc.cmd...)
+			spec.Limits.MemoryBytes = 16 << 20
+			c := start(t, d, spec)
+			if code := c.wait(t, d); code != tc.code {
+				t.Errorf("exit %d, want %d", code, tc.code)
+			}
+			st, err := d.Inspect(callCtx(t), c.id)
+			if err != nil || st.OOMKilled != tc.oom {
+				t.Errorf("Inspect = %+v, %v; want OOMKilled %v", st, err, tc.oom)
+			}
+		})
+	}
+}
+
+func TestGPUEnv_NamesTheContainersGPUsAlone(t *testing.T) {
+	env := []string{"A=1", "NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES_X=2"}
+	for _, tc := range []struct {
+		mode GPUMode
+		gpus []string
+		want string
+	}{
+		{GPUsNone, nil, "void"},
+		{GPUsNone, []string{"GPU-1"}, "void"}, // simulated GPUs: no devices
+		{GPUsNVIDIA, nil, "void"},
+		{GPUsNVIDIA, []string{"GPU-1", "GPU-2"}, "GPU-1,GPU-2"},
+		{GPUsCDI, []string{"GPU-1"}, "GPU-1"},
+	} {
+		got := gpuEnv(env, tc.mode, tc.gpus)
+		want := []string{"A=1", "NVIDIA_VISIBLE_DEVICES_X=2", "NVIDIA_VISIBLE_DEVICES=" + tc.want}
+		if !slices.Equal(got, want) {
+			t.Errorf("gpuEnv(%s, %q) = %q, want %q", tc.mode, tc.gpus, got, want)
+		}
 	}
 }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/client"
+	"golang.org/x/sys/unix"
 
 	"github.com/skein-dev/skein/structs"
 )
@@ -135,6 +137,40 @@ func hasNVIDIARuntime(info system.Info) bool {
 		}
 	}
 	return false
+}
+
+// ServerPID returns the process that listens on the engine's socket (the
+// engine, or what started it for it), as this process's PID namespace
+// numbers it: 0 when that process is not to be seen from here (it runs in
+// another PID namespace, not below this one). The kernel says who it is
+// (SO_PEERCRED), not the process itself.
+func (d *Docker) ServerPID(ctx context.Context) (int, error) {
+	op := "find the engine's process"
+	var dialer net.Dialer
+	conn, err := dialer.DialContext(ctx, "unix", strings.TrimPrefix(d.host, "unix://"))
+	if err != nil {
+		return 0, d.fail(op, err)
+	}
+	defer conn.Close()
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return 0, fmt.Errorf("%s: %T is not a unix socket", op, conn)
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	if credErr != nil {
+		return 0, fmt.Errorf("%s: SO_PEERCRED: %w", op, credErr)
+	}
+	return int(cred.Pid), nil
 }
 
 // GPUMode says how to hand this engine's containers real GPUs: by CDI

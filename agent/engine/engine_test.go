@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -144,5 +146,42 @@ func TestGPUMode_CDIOnlyWhereItIsAllTheEngineHas(t *testing.T) {
 	defer d.Close()
 	if got := d.GPUMode(context.Background()); got != GPUsNVIDIA {
 		t.Errorf("the machine's engine: %q, want %q", got, GPUsNVIDIA)
+	}
+}
+
+func TestServerPID_IsTheProcessListeningOnTheSocket(t *testing.T) {
+	d, err := NewDocker(silentEngine(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if pid, err := d.ServerPID(context.Background()); pid != os.Getpid() || err != nil {
+		t.Errorf("ServerPID = %d, %v; want this test process, %d, which listens", pid, err, os.Getpid())
+	}
+
+	none, err := NewDocker(filepath.Join(t.TempDir(), "none.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer none.Close()
+	if pid, err := none.ServerPID(context.Background()); !errors.Is(err, ErrUnreachable) {
+		t.Errorf("ServerPID with nothing listening = %d, %v; want %v", pid, err, ErrUnreachable)
+	}
+}
+
+func TestServerPID_OfTheRealEngineIsItsDaemon(t *testing.T) {
+	testutil.RequireEngine(t)
+	d, err := NewDocker(DefaultSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	pid, err := d.ServerPID(context.Background())
+	if err != nil || pid <= 0 {
+		t.Fatalf("ServerPID = %d, %v; want the engine's process, seen from here", pid, err)
+	}
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if name := strings.TrimSpace(string(comm)); err != nil || name != "dockerd" && name != "systemd" {
+		t.Errorf("process %d is %q (%v), want dockerd (or systemd, which may listen for it)", pid, name, err)
 	}
 }
