@@ -368,6 +368,7 @@ func (a *Agent) runnerConfig(cgroups *cgroup.Hierarchy, unconfined string) runne
 		// Image jobs.
 		ContainerSocket: a.cfg.ContainerSocket,
 		AllowMounts:     a.cfg.AllowMounts,
+		AllowCaps:       a.cfg.AllowCaps,
 		DefaultShmSize:  a.shmSize(),
 		KeepFailed:      a.cfg.KeepFailed,
 		ContainerHost:   a.cfg.ContainerHost,
@@ -410,6 +411,7 @@ func (a *Agent) nodeConfig() node.Config {
 	return node.Config{
 		Engine:             prober,
 		AllowMounts:        a.cfg.AllowMounts,
+		AllowCaps:          a.cfg.AllowCaps,
 		NodeID:             a.nodeID,
 		Name:               a.cfg.Name,
 		Inventory:          a.inv,

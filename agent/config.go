@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -167,6 +168,10 @@ type Config struct {
 	// AllowMounts are the host directories under which image jobs' mounts
 	// may lie (--allow-mount); none: image jobs mount nothing.
 	AllowMounts []string
+	// AllowCaps are the capabilities image jobs' containers may be given
+	// here (--allow-cap), with or without CAP_; the check spells them as
+	// structs.Capabilities does. None: no job here gets one.
+	AllowCaps []string
 	// ShmSizeMiB is an image job's /dev/shm when its spec gives none;
 	// 0 = half the node's memory, as the host's own /dev/shm.
 	ShmSizeMiB int64
@@ -583,8 +588,8 @@ func validContainerName(n string) bool {
 }
 
 // checkContainerConfig checks and cleans what image jobs get on this node:
-// the directories they may mount, their default /dev/shm and the container
-// the agent runs in.
+// the directories they may mount, the capabilities they may be given,
+// their default /dev/shm and the container the agent runs in.
 func checkContainerConfig(cfg *Config) error {
 	if len(cfg.AllowMounts) > structs.MaxMounts {
 		return fmt.Errorf("--allow-mount: %d directories, more than the limit of %d", len(cfg.AllowMounts), structs.MaxMounts)
@@ -595,6 +600,17 @@ func checkContainerConfig(cfg *Config) error {
 		}
 		cfg.AllowMounts[i] = filepath.Clean(dir)
 	}
+	var caps []string
+	for _, c := range cfg.AllowCaps {
+		name, err := structs.ParseCap(c)
+		if err != nil {
+			return fmt.Errorf("--allow-cap: %w", err)
+		}
+		if !slices.Contains(caps, name) {
+			caps = append(caps, name)
+		}
+	}
+	cfg.AllowCaps = caps
 	if cfg.ShmSizeMiB < 0 {
 		return fmt.Errorf("--shm-size %d MiB: must not be negative", cfg.ShmSizeMiB)
 	}

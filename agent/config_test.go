@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,8 @@ func TestConfig_RejectsBadSettingsNamingTheFlag(t *testing.T) {
 		{"no data dir outside dev mode", Config{BindAddr: "127.0.0.1"}, "--data-dir is required"},
 		{"clean period too short", Config{DataDir: "x", BindAddr: "127.0.0.1", GPUCleanPeriod: time.Millisecond}, "--gpu-clean-period"},
 		{"relative allowed mount", Config{DataDir: "x", BindAddr: "127.0.0.1", AllowMounts: []string{"data"}}, `--allow-mount "data": want an absolute directory`},
+		{"unknown capability", Config{DataDir: "x", BindAddr: "127.0.0.1", AllowCaps: []string{"NET_RAW", "ROOT"}},
+			`--allow-cap: "ROOT" is not a Linux capability: want a name like NET_BIND_SERVICE or CAP_NET_RAW`},
 		{"negative shm", Config{DataDir: "x", BindAddr: "127.0.0.1", ShmSizeMiB: -1}, "--shm-size -1 MiB"},
 		{"bad host container", Config{DataDir: "x", BindAddr: "127.0.0.1", ContainerHost: "a b"}, `--in-container "a b"`},
 		{"log cap negative", Config{DataDir: "x", BindAddr: "127.0.0.1", LogMaxMiB: -1}, "--log-max -1M: out of range 1M..64T"},
@@ -37,6 +40,16 @@ func TestConfig_RejectsBadSettingsNamingTheFlag(t *testing.T) {
 				t.Fatalf("withDefaults() = %v, want an error naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestConfig_AllowedCapabilitiesAreSpelledOneWayOnce(t *testing.T) {
+	cfg, err := Config{DataDir: "x", BindAddr: "127.0.0.1", AllowCaps: []string{"cap_net_raw", "NET_BIND_SERVICE", "NET_RAW"}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"NET_RAW", "NET_BIND_SERVICE"}; !slices.Equal(cfg.AllowCaps, want) {
+		t.Errorf("allowed capabilities %q, want %q", cfg.AllowCaps, want)
 	}
 }
 

@@ -45,6 +45,7 @@ func TestAgent_NodeReportsTheRealContainerEngine(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.ContainerSocket = DefaultContainerSocket
 	cfg.AllowMounts = []string{"/data", "/scratch/"}
+	cfg.AllowCaps = []string{"cap_net_bind_service"}
 	_, c := startAgent(t, cfg)
 	waitEngine(t, c, func(e *structs.ContainerEngine) error {
 		if e == nil || e.Error != "" || !strings.HasPrefix(e.Engine, "docker ") || e.APIVersion != probe.APIVersion || e.GPUs != probe.GPUs {
@@ -52,6 +53,9 @@ func TestAgent_NodeReportsTheRealContainerEngine(t *testing.T) {
 		}
 		if !slices.Equal(e.AllowMounts, []string{"/data", "/scratch"}) {
 			return fmt.Errorf("node allows mounts under %q, want /data and /scratch", e.AllowMounts)
+		}
+		if !slices.Equal(e.AllowCaps, []string{"NET_BIND_SERVICE"}) {
+			return fmt.Errorf("node allows capabilities %q, want NET_BIND_SERVICE", e.AllowCaps)
 		}
 		return nil
 	})

@@ -80,7 +80,8 @@ func TestAgent_ImageJobRunsInAContainerAndIsRemoved(t *testing.T) {
 }
 
 // TestAgent_ImageJobsAreRefusedWhereNoNodeCanRunThem checks the refusals
-// at submit: no engine on any node, and a mount no node allows.
+// at submit: no engine on any node, a mount no node allows, and a
+// capability no node allows.
 func TestAgent_ImageJobsAreRefusedWhereNoNodeCanRunThem(t *testing.T) {
 	shared := testutil.SharedDir(t)
 	_, c, image := imageAgent(t, shared)
@@ -90,6 +91,13 @@ func TestAgent_ImageJobsAreRefusedWhereNoNodeCanRunThem(t *testing.T) {
 	var apiErr *api.Error
 	if !errors.As(err, &apiErr) || !strings.Contains(err.Error(), "allows mount /etc") {
 		t.Errorf("submit with a mount outside --allow-mount: %v, want a refusal naming /etc", err)
+	}
+	_, err = c.SubmitJob(context.Background(), api.SubmitRequest{Spec: structs.JobSpec{
+		Image: image, Command: []string{"true"}, Caps: []string{"NET_ADMIN"},
+	}})
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 ||
+		!strings.Contains(err.Error(), "allows capability NET_ADMIN (skein agent --allow-cap): they allow none") {
+		t.Errorf("submit with a capability no node allows: %v, want a refusal naming it and what nodes allow", err)
 	}
 
 	cfg := testConfig(t, t.TempDir())

@@ -54,6 +54,7 @@ func agentCommand() *ucli.Command {
 			&ucli.IntFlag{Name: "link-mbps", Usage: "speed of this node's network link in Mb/s (default: read from /sys/class/net); rank 0 of a gang goes to the fastest node"},
 			&ucli.StringFlag{Name: "container-socket", Value: agent.DefaultContainerSocket, Usage: "`PATH` or unix://PATH of the container engine's API socket, probed and shown in skein nodes; none probes none"},
 			&ucli.StringSliceFlag{Name: "allow-mount", Usage: "host `DIR` under which image jobs may mount directories (--mount SRC:DST); repeat or comma-separate (default: none)"},
+			&ucli.StringSliceFlag{Name: "allow-cap", Usage: "Linux capability `NAME` (NET_BIND_SERVICE, with or without CAP_) image jobs may ask their containers to be given (--allow-cap); repeat or comma-separate (default: none: containers have no capability)"},
 			&ucli.StringFlag{Name: "shm-size", Usage: "image jobs' /dev/shm when they give no --shm-size, like 64G (default: half the node's memory)"},
 			&ucli.BoolFlag{Name: "keep-failed", Usage: "keep the containers of failed image jobs for debugging (default: remove every finished container)"},
 			&ucli.StringFlag{Name: "in-container", Usage: "the agent itself runs in container `NAME` on its engine: image jobs' containers live inside it (its network, processes and cgroup), as its own processes do"},
@@ -166,6 +167,10 @@ func agentFlagsConfig(c *ucli.Context, origins configOrigins) (agent.Config, err
 	if err != nil {
 		return agent.Config{}, err
 	}
+	allowCaps, err := agentAllowCaps(c)
+	if err != nil {
+		return agent.Config{}, err
+	}
 	level := hclog.LevelFromString(c.String("log-level"))
 	if level == hclog.NoLevel {
 		return agent.Config{}, usagef(c, "--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
@@ -256,11 +261,31 @@ func agentFlagsConfig(c *ucli.Context, origins configOrigins) (agent.Config, err
 	warnSecretsInArgs(c, logger, origins)
 	cfg.LogMaxMiB = int64(logMax)
 	cfg.AllowMounts = slices.DeleteFunc(c.StringSlice("allow-mount"), func(d string) bool { return d == "" })
+	cfg.AllowCaps = allowCaps
 	cfg.ShmSizeMiB = int64(shmSize)
 	cfg.KeepFailed = c.Bool("keep-failed")
 	cfg.ContainerHost = c.String("in-container")
 	cfg.IngressPort = ingressPort
 	return cfg, nil
+}
+
+// agentAllowCaps reads --allow-cap: names, repeated or comma-separated
+// (no capability's name holds a comma), spelled as the API spells them.
+func agentAllowCaps(c *ucli.Context) ([]string, error) {
+	var caps []string
+	for _, v := range c.StringSlice("allow-cap") {
+		for _, name := range strings.Split(v, ",") {
+			if name == "" {
+				continue
+			}
+			capName, err := structs.ParseCap(name)
+			if err != nil {
+				return nil, usagef(c, "--allow-cap: %v", err)
+			}
+			caps = append(caps, capName)
+		}
+	}
+	return caps, nil
 }
 
 // agentIngressPort maps --ingress-port to the agent's: a port, or 0 for

@@ -25,6 +25,8 @@ func TestAgent_BadFlagValuesAreUsageErrors(t *testing.T) {
 		{"log cap of nothing", []string{"--log-max", "0"}, `Error: --log-max "0": must be at least 1M`},
 		{"log cap that does not parse", []string{"--log-max", "lots"}, `Error: --log-max: invalid size "lots"`},
 		{"ingress port that is no number", []string{"--ingress-port", "off"}, `Error: --ingress-port "off": want a port from 1 to 65535, or none`},
+		{"a capability that is none", []string{"--allow-cap", "NET_BIND_SERVICE,ROOT"},
+			`Error: --allow-cap: "ROOT" is not a Linux capability: want a name like NET_BIND_SERVICE or CAP_NET_RAW`},
 		{"ingress port out of range", []string{"--ingress-port", "70000"}, `Error: --ingress-port "70000": want a port from 1 to 65535, or none`},
 	}
 	for _, tc := range cases {
@@ -34,6 +36,13 @@ func TestAgent_BadFlagValuesAreUsageErrors(t *testing.T) {
 				t.Fatalf("got code %d, stderr %q; want %d and %q", r.code, r.stderr, exitUsage, tc.stderr)
 			}
 		})
+	}
+}
+
+func TestAgent_AllowCapTakesNamesRepeatedOrCommaSeparated(t *testing.T) {
+	cfg, r := agentConfigOf(t, "agent", "--allow-cap", "cap_net_raw,NET_BIND_SERVICE", "--allow-cap", "Chown")
+	if want := []string{"NET_RAW", "NET_BIND_SERVICE", "CHOWN"}; r.code != exitOK || !slices.Equal(cfg.AllowCaps, want) {
+		t.Errorf("got code %d, stderr %q, allowed capabilities %q; want %q", r.code, r.stderr, cfg.AllowCaps, want)
 	}
 }
 

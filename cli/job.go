@@ -341,7 +341,8 @@ func specFields(s structs.JobSpec) []field {
 }
 
 // containerFields lists the container a job with an image runs in: the
-// image and its pull policy, and the mounts and /dev/shm size when set.
+// image and its pull policy, and the mounts, /dev/shm size and
+// capabilities when set.
 func containerFields(s structs.JobSpec) []field {
 	if s.Image == "" {
 		return nil
@@ -360,6 +361,9 @@ func containerFields(s structs.JobSpec) []field {
 	}
 	if s.ShmSizeMiB > 0 {
 		fields = append(fields, field{"Shm size", structs.FormatMiB(int64(s.ShmSizeMiB))})
+	}
+	if len(s.Caps) > 0 {
+		fields = append(fields, field{"Capabilities", strings.Join(s.Caps, ", ")})
 	}
 	return fields
 }

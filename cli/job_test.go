@@ -216,6 +216,7 @@ func TestJob_ShowsTheContainerAndAPullingAllocation(t *testing.T) {
 				Command: []string{"python", "train.py"}, Nodes: 3, GPUs: 8,
 				Image: "nvcr.io/nvidia/pytorch:24.01-py3", ShmSizeMiB: 64 << 10,
 				Mounts: []structs.Mount{{Source: "/data", Target: "/data", ReadOnly: true}, {Source: "/scratch", Target: "/s"}},
+				Caps:   []string{"NET_BIND_SERVICE", "NET_RAW"},
 			},
 		},
 		Allocations: []structs.Allocation{
@@ -238,6 +239,7 @@ func TestJob_ShowsTheContainerAndAPullingAllocation(t *testing.T) {
 		`Image pull:\s+if-not-present \(default\)\n`,
 		`Mounts:\s+/data:/data:ro, /scratch:/s\n`,
 		`Shm size:\s+64G\n`,
+		`Capabilities:\s+NET_BIND_SERVICE, NET_RAW\n`,
 		`a0a0a0a0\s+0\s+1\s+gpu-01\s+-\s+pulling 42% \(1.1 GiB of 2.6 GiB\)\s+-`,
 		`b1b1b1b1\s+1\s+1\s+gpu-02\s+-\s+pulling \(300 MiB so far\)\s+-`,
 		`c2c2c2c2\s+2\s+1\s+gpu-03\s+-\s+pending\s+-`,

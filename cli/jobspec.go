@@ -39,6 +39,7 @@ var specFlags = map[string]string{
 	"image_pull":         "--image-pull",
 	"mounts":             "--mount",
 	"shm_size_mib":       "--shm-size",
+	"caps":               "--allow-cap",
 	"request_id":         "--request-id",
 }
 
@@ -67,6 +68,8 @@ func jobSpecFlags(what, show string) []ucli.Flag {
 		&ucli.GenericFlag{Name: "mount", Usage: "bind-mount the node's directory SRC at DST in the container, read-only with :ro; " +
 			"SRC must lie under a directory the node allows (skein agent --allow-mount) (`SRC:DST[:ro]`, repeatable)", Value: &listValue{}},
 		&ucli.StringFlag{Name: "shm-size", Usage: "size of the container's /dev/shm (SIZE: 512M, 64G; default: the node's, sized from its memory)"},
+		&ucli.GenericFlag{Name: "allow-cap", Usage: "give the container the Linux capability `NAME` (NET_BIND_SERVICE, with or without CAP_), " +
+			"which it otherwise lacks like every other; only nodes that allow it run " + what + " (skein agent --allow-cap) (repeatable)", Value: &listValue{}},
 		&ucli.StringFlag{Name: "workdir", Usage: "directory to run in (default: the current directory; with --image, the image's)"},
 	}
 }
@@ -135,6 +138,11 @@ func jobSpecFromFlags(c *ucli.Context, spec *structs.JobSpec) error {
 		return err
 	}
 	spec.Mounts = append(spec.Mounts, mounts...)
+	caps, err := capFlag(c)
+	if err != nil {
+		return err
+	}
+	spec.Caps = append(spec.Caps, caps...)
 	// A container starts in its image's working directory: the caller's
 	// is a path on another machine.
 	if spec.Workdir == "" && spec.Image == "" {
@@ -216,6 +224,19 @@ func mountFlag(c *ucli.Context) ([]structs.Mount, error) {
 		mounts = append(mounts, m)
 	}
 	return mounts, nil
+}
+
+// capFlag collects --allow-cap NAME, each spelled as the API spells it.
+func capFlag(c *ucli.Context) ([]string, error) {
+	var caps []string
+	for _, v := range *c.Generic("allow-cap").(*listValue) {
+		name, err := structs.ParseCap(v)
+		if err != nil {
+			return nil, usagef(c, "--allow-cap: %v", err)
+		}
+		caps = append(caps, name)
+	}
+	return caps, nil
 }
 
 // listValue is a repeatable flag that keeps every value as given: no

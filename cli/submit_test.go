@@ -106,7 +106,7 @@ func TestSubmit_ImageFlagsDescribeTheContainer(t *testing.T) {
 	acceptSubmit(f)
 	r := runCLI(t, "--addr", f.URL, "submit", "--image", "nvcr.io/nvidia/pytorch:24.01-py3", "--gpus", "8",
 		"--mount", "/data:/data:ro", "--mount", "/scratch/alice:/scratch", "--shm-size", "64G", "--image-pull", "always",
-		"--", "python", "train.py")
+		"--allow-cap", "net_bind_service", "--allow-cap", "CAP_NET_RAW", "--", "python", "train.py")
 	if r.code != exitOK {
 		t.Fatalf("exit code %d: %s", r.code, r.stderr)
 	}
@@ -114,6 +114,7 @@ func TestSubmit_ImageFlagsDescribeTheContainer(t *testing.T) {
 		Command: []string{"python", "train.py"}, Nodes: 1, GPUs: 8,
 		Image: "nvcr.io/nvidia/pytorch:24.01-py3", ImagePull: structs.PullAlways, ShmSizeMiB: 64 << 10,
 		Mounts: []structs.Mount{{Source: "/data", Target: "/data", ReadOnly: true}, {Source: "/scratch/alice", Target: "/scratch"}},
+		Caps:   []string{"NET_BIND_SERVICE", "NET_RAW"},
 	}
 	// No Workdir: the container starts in its image's, not in a path of
 	// the submitting machine.
@@ -446,6 +447,12 @@ func TestSubmit_BadValuesAreRejectedBeforeSending(t *testing.T) {
 		{"mount without image", []string{"--mount", "/data:/data", "true"}, exitError, "Error: --mount: set, but the job has no image"},
 		{"shm size that does not parse", []string{"--image", "busybox", "--shm-size", "big", "true"}, exitUsage, `Error: --shm-size: invalid size "big"`},
 		{"shm size too big", []string{"--image", "busybox", "--shm-size", "2T", "true"}, exitError, "Error: --shm-size: 2T is out of range 0..1T"},
+		{"an unknown capability", []string{"--image", "busybox", "--allow-cap", "ROOT", "true"}, exitUsage,
+			`Error: --allow-cap: "ROOT" is not a Linux capability: want a name like NET_BIND_SERVICE or CAP_NET_RAW`},
+		{"a capability twice", []string{"--image", "busybox", "--allow-cap", "NET_RAW", "--allow-cap", "cap_net_raw", "true"}, exitError,
+			"Error: --allow-cap: NET_RAW given twice"},
+		{"a capability without image", []string{"--allow-cap", "NET_RAW", "true"}, exitError,
+			"Error: --allow-cap: set, but the job has no image"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -684,10 +691,11 @@ image: nvcr.io/nvidia/pytorch:24.01-py3
 image_pull: never
 mounts: ["/data:/data:ro", /scratch:/scratch]
 shm_size: 64G
+caps: [cap_net_bind_service]
 `
 	flags := []string{
 		"--image", "nvcr.io/nvidia/pytorch:24.01-py3", "--image-pull", "never", "--mount", "/data:/data:ro",
-		"--mount", "/scratch:/scratch", "--shm-size", "64G",
+		"--mount", "/scratch:/scratch", "--shm-size", "64G", "--allow-cap", "NET_BIND_SERVICE",
 		"--name", "train", "--workdir", "/data", "--nodes", "2", "--gpus", "8", "--gpu-model", "H100",
 		"--gpu-mem", "80G", "--cpus", "32", "--mem", "1.5T", "--pids-max", "2048", "--priority", "-7", "--restarts", "2",
 		"--time-limit", "2h", "--signal", "sigusr2@10m", "--env", "LR=3e-4", "--env", "SEED=1",

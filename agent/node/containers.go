@@ -22,6 +22,7 @@ func (n *Node) engineLoop() {
 		got := n.cfg.Engine.Probe(n.ctx)
 		if got.Error == "" {
 			got.AllowMounts = slices.Clone(n.cfg.AllowMounts)
+			got.AllowCaps = slices.Clone(n.cfg.AllowCaps)
 		}
 		n.mu.Lock()
 		n.engine = &got
@@ -60,6 +61,7 @@ func (n *Node) engineReport() *structs.ContainerEngine {
 	e := *n.engine
 	e.Images = slices.Clone(e.Images)
 	e.AllowMounts = slices.Clone(e.AllowMounts)
+	e.AllowCaps = slices.Clone(e.AllowCaps)
 	return &e
 }
 

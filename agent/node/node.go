@@ -42,10 +42,12 @@ type Config struct {
 	LinkMbps      int   // 0: detect
 	MasterPorts   structs.PortRange
 	// Engine probes the node's container engine; nil probes none.
-	// AllowMounts, reported with an engine that answers, are the host
-	// directories image jobs may mount here.
+	// AllowMounts and AllowCaps, reported with an engine that answers,
+	// are the host directories image jobs may mount here and the
+	// capabilities they may be given.
 	Engine      engine.Prober
 	AllowMounts []string
+	AllowCaps   []string
 
 	// FSM is the local copy of the cluster's state: the node reads its
 	// view from it while it is a server (view.go).

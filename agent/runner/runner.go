@@ -38,6 +38,8 @@ var (
 	ErrNoEngine         = errors.New("no container engine on this node")
 	ErrMountRefused     = errors.New("mount refused")
 	ErrAllowMount       = errors.New("invalid allowed mount directory")
+	ErrCapRefused       = errors.New("capability refused")
+	ErrAllowCap         = errors.New("invalid allowed capability")
 	errNoContainerSpec  = errors.New("spec has no container section")
 	errForeignContainer = errors.New("a container of that name is not this allocation's")
 	errBadStat          = errors.New("unexpected /proc stat format")
@@ -113,6 +115,11 @@ type Config struct {
 	// mounts. The scheduler places jobs by them already; this is the
 	// node's own check.
 	AllowMounts []string
+	// AllowCaps are the capabilities a container may be given (each a
+	// name structs.ParseCap reads): a job that asks for another
+	// (JobSpec.Caps) fails to start. The scheduler places jobs by them
+	// already; this is the node's own check.
+	AllowCaps []string
 	// DefaultShmSize is /dev/shm's size in bytes for a job that gives
 	// none (JobSpec.ShmSizeMiB 0); 0 leaves it to the engine.
 	DefaultShmSize int64
@@ -206,6 +213,7 @@ type Runner struct {
 	// How image tasks run (Config.ContainerSocket and the rest).
 	socket      string
 	allowMounts []string
+	allowCaps   []string
 	shmSize     int64
 	keepFailed  bool
 	host        string
@@ -274,6 +282,14 @@ func New(cfg Config) (*Runner, error) {
 			return nil, fmt.Errorf("%w %q: want an absolute path", ErrAllowMount, d)
 		}
 	}
+	allowCaps := make([]string, len(cfg.AllowCaps))
+	for i, c := range cfg.AllowCaps {
+		name, err := structs.ParseCap(c)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrAllowCap, err)
+		}
+		allowCaps[i] = name
+	}
 	if cfg.DefaultShmSize < 0 {
 		return nil, fmt.Errorf("default shm size %d bytes: must not be negative", cfg.DefaultShmSize)
 	}
@@ -291,6 +307,7 @@ func New(cfg Config) (*Runner, error) {
 		logMax:      cfg.LogMax,
 		socket:      cfg.ContainerSocket,
 		allowMounts: slices.Clone(cfg.AllowMounts),
+		allowCaps:   allowCaps,
 		shmSize:     cfg.DefaultShmSize,
 		keepFailed:  cfg.KeepFailed,
 		host:        cfg.ContainerHost,
