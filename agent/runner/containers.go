@@ -22,12 +22,15 @@ import (
 
 // containerSpec is the container section of a task's spec: the node's
 // engine, the job's image, pull policy, checked mounts and shm size, its
-// GPUs, and the account it runs as by number (the image need not know
-// the account).
+// GPUs and capabilities (each one the node allows), and the account it
+// runs as by number (the image need not know the account).
 func (r *Runner) containerSpec(t Task, acct Account) (*containerSpec, error) {
 	js := t.Job.Spec
 	if r.socket == "" {
 		return nil, fmt.Errorf("%w (--container-socket none): cannot run image %s", ErrNoEngine, js.Image)
+	}
+	if err := checkCaps(js.Caps, r.allowCaps); err != nil {
+		return nil, err
 	}
 	mounts, err := checkMounts(js.Mounts, r.allowMounts)
 	if err != nil {
@@ -52,6 +55,7 @@ func (r *Runner) containerSpec(t Task, acct Account) (*containerSpec, error) {
 		ShmSize:    shm,
 		GPUs:       slices.Clone(t.Alloc.GPUs),
 		GPUMode:    r.gpuMode,
+		Caps:       slices.Clone(js.Caps),
 		Host:       r.host,
 		KeepFailed: r.keepFailed,
 		User:       strconv.FormatUint(uint64(acct.UID), 10) + ":" + strconv.FormatUint(uint64(acct.GID), 10),
@@ -64,57 +68,18 @@ func (r *Runner) containerSpec(t Task, acct Account) (*containerSpec, error) {
 	return c, nil
 }
 
-// checkMounts checks that every mount's source lies under a directory of
-// allow, by path component, both as written and with its symlinks
-// followed (so a link under an allowed directory cannot lead out of it),
-// and returns the mounts with their sources resolved: the engine then
-// mounts what was checked. The scheduler places jobs by the node's
-// allowed directories already; this is the node's own check.
-func checkMounts(mounts []structs.Mount, allow []string) ([]structs.Mount, error) {
-	if len(mounts) == 0 {
-		return nil, nil
-	}
-	clean := make([]string, len(allow))
-	real := make([]string, len(allow))
-	for i, d := range allow {
-		d = filepath.Clean(d)
-		clean[i] = d
-		if r, err := filepath.EvalSymlinks(d); err == nil {
-			d = r
-		}
-		real[i] = d
-	}
-	allowed := "none: this node allows no mounts"
-	if len(allow) > 0 {
-		allowed = strings.Join(allow, ", ")
-	}
-	out := make([]structs.Mount, 0, len(mounts))
-	for _, m := range mounts {
-		refuse := func(why string) error {
-			return fmt.Errorf("%w: %s: %s (allowed: %s)", ErrMountRefused, m, why, allowed)
-		}
-		if !filepath.IsAbs(m.Source) {
-			return nil, refuse("the source is not an absolute path")
-		}
-		src := filepath.Clean(m.Source)
-		if !structs.MountAllowed(src, clean) {
-			return nil, refuse(src + " is not under an allowed directory")
-		}
-		resolved, err := filepath.EvalSymlinks(src)
-		if err != nil {
-			var pe *fs.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err
+// checkCaps checks that the node allows every capability of caps.
+func checkCaps(caps, allow []string) error {
+	for _, c := range caps {
+		if !slices.Contains(allow, c) {
+			allowed := "none"
+			if len(allow) > 0 {
+				allowed = strings.Join(allow, ", ")
 			}
-			return nil, refuse(fmt.Sprintf("source %s: %v", src, err))
+			return fmt.Errorf("%w: %s is not allowed on this node (skein agent --allow-cap; it allows %s)", ErrCapRefused, c, allowed)
 		}
-		if !structs.MountAllowed(resolved, real) {
-			return nil, refuse(fmt.Sprintf("%s leads to %s, which is not under an allowed directory", src, resolved))
-		}
-		m.Source = resolved
-		out = append(out, m)
 	}
-	return out, nil
+	return nil
 }
 
 // CleanContainers removes the containers this runner's supervisors left

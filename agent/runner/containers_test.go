@@ -45,7 +45,7 @@ func TestContainerExit_ASignalOnlyWhenTheSupervisorSentIt(t *testing.T) {
 	}
 }
 
-func TestCheckMounts_SourcesMustLieUnderAnAllowedDirectory(t *testing.T) {
+func TestCheckMounts_SourcesMustLieUnderAnAllowedDirectoryWithoutALink(t *testing.T) {
 	root := t.TempDir()
 	data := filepath.Join(root, "data")
 	for _, d := range []string{filepath.Join(data, "set"), filepath.Join(root, "data2"), filepath.Join(root, "etc"),
@@ -54,8 +54,15 @@ func TestCheckMounts_SourcesMustLieUnderAnAllowedDirectory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := os.WriteFile(filepath.Join(data, "file"), []byte("f"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(data, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// A link under an allowed directory that leads out of it, one that
-	// stays inside, and an allowed directory that is itself a link.
+	// stays inside, and an allowed directory that is itself a link (the
+	// node's choice, resolved when the runner checks).
 	if err := os.Symlink(filepath.Join(root, "etc"), filepath.Join(data, "out")); err != nil {
 		t.Fatal(err)
 	}
@@ -71,27 +78,37 @@ func TestCheckMounts_SourcesMustLieUnderAnAllowedDirectory(t *testing.T) {
 		name    string
 		mount   structs.Mount
 		allow   []string
-		source  string // the resolved source when allowed
-		refused string // part of the error, "" for none
+		want    containerMount // when allowed
+		refused string         // part of the error, "" for none
 	}{
 		{name: "the allowed directory itself", mount: structs.Mount{Source: data, Target: "/data"}, allow: allow,
-			source: data},
+			want: containerMount{Source: data, Dir: data, Target: "/data"}},
 		{name: "below it, read-only kept", mount: structs.Mount{Source: data + "/set", Target: "/set", ReadOnly: true},
-			allow: allow, source: filepath.Join(data, "set")},
-		{name: "a link that stays inside resolves", mount: structs.Mount{Source: data + "/in", Target: "/in"},
-			allow: allow, source: filepath.Join(data, "set")},
+			allow: allow, want: containerMount{Source: data + "/set", Dir: data, Path: "set", Target: "/set", ReadOnly: true}},
+		{name: "a plain file", mount: structs.Mount{Source: data + "/file", Target: "/f"},
+			allow: allow, want: containerMount{Source: data + "/file", Dir: data, Path: "file", Target: "/f"}},
 		{name: "under an allowed directory that is a link", mount: structs.Mount{Source: scratch, Target: "/s"},
-			allow: allow, source: filepath.Join(root, "real", "scratch")},
+			allow: allow, want: containerMount{Source: scratch, Dir: filepath.Join(root, "real", "scratch"), Target: "/s"}},
+		{name: "a link that stays inside is refused", mount: structs.Mount{Source: data + "/in", Target: "/in"},
+			allow: allow, refused: data + "/in is a symbolic link: a mount's source is never reached through one"},
+		{name: "a link leading out is refused", mount: structs.Mount{Source: data + "/out", Target: "/o"},
+			allow: allow, refused: data + "/out is a symbolic link"},
+		{name: "a path through a link is refused", mount: structs.Mount{Source: data + "/in/x", Target: "/o"},
+			allow: allow, refused: data + "/in is a symbolic link"},
+		{name: "a path through a file is refused", mount: structs.Mount{Source: data + "/file/x", Target: "/o"},
+			allow: allow, refused: data + "/file: not a directory"},
+		{name: "a fifo is refused", mount: structs.Mount{Source: data + "/fifo", Target: "/o"},
+			allow: allow, refused: data + "/fifo is neither a directory nor a plain file"},
 		{name: "a sibling sharing the prefix is refused", mount: structs.Mount{Source: data + "2", Target: "/d"},
 			allow: allow, refused: data + "2 is not under an allowed directory"},
 		{name: "dot-dot out of it is refused", mount: structs.Mount{Source: data + "/../etc", Target: "/etc"},
 			allow: allow, refused: filepath.Join(root, "etc") + " is not under an allowed directory"},
-		{name: "a link leading out is refused", mount: structs.Mount{Source: data + "/out", Target: "/o"},
-			allow: allow, refused: "leads to " + filepath.Join(root, "etc")},
 		{name: "a relative source is refused", mount: structs.Mount{Source: "data", Target: "/d"},
 			allow: allow, refused: "not an absolute path"},
 		{name: "a missing source is refused", mount: structs.Mount{Source: data + "/nope", Target: "/n"},
-			allow: allow, refused: "no such file or directory"},
+			allow: allow, refused: data + "/nope: no such file or directory"},
+		{name: "a missing allowed directory is refused", mount: structs.Mount{Source: root + "/gone/x", Target: "/n"},
+			allow: []string{root + "/gone"}, refused: "allowed directory " + root + "/gone: no such file or directory"},
 		{name: "nothing is allowed without allowed directories", mount: structs.Mount{Source: data, Target: "/d"},
 			refused: "none: this node allows no mounts"},
 	}
@@ -101,7 +118,7 @@ func TestCheckMounts_SourcesMustLieUnderAnAllowedDirectory(t *testing.T) {
 			if tc.refused != "" {
 				if !errors.Is(err, ErrMountRefused) || !strings.Contains(err.Error(), tc.refused) ||
 					!strings.Contains(err.Error(), tc.mount.String()) {
-					t.Fatalf("checkMounts = %v, %v; want %v naming %s and saying %q", got, err, ErrMountRefused,
+					t.Fatalf("checkMounts = %+v, %v; want %v naming %s and saying %q", got, err, ErrMountRefused,
 						tc.mount.String(), tc.refused)
 				}
 				if len(tc.allow) > 0 && !strings.Contains(err.Error(), strings.Join(tc.allow, ", ")) {
@@ -109,12 +126,66 @@ func TestCheckMounts_SourcesMustLieUnderAnAllowedDirectory(t *testing.T) {
 				}
 				return
 			}
-			want := tc.mount
-			want.Source = tc.source
-			if err != nil || len(got) != 1 || got[0] != want {
-				t.Fatalf("checkMounts = %+v, %v; want %+v", got, err, want)
+			if err != nil || len(got) != 1 || got[0] != tc.want {
+				t.Fatalf("checkMounts = %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestOpenMount_SaysWhereAUserMaySwapTheSource: a source is swappable
+// where a directory on its way lets someone other than root replace the
+// next step: a directory of another owner, or one others may write,
+// unless it is sticky and the step root's.
+func TestOpenMount_SaysWhereAUserMaySwapTheSource(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the test gives files to another owner")
+	}
+	root := t.TempDir()
+	mk := func(rel string, mode os.FileMode, uid int) string {
+		p := filepath.Join(root, rel)
+		if err := os.Mkdir(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	safe := mk("safe", 0o755, 0)
+	mk("safe/x", 0o755, 0)
+	users := mk("users", 0o755, 1000)
+	mk("users/x", 0o755, 0)
+	open := mk("open", 0o777, 0)
+	mk("open/x", 0o755, 0)
+	sticky := mk("sticky", 0o777|os.ModeSticky, 0)
+	mk("sticky/root", 0o755, 0)
+	mk("sticky/user", 0o755, 1000)
+	mk("sticky/root/x", 0o755, 0)
+	group := mk("group", 0o775, 0)
+	mk("group/x", 0o755, 0)
+	for _, tc := range []struct {
+		dir, path, want string
+	}{
+		{safe, "x", ""},
+		{safe, "", ""},
+		{users, "x", users + " lets a user replace " + users + "/x"},
+		{open, "x", open + " lets a user replace " + open + "/x"},
+		{sticky, "root/x", ""},
+		{sticky, "user", sticky + " lets a user replace " + sticky + "/user"},
+		{group, "x", group + " lets a user replace " + group + "/x"},
+	} {
+		fd, got, err := openMount(containerMount{Dir: tc.dir, Path: tc.path})
+		if err != nil {
+			t.Fatalf("openMount(%s, %s): %v", tc.dir, tc.path, err)
+		}
+		_ = syscall.Close(fd)
+		if got != tc.want {
+			t.Errorf("openMount(%s, %s) says %q, want %q", tc.dir, tc.path, got, tc.want)
+		}
 	}
 }
 
@@ -191,6 +262,39 @@ func TestRunner_MountOutsideTheAllowedDirectoriesFailsToStart(t *testing.T) {
 	}
 }
 
+// TestRunner_CapabilityTheNodeDoesNotAllowFailsToStart: the node's own
+// check of a job's capabilities, in words that name what it allows.
+func TestRunner_CapabilityTheNodeDoesNotAllowFailsToStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	socket := filepath.Join(t.TempDir(), "no-engine.sock")
+	for _, tc := range []struct {
+		name  string
+		allow []string
+		want  string
+	}{
+		{name: "a node that allows none", want: "capability refused: NET_RAW is not allowed on this node (skein agent --allow-cap; it allows none)"},
+		{name: "a node that allows others", allow: []string{"cap_net_raw", "NET_BIND_SERVICE"},
+			want: "capability refused: NET_ADMIN is not allowed on this node (skein agent --allow-cap; it allows NET_RAW, NET_BIND_SERVICE)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := e.runner(t, func(c *Config) { c.ContainerSocket, c.AllowCaps = socket, tc.allow })
+			tk := imageTask("busybox:1", "true")
+			tk.Job.Spec.Caps = []string{"NET_RAW", "NET_ADMIN"}
+			if err := r.Start(tk); !errors.Is(err, ErrCapRefused) || !strings.HasSuffix(err.Error(), ": "+tc.want) {
+				t.Fatalf("Start = %v, want %q", err, tc.want)
+			}
+			if st := readStatus(t, filepath.Join(e.allocDir, tk.Alloc.ID)); st.State != structs.AllocFailed || !strings.Contains(st.Reason, tc.want) {
+				t.Errorf("status = %+v, want the start failure naming the capability", st)
+			}
+		})
+	}
+	if _, err := New(Config{AllocDir: e.allocDir, AllowCaps: []string{"NET_RAW", "EVERYTHING"}}); !errors.Is(err, ErrAllowCap) ||
+		!strings.Contains(err.Error(), `"EVERYTHING" is not a Linux capability`) {
+		t.Errorf("New with an unknown allowed capability = %v, want %v naming it", err, ErrAllowCap)
+	}
+}
+
 // TestRunner_ImageTaskSpecNamesTheContainerDriver: everything the
 // supervisor needs to run a container is resolved into spec.json: the
 // engine, the image and policy, the checked mounts, the shm size, the
@@ -245,7 +349,7 @@ func TestRunner_ImageTaskSpecNamesTheContainerDriver(t *testing.T) {
 				t.Fatalf("spec = %+v, want the container driver with its section", sp)
 			}
 			want := containerSpec{Socket: socket, Image: "busybox:1", Pull: tc.pull,
-				Mounts: []structs.Mount{{Source: allowed, Target: "/data", ReadOnly: true}}, ShmSize: tc.wantShm,
+				Mounts: []containerMount{{Source: allowed, Dir: allowed, Target: "/data", ReadOnly: true}}, ShmSize: tc.wantShm,
 				GPUs: tk.Alloc.GPUs, GPUMode: engine.GPUsNVIDIA, KeepFailed: true,
 				User: fmt.Sprintf("%d:%d", nobody.UID, nobody.GID), Groups: c.Groups}
 			if !reflect.DeepEqual(*c, want) {

@@ -32,23 +32,83 @@
 // (driver_container.go); it and CleanContainers (containers.go) reach the
 // engine only through agent/engine. The runner resolves everything into
 // spec.json's container section: the image and pull policy, the mounts
-// (each source must lie under one of Config.AllowMounts, by path
-// component, symlinks followed; the scheduler filters by them already),
-// the shm size, the GPUs and how they are handed over, the container the
-// runner itself runs in if any (Config.ContainerHost), and the account by
-// number (containers.go). The supervisor pulls the image as
-// the policy says, recording the pull's progress in pull.json, which the
-// runner reports while the allocation is pending; a stop or an expired
-// lease cancels a pull in flight. It then creates the container
-// skein-<allocID>, labelled with its allocation and the runner's
-// allocation directory, attaches its output to the logs and starts it.
-// Signals go to the container's main process, and the engine's exit code
-// 128+N is a death by signal N when the supervisor sent N. Once the
-// container has ended and its output is in, it is removed, unless it
+// (checked as below; the scheduler filters by the allowed directories
+// already), the capabilities (each must be one of Config.AllowCaps; the
+// scheduler filters by them too), the shm size, the GPUs and how they are
+// handed over, the container the runner itself runs in if any
+// (Config.ContainerHost), and the account by number (containers.go). The
+// supervisor pulls the image as the policy says, recording the pull's
+// progress in pull.json, which the runner reports while the allocation is
+// pending; a stop or an expired lease cancels a pull in flight. It then
+// creates the container skein-<allocID>, labelled with its allocation and
+// the runner's allocation directory, attaches its output to the logs and
+// starts it. Signals go to the container's main process, and the engine's
+// exit code 128+N is a death by signal N when the supervisor sent N. Once
+// the container has ended and its output is in, it is removed, unless it
 // failed by itself and Config.KeepFailed keeps it. An orphan is removed by
 // the ID job.pid records, or by name when its supervisor died before it
 // wrote job.pid; CleanContainers removes whatever else of this runner's is
 // left on the engine for an allocation no supervisor looks after.
+//
+// A container has no privileges. It runs as the job's account by number,
+// never as the image's user: as root only when the account is root and an
+// admin allowed it (Job.AllowRoot), and a spec without an account is not
+// run. Every capability is dropped but those the job names, and it runs
+// with no-new-privileges, so a setuid-root binary or a file capability in
+// the image gives nothing: the job keeps its uid and cannot become root,
+// and a file of another account behind a mount stays that account's. The
+// engine (Docker, up to today's releases) gives an account other than root
+// an added capability only in its bounding set, where it cannot use it
+// (the engine makes no capability ambient); a job running as root has it
+// in effect. The container is held by its cgroup to spec.json's limits:
+// memory, with swap (the limit on both is the same, so it never swaps),
+// a quota of its CPUs or, when the node pins jobs, its CPU set, and its
+// processes. It is handed no device but its own GPUs, through the
+// engine's device request or CDI, none for simulated GPUs, and
+// NVIDIA_VISIBLE_DEVICES names them (void for none), so that an NVIDIA
+// runtime set as the engine's default hands it no other GPU whatever the
+// image asks. A container the kernel killed for memory (the engine says
+// so) ends failed, "out of memory: used X of Y (--mem)" (oom.go); the
+// engine knows no peak, so X is the limit the kernel killed at.
+//
+// A mount is mounted as it was checked (container_mounts.go). Its source
+// must lie under one of Config.AllowMounts, by path component; the allowed
+// directory's own links are resolved (the node's choice, which only root
+// may change: an allowed directory and those above it must be root's),
+// and below it the source is reached without a symbolic link anywhere,
+// even one leading back inside: the source is opened from / one component
+// at a time, each beneath the last (openat2 RESOLVE_BENEATH and
+// RESOLVE_NO_SYMLINKS; openat O_NOFOLLOW on kernels without it), and must
+// be a directory or a plain file. The runner does so when it writes the
+// spec, so that a bad mount fails the start at once; the supervisor does
+// so again before it creates the container, so that a swap since is
+// refused, and holds what it opened (O_PATH descriptors). It binds each
+// (through /proc/self/fd, in its own mount namespace) at
+// <AllocDir>/.mounts/<allocID>/<n>, which only root reaches, and hands the
+// engine that path: a swap of the source after the open changes nothing,
+// since the bind is of the file opened and no user can touch the path.
+// It first checks that the engine sees the bind: the kernel names the
+// process listening on the engine's socket (SO_PEERCRED), and that
+// process's root (/proc/<pid>/root) must lead to the same device and
+// inode there. This holds where the engine's process is in the
+// supervisor's PID namespace and its mount namespace is the supervisor's
+// or receives its mounts, and the supervisor is root, as with an agent on
+// the host and its engine. The engine cannot be handed /proc/<pid>/fd/<n>
+// itself: the runtime mounts from the container's new mount namespace,
+// where the kernel refuses to bind a mount of another (EINVAL). Where the
+// check fails (an agent in a container with the host's engine, another
+// PID namespace, a runner that is not root), the engine gets the source's
+// path, which it looks up again when the container starts; that is safe
+// only when nobody but root can replace anything on it, so a source is
+// refused, saying where, when a directory on its way from / is not root's,
+// others may write it (unless it is sticky and the next step root's) or
+// it has an access control list. The binds are undone and the
+// descriptors closed once the engine has started the container (or
+// failed to), which keeps its own mounts; a supervisor that died with
+// binds in place leaves them to the runner, whose orphan cleanup undoes
+// them before it records the allocation lost. Nothing in .mounts is ever
+// removed but an empty mount point, and no allocation's name is .mounts,
+// so removing an allocation's directory never reaches into a bind.
 //
 // Exec runs a command beside a running job, as the job would run it (a
 // service replica's exec health check): through the driver spec.json
@@ -152,6 +212,9 @@
 //	                 account, 0600)
 //	work/            a process job's working directory when its spec names none
 //	                 (the job's account, 0700)
+//
+// Beside them, AllocDir/.mounts (root's, 0700) holds each starting
+// container's bound mount sources for a moment (see above).
 //
 // The agent keeps AllocDir in its data dir, which is 0711 for that reason;
 // everything else there is root's alone. A directory made before jobs ran

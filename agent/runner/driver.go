@@ -96,9 +96,13 @@ type jobRecord struct {
 }
 
 // exit is how a job ended: killed by Signal, or else exited with Code.
+// Reason, when set, says why in words where its driver knows more than
+// the code or signal tells (out of memory: oomReason), and is the
+// outcome's reason.
 type exit struct {
 	Code   int
 	Signal syscall.Signal
+	Reason string
 }
 
 // startError is a job its driver could not start, with the exit code to

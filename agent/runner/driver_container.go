@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -37,12 +38,15 @@ func containerName(allocID string) string { return "skein-" + allocID }
 
 // containerDriver runs a job in a container on the node's engine, as the
 // spec's container section says: it pulls the image as the pull policy
-// says (writing pull.json as the pull goes), creates the container
-// labelled with its allocation and the runner's allocation directory,
-// attaches its output to the job's logs and starts it. Signals go to the
-// container's main process; once it has ended and its output is in, the
-// container is removed, unless it failed by itself and the spec keeps
-// failed containers.
+// says (writing pull.json as the pull goes), opens the mounts' sources
+// and stages them for the engine (container_mounts.go), creates the
+// container labelled with its allocation and the runner's allocation
+// directory, without privileges and held to the spec's limits (see
+// engine.Docker.Create), attaches its output to the job's logs and
+// starts it. Signals go to the container's main process; once it has
+// ended and its output is in, the container is removed, unless it failed
+// by itself and the spec keeps failed containers. A container the kernel
+// killed for memory ends "out of memory".
 type containerDriver struct{}
 
 func (containerDriver) start(ctx context.Context, sp spec, in startArgs) (jobHandle, error) {
@@ -68,6 +72,10 @@ func (containerDriver) start(ctx context.Context, sp spec, in startArgs) (jobHan
 // supervisor stops it with its grace).
 func startContainer(ctx context.Context, d *engine.Docker, sp spec, in startArgs) (*containerJob, error) {
 	c := sp.Container
+	if c.User == "" {
+		// The image's own user may be root.
+		return nil, errNoAccount
+	}
 	if err := pullImage(ctx, d, c, in); err != nil {
 		return nil, err
 	}
@@ -86,6 +94,13 @@ func startContainer(ctx context.Context, d *engine.Docker, sp spec, in startArgs
 	if err := removeByName(ctx, d, name, allocDir); err != nil {
 		return nil, fmt.Errorf("remove the leftover container %s: %w", name, err)
 	}
+	// The sources stay open, and bound where the engine mounts them
+	// from, until the container has started (or could not be).
+	mounts, stage, err := prepareMounts(ctx, d, c.Mounts, mountStageDir(allocDir, sp.AllocID), in.log)
+	if err != nil {
+		return nil, err
+	}
+	defer stage.release()
 	cs := engine.ContainerSpec{
 		Name:     name,
 		Labels:   map[string]string{engine.LabelAlloc: sp.AllocID, engine.LabelAllocDir: allocDir},
@@ -95,14 +110,16 @@ func startContainer(ctx context.Context, d *engine.Docker, sp spec, in startArgs
 		Workdir:  sp.Workdir,
 		User:     c.User,
 		GroupAdd: c.Groups,
-		Mounts:   c.Mounts,
+		Mounts:   mounts,
 		ShmSize:  c.ShmSize,
 		GPUs:     c.GPUs,
 		GPUMode:  c.GPUMode,
+		CapAdd:   c.Caps,
+		Limits:   engineLimits(sp.Limits),
 		Host:     c.Host,
 	}
 	var id string
-	err := callEngine(ctx, func(ctx context.Context) error {
+	err = callEngine(ctx, func(ctx context.Context) error {
 		var err error
 		id, err = d.Create(ctx, cs)
 		return err
@@ -111,7 +128,7 @@ func startContainer(ctx context.Context, d *engine.Docker, sp spec, in startArgs
 		return nil, err
 	}
 	j := &containerJob{d: d, id: id, name: name, keepFailed: c.KeepFailed, log: in.log,
-		sent: make(map[syscall.Signal]bool)}
+		memLimit: cs.Limits.MemoryBytes, sent: make(map[syscall.Signal]bool)}
 	// The stream outlives the start: it ends with the container.
 	attachCtx, stopAttach := context.WithCancel(context.Background())
 	j.stopAttach = stopAttach
@@ -127,6 +144,43 @@ func startContainer(ctx context.Context, d *engine.Docker, sp spec, in startArgs
 	// The job started when the engine says it runs, not when it was asked.
 	j.rec = jobRecord{ContainerID: id, ContainerName: name, StartedAt: time.Now().UTC()}
 	return j, nil
+}
+
+// prepareMounts clears what an earlier supervisor of the allocation left
+// in its mount stage dir, then stages the mounts (stageMounts): bound in
+// dir where the engine is seen to see them, which needs the engine's
+// process in this process's PID namespace.
+func prepareMounts(ctx context.Context, d *engine.Docker, mounts []containerMount, dir string, log hclog.Logger) ([]structs.Mount, *mountStage, error) {
+	if err := clearMountStage(dir); err != nil {
+		return nil, nil, fmt.Errorf("clear the mount sources an earlier supervisor left: %w", err)
+	}
+	if len(mounts) == 0 {
+		return nil, nil, nil
+	}
+	var pid int
+	err := callEngine(ctx, func(ctx context.Context) error {
+		var err error
+		pid, err = d.ServerPID(ctx)
+		return err
+	})
+	root, why := "", ""
+	switch {
+	case err != nil:
+		why = err.Error()
+	case pid == 0:
+		why = "the engine's process is not to be seen from here (it runs in another PID namespace)"
+	default:
+		root = "/proc/" + strconv.Itoa(pid) + "/root"
+	}
+	return stageMounts(mounts, dir, root, why, log)
+}
+
+// engineLimits are the engine's limits for the spec's.
+func engineLimits(l *limits) engine.Limits {
+	if l == nil {
+		return engine.Limits{}
+	}
+	return engine.Limits{MemoryBytes: l.MemoryBytes, CPUs: l.CPUs, Cpuset: l.Cpuset, Pids: l.PidsMax}
 }
 
 // pullImage makes sure the engine holds the image, pulling it as the
@@ -204,6 +258,11 @@ func (containerDriver) killOrphan(sp spec, dir string, rec jobRecord) error {
 	if sp.Container == nil {
 		return errNoContainerSpec
 	}
+	// What the supervisor bound for the engine goes first: it needs no
+	// engine.
+	if err := clearMountStage(mountStageDir(filepath.Dir(dir), sp.AllocID)); err != nil {
+		return fmt.Errorf("undo the mount sources' bind mounts: %w", err)
+	}
 	d, err := engine.NewDocker(sp.Container.Socket)
 	if err != nil {
 		return err
@@ -248,6 +307,7 @@ type containerJob struct {
 	d          *engine.Docker
 	id, name   string
 	keepFailed bool
+	memLimit   int64 // the container's memory limit, 0 for none
 	log        hclog.Logger
 	rec        jobRecord
 	// attached gets the end of the output stream; stopAttach ends it.
@@ -273,6 +333,7 @@ func (j *containerJob) signal(sig syscall.Signal) error {
 func (j *containerJob) wait() (exit, error) {
 	defer j.d.Close()
 	code, err := j.d.Wait(context.Background(), j.id)
+	oom := false
 	if err != nil {
 		// The engine lost track of the wait; it may still know the end.
 		var st engine.ContainerState
@@ -287,13 +348,19 @@ func (j *containerJob) wait() (exit, error) {
 			j.remove()
 			return exit{}, fmt.Errorf("wait for container %s: %w", j.name, err)
 		}
-		code = st.ExitCode
+		code, oom = st.ExitCode, st.OOMKilled
+	} else if code != 0 {
+		oom = j.oomKilled()
 	}
 	j.drain()
 	j.mu.Lock()
 	e := containerExit(code, j.sent)
 	stopped := j.sent[syscall.SIGTERM] || j.sent[syscall.SIGKILL]
 	j.mu.Unlock()
+	if oom && !stopped && e.Signal == 0 && e.Code != 0 {
+		// The engine knows no peak: the kernel killed at the limit.
+		e.Reason = oomReason(j.memLimit, j.memLimit)
+	}
 	if j.keepFailed && e.Signal == 0 && e.Code != 0 && !stopped {
 		j.log.Info("keeping the failed job's container", "container", j.name, "id", j.id)
 		return e, nil
@@ -303,6 +370,21 @@ func (j *containerJob) wait() (exit, error) {
 }
 
 func (j *containerJob) record() jobRecord { return j.rec }
+
+// oomKilled reports whether the engine says the kernel killed in the
+// container for memory; what cannot be found out is no.
+func (j *containerJob) oomKilled() bool {
+	var st engine.ContainerState
+	err := callEngine(context.Background(), func(ctx context.Context) error {
+		var err error
+		st, err = j.d.Inspect(ctx, j.id)
+		return err
+	})
+	if err != nil {
+		j.log.Warn("cannot tell whether the container was killed for memory", "container", j.name, "error", err)
+	}
+	return st.OOMKilled
+}
 
 // containerExit is how a container ended whose main process exited with
 // code, given the signals the supervisor sent it. The engine gives only a

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -436,9 +437,11 @@ func TestContainer_OrphanWithoutJobPIDIsRemovedByName(t *testing.T) {
 func TestContainer_LeftoverOfTheSameAllocationIsReplacedNotDoubled(t *testing.T) {
 	t.Parallel()
 	e := newContainerEnv(t)
+	nobody := jobUser(t)
 	dir := newAllocDir(t, e.testEnv, spec{Driver: containerDriverName, Argv: []string{"sh", "-c", "echo fresh"},
-		User: jobUser(t), KillGrace: structs.Duration(time.Second),
-		Container: &containerSpec{Socket: engine.DefaultSocket, Image: e.image, Pull: structs.PullNever}})
+		User: nobody, KillGrace: structs.Duration(time.Second),
+		Container: &containerSpec{Socket: engine.DefaultSocket, Image: e.image, Pull: structs.PullNever,
+			User: fmt.Sprintf("%d:%d", nobody.UID, nobody.GID)}})
 	id := filepath.Base(dir)
 	leftover := e.container(t, containerName(id),
 		map[string]string{engine.LabelAlloc: id, engine.LabelAllocDir: e.allocDir}, true)

@@ -109,21 +109,25 @@ type limits struct {
 // containerSpec is spec.json's container section: what the container
 // driver needs besides the job's argv, env and workdir. The runner
 // resolves all of it (mounts checked against the node's allowed
-// directories, the shm size and the account's ids), so the supervisor
-// looks nothing up.
+// directories, capabilities against the node's, the shm size and the
+// account's ids), so the supervisor looks nothing up: it only opens the
+// mounts' sources again, to hand the engine what it opened.
 type containerSpec struct {
 	// Socket is the engine's socket (engine.Host).
 	Socket string             `json:"socket"`
 	Image  string             `json:"image"`
 	Pull   structs.PullPolicy `json:"pull"`
-	// Mounts have their sources resolved (symlinks followed), as checked.
-	Mounts []structs.Mount `json:"mounts,omitempty"`
+	// Mounts are as the runner checked them (container_mounts.go).
+	Mounts []containerMount `json:"mounts,omitempty"`
 	// ShmSize is /dev/shm's size in bytes; 0 is the engine's default.
 	ShmSize int64 `json:"shm_size,omitempty"`
 	// GPUs are the allocation's GPU UUIDs, handed to the container as
 	// GPUMode says (engine.GPUsNone: no devices, simulated GPUs).
 	GPUs    []string       `json:"gpus,omitempty"`
 	GPUMode engine.GPUMode `json:"gpu_mode,omitempty"`
+	// Caps are the capabilities the container is given, each one the
+	// node allows; it has no other.
+	Caps []string `json:"caps,omitempty"`
 	// Host names the container the runner runs in, that the job's
 	// container lives inside; "" runs it on the host's network.
 	Host string `json:"host,omitempty"`

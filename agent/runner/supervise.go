@@ -487,6 +487,9 @@ func (s *supervisor) wait(job jobHandle, sp spec) status {
 		st.ExitCode = end.Code
 		st.Reason = "exited with code " + strconv.Itoa(st.ExitCode)
 	}
+	if endErr == nil && end.Reason != "" {
+		st.Reason = end.Reason
+	}
 	switch {
 	case stopped:
 		st.State, st.Reason = structs.AllocKilled, why
