@@ -135,6 +135,11 @@ func sourceKind(st *unix.Stat_t, last bool) error {
 // the source's place, "" when nobody can: then the source's path leads to
 // what was opened for as long as root changes nothing on it.
 func openMount(m containerMount) (fd int, swappable string, err error) {
+	if !filepath.IsAbs(m.Dir) || filepath.Clean(m.Dir) != m.Dir || filepath.IsAbs(m.Path) || filepath.Clean("/"+m.Path) != "/"+m.Path {
+		// A spec of an agent from before mounts were checked this way
+		// names no allowed directory: its source would be /.
+		return -1, "", fmt.Errorf("the mount names no allowed directory and a clean path below it (%q, %q)", m.Dir, m.Path)
+	}
 	var names []string
 	for _, p := range []string{m.Dir, m.Path} {
 		for _, name := range strings.Split(p, "/") {

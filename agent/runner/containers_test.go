@@ -133,6 +133,19 @@ func TestCheckMounts_SourcesMustLieUnderAnAllowedDirectoryWithoutALink(t *testin
 	}
 }
 
+// TestOpenMount_RefusesAMountWithoutItsAllowedDirectory: a spec.json of
+// an agent from before mounts were checked this way has its sources, not
+// their allowed directories: such a mount is never taken for /.
+func TestOpenMount_RefusesAMountWithoutItsAllowedDirectory(t *testing.T) {
+	for _, m := range []containerMount{{Source: "/data", Target: "/d"}, {Dir: "data"}, {Dir: "/data/"}, {Dir: "/", Path: "/etc"},
+		{Dir: "/", Path: "etc/../root"}, {Dir: "/", Path: "etc/"}} {
+		if fd, _, err := openMount(m); err == nil || !strings.Contains(err.Error(), "names no allowed directory") {
+			_ = syscall.Close(fd)
+			t.Errorf("openMount(%+v) = %v, want it refused", m, err)
+		}
+	}
+}
+
 // TestOpenMount_SaysWhereAUserMaySwapTheSource: a source is swappable
 // where a directory on its way lets someone other than root replace the
 // next step: a directory of another owner, or one others may write,
