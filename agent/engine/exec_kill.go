@@ -22,8 +22,8 @@ const execKillTimeout = 5 * time.Second
 // procDir is where the host's processes are seen.
 const procDir = "/proc"
 
-// killExec kills what the exec execID still runs: its process and every
-// process it started (SIGKILL). The engine has no call that stops an exec
+// killExec kills what the exec execID still runs, or runs once its
+// start is through: its process and every process it started (SIGKILL). The engine has no call that stops an exec
 // (Docker 20.10's API has none: an exec ends when its process does), so
 // its process is found by the exec's PID, which the engine gives as the
 // host sees it, and killed from the host. The PID is trusted only if the
@@ -39,10 +39,23 @@ func (d *Docker) killExec(execID string) error {
 	defer cancel()
 	op := "kill exec " + execID
 	st, err := d.c.ContainerExecInspect(ctx, execID)
+	// An exec whose start is still under way (its context ended while
+	// the engine started it) has no process yet, though the engine may
+	// say it runs, and would run on once it has one: it is waited for.
+	// One that ran has its process's PID, and one that could not start
+	// its exit code (126, 127).
+	for err == nil && st.Pid <= 0 && (st.Running || st.ExitCode == 0) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: it had no process within %s, and may yet start", op, execKillTimeout)
+		case <-time.After(execPollInterval):
+		}
+		st, err = d.c.ContainerExecInspect(ctx, execID)
+	}
 	if err != nil {
 		return d.fail(op, err)
 	}
-	if !st.Running || st.Pid <= 0 {
+	if !st.Running {
 		return nil
 	}
 	if !inCgroupOf(st.Pid, st.ContainerID) {

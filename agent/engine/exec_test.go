@@ -156,3 +156,23 @@ func TestExec_KillInTheContainerKillsByTheHostsPID(t *testing.T) {
 	}
 	waitGone(t, d, id, "sleep 603")
 }
+
+// An exec whose context ended while the engine was starting it has no
+// process yet: the kill waits for it, and kills it once it is there.
+func TestExec_KillWaitsForAnExecStillStarting(t *testing.T) {
+	d := testDocker(t)
+	id := running(t, d)
+	created, err := d.c.ContainerExecCreate(callCtx(t), id, container.ExecOptions{Cmd: []string{"sleep", "604"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := make(chan error, 1)
+	go func() { killed <- d.killExec(created.ID) }()
+	if err := d.c.ContainerExecStart(callCtx(t), created.ID, container.ExecStartOptions{Detach: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-killed; err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, d, id, "sleep 604")
+}
