@@ -160,10 +160,6 @@ func openMount(m containerMount) (fd int, swappable string, err error) {
 	}
 	for i, name := range names {
 		next := filepath.Join(curPath, name)
-		if name == "." || name == ".." {
-			_ = unix.Close(cur)
-			return -1, "", fmt.Errorf("%s: a mount's source is a clean path", next)
-		}
 		fd, err := openBeneath(cur, name)
 		var st unix.Stat_t
 		if err == nil {

@@ -253,16 +253,21 @@ func callEngine(ctx context.Context, call func(context.Context) error) error {
 // killOrphan removes the job's container, found by the ID job.pid
 // records or, when the supervisor died before it wrote one, by the name
 // it would have had (and its allocation directory: dir is the
-// allocation's).
+// allocation's), and undoes the bind mounts the supervisor may have left
+// for the engine, which needs no engine.
 func (containerDriver) killOrphan(sp spec, dir string, rec jobRecord) error {
 	if sp.Container == nil {
 		return errNoContainerSpec
 	}
-	// What the supervisor bound for the engine goes first: it needs no
-	// engine.
-	if err := clearMountStage(mountStageDir(filepath.Dir(dir), sp.AllocID)); err != nil {
-		return fmt.Errorf("undo the mount sources' bind mounts: %w", err)
+	var staged error
+	if err := clearMountStage(mountStageDir(filepath.Dir(dir), filepath.Base(dir))); err != nil {
+		staged = fmt.Errorf("undo the mount sources' bind mounts: %w", err)
 	}
+	return errors.Join(staged, removeOrphan(sp, dir, rec))
+}
+
+// removeOrphan removes the container killOrphan looks for.
+func removeOrphan(sp spec, dir string, rec jobRecord) error {
 	d, err := engine.NewDocker(sp.Container.Socket)
 	if err != nil {
 		return err
