@@ -301,16 +301,16 @@ func TestContainer_SourceSwappingWhileJobsStartNeverLeadsOut(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			time.Sleep(time.Millisecond) // each state lasts a moment
+			time.Sleep(time.Millisecond) // each state lasts a moment,
 			if err := s.back(); err != nil {
 				t.Error(err)
 				return
 			}
 			n++
-			time.Sleep(time.Millisecond)
+			time.Sleep(3 * time.Millisecond) // the source's a little longer
 		}
 	}()
-	const jobs = 8
+	const jobs = 12
 	var started []Task
 	refused := 0
 	for range jobs {
@@ -337,6 +337,9 @@ func TestContainer_SourceSwappingWhileJobsStartNeverLeadsOut(t *testing.T) {
 		}
 	}
 	close(stop)
+	if len(started) == 0 {
+		t.Errorf("the runner refused all %d jobs: none was started while the source was swapped", jobs)
+	}
 	t.Logf("%d jobs: %d refused by the runner, %d refused when started, %d ran; the source was swapped %d times",
 		jobs, refused, len(started)-ran, ran, <-swapped)
 }
