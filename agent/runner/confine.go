@@ -243,12 +243,3 @@ func usage(st cgroup.Stats, l *limits) *structs.AllocUsage {
 	}
 	return u
 }
-
-// oomReason says that the memory limit stopped a job, and how much it
-// had used of how much: "out of memory: used 64M of 64M (--mem)".
-func oomReason(peak, limit int64) string {
-	if limit <= 0 {
-		return fmt.Sprintf("out of memory: used %s, and the node's jobs together used what it offers them", structs.FormatBytes(peak))
-	}
-	return fmt.Sprintf("out of memory: used %s of %s (--mem)", structs.FormatBytes(peak), structs.FormatBytes(limit))
-}
