@@ -381,3 +381,27 @@ func TestConfine_ADeadSupervisorsGroupIsKilled(t *testing.T) {
 			gone(pid), groupOf(t, h, tk.Alloc.ID).Exists())
 	}
 }
+
+// TestConfine_AFencedJobDiesWithItsGroup: a node whose lease ran out stops
+// its jobs whole: a daemon one left in a session of its own goes too.
+func TestConfine_AFencedJobDiesWithItsGroup(t *testing.T) {
+	t.Parallel()
+	h := confinedHierarchy(t)
+	e := newEnv(t)
+	e.leasePath = filepath.Join(t.TempDir(), "lease.json")
+	e.fenceGrace = 200 * time.Millisecond
+	r, rec := e.runner(t)
+	if err := r.RenewLease(time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	tk, pid := startWithDaemon(t, r, rec)
+	if err := r.RenewLease(time.Now().Add(-time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if u := waitTerminal(t, rec, tk.Alloc.ID); u.State != structs.AllocKilled || u.Reason != "killed: "+fencedReason {
+		t.Fatalf("got %+v, want the job fenced", u)
+	}
+	if !gone(pid) || groupOf(t, h, tk.Alloc.ID).Exists() {
+		t.Errorf("after the fence: daemon gone %v, group there %v; want gone, not there", gone(pid), groupOf(t, h, tk.Alloc.ID).Exists())
+	}
+}
