@@ -2,11 +2,13 @@ package agent
 
 import (
 	"context"
+	"crypto/subtle"
 	"crypto/tls"
 	"fmt"
 	"net"
 
 	"github.com/skein-dev/skein/agent/ingress"
+	"github.com/skein-dev/skein/trust"
 )
 
 // listenIngress binds the ingress's port on the bind address, when the
@@ -47,7 +49,8 @@ func (a *Agent) newIngress() *ingress.Server {
 	if a.secure != nil {
 		l = tls.NewListener(l, a.secure.ServerTLS(tls.NoClientCert))
 	}
-	a.proxy = ingress.New(ingress.Config{State: a.node.View(), Auth: a.server.UserAuth(), Logger: a.logger.Named("ingress")})
+	a.proxy = ingress.New(ingress.Config{State: a.node.View(), Auth: a.server.UserAuth(), Credential: a.isCredential,
+		Logger: a.logger.Named("ingress")})
 	return ingress.NewServer(l, a.proxy, a.logger.Named("ingress"))
 }
 
@@ -86,4 +89,23 @@ func (a *Agent) ingressInFlight(service string) map[string]int64 {
 		return nil
 	}
 	return a.proxy.InFlight(service)
+}
+
+// isCredential reports whether a token is one of the cluster's user
+// credentials, which the ingress never passes to a replica: one of an ACL
+// token's shape (known here or not), or the cluster's API token where this
+// node knows it (its --token, or the hash a secure cluster's state holds).
+func (a *Agent) isCredential(token string) bool {
+	if trust.LooksLikeACLToken(token) {
+		return true
+	}
+	if a.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(token), []byte(a.cfg.Token)) == 1 {
+		return true
+	}
+	if a.secure != nil {
+		if t, ok := a.fsm.Trust(); ok && t.UserTokenHash != "" {
+			return trust.EqualHash(trust.HashSecret(token), t.UserTokenHash)
+		}
+	}
+	return false
 }

@@ -3,6 +3,9 @@ package agent
 import (
 	"context"
 	"fmt"
+	"html"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,7 +48,8 @@ type browser struct {
 	errs []string
 }
 
-func newBrowser(t *testing.T) *browser {
+// newBrowser starts a headless Chromium, with more options when given.
+func newBrowser(t *testing.T, more ...chromedp.ExecAllocatorOption) *browser {
 	path := chromium()
 	if path == "" {
 		t.Skip("no chromium binary found (Debian: apt-get install chromium): the web UI's browser test needs one")
@@ -53,6 +57,7 @@ func newBrowser(t *testing.T) *browser {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000))
+	opts = append(opts, more...)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancelAlloc)
 	ctx, cancel := chromedp.NewContext(allocCtx)
@@ -251,4 +256,77 @@ func TestUI_InABrowser_EveryPageOfAThreeNodeCluster(t *testing.T) {
 		t.Fatalf("the pages reported errors:\n%s", strings.Join(errs, "\n"))
 	}
 	t.Logf("screenshots in %s", b.dir)
+}
+
+// A submitter's public service named "ui", served by the ingress on the
+// UI's host: the admin, signed in to the UI, follows a link to it. Its
+// page tries what a page of the host can: be sent the UI's cookies, set
+// the attacker's session (by its answer's Set-Cookie and by script), and
+// post a cordon to the UI with the CSRF token of that session. The
+// attacker gets no credential and the GPU stays in service.
+func TestUI_InABrowser_AServiceOnTheUIsHostCannotActAsTheSignedIn(t *testing.T) {
+	b := newBrowser(t, chromedp.IgnoreCertErrors) // the cluster's CA is the test's own
+	dc := startDoorsCluster(t)
+	ui := dc.agents[1].HTTPAddr()
+	target := dc.agents[2].NodeID()
+	cordon := ui + "/ui/nodes/" + target + "/gpus/0/cordon"
+
+	// The attacker's own session and its CSRF token, from its sign-in page.
+	attacker := &uiBrowser{t: t, base: ui, c: dc.tlsClient(mustJar(t))}
+	csrf := attacker.csrf("/ui/login")
+	uiURL, _ := url.Parse(ui + "/ui/")
+	session := ""
+	for _, c := range attacker.c.Jar.Cookies(uiURL) {
+		if strings.Contains(c.Name, "skein_session") {
+			session = c.Value
+		}
+	}
+	dc.seen.page = func(w http.ResponseWriter, r *http.Request) {
+		for _, c := range []string{"skein_session=" + session + "; Path=/ui/; Secure", "__Host-skein_session=" + session + "; Path=/; Secure"} {
+			w.Header().Add("Set-Cookie", c)
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprintf(w, `<!doctype html><title>free GPUs</title>
+<form id="f" method="POST" action="%s"><input name="csrf" value="%s"><input name="reason" value="pwned"></form>
+<script>
+document.cookie = "__Host-skein_session=%s; Path=/; Secure";
+document.cookie = "skein_session=%s; Path=/ui/; Secure";
+document.getElementById("f").submit();
+</script>`, html.EscapeString(cordon), csrf, session, session)
+	}
+
+	b.run("sign in as the admin", chromedp.Navigate(ui+"/ui/login"), chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), dc.admin), chromedp.Click(chromedp.CSS("#signin")),
+		chromedp.WaitVisible(chromedp.CSS("#gpu-grid")))
+	b.run("follow the link to the service", chromedp.Navigate(dc.agents[0].IngressAddr()+"/ui/free-gpus"))
+	testutil.WaitFor(t, 20*time.Second, func() error {
+		if loc := get(b, "location", chromedp.Location()); !strings.HasPrefix(loc, ui+"/ui/nodes/") {
+			return fmt.Errorf("the browser is at %s, not yet at the UI's answer to the cordon the page posts", loc)
+		}
+		return nil
+	})
+	answer := get(b, "read the UI's answer", chromedp.Text(chromedp.CSS("body")))
+	b.save("cross-origin-cordon", get(b, "screenshot the UI's answer", chromedp.FullScreenshot(100)))
+	if !strings.Contains(answer, "Forbidden") {
+		t.Errorf("the UI answered the service's cordon with:\n%s", answer)
+	}
+	if dc.seen.count() == 0 {
+		t.Fatal("the browser never reached the service")
+	}
+	if got := skeinCredentials(dc.seen.credentials()); len(got) > 0 {
+		t.Errorf("the submitter's replica got the admin's credentials: %q", got)
+	}
+	gpus, err := dc.client(dc.agents[0]).GPUs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range gpus {
+		if g.Health == "cordoned" {
+			t.Errorf("GPU %d of %s was cordoned by the service's page: %+v", g.Index, g.Node, g.GPU)
+		}
+	}
+	// The admin is still signed in, as the admin.
+	page := b.page("after-the-service", ui+"/ui/", "#gpu-grid")
+	has(t, page, "overview", "admin")
+	b.takeErrors() // the 403 is reported; nothing else is asked of these pages
 }

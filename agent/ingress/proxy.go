@@ -20,6 +20,7 @@ import (
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/structs"
+	"github.com/skein-dev/skein/trust"
 )
 
 // Bounds of proxying one request.
@@ -67,6 +68,11 @@ type Config struct {
 	// Auth admits the callers of services that are not public; nil
 	// admits everyone.
 	Auth Authenticator
+	// Credential reports whether a token (an Authorization header's,
+	// its "Bearer " taken off) is one of the cluster's credentials,
+	// which no replica may see; nil: those of an ACL token's shape. The
+	// agent adds the cluster's API token where the node knows it.
+	Credential func(token string) bool
 	// DialTimeout bounds connecting to a replica; 0 is 1.5s.
 	DialTimeout time.Duration
 	Logger      hclog.Logger
@@ -99,6 +105,9 @@ func New(cfg Config) *Proxy {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	if cfg.Credential == nil {
+		cfg.Credential = trust.LooksLikeACLToken
+	}
 	p := &Proxy{cfg: cfg, log: cfg.Logger, views: map[string]*view{}, held: map[string]*atomic.Int64{}}
 	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	base := &http.Transport{
@@ -118,11 +127,12 @@ func New(cfg Config) *Proxy {
 		DisableCompression: true,
 	}
 	p.rp = &httputil.ReverseProxy{
-		Rewrite:       p.rewrite,
-		Transport:     &retrier{p: p, base: base},
-		FlushInterval: -1, // every write of the replica reaches the client at once
-		ErrorHandler:  p.proxyError,
-		ErrorLog:      cfg.Logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+		Rewrite:        p.rewrite,
+		ModifyResponse: dropSkeinCookies,
+		Transport:      &retrier{p: p, base: base},
+		FlushInterval:  -1, // every write of the replica reaches the client at once
+		ErrorHandler:   p.proxyError,
+		ErrorLog:       cfg.Logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
 	return p
 }
@@ -167,7 +177,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r = admitted
-		rt.stripAuth = p.authorizationAdmitted(r)
+		// Without X-Skein-Token the authenticator read the token in
+		// Authorization: the caller's credential.
+		rt.stripAuth = r.Header.Get(api.TokenHeader) == ""
 	}
 	switch {
 	case rt.v == nil && name == "":
@@ -188,21 +200,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, &rt)))
-}
-
-// authorizationAdmitted reports whether the Authorization header is what
-// admitted an admitted request: the caller's skein token, which the
-// replica must not see. A request admitted without it (a token in
-// X-Skein-Token, or an authenticator that asks for none) keeps it, for a
-// service that checks its own keys.
-func (p *Proxy) authorizationAdmitted(r *http.Request) bool {
-	if r.Header.Get("Authorization") == "" {
-		return false
-	}
-	without := r.Clone(r.Context())
-	without.Header.Del("Authorization")
-	_, err := p.cfg.Auth.Authenticate(without)
-	return err != nil
 }
 
 // route finds the service a request is for, and the name asked for
@@ -339,8 +336,8 @@ func (p *Proxy) heldCounter(service string) *atomic.Int64 {
 // rewrite makes the request the replica gets: the path without the
 // service's prefix (X-Forwarded-Prefix says which), X-Forwarded-For,
 // -Host and -Proto of this hop (those the client sent are dropped: the
-// replica can trust them), and no skein token. The replica's address is
-// the retrier's to set.
+// replica can trust them), and none of skein's credentials (see
+// withoutCredentials). The replica's address is the retrier's to set.
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	rt := pr.In.Context().Value(routeKey{}).(*route)
 	pr.Out.URL.Scheme = "http"
@@ -351,10 +348,49 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	if rt.prefix != "" {
 		pr.Out.Header.Set("X-Forwarded-Prefix", rt.prefix)
 	}
-	pr.Out.Header.Del(api.TokenHeader)
-	if rt.stripAuth {
-		pr.Out.Header.Del("Authorization")
+	withoutCredentials(pr.Out.Header, rt.stripAuth, p.cfg.Credential)
+}
+
+// withoutCredentials takes skein's credentials out of the headers of a
+// request to a replica, public or not: X-Skein-Token, every cookie of
+// skein's namespace (the web UI's: a browser sends them to every port of
+// the UI's host, the ingress's too), and Authorization when it carried
+// the caller's skein token (stripAuth: it admitted the caller) or holds
+// anything credential says is one. What is left is the service's own.
+func withoutCredentials(h http.Header, stripAuth bool, credential func(string) bool) {
+	h.Del(api.TokenHeader)
+	if auth := h.Get("Authorization"); auth != "" {
+		token := strings.TrimSpace(auth)
+		if scheme, rest, ok := strings.Cut(token, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			token = strings.TrimSpace(rest)
+		}
+		if stripAuth || credential(token) {
+			h.Del("Authorization")
+		}
 	}
+	if cookies := h.Values("Cookie"); len(cookies) > 0 {
+		h.Del("Cookie")
+		if kept := api.WithoutSkeinCookies(strings.Join(cookies, "; ")); kept != "" {
+			h.Set("Cookie", kept)
+		}
+	}
+}
+
+// dropSkeinCookies takes out of a replica's answer every Set-Cookie of
+// skein's namespace: a service may neither replace the web UI's session
+// nor plant one of its own.
+func dropSkeinCookies(res *http.Response) error {
+	set := res.Header.Values("Set-Cookie")
+	if len(set) == 0 {
+		return nil
+	}
+	res.Header.Del("Set-Cookie")
+	for _, c := range set {
+		if !api.SetsSkeinCookie(c) {
+			res.Header.Add("Set-Cookie", c)
+		}
+	}
+	return nil
 }
 
 // proxyError answers a request no replica answered.

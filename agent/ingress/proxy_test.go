@@ -768,3 +768,105 @@ func TestProxy_APostOnAKeptAliveConnectionTheReplicaClosedIsSentOnAFreshOne(t *t
 		t.Fatalf("a POST was given a connection the replica had closed %d times in %d, want %d: the test proves nothing", resent, n, wantResent)
 	}
 }
+
+// aclShaped is a token of an ACL token's shape (SKA1.id.secret): a skein
+// credential whether or not this cluster knows it.
+const aclShaped = "SKA1.0123456789abcdef.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+
+// credentialEcho is a replica that answers with every credential it got:
+// its cookies, its Authorization and X-Skein-Token.
+func credentialEcho(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var names []string
+		for _, c := range r.Cookies() {
+			names = append(names, c.Name+"="+c.Value)
+		}
+		fmt.Fprintf(w, "cookies=[%s] authorization=%q token=%q", strings.Join(names, " "), r.Header.Get("Authorization"), r.Header.Get(api.TokenHeader))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestProxy_SkeinsCookiesAndTokensReachNoReplica_PublicOrNot(t *testing.T) {
+	st := newFakeState()
+	st.addService(structs.Service{Name: "private", Replicas: 1})
+	st.addReplica(t, "private", addrOf(t, credentialEcho(t)), nil)
+	st.addService(structs.Service{Name: "open", Replicas: 1, Spec: structs.ServiceSpec{Public: true}})
+	st.addReplica(t, "open", addrOf(t, credentialEcho(t)), nil)
+	_, srv := testProxy(t, st, tokenAuth{})
+	// What a browser signed in to the UI on the same host sends to any
+	// port of it (cookies are kept per host), and the service's own.
+	cookies := "skein_token=" + aclShaped + "; theirs=1; __Host-skein_session=0123; Skein_Token=x; __Secure-skein_x=y; cart=2"
+	for _, tc := range []struct {
+		name   string
+		path   string
+		header http.Header
+		want   string
+	}{
+		{"a public service, a skein token as bearer", "/open/x",
+			http.Header{"Authorization": {"Bearer " + aclShaped}, "Cookie": {cookies}},
+			`cookies=[theirs=1 cart=2] authorization="" token=""`},
+		{"a public service, a skein token without a scheme", "/open/x",
+			http.Header{"Authorization": {aclShaped}},
+			`cookies=[] authorization="" token=""`},
+		{"a public service, the service's own key", "/open/x",
+			http.Header{"Authorization": {"Bearer sk-service"}, api.TokenHeader: {aclShaped}, "Cookie": {cookies}},
+			`cookies=[theirs=1 cart=2] authorization="Bearer sk-service" token=""`},
+		{"a private service, the token as bearer", "/private/x",
+			http.Header{"Authorization": {"Bearer good"}, "Cookie": {cookies}},
+			`cookies=[theirs=1 cart=2] authorization="" token=""`},
+		{"a private service, the token in X-Skein-Token and another skein token as bearer", "/private/x",
+			http.Header{api.TokenHeader: {"good"}, "Authorization": {"Bearer " + aclShaped}},
+			`cookies=[] authorization="" token=""`},
+		{"a private service, only skein's cookies", "/private/x",
+			http.Header{api.TokenHeader: {"good"}, "Cookie": {"skein_token=" + aclShaped, "__Host-skein_token=" + aclShaped}},
+			`cookies=[] authorization="" token=""`},
+	} {
+		code, body := get(t, srv, tc.path, tc.header)
+		if code != http.StatusOK || body != tc.want {
+			t.Errorf("%s: %d %s, want 200 %s", tc.name, code, body, tc.want)
+		}
+	}
+}
+
+func TestProxy_AReplicaCannotSetSkeinsCookies(t *testing.T) {
+	replica := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, c := range []string{
+			"skein_session=0123456789abcdef0123456789abcdef; Path=/ui/",
+			"__Host-skein_session=0123456789abcdef0123456789abcdef; Path=/; Secure",
+			"SKEIN_TOKEN=x; Path=/",
+			"  skein_token =x",
+			"__Secure-skein_other=1",
+			"session=mine; Path=/; HttpOnly",
+		} {
+			w.Header().Add("Set-Cookie", c)
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	t.Cleanup(replica.Close)
+	st := newFakeState()
+	st.addService(structs.Service{Name: "ui", Replicas: 1, Spec: structs.ServiceSpec{Public: true}})
+	st.addReplica(t, "ui", addrOf(t, replica), nil)
+	_, srv := testProxy(t, st, tokenAuth{})
+	resp, err := client.Get(srv.URL + "/ui/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Values("Set-Cookie"); len(got) != 1 || got[0] != "session=mine; Path=/; HttpOnly" {
+		t.Fatalf("the replica's cookies reached the client as %q, want only its own session=mine", got)
+	}
+}
+
+func TestProxy_TheClustersAPITokenReachesNoPublicReplica(t *testing.T) {
+	st := newFakeState()
+	st.addService(structs.Service{Name: "open", Replicas: 1, Spec: structs.ServiceSpec{Public: true}})
+	st.addReplica(t, "open", addrOf(t, credentialEcho(t)), nil)
+	p := New(Config{State: st, Auth: tokenAuth{}, Credential: func(tok string) bool { return tok == "good" }})
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	code, body := get(t, srv, "/open/x", http.Header{"Authorization": {"bearer  good "}})
+	wantAnswer(t, code, body, http.StatusOK, `cookies=[] authorization="" token=""`)
+	code, body = get(t, srv, "/open/x", http.Header{"Authorization": {"Basic Z29vZA=="}})
+	wantAnswer(t, code, body, http.StatusOK, `cookies=[] authorization="Basic Z29vZA==" token=""`)
+}

@@ -24,8 +24,23 @@ func (s *Server) mountUI(top *http.ServeMux, user http.Handler) {
 		},
 		NodeTelemetry: s.nodeTelemetry,
 	})
-	top.Handle(ui.Prefix, h)
+	top.Handle(ui.Prefix, s.asTheUserSentIt(h))
 	top.Handle("GET /ui", http.RedirectHandler(ui.Prefix, http.StatusMovedPermanently))
+}
+
+// asTheUserSentIt gives a UI request a worker passed on (ProxiedHeader,
+// from a node) the host the user sent it to, which the worker names in
+// X-Forwarded-Host: the UI compares a form's Origin with it.
+func (s *Server) asTheUserSentIt(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(ProxiedHeader) != "" && s.sentByNode(r) {
+			if hosts := r.Header.Values("X-Forwarded-Host"); len(hosts) > 0 {
+				r = r.Clone(r.Context())
+				r.Host = hosts[len(hosts)-1]
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // uiAuthenticate checks a UI request with token (the session cookie's;

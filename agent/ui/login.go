@@ -14,22 +14,24 @@ type loginData struct {
 	Signed bool
 }
 
+// The login page's form carries the CSRF token of its session before
+// signing in (no token), whoever is signed in.
 func (u *UI) handleLoginPage(w http.ResponseWriter, r *http.Request) {
-	v := u.newView(w, r)
+	v := u.newView(w, r, "")
 	v.Title, v.Nav = "Sign in", "login"
-	_, err := r.Cookie(TokenCookie)
-	v.SignedIn = err == nil
-	u.render(w, http.StatusOK, "login", v, loginData{Next: safeNext(r.URL.Query().Get("next")), Signed: err == nil})
+	signed := signedInToken(r) != ""
+	v.SignedIn = signed
+	u.render(w, http.StatusOK, "login", v, loginData{Next: safeNext(r.URL.Query().Get("next")), Signed: signed})
 }
 
 // handleLogin checks the token it is given as the API would, and keeps it
 // in the token cookie; a wrong one is refused (and counted as the API
 // counts failed authentications).
 func (u *UI) handleLogin(w http.ResponseWriter, r *http.Request) {
-	v := u.newView(w, r)
+	v := u.newView(w, r, "")
 	v.Title, v.Nav = "Sign in", "login"
 	next := safeNext(r.PostFormValue("next"))
-	if !u.csrfOK(r) {
+	if !u.csrfOK(r, "") {
 		u.render(w, http.StatusForbidden, "login", v, loginData{Next: next, Error: errCSRF.Error()})
 		return
 	}
@@ -47,14 +49,16 @@ func (u *UI) handleLogin(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-// handleLogout forgets the token.
+// handleLogout forgets the token, and the session with it.
 func (u *UI) handleLogout(w http.ResponseWriter, r *http.Request) {
-	if !u.csrfOK(r) {
-		v := u.newView(w, r)
+	token := signedInToken(r)
+	if !u.csrfOK(r, token) {
+		v := u.newView(w, r, token)
 		u.fail(w, r, v, http.StatusForbidden, errCSRF)
 		return
 	}
 	setCookie(w, r, TokenCookie, "", -1)
+	u.newSession(w, r)
 	http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
 }
 

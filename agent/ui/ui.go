@@ -26,14 +26,20 @@ import (
 // Prefix is where the UI is served.
 const Prefix = "/ui/"
 
-// Cookies the UI sets, on Prefix only. Both are HttpOnly and
-// SameSite=Strict, and Secure on a TLS listener.
+// The UI's cookies (the package doc says why they are what they are).
+// Both are HttpOnly and SameSite=Strict. Over TLS their names carry the
+// __Host- prefix, which a browser takes only from a secure origin, with
+// Secure, Path=/ and no Domain; over plain HTTP (a loopback or lab
+// cluster) they are the bare names, on Prefix only. Each scheme reads
+// its own names alone.
 const (
 	// TokenCookie holds the API token the login page was given.
 	TokenCookie = "skein_token"
-	// sessionCookie holds a random session ID, the key of the CSRF token
-	// the UI's forms carry.
+	// sessionCookie holds a random session ID, which with the token is
+	// the key of the CSRF token of the UI's forms.
 	sessionCookie = "skein_session"
+	// hostPrefix is the prefix of the cookies' names over TLS.
+	hostPrefix = "__Host-"
 	// csrfField is the form field of the CSRF token.
 	csrfField = "csrf"
 )
@@ -54,6 +60,7 @@ const (
 // Errors of the UI's own checks; a refused action shows the API's error.
 var (
 	errCSRF      = errors.New("the form's CSRF token is missing or wrong: reload the page and try again")
+	errOrigin    = errors.New("a change to the cluster is taken only from the UI's own pages: this one came from another origin")
 	errNoToken   = errors.New("give an API token")
 	errBadNumber = errors.New("not a number")
 	errTooLong   = errors.New("the API's answer is longer than asked for")
@@ -195,7 +202,34 @@ func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !strings.HasPrefix(r.URL.Path, Prefix+"static/") {
 		h.Set("Cache-Control", "no-store")
 	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && !sameOrigin(r) {
+		u.fail(w, r, &view{NodeName: u.cfg.NodeName, Now: u.now().UTC()}, http.StatusForbidden, errOrigin)
+		return
+	}
 	u.mux.ServeHTTP(w, r)
+}
+
+// sameOrigin reports whether a request that changes something comes from
+// the UI's own pages. A browser's Fetch metadata says so (Sec-Fetch-Site,
+// which a page cannot set): only "same-origin" is. A page of the ingress
+// on the UI's host, at another port, is "same-site", which SameSite
+// cookies do not tell apart. A browser that sends no Fetch metadata is
+// asked its Origin, which must be the UI's own (scheme, host and port);
+// a client that sends neither is no browser, whose requests no other
+// site's page can make: the CSRF token is checked for it as for all.
+func sameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin"
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	scheme := "http://"
+	if r.TLS != nil {
+		scheme = "https://"
+	}
+	return strings.EqualFold(origin, scheme+r.Host)
 }
 
 // view is what every page's template gets besides its own data.
@@ -219,11 +253,8 @@ type view struct {
 // login page (a GET) or refused.
 func (u *UI) page(h func(http.ResponseWriter, *http.Request, *view)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		v := u.newView(w, r)
-		token := ""
-		if c, err := r.Cookie(TokenCookie); err == nil {
-			token = c.Value
-		}
+		token := signedInToken(r)
+		v := u.newView(w, r, token)
 		req, who, err := u.srv.Authenticate(r, token)
 		if err != nil {
 			if r.Method == http.MethodGet {
@@ -238,7 +269,7 @@ func (u *UI) page(h func(http.ResponseWriter, *http.Request, *view)) http.Handle
 			u.fail(w, r, v, http.StatusForbidden, &structs.PermissionError{Role: who.Role, Need: structs.PermRead, What: "see the cluster"})
 			return
 		}
-		if r.Method == http.MethodPost && !u.csrfOK(r) {
+		if r.Method == http.MethodPost && !u.csrfOK(r, token) {
 			u.fail(w, r, v, http.StatusForbidden, errCSRF)
 			return
 		}
@@ -247,15 +278,14 @@ func (u *UI) page(h func(http.ResponseWriter, *http.Request, *view)) http.Handle
 }
 
 // newView starts a page's view, with its session (a new one when the
-// request brings none).
-func (u *UI) newView(w http.ResponseWriter, r *http.Request) *view {
-	session := ""
-	if c, err := r.Cookie(sessionCookie); err == nil && validSession(c.Value) {
-		session = c.Value
-	} else {
+// request brings none) and the CSRF token of that session and token (the
+// signed-in one; "" for none).
+func (u *UI) newView(w http.ResponseWriter, r *http.Request, token string) *view {
+	session, ok := sessionOf(r)
+	if !ok {
 		session = u.newSession(w, r)
 	}
-	return &view{NodeName: u.cfg.NodeName, CSRF: u.csrfToken(session), Now: u.now().UTC()}
+	return &view{NodeName: u.cfg.NodeName, CSRF: u.csrfToken(session, token), Now: u.now().UTC()}
 }
 
 // newSession sets a new session cookie and returns its ID.
@@ -267,36 +297,71 @@ func (u *UI) newSession(w http.ResponseWriter, r *http.Request) string {
 	return id
 }
 
+// sessionOf is the request's session ID, when it carries a valid one.
+func sessionOf(r *http.Request) (string, bool) {
+	c, err := r.Cookie(cookieName(r, sessionCookie))
+	if err != nil || !validSession(c.Value) {
+		return "", false
+	}
+	return c.Value, true
+}
+
+// signedInToken is the token of the request's token cookie; "" without.
+func signedInToken(r *http.Request) string {
+	if c, err := r.Cookie(cookieName(r, TokenCookie)); err == nil {
+		return c.Value
+	}
+	return ""
+}
+
 func validSession(s string) bool {
 	_, err := hex.DecodeString(s)
 	return len(s) == 32 && err == nil
 }
 
-// csrfToken is the CSRF token of a session: a MAC of its ID, so it need
-// not be kept.
-func (u *UI) csrfToken(session string) string {
+// csrfToken is the CSRF token of a session and the token signed in with
+// it ("" before signing in): a MAC of both, so it need not be kept. A
+// session ID a service planted in the browser (with a script of its own
+// on the UI's host) gives its planter no token that works with the token
+// of the one signed in.
+func (u *UI) csrfToken(session, token string) string {
 	m := hmac.New(sha256.New, u.csrfKey)
 	m.Write([]byte(session))
+	m.Write([]byte{0})
+	m.Write([]byte(token))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// csrfOK reports whether a form carries its session's CSRF token.
-func (u *UI) csrfOK(r *http.Request) bool {
-	c, err := r.Cookie(sessionCookie)
-	if err != nil || !validSession(c.Value) {
+// csrfOK reports whether a form carries the CSRF token of its session and
+// token.
+func (u *UI) csrfOK(r *http.Request, token string) bool {
+	session, ok := sessionOf(r)
+	if !ok {
 		return false
 	}
 	got := r.PostFormValue(csrfField)
-	return got != "" && hmac.Equal([]byte(got), []byte(u.csrfToken(c.Value)))
+	return got != "" && hmac.Equal([]byte(got), []byte(u.csrfToken(session, token)))
+}
+
+// cookieName is the name of one of the UI's cookies in a request's
+// scheme: __Host- prefixed over TLS.
+func cookieName(r *http.Request, name string) string {
+	if r.TLS != nil {
+		return hostPrefix + name
+	}
+	return name
 }
 
 // setCookie sets one of the UI's cookies; maxAge < 0 deletes it, 0 makes
-// it last for the browser's session.
+// it last for the browser's session. Over TLS it is a __Host- cookie
+// (Secure, Path=/, no Domain), over plain HTTP one of Prefix.
 func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
-	http.SetCookie(w, &http.Cookie{
-		Name: name, Value: value, Path: Prefix, MaxAge: maxAge,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
-	})
+	c := &http.Cookie{Name: cookieName(r, name), Value: value, Path: Prefix, MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode}
+	if r.TLS != nil {
+		c.Path, c.Secure = "/", true
+	}
+	http.SetCookie(w, c)
 }
 
 // render writes a page, or an error page if its template fails.
