@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,7 +58,9 @@ type State interface {
 
 // Authenticator admits a request or says why not; the user API's
 // authenticator (agent/server) is one. Every caller it admits holds at
-// least the read permission: every role does.
+// least the read permission: every role does. An error with a
+// RetryAfter() time.Duration method refuses a caller that failed too
+// often: it is answered 429 with Retry-After, others 401.
 type Authenticator interface {
 	Authenticate(r *http.Request) (*http.Request, error)
 }
@@ -171,7 +174,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	public := rt.v != nil && rt.v.svc.Spec.Public
 	if !public && p.cfg.Auth != nil {
 		admitted, err := p.cfg.Auth.Authenticate(r)
-		if err != nil {
+		var retry interface{ RetryAfter() time.Duration }
+		switch {
+		case errors.As(err, &retry):
+			w.Header().Set("Retry-After", strconv.Itoa(int((retry.RetryAfter()+time.Second-1)/time.Second)))
+			http.Error(w, err.Error(), http.StatusTooManyRequests)
+			return
+		case err != nil:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="skein"`)
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return

@@ -48,15 +48,17 @@ func requestToken(r *http.Request) string {
 }
 
 // guard serves next only to requests auth lets through; fails refuses
-// clients that failed too often, and counts their failures.
+// clients and tokens that failed too often (429), and counts their
+// failures.
 func guard(auth Authenticator, fails *failLimiter, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if fails.refuse(w, r) {
+		req, err := fails.authenticate(auth, r)
+		var retry *RetryError
+		switch {
+		case errors.As(err, &retry):
+			tooMany(w, retry.Wait, retry.Msg)
 			return
-		}
-		req, err := auth.Authenticate(r)
-		if err != nil {
-			fails.failed(r)
+		case err != nil:
 			writeError(w, http.StatusUnauthorized, err)
 			return
 		}

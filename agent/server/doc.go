@@ -11,6 +11,6 @@
 // users' writes are audit-logged (audit.go). What a
 // client can make it hold is bounded: time per connection (server.go),
 // connections per client address and in total with a reserve for the
-// cluster's nodes (listener.go), failed authentications per client
-// address (ratelimit.go).
+// cluster's nodes (listener.go), failed authentications per token
+// and per client address (ratelimit.go).
 package server

@@ -36,22 +36,30 @@ func (c *fakeClock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// countingAuth is TokenAuth that counts the requests it looks at.
+// countingAuth is TokenAuth that counts the requests it looks at, and
+// also admits the ACL tokens in acl.
 type countingAuth struct {
 	TokenAuth
+	acl     map[string]bool
 	checked atomic.Int64
 }
 
 func (a *countingAuth) Authenticate(r *http.Request) (*http.Request, error) {
 	a.checked.Add(1)
+	if a.acl[requestToken(r)] {
+		return r, nil
+	}
 	return a.TokenAuth.Authenticate(r)
 }
 
-// tracked is how many client addresses the limiter remembers.
+// aclToken is a token of an ACL token's shape, numbered.
+func aclToken(n int) string { return fmt.Sprintf("SKA1.%016x.%043d", n, n) }
+
+// tracked is how many client addresses and tokens the limiter remembers.
 func (f *failLimiter) tracked() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.order.Len()
+	return f.clients.len() + f.tokens.len()
 }
 
 // guarded is an HTTP server on loopback behind guard with a failure
@@ -65,7 +73,8 @@ type guarded struct {
 
 func startGuarded(t *testing.T) *guarded {
 	t.Helper()
-	g := &guarded{auth: &countingAuth{TokenAuth: "right"}, clock: &fakeClock{t: time.Unix(1000, 0)}}
+	g := &guarded{auth: &countingAuth{TokenAuth: "right", acl: map[string]bool{aclToken(1): true, aclToken(2): true}},
+		clock: &fakeClock{t: time.Unix(1000, 0)}}
 	g.fails = newFailLimiter(func(r *http.Request) bool { return requestIP(r) == node1 }, hclog.NewNullLogger())
 	g.fails.now = g.clock.now
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, struct{}{}) })
@@ -107,11 +116,12 @@ func (g *guarded) getFor(t *testing.T, from, user, token string) (int, string) {
 	return resp.StatusCode, resp.Header.Get("Retry-After")
 }
 
-// failBurst spends a client's failed authentications.
+// failBurst spends a client's failed authentications, a guess of its
+// own each time.
 func (g *guarded) failBurst(t *testing.T, from string) {
 	t.Helper()
 	for i := range authFailBurst {
-		if code, _ := g.get(t, from, "wrong"); code != http.StatusUnauthorized {
+		if code, _ := g.get(t, from, fmt.Sprintf("wrong-%s-%d", from, i)); code != http.StatusUnauthorized {
 			t.Fatalf("failure %d from %s answered %d, want 401", i+1, from, code)
 		}
 	}
@@ -197,35 +207,119 @@ func TestFailLimiter_AWorkersUsersAreChargedEachForItsOwnFailures(t *testing.T) 
 	// A client that is no node gains nothing by claiming to pass a
 	// request on: its failures are its own.
 	g.failBurst(t, "127.0.0.5")
-	if code, _ := g.getFor(t, "127.0.0.5", "10.9.0.9", "right"); code != http.StatusTooManyRequests {
+	if code, _ := g.getFor(t, "127.0.0.5", "10.9.0.9", "guess"); code != http.StatusTooManyRequests {
 		t.Fatalf("a refused client naming another user: %d, want 429", code)
 	}
 }
 
 func TestFailLimiter_RemembersAtMostItsCapOfClients(t *testing.T) {
-	f := newFailLimiter(func(*http.Request) bool { return false }, hclog.NewNullLogger())
-	clock := &fakeClock{t: time.Unix(1000, 0)}
-	f.now, f.max = clock.now, 100
+	b := newFailures[netip.Addr](100)
+	now := time.Unix(1000, 0)
 	first := netip.MustParseAddr("10.0.0.1")
 	for range authFailBurst {
-		f.fail(first)
+		b.fail(first, now, authFailBurst, authFailEvery)
 	}
-	if f.wait(first) <= 0 {
+	if b.wait(first, now, authFailBurst, authFailEvery) <= 0 {
 		t.Fatal("a client that spent its burst may try again at once")
 	}
 	for i := range 1000 {
-		f.fail(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}))
-		if n := f.tracked(); n > 100 {
+		b.fail(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), now, authFailBurst, authFailEvery)
+		if n := b.len(); n > 100 {
 			t.Fatalf("%d clients tracked, over the cap of 100", n)
 		}
 	}
-	if f.wait(first) > 0 {
+	if b.wait(first, now, authFailBurst, authFailEvery) > 0 {
 		t.Fatal("the client that failed least recently is still remembered past the cap")
 	}
 	// Clients whose failures are all paid for are forgotten.
-	clock.add(2 * authFailEvery)
-	f.fail(first)
-	if n := f.tracked(); n != 1 {
+	now = now.Add(2 * authFailEvery)
+	b.fail(first, now, authFailBurst, authFailEvery)
+	if n := b.len(); n != 1 {
 		t.Fatalf("%d clients tracked once the others were paid for, want 1", n)
+	}
+}
+
+func TestFailLimiter_RemembersAtMostItsCapOfGoodTokens(t *testing.T) {
+	s := newLRU[int](3)
+	for i := range 5 {
+		s.add(i)
+	}
+	s.add(3) // used again: the most recent, so 2 goes next
+	s.add(5)
+	for i, want := range []bool{false, false, false, true, true, true} {
+		if s.has(i) != want {
+			t.Errorf("token %d remembered %v, want %v", i, s.has(i), want)
+		}
+	}
+}
+
+// A NAT, a login node, a notebook server: many users behind one address.
+// One of them failing does not lock the others out.
+func TestFailLimiter_OthersBadTokensFromAnAddressRefuseNoValidToken(t *testing.T) {
+	g := startGuarded(t)
+	// The colleague's token worked before (from anywhere): known good.
+	if code, _ := g.get(t, "127.0.0.3", "right"); code != http.StatusOK {
+		t.Fatalf("the colleague's token: %d, want 200", code)
+	}
+	for i := range authFailBurst + 1 {
+		if code, _ := g.get(t, "127.0.0.2", fmt.Sprintf("guess-%d", i)); code != http.StatusUnauthorized && code != http.StatusTooManyRequests {
+			t.Fatalf("bad token %d: %d, want 401 or 429", i, code)
+		}
+	}
+	if code, _ := g.get(t, "127.0.0.2", "guess-x"); code != http.StatusTooManyRequests {
+		t.Fatalf("the address that failed: %d, want 429", code)
+	}
+	if code, _ := g.get(t, "127.0.0.2", "right"); code != http.StatusOK {
+		t.Fatalf("a known good token from the address others failed from: %d, want 200", code)
+	}
+	// An ACL token never seen here yet: its secret cannot be guessed, so
+	// it is checked whatever the address did.
+	if code, _ := g.get(t, "127.0.0.2", aclToken(2)); code != http.StatusOK {
+		t.Fatalf("a valid ACL token, new to this node, from the address others failed from: %d, want 200", code)
+	}
+	if code, _ := g.get(t, "127.0.0.2", aclToken(9)); code != http.StatusTooManyRequests {
+		t.Fatalf("a wrong ACL token from the address others failed from: %d, want 429", code)
+	}
+}
+
+func TestFailLimiter_ABadTokenIsChargedToItself_FromEveryAddress(t *testing.T) {
+	g := startGuarded(t)
+	// One bad token, from a new address each time (a botnet, or a script
+	// with a revoked token on many machines).
+	for i := range authFailBurst {
+		if code, _ := g.get(t, fmt.Sprintf("127.0.1.%d", i+1), "stolen-and-revoked"); code != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d, want 401", i+1, code)
+		}
+	}
+	checked := g.auth.checked.Load()
+	if code, _ := g.get(t, "127.0.1.200", "stolen-and-revoked"); code != http.StatusTooManyRequests {
+		t.Fatalf("the token that failed %d times, from a new address: %d, want 429", authFailBurst, code)
+	}
+	if n := g.auth.checked.Load() - checked; n != 0 {
+		t.Fatal("a refused token was checked")
+	}
+	// Those addresses are not refused for it: each failed once.
+	if code, _ := g.get(t, "127.0.1.1", "right"); code != http.StatusOK {
+		t.Fatalf("an address that failed once, with a good token: %d, want 200", code)
+	}
+}
+
+func TestFailLimiter_AOnceGoodTokenThatFailsChargesItselfNotItsAddress(t *testing.T) {
+	g := startGuarded(t)
+	g.auth.acl[aclToken(3)] = true
+	if code, _ := g.get(t, "127.0.0.2", aclToken(3)); code != http.StatusOK {
+		t.Fatalf("the token before its revocation: %d, want 200", code)
+	}
+	delete(g.auth.acl, aclToken(3)) // revoked; a script goes on using it
+	for i := range 3 * authFailBurst {
+		if code, _ := g.get(t, "127.0.0.2", aclToken(3)); code != http.StatusUnauthorized && code != http.StatusTooManyRequests {
+			t.Fatalf("the revoked token, request %d: %d, want 401 or 429", i, code)
+		}
+	}
+	if code, _ := g.get(t, "127.0.0.2", aclToken(3)); code != http.StatusTooManyRequests {
+		t.Fatalf("the revoked token after its failures: %d, want 429", code)
+	}
+	if code, _ := g.get(t, "127.0.0.2", "guess"); code != http.StatusUnauthorized {
+		t.Fatalf("another token from its address: %d, want 401 (the address was not charged)", code)
 	}
 }

@@ -172,7 +172,8 @@ type Server struct {
 	log  hclog.Logger
 	fsm  *fsm.FSM
 	http *http.Server
-	// authFails limits failed authentications per client address.
+	// authFails limits failed authentications per token and per client
+	// address.
 	authFails *failLimiter
 	// writes bounds the submitters' writes in flight while this node
 	// leads.

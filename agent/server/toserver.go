@@ -165,9 +165,24 @@ const askTimeout = 5 * time.Second
 
 // UserAuth admits users as the user API does on any node: a server with
 // Config.UserAuth, a worker, which holds no ACLs, by asking a server
-// whether it admits the caller's credentials (workerAuth). The ingress
-// authenticates with it; a worker that knows no server admits nobody.
-func (s *Server) UserAuth() Authenticator { return workerAuth{s: s, strict: true} }
+// whether it admits the caller's credentials (workerAuth), failures
+// counted and limited as the API's (a caller refused for them gets a
+// *RetryError). The ingress authenticates with it; a worker that knows no
+// server admits nobody.
+func (s *Server) UserAuth() Authenticator {
+	return limitedAuth{fails: s.authFails, auth: workerAuth{s: s, strict: true}}
+}
+
+// limitedAuth is auth within the limits of failed authentications.
+type limitedAuth struct {
+	fails *failLimiter
+	auth  Authenticator
+}
+
+// Authenticate implements Authenticator.
+func (a limitedAuth) Authenticate(r *http.Request) (*http.Request, error) {
+	return a.fails.authenticate(a.auth, r)
+}
 
 // workerAuth is Config.UserAuth on a server and a server's answer on a
 // worker. The guard of the routes a worker answers itself (its /metrics,

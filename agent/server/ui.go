@@ -1,9 +1,7 @@
 package server
 
 import (
-	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/skein-dev/skein/agent/ui"
 	"github.com/skein-dev/skein/api"
@@ -49,20 +47,20 @@ func (s *Server) asTheUserSentIt(next http.Handler) http.Handler {
 // returns carries the token in its header, so that the API calls the UI
 // makes with it (a forwarded cancel, a proxied log) carry it on.
 func (s *Server) uiAuthenticate(r *http.Request, token string) (*http.Request, ui.Viewer, error) {
-	if wait := s.authFails.wait(s.authFails.clientOf(r)); wait > 0 && !s.authFails.exempt(r) {
-		return nil, ui.Viewer{}, fmt.Errorf("too many failed authentications from %s: try again in %ds",
-			s.authFails.clientOf(r), int((wait+time.Second-1)/time.Second))
-	}
 	if token != "" {
 		r = r.Clone(r.Context())
 		r.Header.Del("Authorization")
 		r.Header.Set(api.TokenHeader, token)
 	}
-	req, err := s.cfg.UserAuth.Authenticate(r)
+	var req *http.Request
+	var err error
+	if requestToken(r) == "" {
+		// No credential, nothing to count: a page before signing in.
+		req, err = s.cfg.UserAuth.Authenticate(r)
+	} else {
+		req, err = s.authFails.authenticate(s.cfg.UserAuth, r)
+	}
 	if err != nil {
-		if requestToken(r) != "" {
-			s.authFails.failed(r)
-		}
 		return nil, ui.Viewer{}, err
 	}
 	id := identityOf(req)
