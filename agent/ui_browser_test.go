@@ -245,7 +245,8 @@ func TestUI_InABrowser_EveryPageOfAThreeNodeCluster(t *testing.T) {
 
 	// The cancel button: through this node's API to the leader.
 	b.run("cancel", chromedp.Click(chromedp.CSS("#cancel")), chromedp.WaitVisible(chromedp.CSS("#job-id")))
-	waitJob(t, tc.agents[0], running.ID, jobState(structs.JobCancelled))
+	// The page is read from the node that serves the UI: wait for it there.
+	waitJob(t, ui, running.ID, jobState(structs.JobCancelled))
 	after := b.page("job-cancelled", base+"jobs/"+running.ID, "#job-id")
 	has(t, after, "cancelled job", "cancelled")
 	if strings.Contains(after, "Cancel job") {
