@@ -53,19 +53,22 @@ func TestAgent_FailedAuthenticationsAreLimitedPerClientAddress(t *testing.T) {
 	cfg.Token = clusterToken
 	a, admin, _ := startAgentAdmin(t, cfg)
 	ctx := context.Background()
-	guesser := clientFrom(t, a, "127.0.0.2", "a-guess")
 	for i := range 10 {
-		if _, err := guesser.Status(ctx); statusCode(err) != http.StatusUnauthorized {
+		if _, err := clientFrom(t, a, "127.0.0.2", fmt.Sprint("a-guess-", i)).Status(ctx); statusCode(err) != http.StatusUnauthorized {
 			t.Fatalf("guess %d: %v, want 401", i+1, err)
 		}
 	}
-	_, err := guesser.Status(ctx)
+	_, err := clientFrom(t, a, "127.0.0.2", "another-guess").Status(ctx)
 	if statusCode(err) != http.StatusTooManyRequests || !strings.Contains(err.Error(), "too many failed authentications from 127.0.0.2") {
 		t.Fatalf("the guess after the burst: %v, want 429 naming the client", err)
 	}
-	// The right token from that address waits too; from another it works.
-	if _, err := clientFrom(t, a, "127.0.0.2", admin).Status(ctx); statusCode(err) != http.StatusTooManyRequests {
-		t.Fatalf("the right token from the limited address: %v, want 429", err)
+	// The cluster's API token, which may be short enough to guess,
+	// waits too; an ACL token, which cannot be guessed, does not.
+	if _, err := clientFrom(t, a, "127.0.0.2", clusterToken).Status(ctx); statusCode(err) != http.StatusTooManyRequests {
+		t.Fatalf("the cluster's API token from the limited address: %v, want 429", err)
+	}
+	if _, err := clientFrom(t, a, "127.0.0.2", admin).Status(ctx); err != nil {
+		t.Fatalf("an ACL token from the limited address: %v", err)
 	}
 	if _, err := clientFrom(t, a, "127.0.0.3", admin).Status(ctx); err != nil {
 		t.Fatalf("the right token from another address: %v", err)
@@ -99,9 +102,13 @@ func TestAgent_RefusedJoinTokensAreLimitedPerClientAddress(t *testing.T) {
 	if _, err := guesser.Admit(ctx, guess); statusCode(err) != http.StatusTooManyRequests {
 		t.Fatalf("the guess after the burst: %v, want 429", err)
 	}
-	// The same address is refused on the user API too; others are not.
-	if _, err := clientFrom(t, a, "127.0.0.2", adminToken).Status(ctx); statusCode(err) != http.StatusTooManyRequests {
+	// The same address is refused on the user API too, but for an ACL
+	// token, which cannot be guessed; others are not.
+	if _, err := clientFrom(t, a, "127.0.0.2", "a-guess").Status(ctx); statusCode(err) != http.StatusTooManyRequests {
 		t.Fatalf("the user API from the limited address: %v, want 429", err)
+	}
+	if _, err := clientFrom(t, a, "127.0.0.2", adminToken).Status(ctx); err != nil {
+		t.Fatalf("the user API from the limited address with an ACL token: %v", err)
 	}
 	if _, err := clientFrom(t, a, "127.0.0.3", "").Admit(ctx, guess); statusCode(err) != http.StatusForbidden {
 		t.Fatalf("a guess from another address: %v, want 403", err)
