@@ -85,9 +85,11 @@ type Agent struct {
 	ingress         *ingress.Server
 	ingressListener net.Listener
 	proxy           *ingress.Proxy
-	// conns limits the API's connections; nodes says which are nodes'.
-	conns *server.ConnLimiter
-	nodes nodeAddrs
+	// conns limits the API's connections, ingressConns the ingress's;
+	// nodes says which are nodes'.
+	conns        *server.ConnLimiter
+	ingressConns *server.ConnLimiter
+	nodes        nodeAddrs
 	// done is closed when the agent has left the cluster.
 	done chan struct{}
 
@@ -254,7 +256,7 @@ func (a *Agent) start() error {
 	}
 	a.nodes.a = a
 	a.conns = server.LimitConns(a.listener, server.ListenerConfig{
-		Limits:      a.cfg.conns,
+		Limits:      a.cfg.conns.API,
 		IsNode:      a.nodes.has,
 		HTTPRefusal: a.secure == nil,
 		Logger:      a.logger.Named("http"),

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/skein-dev/skein/agent/engine"
+	"github.com/skein-dev/skein/agent/ingress"
 	"github.com/skein-dev/skein/agent/runner"
 	"github.com/skein-dev/skein/agent/server"
 	"github.com/skein-dev/skein/cluster"
@@ -299,10 +300,12 @@ type Config struct {
 	// shorten it.
 	TelemetryPeriod time.Duration
 	// MaxConns bounds the API connections held at once from clients that
-	// are not the cluster's nodes, and MaxConnsPerClient those from one
-	// client address; 0 sizes them from the file-descriptor limit
-	// (conns.go). The nodes' connections have a reserve of their own.
+	// are not the cluster's nodes, IngressMaxConns the ingress's, and
+	// MaxConnsPerClient those from one client address at each; 0 sizes
+	// them from the file-descriptor limit (conns.go). The nodes'
+	// connections have a reserve of their own.
 	MaxConns          int
+	IngressMaxConns   int
 	MaxConnsPerClient int
 	// Starved reports whether this node's process is short of CPU, which
 	// makes a leader put off what can wait; nil: the process's own timer
@@ -315,12 +318,17 @@ type Config struct {
 	// a body, a reader of its answer, or its next request; zero fields
 	// take the server's defaults. Tests shorten them.
 	APITimeouts server.Timeouts
+	// IngressTimeouts bound how long one ingress connection may wait for
+	// headers or its next request, and how slowly a body may come; zero
+	// fields take the ingress's defaults. Tests change them.
+	IngressTimeouts ingress.Timeouts
 	// Network lets tests cut this node off from others; nil in production.
 	Network *cluster.Partitioner
 	Logger  hclog.Logger
 
-	// conns is the API's connection limits, resolved by withDefaults.
-	conns server.ConnLimits
+	// conns is the API's and the ingress's connection limits, resolved
+	// by withDefaults.
+	conns connBudgets
 }
 
 // Config errors.
@@ -534,10 +542,10 @@ func (cfg Config) withDefaults() (Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	if cfg.conns, err = connLimits(nofile, cfg.MaxConns, cfg.MaxConnsPerClient); err != nil {
+	if cfg.conns, err = connLimits(nofile, cfg.MaxConns, cfg.IngressMaxConns, cfg.MaxConnsPerClient); err != nil {
 		return cfg, err
 	}
-	cfg.MaxConns, cfg.MaxConnsPerClient = cfg.conns.Users, cfg.conns.PerClient
+	cfg.MaxConns, cfg.IngressMaxConns, cfg.MaxConnsPerClient = cfg.conns.API.Users, cfg.conns.Ingress.Users, cfg.conns.API.PerClient
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "skein", Level: hclog.Info})
 	}

@@ -14,20 +14,23 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// The API's connections are sized from the process's file-descriptor
-// limit (RLIMIT_NOFILE; Go raises the soft limit to the hard one at
-// start). A fifth is kept for the agent's own use (Raft and gossip
-// connections, bbolt, lease and state files, supervisors' pipes, calls to
-// other nodes), a fifth for connections from the cluster's nodes, and the
-// rest is the most users may hold, so that user connections can never
-// take the descriptors the node lease, Raft and gossip need.
+// The API's and the ingress's connections are sized from the process's
+// file-descriptor limit (RLIMIT_NOFILE; Go raises the soft limit to the
+// hard one at start). A fifth is kept for the agent's own use (Raft and
+// gossip connections, bbolt, lease and state files, supervisors' pipes,
+// calls to other nodes), a fifth for connections from the cluster's nodes
+// (half to the API: heartbeats, reports, forwarded writes; half to the
+// ingress: jobs calling services), and the rest for clients: a third to
+// the API, two thirds to the ingress, each door a budget of its own, so
+// that a flood of one never starves the other, and user connections can
+// never take the descriptors the node lease, Raft and gossip need.
 const (
 	// minOwnFDs and minNodeConns are the least kept for the agent's own
 	// use and for the nodes' connections.
 	minOwnFDs    = 256
 	minNodeConns = 64
 	// minUserConns is the least a file-descriptor limit must leave for
-	// users; a lower limit is a configuration error.
+	// users of each door; a lower limit is a configuration error.
 	minUserConns = 16
 	// maxDefaultPerClient and maxDefaultPerNode cap the default share of
 	// one client and of one node (an eighth of the users' share and of
@@ -46,36 +49,67 @@ func fdLimit() (int, error) {
 	return int(min(lim.Cur, 1<<30)), nil
 }
 
-// connLimits sizes the API's connection limits for a file-descriptor
-// limit of nofile, with maxConns and perClient as configured (0: sized
-// from nofile), or says which setting is out of range.
-func connLimits(nofile, maxConns, perClient int) (server.ConnLimits, error) {
+// connBudgets are the connection limits of the API and of the ingress.
+type connBudgets struct {
+	API, Ingress server.ConnLimits
+}
+
+// connLimits sizes the connection limits for a file-descriptor limit of
+// nofile, with maxConns (the API's clients), ingressConns (the ingress's)
+// and perClient (one client address, at each door) as configured (0:
+// sized from nofile), or says which setting is out of range.
+func connLimits(nofile, maxConns, ingressConns, perClient int) (connBudgets, error) {
 	own := max(nofile/5, minOwnFDs)
 	nodes := max(nofile/5, minNodeConns)
 	users := nofile - own - nodes
-	if users < minUserConns {
-		return server.ConnLimits{}, fmt.Errorf("%w: %d leaves no room for API connections; raise it (ulimit -n, or LimitNOFILE= in a systemd unit) to 1024 or more",
+	if users < 2*minUserConns {
+		return connBudgets{}, fmt.Errorf("%w: %d leaves no room for API and ingress connections; raise it (ulimit -n, or LimitNOFILE= in a systemd unit) to 1024 or more",
 			ErrFDLimit, nofile)
 	}
+	api, ingress := users/3, users-users/3
+	for _, f := range []struct {
+		flag string
+		n    int
+	}{{"--max-conns", maxConns}, {"--ingress-max-conns", ingressConns}} {
+		if f.n < 0 {
+			return connBudgets{}, fmt.Errorf("%s %d: must be positive (0: sized from the file-descriptor limit)", f.flag, f.n)
+		}
+	}
 	switch {
-	case maxConns < 0:
-		return server.ConnLimits{}, fmt.Errorf("--max-conns %d: must be positive (0: sized from the file-descriptor limit)", maxConns)
-	case maxConns > users:
-		return server.ConnLimits{}, fmt.Errorf("--max-conns %d: over the %d the file-descriptor limit (%d) leaves after the cluster's nodes and the agent's own use; raise the limit (ulimit -n) or lower --max-conns",
-			maxConns, users, nofile)
+	case maxConns > 0 && ingressConns > 0:
+		api, ingress = maxConns, ingressConns
 	case maxConns > 0:
-		users = maxConns
+		api, ingress = maxConns, min(ingress, users-maxConns)
+	case ingressConns > 0:
+		api, ingress = min(api, users-ingressConns), ingressConns
 	}
-	switch {
-	case perClient < 0:
-		return server.ConnLimits{}, fmt.Errorf("--max-conns-per-client %d: must be positive (0: sized from --max-conns)", perClient)
-	case perClient > users:
-		return server.ConnLimits{}, fmt.Errorf("--max-conns-per-client %d: more than --max-conns (%d)", perClient, users)
-	case perClient == 0:
-		perClient = min(max(users/8, 1), maxDefaultPerClient)
+	if api+ingress > users || api < 1 || ingress < 1 {
+		return connBudgets{}, fmt.Errorf("--max-conns %d and --ingress-max-conns %d: together over the %d the file-descriptor limit (%d) leaves after the cluster's nodes and the agent's own use; raise the limit (ulimit -n) or lower them",
+			maxConns, ingressConns, users, nofile)
 	}
-	return server.ConnLimits{Users: users, PerClient: perClient,
-		Nodes: nodes, PerNode: min(max(nodes/8, 1), maxDefaultPerNode)}, nil
+	if perClient < 0 {
+		return connBudgets{}, fmt.Errorf("--max-conns-per-client %d: must be positive (0: sized from --max-conns)", perClient)
+	}
+	door := func(users int, flag string) (server.ConnLimits, error) {
+		per := perClient
+		switch {
+		case per > users:
+			return server.ConnLimits{}, fmt.Errorf("--max-conns-per-client %d: more than %s (%d)", per, flag, users)
+		case per == 0:
+			per = min(max(users/8, 1), maxDefaultPerClient)
+		}
+		reserve := nodes / 2
+		return server.ConnLimits{Users: users, PerClient: per, Nodes: reserve, PerNode: min(max(reserve/8, 1), maxDefaultPerNode)}, nil
+	}
+	a, err := door(api, "--max-conns")
+	if err != nil {
+		return connBudgets{}, err
+	}
+	i, err := door(ingress, "--ingress-max-conns")
+	if err != nil {
+		return connBudgets{}, err
+	}
+	return connBudgets{API: a, Ingress: i}, nil
 }
 
 // nodeAddrsTTL is how long the set of the cluster's node addresses is

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -38,6 +39,8 @@ type doorsCluster struct {
 type seenRequests struct {
 	mu   sync.Mutex
 	reqs []*http.Request
+	// bodies counts the requests whose whole body came.
+	bodies int
 	// page is the replica's answer.
 	page func(w http.ResponseWriter, r *http.Request)
 }
@@ -47,6 +50,11 @@ func (s *seenRequests) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.reqs = append(s.reqs, r.Clone(context.Background()))
 	page := s.page
 	s.mu.Unlock()
+	if _, err := io.Copy(io.Discard, r.Body); err == nil && r.ContentLength > 0 {
+		s.mu.Lock()
+		s.bodies++
+		s.mu.Unlock()
+	}
 	if page != nil {
 		page(w, r)
 		return
@@ -71,6 +79,12 @@ func (s *seenRequests) credentials() []string {
 		}
 	}
 	return out
+}
+
+func (s *seenRequests) completeBodies() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bodies
 }
 
 func (s *seenRequests) count() int {

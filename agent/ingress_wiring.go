@@ -8,6 +8,7 @@ import (
 	"net"
 
 	"github.com/skein-dev/skein/agent/ingress"
+	"github.com/skein-dev/skein/agent/server"
 	"github.com/skein-dev/skein/trust"
 )
 
@@ -43,15 +44,37 @@ func (a *Agent) ingressPort() int {
 // node's view (agent/node), which holds the services' live replicas on
 // a server and a worker alike.
 func (a *Agent) newIngress() *ingress.Server {
-	// Its connections count with the API's, within the limits sized from
-	// the agent's descriptors.
-	l := a.conns.Share(a.ingressListener, a.secure == nil)
+	// Its connections have a budget of their own, beside the API's,
+	// within the limits sized from the agent's descriptors.
+	a.ingressConns = server.LimitConns(a.ingressListener, server.ListenerConfig{
+		Limits:      a.cfg.conns.Ingress,
+		IsNode:      a.nodes.has,
+		HTTPRefusal: a.secure == nil,
+		Logger:      a.logger.Named("ingress"),
+	})
+	l := net.Listener(a.ingressConns)
 	if a.secure != nil {
 		l = tls.NewListener(l, a.secure.ServerTLS(tls.NoClientCert))
 	}
 	a.proxy = ingress.New(ingress.Config{State: a.node.View(), Auth: a.server.UserAuth(), Credential: a.isCredential,
 		Logger: a.logger.Named("ingress")})
-	return ingress.NewServer(l, a.proxy, a.logger.Named("ingress"))
+	return ingress.NewServer(ingress.ServerConfig{
+		Listener:    l,
+		Handler:     a.proxy,
+		Timeouts:    a.cfg.IngressTimeouts,
+		ConnContext: server.ConnContext,
+		Serving:     server.Serving,
+		Logger:      a.logger.Named("ingress"),
+	})
+}
+
+// IngressConnStats returns the counts of the ingress's connections; zero
+// without an ingress.
+func (a *Agent) IngressConnStats() server.ConnStats {
+	if a.ingressConns == nil {
+		return server.ConnStats{}
+	}
+	return a.ingressConns.Stats()
 }
 
 // stopIngress stops the ingress, giving requests in flight the API's

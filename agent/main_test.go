@@ -16,6 +16,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(superviseEnv) != "" {
 		os.Exit(runner.Supervise(os.Args[len(os.Args)-1]))
 	}
+	if os.Getenv(floodEnv) != "" {
+		os.Exit(runFlood(os.Getenv(floodEnv)))
+	}
 	code := m.Run()
 	testutil.RemoveCgroups()
 	os.Exit(code)

@@ -62,8 +62,9 @@ func agentCommand() *ucli.Command {
 			&ucli.DurationFlag{Name: "job-retention", Value: agent.DefaultJobRetention, Usage: "keep a finished job, its allocations and their logs this long, then remove them (give every node the same)"},
 			&ucli.DurationFlag{Name: "kill-grace", Value: 10 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping a job"},
 			&ucli.IntFlag{Name: "max-conns", Usage: "API connections to hold at once from clients that are not the cluster's nodes, which have a reserve of their own (default: sized from the file-descriptor limit)"},
+			&ucli.IntFlag{Name: "ingress-max-conns", Usage: "ingress connections to hold at once from clients, apart from the API's (default: sized from the file-descriptor limit, twice --max-conns)"},
 			&ucli.IntFlag{Name: "max-writes", Value: agent.DefaultMaxWrites, Usage: "submitters' writes (jobs, services) the leader carries out at once (`N`); one more is answered 429 with Retry-After, which clients wait out"},
-			&ucli.IntFlag{Name: "max-conns-per-client", Usage: "API connections to hold at once from one client address (default: an eighth of --max-conns, at most 256)"},
+			&ucli.IntFlag{Name: "max-conns-per-client", Usage: "connections to hold at once from one client address, at the API and at the ingress each (default: an eighth of --max-conns, at most 256)"},
 			&ucli.StringFlag{Name: "job-user", Value: runner.DefaultJobUser, Usage: "run the jobs of owners without a local account of their name as `USER` (a name or UID[:GID], never root; used only when the agent runs as root)"},
 			&ucli.StringFlag{Name: "job-uid-range", Value: runner.DefaultJobUIDs.String(), Usage: "`MIN-MAX` uids that owners without a local account run as, a uid of their own each, so that none reads another's secrets or signals its jobs (none: they all run as --job-user)"},
 			&ucli.BoolFlag{Name: "allow-unconfined", Usage: "run jobs unconfined where this node cannot confine them (no cgroups, the agent not root); without it such a node takes no jobs (default with --dev)"},
@@ -187,7 +188,7 @@ func agentFlagsConfig(c *ucli.Context, origins configOrigins) (agent.Config, err
 	if err != nil {
 		return agent.Config{}, err
 	}
-	for _, name := range []string{"max-conns", "max-conns-per-client"} {
+	for _, name := range []string{"max-conns", "ingress-max-conns", "max-conns-per-client"} {
 		if n := c.Int(name); n < 0 {
 			return agent.Config{}, usagef(c, "--%s %d: must be positive (0 or unset: sized from the file-descriptor limit)", name, n)
 		}
@@ -239,6 +240,7 @@ func agentFlagsConfig(c *ucli.Context, origins configOrigins) (agent.Config, err
 	cfg.JoinToken = joinToken
 	cfg.CertTTL = c.Duration("cert-ttl")
 	cfg.MaxConns = c.Int("max-conns")
+	cfg.IngressMaxConns = c.Int("ingress-max-conns")
 	cfg.MaxConnsPerClient = c.Int("max-conns-per-client")
 	cfg.MaxWrites = c.Int("max-writes")
 	cfg.JobUser = c.String("job-user")

@@ -21,7 +21,6 @@ import (
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/structs"
-	"github.com/skein-dev/skein/trust"
 )
 
 // Bounds of proxying one request.
@@ -73,8 +72,10 @@ type Config struct {
 	Auth Authenticator
 	// Credential reports whether a token (an Authorization header's,
 	// its "Bearer " taken off) is one of the cluster's credentials,
-	// which no replica may see; nil: those of an ACL token's shape. The
-	// agent adds the cluster's API token where the node knows it.
+	// which no replica may see, whichever caller sends it: the agent's
+	// recognises ACL tokens by their shape and the cluster's API token
+	// where the node knows it. nil recognises none (X-Skein-Token and an
+	// Authorization that admitted the caller are dropped all the same).
 	Credential func(token string) bool
 	// DialTimeout bounds connecting to a replica; 0 is 1.5s.
 	DialTimeout time.Duration
@@ -109,7 +110,7 @@ func New(cfg Config) *Proxy {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if cfg.Credential == nil {
-		cfg.Credential = trust.LooksLikeACLToken
+		cfg.Credential = func(string) bool { return false }
 	}
 	p := &Proxy{cfg: cfg, log: cfg.Logger, views: map[string]*view{}, held: map[string]*atomic.Int64{}}
 	dialer := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}

@@ -132,9 +132,13 @@ func (s *fakeState) setAlloc(a *structs.Allocation, f func(*structs.Allocation))
 	s.change(func() { f(a) })
 }
 
+// aclShape recognises tokens of an ACL token's shape, as the agent's
+// Credential does.
+func aclShape(tok string) bool { return strings.HasPrefix(tok, "SKA1.") }
+
 // testProxy serves a proxy of the state, with auth when given.
 func testProxy(t *testing.T, st State, auth Authenticator) (*Proxy, *httptest.Server) {
-	p := New(Config{State: st, Auth: auth, DialTimeout: 10 * time.Second})
+	p := New(Config{State: st, Auth: auth, Credential: aclShape, DialTimeout: 10 * time.Second})
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
 	return p, srv
@@ -584,7 +588,7 @@ func TestServer_ServesAndShutsDownWithAStreamOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(l, New(Config{State: st}), testLogger())
+	s := NewServer(ServerConfig{Listener: l, Handler: New(Config{State: st}), Logger: testLogger()})
 	done := make(chan struct{})
 	go func() {
 		s.Serve()

@@ -1,8 +1,11 @@
 package ingress
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"time"
@@ -10,36 +13,84 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// What one connection may hold the ingress to. There is no bound on
-// reading a request or writing its answer: uploads and streamed answers
-// (tokens of a completion) last as long as they last.
+// What one connection may hold the ingress to. A request's body must come
+// at a pace (an upload as slow as a phone's still does), and its answer
+// has no bound: streamed answers (tokens of a completion) last as long as
+// they last.
 const (
 	// readHeaderTimeout bounds the wait for a request's headers, and
 	// for a TLS handshake: a client that sends nothing is cut off.
 	readHeaderTimeout = 10 * time.Second
-	// idleTimeout closes a keep-alive connection that carries no
-	// request for that long.
+	// idleTimeout closes a keep-alive connection that carries no request
+	// for that long.
 	idleTimeout = 2 * time.Minute
+	// bodyGrace and bodyRate bound reading a request's body: by bodyGrace
+	// after its headers, and then every byte by bodyRate more: a body
+	// that comes slower is cut off (a byte a second: after about
+	// bodyGrace).
+	bodyGrace = 10 * time.Second
+	bodyRate  = 1 << 10 // bytes a second
 	// maxHeaderBytes bounds a request's headers.
 	maxHeaderBytes = 64 << 10
 )
 
-// Server serves a handler (a Proxy) on a listener, which the caller
-// makes: TLS, when the cluster has it, is the listener's.
+// Timeouts are the bounds above; a zero field takes its default. Tests
+// change them.
+type Timeouts struct {
+	ReadHeader, Idle, BodyGrace time.Duration
+	// BodyRate is the least pace of a body, in bytes a second.
+	BodyRate int64
+}
+
+func (t Timeouts) withDefaults() Timeouts {
+	return Timeouts{
+		ReadHeader: cmp.Or(t.ReadHeader, readHeaderTimeout),
+		Idle:       cmp.Or(t.Idle, idleTimeout),
+		BodyGrace:  cmp.Or(t.BodyGrace, bodyGrace),
+		BodyRate:   cmp.Or(t.BodyRate, bodyRate),
+	}
+}
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Listener is what the server serves on; the caller makes it (TLS,
+	// when the cluster has it, is the listener's).
+	Listener net.Listener
+	// Handler is the Proxy.
+	Handler  http.Handler
+	Timeouts Timeouts
+	// ConnContext and Serving tell the listener which connections serve
+	// a request (agent/server's ConnContext and Serving, for its
+	// ConnLimiter); nil: none is told.
+	ConnContext func(context.Context, net.Conn) context.Context
+	Serving     func(http.Handler) http.Handler
+	Logger      hclog.Logger
+}
+
+// Server serves a handler (a Proxy) on a listener.
 type Server struct {
 	l    net.Listener
 	http *http.Server
 	log  hclog.Logger
 }
 
-// NewServer returns a Server of h on l; Serve serves it.
-func NewServer(l net.Listener, h http.Handler, logger hclog.Logger) *Server {
-	return &Server{l: l, log: logger, http: &http.Server{
+// NewServer returns a Server of cfg; Serve serves it.
+func NewServer(cfg ServerConfig) *Server {
+	t := cfg.Timeouts.withDefaults()
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	h := paced(cfg.Handler, t.BodyGrace, t.BodyRate)
+	if cfg.Serving != nil {
+		h = cfg.Serving(h)
+	}
+	return &Server{l: cfg.Listener, log: cfg.Logger, http: &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: readHeaderTimeout,
-		IdleTimeout:       idleTimeout,
+		ReadHeaderTimeout: t.ReadHeader,
+		IdleTimeout:       t.Idle,
 		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+		ConnContext:       cfg.ConnContext,
+		ErrorLog:          cfg.Logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}}
 }
 
@@ -61,3 +112,51 @@ func (s *Server) Shutdown(ctx context.Context) {
 		_ = s.http.Close()
 	}
 }
+
+// paced serves next with the request's body read at a pace: its reads
+// must have brought grace's worth of nothing plus a byte per 1/rate s, or
+// the connection's read deadline ends the body (and the connection). Once
+// the body is read the deadline is lifted, so a streamed answer is not
+// cut off.
+func paced(next http.Handler, grace time.Duration, rate int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = &pacedBody{rc: r.Body, ctl: http.NewResponseController(w), start: time.Now(), grace: grace, rate: rate}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// pacedBody is a request's body read within a deadline that moves on with
+// each byte that comes.
+type pacedBody struct {
+	rc    io.ReadCloser
+	ctl   *http.ResponseController
+	start time.Time
+	grace time.Duration
+	rate  int64
+	n     int64
+	done  bool
+}
+
+func (b *pacedBody) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	deadline := b.start.Add(b.grace + time.Duration(float64(b.n)/float64(b.rate)*float64(time.Second)))
+	_ = b.ctl.SetReadDeadline(deadline)
+	n, err := b.rc.Read(p)
+	b.n += int64(n)
+	var ne net.Error
+	switch {
+	case errors.Is(err, io.EOF):
+		b.done = true
+		_ = b.ctl.SetReadDeadline(time.Time{})
+	case errors.As(err, &ne) && ne.Timeout():
+		err = fmt.Errorf("the request's body came slower than %d bytes a second (%d bytes in %s): %w",
+			b.rate, b.n, time.Since(b.start).Round(time.Second), err)
+	}
+	return n, err
+}
+
+func (b *pacedBody) Close() error { return b.rc.Close() }

@@ -1,11 +1,17 @@
 package server
 
 import (
+	"cmp"
+	"container/list"
+	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -15,8 +21,18 @@ import (
 // Connections from the cluster's own nodes (heartbeats, reports, forwarded
 // writes, proxied logs) draw on a reserve of their own, so users holding
 // every connection they may never refuse a node; connections from anyone
-// else draw on the users' share, in total and per client address. A
-// connection over a limit is closed as soon as it is accepted.
+// else draw on the users' share, in total and per client address. The
+// ingress has a ConnLimiter of its own, so a flood of one door leaves the
+// other's connections alone.
+//
+// A connection at a limit first takes the place of an idle one: one that
+// serves no request now (it has not sent its whole headers yet, or waits
+// between two requests: closing it loses nothing a client cannot send
+// again), of the client address holding the most connections, or, at the
+// per-client cap, of its own client. Only when no such connection is left
+// is it refused, closed as soon as it is accepted. So no number of idle
+// connections from other addresses keeps a client out: they are the
+// first to go.
 
 // Bounds of refusing a connection.
 const (
@@ -45,8 +61,9 @@ type ConnLimits struct {
 // ConnStats counts a listener's connections.
 type ConnStats struct {
 	// Accepted and Refused count connections since the listener started,
-	// from users and nodes alike.
-	Accepted, Refused uint64
+	// from users and nodes alike; Evicted the idle ones closed to make
+	// room for new ones.
+	Accepted, Refused, Evicted uint64
 	// Users and Nodes are the connections open now.
 	Users, Nodes int
 }
@@ -70,15 +87,29 @@ type ConnLimiter struct {
 	net.Listener
 	cfg ListenerConfig
 
-	mu         sync.Mutex
-	users      int
-	nodes      int
-	perClient  map[netip.Addr]int // users' open connections by client address
-	perNode    map[netip.Addr]int // nodes' open connections by address
+	mu sync.Mutex
+	// users and nodes hold the open connections by client address (a
+	// user's) or node address, each in the order they were accepted.
+	users      conns
+	nodes      conns
 	accepted   uint64
 	refused    uint64
-	unlogged   uint64 // refusals since the last log line
+	evicted    uint64
+	unlogged   uint64 // refusals and evictions since the last log line
 	lastLogged time.Time
+}
+
+// conns is one share's open connections, by address.
+type conns struct {
+	n  int
+	by map[netip.Addr]*list.List // of *limitedConn, oldest first
+}
+
+func (cs *conns) count(key netip.Addr) int {
+	if l := cs.by[key]; l != nil {
+		return l.Len()
+	}
+	return 0
 }
 
 // LimitConns returns l limited by cfg.
@@ -86,86 +117,129 @@ func LimitConns(l net.Listener, cfg ListenerConfig) *ConnLimiter {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &ConnLimiter{Listener: l, cfg: cfg, perClient: map[netip.Addr]int{}, perNode: map[netip.Addr]int{}}
+	return &ConnLimiter{Listener: l, cfg: cfg, users: conns{by: map[netip.Addr]*list.List{}},
+		nodes: conns{by: map[netip.Addr]*list.List{}}}
 }
 
 // Accept returns the next connection within the limits; those over them
 // are refused and closed here.
-func (l *ConnLimiter) Accept() (net.Conn, error) { return l.accept(l.Listener, l.cfg.HTTPRefusal) }
-
-// Share returns other limited by the same counts as l: the connections of
-// both together stay within l's limits, which size the agent's
-// descriptors (the ingress shares the API's). httpRefusal is other's own
-// (ListenerConfig.HTTPRefusal).
-func (l *ConnLimiter) Share(other net.Listener, httpRefusal bool) net.Listener {
-	return &sharedListener{Listener: other, lim: l, httpRefusal: httpRefusal}
-}
-
-type sharedListener struct {
-	net.Listener
-	lim         *ConnLimiter
-	httpRefusal bool
-}
-
-func (s *sharedListener) Accept() (net.Conn, error) { return s.lim.accept(s.Listener, s.httpRefusal) }
-
-// accept returns the next connection of from within the limits.
-func (l *ConnLimiter) accept(from net.Listener, httpRefusal bool) (net.Conn, error) {
+func (l *ConnLimiter) Accept() (net.Conn, error) {
 	for {
-		c, err := from.Accept()
+		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
 		ip := connIP(c)
 		node := ip.IsValid() && l.cfg.IsNode != nil && l.cfg.IsNode(ip)
-		release, refusal := l.admit(ip, node)
-		if refusal == "" {
-			return &limitedConn{Conn: c, release: release}, nil
+		lc, evict, refusal := l.admit(c, ip, node)
+		if evict != nil {
+			_ = evict.Conn.Close()
 		}
-		refuse(c, refusal, httpRefusal)
+		if refusal == "" {
+			return lc, nil
+		}
+		refuse(c, refusal, l.cfg.HTTPRefusal)
 	}
 }
 
-// admit counts a new connection from ip and returns what gives it back,
-// or why it is refused.
-func (l *ConnLimiter) admit(ip netip.Addr, node bool) (release func(), refusal string) {
+// admit counts a new connection c from ip, and returns it, with the idle
+// connection whose place it takes (nil: none), or why it is refused.
+func (l *ConnLimiter) admit(c net.Conn, ip netip.Addr, node bool) (lc, evict *limitedConn, refusal string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lim := l.cfg.Limits
-	total, per, key := &l.users, l.perClient, clientKey(ip)
+	share, key := &l.users, clientKey(ip)
 	switch {
-	case node && l.perNode[ip] >= lim.PerNode:
+	case node && l.nodes.count(ip) >= lim.PerNode:
 		refusal = fmt.Sprintf("too many connections from node address %s: at most %d per node", ip, lim.PerNode)
-	case node && l.nodes >= lim.Nodes:
+	case node && l.nodes.n >= lim.Nodes:
 		refusal = fmt.Sprintf("too many connections from the cluster's nodes: at most %d", lim.Nodes)
 	case node:
-		total, per, key = &l.nodes, l.perNode, ip
-	case l.perClient[key] >= lim.PerClient:
-		refusal = fmt.Sprintf("too many connections from %s: at most %d per client address", ip, lim.PerClient)
-	case l.users >= lim.Users:
-		refusal = fmt.Sprintf("too many connections: the agent holds its most from clients (%d); try again later", lim.Users)
+		share, key = &l.nodes, ip
+	case l.users.count(key) >= lim.PerClient:
+		if evict = l.idleOf(key); evict == nil {
+			refusal = fmt.Sprintf("too many connections from %s: at most %d per client address", ip, lim.PerClient)
+		}
+	case l.users.n >= lim.Users:
+		if evict = l.idleOfHeaviest(); evict == nil {
+			refusal = fmt.Sprintf("too many connections: the agent holds its most from clients (%d), none idle; try again later", lim.Users)
+		}
+	}
+	if evict != nil {
+		l.dropLocked(evict)
+		l.evicted++
+		l.unlogged++
 	}
 	if refusal != "" {
 		l.refused++
 		l.unlogged++
-		if time.Since(l.lastLogged) >= refusalLogEvery {
-			l.cfg.Logger.Warn("refusing API connections over a limit", "refused", l.unlogged, "last", refusal,
-				"users", l.users, "nodes", l.nodes)
-			l.unlogged, l.lastLogged = 0, time.Now()
+	}
+	if (evict != nil || refusal != "") && time.Since(l.lastLogged) >= refusalLogEvery {
+		last := refusal
+		if last == "" {
+			last = "closed an idle connection of " + evict.key.String() + " for one of " + key.String()
 		}
-		return nil, refusal
+		l.cfg.Logger.Warn("connections over a limit: idle ones closed for new ones, or new ones refused", "since_last",
+			l.unlogged, "refused", l.refused, "evicted", l.evicted, "last", last, "users", l.users.n, "nodes", l.nodes.n)
+		l.unlogged, l.lastLogged = 0, time.Now()
+	}
+	if refusal != "" {
+		return nil, evict, refusal
 	}
 	l.accepted++
-	*total++
-	per[key]++
-	return func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		*total--
-		if per[key]--; per[key] <= 0 {
-			delete(per, key)
+	lc = &limitedConn{Conn: c, lim: l, share: share, key: key}
+	share.n++
+	byKey := share.by[key]
+	if byKey == nil {
+		byKey = list.New()
+		share.by[key] = byKey
+	}
+	lc.elem = byKey.PushBack(lc)
+	return lc, evict, ""
+}
+
+// idleOf is the oldest idle connection of a client address; nil if none.
+func (l *ConnLimiter) idleOf(key netip.Addr) *limitedConn {
+	byKey := l.users.by[key]
+	if byKey == nil {
+		return nil
+	}
+	for e := byKey.Front(); e != nil; e = e.Next() {
+		if c := e.Value.(*limitedConn); c.busy.Load() == 0 {
+			return c
 		}
-	}, ""
+	}
+	return nil
+}
+
+// idleOfHeaviest is the oldest idle connection of the client address that
+// holds the most connections with one idle; nil if none is idle.
+func (l *ConnLimiter) idleOfHeaviest() *limitedConn {
+	keys := make([]netip.Addr, 0, len(l.users.by))
+	for k := range l.users.by {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b netip.Addr) int { return cmp.Compare(l.users.count(b), l.users.count(a)) })
+	for _, k := range keys {
+		if c := l.idleOf(k); c != nil {
+			return c
+		}
+	}
+	return nil
+}
+
+// dropLocked gives a connection's place back, once; l.mu is held.
+func (l *ConnLimiter) dropLocked(c *limitedConn) {
+	if c.dropped {
+		return
+	}
+	c.dropped = true
+	c.share.n--
+	byKey := c.share.by[c.key]
+	byKey.Remove(c.elem)
+	if byKey.Len() == 0 {
+		delete(c.share.by, c.key)
+	}
 }
 
 // refuse closes a connection over a limit, after telling a plaintext
@@ -184,20 +258,58 @@ func refuse(c net.Conn, why string, httpRefusal bool) {
 func (l *ConnLimiter) Stats() ConnStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return ConnStats{Accepted: l.accepted, Refused: l.refused, Users: l.users, Nodes: l.nodes}
+	return ConnStats{Accepted: l.accepted, Refused: l.refused, Evicted: l.evicted, Users: l.users.n, Nodes: l.nodes.n}
 }
 
-// limitedConn gives its place back once closed.
+// limitedConn gives its place back once closed. It is idle while no
+// request is being served on it (busy, which Serving counts).
 type limitedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	lim   *ConnLimiter
+	share *conns
+	key   netip.Addr
+	elem  *list.Element
+	busy  atomic.Int32
+	// dropped is whether its place was given back; lim.mu guards it.
+	dropped bool
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.lim.mu.Lock()
+	c.lim.dropLocked(c)
+	c.lim.mu.Unlock()
 	return err
+}
+
+// connKey is the context key of a request's connection.
+type connKey struct{}
+
+// ConnContext records a connection in the context of its requests; set it
+// as http.Server.ConnContext of a server on a ConnLimiter (TLS or not), so
+// that Serving can tell which connections serve a request.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = tc.NetConn()
+	}
+	if lc, ok := c.(*limitedConn); ok {
+		return context.WithValue(ctx, connKey{}, lc)
+	}
+	return ctx
+}
+
+// Serving marks a request's connection busy while next serves it (its
+// headers are in; an upgraded connection's handler lasts as long as it):
+// a connection not serving one may give its place to a new connection
+// over a limit.
+func Serving(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := r.Context().Value(connKey{}).(*limitedConn); ok {
+			c.busy.Add(1)
+			defer c.busy.Add(-1)
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // connIP is the address a connection comes from; the zero Addr when it

@@ -96,8 +96,18 @@ func (s *limitedServer) dial(t *testing.T, from string) (line string, server net
 func isReset(err error) bool { return strings.Contains(err.Error(), "connection reset") }
 
 // mustAccept dials from each address and fails unless every connection is
-// accepted; it returns their server sides.
+// accepted; it returns their server sides, each serving a request.
 func (s *limitedServer) mustAccept(t *testing.T, from ...string) []net.Conn {
+	t.Helper()
+	conns := s.mustAcceptIdle(t, from...)
+	for _, c := range conns {
+		c.(*limitedConn).busy.Add(1)
+	}
+	return conns
+}
+
+// mustAcceptIdle is mustAccept of connections that serve no request.
+func (s *limitedServer) mustAcceptIdle(t *testing.T, from ...string) []net.Conn {
 	t.Helper()
 	var conns []net.Conn
 	for _, ip := range from {
@@ -108,6 +118,12 @@ func (s *limitedServer) mustAccept(t *testing.T, from ...string) []net.Conn {
 		conns = append(conns, c)
 	}
 	return conns
+}
+
+// closed reports whether the server closed its side of c.
+func closed(c net.Conn) bool {
+	_, err := c.Write([]byte("x"))
+	return err != nil
 }
 
 // mustRefuse dials from ip and fails unless the connection is refused
@@ -144,7 +160,40 @@ func TestConnLimiter_TotalCapRefusesEveryNewUser(t *testing.T) {
 	s := startLimited(t, ConnLimits{Users: 4, PerClient: 2, Nodes: 10, PerNode: 5}, true)
 	s.mustAccept(t, "127.0.0.2", "127.0.0.2", "127.0.0.3", "127.0.0.3")
 	for _, ip := range []string{"127.0.0.4", "127.0.0.5"} {
-		s.mustRefuse(t, ip, "the agent holds its most from clients (4)")
+		s.mustRefuse(t, ip, "the agent holds its most from clients (4), none idle")
+	}
+}
+
+func TestConnLimiter_AtTheTotalCapANewClientTakesTheIdlePlaceOfTheHeaviestClient(t *testing.T) {
+	s := startLimited(t, ConnLimits{Users: 6, PerClient: 4, Nodes: 10, PerNode: 5}, true)
+	heavy := s.mustAcceptIdle(t, repeat("127.0.0.2", 4)...)
+	light := s.mustAcceptIdle(t, "127.0.0.3")
+	busy := s.mustAccept(t, "127.0.0.4")
+	// Full: each newcomer closes the heaviest client's oldest idle one.
+	s.mustAccept(t, "127.0.0.5", "127.0.0.6")
+	if !closed(heavy[0]) || !closed(heavy[1]) || closed(heavy[2]) || closed(light[0]) || closed(busy[0]) {
+		t.Fatal("the newcomers did not take the places of the heaviest client's two oldest idle connections")
+	}
+	// The heaviest's connections that serve requests are never taken.
+	heavy[2].(*limitedConn).busy.Add(1)
+	heavy[3].(*limitedConn).busy.Add(1)
+	s.mustAccept(t, "127.0.0.7")
+	if !closed(light[0]) {
+		t.Fatal("the last idle connection, of a lighter client, was kept for a newcomer")
+	}
+	s.mustRefuse(t, "127.0.0.8", "none idle")
+	if got := s.l.Stats(); got.Users != 6 || got.Evicted != 3 || got.Refused != 1 {
+		t.Fatalf("stats %+v: want 6 users held, 3 evicted, 1 refused", got)
+	}
+}
+
+func TestConnLimiter_AtItsOwnCapAClientTakesTheIdlePlaceOfItsOldest(t *testing.T) {
+	s := startLimited(t, ConnLimits{Users: 10, PerClient: 2, Nodes: 10, PerNode: 5}, true)
+	mine := s.mustAcceptIdle(t, "127.0.0.2", "127.0.0.2")
+	other := s.mustAcceptIdle(t, "127.0.0.3")
+	s.mustAccept(t, "127.0.0.2")
+	if !closed(mine[0]) || closed(mine[1]) || closed(other[0]) {
+		t.Fatal("the client's new connection did not take the place of its own oldest idle one")
 	}
 }
 
@@ -161,25 +210,6 @@ func TestConnLimiter_NodesKeepTheirReserveWhileUsersAreAtTheirCap(t *testing.T) 
 	s.mustRefuse(t, node2.String(), "too many connections from the cluster's nodes: at most 5")
 	// Users still have none.
 	s.mustRefuse(t, "127.0.0.4", "holds its most from clients")
-}
-
-func TestConnLimiter_ASharedListenerCountsWithTheFirst(t *testing.T) {
-	api := startLimited(t, ConnLimits{Users: 3, PerClient: 2, Nodes: 2, PerNode: 2}, true)
-	raw, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ingress := serveLimited(t, api.l, api.l.Share(raw, true))
-	api.mustAccept(t, "127.0.0.2")
-	// The client's second connection, on the other listener, is its last.
-	ingress.mustAccept(t, "127.0.0.2")
-	ingress.mustRefuse(t, "127.0.0.2", "at most 2 per client address")
-	api.mustRefuse(t, "127.0.0.2", "at most 2 per client address")
-	// And the total counts both listeners.
-	held := ingress.mustAccept(t, "127.0.0.3")
-	api.mustRefuse(t, "127.0.0.4", "holds its most from clients (3)")
-	held[0].Close()
-	api.mustAccept(t, "127.0.0.4")
 }
 
 func TestConnLimiter_CountsAcceptedRefusedAndOpen(t *testing.T) {

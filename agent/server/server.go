@@ -213,7 +213,8 @@ func New(cfg Config) *Server {
 		s.mountUI(top, user)
 	}
 	s.http = &http.Server{
-		Handler:           s.toServer(top),
+		Handler:           Serving(s.toServer(top)),
+		ConnContext:       ConnContext,
 		ReadHeaderTimeout: s.timeouts.ReadHeader,
 		ReadTimeout:       s.timeouts.Read,
 		WriteTimeout:      s.timeouts.Write,
