@@ -298,7 +298,7 @@ func (a *Agent) start() error {
 	a.goLoop(func() { sampler.Run(a.ctx) })
 	a.goLoop(func() { a.load.Run(a.ctx, a.node.Server) })
 	if a.secure != nil {
-		a.secure.Run(a.ctx, secure.Deps{Raft: a.raft, Peers: a.peers, Announce: a.announce}, a.goLoop)
+		a.secure.Run(a.ctx, secure.Deps{Raft: a.raft, Peers: a.peers, Announce: a.announce, Audit: a.server.Record}, a.goLoop)
 	}
 	a.goLoop(func() { a.leader.Follow(a.ctx) })
 	a.goLoop(a.memberLoop)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/skein-dev/skein/structs"
@@ -107,8 +108,10 @@ type WhoAmI struct {
 	Permissions []structs.Permission `json:"permissions"`
 }
 
-// AuditRecord is one write a user made, as the node that took it from the
-// user recorded it.
+// AuditRecord is one event of the audit log, as the node that saw it
+// recorded it: a write a user made, a sign-in, a failed login, a node's
+// admission or refusal, a revocation, a keyring rotation, a read of
+// secrets.
 type AuditRecord struct {
 	At      time.Time    `json:"at"`
 	Node    string       `json:"node"`
@@ -121,6 +124,55 @@ type AuditRecord struct {
 	Path   string `json:"path"`
 	// Status is the HTTP status the node answered.
 	Status int `json:"status"`
+	// Event is what happened, one of the Audit* events; a record from
+	// before events were named has none, and is a write.
+	Event string `json:"event,omitempty"`
+	// Via is the door it came through: api, ui, ingress or internal (the
+	// node-to-node API); none for what a node did by itself.
+	Via string `json:"via,omitempty"`
+	// Detail says more: why a login or an admission was refused, which
+	// node was admitted, which step of a rotation. It never holds a
+	// secret.
+	Detail string `json:"detail,omitempty"`
+}
+
+// The events of the audit log. A dotted name's first part selects its
+// family in AuditQuery.Events ("node" selects node.admit, node.refused and
+// node.revoke).
+const (
+	// AuditWrite is any other write a user made through the API (or the
+	// UI's actions, which go through it).
+	AuditWrite = "write"
+	// AuditLogin is a sign-in to the web UI.
+	AuditLogin = "login"
+	// AuditLoginFailed is a failed authentication at any door: a wrong,
+	// revoked or expired token.
+	AuditLoginFailed = "login.failed"
+	// AuditNodeAdmit is a node admitted with a join token; AuditNodeRefused
+	// an admission refused, or a node's certificate refused on the
+	// node-to-node API (a revoked node).
+	AuditNodeAdmit   = "node.admit"
+	AuditNodeRefused = "node.refused"
+	// AuditNodeRevoke is a node's admission revoked.
+	AuditNodeRevoke = "node.revoke"
+	// AuditTokenRevoke is an ACL or join token revoked.
+	AuditTokenRevoke = "token.revoke"
+	// AuditKeyringRotate is a rotation of the gossip keyring asked for,
+	// or a step of one the leader took (after a revocation, by itself).
+	AuditKeyringRotate = "keyring.rotate"
+	// AuditSecretsRead is a read of a job's or a service's secret_env
+	// values (?secrets=true).
+	AuditSecretsRead = "secrets.read"
+)
+
+// AuditEventMatches reports whether event is selected by filter: the same
+// event, or filter is its family (the part before a dot). A record of no
+// event is a write.
+func AuditEventMatches(event, filter string) bool {
+	if event == "" {
+		event = AuditWrite
+	}
+	return event == filter || strings.HasPrefix(event, filter+".")
 }
 
 // Audit answers.
@@ -135,10 +187,13 @@ const (
 )
 
 // AuditQuery selects records of GET /v1/audit: the newest Limit, of every
-// node unless Local (the answering node's own).
+// node unless Local (the answering node's own), of the Events given (any
+// when none; AuditEventMatches) and of User when given.
 type AuditQuery struct {
-	Limit int
-	Local bool
+	Limit  int
+	Local  bool
+	Events []string
+	User   string
 }
 
 // AuditPage is the records answered, oldest first, and the nodes whose
@@ -198,6 +253,12 @@ func (c *Client) Audit(ctx context.Context, aq AuditQuery) (*AuditPage, error) {
 	}
 	if aq.Local {
 		q.Set("local", "true")
+	}
+	if len(aq.Events) > 0 {
+		q.Set("event", strings.Join(aq.Events, ","))
+	}
+	if aq.User != "" {
+		q.Set("user", aq.User)
 	}
 	var p AuditPage
 	h, err := c.doHeader(ctx, http.MethodGet, "/v1/audit", q, nil, &p.Records)

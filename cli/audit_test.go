@@ -10,12 +10,14 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// auditRecords are two writes, as GET /v1/audit answers them.
+// auditRecords are a write of before events were named, a revocation and
+// a rotation step, as GET /v1/audit answers them.
 var auditRecords = []api.AuditRecord{
 	{At: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), Node: "gpu-01", User: "alice", Role: structs.RoleSubmitter, TokenID: "1111111111111111",
 		Remote: "10.0.0.9:51234", Method: http.MethodPost, Path: "/v1/jobs", Status: http.StatusCreated},
-	{At: time.Date(2030, 1, 2, 3, 4, 6, 0, time.UTC), Node: "gpu-02", Remote: "127.0.0.1:40000",
+	{At: time.Date(2030, 1, 2, 3, 4, 6, 0, time.UTC), Node: "gpu-02", Remote: "127.0.0.1:40000", Event: api.AuditTokenRevoke, Via: "api",
 		Method: http.MethodDelete, Path: "/v1/acl/tokens/1111111111111111", Status: http.StatusForbidden},
+	{At: time.Date(2030, 1, 2, 3, 4, 7, 0, time.UTC), Node: "gpu-01", Event: api.AuditKeyringRotate, Detail: "generation 4: dropped the old key"},
 }
 
 // auditAgent answers GET /v1/audit with records and, when missing is not
@@ -40,9 +42,10 @@ func TestAudit_TableOfTheRecords(t *testing.T) {
 	}
 	at := func(i int) string { return auditRecords[i].At.Local().Format("2006-01-02 15:04:05") }
 	want := []string{
-		"TIME NODE USER ROLE FROM METHOD PATH STATUS",
-		at(0) + " gpu-01 alice submitter 10.0.0.9:51234 POST /v1/jobs 201",
-		at(1) + " gpu-02 - - 127.0.0.1:40000 DELETE /v1/acl/tokens/1111111111111111 403",
+		"TIME NODE EVENT USER ROLE FROM VIA METHOD PATH STATUS DETAIL",
+		at(0) + " gpu-01 write alice submitter 10.0.0.9:51234 - POST /v1/jobs 201 -",
+		at(1) + " gpu-02 token.revoke - - 127.0.0.1:40000 api DELETE /v1/acl/tokens/1111111111111111 403 -",
+		at(2) + " gpu-01 keyring.rotate - - - - - - - generation 4: dropped the old key",
 	}
 	if got := tableLines(r.stdout); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -52,14 +55,14 @@ func TestAudit_TableOfTheRecords(t *testing.T) {
 	}
 }
 
-func TestAudit_LimitAndLocalAreSent(t *testing.T) {
+func TestAudit_LimitLocalEventAndUserAreSent(t *testing.T) {
 	f := auditAgent(t, nil, "")
-	r := runCLI(t, "--addr", f.URL, "audit", "--limit", "5", "--local")
+	r := runCLI(t, "--addr", f.URL, "audit", "--limit", "5", "--local", "--event", "login,node.revoke", "--event", "secrets", "--user", "alice")
 	if r.code != exitOK || r.stdout != "No audit records.\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
-	if q := f.requests()[0].Query; q.Get("limit") != "5" || q.Get("local") != "true" {
-		t.Errorf("query %v, want limit=5 and local=true", q)
+	if q := f.requests()[0].Query; q.Get("limit") != "5" || q.Get("local") != "true" || q.Get("event") != "login,node.revoke,secrets" || q.Get("user") != "alice" {
+		t.Errorf("query %v, want limit=5, local=true, event=login,node.revoke,secrets and user=alice", q)
 	}
 }
 
@@ -81,7 +84,7 @@ func TestAudit_JSON(t *testing.T) {
 	r := runCLI(t, "--addr", f.URL, "audit", "--json")
 	var got []api.AuditRecord
 	mustDecode(t, r.stdout, &got)
-	if r.code != exitOK || len(got) != 2 || got[0] != auditRecords[0] || !got[1].At.Equal(auditRecords[1].At) {
+	if r.code != exitOK || len(got) != 3 || got[0] != auditRecords[0] || !got[1].At.Equal(auditRecords[1].At) || got[2].Event != api.AuditKeyringRotate {
 		t.Fatalf("exit %d, records %+v", r.code, got)
 	}
 	empty := auditAgent(t, nil, "")

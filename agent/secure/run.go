@@ -43,11 +43,21 @@ type Raft interface {
 }
 
 // Deps are the parts made after the identity: Raft, the clients of other
-// nodes and this node's gossip metadata.
+// nodes, this node's gossip metadata and its audit log.
 type Deps struct {
 	Raft     Raft
 	Peers    *peer.Peers
 	Announce *peer.Announcer
+	// Audit records an event this node took part in by itself (an
+	// api.Audit* event and what it was); nil records none.
+	Audit func(event, detail string)
+}
+
+// audit records an event in the audit log, when there is one.
+func (s *Secure) audit(event, detail string) {
+	if d := s.dep(); d != nil && d.Audit != nil {
+		d.Audit(event, detail)
+	}
 }
 
 // Run starts the background duties: committing the trust state once a
@@ -213,7 +223,9 @@ func (s *Secure) rotateIfDue() {
 	}
 	if err := s.RotateKeyring(); err != nil {
 		s.log.Warn("rotate the gossip keyring after a revocation", "error", err)
+		return
 	}
+	s.audit(api.AuditKeyringRotate, fmt.Sprintf("generation %d: a new key beside the current one, after a revocation", t.Keyring.Generation+1))
 }
 
 // advanceRotation commits the next step of a rotation once every live
@@ -232,7 +244,13 @@ func (s *Secure) advanceRotation() {
 	next, _ := nextRing(t.Keyring, nil)
 	if _, err := s.cfg.Apply(structs.KeyringType, structs.KeyringRequest{Keyring: next}); err != nil {
 		s.log.Warn("keyring rotation step", "generation", next.Generation, "error", err)
+		return
 	}
+	step := "switched to the new key"
+	if t.Keyring.Next == "" {
+		step = "dropped the old key"
+	}
+	s.audit(api.AuditKeyringRotate, fmt.Sprintf("generation %d: %s, every live node having installed generation %d", next.Generation, step, t.Keyring.Generation))
 }
 
 // KeyringStatus is the keyring as users see it.

@@ -49,8 +49,8 @@ func requestToken(r *http.Request) string {
 
 // guard serves next only to requests auth lets through; fails refuses
 // clients and tokens that failed too often (429), and counts their
-// failures.
-func guard(auth Authenticator, fails *failLimiter, next http.Handler) http.Handler {
+// failures; failed (nil: none) hears of each failure answered 401.
+func guard(auth Authenticator, fails *failLimiter, failed func(*http.Request, error), next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req, err := fails.authenticate(auth, r)
 		var retry *RetryError
@@ -59,6 +59,9 @@ func guard(auth Authenticator, fails *failLimiter, next http.Handler) http.Handl
 			tooMany(w, retry.Wait, retry.Msg)
 			return
 		case err != nil:
+			if failed != nil {
+				failed(r, err)
+			}
 			writeError(w, http.StatusUnauthorized, err)
 			return
 		}

@@ -78,7 +78,7 @@ func startGuarded(t *testing.T) *guarded {
 	g.fails = newFailLimiter(func(r *http.Request) bool { return requestIP(r) == node1 }, hclog.NewNullLogger())
 	g.fails.now = g.clock.now
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, struct{}{}) })
-	srv := httptest.NewServer(guard(g.auth, g.fails, ok))
+	srv := httptest.NewServer(guard(g.auth, g.fails, nil, ok))
 	t.Cleanup(srv.Close)
 	g.url = srv.URL
 	return g

@@ -202,13 +202,13 @@ func New(cfg Config) *Server {
 	s.leases = newLeaseRelay(s.passRenewals)
 	go s.leases.run(s.ctx)
 	top := http.NewServeMux()
-	top.Handle(internalPrefix, guard(cfg.NodeAuth, s.authFails, s.internalRoutes()))
+	top.Handle(internalPrefix, guard(cfg.NodeAuth, s.authFails, s.failedAt(viaInternal), s.internalRoutes()))
 	// A joining node's credential is its join token, and the CA
 	// certificate is public: neither needs an API token.
 	top.HandleFunc("POST /v1/admit", s.handleAdmit)
 	top.HandleFunc("GET /v1/ca", s.handleCA)
 	user := s.userRoutes()
-	top.Handle("/", s.sheddingReads(guard(workerAuth{s: s}, s.authFails, user)))
+	top.Handle("/", s.sheddingReads(guard(workerAuth{s: s}, s.authFails, s.failedAt(viaAPI), user)))
 	if cfg.UI != nil {
 		s.mountUI(top, user)
 	}

@@ -170,18 +170,25 @@ const askTimeout = 5 * time.Second
 // *RetryError). The ingress authenticates with it; a worker that knows no
 // server admits nobody.
 func (s *Server) UserAuth() Authenticator {
-	return limitedAuth{fails: s.authFails, auth: workerAuth{s: s, strict: true}}
+	return limitedAuth{fails: s.authFails, auth: workerAuth{s: s, strict: true}, failed: s.failedAt(viaIngress)}
 }
 
-// limitedAuth is auth within the limits of failed authentications.
+// limitedAuth is auth within the limits of failed authentications; failed
+// hears of each failure that is not a refusal for too many.
 type limitedAuth struct {
-	fails *failLimiter
-	auth  Authenticator
+	fails  *failLimiter
+	auth   Authenticator
+	failed func(*http.Request, error)
 }
 
 // Authenticate implements Authenticator.
 func (a limitedAuth) Authenticate(r *http.Request) (*http.Request, error) {
-	return a.fails.authenticate(a.auth, r)
+	req, err := a.fails.authenticate(a.auth, r)
+	var retry *RetryError
+	if err != nil && !errors.As(err, &retry) {
+		a.failed(r, err)
+	}
+	return req, err
 }
 
 // workerAuth is Config.UserAuth on a server and a server's answer on a

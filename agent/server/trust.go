@@ -54,12 +54,26 @@ func (s *Server) trustWrite(w http.ResponseWriter, r *http.Request, req any, val
 
 // handleAdmit admits a node with a join token. It needs no API token: the
 // join token is the credential. The leader signs; others forward.
+// The node that took the request from the joining node records the
+// admission, or its refusal, in the audit log.
 func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
 	var req api.AdmitRequest
+	cw := &captureWriter{ResponseWriter: w, status: http.StatusOK}
 	// A refused join token (403) counts as a failed authentication.
-	s.authFails.limit(w, r, http.StatusForbidden, func(w http.ResponseWriter) {
+	s.authFails.limit(cw, r, http.StatusForbidden, func(w http.ResponseWriter) {
 		s.trustWrite(w, r, &req, nil, func(t *secure.Secure) (any, error) { return t.Admit(req) })
 	})
+	if s.forwardedByNode(r) || cw.status == http.StatusTooManyRequests {
+		return
+	}
+	rec := requestRecord(r, api.AuditNodeAdmit, viaAPI, cw.status)
+	rec.Remote = s.remoteOf(r)
+	rec.Detail = fmt.Sprintf("node %s (%s)", clipDetail(req.Name), clipDetail(req.NodeID))
+	if cw.status >= http.StatusBadRequest {
+		rec.Event = api.AuditNodeRefused
+		rec.Detail += ": " + clipDetail(cw.errorText())
+	}
+	s.record(rec)
 }
 
 // handleCA answers the CA bundle; it is public.

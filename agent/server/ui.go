@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/skein-dev/skein/agent/ui"
@@ -59,6 +60,16 @@ func (s *Server) uiAuthenticate(r *http.Request, token string) (*http.Request, u
 		req, err = s.cfg.UserAuth.Authenticate(r)
 	} else {
 		req, err = s.authFails.authenticate(s.cfg.UserAuth, r)
+	}
+	var retry *RetryError
+	signIn := r.Method == http.MethodPost && r.URL.Path == ui.Prefix+"login"
+	switch {
+	case err != nil && !errors.As(err, &retry) && requestToken(r) != "":
+		s.failedAt(viaUI)(r, err)
+	case err == nil && signIn:
+		rec := requestRecord(req, api.AuditLogin, viaUI, http.StatusSeeOther)
+		rec.Remote = s.remoteOf(r)
+		s.record(rec)
 	}
 	if err != nil {
 		return nil, ui.Viewer{}, err
