@@ -299,6 +299,7 @@ func (a *Agent) start() error {
 	a.goLoop(func() { a.load.Run(a.ctx, a.node.Server) })
 	if a.secure != nil {
 		a.secure.Run(a.ctx, secure.Deps{Raft: a.raft, Peers: a.peers, Announce: a.announce, Audit: a.server.Record}, a.goLoop)
+		a.goLoop(a.revocationLoop)
 	}
 	a.goLoop(func() { a.leader.Follow(a.ctx) })
 	a.goLoop(a.memberLoop)

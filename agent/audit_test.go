@@ -82,7 +82,7 @@ func TestAudit_EveryDoorsEventsAreRecordedAndSelected(t *testing.T) {
 		t.Fatal(err)
 	}
 	revoked := tc.agents[1].NodeID()
-	if err := admin.RevokeNode(ctx, revoked, api.NodeRevokeRequest{Reason: "stolen"}); err != nil {
+	if _, err := admin.RevokeNode(ctx, revoked, api.NodeRevokeRequest{Reason: "stolen"}); err != nil {
 		t.Fatal(err)
 	}
 	var recs []api.AuditRecord

@@ -125,12 +125,12 @@ func (a *Agent) metaLoop() {
 	}
 }
 
-// gossip is what the members' gossip says for the leader: who failed, and
-// the unhealthy GPU masks.
+// gossip is what the members' gossip says for the leader: who failed (a
+// revoked member, which gossip refuses, too), and the unhealthy GPU masks.
 func (a *Agent) gossip() leader.Gossip {
 	g := leader.Gossip{Failed: map[string]bool{}, Unhealthy: map[string]uint64{}}
 	for _, m := range a.raft.Members() {
-		if m.Status == cluster.StatusFailed {
+		if m.Status == cluster.StatusFailed || m.Status == cluster.StatusRevoked {
 			g.Failed[m.ID] = true
 		}
 		if mask := peer.UnhealthyMask(m); mask != 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 	"github.com/skein-dev/skein/trust"
@@ -303,7 +304,7 @@ func TestSecure_RevokedNode_LeavesRaftAndCannotRejoin(t *testing.T) {
 	v := tc.agents[victim]
 	vID, vDir := v.nodeID, v.DataDir()
 	c := tc.client(tc.agents[ld])
-	if err := c.RevokeNode(context.Background(), vID, api.NodeRevokeRequest{Reason: "stolen"}); err != nil {
+	if _, err := c.RevokeNode(context.Background(), vID, api.NodeRevokeRequest{Reason: "stolen"}); err != nil {
 		t.Fatal(err)
 	}
 	// Out of Raft, marked down, and the keyring rotated past it.
@@ -769,4 +770,136 @@ func TestSecure_StartLogs_SayHowToUseAndAddNodesAndWarnOfAnInsecureCluster(t *te
 	if !strings.Contains(insecureLog.String(), "[WARN]  "+t.Name()+": INSECURE CLUSTER (--insecure-cluster): no TLS, no node admission") {
 		t.Errorf("an --insecure-cluster agent's log does not warn of it:\n%s", insecureLog.String())
 	}
+}
+
+// memberStatus is what agent a's gossip says of node id: its status, or
+// "absent".
+func memberStatus(a *Agent, id string) string {
+	for _, m := range a.raft.Members() {
+		if m.ID == id {
+			return m.Status.String()
+		}
+	}
+	return "absent"
+}
+
+// A revoked node is cut off everywhere: by the time skein node revoke
+// answers it is out of Raft, the keyring has been rotated without it (no
+// key of the rotation ever reached it), no member holds it alive in
+// gossip, and its connections are closed; restarted, it gets nothing. A
+// revoked leader too, which would start the rotation itself, and so hold
+// its new key, if it did not wait to be out of Raft.
+func TestSecure_RevokedNode_IsCutOffEverywhere_AndARestartGetsItNothing(t *testing.T) {
+	for _, leader := range []bool{false, true} {
+		name := "a follower"
+		if leader {
+			name = "the leader"
+		}
+		t.Run(name, func(t *testing.T) { revokeAndCheckCutOff(t, leader) })
+	}
+}
+
+func revokeAndCheckCutOff(t *testing.T, leader bool) {
+	tc := startSecureCluster(t, 3)
+	victim := tc.leader()
+	if !leader {
+		victim = (victim + 1) % 3
+	}
+	asked := (victim + 1) % 3 // a node that is not revoked answers the revocation
+	v := tc.agents[victim]
+	vID, vDir := v.nodeID, v.DataDir()
+	before, _ := tc.agents[asked].fsm.Trust()
+	if got := v.secure.KeyringGeneration(); got != before.Keyring.Generation {
+		t.Fatalf("the victim holds keyring generation %d, the cluster %d", got, before.Keyring.Generation)
+	}
+	if !leader {
+		// The victim holds connections to the leader's API (its heartbeats).
+		testutil.WaitFor(t, 10*time.Second, func() error {
+			if n := tc.agents[tc.leader()].conns.Tagged(vID); n == 0 {
+				return errors.New("the leader holds no connection of the victim's yet")
+			}
+			return nil
+		})
+	}
+	res, err := tc.client(tc.agents[asked]).RevokeNode(context.Background(), vID, api.NodeRevokeRequest{Reason: "stolen"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Done || !res.OutOfRaft || !res.Refused || res.KeyringGeneration < before.Keyring.Generation+3 {
+		t.Fatalf("skein node revoke answered %+v, want it done: out of Raft, refused in gossip, the keyring rotated past generation %d",
+			res, before.Keyring.Generation)
+	}
+	// As the answer said, at once: no waiting here.
+	servers, err := tc.agents[asked].raft.Servers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range servers {
+		if s.ID == vID {
+			t.Errorf("%s still has the revoked node in Raft", tc.agents[asked].Name())
+		}
+	}
+	if st := memberStatus(tc.agents[asked], vID); st == "alive" {
+		t.Errorf("%s's gossip holds the revoked node %s", tc.agents[asked].Name(), st)
+	}
+	if tr, _ := tc.agents[asked].fsm.Trust(); tr.Keyring.Rotating() || tr.KeyringDue {
+		t.Errorf("the keyring rotation after the revocation is not over: %+v", tr.Keyring)
+	}
+	// No key of the rotation reached it, by Raft or by its view (it does
+	// not install one it gets, but a node run by whoever stole it would).
+	for what, f := range map[string]*fsm.FSM{"state": v.fsm, "view": v.view} {
+		if tr, _ := f.Trust(); tr.Keyring.Generation != before.Keyring.Generation {
+			t.Errorf("the revoked node's %s holds keyring generation %d of the rotation meant to cut it off (it held %d)",
+				what, tr.Keyring.Generation, before.Keyring.Generation)
+		}
+	}
+	if got := v.secure.KeyringGeneration(); got != before.Keyring.Generation {
+		t.Errorf("the revoked node installed keyring generation %d (it held %d)", got, before.Keyring.Generation)
+	}
+	for i, a := range tc.agents {
+		if i == victim {
+			continue
+		}
+		testutil.WaitFor(t, 10*time.Second, func() error {
+			if st := memberStatus(a, vID); st == "alive" {
+				return fmt.Errorf("%s's gossip holds the revoked node alive", a.Name())
+			}
+			if n := a.conns.Tagged(vID); n != 0 {
+				return fmt.Errorf("%s still holds %d connections of the revoked node", a.Name(), n)
+			}
+			return nil
+		})
+	}
+
+	// Restarted with its certificate and its keyring, it gets nothing.
+	tc.kill(victim)
+	cfg := clusterConfig(t, "revoked", tc.net)
+	cfg.Security = SecurityTLS
+	cfg.DataDir = vDir
+	cfg.Join = []string{tc.agents[asked].raft.GossipAddr()}
+	a, err := New(cfg)
+	if err != nil {
+		t.Logf("the revoked node does not start: %v", err)
+		return
+	}
+	t.Cleanup(a.Shutdown)
+	testutil.Holds(t, 5*time.Second, func() error {
+		for i, o := range tc.agents {
+			if i == victim {
+				continue
+			}
+			if st := memberStatus(o, vID); st == "alive" {
+				return fmt.Errorf("%s's gossip took the restarted revoked node back: %s", o.Name(), st)
+			}
+		}
+		for _, m := range a.raft.Members() {
+			if m.ID != vID && m.Status.String() == "alive" {
+				return fmt.Errorf("the restarted revoked node gossips with %s", m.ID)
+			}
+		}
+		if got := a.secure.KeyringGeneration(); got != before.Keyring.Generation {
+			return fmt.Errorf("the restarted revoked node came by keyring generation %d", got)
+		}
+		return nil
+	})
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/skein-dev/skein/agent/secure"
 	"github.com/skein-dev/skein/agent/server"
 	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/structs"
 	"github.com/skein-dev/skein/trust"
 )
 
@@ -146,11 +148,47 @@ func (a *Agent) admitted() func(string) bool {
 	return a.fsm.Admitted
 }
 
+// revoked is Config.Revoked of the cluster: a revocation in the state or
+// in this node's view (a worker has only the view) takes the node out of
+// Raft and out of gossip.
 func (a *Agent) revoked() func(string) bool {
 	if a.secure == nil {
 		return nil
 	}
-	return a.fsm.Revoked
+	return a.secure.Revoked
+}
+
+// revocationLoop cuts off each node as its revocation reaches this node
+// (its state or its view): the connections it keeps alive to this node's
+// API are closed, and the leader's reconcile takes it out of Raft at once.
+// It runs in a secure cluster only.
+func (a *Agent) revocationLoop() {
+	seen := map[string]bool{}
+	for first := true; ; first = false {
+		_, changed := a.fsm.Watch()
+		_, viewChanged := a.view.Watch()
+		for _, f := range []*fsm.FSM{a.fsm, a.view} {
+			for _, adm := range f.Admissions() {
+				if !adm.Revoked || seen[adm.NodeID] {
+					continue
+				}
+				seen[adm.NodeID] = true
+				if first {
+					continue // revoked before this agent started: none of its connections is here
+				}
+				a.raft.Reconcile()
+				if n := a.conns.CloseTagged(adm.NodeID); n > 0 {
+					a.logger.Warn("closed the connections of a revoked node", "id", structs.ShortID(adm.NodeID), "connections", n)
+				}
+			}
+		}
+		select {
+		case <-a.ctx.Done():
+			return
+		case <-changed:
+		case <-viewChanged:
+		}
+	}
 }
 
 func (a *Agent) canVote() func() bool {

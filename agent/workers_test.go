@@ -613,7 +613,7 @@ func TestSecure_Workers_ARevokedWorkerIsCutOffAndItsJobRunsElsewhere(t *testing.
 		return user.Logs(ctx, job.ID, firstAttempt, io.Discard)
 	})
 
-	if err := tc.client(server).RevokeNode(ctx, victim.nodeID, api.NodeRevokeRequest{Reason: "stolen"}); err != nil {
+	if _, err := tc.client(server).RevokeNode(ctx, victim.nodeID, api.NodeRevokeRequest{Reason: "stolen"}); err != nil {
 		t.Fatal(err)
 	}
 	// The other worker learns of it from its view: it refuses the

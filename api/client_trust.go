@@ -140,9 +140,14 @@ func (c *Client) RotateKeyring(ctx context.Context) (*KeyringStatus, error) {
 }
 
 // RevokeNode revokes a node's admission: its certificate is refused from
-// then on. id is the node's full ID.
-func (c *Client) RevokeNode(ctx context.Context, id string, req NodeRevokeRequest) error {
-	return c.do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(id)+"/revoke", nil, req, nil)
+// then on. id is the node's full ID. The answer comes once the node is cut
+// off everywhere, or says what is still under way after a while.
+func (c *Client) RevokeNode(ctx context.Context, id string, req NodeRevokeRequest) (*NodeRevokeResult, error) {
+	var out NodeRevokeResult
+	if err := c.do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(id)+"/revoke", nil, req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // Admit presents a join token and a CSR to a member of a secure cluster and

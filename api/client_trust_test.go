@@ -133,7 +133,7 @@ func TestClient_TrustEndpoints(t *testing.T) {
 		"DELETE /v1/join-tokens/jt1":  `{"id":"jt1","uses":1,"state":"revoked","revoked":true,"expires_at":"2030-01-01T00:00:00Z","created_at":"2029-12-31T00:00:00Z"}`,
 		"GET /v1/keyring":             `{"generation":2,"keys":1,"rotating":false,"nodes":{"a":2}}`,
 		"POST /v1/keyring/rotate":     `{"generation":3,"keys":2,"rotating":true,"nodes":{"a":2}}`,
-		"POST /v1/nodes/n%2F1/revoke": ``, // no body at all
+		"POST /v1/nodes/n%2F1/revoke": `{"node_id":"n/1","out_of_raft":true,"keyring_generation":6,"rotated":true,"refused":true,"done":true}`,
 		"POST /v1/admit":              `{"cert":"C","ca_certs":["CA"],"keyring":{"primary":"k","generation":1},"gossip_addrs":["10.0.0.1:7472"]}`,
 		"POST /v1/internal/renew":     `{"cert":"C2"}`,
 		"POST /v1/internal/ca-key":    `{}`,
@@ -201,8 +201,11 @@ func TestClient_TrustEndpoints(t *testing.T) {
 	if k == nil || k.Generation != 3 || !k.Rotating {
 		t.Errorf("RotateKeyring = %+v", k)
 	}
-	err = c.RevokeNode(ctx, "n/1", NodeRevokeRequest{Reason: "stolen"})
+	rev, err := c.RevokeNode(ctx, "n/1", NodeRevokeRequest{Reason: "stolen"})
 	check("RevokeNode", err, call{"POST", "/v1/nodes/n%2F1/revoke", `{"reason":"stolen"}`})
+	if rev == nil || !rev.Done || rev.KeyringGeneration != 6 {
+		t.Errorf("RevokeNode = %+v", rev)
+	}
 	admit := AdmitRequest{Token: "skein-jt-x", NodeID: "n2", Name: "gpu-02", CSR: "CSR"}
 	ar, err := c.Admit(ctx, admit)
 	check("Admit", err, call{"POST", "/v1/admit", jsonOf(admit)})
@@ -231,7 +234,7 @@ func TestClient_TrustErrorsComeBackAsAPIErrors(t *testing.T) {
 	if _, err := c.RevokeJoinToken(context.Background(), "jt9"); !IsNotFound(err) || err.Error() != `join token "jt9": not found` {
 		t.Fatalf("RevokeJoinToken of an unknown token: %v", err)
 	}
-	if err := c.RevokeNode(context.Background(), "n9", NodeRevokeRequest{}); !IsNotFound(err) {
+	if _, err := c.RevokeNode(context.Background(), "n9", NodeRevokeRequest{}); !IsNotFound(err) {
 		t.Fatalf("RevokeNode of an unknown node: %v", err)
 	}
 }

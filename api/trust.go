@@ -108,3 +108,25 @@ type KeyringStatus struct {
 type NodeRevokeRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
+
+// NodeRevokeResult is the answer to a revocation: how far cutting the node
+// off had come when the node asked answered. A revocation is done once the
+// node is out of Raft, the gossip keyring has been rotated without it (it
+// knows no key left in use), and gossip refuses it; its connections to
+// every node are closed as each applies the revocation.
+type NodeRevokeResult struct {
+	NodeID string `json:"node_id"`
+	// OutOfRaft is whether it is out of the Raft configuration.
+	OutOfRaft bool `json:"out_of_raft"`
+	// KeyringGeneration is the keyring's generation then; Rotated
+	// whether the rotation the revocation began is over.
+	KeyringGeneration uint64 `json:"keyring_generation"`
+	Rotated           bool   `json:"rotated"`
+	// Refused is whether the answering node's gossip holds it as
+	// revoked, or no longer holds it.
+	Refused bool `json:"refused"`
+	// Done is all of these; Waiting says what was not yet when it is
+	// not.
+	Done    bool   `json:"done"`
+	Waiting string `json:"waiting,omitempty"`
+}

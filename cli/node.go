@@ -16,10 +16,13 @@ func nodeCommand() *ucli.Command {
 		Usage: "act on one node",
 		Subcommands: []*ucli.Command{{
 			Name:  "revoke",
-			Usage: "revoke a node's admission: its certificate is refused from now on and its ID is never admitted again",
-			Description: "NODE is a node name, or its ID or a unique prefix of it. To bring the machine\n" +
-				"back, empty its data directory (it then starts as a new node) and admit it\n" +
-				"with a new join token.",
+			Usage: "revoke a node's admission: it is cut off everywhere, and its ID is never admitted again",
+			Description: "NODE is a node name, or its ID or a unique prefix of it. Every node refuses its\n" +
+				"certificate and closes its connections; the leader takes it out of Raft, then\n" +
+				"rotates the gossip keyring without it, and gossip refuses it. The command says\n" +
+				"when all that is done, or what is still under way after half a minute. To bring\n" +
+				"the machine back, empty its data directory (it then starts as a new node) and\n" +
+				"admit it with a new join token.",
 			ArgsUsage: "NODE",
 			Flags: []ucli.Flag{
 				&ucli.StringFlag{Name: "reason", Usage: "why, kept with the revocation"},
@@ -38,10 +41,17 @@ func nodeRevokeAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := cl.RevokeNode(c.Context, id, api.NodeRevokeRequest{Reason: c.String("reason")}); err != nil {
+	res, err := cl.RevokeNode(c.Context, id, api.NodeRevokeRequest{Reason: c.String("reason")})
+	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(c.App.Writer, "revoked %s (%s)\n", name, id)
+	if res.Done {
+		_, err = fmt.Fprintf(c.App.Writer, "revoked %s (%s): out of Raft, the gossip keyring rotated without it (generation %d), refused in gossip\n",
+			name, id, res.KeyringGeneration)
+		return err
+	}
+	_, err = fmt.Fprintf(c.App.Writer, "revoked %s (%s); still under way: %s (see skein keyring status and skein members)\n",
+		name, id, printable(res.Waiting))
 	return err
 }
 

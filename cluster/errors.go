@@ -18,6 +18,8 @@ var (
 	// ErrLeadershipLost means this node stopped leading while the operation
 	// was being committed: it may or may not have been applied.
 	ErrLeadershipLost error = &raftError{msg: "leadership lost while committing; the write may or may not have been applied", cause: raft.ErrLeadershipLost}
+	// errRevokedMember refuses a revoked member's alive message.
+	errRevokedMember = errors.New("revoked: refused in gossip")
 	// ErrNoLeader means no leader became known before the caller gave up.
 	ErrNoLeader = errors.New("no leader")
 	// ErrInvalidConfig means a Config field is missing or malformed.

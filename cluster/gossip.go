@@ -69,6 +69,10 @@ const (
 	StatusAlive  MemberStatus = 1
 	StatusFailed MemberStatus = 3 // stopped answering
 	StatusLeft   MemberStatus = 4 // left gracefully
+	// StatusRevoked is a member Config.Revoked names: whatever it sends,
+	// this node takes none of its alive messages (memberlist's Alive
+	// delegate) and never dials it again to rejoin.
+	StatusRevoked MemberStatus = 5
 )
 
 func (s MemberStatus) String() string {
@@ -79,6 +83,8 @@ func (s MemberStatus) String() string {
 		return "failed"
 	case StatusLeft:
 		return "left"
+	case StatusRevoked:
+		return "revoked"
 	}
 	return "unknown"
 }
@@ -290,6 +296,7 @@ func (c *Cluster) startGossip() error {
 	mc.Logger = stdlog
 	mc.Delegate = &gossipDelegate{c: c}
 	mc.Events = &gossipDelegate{c: c}
+	mc.Alive = &gossipDelegate{c: c}
 	if cfg.ProbeRTT != nil {
 		mc.Ping = probeTimer(cfg.ProbeRTT)
 	}
@@ -490,6 +497,19 @@ func (d *gossipDelegate) MergeRemoteState([]byte, bool) {}
 
 func (d *gossipDelegate) NotifyJoin(n *memberlist.Node) { d.push(EventJoin, n) }
 
+// NotifyAlive refuses every alive message of a revoked member, its own
+// and those others pass on (a push/pull's merge asks per member too): it
+// is never added to the member list, and one already there is not kept
+// alive by what it sends, so it is declared failed once its probes go
+// unanswered (it no longer has the keyring). This node itself is never
+// refused here: its own alive message starts its gossip.
+func (d *gossipDelegate) NotifyAlive(n *memberlist.Node) error {
+	if n.Name != d.c.cfg.NodeID && d.c.revoked(n.Name) {
+		return errRevokedMember
+	}
+	return nil
+}
+
 func (d *gossipDelegate) NotifyUpdate(n *memberlist.Node) { d.push(EventUpdate, n) }
 
 // NotifyLeave cannot tell a leave from a failure (memberlist does not
@@ -553,10 +573,12 @@ func (c *Cluster) applyEvent(ev rawEvent) {
 		ev.typ = EventLeft
 	}
 	status := StatusAlive
-	switch ev.typ {
-	case EventFailed:
+	switch {
+	case ev.id != c.cfg.NodeID && c.revoked(ev.id):
+		status = StatusRevoked
+	case ev.typ == EventFailed:
 		status = StatusFailed
-	case EventLeft:
+	case ev.typ == EventLeft:
 		status = StatusLeft
 	}
 	now := time.Now()
@@ -582,7 +604,7 @@ func (c *Cluster) applyEvent(ev rawEvent) {
 		if ev.id != c.cfg.NodeID {
 			g.known[ev.addr] = now
 		}
-	case StatusLeft:
+	case StatusLeft, StatusRevoked:
 		delete(g.known, ev.addr)
 	}
 	out := MemberEvent{Type: ev.typ, Member: m.Member}
@@ -622,15 +644,25 @@ func kick(ch chan struct{}) {
 	}
 }
 
-// pruneMembers forgets members failed or left for twice ReapTimeout (by
-// then the leader has removed them from raft) and peer addresses not seen
-// alive for ReapTimeout.
+// pruneMembers marks the members revoked since as such (and forgets their
+// addresses: they are never rejoined), forgets members failed, left or
+// revoked for twice ReapTimeout (by then the leader has removed them from
+// raft) and peer addresses not seen alive for ReapTimeout.
 func (c *Cluster) pruneMembers() {
 	g := c.gossip
 	now := time.Now()
 	g.tableMu.Lock()
 	defer g.tableMu.Unlock()
 	for id, m := range g.table {
+		if m.Status != StatusRevoked && id != c.cfg.NodeID && c.revoked(id) {
+			m.Status, m.since = StatusRevoked, now
+			delete(g.known, m.Addr)
+			g.version.Add(1)
+			g.logger.Warn("refusing a revoked member in gossip from now on", "member", id)
+			c.emit(MemberEvent{Type: EventFailed, Member: m.Member})
+			kick(c.reconcileKick)
+			continue
+		}
 		if m.Status != StatusAlive && now.Sub(m.since) > 2*c.cfg.ReapTimeout {
 			delete(g.table, id)
 			g.version.Add(1)

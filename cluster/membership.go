@@ -66,6 +66,11 @@ func (c *Cluster) startLeading() (stop func()) {
 	}
 }
 
+// Reconcile asks the leader's reconcile to run now, as after a change of
+// what Config.Revoked or Config.Admitted says: a revoked server leaves
+// raft without waiting for the next ReconcileInterval. It returns at once.
+func (c *Cluster) Reconcile() { kick(c.reconcileKick) }
+
 // reconcileLoop adds alive members missing from raft as non-voters and
 // asks autopilot to remove those that left, at once on gaining leadership,
 // on every member event and every ReconcileInterval. Promotions,

@@ -60,7 +60,7 @@ func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range c.raft.Members() {
 		counts[m.Status]++
 	}
-	for _, st := range []cluster.MemberStatus{cluster.StatusAlive, cluster.StatusFailed, cluster.StatusLeft} {
+	for _, st := range []cluster.MemberStatus{cluster.StatusAlive, cluster.StatusFailed, cluster.StatusLeft, cluster.StatusRevoked} {
 		gauge(membersDesc, float64(counts[st]), st.String())
 	}
 	gauge(healthDesc, float64(c.raft.GossipHealth()))

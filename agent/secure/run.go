@@ -38,6 +38,7 @@ type Raft interface {
 	Leader() (addr, id string)
 	Barrier(timeout time.Duration) error
 	Members() []cluster.Member
+	Servers() ([]cluster.Server, error)
 	SetKeyring(primary []byte, others [][]byte) error
 	UpdateMeta() error
 }
@@ -147,7 +148,7 @@ func (s *Secure) keyringLoop(ctx context.Context) {
 			s.rotateIfDue()
 			s.advanceRotation()
 		}
-		var poll <-chan time.Time
+		var poll <-chan time.Time // the rotation's steps and its start wait on what Raft and gossip say
 		if t, ok := s.cfg.FSM.Trust(); ok && (t.Keyring.Rotating() || t.KeyringDue) && s.dep().Raft.IsLeader() {
 			poll = time.After(rotationPoll)
 		}
@@ -162,10 +163,11 @@ func (s *Secure) keyringLoop(ctx context.Context) {
 }
 
 // installKeyring installs the cluster's keyring when it is newer than the
-// one this node has.
+// one this node has, unless this node is revoked: a revoked node is cut off
+// by the keys it does not get.
 func (s *Secure) installKeyring() error {
 	t, ok := s.newestTrust()
-	if !ok || t.Keyring.Generation <= s.KeyringGeneration() {
+	if !ok || t.Keyring.Generation <= s.KeyringGeneration() || s.Revoked(s.cfg.NodeID) {
 		return nil
 	}
 	primary, others, err := decodeRing(t.Keyring)
@@ -215,11 +217,24 @@ func (s *Secure) RotateKeyring() error {
 	return err
 }
 
-// rotateIfDue starts the rotation a revocation made due.
+// rotateIfDue starts the rotation a revocation made due, once no revoked
+// node is left in the Raft configuration: a server still in it would get
+// the new key with the entry that carries it.
 func (s *Secure) rotateIfDue() {
 	t, ok := s.cfg.FSM.Trust()
 	if !ok || !t.KeyringDue || t.Keyring.Rotating() {
 		return
+	}
+	servers, err := s.dep().Raft.Servers()
+	if err != nil {
+		s.log.Debug("read the Raft configuration before rotating the keyring", "error", err)
+		return
+	}
+	for _, sv := range servers {
+		if s.Revoked(sv.ID) {
+			s.log.Debug("the keyring rotation waits for a revoked server to leave Raft", "id", structs.ShortID(sv.ID))
+			return
+		}
 	}
 	if err := s.RotateKeyring(); err != nil {
 		s.log.Warn("rotate the gossip keyring after a revocation", "error", err)

@@ -111,6 +111,18 @@ func (a NodeCertAuth) Authenticate(r *http.Request) (*http.Request, error) {
 	return r.WithContext(context.WithValue(r.Context(), callerKey{}, id)), nil
 }
 
+// tagCaller tags the connection of each request whose node certificate
+// names a node with that node's ID (TagConn), so that a revocation closes
+// the connections the node keeps alive.
+func tagCaller(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := callerNode(r); id != "" {
+			TagConn(r.Context(), id)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // callerNode is the node ID the caller's certificate names; "" when the
 // internal API runs on tokens (a plaintext cluster), where reports are
 // not bound to a node.

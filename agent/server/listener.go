@@ -270,8 +270,56 @@ type limitedConn struct {
 	key   netip.Addr
 	elem  *list.Element
 	busy  atomic.Int32
-	// dropped is whether its place was given back; lim.mu guards it.
+	// dropped is whether its place was given back, tag who holds it (a
+	// node's ID: TagConn); lim.mu guards both.
 	dropped bool
+	tag     string
+}
+
+// TagConn names who holds the connection a request came on (a node's ID,
+// once the request showed that node's certificate), so that its
+// connections can be closed when it is cut off (CloseTagged).
+func TagConn(ctx context.Context, tag string) {
+	if c, ok := ctx.Value(connKey{}).(*limitedConn); ok {
+		c.lim.mu.Lock()
+		c.tag = tag
+		c.lim.mu.Unlock()
+	}
+}
+
+// tagged returns the open connections tagged tag; l.mu is held.
+func (l *ConnLimiter) taggedLocked(tag string) []*limitedConn {
+	var out []*limitedConn
+	for _, share := range []*conns{&l.users, &l.nodes} {
+		for _, byKey := range share.by {
+			for e := byKey.Front(); e != nil; e = e.Next() {
+				if c := e.Value.(*limitedConn); c.tag == tag {
+					out = append(out, c)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Tagged counts the open connections tagged tag.
+func (l *ConnLimiter) Tagged(tag string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.taggedLocked(tag))
+}
+
+// CloseTagged closes every open connection tagged tag (a node revoked:
+// the connections it opened before, kept alive, serve it nothing more),
+// and returns how many it closed.
+func (l *ConnLimiter) CloseTagged(tag string) int {
+	l.mu.Lock()
+	cs := l.taggedLocked(tag)
+	l.mu.Unlock()
+	for _, c := range cs {
+		_ = c.Close()
+	}
+	return len(cs)
 }
 
 func (c *limitedConn) Close() error {

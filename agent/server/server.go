@@ -202,7 +202,7 @@ func New(cfg Config) *Server {
 	s.leases = newLeaseRelay(s.passRenewals)
 	go s.leases.run(s.ctx)
 	top := http.NewServeMux()
-	top.Handle(internalPrefix, guard(cfg.NodeAuth, s.authFails, s.failedAt(viaInternal), s.internalRoutes()))
+	top.Handle(internalPrefix, guard(cfg.NodeAuth, s.authFails, s.failedAt(viaInternal), tagCaller(s.internalRoutes())))
 	// A joining node's credential is its join token, and the CA
 	// certificate is public: neither needs an API token.
 	top.HandleFunc("POST /v1/admit", s.handleAdmit)

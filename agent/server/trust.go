@@ -1,12 +1,18 @@
 package server
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/skein-dev/skein/agent/secure"
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/structs"
 )
@@ -129,7 +135,92 @@ func (s *Server) handleNodeRevoke(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	}
-	s.trustWrite(w, r, &req, valid, func(t *secure.Secure) (any, error) { return struct{}{}, t.RevokeNode(id, req.Reason) })
+	// The leader commits the revocation; the node the user asked waits
+	// for the node to be cut off, as its own state and gossip show it.
+	buf := &bufferWriter{header: http.Header{}, status: http.StatusOK}
+	s.trustWrite(buf, r, &req, valid, func(t *secure.Secure) (any, error) {
+		return api.NodeRevokeResult{NodeID: id}, t.RevokeNode(id, req.Reason)
+	})
+	if buf.status != http.StatusOK || r.Header.Get(api.ForwardedHeader) != "" {
+		buf.copyTo(w)
+		return
+	}
+	s.holdWrite(w)
+	writeJSON(w, http.StatusOK, s.waitCutOff(r.Context(), id))
+}
+
+// revokeWait bounds how long a revocation's answer waits for the node to
+// be cut off everywhere; past it the answer says what is still under way.
+const revokeWait = 30 * time.Second
+
+// waitCutOff waits, up to revokeWait, until the revoked node id is cut
+// off as far as this node can tell (cutOff), and returns how far it came.
+func (s *Server) waitCutOff(ctx context.Context, id string) api.NodeRevokeResult {
+	deadline := time.NewTimer(revokeWait)
+	defer deadline.Stop()
+	for {
+		_, changed := s.fsm.Watch()
+		res := s.cutOff(id)
+		if res.Done {
+			return res
+		}
+		select {
+		case <-ctx.Done():
+			return res
+		case <-deadline.C:
+			return res
+		case <-changed:
+		case <-time.After(200 * time.Millisecond): // Raft's configuration and gossip move without an entry
+		}
+	}
+}
+
+// cutOff says how far cutting the revoked node id off has come: out of
+// the Raft configuration; the keyring rotated without it (its revocation
+// applied here, and the rotation it made due begun and over, entries that
+// come after it); no member of this node's gossip holding it alive.
+func (s *Server) cutOff(id string) api.NodeRevokeResult {
+	res := api.NodeRevokeResult{NodeID: id, OutOfRaft: true, Refused: true}
+	var waiting []string
+	if servers, err := s.cfg.Raft.Servers(); err != nil || slices.ContainsFunc(servers, func(sv cluster.Server) bool { return sv.ID == id }) {
+		res.OutOfRaft = false
+		waiting = append(waiting, "its removal from Raft")
+	}
+	t, _ := s.fsm.Trust()
+	res.KeyringGeneration = t.Keyring.Generation
+	res.Rotated = s.fsm.Revoked(id) && !t.KeyringDue && !t.Keyring.Rotating()
+	if !res.Rotated {
+		waiting = append(waiting, fmt.Sprintf("the keyring's rotation without it (at generation %d)", t.Keyring.Generation))
+	}
+	if s.cfg.Peers != nil && slices.ContainsFunc(s.cfg.Peers.Members(), func(m api.Member) bool {
+		return m.ID == id && m.Status == cluster.StatusAlive.String()
+	}) {
+		res.Refused = false
+		waiting = append(waiting, "its refusal in gossip")
+	}
+	res.Done = len(waiting) == 0
+	res.Waiting = strings.Join(waiting, ", ")
+	return res
+}
+
+// bufferWriter holds an answer, to be sent as it is or replaced.
+type bufferWriter struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferWriter) Header() http.Header         { return b.header }
+func (b *bufferWriter) WriteHeader(code int)        { b.status = code }
+func (b *bufferWriter) Write(p []byte) (int, error) { return b.body.Write(p) }
+
+// copyTo sends the answer held.
+func (b *bufferWriter) copyTo(w http.ResponseWriter) {
+	for k, v := range b.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(b.status)
+	_, _ = w.Write(b.body.Bytes())
 }
 
 // handleRenew signs a new certificate for the calling node. Leader only.
