@@ -113,15 +113,16 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 }
 
-// paced serves next with the request's body read at a pace: its reads
-// must have brought grace's worth of nothing plus a byte per 1/rate s, or
-// the connection's read deadline ends the body (and the connection). Once
-// the body is read the deadline is lifted, so a streamed answer is not
-// cut off.
+// paced serves next with the request's body read at a pace: from the
+// first read (a request held for a replica of a service scaled to zero is
+// read once one is there), the body must come within grace and then a
+// byte per 1/rate s, or the connection's read deadline ends the body (and
+// the connection). Once the body is read the deadline is lifted, so a
+// streamed answer is not cut off.
 func paced(next http.Handler, grace time.Duration, rate int64) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body != nil && r.Body != http.NoBody {
-			r.Body = &pacedBody{rc: r.Body, ctl: http.NewResponseController(w), start: time.Now(), grace: grace, rate: rate}
+			r.Body = &pacedBody{rc: r.Body, ctl: http.NewResponseController(w), grace: grace, rate: rate}
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -130,8 +131,9 @@ func paced(next http.Handler, grace time.Duration, rate int64) http.Handler {
 // pacedBody is a request's body read within a deadline that moves on with
 // each byte that comes.
 type pacedBody struct {
-	rc    io.ReadCloser
-	ctl   *http.ResponseController
+	rc  io.ReadCloser
+	ctl *http.ResponseController
+	// start is the first read.
 	start time.Time
 	grace time.Duration
 	rate  int64
@@ -142,6 +144,9 @@ type pacedBody struct {
 func (b *pacedBody) Read(p []byte) (int, error) {
 	if b.done {
 		return 0, io.EOF
+	}
+	if b.start.IsZero() {
+		b.start = time.Now()
 	}
 	deadline := b.start.Add(b.grace + time.Duration(float64(b.n)/float64(b.rate)*float64(time.Second)))
 	_ = b.ctl.SetReadDeadline(deadline)
