@@ -574,7 +574,7 @@ func (b *builder) export(v string) error {
 			continue
 		}
 		k, val, hasVal := strings.Cut(item, "=")
-		if !validEnvName(k) {
+		if !structs.ValidEnvName(k) {
 			return badValue("%q: invalid variable name", k)
 		}
 		if structs.ReservedEnv(k) {
@@ -613,7 +613,7 @@ func (b *builder) exportAll() {
 		k, v, ok := strings.Cut(kv, "=")
 		_, named := b.env[k]
 		switch {
-		case !ok || named || !validEnvName(k) || strings.IndexByte(v, 0) >= 0 || notExported(k):
+		case !ok || named || !structs.ValidEnvName(k) || strings.IndexByte(v, 0) >= 0 || notExported(k):
 		case looksSecret(k):
 			secrets = append(secrets, k)
 		default:
@@ -664,16 +664,6 @@ func looksSecret(k string) bool {
 		}
 	}
 	return false
-}
-
-func validEnvName(s string) bool {
-	for i, c := range s {
-		ok := c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9'
-		if !ok {
-			return false
-		}
-	}
-	return s != ""
 }
 
 func (b *builder) chdir(v string) error {

@@ -71,7 +71,7 @@ func (s *ServiceSpec) Validate() error {
 		return err
 	}
 	switch {
-	case len(s.PortEnv) > MaxPortEnvLen || !envName.MatchString(s.PortEnv):
+	case len(s.PortEnv) > MaxPortEnvLen || !ValidEnvName(s.PortEnv):
 		return fieldErr("port_env", "%q: want 1 to %d letters, digits and '_', not starting with a digit", s.PortEnv, MaxPortEnvLen)
 	case ReservedEnv(s.PortEnv):
 		return fieldErr("port_env", "%s is set by skein for every job: choose another name", s.PortEnv)

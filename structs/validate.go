@@ -2,7 +2,6 @@ package structs
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -50,7 +49,18 @@ func fieldErr(field, format string, args ...any) error {
 	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// ValidEnvName reports whether s may name an environment variable: a
+// letter or '_', then letters, digits and '_'. Every check of a name a
+// job, a script or the agent's allow-list gives uses it.
+func ValidEnvName(s string) bool {
+	for i, c := range s {
+		ok := c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9'
+		if !ok {
+			return false
+		}
+	}
+	return s != ""
+}
 
 // reservedEnv are variables skein sets for every job; a spec may not set them.
 var reservedEnv = map[string]bool{
@@ -223,7 +233,7 @@ func validateCommand(field string, cmd []string) error {
 // validateEnv checks the names and values of one environment map.
 func validateEnv(field string, env map[string]string) error {
 	for k, v := range env {
-		if !envName.MatchString(k) {
+		if !ValidEnvName(k) {
 			return fieldErr(field, "invalid variable name %q", k)
 		}
 		if ReservedEnv(k) {

@@ -164,7 +164,7 @@ var DefaultJobEnvAllow = []string{"LANG", "LANGUAGE", "LC_*", "TZ"}
 func CheckEnvAllow(allow []string) error {
 	for _, pat := range allow {
 		name, prefix := strings.CutSuffix(pat, "*")
-		if !validEnvName(name) {
+		if !structs.ValidEnvName(name) {
 			if prefix && name == "" {
 				return fmt.Errorf("%w %q: a bare * would pass the agent's whole environment; name the variables or their prefix, like LC_*", ErrEnvAllow, pat)
 			}
@@ -172,16 +172,6 @@ func CheckEnvAllow(allow []string) error {
 		}
 	}
 	return nil
-}
-
-func validEnvName(s string) bool {
-	for i, c := range s {
-		ok := c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9'
-		if !ok {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // allowed reports whether the allow-list passes name.
