@@ -13,8 +13,12 @@ import (
 	"net/url"
 )
 
-// ErrNoCACert is returned for a CA bundle without a certificate.
-var ErrNoCACert = errors.New("no PEM certificate in the CA bundle")
+// Errors of a CA bundle: one without a certificate, one holding a
+// certificate that is no CA's.
+var (
+	ErrNoCACert = errors.New("no PEM certificate in the CA bundle")
+	ErrNotCA    = errors.New("not a CA certificate")
+)
 
 // ClusterTLS returns a client TLS configuration that accepts a server whose
 // certificate chains to one of the CA certificates in caBundlePEM, with TLS
@@ -34,6 +38,9 @@ func ClusterTLS(caBundlePEM []byte) (*tls.Config, error) {
 	}
 	roots := x509.NewCertPool()
 	for _, c := range certs {
+		if !c.IsCA {
+			return nil, fmt.Errorf("CA bundle: %q: %w", c.Subject.CommonName, ErrNotCA)
+		}
 		roots.AddCert(c)
 	}
 	return &tls.Config{
@@ -45,20 +52,17 @@ func ClusterTLS(caBundlePEM []byte) (*tls.Config, error) {
 	}, nil
 }
 
-// verifyChain checks that peer's first certificate chains to roots through
-// the others, for usage, without looking at names.
+// verifyChain checks that peer's first certificate is signed by a CA of
+// roots, for usage, without looking at names: the rules the nodes verify
+// each other by (trust's verifyChain). The cluster CA signs node
+// certificates itself, so no CA the server sends along is taken.
 func verifyChain(peer []*x509.Certificate, roots *x509.CertPool, usage x509.ExtKeyUsage) error {
 	if len(peer) == 0 {
 		return errors.New("the server sent no certificate")
 	}
-	inter := x509.NewCertPool()
-	for _, c := range peer[1:] {
-		inter.AddCert(c)
-	}
 	_, err := peer[0].Verify(x509.VerifyOptions{
-		Roots:         roots,
-		Intermediates: inter,
-		KeyUsages:     []x509.ExtKeyUsage{usage},
+		Roots:     roots,
+		KeyUsages: []x509.ExtKeyUsage{usage},
 	})
 	if err != nil {
 		return fmt.Errorf("verify the server's certificate against the cluster CA: %w", err)

@@ -238,3 +238,37 @@ func TestClient_TrustErrorsComeBackAsAPIErrors(t *testing.T) {
 		t.Fatalf("RevokeNode of an unknown node: %v", err)
 	}
 }
+
+// TestClusterTLS_ServersChainIsTheCAsOwnOnly: a server certificate signed
+// by an intermediate CA of the cluster CA's, sent with the intermediate,
+// is refused (the cluster CA signs node certificates itself, and a client
+// takes no CA from the server it checks), and a bundle holding a
+// certificate that is no CA is refused, naming it.
+func TestClusterTLS_ServersChainIsTheCAsOwnOnly(t *testing.T) {
+	root := testutil.NewCA(t, "skein test CA")
+	inter := root.Intermediate(t, "an intermediate")
+	leaf := inter.NodeCert(t, "node-5f3a")
+	leaf.Certificate = append(leaf.Certificate, inter.Cert.Raw)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"node":"a","leader":"a"}`))
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{leaf}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	cfg, err := ClusterTLS(root.PEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewClient(srv.URL, "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WithTLS(cfg).Status(context.Background()); err == nil {
+		t.Fatal("a server chaining to the cluster CA through an intermediate it sent was accepted")
+	}
+	node := root.Issue(t, testutil.Leaf{CommonName: "node-5f3a"})
+	if _, err := ClusterTLS(node.CertPEM); !errors.Is(err, ErrNotCA) || !strings.Contains(err.Error(), "node-5f3a") {
+		t.Errorf("a bundle holding a node's certificate: %v, want ErrNotCA naming it", err)
+	}
+}

@@ -215,27 +215,6 @@ func PinnedTLS(fingerprint string) *tls.Config {
 	}
 }
 
-// UserTLS returns the configuration of a user's CLI: it accepts a server
-// whose certificate chains to a CA of the bundle (PEM), without a host
-// name check (as in ClientTLS), and presents no certificate.
-func UserTLS(caBundlePEM []byte) (*tls.Config, error) {
-	roots, err := caPool(caBundlePEM)
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{
-		MinVersion:         tls.VersionTLS13,
-		InsecureSkipVerify: true,
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return fmt.Errorf("server: %w", ErrNoPeerCert)
-			}
-			_, err := verifyChain(cs.PeerCertificates[0], roots, x509.ExtKeyUsageServerAuth)
-			return err
-		},
-	}, nil
-}
-
 // PeerNodeID returns the node ID of the verified peer of a connection made
 // with a configuration of this package: on a server, from the chains the
 // handshake verified; on a client, where ClientTLS and PinnedTLS verify in

@@ -263,41 +263,6 @@ func TestPinnedTLS_AcceptsOnlyThePinnedCA(t *testing.T) {
 	}
 }
 
-func TestUserTLS_VerifiesTheServerAgainstTheBundle(t *testing.T) {
-	ca, other := newTestCA(t), newTestCA(t)
-	member := newTestIdentity(t, ca)
-	serve := member.ServerTLS(never, tls.VerifyClientCertIfGiven)
-
-	user, err := UserTLS(append(append([]byte{}, other.CertPEM...), ca.CertPEM...))
-	if err != nil {
-		t.Fatalf("UserTLS: %v", err)
-	}
-	r := handshake(t, serve, user)
-	if r.serverErr != nil || r.clientErr != nil {
-		t.Fatalf("handshake: server %v, client %v", r.serverErr, r.clientErr)
-	}
-	if len(r.server.PeerCertificates) != 0 {
-		t.Error("the CLI presented a certificate")
-	}
-
-	wrong, err := UserTLS(other.CertPEM)
-	if err != nil {
-		t.Fatalf("UserTLS: %v", err)
-	}
-	r = handshake(t, serve, wrong)
-	if !unknownCA(r.clientErr) {
-		t.Errorf("client trusting another CA: error %v, want an unknown authority", r.clientErr)
-	}
-
-	nodeCert, _ := issue(t, ca, newNodeID(t), time.Hour, time.Now())
-	if _, err := UserTLS(nodeCert); !errors.Is(err, ErrNotCA) {
-		t.Errorf("UserTLS with a node certificate as bundle: error %v, want %v", err, ErrNotCA)
-	}
-	if _, err := UserTLS(nil); !errors.Is(err, ErrNoCertificate) {
-		t.Errorf("UserTLS with no bundle: error %v, want %v", err, ErrNoCertificate)
-	}
-}
-
 func TestIdentity_RenewSwapsThePresentedCertificate(t *testing.T) {
 	ca := newTestCA(t)
 	nodeID := newNodeID(t)

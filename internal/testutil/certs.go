@@ -32,6 +32,18 @@ type CA struct {
 // fails the test.
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
+	return newCA(t, name, nil)
+}
+
+// Intermediate creates a CA whose certificate ca signs: what a chain of
+// two CAs looks like, which skein's clients must not take from a server.
+func (ca *CA) Intermediate(t testing.TB, name string) *CA {
+	t.Helper()
+	return newCA(t, name, ca)
+}
+
+// newCA creates a CA signed by parent, or by itself when parent is nil.
+func newCA(t testing.TB, name string, parent *CA) *CA {
 	key := newKey(t)
 	now := time.Now()
 	tmpl := &x509.Certificate{
@@ -43,7 +55,11 @@ func NewCA(t testing.TB, name string) *CA {
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	signer, signerKey := tmpl, key
+	if parent != nil {
+		signer, signerKey = parent.Cert, parent.Key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, &key.PublicKey, signerKey)
 	if err != nil {
 		t.Fatalf("testutil: creating CA %q: %v", name, err)
 	}
