@@ -149,8 +149,16 @@ func (c *Client) JobsPage(ctx context.Context, jq JobsQuery) (*JobPage, error) {
 // walking every page. Each job is listed once, even while jobs are
 // submitted; callers that show jobs to people use JobsPage.
 func (c *Client) Jobs(ctx context.Context, all bool) ([]structs.Job, error) {
+	return c.JobsAll(ctx, JobsQuery{All: all})
+}
+
+// JobsAll walks every page of the jobs jq selects, MaxJobsPage at a time
+// whatever jq.Limit says. A filter the agent has no parameter for is
+// applied by the caller to what it returns: fine for the thousands of jobs
+// a cluster keeps.
+func (c *Client) JobsAll(ctx context.Context, jq JobsQuery) ([]structs.Job, error) {
 	var jobs []structs.Job
-	jq := JobsQuery{All: all, Limit: MaxJobsPage}
+	jq.Limit = MaxJobsPage
 	for {
 		p, err := c.JobsPage(ctx, jq)
 		if err != nil {

@@ -213,7 +213,7 @@ func arrayNamed(ctx context.Context, cl *api.Client, id string, d *api.JobDetail
 	} else if e := (*api.Error)(nil); !errors.As(err, &e) || e.StatusCode != http.StatusBadRequest {
 		return nil, false, err // not ambiguous: no such job, or no answer
 	}
-	jobs, lerr := allJobs(ctx, cl, api.JobsQuery{All: true})
+	jobs, lerr := cl.JobsAll(ctx, api.JobsQuery{All: true})
 	if lerr != nil {
 		return nil, false, lerr
 	}

@@ -82,7 +82,7 @@ func scancelAction(c *ucli.Context) error {
 			user = who.User
 		}
 	}
-	jobs, err := allJobs(c.Context, cl, api.JobsQuery{Owner: user})
+	jobs, err := cl.JobsAll(c.Context, api.JobsQuery{Owner: user})
 	if err != nil {
 		return err
 	}

@@ -284,26 +284,6 @@ func fitWidth(s string, width int, right bool) string {
 	return s + strings.Repeat(" ", width-utf8.RuneCountInString(s))
 }
 
-// allJobs walks every page of the jobs jq selects. A filter the agent has
-// no parameter for is applied by the caller to what this returns: fine
-// for the thousands of jobs a cluster keeps, one page of MaxJobsPage per
-// request.
-func allJobs(ctx context.Context, cl *api.Client, jq api.JobsQuery) ([]structs.Job, error) {
-	jq.Limit = api.MaxJobsPage
-	var jobs []structs.Job
-	for {
-		p, err := cl.JobsPage(ctx, jq)
-		if err != nil {
-			return nil, err
-		}
-		jobs = append(jobs, p.Jobs...)
-		if p.Next == "" || p.Next == jq.After {
-			return jobs, nil
-		}
-		jq.After = p.Next
-	}
-}
-
 // idMatches reports whether a job is the one a user named with id: a
 // prefix of its ID, which names a job or every task of an array, or a
 // prefix of an array (or service) followed by a task's -SUFFIX, which

@@ -163,7 +163,7 @@ func squeueAction(c *ucli.Context) error {
 	if len(users) == 1 {
 		jq.Owner = users[0]
 	}
-	jobs, err := allJobs(c.Context, cl, jq)
+	jobs, err := cl.JobsAll(c.Context, jq)
 	if err != nil {
 		return err
 	}
