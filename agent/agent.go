@@ -149,7 +149,7 @@ func (a *Agent) start() error {
 		}
 	}
 	a.fsm = fsm.New(a.logger.Named("fsm"))
-	a.view = fsm.New(a.logger)
+	a.view = fsm.New(a.logger.Named("view"))
 	sampler := a.newTelemetry() // before the metrics, which read it
 	a.load = overload.New()
 	a.newMetrics()
