@@ -170,12 +170,15 @@ func (ac *abuseCluster) attack() *testutil.Abuse {
 	})
 }
 
-// waitHeld waits until the attack holds connections, refused or not.
+// waitHeld waits until the attack is in full force: it has made 5,000
+// connections, held, refused, or closed by the agent to make room for
+// others' (an agent over its limit closes an idle connection of the
+// address holding the most, and the attack dials again).
 func waitHeld(t testing.TB, abuse *testutil.Abuse) {
 	t.Helper()
 	testutil.WaitFor(t, 30*time.Second, func() error {
-		if s := abuse.Stats(); s.Open+int64(s.Refused) < 5000 {
-			return fmt.Errorf("the attack holds %d connections and was refused %d times so far", s.Open, s.Refused)
+		if s := abuse.Stats(); s.Connected+s.Refused < 5000 {
+			return fmt.Errorf("the attack made %d connections (%d open) and was refused %d times so far", s.Connected, s.Open, s.Refused)
 		}
 		return nil
 	})
