@@ -261,7 +261,7 @@ func (c *Client) Audit(ctx context.Context, aq AuditQuery) (*AuditPage, error) {
 		q.Set("user", aq.User)
 	}
 	var p AuditPage
-	h, err := c.doHeader(ctx, http.MethodGet, "/v1/audit", q, nil, &p.Records)
+	h, err := c.doHeader(ctx, sendAny, http.MethodGet, "/v1/audit", q, nil, &p.Records)
 	if err != nil {
 		return nil, err
 	}

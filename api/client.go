@@ -4,18 +4,16 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"syscall"
+	"sync/atomic"
 	"time"
 
 	"github.com/skein-dev/skein/structs"
@@ -50,14 +48,24 @@ const DefaultBusyWait = 30 * time.Second
 // again, whatever its Retry-After says.
 const minBusyWait = 100 * time.Millisecond
 
-// Client talks to an agent's HTTP API. Given several agents, it uses the
-// first that accepts a connection, so a client keeps working while any
-// node of the cluster is up. A request the leader refuses as busy is sent
-// again after the delay it asks for (WithBusyRetry).
+// Client talks to an agent's HTTP API. Given several agents, it keeps
+// working while any node of the cluster answers: a read (or a submission,
+// which its request ID makes safe to send twice) goes to the next agent
+// when one cannot be reached or has not answered within hedgeAfter (a
+// frozen node takes connections and answers nothing), and the first
+// answer is taken; a write that must be done once goes to the first agent
+// that answers a ping, alone. The agent that answered last is asked first
+// next time. A request the leader refuses as busy is sent again after the
+// delay it asks for (WithBusyRetry).
 type Client struct {
 	bases []*url.URL
 	token string
 	http  *http.Client
+	// pref is the index in bases of the agent that answered last; the
+	// copies a client makes share it.
+	pref *atomic.Int32
+	// hedgeAfter and answerWait are the client's patience (WithTimeouts).
+	hedgeAfter, answerWait time.Duration
 	// tlsSet says https servers are verified with a configuration the
 	// caller gave (WithTLS), not the system roots.
 	tlsSet bool
@@ -68,12 +76,14 @@ type Client struct {
 }
 
 // NewClient returns a client for the agent at addr ("http://host:port" or
-// "host:port"), or for the first reachable of several, comma-separated.
+// "host:port"), or for several, comma-separated. It waits for an answer
+// as long as a request's context allows; WithTimeouts bounds that.
 func NewClient(addr, token string) (*Client, error) {
 	if addr == "" {
 		addr = DefaultAddr
 	}
-	c := &Client{token: token, http: &http.Client{}, busyWait: DefaultBusyWait}
+	c := &Client{token: token, http: &http.Client{Transport: newTransport()}, busyWait: DefaultBusyWait,
+		pref: new(atomic.Int32), hedgeAfter: DefaultHedgeAfter}
 	for _, a := range strings.Split(addr, ",") {
 		a = strings.TrimSpace(a)
 		if !strings.Contains(a, "://") {
@@ -89,10 +99,15 @@ func NewClient(addr, token string) (*Client, error) {
 }
 
 // SubmitJob creates a job, or returns the job an earlier request with the
-// same RequestID created.
+// same RequestID created. With a RequestID it may be sent to several
+// agents (see Client): the cluster creates one job all the same.
 func (c *Client) SubmitJob(ctx context.Context, req SubmitRequest) (*structs.Job, error) {
 	var job structs.Job
-	return &job, c.do(ctx, http.MethodPost, "/v1/jobs", nil, req, &job)
+	mode := sendOnce
+	if req.RequestID != "" {
+		mode = sendAny
+	}
+	return &job, c.doAs(ctx, mode, http.MethodPost, "/v1/jobs", nil, req, &job)
 }
 
 // JobsQuery selects a page of GET /v1/jobs.
@@ -137,7 +152,7 @@ func (c *Client) JobsPage(ctx context.Context, jq JobsQuery) (*JobPage, error) {
 		q.Set("owner", jq.Owner)
 	}
 	var p JobPage
-	h, err := c.doHeader(ctx, http.MethodGet, "/v1/jobs", q, nil, &p.Jobs)
+	h, err := c.doHeader(ctx, sendAny, http.MethodGet, "/v1/jobs", q, nil, &p.Jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -228,6 +243,11 @@ type LogStream struct {
 	// Attempt is the attempt whose output this is (0: the node did not
 	// say).
 	Attempt int
+	// Offset is where in the stream the answer begins (LogOffsetHeader);
+	// -1 when the node did not say.
+	Offset int64
+	// Host is the agent that answered.
+	Host string
 }
 
 // OpenLogs starts streaming an allocation's output, as Logs does; the
@@ -250,13 +270,20 @@ func (c *Client) OpenLogs(ctx context.Context, id string, opts LogOptions) (*Log
 	if opts.Lines > 0 {
 		q.Set("lines", strconv.Itoa(opts.Lines))
 	}
-	resp, err := c.send(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/logs", q, nil)
+	if opts.Offset > 0 {
+		q.Set("offset", strconv.FormatInt(opts.Offset, 10))
+	}
+	resp, err := c.send(ctx, sendAny, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/logs", q, nil)
 	if err != nil {
 		return nil, err
 	}
+	offset := int64(-1)
+	if v := resp.Header.Get(LogOffsetHeader); v != "" {
+		offset = headerBytes(resp.Header, LogOffsetHeader)
+	}
 	return &LogStream{ReadCloser: resp.Body,
 		Dropped: headerBytes(resp.Header, LogDroppedHeader), LogMax: headerBytes(resp.Header, LogMaxHeader),
-		Attempt: int(headerBytes(resp.Header, LogAttemptHeader))}, nil
+		Attempt: int(headerBytes(resp.Header, LogAttemptHeader)), Offset: offset, Host: resp.Request.URL.Host}, nil
 }
 
 // headerBytes reads a count (of bytes) from a header; a missing or
@@ -269,13 +296,21 @@ func headerBytes(h http.Header, name string) int64 {
 	return n
 }
 
+// do sends a request, a read to any agent and a write to one (modeOf),
+// and decodes its answer into out.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any) error {
-	_, err := c.doHeader(ctx, method, path, q, in, out)
+	_, err := c.doHeader(ctx, modeOf(method), method, path, q, in, out)
 	return err
 }
 
-// doHeader is do that also returns the answer's headers.
-func (c *Client) doHeader(ctx context.Context, method, path string, q url.Values, in, out any) (http.Header, error) {
+// doAs is do for a request sent as mode says.
+func (c *Client) doAs(ctx context.Context, mode sendMode, method, path string, q url.Values, in, out any) error {
+	_, err := c.doHeader(ctx, mode, method, path, q, in, out)
+	return err
+}
+
+// doHeader is doAs that also returns the answer's headers.
+func (c *Client) doHeader(ctx context.Context, mode sendMode, method, path string, q url.Values, in, out any) (http.Header, error) {
 	var body []byte
 	if in != nil {
 		var err error
@@ -283,7 +318,7 @@ func (c *Client) doHeader(ctx context.Context, method, path string, q url.Values
 			return nil, fmt.Errorf("encode request: %w", err)
 		}
 	}
-	resp, err := c.send(ctx, method, path, q, body)
+	resp, err := c.send(ctx, mode, method, path, q, body)
 	if err != nil {
 		return nil, err
 	}
@@ -304,10 +339,10 @@ func (c *Client) doHeader(ctx context.Context, method, path string, q url.Values
 // again at random so that the clients of a burst do not come back
 // together, for at most busyWait in all. A busy answer means nothing was
 // done, so sending it again never does anything twice.
-func (c *Client) send(ctx context.Context, method, path string, q url.Values, body []byte) (*http.Response, error) {
+func (c *Client) send(ctx context.Context, mode sendMode, method, path string, q url.Values, body []byte) (*http.Response, error) {
 	var waited time.Duration
 	for {
-		resp, err := c.sendOnce(ctx, method, path, q, body)
+		resp, err := c.sendOnce(ctx, mode, method, path, q, body)
 		var busy *Error
 		if !errors.As(err, &busy) || busy.RetryAfter <= 0 {
 			return resp, err
@@ -341,54 +376,6 @@ func (c *Client) WithBusyRetry(maxWait time.Duration, notify func(wait time.Dura
 	cp := *c
 	cp.busyWait, cp.busyNotify = maxWait, notify
 	return &cp
-}
-
-// sendOnce performs a request and turns transport failures and non-2xx
-// answers into errors that say what to do. It moves on to the next agent
-// only when a connection could not be made, so nothing was sent.
-func (c *Client) sendOnce(ctx context.Context, method, path string, q url.Values, body []byte) (*http.Response, error) {
-	var (
-		resp  *http.Response
-		err   error
-		where *url.URL
-	)
-	for _, base := range c.bases {
-		where = base
-		resp, err = c.sendTo(ctx, base, method, path, q, body)
-		var op *net.OpError
-		if err == nil || !errors.As(err, &op) || op.Op != "dial" {
-			break
-		}
-	}
-	if err != nil {
-		var (
-			unknown  x509.UnknownAuthorityError
-			hostname x509.HostnameError
-		)
-		switch {
-		case errors.Is(err, syscall.ECONNREFUSED):
-			return nil, fmt.Errorf("cannot reach a skein agent at %s: connection refused (is `skein agent` running? set --addr or SKEIN_ADDR)", where)
-		case !c.tlsSet && (errors.As(err, &unknown) || errors.As(err, &hostname)):
-			// Go checks the name before the chain: a cluster certificate
-			// names a node ID, so either failure says the same.
-			return nil, fmt.Errorf("cannot verify the skein agent at %s with the system's roots (a skein cluster's certificates are signed by its own CA and name node IDs): "+
-				"set SKEIN_CACERT or --ca-cert to the file `skein ca export` writes (%w)", where, err)
-		case errors.As(err, &unknown):
-			return nil, fmt.Errorf("cannot verify the skein agent at %s: its certificate is not signed by the CA bundle given (--ca-cert or SKEIN_CACERT): "+
-				"is the bundle this cluster's? (%w)", where, err)
-		}
-		return nil, fmt.Errorf("cannot reach a skein agent at %s: %w", where, err)
-	}
-	if resp.StatusCode/100 == 2 {
-		return resp, nil
-	}
-	err = ReadError(resp)
-	if resp.StatusCode == http.StatusBadRequest && resp.Request.URL.Scheme == "http" &&
-		strings.Contains(err.Error(), "HTTP request to an HTTPS server") { // what Go's TLS server answers to plaintext
-		host := resp.Request.URL.Host
-		return nil, fmt.Errorf("the skein agent at %s serves https: use https://%s in --addr or SKEIN_ADDR", host, host)
-	}
-	return nil, err
 }
 
 // ReadError reads a non-2xx answer's {"error"} body (or, failing that, its
@@ -466,13 +453,13 @@ func (c *Client) RaftPeers(ctx context.Context) ([]RaftPeer, error) {
 // Join asks the agent to join the cluster of the given members.
 func (c *Client) Join(ctx context.Context, addrs []string) (*JoinResponse, error) {
 	var r JoinResponse
-	return &r, c.do(ctx, http.MethodPost, "/v1/join", nil, JoinRequest{Addrs: addrs}, &r)
+	return &r, c.doAs(ctx, sendPinned, http.MethodPost, "/v1/join", nil, JoinRequest{Addrs: addrs}, &r)
 }
 
 // Leave asks the agent to leave the cluster gracefully and exit.
 func (c *Client) Leave(ctx context.Context) (*LeaveResponse, error) {
 	var r LeaveResponse
-	return &r, c.do(ctx, http.MethodPost, "/v1/leave", nil, struct{}{}, &r)
+	return &r, c.doAs(ctx, sendPinned, http.MethodPost, "/v1/leave", nil, struct{}{}, &r)
 }
 
 // Heartbeat renews this node's lease with the leader, or through the

@@ -68,8 +68,9 @@ const (
 // EventKeepAlive is how often a followed event stream with nothing to say
 // sends an empty line, so that its client can tell a quiet stream from a
 // dead one (a node that froze or was cut off sends nothing, not even a
-// close).
-const EventKeepAlive = 5 * time.Second
+// close). It is short, so that a follower leaves a frozen node in a few
+// seconds (followIdle).
+const EventKeepAlive = time.Second
 
 // followIdle is how long FollowEvents waits for an answer, and then for
 // each line of it, before it takes the stream for dead and tries again.
@@ -80,16 +81,16 @@ var followIdle = 3 * EventKeepAlive
 // returns an error (which it returns). When the stream breaks (the agent
 // stopped, the network went, or it has been silent for three keep-alives)
 // it connects again after a growing wait, to the first of the client's
-// agents that answers, starting one further down the list after each try
-// that gave nothing (a dead machine may not even refuse), and resumes
+// agents that answers, the one whose stream broke asked last (a dead
+// machine may not even refuse, a frozen one takes connections), and resumes
 // after the last event fn was given: none is given twice, none is skipped
 // that the agents still keep (a gap says so with an events-dropped event).
 // retry, if not nil, hears of each break and the wait before the next try.
 // An answer that says the request itself is wrong (4xx) ends it.
 func (c *Client) FollowEvents(ctx context.Context, q EventsQuery, retry func(err error, wait time.Duration), fn func(structs.Event) error) error {
 	wait := followRetryMin
-	for start := 0; ; {
-		got, err := c.startingAt(start).followOnce(ctx, &q, fn)
+	for {
+		got, host, err := c.followOnce(ctx, &q, fn)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -103,8 +104,9 @@ func (c *Client) FollowEvents(ctx context.Context, q EventsQuery, retry func(err
 		}
 		if got {
 			wait = followRetryMin
-		} else {
-			start = (start + 1) % len(c.bases)
+		}
+		if host != "" {
+			c.passOver(host)
 		}
 		if retry != nil {
 			retry(err, wait)
@@ -118,13 +120,6 @@ func (c *Client) FollowEvents(ctx context.Context, q EventsQuery, retry func(err
 	}
 }
 
-// startingAt is c with its agents' list rotated to start at the ith.
-func (c *Client) startingAt(i int) *Client {
-	r := *c
-	r.bases = append(append([]*url.URL{}, c.bases[i:]...), c.bases[:i]...)
-	return &r
-}
-
 // handlerError is an error of FollowEvents' fn, told apart from the
 // stream's own.
 type handlerError struct{ err error }
@@ -133,8 +128,9 @@ func (e *handlerError) Error() string { return e.err.Error() }
 
 // followOnce reads one follow stream until it breaks, or is silent for
 // followIdle, moving q.After past each event it gives fn. It reports
-// whether it gave fn any.
-func (c *Client) followOnce(ctx context.Context, q *EventsQuery, fn func(structs.Event) error) (bool, error) {
+// whether it gave fn any, and the agent that streamed them ("": none
+// answered).
+func (c *Client) followOnce(ctx context.Context, q *EventsQuery, fn func(structs.Event) error) (bool, string, error) {
 	v := q.values()
 	v.Set("follow", "true")
 	attempt, cancel := context.WithCancel(ctx)
@@ -142,13 +138,14 @@ func (c *Client) followOnce(ctx context.Context, q *EventsQuery, fn func(structs
 	var silent atomic.Bool
 	watchdog := time.AfterFunc(followIdle, func() { silent.Store(true); cancel() })
 	defer watchdog.Stop()
-	resp, err := c.send(attempt, http.MethodGet, "/v1/events", v, nil)
+	resp, err := c.send(attempt, sendAny, http.MethodGet, "/v1/events", v, nil)
 	if silent.Load() {
-		return false, fmt.Errorf("no answer from an agent in %s", followIdle)
+		return false, "", fmt.Errorf("no answer from an agent in %s", followIdle)
 	}
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
+	host := resp.Request.URL.Host
 	defer resp.Body.Close()
 	got := false
 	sc := bufio.NewScanner(resp.Body)
@@ -160,21 +157,21 @@ func (c *Client) followOnce(ctx context.Context, q *EventsQuery, fn func(structs
 		}
 		var e structs.Event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return got, fmt.Errorf("decode event from %s: %w", resp.Request.URL.Host, err)
+			return got, host, fmt.Errorf("decode event from %s: %w", host, err)
 		}
 		if e.Cursor().Compare(q.After) <= 0 {
 			continue // never twice
 		}
 		if err := fn(e); err != nil {
-			return got, &handlerError{err}
+			return got, host, &handlerError{err}
 		}
 		q.After, got = e.Cursor(), true
 	}
 	if silent.Load() {
-		return got, fmt.Errorf("event stream from %s: silent for %s", resp.Request.URL.Host, followIdle)
+		return got, host, fmt.Errorf("event stream from %s: silent for %s", host, followIdle)
 	}
 	if err := sc.Err(); err != nil {
-		return got, fmt.Errorf("event stream from %s: %w", resp.Request.URL.Host, err)
+		return got, host, fmt.Errorf("event stream from %s: %w", host, err)
 	}
-	return got, fmt.Errorf("event stream from %s ended", resp.Request.URL.Host)
+	return got, host, fmt.Errorf("event stream from %s ended", host)
 }

@@ -85,6 +85,18 @@ const (
 // newest.
 const LogAttemptHeader = "X-Skein-Log-Attempt"
 
+// LogOffsetHeader, on an answer to GET /v1/jobs/{id}/logs that is not
+// the end of a stream without follow, is where in the stream the answer's
+// first byte is: how many bytes the job wrote to it before, those the cap
+// dropped counted. A client whose answer broke off asks again, through any
+// node, with ?offset=N, N that offset plus the bytes it got, and the
+// answer goes on from there; if it begins later (the cap dropped output
+// meanwhile), its offset says how much is lost, and if earlier (a node
+// that cannot skip), the client skips what it has. An offset is exact
+// unless the node's disk did not take output for a while (it was
+// discarded, and counted with the dropped bytes).
+const LogOffsetHeader = "X-Skein-Log-Offset"
+
 // The end of a stream, as GET /v1/jobs/{id}/logs answers it when asked:
 // ?tail=N is its last N bytes (0..MaxLogTail), ?lines=N its last N lines
 // (0..MaxLogLines) within its last MaxLogTail bytes, or within the last
@@ -108,6 +120,9 @@ type LogOptions struct {
 	// (MaxLogTail, MaxLogLines).
 	Tail  int
 	Lines int
+	// Offset, when above 0, asks for the stream from that byte on
+	// (LogOffsetHeader); it goes with neither Tail nor Lines.
+	Offset int64
 }
 
 // Member is one entry of GET /v1/members: a node as gossip sees it.

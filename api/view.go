@@ -42,7 +42,7 @@ func (c *Client) NodeView(ctx context.Context, nodeID, hash string, index uint64
 	q.Set("index", strconv.FormatUint(index, 10))
 	q.Set("leader", leader)
 	q.Set("wait", wait.String())
-	resp, err := c.send(ctx, http.MethodGet, "/v1/internal/nodes/"+url.PathEscape(nodeID)+"/view", q, nil)
+	resp, err := c.send(ctx, sendAny, http.MethodGet, "/v1/internal/nodes/"+url.PathEscape(nodeID)+"/view", q, nil)
 	var e *Error
 	if errors.As(err, &e) && e.StatusCode == http.StatusNotModified {
 		return &NodeView{Hash: hash, Leader: leader}, nil

@@ -141,7 +141,7 @@ func caClient(c *ucli.Context) (*api.Client, *peerChain, bool, error) {
 	if err != nil {
 		return nil, nil, false, &usageError{cmd: c.Command.HelpName, err: err}
 	}
-	return cl.WithTLS(cfg), peer, verifying, nil
+	return cl.WithTimeouts(api.DefaultHedgeAfter, api.DefaultAnswerWait).WithTLS(cfg), peer, verifying, nil
 }
 
 // signedBy checks the agent's chain against the bundle it sent, as

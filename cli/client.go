@@ -16,7 +16,10 @@ import (
 )
 
 // newClient builds the API client from the global --addr, --token or
-// --token-file, and --ca-cert flags. A write the cluster refuses as busy
+// --token-file, and --ca-cert flags. A request never waits on one agent
+// for long: a read (or a submission) goes to the next agent of --addr
+// after api.DefaultHedgeAfter without an answer, and no request waits more
+// than api.DefaultAnswerWait for one. A write the cluster refuses as busy
 // is sent again after the delay the leader asks for, up to
 // api.DefaultBusyWait in all, and the first wait is said on stderr.
 func newClient(c *ucli.Context) (*api.Client, error) {
@@ -28,6 +31,7 @@ func newClient(c *ucli.Context) (*api.Client, error) {
 	if err != nil {
 		return nil, &usageError{cmd: c.Command.HelpName, err: err}
 	}
+	cl = cl.WithTimeouts(api.DefaultHedgeAfter, api.DefaultAnswerWait)
 	var once sync.Once
 	cl = cl.WithBusyRetry(api.DefaultBusyWait, func(wait time.Duration) {
 		once.Do(func() {
