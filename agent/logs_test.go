@@ -223,3 +223,77 @@ func (tc *testCluster) wantBadLogQuery(a *Agent, jobID, query, want string) {
 		tc.t.Errorf("?%s: %v, want 400 %s", query, err, want)
 	}
 }
+
+// TestCluster_LogsResumeFromAnOffsetThroughAnyNode: read through one node,
+// each rank's stream, the local one and the one proxied from the other
+// node, says where it begins (api.LogOffsetHeader) and goes on from the
+// ?offset asked: all of it from 0, the rest from the middle; followed
+// from its end (?lines), its offset is where that end begins; followed
+// from an offset, it goes on to what the job writes next. An offset out
+// of bounds, or with a tail, is refused.
+func TestCluster_LogsResumeFromAnOffsetThroughAnyNode(t *testing.T) {
+	tc := startCluster(t, 2)
+	gate := testutil.JobDir(t) + "/gate"
+	job := tc.submit(tc.agents[0], structs.JobSpec{Nodes: 2, Command: []string{"sh", "-c",
+		`seq 1 1000; until [ -e "$0" ]; do sleep 0.01; done; echo end`, gate}})
+	waitJob(t, tc.agents[0], job.ID, jobState(structs.JobRunning))
+	cl := tc.client(tc.agents[1])
+	var whole strings.Builder
+	for i := 1; i <= 1000; i++ {
+		fmt.Fprintf(&whole, "%d\n", i)
+	}
+	all := whole.String()
+	var follows []*api.LogStream
+	for rank := range 2 {
+		testutil.WaitFor(t, 30*time.Second, func() error {
+			_, got, err := readLogs(cl, job.ID, api.LogOptions{Rank: rank})
+			if err == nil && got != all {
+				err = fmt.Errorf("rank %d has written %d bytes so far", rank, len(got))
+			}
+			return err
+		})
+		for _, from := range []int64{0, 1234, int64(len(all))} {
+			ls, got, err := readLogs(cl, job.ID, api.LogOptions{Rank: rank, Offset: from})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ls.Offset != from || got != all[from:] {
+				t.Errorf("rank %d from %d: begins at %d with %d bytes, want %d bytes from %d", rank, from, ls.Offset, len(got), len(all)-int(from), from)
+			}
+		}
+		// Followed from its last 2 lines: where they begin.
+		ls, err := cl.OpenLogs(context.Background(), job.ID, api.LogOptions{Rank: rank, Follow: true, Lines: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := make([]byte, len("999\n1000\n"))
+		if _, err := io.ReadFull(ls, first); err != nil || string(first) != "999\n1000\n" || ls.Offset != int64(len(all)-len(first)) {
+			t.Errorf("rank %d followed from its last 2 lines: %q (%v) at %d, want them at %d", rank, first, err, ls.Offset, len(all)-len(first))
+		}
+		ls.Close()
+		// Followed from an offset: what is left, then what comes.
+		if ls, err = cl.OpenLogs(context.Background(), job.ID, api.LogOptions{Rank: rank, Follow: true, Offset: int64(len(all) - 5)}); err != nil {
+			t.Fatal(err)
+		}
+		defer ls.Close()
+		follows = append(follows, ls)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for rank, ls := range follows {
+		if rest, err := io.ReadAll(ls); err != nil || string(rest) != "1000\nend\n" {
+			t.Errorf("rank %d followed from 5 bytes before the end: %q (%v)", rank, rest, err)
+		}
+	}
+	for query, want := range map[string]string{
+		"offset=-1":         `offset "-1": want a number of bytes from 0 on`,
+		"offset=1k":         `offset "1k": want a number of bytes from 0 on`,
+		"offset=3&lines=2":  "offset goes with neither tail nor lines",
+		"offset=3&tail=100": "offset goes with neither tail nor lines",
+	} {
+		tc.wantBadLogQuery(tc.agents[1], job.ID, "rank=1&"+query, want)
+	}
+	waitJob(t, tc.agents[0], job.ID, jobState(structs.JobSucceeded))
+	tc.checkInvariants()
+}

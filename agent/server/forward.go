@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -122,9 +123,13 @@ func copyHeaders(dst, src http.Header, names ...string) {
 
 // relay copies a response to w, flushing as data arrives so streams stay
 // live, however long they last. A leader's 429 keeps its Retry-After and
-// BusyHeader, so that the client waits as the leader asked.
+// BusyHeader, so that the client waits as the leader asked. An answer
+// that breaks off (its node died or was cut off) is broken off here too,
+// never ended as if it were whole: a client that follows a stream then
+// resumes it, where a clean end would have it believe it had everything.
 func (s *Server) relay(w http.ResponseWriter, resp *http.Response) {
-	copyHeaders(w.Header(), resp.Header, "Content-Type", "Retry-After", api.BusyHeader, api.LogDroppedHeader, api.LogMaxHeader, api.LogAttemptHeader)
+	copyHeaders(w.Header(), resp.Header, "Content-Type", "Retry-After", api.BusyHeader,
+		api.LogDroppedHeader, api.LogMaxHeader, api.LogAttemptHeader, api.LogOffsetHeader)
 	w.WriteHeader(resp.StatusCode)
 	flusher, _ := w.(http.Flusher)
 	buf := make([]byte, 32<<10)
@@ -139,8 +144,12 @@ func (s *Server) relay(w http.ResponseWriter, resp *http.Response) {
 				flusher.Flush()
 			}
 		}
-		if err != nil { // io.EOF or a broken stream: either way, done
+		if errors.Is(err, io.EOF) {
 			return
+		}
+		if err != nil {
+			s.log.Debug("relayed answer broke off", "from", resp.Request.URL.Host, "error", err)
+			panic(http.ErrAbortHandler) // net/http cuts the connection, quietly
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -40,12 +41,11 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		attempt = n
 	}
-	stream, tail, err := parseLogQuery(q)
+	lq, err := parseLogQuery(q)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	follow := q.Get("follow") == "true"
 	job, err := s.fsm.FindJob(r.PathValue("id"))
 	if err != nil {
 		writeError(w, statusOf(err), err)
@@ -59,7 +59,7 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	alloc, err := s.waitForAlloc(r, job.ID, rank, attempt, follow)
+	alloc, err := s.waitForAlloc(r, job.ID, rank, attempt, lq.follow)
 	s.holdWrite(w) // the wait may have outlasted the server's bound
 	if err != nil {
 		writeError(w, http.StatusNotFound, err)
@@ -74,21 +74,145 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 		s.proxyLogs(w, r, addr, alloc.ID)
 		return
 	}
-	s.serveLog(w, r, s.fsm, alloc, stream, follow, tail)
+	s.serveLog(w, r, s.fsm, alloc, lq)
 }
 
 // serveLog streams one of this node's allocations' output, following it
 // while st says the allocation is live.
-func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, st *fsm.FSM, alloc *structs.Allocation, stream string, follow bool, tail *logTail) {
+func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, st *fsm.FSM, alloc *structs.Allocation, lq logQuery) {
+	rd, offset := s.openStream(alloc.ID, lq)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set(api.LogAttemptHeader, strconv.Itoa(alloc.Attempt))
-	if tail == nil {
-		s.setLogDropped(w, alloc.ID, stream)
+	if offset >= 0 {
+		w.Header().Set(api.LogOffsetHeader, strconv.FormatInt(offset, 10))
+	}
+	switch {
+	case lq.from > 0 && offset > lq.from:
+		// Output the cap dropped since the client's stream broke.
+		w.Header().Set(api.LogDroppedHeader, strconv.FormatInt(offset-lq.from, 10))
+	case lq.tail == nil && lq.from == 0:
+		s.setLogDropped(w, alloc.ID, lq.stream)
 	}
 	w.WriteHeader(http.StatusOK)
-	if err := s.copyLog(w, r, st, alloc.ID, stream, follow, tail); err != nil {
+	if err := s.copyLog(w, r, st, alloc.ID, lq, rd); err != nil {
 		s.log.Debug("log stream ended", "alloc", structs.ShortID(alloc.ID), "error", err)
 	}
+}
+
+// openStream opens what an answer streams: all that is kept of the
+// stream, from lq.from when that is further, or its end that lq.tail
+// asks. It returns the reader, nil when the stream has no output yet (a
+// follower opens it once it has), and where in the stream it begins: -1
+// for an end without follow, which says nothing of where it is.
+func (s *Server) openStream(allocID string, lq logQuery) (io.ReadCloser, int64) {
+	if lq.tail != nil && !lq.follow {
+		rd, err := s.cfg.Logs.OpenLogTail(allocID, lq.stream, false, lq.tail.bytes, lq.tail.lines)
+		if err != nil {
+			return nil, -1
+		}
+		return rd, -1
+	}
+	rd, offset, err := s.openKept(allocID, lq.stream)
+	if err != nil {
+		return nil, 0 // no output yet: it begins at its beginning
+	}
+	if lq.tail != nil {
+		// The end, and where it is: what is kept is read to its end,
+		// its last bytes held.
+		end := &lastBytes{max: int(lq.tail.bytes)}
+		n, err := io.Copy(end, rd)
+		if err != nil {
+			rd.Close()
+			return nil, 0
+		}
+		t := lastLines(end.bytes(), lq.tail.lines)
+		return &prefixed{head: t, ReadCloser: rd}, offset + n - int64(len(t))
+	}
+	if lq.from > offset {
+		n, _ := io.CopyN(io.Discard, rd, lq.from-offset)
+		offset += n
+	}
+	return rd, offset
+}
+
+// openKept opens, to follow, all that is kept of an allocation's stream,
+// and says where in the stream it begins: after the bytes dropped. The
+// count is read before and after the open, so that a rotation between
+// the two is not miscounted.
+func (s *Server) openKept(allocID, stream string) (io.ReadCloser, int64, error) {
+	for try := 0; ; try++ {
+		before, _, err := s.cfg.Logs.LogDropped(allocID, stream)
+		if err != nil {
+			return nil, 0, err
+		}
+		rd, err := s.cfg.Logs.OpenLog(allocID, stream, true)
+		if err != nil {
+			return nil, 0, err
+		}
+		after, _, err := s.cfg.Logs.LogDropped(allocID, stream)
+		if err == nil && (after == before || try == 2) {
+			return rd, after, nil
+		}
+		rd.Close()
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+}
+
+// prefixed reads head, then its ReadCloser: again and again, as a
+// follower reads a log (io.MultiReader would end at the first EOF).
+type prefixed struct {
+	head []byte
+	io.ReadCloser
+}
+
+func (p *prefixed) Read(b []byte) (int, error) {
+	if len(p.head) > 0 {
+		n := copy(b, p.head)
+		p.head = p.head[n:]
+		return n, nil
+	}
+	return p.ReadCloser.Read(b)
+}
+
+// lastBytes keeps the last max bytes written to it.
+type lastBytes struct {
+	max int
+	b   []byte
+}
+
+func (l *lastBytes) Write(p []byte) (int, error) {
+	l.b = append(l.b, p...)
+	if len(l.b) > 2*l.max+64<<10 {
+		l.b = append(l.b[:0], l.b[len(l.b)-l.max:]...)
+	}
+	return len(p), nil
+}
+
+func (l *lastBytes) bytes() []byte { return l.b[len(l.b)-min(len(l.b), l.max):] }
+
+// lastLines is the last n lines of b (all of it when n < 0): a line ends
+// with a newline, and so does the last unless it is still being written.
+func lastLines(b []byte, n int) []byte {
+	if n < 0 {
+		return b
+	}
+	end := len(b)
+	if end > 0 && b[end-1] == '\n' {
+		end-- // the last line's own newline
+	}
+	if n == 0 {
+		return b[len(b):]
+	}
+	for i := end - 1; i >= 0; i-- {
+		if b[i] == '\n' {
+			if n--; n == 0 {
+				return b[i+1:]
+			}
+		}
+	}
+	return b
 }
 
 // proxyLogs streams the output of an allocation that ran on the node at
@@ -96,34 +220,86 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, st *fsm.FSM, a
 // user sent: this node has checked who may read it. A worker holds no
 // ACLs to check a user's token with; the node-to-node API takes the
 // node's own credential.
+//
+// The node has logProxyWait to begin its answer (it may first wait for its
+// view to hear of the allocation, viewCatchUp), so that a frozen node is
+// reported as one, not waited on for as long as the client waits.
 func (s *Server) proxyLogs(w http.ResponseWriter, r *http.Request, addr, allocID string) {
-	req, err := s.cfg.Peers.NewRequest(r.Context(), http.MethodGet,
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	req, err := s.cfg.Peers.NewRequest(ctx, http.MethodGet,
 		addr+internalPrefix+"allocs/"+url.PathEscape(allocID)+"/logs?"+r.URL.RawQuery, nil)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
-	s.relayFrom(w, req, addr)
+	late := time.AfterFunc(logProxyWait, cancel)
+	resp, err := s.cfg.Peers.Streams().Do(req)
+	if !late.Stop() && err != nil && r.Context().Err() == nil {
+		err = fmt.Errorf("no answer in %s", logProxyWait)
+	}
+	if err != nil {
+		writeError(w, http.StatusBadGateway, fmt.Errorf("reach the node at %s: %w", addr, err))
+		return
+	}
+	defer resp.Body.Close()
+	s.relay(w, resp)
 }
+
+// logProxyWait bounds how long the node that holds an allocation's output
+// has to begin its answer.
+const logProxyWait = viewCatchUp + 5*time.Second
 
 // handleAllocLogs serves GET /v1/internal/allocs/{id}/logs to the node
 // that a user asked for the logs (handleLogs): the output of one of this
 // node's allocations, as this node's view knows it, with the user API's
 // stream, follow, tail and lines.
 func (s *Server) handleAllocLogs(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	stream, tail, err := parseLogQuery(q)
+	lq, err := parseLogQuery(r.URL.Query())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
 	view := s.view()
-	alloc, ok := view.Alloc(r.PathValue("id"))
-	if !ok || alloc.NodeID != s.cfg.NodeID {
-		writeError(w, http.StatusNotFound, fmt.Errorf("allocation %s: not one of this node's", structs.ShortID(r.PathValue("id"))))
+	alloc, err := s.waitForView(r, view, r.PathValue("id"))
+	s.holdWrite(w) // the wait may have outlasted the server's bound
+	if err != nil {
+		writeError(w, http.StatusNotFound, err)
 		return
 	}
-	s.serveLog(w, r, view, alloc, stream, q.Get("follow") == "true", tail)
+	s.serveLog(w, r, view, alloc, lq)
+}
+
+// viewCatchUp bounds how long a node asked for the output of one of its
+// allocations waits for its view to hear of it.
+const viewCatchUp = 10 * time.Second
+
+// waitForView returns one of this node's allocations from its view,
+// waiting up to viewCatchUp for the view to hear of it: the node that
+// asks found it in its own copy of the state, which may be ahead of this
+// node's view (just placed, as when a job's logs are followed the moment
+// it was submitted).
+func (s *Server) waitForView(r *http.Request, view *fsm.FSM, id string) (*structs.Allocation, error) {
+	timeout := time.NewTimer(viewCatchUp)
+	defer timeout.Stop()
+	for {
+		_, changed := view.Watch()
+		if alloc, ok := view.Alloc(id); ok {
+			if alloc.NodeID != s.cfg.NodeID {
+				return nil, fmt.Errorf("allocation %s: not one of this node's: it is node %s's", structs.ShortID(id), structs.ShortID(alloc.NodeID))
+			}
+			return alloc, nil
+		}
+		select {
+		case <-r.Context().Done():
+			return nil, r.Context().Err()
+		case <-s.ctx.Done():
+			return nil, errors.New("agent shutting down")
+		case <-timeout.C:
+			return nil, fmt.Errorf("allocation %s: this node has not heard of it in %s: not one of this node's", structs.ShortID(id), viewCatchUp)
+		case <-changed:
+		}
+	}
 }
 
 // view is this node's view of the state (Config.View), or the state
@@ -135,18 +311,40 @@ func (s *Server) view() *fsm.FSM {
 	return s.fsm
 }
 
-// parseLogQuery reads ?stream (stdout, the default, or stderr) and the
-// end of it asked for (parseLogTail).
-func parseLogQuery(q url.Values) (stream string, tail *logTail, err error) {
-	switch stream = q.Get("stream"); stream {
+// logQuery is what a request for a stream asks for.
+type logQuery struct {
+	stream string
+	follow bool
+	tail   *logTail // nil: not an end of the stream
+	from   int64    // ?offset: where to begin; 0: at what is kept
+}
+
+// parseLogQuery reads ?stream (stdout, the default, or stderr), ?follow,
+// the end of it asked for (parseLogTail) or where to begin (?offset).
+func parseLogQuery(q url.Values) (logQuery, error) {
+	lq := logQuery{stream: q.Get("stream"), follow: q.Get("follow") == "true"}
+	switch lq.stream {
 	case "":
-		stream = api.StreamStdout
+		lq.stream = api.StreamStdout
 	case api.StreamStdout, api.StreamStderr:
 	default:
-		return "", nil, fmt.Errorf("stream %q: want stdout or stderr", stream)
+		return lq, fmt.Errorf("stream %q: want stdout or stderr", lq.stream)
 	}
-	tail, err = parseLogTail(q)
-	return stream, tail, err
+	var err error
+	if lq.tail, err = parseLogTail(q); err != nil {
+		return lq, err
+	}
+	if v := q.Get("offset"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		switch {
+		case err != nil || n < 0:
+			return lq, fmt.Errorf("offset %q: want a number of bytes from 0 on", v)
+		case lq.tail != nil:
+			return lq, errors.New("offset goes with neither tail nor lines")
+		}
+		lq.from = n
+	}
+	return lq, nil
 }
 
 // logTail is the end of a stream that a request asks for.
@@ -229,34 +427,30 @@ func (s *Server) setLogDropped(w http.ResponseWriter, allocID, stream string) {
 	}
 }
 
-// copyLog writes what is kept of the stream to w, or its end when tail is
-// set; when following it keeps writing new output, across rotations, until
+// copyLog writes the stream from f (nil: it had no output when asked) to
+// w; when following it keeps writing new output, across rotations, until
 // the allocation is over and everything was sent.
-func (s *Server) copyLog(w http.ResponseWriter, r *http.Request, st *fsm.FSM, allocID, stream string, follow bool, tail *logTail) error {
+func (s *Server) copyLog(w http.ResponseWriter, r *http.Request, st *fsm.FSM, allocID string, lq logQuery, f io.ReadCloser) error {
 	flusher, _ := w.(http.Flusher)
-	var f io.ReadCloser
 	defer func() {
 		if f != nil {
 			f.Close()
 		}
 	}()
+	follow := lq.follow
 	for {
 		_, changed := st.Watch()
 		alloc, ok := st.Alloc(allocID)
 		done := !ok || !alloc.Live()
 		if f == nil {
-			var rd io.ReadCloser
-			var err error
-			if tail != nil {
-				rd, err = s.cfg.Logs.OpenLogTail(allocID, stream, follow, tail.bytes, tail.lines)
-			} else {
-				rd, err = s.cfg.Logs.OpenLog(allocID, stream, follow)
-			}
-			// A stream with no output yet has no end to start from: a
-			// follower reads all of what comes.
-			tail = nil
-			if err != nil && (done || !follow) {
+			if !follow {
 				return nil // no output was ever written
+			}
+			// A stream with no output yet begins at its beginning (the
+			// answer said offset 0): a follower reads all that comes.
+			rd, _, err := s.openKept(allocID, lq.stream)
+			if err != nil && done {
+				return nil
 			}
 			f = rd
 		}
