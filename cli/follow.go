@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -23,8 +24,12 @@ const (
 	exitCancelled = 143 // cancelled: 128 + SIGTERM, the signal a cancel sends
 )
 
-// waitInterval is how often a command that waits for a job polls it.
-const waitInterval = 250 * time.Millisecond
+// waitInterval is how often a command that waits for a job polls it, and
+// waitPatience how long it goes on polling when no agent answers.
+const (
+	waitInterval = 250 * time.Millisecond
+	waitPatience = 2 * time.Minute
+)
 
 // stateLineNodes is how many nodes a state line names before "N more".
 const stateLineNodes = 4
@@ -80,18 +85,33 @@ func newJobWatch(cl *api.Client, id string, w io.Writer) *jobWatch {
 
 // until polls the job until done is true of it, and returns what it
 // found; it says how the job stands after each poll that found otherwise.
+// A poll that no agent answered is tried again for up to waitPatience
+// (an election, a node that died, a network that came back), said once
+// on w; an answer that refuses the poll ends it.
 func (jw *jobWatch) until(ctx context.Context, done func(*api.JobDetail) bool) (*api.JobDetail, error) {
 	tick := time.NewTicker(waitInterval)
 	defer tick.Stop()
+	var failing time.Time // when polls began to fail; zero: they answer
 	for {
 		d, err := jw.cl.Job(ctx, jw.id)
-		if err != nil {
+		var apiErr *api.Error
+		switch {
+		case err == nil:
+			failing = time.Time{}
+		case ctx.Err() != nil || errors.As(err, &apiErr) && apiErr.StatusCode/100 == 4:
 			return nil, err
+		case failing.IsZero():
+			failing = time.Now()
+			fmt.Fprintf(jw.w, "skein: no answer from the cluster, still trying: %v\n", err)
+		case time.Since(failing) > waitPatience:
+			return nil, fmt.Errorf("no answer from the cluster for %s: %w", waitPatience, err)
 		}
-		if done(d) {
+		if err == nil && done(d) {
 			return d, nil
 		}
-		jw.say(d)
+		if err == nil {
+			jw.say(d)
+		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -41,8 +42,12 @@ func logsCommand() *ucli.Command {
 			"each attempt's output (job, attempt, rank, node, alloc, state, exit_code, reason),\n" +
 			"{\"type\":\"output\",\"attempt\":1,\"rank\":0,\"stream\":\"stdout\",\"text\":\"...\\n\"} for each\n" +
 			"line of output (a line longer than 64 KiB in several), {\"type\":\"dropped\",...} for what\n" +
-			"the log cap dropped (stream, bytes, log_max) and, with -f, {\"type\":\"end\",...} (job,\n" +
-			"state, exit_code, reason, exit: the exit status).",
+			"the log cap dropped (stream, bytes, log_max), {\"type\":\"lost\",...} for the rest of a stream\n" +
+			"on a node out of reach (stream, node, after: the bytes printed) and, with -f,\n" +
+			"{\"type\":\"end\",...} (job, state, exit_code, reason, exit: the exit status).\n\n" +
+			"A stream whose node dies, freezes or is cut off goes on through another node of --addr\n" +
+			"from the byte it got to, none printed twice; when the node that holds the output is itself\n" +
+			"out of reach once its attempt has ended, a line on stderr says so and the next attempt follows.",
 		ArgsUsage: "ID",
 		Flags: []ucli.Flag{
 			&ucli.BoolFlag{Name: "follow", Aliases: []string{"f"}, Usage: "keep printing until the job ends, and exit with how it ended"},
@@ -222,43 +227,56 @@ func (p *logPrinter) follow(ctx context.Context, jw *jobWatch, next int, only bo
 
 // show prints both streams of one attempt (0: the newest) and, when d is
 // given, begins with what it says of the attempt; with follow it returns
-// when the attempt is over and all its output was printed.
+// when the attempt is over and all its output was printed. A stream whose
+// answer breaks off, or whose agent stops answering, is resumed through
+// any agent from where it got to; one whose node is out of reach once
+// its allocation ended is said to be, and the attempt's end is taken.
 func (p *logPrinter) show(ctx context.Context, d *api.JobDetail, attempt int, follow bool, lines int, header attemptHeader) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var streams [2]*api.LogStream
-	for i, name := range []string{api.StreamStdout, api.StreamStderr} {
+	var streams [2]*resumable
+	names := [2]string{api.StreamStdout, api.StreamStderr}
+	for i, name := range names {
 		opts := api.LogOptions{Rank: p.req.rank, Attempt: attempt, Stream: name, Follow: follow, Lines: lines}
 		ls, err := p.cl.OpenLogs(ctx, p.req.id, opts)
 		if err != nil {
 			return err
 		}
-		defer ls.Close()
-		streams[i] = ls
 		// Both streams of one attempt, even if a newer one begins now.
 		attempt = cmp.Or(attempt, ls.Attempt)
+		streams[i] = newResumable(ctx, p.cl, p.req.id, opts, ls, func(n int64) {
+			p.out.dropped(attempt, name, n, 0)
+		})
+		defer streams[i].Close()
 	}
-	served := streams[0].Attempt
+	served := streams[0].opts.Attempt
 	var a *structs.Allocation
 	if d != nil {
 		a = allocOf(d, p.req.rank, served)
 	}
 	p.out.begin(d, a, served, header)
+	if follow {
+		go watchStreams(ctx, streams[:]...)
+	}
 	var (
 		wg    sync.WaitGroup
 		errMu sync.Mutex
 		first error // the first failure; later ones follow from cancel
 	)
-	for i, name := range []string{api.StreamStdout, api.StreamStderr} {
-		ls := streams[i]
-		if ls.Dropped > 0 {
+	for i, name := range names {
+		r := streams[i]
+		if ls := r.ls; ls.Dropped > 0 {
 			p.out.dropped(served, name, ls.Dropped, ls.LogMax)
 		}
 		wg.Go(func() {
 			w := p.out.stream(served, name)
-			_, err := io.Copy(w, ls)
+			_, err := io.Copy(w, r)
 			if cerr := w.Close(); err == nil {
 				err = cerr
+			}
+			if errors.Is(err, errStreamLost) {
+				p.out.lost(d, a, served, name, r.offset())
+				err = nil
 			}
 			if err != nil && ctx.Err() == nil {
 				errMu.Lock()
@@ -282,6 +300,9 @@ type logOutput interface {
 	begin(d *api.JobDetail, a *structs.Allocation, served int, header attemptHeader)
 	// dropped says how much of a stream the node's log cap dropped.
 	dropped(attempt int, stream string, n, logMax int64)
+	// lost says that the rest of a stream, after byte have, is on a
+	// node out of reach.
+	lost(d *api.JobDetail, a *structs.Allocation, attempt int, stream string, have int64)
 	// stream is where a stream's output goes; Close flushes it.
 	stream(attempt int, stream string) io.WriteCloser
 	// jobEnd says how a followed job ended, attemptEnd how a followed
@@ -324,6 +345,10 @@ func (t *textLogs) dropped(_ int, stream string, n, logMax int64) {
 		capped += " " + formatBytes(logMax)
 	}
 	t.note("skein: %s of earlier %s was dropped (%s, --log-max)", formatBytes(n), stream, capped)
+}
+
+func (t *textLogs) lost(d *api.JobDetail, a *structs.Allocation, _ int, stream string, have int64) {
+	t.note("%s", lostLine(d, a, stream, have))
 }
 
 func (t *textLogs) stream(_ int, stream string) io.WriteCloser {
@@ -392,6 +417,14 @@ type (
 		Bytes   int64  `json:"bytes"`
 		LogMax  int64  `json:"log_max,omitempty"`
 	}
+	logLostJSON struct {
+		Type    string `json:"type"` // "lost"
+		Attempt int    `json:"attempt"`
+		Rank    int    `json:"rank"`
+		Stream  string `json:"stream"`
+		Node    string `json:"node,omitempty"`
+		After   int64  `json:"after"`
+	}
 	logEndJSON struct {
 		Type     string `json:"type"` // "end"
 		Job      string `json:"job"`
@@ -446,6 +479,14 @@ func attemptJSON(d *api.JobDetail, a *structs.Allocation, attempt int) *logAttem
 
 func (j *jsonLogs) dropped(attempt int, stream string, n, logMax int64) {
 	_ = j.put(logDroppedJSON{Type: "dropped", Attempt: attempt, Rank: j.rank, Stream: stream, Bytes: n, LogMax: logMax})
+}
+
+func (j *jsonLogs) lost(d *api.JobDetail, a *structs.Allocation, attempt int, stream string, have int64) {
+	rec := logLostJSON{Type: "lost", Attempt: attempt, Rank: j.rank, Stream: stream, After: have}
+	if a != nil {
+		rec.Node = nodeNameOf(d, a.NodeID)
+	}
+	_ = j.put(rec)
 }
 
 func (j *jsonLogs) stream(attempt int, stream string) io.WriteCloser {
