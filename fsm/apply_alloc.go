@@ -41,7 +41,11 @@ func (s *state) updateAlloc(nodeID string, u *structs.AllocUpdate, index uint64)
 	}
 	switch u.State {
 	case structs.AllocPending:
-		// Never a move forward; it may say how far the image pull got.
+		// Never a move forward; it may say how far the image pull got,
+		// or that its port is held by another program.
+		if u.PortBusy != 0 {
+			s.movePort(a, u, index)
+		}
 		if a.State == structs.AllocPending && u.Pull != nil {
 			if p := pullProgress(u.Pull); a.Pull == nil || *a.Pull != p {
 				a.Pull = &p
@@ -275,4 +279,58 @@ func allocUsage(u *structs.AllocUsage) *structs.AllocUsage {
 		*f = max(*f, 0)
 	}
 	return &c
+}
+
+// movePort gives the attempt of a, rank 0 of a gang or a replica that its
+// node did not start because a program skein does not run holds its
+// MASTER_PORT (u.PortBusy), another port: the next in its node's range,
+// from the busy one on, that no live gang there holds. Every rank gets
+// it, and the move is replicated like any entry, so all ranks agree; the
+// others have not started, for they wait for rank 0 to run (agent/node,
+// "Ports"). Successive moves walk the range forward, so a run of busy
+// ports is crossed, never circled. The report is ignored unless it is of
+// the port a pending rank 0 holds now (a stale or repeated report). When
+// no port is left, or another rank already runs (only a node that did not
+// wait, from before the rule), the allocation fails, saying why.
+func (s *state) movePort(a *structs.Allocation, u *structs.AllocUpdate, index uint64) {
+	if a.State != structs.AllocPending || !a.Live() || a.Rank != 0 || a.MasterPort == 0 || a.MasterPort != u.PortBusy {
+		return
+	}
+	n := s.nodes[a.NodeID]
+	busy := fmt.Sprintf("MASTER_PORT %d is in use on node %s by a program skein does not run", a.MasterPort, nodeName(n))
+	fail := func(why string) {
+		s.endAlloc(a, &structs.AllocUpdate{AllocID: a.ID, State: structs.AllocFailed, ExitCode: -1,
+			Reason: "start failed: " + busy + ", and " + why, At: u.At}, index)
+	}
+	for _, o := range s.jobAllocs[a.JobID] {
+		if o.Attempt == a.Attempt && o.ID != a.ID && o.State != structs.AllocPending {
+			fail(fmt.Sprintf("rank %d already started with it", o.Rank))
+			return
+		}
+	}
+	r := n.MasterPortRange()
+	port := 0
+	for i := 1; i < r.Len() && port == 0; i++ {
+		p := r.Min + ((a.MasterPort-r.Min+i)%r.Len()+r.Len())%r.Len()
+		if _, held := s.portHolder[nodePort{n.ID, p}]; !held {
+			port = p
+		}
+	}
+	if port == 0 {
+		fail(fmt.Sprintf("every other port of its range %s is held by a job", r))
+		return
+	}
+	if old := (nodePort{n.ID, a.MasterPort}); s.portHolder[old] == a.ID {
+		delete(s.portHolder, old)
+	}
+	s.portHolder[nodePort{n.ID, port}] = a.ID
+	for _, o := range s.jobAllocs[a.JobID] {
+		if o.Attempt == a.Attempt {
+			o.MasterPort = port
+			o.ModifyIndex = index
+		}
+	}
+	j := s.jobs[a.JobID]
+	s.emit(index, structs.Event{Time: u.At, Kind: structs.EventJobPortMoved, Job: j.ID, Service: j.Service,
+		Node: n.ID, NodeName: n.Name, Reason: fmt.Sprintf("%s: moved to %d", busy, port)})
 }

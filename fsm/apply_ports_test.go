@@ -79,3 +79,93 @@ func TestFSM_Register_RefusesABadPortRange(t *testing.T) {
 		t.Fatalf("register: %v, want the port range refused", err)
 	}
 }
+
+// portBusy reports a's port held by another program, as its node does.
+func (h *harness) portBusy(nodeID, allocID string, port int) {
+	h.t.Helper()
+	if err := h.applyErr(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: nodeID,
+		Updates: []structs.AllocUpdate{{AllocID: allocID, State: structs.AllocPending, PortBusy: port, At: h.at()}}}); err != nil {
+		h.t.Fatalf("port busy: %v", err)
+	}
+}
+
+// A port rank 0's node found held by another program moves, for every rank
+// of the attempt, to the next port of the range no live gang holds; a
+// stale report changes nothing; and the move says so in an event.
+func TestFSM_PortBusy_MovesEveryRankToTheNextFreePort(t *testing.T) {
+	h := newHarness(t)
+	n1 := node("n1", 0)
+	n1.MasterPorts = structs.PortRange{Min: 40000, Max: 40003}
+	h.register(n1)
+	h.register(node("n2", 0))
+	h.submit("a", spec(2, 0))
+	h.submit("b", spec(2, 0))
+	h.place("b", withPort(40002, alloc("b0", "n1", 0), alloc("b1", "n2", 1))...)
+	h.place("a", withPort(40001, alloc("a0", "n1", 0), alloc("a1", "n2", 1))...)
+	before := h.idx
+	h.portBusy("n1", "a0", 40001)
+	for _, id := range []string{"a0", "a1"} {
+		if a := h.alloc(id); a.MasterPort != 40003 || a.State != structs.AllocPending {
+			t.Fatalf("%s: port %d, %s; want 40003 (40002 is b's), still pending", id, a.MasterPort, a.State)
+		}
+	}
+	ev := h.eventsFrom(before)
+	if len(ev) != 1 || ev[0].Kind != structs.EventJobPortMoved || ev[0].Job != "a" ||
+		ev[0].Reason != "MASTER_PORT 40001 is in use on node name-n1 by a program skein does not run: moved to 40003" {
+		t.Fatalf("events %+v, want one job-port-moved", ev)
+	}
+	// A report of the port it had is stale: nothing moves.
+	hash := h.f.Hash()
+	h.portBusy("n1", "a0", 40001)
+	if h.f.Hash() != hash {
+		t.Fatal("a stale port report changed the state")
+	}
+	// The next busy port wraps around the range, past b's, to 40000.
+	h.portBusy("n1", "a0", 40003)
+	if a := h.alloc("a1"); a.MasterPort != 40000 {
+		t.Fatalf("a1 moved to %d, want 40000", a.MasterPort)
+	}
+	// The port a held is free for a new gang; the one it holds is not.
+	h.submit("c", spec(2, 0))
+	if reason := h.placeRejected("c", withPort(40000, alloc("c0", "n1", 0), alloc("c1", "n2", 1))...); !strings.Contains(reason, "used by job a") {
+		t.Fatalf("c on a's new port: %q, want refused", reason)
+	}
+	h.place("c", withPort(40001, alloc("c0", "n1", 0), alloc("c1", "n2", 1))...)
+	if err := checkIndexes(h.f.st); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The port cannot move once another rank runs with it, nor when every
+// other port of the range is held: the allocation fails, saying why, and
+// its gang is stopped.
+func TestFSM_PortBusy_FailsWhenThePortCannotMove(t *testing.T) {
+	h := newHarness(t)
+	n1 := node("n1", 0)
+	n1.MasterPorts = structs.PortRange{Min: 40000, Max: 40001}
+	h.register(n1)
+	h.register(node("n2", 0))
+	h.submit("a", spec(2, 0))
+	h.place("a", withPort(40000, alloc("a0", "n1", 0), alloc("a1", "n2", 1))...)
+	h.mustUpdate("n2", "a1", structs.AllocRunning, 0, "")
+	h.portBusy("n1", "a0", 40000)
+	if a := h.alloc("a0"); a.State != structs.AllocFailed || a.Reason !=
+		"start failed: MASTER_PORT 40000 is in use on node name-n1 by a program skein does not run, and rank 1 already started with it" {
+		t.Fatalf("a0: %s %q", a.State, a.Reason)
+	}
+	if a := h.alloc("a1"); a.DesiredState != structs.DesiredStop {
+		t.Fatalf("a1 is not asked to stop: %+v", a)
+	}
+
+	h.submit("b", spec(2, 0))
+	h.submit("c", spec(2, 0))
+	h.place("b", withPort(40000, alloc("b0", "n1", 0), alloc("b1", "n2", 1))...)
+	h.place("c", withPort(40001, alloc("c0", "n1", 0), alloc("c1", "n2", 1))...)
+	h.portBusy("n1", "c0", 40001)
+	if a := h.alloc("c0"); a.State != structs.AllocFailed || !strings.HasSuffix(a.Reason, "and every other port of its range 40000-40001 is held by a job") {
+		t.Fatalf("c0: %s %q", a.State, a.Reason)
+	}
+	if err := checkIndexes(h.f.st); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -75,7 +75,7 @@ type Decision struct {
 //  5. Schedule, behind any preemption under way and within each owner's
 //     GPU limit (owners.go), then new preemptions for the jobs that still
 //     do not fit (preempt_pass.go).
-//  6. MASTER_PORT for every placement (ports.go).
+//  6. MASTER_PORT for every placement of a gang or a replica (ports.go).
 //  7. Only the blocked reasons that differ from the job's current reason.
 //
 // Decide is pure: the same view and inputs give the same decision, and
@@ -92,7 +92,14 @@ func Decide(v View, in Inputs) Decision {
 	o := Options{Now: in.Now, AgeStep: in.AgeStep, OwnerGPUs: ownerGPUsOf(v, ready)}
 	plan := scheduleAndPreempt(s, queued, ready, v.RunningJobs(), silent, o)
 	plan.Blocked = append(plan.Blocked, waiting...)
-	assignMasterPorts(v.AllNodes(), v.AllLiveAllocs(), &plan)
+	byID := make(map[string]*structs.Job, len(ready))
+	for _, j := range ready {
+		byID[j.ID] = j
+	}
+	assignMasterPorts(v.AllNodes(), v.AllLiveAllocs(), &plan, func(id string) bool {
+		j, ok := byID[id]
+		return !ok || j.NeedsMasterPort() // a job not known here: as before
+	})
 	plan.Blocked = changedReasons(queued, plan.Blocked)
 	plan.Cancels = cancels
 	return Decision{Plan: plan, Wake: wake}

@@ -373,10 +373,15 @@ func checkOverlaysKeptOff(t *rapid.T, v fakeView, in Inputs, plan structs.Plan) 
 	}
 }
 
-// checkMasterPorts fails t unless every rank of a placement has one port in
-// its rank-0 node's range, and no two gangs, live or placed, share a port
-// on one rank-0 node.
+// checkMasterPorts fails t unless every rank of a placement of a job
+// that needs a port (a gang, a replica) has one port in its rank-0 node's
+// range, no two gangs, live or placed, share a port on one rank-0 node,
+// and any other placement has none.
 func checkMasterPorts(t *rapid.T, v fakeView, plan structs.Plan) {
+	needs := map[string]bool{}
+	for _, j := range v.queued {
+		needs[j.ID] = j.NeedsMasterPort()
+	}
 	owner := map[string]string{} // "node/port" -> job
 	for _, a := range v.allocs {
 		if a.Rank == 0 && a.MasterPort != 0 {
@@ -386,6 +391,12 @@ func checkMasterPorts(t *rapid.T, v fakeView, plan structs.Plan) {
 	for _, p := range plan.Placements {
 		rank0 := p.Allocations[0]
 		port := rank0.MasterPort
+		if !needs[p.JobID] {
+			if port != 0 {
+				t.Fatalf("job %s of one node was given port %d", p.JobID, port)
+			}
+			continue
+		}
 		if r := nodeByID(v.nodes, rank0.NodeID).MasterPortRange(); !r.Contains(port) {
 			t.Fatalf("job %s: port %d outside %s of its rank-0 node", p.JobID, port, r)
 		}

@@ -8,14 +8,17 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// assignMasterPorts gives every placement of plan its MASTER_PORT, the same
-// on every rank: a port of rank 0's node's range (Node.MasterPortRange)
-// that no live gang with rank 0 on that node uses, nor an earlier
-// placement of the plan. The search starts at a point derived from the job
-// and attempt, so consecutive jobs do not reuse a port that may still
-// linger in TIME_WAIT. A placement whose rank-0 node has no free port left
-// moves to plan.Blocked. The FSM checks the same rule on commit.
-func assignMasterPorts(nodes []*structs.Node, live []*structs.Allocation, plan *structs.Plan) {
+// assignMasterPorts gives every placement of plan whose job needs one
+// (needs, Job.NeedsMasterPort) its MASTER_PORT, the same on every rank: a
+// port of rank 0's node's range (Node.MasterPortRange) that no live gang
+// with rank 0 on that node uses, nor an earlier placement of the plan.
+// The search starts at a point derived from the job and attempt, so
+// consecutive jobs do not reuse a port that may still linger in
+// TIME_WAIT. A placement whose rank-0 node has no free port left moves to
+// plan.Blocked. The FSM checks the same rule on commit. Other jobs get no
+// port here: their node finds one free as they start, and no port of the
+// range is held for them.
+func assignMasterPorts(nodes []*structs.Node, live []*structs.Allocation, plan *structs.Plan, needs func(jobID string) bool) {
 	byID := make(map[string]*structs.Node, len(nodes))
 	for _, n := range nodes {
 		if n != nil {
@@ -30,6 +33,10 @@ func assignMasterPorts(nodes []*structs.Node, live []*structs.Allocation, plan *
 	}
 	kept := plan.Placements[:0]
 	for _, p := range plan.Placements {
+		if !needs(p.JobID) {
+			kept = append(kept, p)
+			continue
+		}
 		rank0 := &p.Allocations[0]
 		for i := range p.Allocations {
 			if p.Allocations[i].Rank == 0 {

@@ -19,7 +19,7 @@ func TestAssignMasterPorts_UniqueOnRankZerosNodeAndSameOnEveryRank(t *testing.T)
 	plan := structs.Plan{Placements: []structs.JobPlacement{
 		gang("a", "n1", "n2"), gang("b", "n1", "n2"), gang("c", "n1", "n2"), gang("d", "n2", "n1"),
 	}}
-	assignMasterPorts([]*structs.Node{n1, n2}, live, &plan)
+	assignMasterPorts([]*structs.Node{n1, n2}, live, &plan, func(string) bool { return true })
 
 	if len(plan.Placements) != 3 || len(plan.Blocked) != 1 || plan.Blocked[0].JobID != "c" ||
 		plan.Blocked[0].Reason != "no free MASTER_PORT on node one: all of 40000-40002 are in use" {
@@ -85,14 +85,40 @@ func TestLegacyMasterPort_IsFNVOfJobAndAttempt(t *testing.T) {
 	}
 }
 
-func TestDecide_AJobWithNoFreePortOnItsRankZeroNodeWaits(t *testing.T) {
+func TestDecide_AReplicaWithNoFreePortOnItsNodeWaits(t *testing.T) {
 	n := gpuNode("n1", 8, "H100", 80, func(n *structs.Node) { n.MasterPorts = structs.PortRange{Min: 40000, Max: 40000} })
-	v := fakeView{fakeState: fakeState{nodes: []*structs.Node{n}}, queued: []*structs.Job{job("a", 1), job("b", 1, prio(-1))}}
+	v := fakeView{fakeState: fakeState{nodes: []*structs.Node{n}}, queued: []*structs.Job{replica("s", 0, 1), replica("s", 1, 1)}}
 	d := Decide(v, Inputs{Now: t0})
-	if len(d.Plan.Placements) != 1 || d.Plan.Placements[0].JobID != "a" || d.Plan.Placements[0].Allocations[0].MasterPort != 40000 {
-		t.Fatalf("placements %+v, want a on port 40000", d.Plan.Placements)
+	a, b := structs.ReplicaJobID("s", 0), structs.ReplicaJobID("s", 1)
+	if len(d.Plan.Placements) != 1 || d.Plan.Placements[0].Allocations[0].MasterPort != 40000 {
+		t.Fatalf("placements %+v, want one replica on port 40000", d.Plan.Placements)
 	}
-	if got := blockedReason(d.Plan, "b"); !strings.HasPrefix(got, "no free MASTER_PORT on node n1") {
-		t.Fatalf("b's reason %q, want no free port", got)
+	waits := b
+	if d.Plan.Placements[0].JobID == b {
+		waits = a
+	}
+	if got := blockedReason(d.Plan, waits); !strings.HasPrefix(got, "no free MASTER_PORT on node n1") {
+		t.Fatalf("the other replica's reason %q, want no free port", got)
+	}
+}
+
+// A job of one node that is no replica is given no port: it holds none of
+// the range, and waits for none (the issue's 1-node `true` failed on a
+// port it never used).
+func TestDecide_AOneNodeJobTakesNoPort(t *testing.T) {
+	n := gpuNode("n1", 8, "H100", 80, func(n *structs.Node) { n.MasterPorts = structs.PortRange{Min: 40000, Max: 40000} })
+	v := fakeView{fakeState: fakeState{nodes: []*structs.Node{n}}, queued: []*structs.Job{job("a", 1), job("b", 1, prio(-1)), replica("c", 0, 1)}}
+	d := Decide(v, Inputs{Now: t0})
+	if len(d.Plan.Placements) != 3 {
+		t.Fatalf("placements %+v, blocked %+v: want all three placed", d.Plan.Placements, d.Plan.Blocked)
+	}
+	for _, p := range d.Plan.Placements {
+		want := 0
+		if p.JobID == structs.ReplicaJobID("c", 0) {
+			want = 40000
+		}
+		if got := p.Allocations[0].MasterPort; got != want {
+			t.Errorf("job %s was given port %d, want %d", p.JobID, got, want)
+		}
 	}
 }

@@ -23,6 +23,9 @@ const (
 	EventJobFailed    EventKind = "job-failed"
 	EventJobTimedOut  EventKind = "job-timed-out"
 	EventJobCancelled EventKind = "job-cancelled"
+	// EventJobPortMoved: a job's MASTER_PORT was found held on its
+	// rank-0 node by a program skein does not run, and moved.
+	EventJobPortMoved EventKind = "job-port-moved"
 
 	EventNodeJoined EventKind = "node-joined"
 	EventNodeReady  EventKind = "node-ready"

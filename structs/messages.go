@@ -294,6 +294,11 @@ type AllocUpdate struct {
 	Health *AllocHealth `json:"health,omitempty"`
 	// Usage, on a terminal report, is what the job used (Allocation.Usage).
 	Usage *AllocUsage `json:"usage,omitempty"`
+	// PortBusy, on a pending report of a gang's rank 0 or a replica, is
+	// its MASTER_PORT, which the node found held by a program skein does
+	// not run: the allocation did not start, and the attempt's ranks are
+	// given another port (fsm, "A port found busy").
+	PortBusy int `json:"port_busy,omitempty"`
 }
 
 // NodeStatusRequest changes a node's status: the leader marks a node down

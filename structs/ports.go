@@ -40,6 +40,12 @@ func (r PortRange) Validate() error {
 	return nil
 }
 
+// NeedsMasterPort reports whether the leader gives the job's allocations a
+// port (Allocation.MasterPort): a gang of several nodes, whose ranks meet
+// at rank 0's, and a service's replica, which the ingress reaches on it.
+// Any other job takes a port its node finds free as it starts.
+func (j *Job) NeedsMasterPort() bool { return j.Spec.Nodes > 1 || j.Service != "" }
+
 // MasterPortRange is the range the node registered, else DefaultMasterPorts.
 func (n *Node) MasterPortRange() PortRange {
 	if n.MasterPorts == (PortRange{}) {

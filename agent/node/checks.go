@@ -103,7 +103,7 @@ func (n *Node) checkTarget(alloc *structs.Allocation) (*checkTarget, bool) {
 	}
 	return &checkTarget{
 		allocID:   alloc.ID,
-		port:      masterPortOf(alloc),
+		port:      masterPortOf(alloc, job),
 		startedAt: alloc.StartedAt,
 		check:     withCheckDefaults(*svc.Spec.Health),
 	}, true

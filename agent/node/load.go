@@ -99,7 +99,7 @@ func (n *Node) serviceLoads(client *http.Client) []structs.ServiceLoad {
 		if !ok {
 			continue
 		}
-		v, err := scrapeGauge(n.ctx, client, masterPortOf(alloc), gauge)
+		v, err := scrapeGauge(n.ctx, client, masterPortOf(alloc, job), gauge)
 		if err != nil {
 			n.log.Debug("scrape replica gauge", "alloc", alloc.ID, "gauge", gauge, "error", err)
 			continue

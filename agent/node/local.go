@@ -17,6 +17,7 @@ import (
 // from uncommitted state").
 func (n *Node) localLoop() {
 	n.stopping = make(map[string]bool)
+	n.portBusy = make(map[string]int)
 	for {
 		_, changed := n.fsm.Watch()
 		n.reconcileLocal()
@@ -59,6 +60,11 @@ func (n *Node) reconcileLocal() {
 	isLive := make(map[string]bool, len(live))
 	for _, alloc := range live {
 		isLive[alloc.ID] = true
+	}
+	for id := range n.portBusy {
+		if !isLive[id] {
+			delete(n.portBusy, id)
+		}
 	}
 	// What the runner tracks and the state no longer counts live was lost
 	// while this node was cut off: it is not ours any more. One the state
@@ -104,19 +110,39 @@ func (n *Node) reconcileLocal() {
 	}
 }
 
+// startAlloc starts one of this node's allocations, unless its port says
+// to wait (see Ports, in ports.go): a rank above 0 of a gang until rank 0
+// runs, a rank 0 whose port another program holds until the leader has
+// moved it.
 func (n *Node) startAlloc(alloc *structs.Allocation) {
 	job, ok := n.fsm.Job(alloc.JobID)
 	if !ok {
 		return
 	}
+	port := masterPortOf(alloc, job)
 	var err error
-	if alloc.Rank == 0 && alloc.MasterPort != 0 {
-		err = checkMasterPortFree(alloc.MasterPort)
+	switch {
+	case alloc.MasterPort != 0 && alloc.Rank > 0:
+		if !n.rankZeroRuns(alloc) {
+			return // its view changes when rank 0 runs
+		}
+	case alloc.MasterPort != 0:
+		if busy := checkMasterPortFree(port); busy != nil {
+			if n.portBusy[alloc.ID] != port {
+				n.portBusy[alloc.ID] = port
+				n.log.Warn("MASTER_PORT held by another program: asking the leader for another", "alloc", structs.ShortID(alloc.ID), "port", port, "error", busy)
+				n.reports.add(structs.AllocUpdate{AllocID: alloc.ID, State: structs.AllocPending, PortBusy: port, At: now()})
+			}
+			return
+		}
+	case port == 0:
+		port, err = freeLocalPort()
 	}
+	delete(n.portBusy, alloc.ID)
 	if err == nil {
 		err = n.runner.Start(runner.Task{
 			Alloc: *alloc, Job: *job, NodeName: n.cfg.Name,
-			Peers: n.peers(alloc), MasterPort: masterPortOf(alloc),
+			Peers: n.peers(alloc), MasterPort: port,
 			PortEnv: n.portEnv(job),
 		})
 	}

@@ -123,8 +123,11 @@ type Node struct {
 	// registered is closed once this node's inventory is committed.
 	registered chan struct{}
 	localKick  chan struct{}
-	// stopping holds the allocations asked to stop; only localLoop uses it.
+	// stopping holds the allocations asked to stop, and portBusy the
+	// port each rank 0 was last reported unable to start on (ports.go);
+	// only localLoop uses them.
 	stopping map[string]bool
+	portBusy map[string]int
 	// startMu is held by each local reconcile; noStarts, set under it by
 	// StopStarting, keeps every later one from starting an allocation.
 	startMu  sync.Mutex

@@ -9,14 +9,40 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// masterPortOf is the MASTER_PORT of an allocation's gang: the one the
-// leader stamped, or, for an allocation committed without one, the one
-// every rank derives alike.
-func masterPortOf(alloc *structs.Allocation) int {
-	if alloc.MasterPort != 0 {
+// Ports. A job's MASTER_PORT is held only where it is used
+// (structs.Job.NeedsMasterPort):
+//
+//   - A gang of several nodes and a service's replica get theirs from the
+//     leader, in the placement: every rank must know rank 0's port, and
+//     the ingress a replica's. Rank 0's node binds it for a moment before
+//     it starts rank 0 (checkMasterPortFree): skein cannot see programs it
+//     does not run. When one holds it, rank 0 is not started and the node
+//     reports the port busy (AllocUpdate.PortBusy); the leader commits
+//     another port for every rank of the attempt (fsm's movePort, the next
+//     free one of the range), and the node tries again with it. All ranks
+//     agree because the port is only ever read from the replicated
+//     allocation, and the other ranks have not started: a rank above 0 of
+//     a gang starts only once rank 0 has started (rankZeroRuns), that is
+//     once its port was found free and can no longer move. The check is where the
+//     port is used, on rank 0's node, and the decision where it can be
+//     agreed, in the log; a job never fails for a port held by another
+//     program, unless every port of the range is.
+//   - Any other job holds no port of the range: its node finds a free
+//     one as it starts (freeLocalPort), for scripts that read MASTER_PORT
+//     on one node. Nothing else depends on it, so nothing is agreed.
+
+// masterPortOf is the MASTER_PORT of an allocation's gang or replica: the
+// one the leader stamped, or, for one committed without one (by a leader
+// from before ports were stamped), the one every rank derives alike; 0
+// for another job's allocation, which was given none (its node picks one).
+func masterPortOf(alloc *structs.Allocation, job *structs.Job) int {
+	switch {
+	case alloc.MasterPort != 0:
 		return alloc.MasterPort
+	case job.NeedsMasterPort():
+		return sched.LegacyMasterPort(alloc.JobID, alloc.Attempt)
 	}
-	return sched.LegacyMasterPort(alloc.JobID, alloc.Attempt)
+	return 0
 }
 
 // checkMasterPortFree makes sure, on rank 0's node, that a process skein
@@ -29,4 +55,28 @@ func checkMasterPortFree(port int) error {
 		return fmt.Errorf("MASTER_PORT %d is in use on this node by a program skein does not run: %w", port, err)
 	}
 	return l.Close()
+}
+
+// freeLocalPort is a port free on every address of this node now, as the
+// kernel picks one, for a job of one node that was given none.
+func freeLocalPort() (int, error) {
+	l, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port for MASTER_PORT: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// rankZeroRuns reports whether rank 0 of alloc's attempt has left
+// pending, as this node's view has it: until then its port may still
+// move. A rank 0 that ran and ended counts (it may have succeeded before
+// this node looked); one that failed has the gang stopped anyway.
+func (n *Node) rankZeroRuns(alloc *structs.Allocation) bool {
+	for _, o := range n.fsm.Allocs(alloc.JobID) {
+		if o.Attempt == alloc.Attempt && o.Rank == 0 {
+			return o.State != structs.AllocPending
+		}
+	}
+	return false
 }
