@@ -103,6 +103,7 @@ func (n *Node) checkTarget(alloc *structs.Allocation) (*checkTarget, bool) {
 	}
 	return &checkTarget{
 		allocID:   alloc.ID,
+		host:      n.ingressHost(),
 		port:      masterPortOf(alloc, job),
 		startedAt: alloc.StartedAt,
 		check:     withCheckDefaults(*svc.Spec.Health),
@@ -127,11 +128,28 @@ func withCheckDefaults(h structs.HealthCheck) structs.HealthCheck {
 	return h
 }
 
-// checkTarget is one replica to check: its allocation, the port its
-// allocation was given, when its job started (its grace runs from then)
+// ingressHost is the host every node's ingress dials this node's
+// replicas at (agent/ingress's endpointAddr): the host of its advertised
+// address; "" when it has none yet.
+func (n *Node) ingressHost() string {
+	self, ok := n.fsm.Node(n.cfg.NodeID)
+	if !ok {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(self.Addresses.Raft)
+	if err != nil {
+		return ""
+	}
+	return host
+}
+
+// checkTarget is one replica to check: its allocation, where the ingress
+// reaches it (its node's host, "" for 127.0.0.1, and the port its
+// allocation was given), when its job started (its grace runs from then)
 // and its check, defaults filled in.
 type checkTarget struct {
 	allocID   string
+	host      string
 	port      int
 	startedAt time.Time
 	check     structs.HealthCheck
@@ -235,28 +253,51 @@ func (c *replicaChecks) run(ctx context.Context, t checkTarget) {
 }
 
 // probe runs the check once, within its timeout, and says whether it
-// passed and what it found.
+// passed and what it found. An HTTP or TCP check goes where the ingress
+// goes, the node's address: a replica that answers on 127.0.0.1 alone is
+// unreachable through the ingress, and one that answers on the node's
+// address alone is reachable. When that fails, the replica is tried on
+// 127.0.0.1 too, to say so if it answers there only.
 func (c *replicaChecks) probe(ctx context.Context, t checkTarget) (bool, string) {
 	timeout := time.Duration(t.check.Timeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var try func(addr, where string) (bool, string)
 	switch t.check.Kind {
 	case structs.HealthHTTP:
-		return c.probeHTTP(ctx, t.port, t.check.Path, timeout)
+		try = func(addr, where string) (bool, string) { return c.probeHTTP(ctx, addr, where, t.check.Path, timeout) }
 	case structs.HealthTCP:
-		return probeTCP(ctx, t.port, timeout)
+		try = func(addr, where string) (bool, string) { return probeTCP(ctx, addr, where, timeout) }
 	case structs.HealthExec:
 		return c.probeExec(ctx, t.allocID, t.check.Command, timeout)
+	default:
+		return false, fmt.Sprintf("unknown health check kind %q", t.check.Kind)
 	}
-	return false, fmt.Sprintf("unknown health check kind %q", t.check.Kind)
+	local := localAddr(t.port)
+	if t.host == "" || t.host == "127.0.0.1" {
+		return try(local, "")
+	}
+	addr := net.JoinHostPort(t.host, strconv.Itoa(t.port))
+	ok, detail := try(addr, addr)
+	if !ok {
+		if answers, _ := try(local, local); answers {
+			detail += "; it answers on 127.0.0.1 only: listen on the node's address"
+		}
+	}
+	return ok, detail
 }
 
-func (c *replicaChecks) probeHTTP(ctx context.Context, port int, path string, timeout time.Duration) (bool, string) {
+// probeHTTP GETs path at addr; where, when set, is addr as the result
+// names it.
+func (c *replicaChecks) probeHTTP(ctx context.Context, addr, where, path string, timeout time.Duration) (bool, string) {
 	if !strings.HasPrefix(path, "/") {
 		path = "/" + path
 	}
 	what := "GET " + path
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+localAddr(port)+path, nil)
+	if where != "" {
+		what += " on " + where
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 	if err != nil {
 		return false, what + ": " + err.Error()
 	}
@@ -271,14 +312,20 @@ func (c *replicaChecks) probeHTTP(ctx context.Context, port int, path string, ti
 	return ok, what + ": " + strconv.Itoa(resp.StatusCode)
 }
 
-func probeTCP(ctx context.Context, port int, timeout time.Duration) (bool, string) {
+// probeTCP connects to addr; where, when set, is addr as the result names
+// it (else its port alone).
+func probeTCP(ctx context.Context, addr, where string, timeout time.Duration) (bool, string) {
+	if where == "" {
+		_, port, _ := net.SplitHostPort(addr)
+		where = "port " + port
+	}
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", localAddr(port))
+	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return false, "connect to port " + strconv.Itoa(port) + ": " + checkError(ctx, err, timeout)
+		return false, "connect to " + where + ": " + checkError(ctx, err, timeout)
 	}
 	conn.Close()
-	return true, "connected to port " + strconv.Itoa(port)
+	return true, "connected to " + where
 }
 
 func (c *replicaChecks) probeExec(ctx context.Context, allocID string, argv []string, timeout time.Duration) (bool, string) {
@@ -301,7 +348,7 @@ func (c *replicaChecks) probeExec(ctx context.Context, allocID string, argv []st
 
 // checkError says in few words why a check failed: its timeout (an exec
 // check's command is then killed, with what it started), or the error
-// without the URL the check itself knows.
+// without the URL or address the check itself knows.
 func checkError(ctx context.Context, err error, timeout time.Duration) string {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return "timed out after " + timeout.String()
@@ -309,6 +356,10 @@ func checkError(ctx context.Context, err error, timeout time.Duration) string {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		err = oe.Err // the address is said already
 	}
 	return err.Error()
 }

@@ -402,3 +402,38 @@ func gone(pid int) bool {
 	i := strings.LastIndexByte(string(b), ')')
 	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
 }
+
+// listenHealth serves /health (200) on addr alone, and returns its port.
+func listenHealth(t *testing.T, addr string) int {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// A check goes where the ingress goes, the node's address: a replica that
+// listens there alone is healthy, and one that listens on 127.0.0.1 alone
+// is not, the reason saying so (the issue: the first was never healthy,
+// the second healthy and unreachable).
+func TestReplicaChecks_ProbeTheAddressTheIngressDials(t *testing.T) {
+	for _, kind := range []string{structs.HealthHTTP, structs.HealthTCP} {
+		t.Run(kind, func(t *testing.T) {
+			c, log := testChecks(t)
+			nodeOnly := listenHealth(t, "127.0.0.2:0")
+			c.sync(context.Background(), map[string]checkTarget{"a1": {allocID: "a1", host: "127.0.0.2", port: nodeOnly, startedAt: time.Now(), check: fastCheck(kind)}})
+			wantReport(t, log.waitReports(t, 1)[0], "a1", true, "127.0.0.2:"+strconv.Itoa(nodeOnly))
+
+			c2, log2 := testChecks(t)
+			loopOnly := listenHealth(t, "127.0.0.1:0")
+			c2.sync(context.Background(), map[string]checkTarget{"a2": {allocID: "a2", host: "127.0.0.3", port: loopOnly, startedAt: time.Now(), check: fastCheck(kind)}})
+			ups := log2.waitReports(t, 2)
+			want := fmt.Sprintf("127.0.0.3:%d: connect: connection refused; it answers on 127.0.0.1 only: listen on the node's address (3 failures in a row)", loopOnly)
+			wantReport(t, ups[1], "a2", false, want)
+		})
+	}
+}
