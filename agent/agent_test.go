@@ -415,8 +415,19 @@ func TestAgent_CancellingAnArrayCancelsEveryTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJobState(t, c, first.ID, structs.JobRunning)
-	if _, err := c.CancelJob(context.Background(), structs.ShortID(first.ArrayID)); err != nil {
+	// The answer names every task the cancel reached (the issue: it
+	// named only the last).
+	tasks, err := c.Cancel(context.Background(), structs.ShortID(first.ArrayID))
+	if err != nil {
 		t.Fatal(err)
+	}
+	if len(tasks) != 3 {
+		t.Fatalf("the cancel answered %d tasks, want 3", len(tasks))
+	}
+	for i, j := range tasks {
+		if j.ID != structs.ArrayTaskID(first.ArrayID, i) {
+			t.Fatalf("task %d of the answer is %s", i, j.ID)
+		}
 	}
 	for i := range 3 {
 		waitJobState(t, c, structs.ArrayTaskID(first.ArrayID, i), structs.JobCancelled)

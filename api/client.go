@@ -200,10 +200,39 @@ func (c *Client) JobWithSecrets(ctx context.Context, id string) (*JobDetail, err
 	return &d, c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), url.Values{"secrets": {"true"}}, nil, &d)
 }
 
-// CancelJob stops a job; it returns the job as the cancel left it.
+// CancelJob stops a job; it returns the job as the cancel left it (for a
+// job array, the last of the tasks it cancelled: Cancel returns them all).
 func (c *Client) CancelJob(ctx context.Context, id string) (*structs.Job, error) {
-	var job structs.Job
-	return &job, c.do(ctx, http.MethodDelete, "/v1/jobs/"+url.PathEscape(id), nil, nil, &job)
+	jobs, err := c.Cancel(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &jobs[len(jobs)-1], nil
+}
+
+// Cancel stops a job, or every task of a job array that has not ended,
+// and returns each as the cancel left it, tasks in index order.
+func (c *Client) Cancel(ctx context.Context, id string) ([]structs.Job, error) {
+	var raw json.RawMessage
+	if err := c.do(ctx, http.MethodDelete, "/v1/jobs/"+url.PathEscape(id), nil, nil, &raw); err != nil {
+		return nil, err
+	}
+	var jobs []structs.Job
+	if bytes.HasPrefix(bytes.TrimSpace(raw), []byte("[")) {
+		if err := json.Unmarshal(raw, &jobs); err != nil {
+			return nil, fmt.Errorf("decode the answer to a cancel: %w", err)
+		}
+	} else {
+		var job structs.Job
+		if err := json.Unmarshal(raw, &job); err != nil {
+			return nil, fmt.Errorf("decode the answer to a cancel: %w", err)
+		}
+		jobs = append(jobs, job)
+	}
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("cancel %s: the agent answered no job", id)
+	}
+	return jobs, nil
 }
 
 // Nodes lists every registered node.

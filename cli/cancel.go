@@ -11,7 +11,7 @@ import (
 func cancelCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "cancel",
-		Usage:     "cancel a job",
+		Usage:     "cancel a job, or every task of a job array, naming each",
 		ArgsUsage: "ID",
 		Action:    cancelAction,
 	}
@@ -22,11 +22,22 @@ func cancelAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	job, err := cl.CancelJob(c.Context, args[0])
+	jobs, err := cl.Cancel(c.Context, args[0])
 	if err != nil {
 		return err
 	}
-	return sayCancelled(c, job)
+	return sayAllCancelled(c, jobs)
+}
+
+// sayAllCancelled confirms what a cancel did to each job it answered: one,
+// or every task of an array.
+func sayAllCancelled(c *ucli.Context, jobs []structs.Job) error {
+	for i := range jobs {
+		if err := sayCancelled(c, &jobs[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sayCancelled confirms what a cancel did to a job, as skein cancel does.

@@ -40,3 +40,17 @@ func TestCancel_UnknownJobIsError(t *testing.T) {
 		t.Fatalf("got code %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// Cancelling an array names every task it reached, not only the last.
+func TestCancel_AnArrayNamesEveryTask(t *testing.T) {
+	f := newFakeAgent(t)
+	f.reply("DELETE /v1/jobs/{id}", http.StatusOK, []structs.Job{
+		{ID: "aaaaaaaa11", State: structs.JobRunning, StopRequested: true},
+		{ID: "bbbbbbbb22", State: structs.JobCancelled},
+		{ID: "cccccccc33", State: structs.JobCancelled},
+	})
+	r := runCLI(t, "--addr", f.URL, "cancel", "arr")
+	if want := "stopping aaaaaaaa\ncancelled bbbbbbbb\ncancelled cccccccc\n"; r.code != exitOK || r.stdout != want {
+		t.Fatalf("got code %d, stdout %q, stderr %q; want %q", r.code, r.stdout, r.stderr, want)
+	}
+}

@@ -56,13 +56,13 @@ func scancelAction(c *ucli.Context) error {
 		// ID cancels all its tasks in one request.
 		failed := false
 		for _, id := range ids {
-			job, err := cl.CancelJob(c.Context, id)
+			jobs, err := cl.Cancel(c.Context, id)
 			if err != nil {
 				fmt.Fprintf(c.App.ErrWriter, "scancel: error: %v\n", err)
 				failed = true
 				continue
 			}
-			if err := sayCancelled(c, job); err != nil {
+			if err := sayAllCancelled(c, jobs); err != nil {
 				return err
 			}
 		}

@@ -86,10 +86,9 @@ func (s *state) applyJobSubmit(l *raft.Log) any {
 
 // applyJobCancel cancels one job, or with ArrayID every task of a job array
 // that has not ended, each as cancel describes. A single cancel returns a
-// copy of the job; an array cancel returns a copy of the task with the
-// highest index among those it cancelled (the last one, as when a client
-// cancelled the tasks one by one). A replica its service still wants is
-// refused: a scale or delete of the service stops it.
+// copy of the job; an array cancel returns copies of the tasks it
+// cancelled, in index order ([]*structs.Job). A replica its service still
+// wants is refused: a scale or delete of the service stops it.
 func (s *state) applyJobCancel(l *raft.Log) any {
 	var req structs.JobCancelRequest
 	decode(l, &req)
@@ -122,17 +121,17 @@ func (s *state) cancelArray(req *structs.JobCancelRequest, index uint64) any {
 	if _, ok := s.arrayTasks[req.ArrayID]; !ok {
 		return fmt.Errorf("job array %s: %w", short, ErrJobNotFound)
 	}
-	var last *structs.Job
+	var tasks []*structs.Job
 	for _, j := range s.sortedTasks(req.ArrayID) {
 		if !j.State.Terminal() {
 			s.cancel(j, req.Reason, req.At, index)
-			last = j
+			tasks = append(tasks, j.Copy())
 		}
 	}
-	if last == nil {
+	if len(tasks) == 0 {
 		return fmt.Errorf("job array %s: %w", short, ErrJobFinished)
 	}
-	return last.Copy()
+	return tasks
 }
 
 // cancel ends a job that has not ended. A job with nothing running ends at

@@ -40,8 +40,17 @@ func TestFSM_ArrayCancelEndsEveryUnfinishedTaskInOneEntry(t *testing.T) {
 	at := whole.at()
 	idx := whole.idx
 	resp := whole.apply(structs.JobCancelType, structs.JobCancelRequest{ArrayID: "arr", Reason: "wrong data", At: at})
-	if last, ok := resp.(*structs.Job); !ok || last.ID != "arr-3" || last.State != structs.JobCancelled {
-		t.Fatalf("array cancel answered %+v, want the cancelled task with the highest index", resp)
+	tasks, ok := resp.([]*structs.Job)
+	if !ok || len(tasks) != 3 {
+		t.Fatalf("array cancel answered %+v, want the 3 tasks it cancelled", resp)
+	}
+	for i, id := range []string{"arr-0", "arr-1", "arr-3"} {
+		if tasks[i].ID != id {
+			t.Fatalf("array cancel answered task %s in place %d, want %s", tasks[i].ID, i, id)
+		}
+	}
+	if tasks[2].State != structs.JobCancelled || !tasks[1].StopRequested {
+		t.Fatalf("array cancel answered %+v and %+v: want them as it left them", tasks[2], tasks[1])
 	}
 	if whole.f.Index() != idx+1 {
 		t.Fatalf("array cancel took %d entries", whole.f.Index()-idx)
@@ -68,8 +77,8 @@ func TestFSM_ArrayCancelEndsEveryUnfinishedTaskInOneEntry(t *testing.T) {
 	// While a task still stops, the array has not ended: cancelling it
 	// again changes nothing. Once every task has ended it is refused.
 	before := whole.f.Hash()
-	if j, ok := whole.apply(structs.JobCancelType, structs.JobCancelRequest{ArrayID: "arr", At: whole.at()}).(*structs.Job); !ok || j.ID != "arr-1" || whole.f.Hash() != before {
-		t.Fatalf("repeated array cancel: %+v", j)
+	if js, ok := whole.apply(structs.JobCancelType, structs.JobCancelRequest{ArrayID: "arr", At: whole.at()}).([]*structs.Job); !ok || len(js) != 1 || js[0].ID != "arr-1" || whole.f.Hash() != before {
+		t.Fatalf("repeated array cancel: %+v", js)
 	}
 	whole.mustUpdate("n1", "t1", structs.AllocKilled, 143, "")
 	err := whole.applyErr(structs.JobCancelType, structs.JobCancelRequest{ArrayID: "arr", At: whole.at()})

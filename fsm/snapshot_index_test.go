@@ -55,9 +55,9 @@ func TestFSM_SnapshotRestoresTheNewIndexes(t *testing.T) {
 	other := &harness{t: t, f: g, idx: h.idx}
 	far := h.at().Add(time.Hour)
 	for _, x := range []*harness{h, other} {
-		last, ok := x.apply(structs.JobCancelType, structs.JobCancelRequest{ArrayID: "arr", At: x.at()}).(*structs.Job)
-		if !ok || last.ID != "arr-11" {
-			t.Fatalf("array cancel answered %+v", last)
+		tasks, ok := x.apply(structs.JobCancelType, structs.JobCancelRequest{ArrayID: "arr", At: x.at()}).([]*structs.Job)
+		if !ok || len(tasks) == 0 || tasks[len(tasks)-1].ID != "arr-11" {
+			t.Fatalf("array cancel answered %+v", tasks)
 		}
 		x.mustUpdate("n1", "t10", structs.AllocKilled, 143, "")
 		x.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: "child2", At: x.at()})

@@ -182,8 +182,15 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusOf(err), err)
 		return
 	}
-	if j, ok := resp.(*structs.Job); ok {
-		resp = redact(identityOf(r), j, false)
+	switch v := resp.(type) {
+	case *structs.Job:
+		resp = redact(identityOf(r), v, false)
+	case []*structs.Job: // an array's tasks
+		tasks := make([]*structs.Job, len(v))
+		for i, j := range v {
+			tasks[i] = redact(identityOf(r), j, false)
+		}
+		resp = tasks
 	}
 	writeJSON(w, http.StatusOK, resp)
 }
