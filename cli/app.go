@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
@@ -167,7 +168,36 @@ func prepare(cmds []*ucli.Command) {
 }
 
 func onUsageError(c *ucli.Context, err error, _ bool) error {
-	return &usageError{cmd: c.Command.HelpName, err: err}
+	flags := c.App.Flags
+	if c.Command != nil && c.Command.Name != "" {
+		flags = append(slices.Clip(c.Command.Flags), flags...)
+	}
+	return &usageError{cmd: c.Command.HelpName, err: suggestFlag(err, flags)}
+}
+
+// suggestFlag adds to an unknown flag's error the flag among flags it
+// most likely meant: "flag provided but not defined: -gpu (did you mean
+// --gpus?)".
+func suggestFlag(err error, flags []ucli.Flag) error {
+	const unknown = "flag provided but not defined: "
+	msg := err.Error()
+	if !strings.HasPrefix(msg, unknown) {
+		return err
+	}
+	name, _, _ := strings.Cut(strings.TrimLeft(strings.TrimPrefix(msg, unknown), "-"), "=")
+	var names []string
+	for _, f := range flags {
+		names = append(names, f.Names()...)
+	}
+	near := closest(name, names)
+	if near == "" {
+		return err
+	}
+	dashes := "--"
+	if len(near) == 1 {
+		dashes = "-"
+	}
+	return fmt.Errorf("%w (did you mean %s%s?)", err, dashes, near)
 }
 
 // rootAction runs for `skein` without a known command. `skein` alone is

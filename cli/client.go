@@ -152,7 +152,7 @@ func cmdArgsOf(c *ucli.Context, rest []string, want ...string) ([]string, error)
 		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		f := commandFlag(c.Command, name)
 		if f == nil {
-			return nil, usagef(c, "flag provided but not defined: %s", a)
+			return nil, &usageError{cmd: c.Command.HelpName, err: suggestFlag(fmt.Errorf("flag provided but not defined: %s", a), c.Command.Flags)}
 		}
 		if _, isBool := f.(*ucli.BoolFlag); isBool && !hasValue {
 			value, hasValue = "true", true

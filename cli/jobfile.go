@@ -116,11 +116,21 @@ func readJobFile(path string, stdin io.Reader) (*jobFile, error) {
 	switch {
 	case err == nil || errors.Is(err, io.EOF):
 	case errors.As(err, &typeErr):
-		errs := make([]error, len(typeErr.Errors))
-		for i, e := range typeErr.Errors {
-			errs[i] = fmt.Errorf("%s: %s", path, e)
+		// yaml.v3 decodes what it can and lists the rest: a command
+		// written as one string, and unknown keys, are said here.
+		var errs []error
+		for _, e := range typeErr.Errors {
+			if cmd, ok := commandString(b, e); ok {
+				if f.Job.Command, err = commandWords(cmd); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %s: command: %w", path, strings.SplitN(e, ":", 2)[0], err))
+				}
+				continue
+			}
+			errs = append(errs, fmt.Errorf("%s: %s", path, unknownKey(e)))
 		}
-		return nil, errors.Join(errs...)
+		if len(errs) > 0 {
+			return nil, errors.Join(errs...)
+		}
 	default:
 		return nil, fmt.Errorf("%s: %w", path, whereInJobFile(b, err))
 	}
@@ -215,4 +225,143 @@ func whereInJobFile(b []byte, err error) error {
 		}
 	}
 	return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+// commandString returns the top-level command of the job file b when it is
+// one string and e is the decoder's error about it (it wants a list).
+func commandString(b []byte, e string) (string, bool) {
+	m := topLevel(b)
+	for i := 0; i+1 < len(m); i += 2 {
+		v := resolved(m[i+1])
+		if m[i].Value != "command" || v.Kind != yaml.ScalarNode || v.Tag != "!!str" {
+			continue
+		}
+		if strings.HasPrefix(e, fmt.Sprintf("line %d: cannot unmarshal !!str", v.Line)) {
+			return v.Value, true
+		}
+	}
+	return "", false
+}
+
+// shellSyntax are the characters that make a command written as one
+// string need a shell: expansions, pipes, redirections, lists, globs.
+const shellSyntax = "$`|&;<>()*?[]{}~#\n"
+
+// commandWords is the command a job file writes as one string: its words,
+// split at white space with single and double quotes (and a backslash)
+// keeping white space in a word, as a shell splits them but with nothing
+// expanded; a string that needs the shell itself (shellSyntax outside
+// single quotes) runs under sh -c, as a Dockerfile's shell form does.
+func commandWords(s string) ([]string, error) {
+	var (
+		words []string
+		cur   strings.Builder
+		word  bool
+		quote byte
+	)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote == '\'':
+			if c == '\'' {
+				quote = 0
+			} else {
+				cur.WriteByte(c)
+			}
+		case quote == '"' && c == '"':
+			quote = 0
+		case c == '\\' && i+1 < len(s) && (quote == 0 || strings.IndexByte("\\\"", s[i+1]) >= 0):
+			i++
+			cur.WriteByte(s[i])
+			word = true
+		case quote == '"' && (c == '$' || c == '`'):
+			return []string{"sh", "-c", s}, nil
+		case quote == '"':
+			cur.WriteByte(c)
+		case c == '\'' || c == '"':
+			quote, word = c, true
+		case c == ' ' || c == '\t':
+			if word {
+				words = append(words, cur.String())
+				cur.Reset()
+				word = false
+			}
+		case strings.IndexByte(shellSyntax, c) >= 0:
+			return []string{"sh", "-c", s}, nil
+		default:
+			cur.WriteByte(c)
+			word = true
+		}
+	}
+	if quote != 0 {
+		return nil, fmt.Errorf("%q: a quote (%c) is not closed", s, quote)
+	}
+	if word {
+		words = append(words, cur.String())
+	}
+	if len(words) == 0 {
+		return nil, errors.New("empty: want the program and its arguments")
+	}
+	return words, nil
+}
+
+// unknownKey rewrites the decoder's word for a key no job file takes
+// ("line 2: field gpu not found in type cli.jobFile") as the file's
+// writer would put it, with the key it most likely meant: "line 2: gpu:
+// no such key (did you mean gpus?)". Any other error is left as it is.
+func unknownKey(e string) string {
+	line, rest, ok := strings.Cut(e, ": field ")
+	if !ok {
+		return e
+	}
+	key, typ, ok := strings.Cut(rest, " not found in type ")
+	if !ok {
+		return e
+	}
+	msg := fmt.Sprintf("%s: %s: no such key", line, key)
+	if typ == "cli.jobFile" {
+		keys := append(append(yamlKeys[structs.JobSpec](), yamlKeys[serviceKeys]()...), "kind")
+		if near := closest(key, keys); near != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", near)
+		}
+	}
+	return msg
+}
+
+// closest is the word of words nearest to w, when one is near enough to
+// be what w meant (an edit or two away, or w with a part missing or
+// added); "" otherwise.
+func closest(w string, words []string) string {
+	best, bestD := "", 3
+	for _, c := range words {
+		d := editDistance(w, c)
+		if len(w) >= 3 && (strings.HasPrefix(c, w) || strings.HasPrefix(w, c)) {
+			d = min(d, 1)
+		}
+		if d < bestD && d < max(len(w), 2) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }

@@ -736,7 +736,10 @@ caps: [cap_net_bind_service]
 
 func TestSubmit_FileErrorsNameTheField(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
-		{"unknown field", "command: [x]\ngpus_per_node: 2\n", "field gpus_per_node not found"},
+		{"unknown field", "command: [x]\ngpus_per_node: 2\n", "job.yaml: line 2: gpus_per_node: no such key (did you mean gpus?)"},
+		{"unknown key, near a known one", "command: [x]\ngpu: 2\n", "job.yaml: line 2: gpu: no such key (did you mean gpus?)"},
+		{"unknown key, near none", "command: [x]\nflavour: vanilla\n", "job.yaml: line 2: flavour: no such key\n"},
+		{"command string with an open quote", "command: python3 'train.py\n", `job.yaml: line 1: command: "python3 'train.py": a quote (') is not closed`},
 		{"bad size", "command: [x]\nmem: 12Q\n", "mem: invalid size"},
 		{"bad duration", "command: [x]\ntime_limit: soon\n", "time_limit: invalid duration"},
 		{"bad signal", "command: [x]\ntime_limit: 1h\nsignal: STOP\n", `signal: invalid signal "STOP": want one of`},
@@ -904,5 +907,52 @@ func TestSubmit_FollowAndWaitRefuseWhatTheyCannotDo(t *testing.T) {
 	}
 	if n := len(f.requests()); n != 0 {
 		t.Errorf("agent got %d requests, want none", n)
+	}
+}
+
+// A job file's command may be one string, as people write it: its words,
+// split as a shell splits them; one that needs the shell runs under sh -c.
+func TestSubmit_FileCommandAsOneString(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want []string
+	}{
+		{"command: python3 train.py\n", []string{"python3", "train.py"}},
+		{"command: python3  train.py --name 'a b' \"c d\" e\\ f\n", []string{"python3", "train.py", "--name", "a b", "c d", "e f"}},
+		{"command: 'python3 train.py > out.log'\n", []string{"sh", "-c", "python3 train.py > out.log"}},
+		{"command: 'vllm serve --port $PORT'\n", []string{"sh", "-c", "vllm serve --port $PORT"}},
+		{"command: \"echo '$HOME'\"\n", []string{"echo", "$HOME"}},
+		{"command: [python3, train.py]\n", []string{"python3", "train.py"}},
+	} {
+		f := newFakeAgent(t)
+		acceptSubmit(f)
+		path := filepath.Join(t.TempDir(), "job.yaml")
+		writeTestFile(t, path, tc.yaml)
+		if r := runCLI(t, "--addr", f.URL, "submit", "--file", path); r.code != exitOK {
+			t.Fatalf("%q: exit %d: %s", tc.yaml, r.code, r.stderr)
+		}
+		if got := submitted(t, f)[0].Spec.Command; !slices.Equal(got, tc.want) {
+			t.Errorf("%q: command %q, want %q", tc.yaml, got, tc.want)
+		}
+	}
+}
+
+// A flag that is not one says which one was likely meant.
+func TestSubmit_AnUnknownFlagSuggestsTheNearestOne(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"submit", "--gpu", "2", "--", "true"}, "flag provided but not defined: -gpu (did you mean --gpus?)"},
+		{[]string{"logs", "abc", "--tial", "3"}, "flag provided but not defined: --tial (did you mean --tail?)"},
+	} {
+		r := runCLI(t, append([]string{"--addr", "http://127.0.0.1:1"}, tc.args...)...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%q: exit %d, stderr %q, want %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+	r := runCLI(t, "--addr", "http://127.0.0.1:1", "submit", "--zzzzzz", "--", "true")
+	if r.code != exitUsage || strings.Contains(r.stderr, "did you mean") {
+		t.Errorf("a flag near none: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
