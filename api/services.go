@@ -78,7 +78,9 @@ type ServiceInfo struct {
 	Healthy  int                   `json:"healthy"`
 	Statuses map[ReplicaStatus]int `json:"statuses"`
 	// State says it in words: "2/2 healthy", "1/2 healthy, 1
-	// crash-looping", "scaling 2→4", "deleting, 2 stopping".
+	// crash-looping", "scaling 2→4", "rolling out v2: 1/3 updated, 1
+	// starting, 1 stopping", "rolling back to v1: 2/3 back",
+	// "deleting, 2 stopping".
 	State string `json:"state"`
 }
 

@@ -258,8 +258,12 @@ func (s *Server) replicaOf(svc *structs.Service, job *structs.Job) api.Replica {
 func (s *Server) serviceInfo(svc *structs.Service, reps []replica) api.ServiceInfo {
 	info := api.ServiceInfo{Service: *svc, Statuses: map[api.ReplicaStatus]int{}}
 	growing := 0 // replicas a scale up made that have not run yet
+	updated := 0 // healthy replicas of the version a rollout moves to
 	for _, rep := range reps {
 		info.Statuses[rep.Status]++
+		if svc.Rollout.Active() && rep.Version == svc.Rollout.Version && rep.Status == api.ReplicaHealthy {
+			updated++
+		}
 		if rep.Status != api.ReplicaStopping && rep.Alloc != nil && rep.Alloc.State == structs.AllocRunning {
 			info.Running++
 		}
@@ -269,13 +273,16 @@ func (s *Server) serviceInfo(svc *structs.Service, reps []replica) api.ServiceIn
 		}
 	}
 	info.Healthy = info.Statuses[api.ReplicaHealthy]
-	info.State = serviceState(svc, info.Statuses, growing, len(reps))
+	info.State = serviceState(svc, info.Statuses, growing, len(reps), updated)
 	return info
 }
 
 // serviceState says how a service stands in words from the count of its
-// live replicas by status, growing of them new from a scale up.
-func serviceState(svc *structs.Service, st map[api.ReplicaStatus]int, growing, live int) string {
+// live replicas by status, growing of them new from a scale up, and, in
+// a rollout, updated of them healthy at the version it moves to: a
+// rollout replaces replicas, surging above the count and stopping the old
+// ones, which is no scaling.
+func serviceState(svc *structs.Service, st map[api.ReplicaStatus]int, growing, live, updated int) string {
 	stopping := st[api.ReplicaStopping]
 	var head string
 	switch {
@@ -283,6 +290,12 @@ func serviceState(svc *structs.Service, st map[api.ReplicaStatus]int, growing, l
 		return fmt.Sprintf("deleting, %d stopping", stopping)
 	case svc.Deleted:
 		return "deleted"
+	case svc.Rollout.Active():
+		head = fmt.Sprintf("rolling out v%d: %d/%d updated", svc.Rollout.Version, updated, svc.Replicas)
+		if svc.Rollout.State == structs.RolloutRollingBack {
+			head = fmt.Sprintf("rolling back to v%d: %d/%d back", svc.Rollout.Version, updated, svc.Replicas)
+		}
+		growing = 0 // a rollout's new replicas are said as starting
 	case stopping > 0:
 		head = fmt.Sprintf("scaling %d→%d", live, svc.Replicas)
 	case growing > 0:
@@ -305,6 +318,9 @@ func serviceState(svc *structs.Service, st map[api.ReplicaStatus]int, growing, l
 		if p.n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", p.n, p.what))
 		}
+	}
+	if svc.Rollout.Active() && stopping > 0 {
+		parts = append(parts, fmt.Sprintf("%d %s", stopping, api.ReplicaStopping))
 	}
 	return strings.Join(parts, ", ")
 }

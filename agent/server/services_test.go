@@ -23,27 +23,36 @@ func TestServiceState_SaysHowTheReplicasStand(t *testing.T) {
 		statuses      st
 		growing, live int
 		want          string
+		updated       int
 	}{
-		{"all healthy", structs.Service{Replicas: 2}, st{api.ReplicaHealthy: 2}, 0, 2, "2/2 healthy"},
+		{"all healthy", structs.Service{Replicas: 2}, st{api.ReplicaHealthy: 2}, 0, 2, "2/2 healthy", 0},
 		{"one crash-looping", structs.Service{Replicas: 2}, st{api.ReplicaHealthy: 1, api.ReplicaCrashLooping: 1}, 0, 2,
-			"1/2 healthy, 1 crash-looping"},
-		{"starting after the create", structs.Service{Replicas: 2}, st{api.ReplicaStarting: 2}, 0, 2, "0/2 healthy, 2 starting"},
+			"1/2 healthy, 1 crash-looping", 0},
+		{"starting after the create", structs.Service{Replicas: 2}, st{api.ReplicaStarting: 2}, 0, 2, "0/2 healthy, 2 starting", 0},
 		{"every kind of trouble", structs.Service{Replicas: 4},
 			st{api.ReplicaStarting: 1, api.ReplicaQueued: 1, api.ReplicaUnhealthy: 1, api.ReplicaCrashLooping: 1}, 0, 4,
-			"0/4 healthy, 1 starting, 1 queued, 1 unhealthy, 1 crash-looping"},
-		{"scaling up", structs.Service{Replicas: 4}, st{api.ReplicaHealthy: 2, api.ReplicaStarting: 2}, 2, 4, "scaling 2→4"},
+			"0/4 healthy, 1 starting, 1 queued, 1 unhealthy, 1 crash-looping", 0},
+		{"scaling up", structs.Service{Replicas: 4}, st{api.ReplicaHealthy: 2, api.ReplicaStarting: 2}, 2, 4, "scaling 2→4", 0},
 		{"scaling up without room", structs.Service{Replicas: 4}, st{api.ReplicaHealthy: 2, api.ReplicaStarting: 1, api.ReplicaQueued: 1}, 2, 4,
-			"scaling 2→4, 1 queued"},
-		{"scaling down", structs.Service{Replicas: 2}, st{api.ReplicaHealthy: 2, api.ReplicaStopping: 2}, 0, 4, "scaling 4→2"},
+			"scaling 2→4, 1 queued", 0},
+		{"scaling down", structs.Service{Replicas: 2}, st{api.ReplicaHealthy: 2, api.ReplicaStopping: 2}, 0, 4, "scaling 4→2", 0},
 		{"scaling down with a crash loop", structs.Service{Replicas: 1}, st{api.ReplicaCrashLooping: 1, api.ReplicaStopping: 1}, 0, 2,
-			"scaling 2→1, 1 crash-looping"},
-		{"scaled to none", structs.Service{Replicas: 0}, st{}, 0, 0, "0/0 healthy"},
-		{"deleting", structs.Service{Replicas: 2, Deleted: true}, st{api.ReplicaStopping: 2}, 0, 2, "deleting, 2 stopping"},
-		{"deleted", structs.Service{Replicas: 2, Deleted: true}, st{}, 0, 0, "deleted"},
+			"scaling 2→1, 1 crash-looping", 0},
+		{"scaled to none", structs.Service{Replicas: 0}, st{}, 0, 0, "0/0 healthy", 0},
+		{"deleting", structs.Service{Replicas: 2, Deleted: true}, st{api.ReplicaStopping: 2}, 0, 2, "deleting, 2 stopping", 0},
+		{"deleted", structs.Service{Replicas: 2, Deleted: true}, st{}, 0, 0, "deleted", 0},
+		// A rollout surges above the count and stops old replicas: no
+		// scaling (the issue: "scaling 5→3").
+		{"rolling out", structs.Service{Replicas: 3, Rollout: &structs.Rollout{Version: 2, From: 1, State: structs.RolloutRunning}},
+			st{api.ReplicaHealthy: 3, api.ReplicaStarting: 1, api.ReplicaStopping: 1}, 1, 5, "rolling out v2: 1/3 updated, 1 starting, 1 stopping", 1},
+		{"rolling back", structs.Service{Replicas: 3, Rollout: &structs.Rollout{Version: 1, From: 2, State: structs.RolloutRollingBack}},
+			st{api.ReplicaHealthy: 2, api.ReplicaUnhealthy: 1, api.ReplicaStarting: 1}, 1, 4, "rolling back to v1: 2/3 back, 1 starting, 1 unhealthy", 2},
+		{"rolled back", structs.Service{Replicas: 3, Rollout: &structs.Rollout{Version: 1, From: 2, State: structs.RolloutRolledBack}},
+			st{api.ReplicaHealthy: 3}, 0, 3, "3/3 healthy", 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := serviceState(&tc.svc, tc.statuses, tc.growing, tc.live); got != tc.want {
+			if got := serviceState(&tc.svc, tc.statuses, tc.growing, tc.live, tc.updated); got != tc.want {
 				t.Errorf("state %q, want %q", got, tc.want)
 			}
 		})
