@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/skein-dev/skein/api"
@@ -267,8 +268,29 @@ type nodeData struct {
 	Events []structs.Event
 }
 
+// findNode is the node /ui/nodes/KEY names: KEY its ID, its name (as
+// people type it, and as the CLI prints it) or a unique prefix of its ID.
+func (u *UI) findNode(key string) (*structs.Node, bool) {
+	if n, ok := u.cfg.FSM.Node(key); ok {
+		return n, true
+	}
+	var byPrefix []*structs.Node
+	for _, n := range u.cfg.FSM.Nodes() {
+		if n.Name == key {
+			return n, true
+		}
+		if key != "" && strings.HasPrefix(n.ID, key) {
+			byPrefix = append(byPrefix, n)
+		}
+	}
+	if len(byPrefix) == 1 {
+		return byPrefix[0], true
+	}
+	return nil, false
+}
+
 func (u *UI) handleNode(w http.ResponseWriter, r *http.Request, v *view) {
-	n, ok := u.cfg.FSM.Node(r.PathValue("id"))
+	n, ok := u.findNode(r.PathValue("id"))
 	if !ok {
 		u.fail(w, r, v, http.StatusNotFound, fmt.Errorf("node %s: no such node", r.PathValue("id")))
 		return
@@ -290,7 +312,7 @@ type gpuData struct {
 }
 
 func (u *UI) handleGPU(w http.ResponseWriter, r *http.Request, v *view) {
-	n, ok := u.cfg.FSM.Node(r.PathValue("id"))
+	n, ok := u.findNode(r.PathValue("id"))
 	index, err := strconv.Atoi(r.PathValue("index"))
 	if !ok || err != nil {
 		u.fail(w, r, v, http.StatusNotFound, fmt.Errorf("GPU %s of node %s: no such GPU", r.PathValue("index"), r.PathValue("id")))

@@ -185,10 +185,12 @@ func (u *UI) handleJob(w http.ResponseWriter, r *http.Request, v *view) {
 		last := &d.Attempts[len(d.Attempts)-1]
 		last.Allocs = append(last.Allocs, allocRow{Alloc: a, NodeName: name})
 	}
-	if len(d.Attempts) > 0 {
-		d.Current = &d.Attempts[len(d.Attempts)-1]
-	}
 	slices.Reverse(d.Attempts) // newest first
+	if len(d.Attempts) > 0 {
+		// After the reverse: a pointer taken before it would hold the
+		// first attempt, which the reverse moved to where the newest was.
+		d.Current = &d.Attempts[0]
+	}
 	for i := range job.Spec.Nodes {
 		d.Ranks = append(d.Ranks, i)
 	}

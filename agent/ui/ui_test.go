@@ -57,7 +57,9 @@ func localTelemetry() fakeTelemetry {
 func TestUI_EveryPageShowsTheState(t *testing.T) {
 	h := newHarness(t, cluster(t), localTelemetry())
 	h.api.answers["GET /v1/services"] = fakeAnswer{http.StatusOK,
-		`[{"service":{"name":"chat","owner":"alice","replicas":2,"version":3},"running":2,"healthy":1,"state":"1/2 healthy, 1 starting"}]`}
+		`[{"service":{"name":"chat","owner":"alice","replicas":2,"version":3},"running":2,"healthy":1,"state":"1/2 healthy, 1 starting"},` +
+			`{"service":{"name":"back","owner":"alice","replicas":1,"version":4,"rollout":{"version":4,"from":5,"state":"rolled-back"}},"running":1,"healthy":1,"state":"1/1 healthy"},` +
+			`{"service":{"name":"new","owner":"alice","replicas":1,"version":7,"rollout":{"version":7,"from":6,"state":"running"}},"running":1,"healthy":1,"state":"rolling out v7: 0/1 updated"}]`}
 	c := h.client("operator-token")
 
 	overview := c.get("/ui/", http.StatusOK)
@@ -95,6 +97,9 @@ func TestUI_EveryPageShowsTheState(t *testing.T) {
 	contains(t, remote, "another node", "<th>Utilisation</th>", "<td>58%</td>", "as beta read it", "XID 79: fell off the bus")
 	lacks(t, remote, "another node", `id="telemetry-note"`)
 	contains(t, remote, "another node's events", "Recent events", "<code>node-joined</code>", "<code>gpu-fault</code>")
+	// A node by its name, as people type it (the issue: "no such node").
+	contains(t, c.get("/ui/nodes/beta", http.StatusOK), "a node by its name", `id="node-id">n2<`)
+	contains(t, c.get("/ui/nodes/alpha/gpus/0", http.StatusOK), "a GPU of a node by its name", `id="gpu-uuid">GPU-n1-0<`)
 
 	g := c.get("/ui/nodes/n1/gpus/0", http.StatusOK)
 	contains(t, g, "local GPU", `id="gpu-uuid">GPU-n1-0<`, `id="gpu-util">73%<`, "40 GiB of 80 GiB", "61 °C",
@@ -106,7 +111,8 @@ func TestUI_EveryPageShowsTheState(t *testing.T) {
 	lacks(t, rg, "remote GPU without a reading", `id="gpu-util"`)
 
 	svc := c.get("/ui/services", http.StatusOK)
-	contains(t, svc, "services", "chat", "1/2 healthy, 1 starting")
+	contains(t, svc, "services", "chat", "1/2 healthy, 1 starting", "<td>4 (rolled back from 5)</td>", "<td>7 (rolling out over 6)</td>")
+	lacks(t, svc, "a rolled-back service", "<td>4 (rolling out")
 
 	c.get("/ui/jobs/nope", http.StatusNotFound)
 	c.get("/ui/nodes/nope", http.StatusNotFound)
@@ -585,4 +591,26 @@ func TestUI_JobPage_ALogTailNotReadWithinItsWaitIsNotShown(t *testing.T) {
 	page := h.client("alice-token").get("/ui/jobs/job-run-1", http.StatusOK)
 	contains(t, page, "job page", "the node that holds the log did not answer")
 	lacks(t, page, "job page", "the start of a long log")
+}
+
+// A job restarted after a failure shows its running attempt as the
+// current one, not its first (the issue: the page showed attempt 1).
+func TestUI_ARestartedJobShowsItsRunningAttempt(t *testing.T) {
+	st := newState(t)
+	st.node("n1", "alpha", 4)
+	st.node("n2", "beta", 4)
+	st.submit("job-again", "alice", structs.JobSpec{GPUs: 1, Restarts: 2})
+	st.run("job-again", "n1", 0)
+	st.report("n1", "alloc-job-again", structs.AllocFailed, 3, "exit status 3")
+	res := st.apply(structs.PlanApplyType, structs.PlanApplyRequest{At: st.at().Add(time.Hour), Plan: structs.Plan{Placements: []structs.JobPlacement{{
+		JobID: "job-again", Allocations: []structs.Allocation{{ID: "alloc-job-again-2", NodeID: "n2", GPUs: []string{gpuUUID("n2", 1)}}},
+	}}}}).(*structs.PlanResult)
+	if len(res.Rejected) > 0 {
+		t.Fatalf("place the second attempt: %v", res.Rejected)
+	}
+	st.report("n2", "alloc-job-again-2", structs.AllocRunning, 0, "")
+	h := newHarness(t, st, localTelemetry())
+	page := h.client("operator-token").get("/ui/jobs/job-again", http.StatusOK)
+	contains(t, page, "a restarted job", "<p>Attempt 2, by rank:</p>", `href="/ui/nodes/n2">beta</a>`)
+	lacks(t, page, "a restarted job", "<p>Attempt 1, by rank:</p>")
 }
