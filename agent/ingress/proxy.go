@@ -170,6 +170,11 @@ type routeKey struct{}
 // exist is answered 404 only to callers admitted, so that names are not
 // probed. Then: no endpoint is 503 saying why, and no replica that
 // answered is 502.
+// errNoToken answers a request for a service that is not public that
+// carries no token at all.
+var errNoToken = errors.New("this service needs a token: send one as Authorization: Bearer TOKEN, or in " + api.TokenHeader +
+	" (skein acl token create makes one), or make the service public")
+
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rt, name := p.route(r)
 	public := rt.v != nil && rt.v.svc.Spec.Public
@@ -183,6 +188,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case err != nil:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="skein"`)
+			if r.Header.Get(api.TokenHeader) == "" && r.Header.Get("Authorization") == "" {
+				// The authenticator's word is for a token that failed;
+				// this request sent none.
+				err = errNoToken
+			}
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return
 		}

@@ -559,8 +559,11 @@ func TestProxy_PrivateServicesNeedATokenThatTheReplicaNeverSees(t *testing.T) {
 	_, srv := testProxy(t, st, tokenAuth{})
 	fwd := " X-Forwarded-Prefix=/private X-Forwarded-Host=" + addrOf(t, srv) + " X-Forwarded-For=127.0.0.1"
 
+	// No token at all is told so, not what the authenticator says of a
+	// wrong one (the issue: "its API token no longer works").
+	noToken := errNoToken.Error() + "\n"
 	code, body := get(t, srv, "/private/x", nil)
-	wantAnswer(t, code, body, http.StatusUnauthorized, "missing or wrong token\n")
+	wantAnswer(t, code, body, http.StatusUnauthorized, noToken)
 	code, body = get(t, srv, "/private/x", http.Header{"Authorization": {"Bearer bad"}})
 	wantAnswer(t, code, body, http.StatusUnauthorized, "missing or wrong token\n")
 	code, body = get(t, srv, "/private/x", http.Header{"Authorization": {"Bearer good"}})
@@ -570,7 +573,7 @@ func TestProxy_PrivateServicesNeedATokenThatTheReplicaNeverSees(t *testing.T) {
 	wantAnswer(t, code, body, http.StatusOK, "private GET /x"+fwd+" Authorization=Bearer service-key")
 	// A service that does not exist is not told apart without a token.
 	code, body = get(t, srv, "/nope/x", nil)
-	wantAnswer(t, code, body, http.StatusUnauthorized, "missing or wrong token\n")
+	wantAnswer(t, code, body, http.StatusUnauthorized, noToken)
 	code, body = get(t, srv, "/nope/x", http.Header{"Authorization": {"Bearer good"}})
 	wantAnswer(t, code, body, http.StatusNotFound, "service \"nope\" not found\n")
 	// A public service needs none, and its own keys reach it.
