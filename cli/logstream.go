@@ -57,9 +57,11 @@ type resumable struct {
 	// heard is when the stream last gave something, or was resumed.
 	heard time.Time
 	// ended is when check first found the allocation ended (zero: not
-	// yet), and shut the answer check closed.
-	ended time.Time
-	shut  *api.LogStream
+	// yet), probed when it last asked the agent, and shut the answer
+	// check closed.
+	ended  time.Time
+	probed time.Time
+	shut   *api.LogStream
 }
 
 func newResumable(ctx context.Context, cl *api.Client, id string, opts api.LogOptions, ls *api.LogStream, gap func(int64)) *resumable {
@@ -185,17 +187,20 @@ func (r *resumable) allocEnded(ctx context.Context) bool {
 	return a == nil || a.State.Terminal()
 }
 
-// check looks at a followed stream that has been silent for logIdle: it
-// closes the answer, to be resumed elsewhere, when the agent sending it
-// does not answer, or when its allocation ended logDrain ago and still
+// check looks at a followed stream that has been silent for logIdle (at
+// most once every logIdle, but every second once its allocation ended):
+// it closes the answer, to be resumed elsewhere, when the agent sending
+// it does not answer, or when its allocation ended logDrain ago and still
 // the stream has not.
 func (r *resumable) check(ctx context.Context, now time.Time) {
 	r.mu.Lock()
-	ls, heard, ended := r.ls, r.heard, r.ended
-	r.mu.Unlock()
-	if now.Sub(heard) < logIdle {
-		return
+	ls, heard, ended, probed := r.ls, r.heard, r.ended, r.probed
+	if now.Sub(heard) < logIdle || now.Sub(probed) < logIdle && ended.IsZero() {
+		r.mu.Unlock()
+		return // a quiet stream is asked about every logIdle, no more
 	}
+	r.probed = now
+	r.mu.Unlock()
 	probe := r.cl.Only(ls.Host)
 	if probe == nil {
 		return
