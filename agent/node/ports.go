@@ -9,28 +9,6 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// Ports. A job's MASTER_PORT is held only where it is used
-// (structs.Job.NeedsMasterPort):
-//
-//   - A gang of several nodes and a service's replica get theirs from the
-//     leader, in the placement: every rank must know rank 0's port, and
-//     the ingress a replica's. Rank 0's node binds it for a moment before
-//     it starts rank 0 (checkMasterPortFree): skein cannot see programs it
-//     does not run. When one holds it, rank 0 is not started and the node
-//     reports the port busy (AllocUpdate.PortBusy); the leader commits
-//     another port for every rank of the attempt (fsm's movePort, the next
-//     free one of the range), and the node tries again with it. All ranks
-//     agree because the port is only ever read from the replicated
-//     allocation, and the other ranks have not started: a rank above 0 of
-//     a gang starts only once rank 0 has started (rankZeroRuns), that is
-//     once its port was found free and can no longer move. The check is where the
-//     port is used, on rank 0's node, and the decision where it can be
-//     agreed, in the log; a job never fails for a port held by another
-//     program, unless every port of the range is.
-//   - Any other job holds no port of the range: its node finds a free
-//     one as it starts (freeLocalPort), for scripts that read MASTER_PORT
-//     on one node. Nothing else depends on it, so nothing is agreed.
-
 // masterPortOf is the MASTER_PORT of an allocation's gang or replica: the
 // one the leader stamped, or, for one committed without one (by a leader
 // from before ports were stamped), the one every rank derives alike; 0
