@@ -124,6 +124,8 @@ type Hierarchy struct {
 	// hierarchy's root, above it.
 	Dir   string `json:"dir,omitempty"`
 	Mount string `json:"mount,omitempty"`
+	// Parent is the parent group's path below each hierarchy's root.
+	Parent string `json:"parent,omitempty"`
 	// Dirs are the parent group's directory in each v1 controller's
 	// hierarchy that groups use, by controller name.
 	Dirs map[string]string `json:"dirs,omitempty"`
@@ -177,7 +179,7 @@ func Detect(mountinfo, parent string) (*Hierarchy, error) {
 			why = append(why, fmt.Sprintf("cgroup v2 at %s lacks %s", m.dir, strings.Join(missing, ", ")))
 			continue
 		}
-		return &Hierarchy{Version: V2, Dir: filepath.Join(m.dir, parent), Mount: m.dir}, nil
+		return &Hierarchy{Version: V2, Dir: filepath.Join(m.dir, parent), Mount: m.dir, Parent: parent}, nil
 	}
 	dirs := make(map[string]string)
 	for _, m := range mounts {
@@ -195,7 +197,7 @@ func Detect(mountinfo, parent string) (*Hierarchy, error) {
 		why = append(why, "cgroup v1 lacks "+strings.Join(missing, ", "))
 		return nil, fmt.Errorf("%w: %s", ErrNoCgroups, strings.Join(why, "; "))
 	}
-	return &Hierarchy{Version: V1, Dirs: dirs}, nil
+	return &Hierarchy{Version: V1, Dirs: dirs, Parent: parent}, nil
 }
 
 // cleanParent checks a parent group's path: relative, without ".."; "/"
@@ -269,13 +271,13 @@ func missingFrom(have, want []string) []string {
 	return missing
 }
 
-// Describe says in a few words how groups are made: "cgroup v1
-// (memory, cpu, ...)" or "cgroup v2 at /sys/fs/cgroup/skein".
+// Describe says in a few words where groups are made: "cgroup v2 at
+// /sys/fs/cgroup/skein/n1", or "cgroup v1: skein/n1 in memory, cpu, ...".
 func (h *Hierarchy) Describe() string {
 	if h.Version == V2 {
 		return fmt.Sprintf("%s at %s", h.Version, h.Dir)
 	}
-	return fmt.Sprintf("%s at %s (%s)", h.Version, filepath.Dir(filepath.Dir(h.Dirs["memory"])), strings.Join(h.controllers(), ", "))
+	return fmt.Sprintf("%s: %s in %s", h.Version, h.Parent, strings.Join(h.controllers(), ", "))
 }
 
 // controllers are the v1 controllers the hierarchy uses, in a fixed order.

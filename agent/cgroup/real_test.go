@@ -151,8 +151,10 @@ func TestReal_MemoryLimitKillsAndCounts(t *testing.T) {
 	if st.OOMKills < 1 {
 		t.Errorf("stats %+v: no OOM kill counted", st)
 	}
-	if st.MemoryPeakBytes < 16<<20 || st.MemoryPeakBytes > 32<<20 {
-		t.Errorf("peak %d bytes, want near the 32 MiB limit and not above it", st.MemoryPeakBytes)
+	// The kernel may charge a page or so past the limit before it
+	// reclaims or kills.
+	if st.MemoryPeakBytes < 16<<20 || st.MemoryPeakBytes > 32<<20+64<<10 {
+		t.Errorf("peak %d bytes, want near the 32 MiB limit and not past it by more than a few pages", st.MemoryPeakBytes)
 	}
 	if err := g.Remove(); err != nil {
 		t.Fatal(err)

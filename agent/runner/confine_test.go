@@ -86,8 +86,8 @@ func TestConfine_AJobOverItsMemoryFailsOutOfMemory(t *testing.T) {
 		t.Fatalf("job over its memory ended %s (exit %d): %q; want failed (exit 137): out of memory: used 32M of 32M (--mem)",
 			u.State, u.ExitCode, u.Reason)
 	}
-	if u.Usage == nil || u.Usage.OOMKills < 1 || u.Usage.MemoryLimitBytes != 32<<20 || u.Usage.MemoryPeakBytes > 32<<20 {
-		t.Errorf("usage %+v: want an OOM kill, the 32M limit and a peak within it", u.Usage)
+	if u.Usage == nil || u.Usage.OOMKills < 1 || u.Usage.MemoryLimitBytes != 32<<20 || u.Usage.MemoryPeakBytes > 32<<20+64<<10 {
+		t.Errorf("usage %+v: want an OOM kill, the 32M limit and a peak within a few pages of it", u.Usage)
 	}
 	if groupOf(t, h, tk.Alloc.ID).Exists() {
 		t.Error("the job's cgroup is still there after the job")

@@ -11,6 +11,11 @@ import (
 // (--mem)". peak is the most memory the job used and limit its memory
 // limit; 0 for either is not known, or no limit.
 func oomReason(peak, limit int64) string {
+	if limit > 0 && peak > limit {
+		// The kernel's peak may pass the limit by a page or so it
+		// charged before it reclaimed: the job had the limit.
+		peak = limit
+	}
 	switch {
 	case limit > 0 && peak > 0:
 		return fmt.Sprintf("out of memory: used %s of %s (--mem)", formatBytes(peak), formatBytes(limit))

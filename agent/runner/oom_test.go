@@ -9,6 +9,7 @@ func TestOOMReason_SaysHowMuchInTheUnitsOfMem(t *testing.T) {
 		want        string
 	}{
 		{64 * mib, 64 * mib, "out of memory: used 64M of 64M (--mem)"},
+		{64*mib + 4096, 64 * mib, "out of memory: used 64M of 64M (--mem)"},
 		{1536 * mib, 1536 * mib, "out of memory: used 1.5G of 1.5G (--mem)"},
 		{2048*mib - 10, 2048 * mib, "out of memory: used 2G of 2G (--mem)"},
 		{mib + 1, 80 << 30, "out of memory: used 2M of 80G (--mem)"},
