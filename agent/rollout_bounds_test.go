@@ -84,7 +84,9 @@ func TestRollout_TheSpecsUnhealthyTimeoutBoundsAnUnhealthyVersion(t *testing.T) 
 	}
 	bad := spec
 	bad.Job.Command = append(slices.Clone(spec.Job.Command), "--unhealthy-if", sick)
-	bad.UnhealthyTimeout = structs.Duration(2 * time.Second)
+	// Long enough for a loaded machine to have the replica listening (and
+	// answering 503) before the timeout, short of the default.
+	bad.UnhealthyTimeout = structs.Duration(5 * time.Second)
 	if _, err := c.UpdateService(context.Background(), "web", api.ServiceUpdateRequest{Spec: bad}); err != nil {
 		t.Fatalf("update: %v", err)
 	}
@@ -97,8 +99,8 @@ func TestRollout_TheSpecsUnhealthyTimeoutBoundsAnUnhealthyVersion(t *testing.T) 
 	t.Logf("%s", reason)
 	// At least the spec's timeout, and short of the default: the spec's
 	// value decided.
-	if n, _ := strconv.Atoi(m[1]); n < 2 || time.Duration(n)*time.Second >= time.Duration(structs.DefaultUnhealthyTimeout) {
-		t.Fatalf("rolled back after %ds unhealthy, want at least the spec's 2s and under the default %s", n, structs.DefaultUnhealthyTimeout)
+	if n, _ := strconv.Atoi(m[1]); n < 5 || time.Duration(n)*time.Second >= time.Duration(structs.DefaultUnhealthyTimeout) {
+		t.Fatalf("rolled back after %ds unhealthy, want at least the spec's 5s and under the default %s", n, structs.DefaultUnhealthyTimeout)
 	}
 	if d, err := c.Service(context.Background(), "web"); err != nil || d.Service.Spec.UnhealthyTimeout != 0 {
 		t.Fatalf("after the rollback the spec is version 1's, with no unhealthy timeout of its own: %+v, %v", d, err)
