@@ -220,6 +220,7 @@ func rootAction(c *ucli.Context) error {
 // errors on app.ErrWriter.
 func run(app *ucli.App, args []string) int {
 	err := app.Run(commandArgs(app, args))
+	closeClients(app)
 	if err == nil {
 		return exitOK
 	}
