@@ -136,6 +136,8 @@ func commands() []*ucli.Command {
 		leaveCommand(),
 		joinTokenCommand(),
 		limitsCommand(),
+		accountCommand(),
+		qosCommand(),
 		aclCommand(),
 		auditCommand(),
 		caCommand(),
