@@ -2,7 +2,9 @@ package sched
 
 import (
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -123,6 +125,54 @@ func BenchmarkPlaceQueue(b *testing.B) {
 func BenchmarkDecideQueue(b *testing.B) {
 	st, jobs, now := queueBench()
 	v := fakeView{fakeState: st, queued: jobs}
+	for _, a := range st.allocs {
+		r := job(a.JobID, len(a.GPUs))
+		r.State = structs.JobRunning
+		v.running = append(v.running, r)
+	}
+	in := Inputs{Now: now}
+	benchPasses(b, func() structs.Plan { return Decide(v, in).Plan })
+}
+
+// BenchmarkDecideQueueFairShare is B13: BenchmarkDecideQueue with fair
+// share on: 20 accounts (4 of them sub-accounts) of 5 users each, every
+// user with decayed usage, every job in one of its owner's accounts, a
+// third with a QoS, and the default weights. Users submit in bursts of
+// SKEIN_BENCH_BURST jobs (25 by default: an array, a sweep; 1 deals the
+// jobs out one by one, the order a CPU cache likes least). Its ratio to
+// BenchmarkDecideQueue is the cost of fair share.
+func BenchmarkDecideQueueFairShare(b *testing.B) {
+	st, jobs, now := queueBench()
+	tab := &structs.AccountTable{Accounts: map[string]*structs.Account{},
+		QoS: map[string]*structs.QoS{"high": {Name: "high", Priority: 500}, "low": {Name: "low"}}}
+	var usage []structs.UsageRecord
+	for a := range 20 {
+		name := fmt.Sprintf("acct-%02d", a)
+		acct := &structs.Account{Name: name, Shares: 1 + a*7%50}
+		if a >= 16 {
+			acct.Parent = fmt.Sprintf("acct-%02d", a-16)
+		}
+		for u := range 5 {
+			user := fmt.Sprintf("user-%02d-%d", a, u)
+			acct.Users = append(acct.Users, user)
+			usage = append(usage, structs.UsageRecord{UsageKey: structs.UsageKey{Account: name, User: user},
+				Usage: structs.Usage{GPUSeconds: float64(1+(a*5+u)*37%100) * 3600}})
+		}
+		tab.Accounts[name] = acct
+	}
+	burst := 25
+	if v, err := strconv.Atoi(os.Getenv("SKEIN_BENCH_BURST")); err == nil && v > 0 {
+		burst = v
+	}
+	for i, j := range jobs {
+		c := j.Copy()
+		b := i / burst
+		a := b % 20
+		c.Spec.Account, c.Owner = fmt.Sprintf("acct-%02d", a), fmt.Sprintf("user-%02d-%d", a, (b/20)%5)
+		c.Spec.QoS = []string{"", "high", "low"}[i%3]
+		jobs[i] = c
+	}
+	v := fakeView{fakeState: st, queued: jobs, fairShare: structs.FairShare{Accounts: tab, Usage: usage}}
 	for _, a := range st.allocs {
 		r := job(a.JobID, len(a.GPUs))
 		r.State = structs.JobRunning

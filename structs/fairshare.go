@@ -668,6 +668,14 @@ type UsageRecord struct {
 	Usage
 }
 
+// FairShare is what the scheduler reads of fair share: the account table
+// (nil or without accounts: fair share off) and the decayed usage
+// records.
+type FairShare struct {
+	Accounts *AccountTable
+	Usage    []UsageRecord
+}
+
 // UsageChargeRequest charges every running allocation's use since the
 // last charge, and decays all recorded usage to At with HalfLife
 // (message UsageChargeType). The leader stamps both.
