@@ -344,3 +344,32 @@ func mustLog(t *testing.T, h *harness, mt structs.MessageType, msg any) *raft.Lo
 	h.idx++
 	return &raft.Log{Index: h.idx, Data: buf}
 }
+
+func TestFSM_Preempt_AQoSMayStopTheQoSItPreempts(t *testing.T) {
+	h := newHarness(t)
+	for _, q := range []structs.QoS{{Name: "scavenger"}, {Name: "high", Preempt: []string{"scavenger"}}, {Name: "normal"}} {
+		if _, ok := h.apply(structs.QoSSetType, structs.QoSRequest{Op: structs.QoSSet, QoS: q}).(*structs.AccountTable); !ok {
+			t.Fatalf("qos %s refused", q.Name)
+		}
+	}
+	h.register(node("n1", 8))
+	run := func(id, qos string, gpu int) {
+		s := spec(1, 1)
+		s.QoS = qos
+		h.submitAs("", id, 0, s)
+		h.place(id, alloc(id+"0", "n1", 0, gpuID("n1", gpu)))
+	}
+	run("scav", "scavenger", 0) // not submitted as preemptible
+	run("norm", "normal", 1)
+	s := spec(1, 1)
+	s.QoS = "high"
+	h.submitAs("", "urgent", 0, s)
+	err := h.applyErr(structs.JobPreemptType, structs.JobPreemptRequest{Victims: []string{"norm"}, For: "urgent", At: h.at()})
+	wantErrIs(t, err, ErrNotPreemptible, "not submitted as preemptible")
+	if err := h.applyErr(structs.JobPreemptType, structs.JobPreemptRequest{Victims: []string{"scav"}, For: "urgent", At: h.at()}); err != nil {
+		t.Fatalf("a high job preempting a scavenger job: %v", err)
+	}
+	if j := h.job("scav"); j.PreemptedBy != "urgent" {
+		t.Fatalf("scav not preempted: %+v", j)
+	}
+}

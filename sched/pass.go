@@ -94,7 +94,7 @@ func Decide(v View, in Inputs) Decision {
 	s, silent := overlay(v, in.Silent, in.GossipUnhealthy)
 	fs := v.FairShare()
 	o := Options{Now: in.Now, AgeStep: in.AgeStep, OwnerGPUs: ownerGPUsOf(v, ready),
-		Multifactor: NewMultifactor(fs, v.AllNodes())}
+		Multifactor: NewMultifactor(fs, v.AllNodes()), Groups: newGroupBudget(fs.Accounts, v.RunningJobs())}
 	plan := scheduleAndPreempt(s, queued, ready, v.RunningJobs(), silent, o)
 	plan.Blocked = append(plan.Blocked, waiting...)
 	byID := make(map[string]*structs.Job, len(ready))

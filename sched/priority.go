@@ -15,7 +15,9 @@ import (
 // user's jobs among the places they hold (reorder). Build it with
 // NewMultifactor, once per pass.
 type Multifactor struct {
-	Weights structs.PriorityWeights
+	// Accounts is the account table it was built from.
+	Accounts *structs.AccountTable
+	Weights  structs.PriorityWeights
 	// FairShare are the fair-tree factors by account and user; a job
 	// outside every account, or of a user not in its account, has 0.
 	FairShare map[structs.UsageKey]float64
@@ -43,7 +45,7 @@ func NewMultifactor(fs structs.FairShare, nodes []*structs.Node) *Multifactor {
 	if !fs.Accounts.On() {
 		return nil
 	}
-	m := &Multifactor{Weights: fs.Accounts.PriorityWeights(), FairShare: FairShareFactors(FairTree(fs)), QoS: fs.Accounts.QoS}
+	m := &Multifactor{Accounts: fs.Accounts, Weights: fs.Accounts.PriorityWeights(), FairShare: FairShareFactors(FairTree(fs)), QoS: fs.Accounts.QoS}
 	for _, n := range nodes {
 		if n.Status == structs.NodeReady {
 			m.ClusterGPUs += len(n.GPUs)

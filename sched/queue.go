@@ -24,9 +24,14 @@ type Options struct {
 	// would pass its limit stays queued, with the reason, and takes no
 	// reservation. The zero value limits nobody.
 	OwnerGPUs OwnerGPUs
-	// Multifactor, when set (the cluster has accounts), orders the queue
-	// by the multifactor priority instead of --priority and age.
+	// Multifactor, when set (the cluster has accounts or QoS), orders
+	// the queue by the multifactor priority instead of --priority and
+	// age, and carries the QoS preemption rules.
 	Multifactor *Multifactor
+	// Groups are the accounts' and QoS's limits with what the running
+	// jobs hold (nil: none); a job that would pass one stays queued, with
+	// the reason, and takes no reservation.
+	Groups *groupBudget
 }
 
 // Schedule plans the queued jobs the way the queue promises: highest
@@ -42,6 +47,9 @@ func Schedule(s State, jobs []*structs.Job, o Options) structs.Plan {
 	}
 	p := newPlacer(s, o.Now, true)
 	p.owners = newOwnerBudget(o.OwnerGPUs)
+	// The pass charges its own copy: o.Groups stays as it came, for the
+	// preemptions after it.
+	p.groups = placedGroups(o.Groups, &structs.Plan{}, nil)
 	return p.run(queueOrder(jobs, o.Now, o.AgeStep, o.Multifactor))
 }
 

@@ -124,8 +124,9 @@ type AccountTable struct {
 	Weights  *PriorityWeights    `json:"weights,omitempty"`
 }
 
-// On reports whether fair share orders the queue: once an account exists.
-func (t *AccountTable) On() bool { return t != nil && len(t.Accounts) > 0 }
+// On reports whether the multifactor priority orders the queue and usage
+// is charged: once an account or a QoS exists.
+func (t *AccountTable) On() bool { return t != nil && (len(t.Accounts) > 0 || len(t.QoS) > 0) }
 
 // PriorityWeights returns the weights in force.
 func (t *AccountTable) PriorityWeights() PriorityWeights {
@@ -682,4 +683,34 @@ type FairShare struct {
 type UsageChargeRequest struct {
 	At       time.Time `json:"at"`
 	HalfLife Duration  `json:"half_life"`
+}
+
+// QoSPreempts reports whether a job of QoS qos may stop running jobs of
+// QoS victim (QoS.Preempt), whatever their priorities and whether or not
+// they were submitted as preemptible.
+func (t *AccountTable) QoSPreempts(qos, victim string) bool {
+	q := t.QoSNamed(qos)
+	return q != nil && victim != "" && slices.Contains(q.Preempt, victim)
+}
+
+// Preempted reports whether some QoS preempts the QoS named victim.
+func (t *AccountTable) Preempted(victim string) bool {
+	if t == nil || victim == "" {
+		return false
+	}
+	for _, q := range t.QoS {
+		if slices.Contains(q.Preempt, victim) {
+			return true
+		}
+	}
+	return false
+}
+
+// MayPreempt reports whether a queued job may stop a running one: the
+// running one was submitted as preemptible and has a lower priority, or
+// the queued job's QoS preempts the running one's. The scheduler picks
+// victims by it and the state re-checks it.
+func MayPreempt(t *AccountTable, forJob, victim *Job) bool {
+	return (victim.Spec.Preemptible && victim.Spec.Priority < forJob.Spec.Priority) ||
+		t.QoSPreempts(forJob.Spec.QoS, victim.Spec.QoS)
 }
