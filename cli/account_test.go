@@ -1,9 +1,13 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -58,6 +62,42 @@ func TestAccount_SetUpInAFewCommandsThroughARealAgent(t *testing.T) {
 	r = runCLI(t, "account", "delete", "ml")
 	if r.code == exitOK || !strings.Contains(r.stderr, "ml has sub-account nlp") {
 		t.Fatalf("delete of a parent: exit %d, %q", r.code, r.stderr)
+	}
+	// The queue explains itself: share, prio, and job on a waiting job.
+	var busy, next, last structs.Job
+	mustDecode(t, run("submit", "--json", "--gpus", "2", "--", "sleep", "30"), &busy)
+	// A new leader holds placements back a moment, until it has heard
+	// from the nodes: wait until the queue ahead has run.
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		var d api.JobDetail
+		mustDecode(t, run("job", "--json", busy.ID), &d)
+		if d.Job.State != structs.JobRunning {
+			return fmt.Errorf("the busy job is %s", d.Job.State)
+		}
+		if out := run("jobs"); strings.Contains(out, "queued") {
+			return fmt.Errorf("jobs still queued:\n%s", out)
+		}
+		return nil
+	})
+	mustDecode(t, run("submit", "--json", "--gpus", "2", "--", "true"), &next)
+	mustDecode(t, run("submit", "--json", "--gpus", "2", "--qos", "high", "--", "true"), &last)
+	out = run("share")
+	for _, want := range []string{"ACCOUNT", "LEVEL FS", "FAIRSHARE", "cv", "admin", "alice", "  nlp"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("share lacks %q:\n%s", want, out)
+		}
+	}
+	out = run("prio")
+	for _, want := range []string{"FAIRSHARE", "QOS PTS", structs.ShortID(next.ID), structs.ShortID(last.ID), "(weights: fair share 10000, QoS 2000, age 500, job size 0; 2 queued)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("prio lacks %q:\n%s", want, out)
+		}
+	}
+	out = run("job", next.ID)
+	for _, want := range []string{"Queue:", "2 of 2", "Factors:", "Behind:", "behind job " + structs.ShortID(last.ID), "QoS 0.50 against 0.00"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("job lacks %q:\n%s", want, out)
+		}
 	}
 	r = runCLI(t, "account", "create", "x", "--shares", "0")
 	if r.code == exitOK || !strings.Contains(r.stderr, "shares: 0 is out of range 1..") {

@@ -138,6 +138,8 @@ func commands() []*ucli.Command {
 		limitsCommand(),
 		accountCommand(),
 		qosCommand(),
+		shareCommand(),
+		prioCommand(),
 		aclCommand(),
 		auditCommand(),
 		caCommand(),

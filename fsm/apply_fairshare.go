@@ -287,3 +287,39 @@ func (s *state) restoreFairShare(rec *record) error {
 	}
 	return nil
 }
+
+// AccountCount is what one account's jobs hold and wait for.
+type AccountCount struct {
+	GPUs    int // held by live allocations
+	Running int // jobs with a live allocation
+	Queued  int
+}
+
+// AccountCounts counts, per account (a job's Spec.Account, "" for none),
+// the GPUs live allocations hold, the jobs that hold them and the queued
+// jobs. Accounts with nothing are absent.
+func (f *FSM) AccountCounts() map[string]AccountCount {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := map[string]AccountCount{}
+	running := map[string]bool{}
+	for _, a := range f.st.live {
+		j, ok := f.st.jobs[a.JobID]
+		if !ok {
+			continue
+		}
+		c := out[j.Spec.Account]
+		c.GPUs += len(a.GPUs)
+		if !running[j.ID] {
+			running[j.ID] = true
+			c.Running++
+		}
+		out[j.Spec.Account] = c
+	}
+	for _, j := range f.st.queued {
+		c := out[j.Spec.Account]
+		c.Queued++
+		out[j.Spec.Account] = c
+	}
+	return out
+}

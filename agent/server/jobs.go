@@ -152,6 +152,9 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := api.JobDetail{Job: *redact(identityOf(r), job, r.URL.Query().Get("secrets") == "true"), Allocations: []structs.Allocation{}, Nodes: map[string]string{}}
+	if job.State == structs.JobQueued {
+		d.Queue = s.queuePlace(job.ID)
+	}
 	for _, alloc := range s.fsm.Allocs(job.ID) {
 		d.Allocations = append(d.Allocations, *alloc)
 		if n, ok := s.fsm.Node(alloc.NodeID); ok {

@@ -287,6 +287,8 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("GET /v1/accounts", need(read, "see accounts", s.handleAccounts))
 	mux.HandleFunc("POST /v1/accounts", need(acl, "change accounts", s.handleAccountSet))
 	mux.HandleFunc("POST /v1/qos", need(acl, "change QoS", s.handleQoSSet))
+	mux.HandleFunc("GET /v1/share", need(read, "see fair share", s.handleShare))
+	mux.HandleFunc("GET /v1/prio", need(read, "see the queue's priorities", s.handlePrio))
 	mux.HandleFunc("POST /v1/acl/bootstrap", need(acl, "bootstrap ACLs", s.handleACLBootstrap))
 	mux.HandleFunc("GET /v1/acl/whoami", s.handleWhoAmI)
 	mux.HandleFunc("POST /v1/acl/tokens", need(acl, "create ACL tokens", s.handleACLTokenCreate))

@@ -1,0 +1,101 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/internal/testutil"
+	"github.com/skein-dev/skein/structs"
+)
+
+// TestAgent_FairShare_TheOtherAccountsJobRunsNextWhileOneFloods is fair
+// share end to end on a real agent (Raft, HTTP, real processes on
+// simulated GPUs): alice, in account alpha, floods the queue; bob, in
+// beta with as many shares, submits one job after hers. Her running job
+// is charged to alpha, so when it ends bob's job runs next, ahead of all
+// her older ones. The accounts are named so that without usage alice
+// would win the tie: only the charged usage puts bob first.
+func TestAgent_FairShare_TheOtherAccountsJobRunsNextWhileOneFloods(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.UsageInterval = 100 * time.Millisecond
+	a, admin := startAgent(t, cfg)
+	ctx := context.Background()
+	for _, req := range []structs.AccountRequest{
+		{Op: structs.AccountCreate, Name: "alpha", Shares: intp(50)},
+		{Op: structs.AccountCreate, Name: "beta", Shares: intp(50)},
+		{Op: structs.AccountAddUser, Name: "alpha", User: "alice"},
+		{Op: structs.AccountAddUser, Name: "beta", User: "bob"},
+	} {
+		if _, err := admin.SetAccount(ctx, req); err != nil {
+			t.Fatalf("%s %s: %v", req.Op, req.Name, err)
+		}
+	}
+	alice := clientFor(t, a, userToken(t, admin, "alice", structs.RoleSubmitter))
+	bob := clientFor(t, a, userToken(t, admin, "bob", structs.RoleSubmitter))
+	sub := func(c *api.Client, argv ...string) *structs.Job {
+		t.Helper()
+		j, err := c.SubmitJob(ctx, api.SubmitRequest{Spec: structs.JobSpec{Command: argv, Nodes: 1, GPUs: 4}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	first := sub(alice, "sleep", "2")
+	waitJobState(t, alice, first.ID, structs.JobRunning)
+	var flood []*structs.Job
+	for range 5 {
+		flood = append(flood, sub(alice, "sleep", "30"))
+	}
+	// bob may not charge alpha.
+	if _, err := bob.SubmitJob(ctx, api.SubmitRequest{Spec: structs.JobSpec{Command: []string{"true"}, GPUs: 1, Account: "alpha"}}); err == nil ||
+		!strings.Contains(err.Error(), "bob is not a member of account alpha") {
+		t.Fatalf("bob submitting to alpha: %v", err)
+	}
+	// Usage is charged while alice's first job runs.
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		info, err := admin.Share(ctx)
+		if err != nil {
+			return err
+		}
+		for _, r := range info.Rows {
+			if r.User == "alice" && r.Usage.GPUSeconds > 0 {
+				return nil
+			}
+		}
+		return fmt.Errorf("no usage charged to alice yet: %+v", info.Rows)
+	})
+	theirs := sub(bob, "sleep", "30")
+	if theirs.Spec.Account != "beta" {
+		t.Fatalf("bob's job is charged to %q, want his default beta", theirs.Spec.Account)
+	}
+	// While it waits, alice's jobs say what puts bob's first.
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		d, err := alice.Job(ctx, flood[0].ID)
+		if err != nil {
+			return err
+		}
+		if d.Queue == nil || d.Queue.Ahead == nil || d.Queue.Ahead.JobID != theirs.ID ||
+			!strings.Contains(d.Queue.Behind, "most of it fair share 1.00 against 0.50") {
+			return fmt.Errorf("alice's first queued job: %+v", d.Queue)
+		}
+		return nil
+	})
+	d := waitJobState(t, bob, theirs.ID, structs.JobRunning)
+	for _, j := range flood {
+		dj, err := alice.Job(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dj.Job.State != structs.JobQueued {
+			t.Fatalf("alice's job %s is %s while bob's started at %s: bob's should have run next", j.ID, dj.Job.State, d.Job.StartedAt)
+		}
+	}
+	prio, err := admin.Prio(ctx, "", 0)
+	if err != nil || prio.Weights == nil || prio.Total != len(flood) || prio.Jobs[0].Owner != "alice" {
+		t.Fatalf("prio %+v, %v", prio, err)
+	}
+}
