@@ -3,6 +3,7 @@ package sched
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"testing"
@@ -142,6 +143,58 @@ func BenchmarkDecideQueue(b *testing.B) {
 // jobs out one by one, the order a CPU cache likes least). Its ratio to
 // BenchmarkDecideQueue is the cost of fair share.
 func BenchmarkDecideQueueFairShare(b *testing.B) {
+	v, now := fairShareBench()
+	in := Inputs{Now: now}
+	benchPasses(b, func() structs.Plan { return Decide(v, in).Plan })
+}
+
+// BenchmarkFairShareAgainstB1 is B13 as one ratio: each iteration runs
+// BenchmarkDecideQueue's pass and BenchmarkDecideQueueFairShare's, one
+// after the other (alternating which goes first, each after a garbage
+// collection), so a machine shared with other work slows both alike.
+// It reports each one's mean pass and placements per second, and the
+// ratio of the fair-share pass's time per placement to the plain one's.
+func BenchmarkFairShareAgainstB1(b *testing.B) {
+	fs, now := fairShareBench()
+	plain := fakeView{fakeState: fs.fakeState, running: fs.running}
+	_, plain.queued, _ = queueBench()
+	in := Inputs{Now: now}
+	var tPlain, tFS time.Duration
+	var nPlain, nFS int
+	b.ResetTimer()
+	for i := range b.N {
+		// Alternate which goes first, and leave neither the other's
+		// garbage to collect.
+		for k := range 2 {
+			runtime.GC()
+			start := time.Now()
+			if (i+k)%2 == 0 {
+				nPlain += placements(Decide(plain, in).Plan)
+				tPlain += time.Since(start)
+			} else {
+				nFS += placements(Decide(fs, in).Plan)
+				tFS += time.Since(start)
+			}
+		}
+	}
+	b.ReportMetric(float64(tPlain.Milliseconds())/float64(b.N), "b1-pass-ms")
+	b.ReportMetric(float64(tFS.Milliseconds())/float64(b.N), "fairshare-pass-ms")
+	b.ReportMetric(float64(nPlain)/tPlain.Seconds(), "b1-placements/s")
+	b.ReportMetric(float64(nFS)/tFS.Seconds(), "fairshare-placements/s")
+	b.ReportMetric((tFS.Seconds()/float64(nFS))/(tPlain.Seconds()/float64(nPlain)), "ratio-per-placement")
+}
+
+// placements counts a plan's allocations.
+func placements(p structs.Plan) int {
+	n := 0
+	for _, pl := range p.Placements {
+		n += len(pl.Allocations)
+	}
+	return n
+}
+
+// fairShareBench is BenchmarkDecideQueueFairShare's view and time.
+func fairShareBench() (fakeView, time.Time) {
 	st, jobs, now := queueBench()
 	tab := &structs.AccountTable{Accounts: map[string]*structs.Account{},
 		QoS: map[string]*structs.QoS{"high": {Name: "high", Priority: 500}, "low": {Name: "low"}}}
@@ -178,8 +231,7 @@ func BenchmarkDecideQueueFairShare(b *testing.B) {
 		r.State = structs.JobRunning
 		v.running = append(v.running, r)
 	}
-	in := Inputs{Now: now}
-	benchPasses(b, func() structs.Plan { return Decide(v, in).Plan })
+	return v, now
 }
 
 // benchPasses runs one pass per iteration and reports placements
