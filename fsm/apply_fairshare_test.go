@@ -373,3 +373,23 @@ func TestFSM_Preempt_AQoSMayStopTheQoSItPreempts(t *testing.T) {
 		t.Fatalf("scav not preempted: %+v", j)
 	}
 }
+
+func TestFSM_ServiceReplicasAreChargedToAnAccountOfTheirOwner(t *testing.T) {
+	h := newHarness(t)
+	h.bootstrapACL()
+	h.twoAccounts()
+	svc := structs.Service{ID: "svc-1", Name: "chat", Owner: "alice", Replicas: 1,
+		Spec: structs.ServiceSpec{Job: spec(1, 1)}, CreatedAt: h.at()}
+	svc.Spec.Job.Account = "cv"
+	err := h.applyErr(structs.ServiceRegisterType, structs.ServiceRegisterRequest{Service: svc})
+	wantErrIs(t, err, ErrAccount, "alice is not a member of account cv")
+	svc.Spec.Job.Account = ""
+	if err := h.applyErr(structs.ServiceRegisterType, structs.ServiceRegisterRequest{Service: svc}); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range h.f.Jobs() {
+		if j.Service == "chat" && j.Spec.Account != "ml" {
+			t.Fatalf("replica %s charged to %q, want alice's default ml", j.ID, j.Spec.Account)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -124,18 +123,23 @@ func reorder(entries []queueEntry, owners int) {
 	for i, e := range entries {
 		members[e.owner] = append(members[e.owner], int32(i))
 	}
+	var keys []int64
 	var moved []queueEntry
 	for _, idx := range members {
 		if len(idx) < 2 || !mixedPriorities(entries, idx) {
 			continue
 		}
-		moved = moved[:0]
-		for _, i := range idx {
+		// One integer sort: --priority (highest first, as 1000 - p >= 0)
+		// above the place in the group, which keeps equal ones in order.
+		keys, moved = keys[:0], moved[:0]
+		for k, i := range idx {
+			keys = append(keys, int64(structs.MaxPriority-entries[i].own)<<32|int64(k))
 			moved = append(moved, entries[i])
 		}
-		slices.SortStableFunc(moved, func(a, b queueEntry) int { return cmp.Compare(b.own, a.own) })
+		slices.Sort(keys)
 		for k, i := range idx { // idx is in queue order: each place keeps its eff and since
-			entries[i].job, entries[i].own = moved[k].job, moved[k].own
+			from := moved[keys[k]&(1<<32-1)]
+			entries[i].job, entries[i].own = from.job, from.own
 		}
 	}
 }
