@@ -99,3 +99,95 @@ func TestAgent_FairShare_TheOtherAccountsJobRunsNextWhileOneFloods(t *testing.T)
 		t.Fatalf("prio %+v, %v", prio, err)
 	}
 }
+
+// usageOf is the GPU-seconds a's state holds for user in account, and
+// when usage was last charged.
+func usageOf(a *Agent, account, user string) (float64, time.Time) {
+	fs := a.fsm.FairShare()
+	for _, r := range fs.Usage {
+		if r.Account == account && r.User == user {
+			return r.GPUSeconds, fs.At
+		}
+	}
+	return 0, fs.At
+}
+
+// TestCluster_FairShare_UsageIsKeptAcrossALeaderChange kills the leader
+// of three agents while a job is charged: the new leader goes on from
+// the last committed charge, so the usage neither starts again nor is
+// counted twice, and every replica holds the same numbers.
+func TestCluster_FairShare_UsageIsKeptAcrossALeaderChange(t *testing.T) {
+	tc := startClusterWith(t, 3, func(i int, cfg *Config) {
+		cfg.UsageInterval = 100 * time.Millisecond
+		cfg.Labels = map[string]string{"node": fmt.Sprint(i)}
+	})
+	ctx := context.Background()
+	lead := tc.agents[tc.leader()]
+	admin := tc.client(lead)
+	for _, req := range []structs.AccountRequest{
+		{Op: structs.AccountCreate, Name: "ml", Shares: intp(1)},
+		{Op: structs.AccountAddUser, Name: "ml", User: "admin"},
+	} {
+		if _, err := admin.SetAccount(ctx, req); err != nil {
+			t.Fatalf("%s: %v", req.Op, err)
+		}
+	}
+	// Two GPUs on a node that is not the leader's, so the job runs on.
+	otherIdx := (tc.leader() + 1) % 3
+	other := tc.agents[otherIdx]
+	job := tc.submit(lead, structs.JobSpec{Command: []string{"sleep", "60"}, Nodes: 1, GPUs: 2,
+		Constraints: map[string]string{"node": fmt.Sprint(otherIdx)}})
+	if job.Spec.Account != "ml" {
+		t.Fatalf("job charged to %q, want admin's default ml", job.Spec.Account)
+	}
+	started := time.Now()
+	var before float64
+	var chargedAt time.Time
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		if before, chargedAt = usageOf(other, "ml", "admin"); before < 1 {
+			return fmt.Errorf("%.2f GPU-seconds charged so far", before)
+		}
+		return nil
+	})
+	tc.kill(tc.leader())
+	next := tc.agents[tc.leader()]
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		after, at := usageOf(next, "ml", "admin")
+		switch {
+		case !at.After(chargedAt.Add(time.Second)):
+			return fmt.Errorf("the new leader has not charged yet (last charge %s)", at)
+		case after < before:
+			return fmt.Errorf("usage fell from %.2f to %.2f GPU-seconds across the leader change", before, after)
+		case after > 2*time.Since(started).Seconds()+0.5:
+			return fmt.Errorf("%.2f GPU-seconds for 2 GPUs over %s: counted twice", after, time.Since(started))
+		}
+		return nil
+	})
+	tc.checkInvariants()
+}
+
+// TestAgent_FairShare_UsageIsKeptAcrossARestart: what was charged is in
+// the state on disk, and a restarted agent goes on from it.
+func TestAgent_FairShare_UsageIsKeptAcrossARestart(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.UsageInterval = 100 * time.Millisecond
+	first, token, c := startAgentAdmin(t, cfg)
+	ctx := context.Background()
+	if _, err := c.SetAccount(ctx, structs.AccountRequest{Op: structs.AccountCreate, Name: "ml", Shares: intp(1)}); err != nil {
+		t.Fatal(err)
+	}
+	job := submit(t, c, 1, "sleep", "60")
+	waitJobState(t, c, job.ID, structs.JobRunning)
+	var before float64
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if before, _ = usageOf(first, "", "admin"); before < 0.5 {
+			return fmt.Errorf("%.2f GPU-seconds charged so far", before)
+		}
+		return nil
+	})
+	first.Shutdown()
+	second, _ := restartAgent(t, cfg, token)
+	if after, _ := usageOf(second, "", "admin"); after < before {
+		t.Fatalf("usage %.2f GPU-seconds after the restart, %.2f before", after, before)
+	}
+}
