@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +51,26 @@ func TestAgent_FairShare_TheOtherAccountsJobRunsNextWhileOneFloods(t *testing.T)
 	var flood []*structs.Job
 	for range 5 {
 		flood = append(flood, sub(alice, "sleep", "30"))
+	}
+	// Only an admin changes the accounts, QoS and weights.
+	for _, err := range []error{
+		func() error {
+			_, err := alice.SetAccount(ctx, structs.AccountRequest{Op: structs.AccountUpdate, Name: "alpha", Shares: intp(1000)})
+			return err
+		}(),
+		func() error {
+			_, err := alice.SetAccount(ctx, structs.AccountRequest{Op: structs.AccountAddUser, Name: "beta", User: "alice"})
+			return err
+		}(),
+		func() error {
+			_, err := alice.SetQoS(ctx, structs.QoSRequest{Op: structs.QoSSet, QoS: structs.QoS{Name: "mine", Priority: 1000}})
+			return err
+		}(),
+	} {
+		var ae *api.Error
+		if !errors.As(err, &ae) || ae.StatusCode != http.StatusForbidden {
+			t.Fatalf("a submitter changing fair share: %v, want 403", err)
+		}
 	}
 	// bob may not charge alpha.
 	if _, err := bob.SubmitJob(ctx, api.SubmitRequest{Spec: structs.JobSpec{Command: []string{"true"}, GPUs: 1, Account: "alpha"}}); err == nil ||
