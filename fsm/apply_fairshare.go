@@ -178,11 +178,13 @@ func (s *state) addCharges(acc map[structs.UsageKey]*[3]int64) {
 // millisecond of one GPU, CPU and MiB left after decay.
 const usageFloor = 1e-3
 
-// pruneUsage forgets the records that decayed to nothing, and past
-// MaxUsageEntries the smallest, so the usage table stays bounded.
+// pruneUsage forgets the records that decayed to nothing or whose
+// account is gone (its jobs may still run), and past MaxUsageEntries the
+// smallest, so the usage table stays bounded.
 func (s *state) pruneUsage() {
 	for k, u := range s.usage {
-		if u.GPUSeconds < usageFloor && u.CPUSeconds < usageFloor && u.MemMiBSeconds < usageFloor {
+		gone := k.Account != "" && (s.accounts == nil || s.accounts.Accounts[k.Account] == nil)
+		if gone || (u.GPUSeconds < usageFloor && u.CPUSeconds < usageFloor && u.MemMiBSeconds < usageFloor) {
 			delete(s.usage, k)
 		}
 	}

@@ -393,3 +393,26 @@ func TestFSM_ServiceReplicasAreChargedToAnAccountOfTheirOwner(t *testing.T) {
 		}
 	}
 }
+
+func TestFSM_UsageCharge_ADeletedAccountsUsageGoes(t *testing.T) {
+	h := newHarness(t)
+	h.twoAccounts()
+	h.register(node("n1", 8))
+	s := cpuSpec(1)
+	s.Account = "cv"
+	h.submitAs("bob", "b", 0, s)
+	h.runningAt("b", 1, t0)
+	h.charge(t0.Add(time.Minute), time.Hour)
+	if u := usageOf(h.f, "cv", "bob"); u.GPUSeconds != 60 {
+		t.Fatalf("bob's usage in cv: %+v", u)
+	}
+	h.account(structs.AccountRequest{Op: structs.AccountDelete, Name: "cv"})
+	if u := usageOf(h.f, "cv", "bob"); !u.IsZero() {
+		t.Fatalf("cv deleted, its usage stays: %+v", u)
+	}
+	// bob's job still runs in the gone account: its use is not kept.
+	h.charge(t0.Add(2*time.Minute), time.Hour)
+	if u := usageOf(h.f, "cv", "bob"); !u.IsZero() {
+		t.Fatalf("a charge after cv was deleted recorded %+v for it", u)
+	}
+}
