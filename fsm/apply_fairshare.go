@@ -229,12 +229,12 @@ func (f *FSM) FairShare() FairShare {
 	return FairShare{Accounts: f.st.accountTable(), Usage: f.st.usageRecords(), At: f.st.usageAt}
 }
 
-// FairShareOn reports whether the cluster has accounts, so that fair
-// share orders the queue and usage is charged.
-func (f *FSM) FairShareOn() bool {
+// UsageClock reports whether usage is charged (the cluster has accounts
+// or QoS) and when it was last charged (zero: never).
+func (f *FSM) UsageClock() (on bool, last time.Time) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.st.accounts.On()
+	return f.st.accounts.On(), f.st.usageAt
 }
 
 // CheckSubmitAccount says whether a job of owner may use the account and
