@@ -172,6 +172,16 @@ type jobData struct {
 	LogURL   string
 	// Events are the job's latest events, oldest first.
 	Events []structs.Event
+	// Queue, on a queued job while the multifactor priority orders the
+	// queue, is its place and factors (nil: none, or past the jobs the
+	// UI orders).
+	Queue *queuePlace
+}
+
+// queuePlace is a queued job's place in the queue and its factors.
+type queuePlace struct {
+	api.JobPriority
+	Total int
 }
 
 func (u *UI) handleJob(w http.ResponseWriter, r *http.Request, v *view) {
@@ -187,6 +197,16 @@ func (u *UI) handleJob(w http.ResponseWriter, r *http.Request, v *view) {
 	d := jobData{Job: job, Command: shellJoin(job.Spec.Command), MayAct: v.Viewer.MayActFor(job.Owner),
 		Events: u.cfg.FSM.RecentEvents(job.ID, "", recentEvents)}
 	d.MayCancel = d.MayAct && !job.State.Terminal()
+	if job.State == structs.JobQueued && u.cfg.Priorities != nil {
+		if info := u.cfg.Priorities(); info != nil && info.Weights != nil {
+			for _, p := range info.Jobs {
+				if p.JobID == job.ID {
+					d.Queue = &queuePlace{JobPriority: p, Total: info.Total}
+					break
+				}
+			}
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(job.Spec.Env)) {
 		d.Env = append(d.Env, envVar{Name: k, Value: job.Spec.Env[k], Hidden: !d.MayAct})
 	}

@@ -638,4 +638,6 @@ func TestUI_Queue_WithFairShareShowsTheSchedulersOrderAndFactors(t *testing.T) {
 	if strings.Index(body, "q-bob") > strings.Index(body, "q-alice") {
 		t.Fatal("the queue is not in the scheduler's order: bob's job comes first")
 	}
+	page := h.client("reader-token").get("/ui/jobs/q-alice", http.StatusOK)
+	contains(t, page, "queued job", "<dt>Account</dt><dd>ml</dd>", `id="job-queue">2 of 2, priority 5000: fair share 0.50`)
 }
