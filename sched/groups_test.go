@@ -29,7 +29,11 @@ func TestDecide_AccountAndQoSLimitsHoldJobsBack(t *testing.T) {
 			"nlp": {Name: "nlp", Parent: "ml", Shares: 1, Users: []string{"alice"}},
 			"cv":  {Name: "cv", Shares: 1, MaxJobs: intp(1), Users: []string{"bob"}},
 		},
-		QoS: map[string]*structs.QoS{"small": {Name: "small", MaxGPUsPerUser: intp(1)}},
+		QoS: map[string]*structs.QoS{
+			"small": {Name: "small", MaxGPUsPerUser: intp(1)},
+			"team":  {Name: "team", MaxGPUsPerAccount: intp(2)},
+			"one":   {Name: "one", MaxJobsPerUser: intp(1)},
+		},
 	}
 	for _, tc := range []struct {
 		name   string
@@ -50,6 +54,16 @@ func TestDecide_AccountAndQoSLimitsHoldJobsBack(t *testing.T) {
 		{"a QoS's GPUs per user",
 			[]*structs.Job{ownedJob("s1", "bob", "cv", "small", 1), ownedJob("s2", "carol", "", "small", 1), ownedJob("s3", "carol", "", "small", 1)},
 			[]string{"s1", "s2"}, map[string]string{"s3": "waiting: QoS small's GPU limit per user (1) is in use"}},
+		{"a QoS's GPUs per account",
+			[]*structs.Job{ownedJob("t1", "alice", "ml", "team", 2), ownedJob("t2", "alice", "nlp", "team", 1), ownedJob("t3", "bob", "cv", "team", 2)},
+			[]string{"t3", "t1", "t2"}, nil}, // each account within 2: cv, ml, nlp
+
+		{"a QoS's GPUs per account, one account",
+			[]*structs.Job{ownedJob("u1", "carol", "", "team", 1), ownedJob("u2", "carol", "", "team", 2)},
+			[]string{"u1"}, map[string]string{"u2": "waiting: QoS team's GPU limit per account (2) is in use"}},
+		{"a QoS's running jobs per user",
+			[]*structs.Job{ownedJob("o1", "bob", "cv", "one", 0), ownedJob("o2", "carol", "", "one", 0), ownedJob("o3", "carol", "", "one", 0)},
+			[]string{"o1", "o2"}, map[string]string{"o3": "waiting: QoS one's running-jobs limit per user (1) is in use"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := Decide(accountsView(tab, tc.jobs...), Inputs{Now: t0})
