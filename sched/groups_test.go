@@ -57,7 +57,6 @@ func TestDecide_AccountAndQoSLimitsHoldJobsBack(t *testing.T) {
 		{"a QoS's GPUs per account",
 			[]*structs.Job{ownedJob("t1", "alice", "ml", "team", 2), ownedJob("t2", "alice", "nlp", "team", 1), ownedJob("t3", "bob", "cv", "team", 2)},
 			[]string{"t3", "t1", "t2"}, nil}, // each account within 2: cv, ml, nlp
-
 		{"a QoS's GPUs per account, one account",
 			[]*structs.Job{ownedJob("u1", "carol", "", "team", 1), ownedJob("u2", "carol", "", "team", 2)},
 			[]string{"u1"}, map[string]string{"u2": "waiting: QoS team's GPU limit per account (2) is in use"}},
