@@ -49,9 +49,9 @@ func TestSbatch_UnsupportedDirectivesAreRefusedAndNothingIsSubmitted(t *testing.
 	acceptSubmit(f)
 	dir := t.TempDir()
 	t.Chdir(dir) // sbatch runs in the submit directory
-	writeTestFile(t, filepath.Join(dir, "old.sh"), "#!/bin/sh\n#SBATCH --account=p1\n#SBATCH --mail-type=END\n#SBATCH --exclusive\necho\n")
+	writeTestFile(t, filepath.Join(dir, "old.sh"), "#!/bin/sh\n#SBATCH --reservation=r1\n#SBATCH --mail-type=END\n#SBATCH --exclusive\necho\n")
 	r := runCLI(t, "--addr", f.URL, "sbatch", "old.sh")
-	if r.code != exitUsage || !strings.Contains(r.stderr, "old.sh: line 2: --account=p1: skein has no accounts") ||
+	if r.code != exitUsage || !strings.Contains(r.stderr, "old.sh: line 2: --reservation=r1: skein has no reservations") ||
 		!strings.Contains(r.stderr, "old.sh: line 3: --mail-type=END: skein sends no mail") || len(f.requests()) != 0 {
 		t.Fatalf("exit %d, stderr %q, %d requests: want 2, both listed, nothing sent", r.code, r.stderr, len(f.requests()))
 	}
@@ -60,7 +60,7 @@ func TestSbatch_UnsupportedDirectivesAreRefusedAndNothingIsSubmitted(t *testing.
 	if r.code != exitOK || len(reqs) != 1 || !reqs[0].Spec.Exclusive {
 		t.Fatalf("--ignore-unknown: exit %d, stderr %q, %d requests: want the job sent, --exclusive kept", r.code, r.stderr, len(reqs))
 	}
-	for _, want := range []string{"warning: left out: old.sh: line 2: --account=p1", "warning: left out: old.sh: line 3: --mail-type=END"} {
+	for _, want := range []string{"warning: left out: old.sh: line 2: --reservation=r1", "warning: left out: old.sh: line 3: --mail-type=END"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
 		}

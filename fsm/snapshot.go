@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -19,18 +20,21 @@ import (
 // Versions of the snapshot format. Version 1 holds nodes, jobs and
 // allocations; version 2 adds the trust records; version 3 the limits;
 // version 4 the ACL records; version 5 the services; version 6 the
-// event log.
+// event log; version 8 the fair-share records (accounts, QoS and weights,
+// usage). Version 7 is another line of work's, which this build does not
+// write.
 // Snapshot writes the oldest version that holds the state, so a binary that
 // predates a version still reads a cluster that uses none of its records;
 // Restore reads them all.
 const (
-	minSnapshotVersion     = 1
-	trustSnapshotVersion   = 2
-	limitsSnapshotVersion  = 3
-	aclSnapshotVersion     = 4
-	serviceSnapshotVersion = 5
-	eventSnapshotVersion   = 6
-	snapshotVersion        = eventSnapshotVersion // the newest
+	minSnapshotVersion       = 1
+	trustSnapshotVersion     = 2
+	limitsSnapshotVersion    = 3
+	aclSnapshotVersion       = 4
+	serviceSnapshotVersion   = 5
+	eventSnapshotVersion     = 6
+	fairshareSnapshotVersion = 8
+	snapshotVersion          = fairshareSnapshotVersion // the newest
 )
 
 // Record types of a snapshot.
@@ -53,6 +57,10 @@ const (
 
 	recordEventLog = "event_log"
 	recordEvent    = "event"
+
+	recordAccounts   = "accounts"
+	recordUsageClock = "usage_clock"
+	recordUsage      = "usage"
 )
 
 // header is the first line of a snapshot.
@@ -82,6 +90,15 @@ type record struct {
 
 	EventLog *eventLogRecord `json:"event_log,omitempty"`
 	Event    *structs.Event  `json:"event,omitempty"`
+
+	Accounts   *structs.AccountTable `json:"accounts,omitempty"`
+	UsageClock *usageClockRecord     `json:"usage_clock,omitempty"`
+	Usage      *structs.UsageRecord  `json:"usage,omitempty"`
+}
+
+// usageClockRecord is when usage was last charged.
+type usageClockRecord struct {
+	At time.Time `json:"at"`
 }
 
 // eventLogRecord is what the event log keeps besides its events: the
@@ -115,6 +132,10 @@ type snapshot struct {
 
 	eventsDropped structs.EventCursor
 	events        []structs.Event
+
+	accounts *structs.AccountTable
+	usageAt  time.Time
+	usage    []structs.UsageRecord
 }
 
 var _ raft.FSMSnapshot = (*snapshot)(nil)
@@ -188,6 +209,9 @@ func (s *state) snapshot() *snapshot {
 	for _, name := range slices.Sorted(maps.Keys(s.services)) {
 		snap.services = append(snap.services, s.services[name].Copy())
 	}
+	snap.accounts = s.accounts.Copy()
+	snap.usageAt = s.usageAt
+	snap.usage = s.usageRecords()
 	snap.eventsDropped = s.events.dropped
 	snap.events = make([]structs.Event, s.events.len())
 	for i := range snap.events {
@@ -198,6 +222,9 @@ func (s *state) snapshot() *snapshot {
 
 // version is the oldest snapshot version that holds everything in snap.
 func (snap *snapshot) version() int {
+	if snap.accounts != nil || !snap.usageAt.IsZero() || len(snap.usage) > 0 {
+		return fairshareSnapshotVersion
+	}
 	if len(snap.events) > 0 || !snap.eventsDropped.IsZero() {
 		return eventSnapshotVersion
 	}
@@ -322,6 +349,28 @@ func (snap *snapshot) writeRecords(enc *json.Encoder) error {
 			return err
 		}
 	}
+	return snap.writeFairShare(enc)
+}
+
+// writeFairShare writes the account table, when set, then when usage was
+// last charged and each usage record, by account then user.
+func (snap *snapshot) writeFairShare(enc *json.Encoder) error {
+	if snap.accounts != nil {
+		if err := enc.Encode(record{Type: recordAccounts, Accounts: snap.accounts}); err != nil {
+			return err
+		}
+	}
+	if snap.usageAt.IsZero() && len(snap.usage) == 0 {
+		return nil
+	}
+	if err := enc.Encode(record{Type: recordUsageClock, UsageClock: &usageClockRecord{At: snap.usageAt}}); err != nil {
+		return err
+	}
+	for i := range snap.usage {
+		if err := enc.Encode(record{Type: recordUsage, Usage: &snap.usage[i]}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -369,13 +418,19 @@ func readSnapshot(r io.Reader) (*state, error) {
 			(h.Version < limitsSnapshotVersion && rec.Type == recordLimits) ||
 			(h.Version < aclSnapshotVersion && isACLRecord(rec.Type)) ||
 			(h.Version < serviceSnapshotVersion && rec.Type == recordService) ||
-			(h.Version < eventSnapshotVersion && isEventRecord(rec.Type)) {
+			(h.Version < eventSnapshotVersion && isEventRecord(rec.Type)) ||
+			(h.Version < fairshareSnapshotVersion && isFairShareRecord(rec.Type)) {
 			return nil, fmt.Errorf("%w: record %d: %s record in a version %d snapshot", ErrBadSnapshot, n, rec.Type, h.Version)
 		}
 		if err := st.restoreRecord(&rec); err != nil {
 			return nil, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
 		}
 	}
+}
+
+// isFairShareRecord reports whether a record type is one of version 8's.
+func isFairShareRecord(typ string) bool {
+	return typ == recordAccounts || typ == recordUsageClock || typ == recordUsage
 }
 
 // isEventRecord reports whether a record type is one of version 6's.
@@ -547,6 +602,8 @@ func (s *state) restoreRecord(rec *record) error {
 		s.events.dropped = rec.EventLog.Dropped
 	case recordEvent:
 		return s.restoreEvent(rec.Event)
+	case recordAccounts, recordUsageClock, recordUsage:
+		return s.restoreFairShare(rec)
 	default:
 		return fmt.Errorf("unknown record type %q", rec.Type)
 	}

@@ -71,8 +71,8 @@ var options = []*option{
 	{long: "wrap", arg: argRequired, cmdline: true, apply: func(*builder, string) error { return nil }},
 	{long: ignoreUnknown, arg: argNone, cmdline: true, apply: func(*builder, string) error { return nil }},
 
-	{long: "account", short: 'A', arg: argRequired, refused: "skein has no accounts"},
-	{long: "qos", short: 'q', arg: argRequired, refused: "skein has no QOS; use skein submit --priority"},
+	{long: "account", short: 'A', arg: argRequired, apply: (*builder).account},
+	{long: "qos", short: 'q', arg: argRequired, apply: (*builder).qos},
 	{long: "mail-type", arg: argRequired, refused: "skein sends no mail"},
 	{long: "mail-user", arg: argRequired, refused: "skein sends no mail"},
 	{long: "reservation", arg: argRequired, refused: "skein has no reservations"},

@@ -19,7 +19,8 @@ func TestOptions_ListsEachOptionOnceWithItsLetterAndWhetherItIsRefused(t *testin
 		{Long: "gres"},
 		{Long: "wait", Short: "W"},
 		{Long: "wrap", CommandLine: true},
-		{Long: "account", Short: "A", Refused: "skein has no accounts"},
+		{Long: "account", Short: "A"},
+		{Long: "reservation", Refused: "skein has no reservations"},
 	} {
 		if got := byName[want.Long]; got != want {
 			t.Errorf("--%s: %+v, want %+v", want.Long, got, want)

@@ -93,6 +93,17 @@ func TestParse_DependencyOnAnArrayTaskTakesSlurmsSpelling(t *testing.T) {
 	}
 }
 
+func TestParse_AccountAndQoSGoToTheSpec(t *testing.T) {
+	b, err := parse(t, "#!/bin/sh\n#SBATCH -A ml\n#SBATCH --qos=high\n")
+	if err != nil || b.Spec.Account != "ml" || b.Spec.QoS != "high" || b.Spec.Env["SLURM_JOB_ACCOUNT"] != "ml" {
+		t.Fatalf("-A ml --qos=high: %+v, %v", b, err)
+	}
+	_, err = parse(t, "#!/bin/sh\n#SBATCH --account=ML!\n")
+	if err == nil || !strings.Contains(err.Error(), "account") {
+		t.Fatalf("a bad account name: %v", err)
+	}
+}
+
 func TestParse_DirectivesStopAtTheFirstCommand(t *testing.T) {
 	b, err := parse(t, "#!/bin/sh\n\n# setup\n#SBATCH -N 2\n  \t\nexport X=1\n#SBATCH -N 4\n#SBATCH --account=x\n")
 	if err != nil || b.Spec.Nodes != 2 {
@@ -165,18 +176,18 @@ func TestParse_BadValuesNameTheLineAndTheLimit(t *testing.T) {
 }
 
 func TestParse_UnsupportedRefusedOrWarnedWithIgnoreUnknown(t *testing.T) {
-	script := "#!/bin/bash\n#SBATCH -A proj\n#SBATCH --gres=gpu:2\n#SBATCH --bogus\n"
+	script := "#!/bin/bash\n#SBATCH --reservation=r1\n#SBATCH --gres=gpu:2\n#SBATCH --bogus\n"
 	_, err := parse(t, script, "--mail-type=ALL")
 	if !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("error %v, want ErrUnsupported", err)
 	}
-	for _, want := range []string{"job.sh: line 2: -A proj: skein has no accounts", "job.sh: line 4: --bogus: unknown option", "command line: --mail-type=ALL: skein sends no mail"} {
+	for _, want := range []string{"job.sh: line 2: --reservation=r1: skein has no reservations", "job.sh: line 4: --bogus: unknown option", "command line: --mail-type=ALL: skein sends no mail"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
 	b, err := parse(t, script, "--mail-type=ALL", "--"+ignoreUnknown)
-	if err != nil || b.Spec.GPUs != 2 || len(b.Warnings) != 3 || !strings.Contains(b.Warnings[0], "left out: job.sh: line 2: -A proj") {
+	if err != nil || b.Spec.GPUs != 2 || len(b.Warnings) != 3 || !strings.Contains(b.Warnings[0], "left out: job.sh: line 2: --reservation=r1") {
 		t.Fatalf("with --ignore-unknown: %+v, %v", b, err)
 	}
 }

@@ -1,7 +1,7 @@
 #!/bin/bash
 #SBATCH --job-name=legacy
-#SBATCH --account=proj123
-#SBATCH --qos=high
+#SBATCH --reservation=maint
+#SBATCH --deadline=tomorrow
 #SBATCH --mail-type=END,FAIL
 #SBATCH --mail-user=alice@example.com
 #SBATCH --gres=gpu:2
