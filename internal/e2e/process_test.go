@@ -155,6 +155,7 @@ func (tt tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // token.
 func runAgent(t testing.TB, cmd *exec.Cmd, addr string, env []string) *agentProc {
 	t.Helper()
+	testutil.Long(t, "starts agent processes")
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	// A supervisor the agent started outlives it by design; it must not
