@@ -587,3 +587,14 @@ func (c *Client) CordonGPU(ctx context.Context, req GPURequest, cordon bool) (*G
 func (c *Client) InjectGPUFault(ctx context.Context, req GPUFaultRequest) error {
 	return c.do(ctx, http.MethodPost, "/v1/gpus/fault", nil, req, &struct{}{})
 }
+
+// DrainNode starts (drain) or ends (!drain) the drain of the node with
+// ID id and returns the node as the state then holds it.
+func (c *Client) DrainNode(ctx context.Context, id string, req NodeDrainRequest, drain bool) (*structs.Node, error) {
+	path := "/v1/nodes/" + url.PathEscape(id) + "/undrain"
+	if drain {
+		path = "/v1/nodes/" + url.PathEscape(id) + "/drain"
+	}
+	var n structs.Node
+	return &n, c.do(ctx, http.MethodPost, path, nil, req, &n)
+}

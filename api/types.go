@@ -252,3 +252,13 @@ const BusyHeader = "X-Skein-Busy"
 // StaleHeader, on a scrape of a leader short of CPU, says how old the
 // metrics it answered with are (agent/server, shed.go).
 const StaleHeader = "X-Skein-Stale"
+
+// NodeDrainRequest is the body of POST /v1/nodes/{id}/drain: Deadline,
+// when set, is how long the jobs that cannot move may run out before they
+// are stopped; Force stops everything at once. POST
+// /v1/nodes/{id}/undrain takes only Reason.
+type NodeDrainRequest struct {
+	Deadline structs.Duration `json:"deadline,omitempty"`
+	Force    bool             `json:"force,omitempty"`
+	Reason   string           `json:"reason,omitempty"`
+}

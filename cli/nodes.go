@@ -59,7 +59,7 @@ func nodesAction(c *ucli.Context) error {
 		}
 		rows = append(rows, []string{
 			n.Name,
-			string(n.Status),
+			n.StatusText(),
 			orDash(string(n.Role)),
 			gpus,
 			model,

@@ -146,11 +146,15 @@ func (s *state) decideJob(a *structs.Allocation, at time.Time, index uint64) {
 	if failed != nil {
 		j.ExitCode = failed.ExitCode
 	}
+	evicted := j.Evicted
+	j.Evicted = ""
 	switch {
 	case j.StopRequested:
 		s.finishJob(j, structs.JobCancelled, cancelReason(j), at, index)
 	case j.PreemptedBy != "":
 		s.requeuePreempted(j, at, index)
+	case evicted != "" && failed != nil:
+		s.requeueEvicted(j, evicted, at, index)
 	case s.wantsReplica(j):
 		if failed == nil {
 			failed = a

@@ -10,7 +10,7 @@ import (
 )
 
 // applyNodeRegister adds a node or replaces its inventory. The first
-// registration's time is kept, and so is the health of every GPU the state
+// registration's time is kept, and so is a drain (only NodeDrain sets it), and so is the health of every GPU the state
 // already knows (keepHealth); the role is never stored (the serving agent
 // fills it in from the Raft configuration). Work on a GPU registered
 // unhealthy is stopped, as for a health report.
@@ -25,8 +25,10 @@ func (s *state) applyNodeRegister(l *raft.Log) any {
 		n.Status = structs.NodeReady
 	}
 	n.Role = ""
+	n.Drain = nil
 	old, known := s.nodes[n.ID]
 	if known {
+		n.Drain = old.Drain.Copy()
 		n.RegisteredAt = old.RegisteredAt
 		keepHealth(old, n)
 	} else if !req.At.IsZero() {

@@ -19,7 +19,9 @@ import (
 // Versions of the snapshot format. Version 1 holds nodes, jobs and
 // allocations; version 2 adds the trust records; version 3 the limits;
 // version 4 the ACL records; version 5 the services; version 6 the
-// event log.
+// event log; version 7 the drains (a node's drain, a job evicted or
+// replaced by one, an allocation's stop signal: fields of existing
+// records, which an older binary would drop).
 // Snapshot writes the oldest version that holds the state, so a binary that
 // predates a version still reads a cluster that uses none of its records;
 // Restore reads them all.
@@ -30,7 +32,8 @@ const (
 	aclSnapshotVersion     = 4
 	serviceSnapshotVersion = 5
 	eventSnapshotVersion   = 6
-	snapshotVersion        = eventSnapshotVersion // the newest
+	drainSnapshotVersion   = 7
+	snapshotVersion        = drainSnapshotVersion // the newest
 )
 
 // Record types of a snapshot.
@@ -198,6 +201,9 @@ func (s *state) snapshot() *snapshot {
 
 // version is the oldest snapshot version that holds everything in snap.
 func (snap *snapshot) version() int {
+	if snap.hasDrain() {
+		return drainSnapshotVersion
+	}
 	if len(snap.events) > 0 || !snap.eventsDropped.IsZero() {
 		return eventSnapshotVersion
 	}
@@ -214,6 +220,15 @@ func (snap *snapshot) version() int {
 		return trustSnapshotVersion
 	}
 	return minSnapshotVersion
+}
+
+// hasDrain reports whether snap holds anything of a drain.
+func (snap *snapshot) hasDrain() bool {
+	return slices.ContainsFunc(snap.nodes, func(n *structs.Node) bool { return n.Drain != nil }) ||
+		slices.ContainsFunc(snap.jobs, func(j *structs.Job) bool {
+			return j.Evicted != "" || j.Evictions > 0 || j.ReplacedBy != ""
+		}) ||
+		slices.ContainsFunc(snap.allocs, func(a *structs.Allocation) bool { return a.StopSignal != "" })
 }
 
 // Persist writes the snapshot as newline-delimited JSON: the header, then one

@@ -172,8 +172,8 @@ func TestFSM_Restore_RejectsBadSnapshotsAndKeepsState(t *testing.T) {
 	}{
 		{"empty", "", "header"},
 		{"garbage", "\x00\x01garbage", "header"},
-		{"unknown version", `{"version":7,"index":9}`, "version 7, want 1 to 6"},
-		{"missing version", `{"index":9}`, "version 0, want 1 to 6"},
+		{"unknown version", `{"version":99,"index":9}`, "version 99, want 1 to 7"},
+		{"missing version", `{"index":9}`, "version 0, want 1 to 7"},
 		{"unknown record type", hdr + `{"type":"volume"}`, `record 1: unknown record type "volume"`},
 		{"truncated record", hdr + node + `{"type":"job","job":{"id"`, "record 2"},
 		{"record without body", hdr + `{"type":"node"}`, "node record without node id"},

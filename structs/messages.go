@@ -38,6 +38,10 @@ const (
 	// A new leader's first entry; written with IgnoreUnknownTypeFlag,
 	// since it changes nothing but the event log.
 	LeaderElectedType MessageType = 27
+	// Draining a node: an operator's drain or undrain, and the leader's
+	// steps that move its work away.
+	NodeDrainType     MessageType = 28
+	NodeDrainStepType MessageType = 29
 )
 
 // IgnoreUnknownTypeFlag marks an entry that a replica which does not know its
@@ -101,6 +105,10 @@ func (t MessageType) String() string {
 		return "service-rollout"
 	case LeaderElectedType:
 		return "leader-elected"
+	case NodeDrainType:
+		return "node-drain"
+	case NodeDrainStepType:
+		return "node-drain-step"
 	}
 	return "unknown"
 }

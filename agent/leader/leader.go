@@ -178,8 +178,8 @@ func (l *Leader) Follow(ctx context.Context) {
 
 // lead runs the leader's duties until stop closes: a barrier so the FSM
 // holds every committed entry, then the node monitor, the removal of
-// expired jobs, the autoscaler, the rollouts of service updates and the
-// scheduling loop.
+// expired jobs, the autoscaler, the rollouts of service updates, the
+// drains and the scheduling loop.
 func (l *Leader) lead(stop <-chan struct{}) {
 	for {
 		err := l.cfg.Raft.Barrier(barrierTimeout)
@@ -198,7 +198,7 @@ func (l *Leader) lead(stop <-chan struct{}) {
 	since := l.silenceFrom(time.Now())
 	var duties sync.WaitGroup
 	defer duties.Wait()
-	duties.Add(4)
+	duties.Add(5)
 	go func() {
 		defer duties.Done()
 		l.monitorNodes(stop, since)
@@ -214,6 +214,10 @@ func (l *Leader) lead(stop <-chan struct{}) {
 	go func() {
 		defer duties.Done()
 		l.gcLoop(stop)
+	}()
+	go func() {
+		defer duties.Done()
+		l.drainLoop(stop)
 	}()
 	l.scheduleLoop(stop)
 }

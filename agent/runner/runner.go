@@ -861,6 +861,13 @@ func (r *Runner) StopAfter(allocID, reason string, grace time.Duration) {
 	r.stop(allocID, stopRequest{Reason: reason, Grace: structs.Duration(grace), Exact: grace > 0})
 }
 
+// StopSignalled is StopAfter with signal (a name from
+// structs.TimeSignals; empty: SIGTERM) sent first: a job moved off a
+// draining node gets its --signal to checkpoint.
+func (r *Runner) StopSignalled(allocID, reason string, grace time.Duration, signal string) {
+	r.stop(allocID, stopRequest{Reason: reason, Grace: structs.Duration(grace), Exact: grace > 0, Signal: signal})
+}
+
 func (r *Runner) stop(allocID string, req stopRequest) {
 	if checkID(allocID) != nil {
 		return

@@ -281,6 +281,8 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("GET /v1/keyring", need(nodes, "see the keyring", s.handleKeyring))
 	mux.HandleFunc("POST /v1/keyring/rotate", need(nodes, "rotate the keyring", s.handleKeyringRotate))
 	mux.HandleFunc("POST /v1/nodes/{id}/revoke", need(nodes, "revoke nodes", s.handleNodeRevoke))
+	mux.HandleFunc("POST /v1/nodes/{id}/drain", need(nodes, "drain nodes", s.handleNodeDrain))
+	mux.HandleFunc("POST /v1/nodes/{id}/undrain", need(nodes, "undrain nodes", s.handleNodeDrain))
 	mux.HandleFunc("GET /v1/limits", need(read, "see limits", s.handleLimits))
 	mux.HandleFunc("GET /v1/limits/{user}", need(read, "see limits", s.handleUserLimits))
 	mux.HandleFunc("POST /v1/limits", need(acl, "set limits", s.handleLimitsSet))
