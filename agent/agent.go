@@ -269,6 +269,7 @@ func (a *Agent) start() error {
 		View:         a.node.View(),
 		Raft:         a.raft,
 		Apply:        a.apply,
+		Restore:      a.raft.Restore,
 		Peers:        a.peers,
 		Heartbeats:   a.leader,
 		Autoscaler:   a.leader,
@@ -303,6 +304,9 @@ func (a *Agent) start() error {
 	}
 	a.goLoop(func() { a.leader.Follow(a.ctx) })
 	a.goLoop(a.memberLoop)
+	if a.cfg.SnapshotEvery > 0 {
+		a.goLoop(a.snapshotLoop)
+	}
 	a.goLoop(a.metaLoop)
 	if len(a.joinAddrs()) > 0 {
 		a.goLoop(a.joinLoop)

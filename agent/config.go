@@ -99,6 +99,10 @@ const (
 	MinLogMaxMiB     = 1
 )
 
+// DefaultSnapshotKeep is how many periodic backups a server keeps
+// (--snapshot-keep).
+const DefaultSnapshotKeep = 24
+
 // DefaultJobRetention is how long a finished job, with its allocations and
 // their logs, stays in the cluster (--job-retention).
 const DefaultJobRetention = 24 * time.Hour
@@ -288,6 +292,12 @@ type Config struct {
 	// their logs, is kept; 0 = DefaultJobRetention. The leader's applies,
 	// so give every node the same.
 	JobRetention time.Duration
+	// SnapshotEvery, when set, has a server write a backup of its state
+	// (as skein snapshot save writes one) into SnapshotDir that often,
+	// keeping the newest SnapshotKeep (0 = DefaultSnapshotKeep).
+	SnapshotEvery time.Duration
+	SnapshotDir   string
+	SnapshotKeep  int
 	// AutoscaleInterval is how often nodes report the load of autoscaled
 	// services and the leader looks at it; 0 =
 	// leader.DefaultAutoscaleInterval. Tests shorten it.
@@ -471,6 +481,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.JobRetention < time.Second {
 		return cfg, fmt.Errorf("--job-retention %s: must be at least 1s", cfg.JobRetention)
+	}
+	if err := checkSnapshots(&cfg); err != nil {
+		return cfg, err
 	}
 	if cfg.Name == "" {
 		h, err := os.Hostname()

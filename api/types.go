@@ -5,6 +5,13 @@ import "github.com/skein-dev/skein/structs"
 // MaxBodyBytes caps every request body the API accepts.
 const MaxBodyBytes = 1 << 20
 
+// MaxSnapshotBytes caps the backup a restore accepts.
+const MaxSnapshotBytes = 1 << 30
+
+// SnapshotIndexHeader, on a saved snapshot, is the Raft index of the
+// state it holds.
+const SnapshotIndexHeader = "X-Skein-Snapshot-Index"
+
 // TokenHeader carries the API token. Bearer authorization is accepted too.
 const TokenHeader = "X-Skein-Token"
 

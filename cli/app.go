@@ -141,6 +141,7 @@ func commands() []*ucli.Command {
 		caCommand(),
 		keyringCommand(),
 		nodeCommand(),
+		snapshotCommand(),
 		keygenCommand(),
 		versionCommand(),
 		superviseCommand(),

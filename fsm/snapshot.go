@@ -359,13 +359,20 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 }
 
 func readSnapshot(r io.Reader) (*state, error) {
+	st, _, err := readSnapshotVersion(r)
+	return st, err
+}
+
+// readSnapshotVersion is readSnapshot that also returns the snapshot's
+// version.
+func readSnapshotVersion(r io.Reader) (*state, int, error) {
 	dec := json.NewDecoder(bufio.NewReader(r))
 	var h header
 	if err := dec.Decode(&h); err != nil {
-		return nil, fmt.Errorf("%w: header: %w", ErrBadSnapshot, err)
+		return nil, 0, fmt.Errorf("%w: header: %w", ErrBadSnapshot, err)
 	}
 	if h.Version < minSnapshotVersion || h.Version > snapshotVersion {
-		return nil, fmt.Errorf("%w: version %d, want %d to %d", ErrBadSnapshot, h.Version, minSnapshotVersion, snapshotVersion)
+		return nil, 0, fmt.Errorf("%w: version %d, want %d to %d", ErrBadSnapshot, h.Version, minSnapshotVersion, snapshotVersion)
 	}
 	st := newState()
 	st.index = h.Index
@@ -375,20 +382,20 @@ func readSnapshot(r io.Reader) (*state, error) {
 		var rec record
 		err := dec.Decode(&rec)
 		if errors.Is(err, io.EOF) {
-			return st, nil
+			return st, h.Version, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
+			return nil, 0, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
 		}
 		if (h.Version < trustSnapshotVersion && isTrustRecord(rec.Type)) ||
 			(h.Version < limitsSnapshotVersion && rec.Type == recordLimits) ||
 			(h.Version < aclSnapshotVersion && isACLRecord(rec.Type)) ||
 			(h.Version < serviceSnapshotVersion && rec.Type == recordService) ||
 			(h.Version < eventSnapshotVersion && isEventRecord(rec.Type)) {
-			return nil, fmt.Errorf("%w: record %d: %s record in a version %d snapshot", ErrBadSnapshot, n, rec.Type, h.Version)
+			return nil, 0, fmt.Errorf("%w: record %d: %s record in a version %d snapshot", ErrBadSnapshot, n, rec.Type, h.Version)
 		}
 		if err := st.restoreRecord(&rec); err != nil {
-			return nil, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
+			return nil, 0, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
 		}
 	}
 }

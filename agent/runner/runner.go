@@ -1077,3 +1077,39 @@ func checkID(id string) error {
 	}
 	return nil
 }
+
+// CreateIndex returns the Raft index that created an allocation this
+// runner started (its spec's), and false when it holds no record of it.
+func (r *Runner) CreateIndex(allocID string) (uint64, bool) {
+	if checkID(allocID) != nil {
+		return 0, false
+	}
+	var sp spec
+	found, err := readJSON(filepath.Join(r.dir, allocID, specFile), &sp)
+	if !found || err != nil || sp.CreateIndex == 0 {
+		return 0, false
+	}
+	return sp.CreateIndex, true
+}
+
+// Outcome returns how an allocation that is no longer tracked ended, as
+// its supervisor recorded it, so that it can be reported again: the
+// state a backup restored holds it as live. False while it is tracked,
+// or without a record.
+func (r *Runner) Outcome(allocID string) (structs.AllocUpdate, bool) {
+	if checkID(allocID) != nil {
+		return structs.AllocUpdate{}, false
+	}
+	r.mu.Lock()
+	_, tracked := r.allocs[allocID]
+	r.mu.Unlock()
+	if tracked {
+		return structs.AllocUpdate{}, false
+	}
+	var st status
+	found, err := readJSON(filepath.Join(r.dir, allocID, statusFile), &st)
+	if !found || err != nil {
+		return structs.AllocUpdate{}, false
+	}
+	return st.update(allocID), true
+}

@@ -90,7 +90,11 @@ type Config struct {
 	// Apply writes one entry through Raft (this node must lead) and
 	// returns what the FSM returned.
 	Apply func(structs.MessageType, any) (any, error)
-	Peers *peer.Peers
+	// Restore replaces the cluster's state with a backup (this node
+	// must lead): reindex gives the backup's bytes at the index Raft
+	// will install it at (cluster.Cluster.Restore). nil: never.
+	Restore func(reindex func(index uint64) ([]byte, error), timeout time.Duration) (uint64, error)
+	Peers   *peer.Peers
 	// Heartbeats records the heartbeats that reach this node; only the
 	// leader's record counts (agent/leader).
 	Heartbeats interface {
@@ -283,6 +287,8 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("POST /v1/nodes/{id}/revoke", need(nodes, "revoke nodes", s.handleNodeRevoke))
 	mux.HandleFunc("POST /v1/nodes/{id}/drain", need(nodes, "drain nodes", s.handleNodeDrain))
 	mux.HandleFunc("POST /v1/nodes/{id}/undrain", need(nodes, "undrain nodes", s.handleNodeDrain))
+	mux.HandleFunc("GET /v1/snapshot", need(acl, "save snapshots", s.handleSnapshotSave))
+	mux.HandleFunc("POST /v1/snapshot/restore", need(acl, "restore snapshots", s.handleSnapshotRestore))
 	mux.HandleFunc("GET /v1/limits", need(read, "see limits", s.handleLimits))
 	mux.HandleFunc("GET /v1/limits/{user}", need(read, "see limits", s.handleUserLimits))
 	mux.HandleFunc("POST /v1/limits", need(acl, "set limits", s.handleLimitsSet))
