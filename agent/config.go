@@ -99,6 +99,10 @@ const (
 	MinLogMaxMiB     = 1
 )
 
+// DefaultNodeGC is how long a node down or left stays listed before the
+// leader forgets it (--node-gc).
+const DefaultNodeGC = 72 * time.Hour
+
 // DefaultSnapshotKeep is how many periodic backups a server keeps
 // (--snapshot-keep).
 const DefaultSnapshotKeep = 24
@@ -292,6 +296,14 @@ type Config struct {
 	// their logs, is kept; 0 = DefaultJobRetention. The leader's applies,
 	// so give every node the same.
 	JobRetention time.Duration
+	// Recover rebuilds a cluster of this node alone from the Raft state in
+	// its data directory (cluster.Config.Recover): for a quorum lost for
+	// good.
+	Recover bool
+	// NodeGC is how long a node down or left stays in the state, once
+	// nothing live is on it, before the leader forgets it (and takes it
+	// out of Raft); 0 = DefaultNodeGC, negative = never.
+	NodeGC time.Duration
 	// SnapshotEvery, when set, has a server write a backup of its state
 	// (as skein snapshot save writes one) into SnapshotDir that often,
 	// keeping the newest SnapshotKeep (0 = DefaultSnapshotKeep).
@@ -481,6 +493,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.JobRetention < time.Second {
 		return cfg, fmt.Errorf("--job-retention %s: must be at least 1s", cfg.JobRetention)
+	}
+	switch {
+	case cfg.NodeGC == 0:
+		cfg.NodeGC = DefaultNodeGC
+	case cfg.NodeGC < 0:
+		cfg.NodeGC = 0
 	}
 	if err := checkSnapshots(&cfg); err != nil {
 		return cfg, err

@@ -598,3 +598,10 @@ func (c *Client) DrainNode(ctx context.Context, id string, req NodeDrainRequest,
 	var n structs.Node
 	return &n, c.do(ctx, http.MethodPost, path, nil, req, &n)
 }
+
+// RemoveNode forgets the node with ID id, which must be down or have
+// left, and returns it as the state held it.
+func (c *Client) RemoveNode(ctx context.Context, id string, req NodeRemoveRequest) (*structs.Node, error) {
+	var n structs.Node
+	return &n, c.do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(id)+"/remove", nil, req, &n)
+}

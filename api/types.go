@@ -269,3 +269,8 @@ type NodeDrainRequest struct {
 	Force    bool             `json:"force,omitempty"`
 	Reason   string           `json:"reason,omitempty"`
 }
+
+// NodeRemoveRequest is the body of POST /v1/nodes/{id}/remove.
+type NodeRemoveRequest struct {
+	Reason string `json:"reason,omitempty"`
+}

@@ -54,6 +54,18 @@ func nodeCommand() *ucli.Command {
 				&ucli.StringFlag{Name: "reason", Usage: "why"},
 			},
 			Action: nodeUndrainAction,
+		}, {
+			Name:  "remove",
+			Usage: "forget a node that is down or has left for good",
+			Description: "NODE is a node name, or its ID or a unique prefix of it. The node leaves the\n" +
+				"list of nodes, and Raft if it was a server; its finished work stays in its jobs'\n" +
+				"history. A node still running something (not yet declared lost) is refused.\n" +
+				"The leader does this by itself for nodes down or left past --node-gc.",
+			ArgsUsage: "NODE",
+			Flags: []ucli.Flag{
+				&ucli.StringFlag{Name: "reason", Usage: "why"},
+			},
+			Action: nodeRemoveAction,
 		}},
 	}
 }

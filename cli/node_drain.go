@@ -62,3 +62,20 @@ func drainNode(c *ucli.Context, drain bool) error {
 	_, err = fmt.Fprintf(c.App.Writer, "node %s %s\n", name, what)
 	return err
 }
+
+func nodeRemoveAction(c *ucli.Context) error {
+	args, cl, err := commandClient(c, "NODE")
+	if err != nil {
+		return err
+	}
+	id, name, err := resolveNode(c.Context, cl, args[0])
+	if err != nil {
+		return err
+	}
+	n, err := cl.RemoveNode(c.Context, id, api.NodeRemoveRequest{Reason: c.String("reason")})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(c.App.Writer, "removed node %s (%s), which was %s\n", name, id, n.Status)
+	return err
+}

@@ -70,3 +70,19 @@ func TestNodeDrain_SendsTheDeadlineAndSaysWhatTheNodeDoes(t *testing.T) {
 		})
 	}
 }
+
+func TestNodeRemove_SendsTheNodeAndSaysWhatItWas(t *testing.T) {
+	f := newFakeAgent(t)
+	f.reply("GET /v1/nodes", http.StatusOK, []api.NodeInfo{{Node: structs.Node{ID: "5f3a9c01-aaaa", Name: "gpu-01", Status: structs.NodeDown}}})
+	f.reply("POST /v1/nodes/{id}/remove", http.StatusOK, structs.Node{ID: "5f3a9c01-aaaa", Name: "gpu-01", Status: structs.NodeDown})
+	r := runCLI(t, "--addr", f.URL, "node", "remove", "--reason", "burnt", "gpu-01")
+	if r.code != exitOK || r.stdout != "removed node gpu-01 (5f3a9c01-aaaa), which was down\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	reqs := f.requests()
+	last := reqs[len(reqs)-1]
+	var body api.NodeRemoveRequest
+	if last.Path != "/v1/nodes/5f3a9c01-aaaa/remove" || json.Unmarshal(last.Body, &body) != nil || body.Reason != "burnt" {
+		t.Fatalf("sent %s %s", last.Path, last.Body)
+	}
+}

@@ -88,6 +88,11 @@ func (c *Cluster) openRaft(conf *raft.Config, advertise net.Addr) error {
 		return fail(fmt.Errorf("check existing raft state: %w", err))
 	}
 	c.hasState.Store(existing)
+	if c.cfg.Recover {
+		if err := recoverAlone(conf, c.cfg.FSM, existing, dir, logs, store, snaps, trans); err != nil {
+			return fail(err)
+		}
+	}
 	if c.cfg.Bootstrap {
 		if err := bootstrap(conf, existing, logs, store, snaps, trans); err != nil {
 			return fail(err)

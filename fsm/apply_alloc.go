@@ -76,8 +76,8 @@ func (s *state) updateAlloc(nodeID string, u *structs.AllocUpdate, index uint64)
 }
 
 // emitStarted records that an allocation's process runs. Its node is in
-// the state: nodes are never removed, and an allocation is placed only on
-// a known one.
+// the state: a node with live allocations is never removed, and an
+// allocation is placed only on a known one.
 func (s *state) emitStarted(a *structs.Allocation, index uint64) {
 	j, n := s.jobs[a.JobID], s.nodes[a.NodeID]
 	reason := fmt.Sprintf("attempt %d running on %s", a.Attempt, nodeName(n))

@@ -243,3 +243,39 @@ func TestFSM_NodeDrainStep_RefusesBadSteps(t *testing.T) {
 		}
 	}
 }
+
+func TestFSM_NodeRemove_ForgetsOnlyANodeDownWithNothingLive(t *testing.T) {
+	h := newHarness(t)
+	h.register(node("n1", 2))
+	h.submit("j", spec(1, 1))
+	h.place("j", alloc("a", "n1", 0, gpuID("n1", 0)))
+	h.mustUpdate("n1", "a", structs.AllocRunning, 0, "")
+	remove := func() error {
+		return h.applyErr(structs.NodeRemoveType, structs.NodeRemoveRequest{NodeID: "n1", Reason: "gone", At: h.at()})
+	}
+	wantErrIs(t, remove(), ErrInvalidRequest, "only a node down or left")
+	if err := h.applyErr(structs.NodeStatusType, structs.NodeStatusRequest{NodeID: "n1", Status: structs.NodeDown, At: h.at()}); err != nil {
+		t.Fatal(err)
+	}
+	wantErrIs(t, remove(), ErrInvalidRequest, "not declared lost")
+	if err := h.applyErr(structs.NodeAllocsLostType, structs.NodeAllocsLostRequest{NodeID: "n1", Reason: "lost", At: h.at()}); err != nil {
+		t.Fatal(err)
+	}
+	before := h.idx
+	if err := remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := h.f.Node("n1"); ok {
+		t.Fatal("the removed node is still in the state")
+	}
+	if got := h.kinds(before); len(got) != 1 || got[0] != string(structs.EventNodeRemoved) {
+		t.Fatalf("events %v", got)
+	}
+	if a := h.alloc("a"); a.State != structs.AllocLost {
+		t.Fatalf("the removed node's allocation is %s, want kept as lost", a.State)
+	}
+	if got := restoreFresh(t, h.f); got.Hash() != h.f.Hash() {
+		t.Fatal("a state without the removed node does not restore as it was")
+	}
+	wantErrIs(t, remove(), ErrNodeNotFound, "")
+}

@@ -159,3 +159,25 @@ func (s *state) applyNodeAllocsLost(l *raft.Log) any {
 	}
 	return nil
 }
+
+// applyNodeRemove forgets a node that is down or has left
+// (structs.NodeRemoveRequest) and returns a copy of it. A ready node, or
+// one with live allocations, is refused.
+func (s *state) applyNodeRemove(l *raft.Log) any {
+	var req structs.NodeRemoveRequest
+	decode(l, &req)
+	n, ok := s.nodes[req.NodeID]
+	switch {
+	case !ok:
+		return fmt.Errorf("node %s: %w", structs.ShortID(req.NodeID), ErrNodeNotFound)
+	case n.Status != structs.NodeDown && n.Status != structs.NodeLeft:
+		return fmt.Errorf("node %s: %w: it is %s; only a node down or left is removed", nodeName(n), ErrInvalidRequest, n.Status)
+	case len(s.nodeLive[n.ID]) > 0:
+		return fmt.Errorf("node %s: %w: %d of its allocations are not declared lost yet (wait --down-after)", nodeName(n), ErrInvalidRequest, len(s.nodeLive[n.ID]))
+	}
+	delete(s.nodes, n.ID)
+	delete(s.nodeLive, n.ID)
+	delete(s.nodeUsed, n.ID)
+	s.emitNode(l.Index, structs.EventNodeRemoved, n, req.At, withReason("forgotten, was "+string(n.Status), req.Reason))
+	return n.Copy()
+}

@@ -153,6 +153,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 		resp = f.st.applyNodeDrain(l)
 	case structs.NodeDrainStepType:
 		resp = f.st.applyNodeDrainStep(l)
+	case structs.NodeRemoveType:
+		resp = f.st.applyNodeRemove(l)
 	default:
 		if !skippable {
 			panic(fmt.Sprintf("fsm: log entry %d has unknown type %d", l.Index, uint8(t)))

@@ -143,3 +143,13 @@ func (n *Node) StatusText() string {
 	}
 	return string(n.Status) + " (" + d + ")"
 }
+
+// NodeRemoveRequest forgets a node that is down or has left: it leaves
+// the state (its ended allocations stay with their jobs). A node that
+// still holds live allocations is refused: they must be declared lost
+// first, once it cannot run them any more.
+type NodeRemoveRequest struct {
+	NodeID string    `json:"node_id"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
+}

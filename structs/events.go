@@ -39,6 +39,8 @@ const (
 	EventNodeDrainMoved EventKind = "node-drain-moved"
 	EventNodeLeft       EventKind = "node-left"
 	EventNodeLost       EventKind = "node-allocs-lost"
+	// EventNodeRemoved: a node down or left was forgotten.
+	EventNodeRemoved EventKind = "node-removed"
 
 	EventLeaderElected EventKind = "leader-elected"
 

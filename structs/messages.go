@@ -42,6 +42,9 @@ const (
 	// steps that move its work away.
 	NodeDrainType     MessageType = 28
 	NodeDrainStepType MessageType = 29
+	// A node down or left for good is forgotten (skein node remove, or
+	// the leader's --node-gc).
+	NodeRemoveType MessageType = 30
 )
 
 // IgnoreUnknownTypeFlag marks an entry that a replica which does not know its
@@ -109,6 +112,8 @@ func (t MessageType) String() string {
 		return "node-drain"
 	case NodeDrainStepType:
 		return "node-drain-step"
+	case NodeRemoveType:
+		return "node-remove"
 	}
 	return "unknown"
 }

@@ -53,6 +53,11 @@ type Config struct {
 	StaleLeader time.Duration
 	// JobRetention is how long a finished job stays in the state.
 	JobRetention time.Duration
+	// NodeGC is how long a node stays in the state once it is down or
+	// has left, with nothing live on it (0: for ever); Forget removes it,
+	// from Raft too where it is a server.
+	NodeGC time.Duration
+	Forget func(nodeID, reason string) error
 	// AutoscaleInterval is how often autoscaled services are looked at
 	// (DefaultAutoscaleInterval when 0).
 	AutoscaleInterval time.Duration

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"strings"
@@ -64,4 +65,38 @@ func checkDrain(req *api.NodeDrainRequest, drain bool) error {
 		return &structs.FieldError{Field: "deadline", Msg: "an undrain takes no deadline and no force"}
 	}
 	return nil
+}
+
+// handleNodeRemove forgets a node down or left (POST
+// /v1/nodes/{id}/remove): out of Raft where it is a server, then out of
+// the state. The leader does it.
+func (s *Server) handleNodeRemove(w http.ResponseWriter, r *http.Request) {
+	var req api.NodeRemoveRequest
+	body, err := readBody(w, r)
+	if err == nil {
+		err = decodeStrict(body, &req)
+	}
+	if err == nil && len(req.Reason) > structs.MaxServiceReasonLen {
+		err = &structs.FieldError{Field: "reason", Msg: fmt.Sprintf("%d bytes; at most %d", len(req.Reason), structs.MaxServiceReasonLen)}
+	}
+	var n *structs.Node
+	if err == nil {
+		n, err = s.resolveNode(r.PathValue("id"))
+	}
+	if err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	if !s.cfg.Raft.IsLeader() && s.forward(w, r, body) {
+		return
+	}
+	if s.cfg.Forget == nil {
+		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("this node cannot remove nodes"))
+		return
+	}
+	if err := s.cfg.Forget(n.ID, cmp.Or(req.Reason, "removed by skein node remove")); err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, n)
 }

@@ -94,7 +94,10 @@ type Config struct {
 	// must lead): reindex gives the backup's bytes at the index Raft
 	// will install it at (cluster.Cluster.Restore). nil: never.
 	Restore func(reindex func(index uint64) ([]byte, error), timeout time.Duration) (uint64, error)
-	Peers   *peer.Peers
+	// Forget removes a node down or left from the state, and from Raft
+	// where it is a server (this node must lead). nil: never.
+	Forget func(nodeID, reason string) error
+	Peers  *peer.Peers
 	// Heartbeats records the heartbeats that reach this node; only the
 	// leader's record counts (agent/leader).
 	Heartbeats interface {
@@ -287,6 +290,7 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("POST /v1/nodes/{id}/revoke", need(nodes, "revoke nodes", s.handleNodeRevoke))
 	mux.HandleFunc("POST /v1/nodes/{id}/drain", need(nodes, "drain nodes", s.handleNodeDrain))
 	mux.HandleFunc("POST /v1/nodes/{id}/undrain", need(nodes, "undrain nodes", s.handleNodeDrain))
+	mux.HandleFunc("POST /v1/nodes/{id}/remove", need(nodes, "remove nodes", s.handleNodeRemove))
 	mux.HandleFunc("GET /v1/snapshot", need(acl, "save snapshots", s.handleSnapshotSave))
 	mux.HandleFunc("POST /v1/snapshot/restore", need(acl, "restore snapshots", s.handleSnapshotRestore))
 	mux.HandleFunc("GET /v1/limits", need(read, "see limits", s.handleLimits))
