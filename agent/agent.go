@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -99,10 +100,13 @@ type Agent struct {
 	telemetry gpu.Telemetry
 	xids      *gpu.XIDCounter
 
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	leaving  sync.Once
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	leaving sync.Once
+	// leaveErr is why the leave was not clean; nil when it was, or has
+	// not happened.
+	leaveErr atomic.Pointer[error]
 	shutdown sync.Once
 }
 
@@ -274,6 +278,7 @@ func (a *Agent) start() error {
 		Apply:        a.apply,
 		Restore:      a.raft.Restore,
 		Forget:       a.forgetNode,
+		Depart:       a.departNode,
 		Peers:        a.peers,
 		Heartbeats:   a.leader,
 		Autoscaler:   a.leader,
@@ -675,22 +680,6 @@ func (a *Agent) stopLaunching() {
 	if a.node != nil {
 		a.node.StopStarting()
 	}
-}
-
-// Leave stops local jobs, leaves the cluster gracefully and closes Done.
-// The node starts nothing new meanwhile; a leader goes on scheduling
-// until it has handed leadership over.
-func (a *Agent) Leave() {
-	a.leaving.Do(func() {
-		defer close(a.done)
-		a.logger.Info("leaving the cluster")
-		a.node.StopStarting()
-		a.node.StopAll("node leaving the cluster")
-		a.node.FlushReports(reportFlush)
-		if err := a.raft.Leave(leaveTimeout); err != nil {
-			a.logger.Warn("leave was not clean", "error", err)
-		}
-	})
 }
 
 // GenerateKey returns a new gossip encryption key for --encrypt.

@@ -510,6 +510,12 @@ func (c *Client) Register(ctx context.Context, n structs.Node) error {
 	return c.do(ctx, http.MethodPost, "/v1/internal/register", nil, RegisterRequest{Node: n}, &struct{}{})
 }
 
+// Depart asks the leader to take the node nodeID, which leaves, out of
+// the cluster: out of Raft where it is a server, and marked left.
+func (c *Client) Depart(ctx context.Context, nodeID string) error {
+	return c.do(ctx, http.MethodPost, "/v1/internal/depart", nil, DepartRequest{NodeID: nodeID}, &struct{}{})
+}
+
 // UpdateAllocs reports allocation progress to the leader.
 func (c *Client) UpdateAllocs(ctx context.Context, nodeID string, updates []structs.AllocUpdate) error {
 	return c.do(ctx, http.MethodPost, "/v1/internal/alloc-updates", nil, AllocUpdatesRequest{NodeID: nodeID, Updates: updates}, &struct{}{})

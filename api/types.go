@@ -274,3 +274,9 @@ type NodeDrainRequest struct {
 type NodeRemoveRequest struct {
 	Reason string `json:"reason,omitempty"`
 }
+
+// DepartRequest is the body of POST /v1/internal/depart: the node that
+// leaves.
+type DepartRequest struct {
+	NodeID string `json:"node_id"`
+}

@@ -245,7 +245,6 @@ const (
 	gossipTimeout    = 5 * time.Second        // broadcast waits (UpdateMeta)
 	maxRaftAddrLen   = 64                     // longest raft advertise address the meta header carries
 	rejoinSettle     = time.Second            // after a re-join that reached its peer, before the next
-	leavePoll        = 50 * time.Millisecond  // Leave polls the raft configuration this often
 	bootstrapPoll    = 500 * time.Millisecond // bootstrap-expect re-checks at least this often
 )
 

@@ -197,7 +197,7 @@ func (s *Server) canLeave() error {
 			selfVoter = selfVoter || sv.ID == s.cfg.NodeID
 		}
 	}
-	if selfVoter && voters == 1 && len(servers) > 1 {
+	if selfVoter && voters == 1 && (len(servers) > 1 || !s.cfg.Peers.Alone()) {
 		return errors.New("this node is the cluster's only Raft voter; leaving now would stop the cluster: wait until others are promoted (skein raft peers)")
 	}
 	return nil

@@ -97,6 +97,9 @@ type Config struct {
 	// Forget removes a node down or left from the state, and from Raft
 	// where it is a server (this node must lead). nil: never.
 	Forget func(nodeID, reason string) error
+	// Depart takes a leaving node out of Raft, where it is a server, and
+	// marks it left (this node must lead). nil: never.
+	Depart func(nodeID string) error
 	Peers  *peer.Peers
 	// Heartbeats records the heartbeats that reach this node; only the
 	// leader's record counts (agent/leader).
@@ -317,6 +320,7 @@ func (s *Server) internalRoutes() http.Handler {
 	mux.HandleFunc("POST "+internalPrefix+"heartbeat", s.handleHeartbeat)
 	mux.HandleFunc("POST "+internalPrefix+"heartbeats", s.handleRelayedHeartbeats)
 	mux.HandleFunc("POST "+internalPrefix+"register", s.handleRegister)
+	mux.HandleFunc("POST "+internalPrefix+"depart", s.handleDepart)
 	mux.HandleFunc("POST "+internalPrefix+"alloc-updates", s.handleAllocUpdates)
 	mux.HandleFunc("POST "+internalPrefix+"gpu-health", s.handleGPUHealth)
 	mux.HandleFunc("POST "+internalPrefix+"loads", s.handleLoads)
