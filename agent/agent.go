@@ -596,6 +596,9 @@ func (a *Agent) Name() string { return a.cfg.Name }
 
 // apply writes one message through Raft and returns what the FSM returned.
 func (a *Agent) apply(t structs.MessageType, msg any) (any, error) {
+	if err := a.everyServerApplies(t); err != nil {
+		return nil, err
+	}
 	buf, err := structs.Encode(t, msg)
 	if err != nil {
 		return nil, err

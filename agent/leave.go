@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
+	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -87,7 +90,15 @@ func (a *Agent) depart(ctx context.Context) error {
 		}
 		return errors.New("this node led again; handed over once more")
 	}
-	return c.Depart(ctx, a.nodeID)
+	err = c.Depart(ctx, a.nodeID)
+	var remote *api.Error
+	if errors.As(err, &remote) && remote.StatusCode == http.StatusNotFound && strings.Contains(remote.Message, "no such endpoint") {
+		// A leader of the release before: it knows no depart, and takes
+		// the node out on its gossip leave instead.
+		a.logger.Info("the leader runs a release that knows no depart; it takes this node out on its gossip leave")
+		return nil
+	}
+	return err
 }
 
 // departNode takes a leaving node out of Raft, where it is a server, then

@@ -131,3 +131,7 @@ func pruneBackups(dir string, keep int) error {
 	}
 	return errors.Join(errs...)
 }
+
+// SnapshotVersion is the newest snapshot format this binary reads, as
+// skein version says.
+const SnapshotVersion = fsm.SnapshotVersion

@@ -86,3 +86,21 @@ func TestNodeRemove_SendsTheNodeAndSaysWhatItWas(t *testing.T) {
 		t.Fatalf("sent %s %s", last.Path, last.Body)
 	}
 }
+
+func TestVersion_ShowsEachNodesVersion(t *testing.T) {
+	f := newFakeAgent(t)
+	f.reply("GET /v1/nodes", http.StatusOK, []api.NodeInfo{
+		{Node: structs.Node{ID: "a", Name: "gpu-01", Status: structs.NodeReady, Version: "0.2.0"},
+			Protocol: structs.Protocol{Release: "0.2.0", API: 1, Log: 30, Snapshot: 7}},
+		{Node: structs.Node{ID: "b", Name: "gpu-02", Status: structs.NodeReady, Version: "0.1.0"}, Protocol: structs.Protocol{Release: "0.1.0"}},
+	})
+	r := runCLI(t, "--addr", f.URL, "version")
+	if r.code != exitOK {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"gpu-01  ready   0.2.0 (api 1, log 30, snapshot 7)", "gpu-02  ready   0.1.0 (api 1, log 27: before versions were announced)"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}

@@ -36,6 +36,10 @@ const (
 	snapshotVersion        = drainSnapshotVersion // the newest
 )
 
+// SnapshotVersion is the newest snapshot format this binary reads (and
+// writes, when the state needs it).
+const SnapshotVersion = snapshotVersion
+
 // Record types of a snapshot.
 const (
 	recordNode  = "node"
