@@ -32,6 +32,7 @@ func (s *state) applyNodeDrain(l *raft.Log) any {
 		}
 		n = s.writableNode(n)
 		n.Drain = nil
+		delete(s.draining, n.ID)
 		n.ModifyIndex = l.Index
 		s.emitNode(l.Index, structs.EventNodeUndrained, n, req.At, withReason("takes work again", req.Reason))
 		s.dropReplacements(n, req.At, l.Index)
@@ -46,6 +47,7 @@ func (s *state) applyNodeDrain(l *raft.Log) any {
 	}
 	n = s.writableNode(n)
 	n.Drain = &d
+	s.draining[n.ID] = true
 	n.ModifyIndex = l.Index
 	what := "draining"
 	switch {

@@ -193,8 +193,18 @@ func TestFSM_NodeDrainStep_EvictsARestartableGangWithItsSignalAndNoRestartUsed(t
 	if v := headerVersion(t, h.f); v != drainSnapshotVersion {
 		t.Fatalf("snapshot version %d, want %d", v, drainSnapshotVersion)
 	}
-	if got := restoreFresh(t, h.f); got.Hash() != h.f.Hash() {
+	got := restoreFresh(t, h.f)
+	if got.Hash() != h.f.Hash() {
 		t.Fatal("a restored snapshot differs from the state it was taken of")
+	}
+	if err := checkIndexes(got.st); err != nil {
+		t.Fatal(err)
+	}
+	if d := got.DrainingNodes(); len(d) != 1 || d[0].ID != "n1" {
+		t.Fatalf("restored draining nodes %v", d)
+	}
+	if err := h.drain("n1", false, false, 0); err != nil || len(h.f.DrainingNodes()) != 0 {
+		t.Fatalf("undrain: %v, %d draining", err, len(h.f.DrainingNodes()))
 	}
 }
 

@@ -176,6 +176,7 @@ func (s *state) applyNodeRemove(l *raft.Log) any {
 		return fmt.Errorf("node %s: %w: %d of its allocations are not declared lost yet (wait --down-after)", nodeName(n), ErrInvalidRequest, len(s.nodeLive[n.ID]))
 	}
 	delete(s.nodes, n.ID)
+	delete(s.draining, n.ID)
 	delete(s.nodeLive, n.ID)
 	delete(s.nodeUsed, n.ID)
 	s.emitNode(l.Index, structs.EventNodeRemoved, n, req.At, withReason("forgotten, was "+string(n.Status), req.Reason))

@@ -42,3 +42,17 @@ func (f *FSM) NodesLiveness() []NodeLiveness {
 	slices.SortFunc(out, func(a, b NodeLiveness) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
+
+// DrainingNodes returns copies of the nodes that drain, by ID: the
+// leader's drain loop looks at them at every change, and going over
+// every node that often would make its cost grow with the cluster.
+func (f *FSM) DrainingNodes() []*structs.Node {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []*structs.Node
+	for id := range f.st.draining {
+		out = append(out, f.st.nodes[id].Copy())
+	}
+	slices.SortFunc(out, func(a, b *structs.Node) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}

@@ -432,6 +432,9 @@ func (s *state) restoreRecord(rec *record) error {
 			return fmt.Errorf("node %s twice", n.ID)
 		}
 		s.nodes[n.ID] = n
+		if n.Drain != nil {
+			s.draining[n.ID] = true
+		}
 	case recordJob:
 		j := rec.Job
 		switch {

@@ -38,10 +38,7 @@ func (l *Leader) drainLoop(stop <-chan struct{}) {
 // drainPass commits the next step of every draining node that has one.
 // It reports whether a step was refused or failed to commit.
 func (l *Leader) drainPass() (refused bool) {
-	for _, n := range l.fsm.Nodes() {
-		if n.Drain == nil {
-			continue
-		}
+	for _, n := range l.fsm.DrainingNodes() {
 		step, ok := sched.NextDrainStep(l.fsm, n, now())
 		if !ok {
 			continue
