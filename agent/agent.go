@@ -596,7 +596,7 @@ func (a *Agent) Name() string { return a.cfg.Name }
 
 // apply writes one message through Raft and returns what the FSM returned.
 func (a *Agent) apply(t structs.MessageType, msg any) (any, error) {
-	if err := a.everyServerApplies(t); err != nil {
+	if err := a.everyNodeApplies(t); err != nil {
 		return nil, err
 	}
 	buf, err := structs.Encode(t, msg)

@@ -22,8 +22,8 @@ const LegacyLogVersion = int(LeaderElectedType)
 
 // LogVersion is the newest Raft log entry this binary applies: the
 // highest message type it knows. A leader writes an entry of a newer
-// type only once every server applies it (ErrUpgradeFirst otherwise), so
-// servers of two versions run together.
+// type only once every node applies it (ErrUpgradeFirst otherwise), so
+// nodes of two releases run together.
 func LogVersion() int {
 	highest := 0
 	for t := MessageType(1); t < IgnoreUnknownTypeFlag; t++ {
@@ -67,6 +67,6 @@ func orUnknown(s string) string {
 	return s
 }
 
-// ErrUpgradeFirst refuses a write of an entry type some server does not
-// apply yet: the cluster runs two versions, mid-upgrade.
-var ErrUpgradeFirst = errors.New("upgrade every server first")
+// ErrUpgradeFirst refuses a write of an entry type some node does not
+// apply yet: the cluster runs two releases, mid-upgrade.
+var ErrUpgradeFirst = errors.New("upgrade every node first")

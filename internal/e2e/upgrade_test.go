@@ -176,7 +176,7 @@ func TestProcess_RollingUpgradeFromTheReleaseBefore(t *testing.T) {
 					// before would not apply it), or by one of the release
 					// before, which knows no drain.
 					out, err := n.proc.skein(t, "node", "drain", "node-"+watcher.ip)
-					if err == nil || !strings.Contains(err.Error(), "upgrade every server first") && !strings.Contains(err.Error(), "no such endpoint") {
+					if err == nil || !strings.Contains(err.Error(), "upgrade every node first") && !strings.Contains(err.Error(), "no such endpoint") {
 						t.Fatalf("a drain mid-upgrade: %v\n%s", err, out)
 					}
 					t.Logf("a drain mid-upgrade (%s): %v", order, err)
@@ -194,7 +194,7 @@ func TestProcess_RollingUpgradeFromTheReleaseBefore(t *testing.T) {
 						waitVoters(t, n.proc, 3)
 					}
 					out, err := n.proc.skein(t, "node", "drain", "node-"+last.ip)
-					if err == nil || !strings.Contains(err.Error(), "upgrade every server first") {
+					if err == nil || !strings.Contains(err.Error(), "upgrade every node first") {
 						t.Fatalf("a drain with a leader of the new release and a server of the release before: %v\n%s", err, out)
 					}
 					t.Logf("a drain with a server of the release before: %v", err)
