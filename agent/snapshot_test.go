@@ -49,6 +49,13 @@ func TestCluster_SnapshotSaveThenRestore_BringsBackTheStateAndNodesFollowIt(t *t
 	waitJob(t, tc.agents[0], kept.ID, jobState(structs.JobRunning))
 	keptAlloc := liveAlloc(t, tc.agents[0], kept.ID)
 
+	// A backup holds secrets: a submitter may neither take one nor
+	// restore one.
+	var apiErr *api.Error
+	asAlice := clientFor(t, tc.agents[1], alice.Token)
+	if _, err := asAlice.SaveSnapshot(ctx, &bytes.Buffer{}); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusForbidden {
+		t.Fatalf("a submitter's snapshot save: %v, want 403", err)
+	}
 	var backup bytes.Buffer
 	index, err := c.SaveSnapshot(ctx, &backup)
 	if err != nil {
@@ -72,6 +79,9 @@ func TestCluster_SnapshotSaveThenRestore_BringsBackTheStateAndNodesFollowIt(t *t
 		t.Fatal(err)
 	}
 
+	if _, err := asAlice.RestoreSnapshot(ctx, backup.Bytes()); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusForbidden {
+		t.Fatalf("a submitter's restore: %v, want 403", err)
+	}
 	// A damaged backup is refused, and changes nothing.
 	if _, err := tc.client(tc.agents[1]).RestoreSnapshot(ctx, backup.Bytes()[:backup.Len()/2]); err == nil || !strings.Contains(err.Error(), "invalid snapshot") {
 		t.Fatalf("restore of half a backup: %v, want refused as invalid", err)
@@ -122,7 +132,6 @@ func TestCluster_SnapshotSaveThenRestore_BringsBackTheStateAndNodesFollowIt(t *t
 	if _, err := clientFor(t, tc.agents[2], alice.Token).WhoAmI(ctx); err != nil {
 		t.Errorf("alice's token after the restore: %v", err)
 	}
-	var apiErr *api.Error
 	if _, err := clientFor(t, tc.agents[2], bob.Token).WhoAmI(ctx); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized {
 		t.Errorf("bob's token, made after the backup: %v, want refused", err)
 	}

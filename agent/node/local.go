@@ -100,6 +100,13 @@ func (n *Node) reconcileLocal() {
 				n.stopping[alloc.ID] = true
 				n.stopTracked(alloc)
 			}
+		case isTracked && alloc.State == structs.AllocPending:
+			// Its start is on its way from the runner, or was reported
+			// and lost: a state restored from a backup taken before the
+			// report. Reported again once the job has started.
+			if u, ok := n.runner.Started(alloc.ID); ok {
+				n.reports.add(u)
+			}
 		case isTracked:
 			// Running, or its outcome is on its way from the runner.
 		case n.hasAllocDir(alloc.ID):

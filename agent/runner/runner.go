@@ -1113,3 +1113,21 @@ func (r *Runner) Outcome(allocID string) (structs.AllocUpdate, bool) {
 	}
 	return st.update(allocID), true
 }
+
+// Started returns the running report of a tracked allocation whose job
+// has started, as its supervisor recorded it (job.pid), so that it can be
+// sent again: the state a backup restored holds it as still pending.
+// False while the job has not started, or for one not tracked.
+func (r *Runner) Started(allocID string) (structs.AllocUpdate, bool) {
+	r.mu.Lock()
+	a := r.allocs[allocID]
+	r.mu.Unlock()
+	if a == nil {
+		return structs.AllocUpdate{}, false
+	}
+	var job jobRecord
+	if found, err := readJSON(filepath.Join(a.dir, jobPIDFile), &job); !found || err != nil {
+		return structs.AllocUpdate{}, false
+	}
+	return structs.AllocUpdate{AllocID: allocID, State: structs.AllocRunning, At: job.StartedAt, RunAs: runsAs(a.dir)}, true
+}
