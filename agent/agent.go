@@ -423,6 +423,7 @@ func (a *Agent) nodeConfig() node.Config {
 		GossipAddr:         a.raft.GossipAddr(),
 		AdvertiseAddr:      a.cfg.AdvertiseAddr,
 		Labels:             a.cfg.Labels,
+		Partitions:         a.cfg.Partitions,
 		CPUs:               a.cfg.CPUs,
 		MemoryMiB:          a.cfg.MemoryMiB,
 		LinkMbps:           a.cfg.LinkMbps,

@@ -150,6 +150,9 @@ type Config struct {
 	// GPUs is the --gpus mode: auto, nvml, none or sim:COUNTxMODEL[-MEMGB][:TOPOLOGY].
 	GPUs   string
 	Labels map[string]string
+	// Partitions are the Slurm partitions the node is in (--partition);
+	// none means the default one (structs.DefaultPartition).
+	Partitions []string
 	// CPUs and MemoryMiB override the detected node capacity (0 = detect).
 	CPUs      int
 	MemoryMiB int64

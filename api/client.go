@@ -210,6 +210,13 @@ func (c *Client) CancelJob(ctx context.Context, id string) (*structs.Job, error)
 	return &jobs[len(jobs)-1], nil
 }
 
+// UpdateJob holds, releases or changes a queued job, or every queued task
+// of an array, and returns each job changed.
+func (c *Client) UpdateJob(ctx context.Context, id string, u JobUpdate) ([]structs.Job, error) {
+	var jobs []structs.Job
+	return jobs, c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/update", nil, u, &jobs)
+}
+
 // Cancel stops a job, or every task of a job array that has not ended,
 // and returns each as the cancel left it, tasks in index order.
 func (c *Client) Cancel(ctx context.Context, id string) ([]structs.Job, error) {

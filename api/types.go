@@ -15,6 +15,17 @@ type SubmitRequest struct {
 	Spec      structs.JobSpec `json:"spec"`
 }
 
+// JobUpdate is the body of POST /v1/jobs/{id}/update: hold (true) or
+// release (false) a queued job, or every queued task of an array, and
+// change its name, time limit or priority. Nil fields stay as they are.
+// The answer is every job changed.
+type JobUpdate struct {
+	Hold      *bool             `json:"hold,omitempty"`
+	Name      *string           `json:"name,omitempty"`
+	TimeLimit *structs.Duration `json:"time_limit,omitempty"`
+	Priority  *int              `json:"priority,omitempty"`
+}
+
 // JobDetail is GET /v1/jobs/{id}: a job with every allocation of every attempt.
 type JobDetail struct {
 	Job         structs.Job          `json:"job"`

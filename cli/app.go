@@ -148,6 +148,7 @@ func commands() []*ucli.Command {
 		scancelCommand(),
 		sinfoCommand(),
 		sacctCommand(),
+		scontrolCommand(),
 		completionCommand(),
 	}
 }

@@ -24,7 +24,8 @@ func jobCommand() *ucli.Command {
 		Name:      "job",
 		Usage:     "show one job and its allocations, or a job array and its tasks",
 		ArgsUsage: "ID",
-		Description: "ID is a job's ID or any unique prefix of it; an array task's is ARRAY-INDEX, ARRAY any unique\n" +
+		Description: "ID is a job's number (as sbatch and squeue show it; an array task's is NUMBER_INDEX), or its\n" +
+			"ID or any unique prefix of it; an array task's is ARRAY-INDEX, ARRAY any unique\n" +
 			"prefix of the array's ID. An array's ID (or a prefix) without -INDEX shows the array: its tasks\n" +
 			"counted by state, and each task's state, node, exit code and reason.",
 		Flags: []ucli.Flag{
@@ -94,6 +95,7 @@ func printJobDetail(c *ucli.Context, d *api.JobDetail, index map[string]int, now
 	j := d.Job
 	fields := []field{
 		{"ID", j.ID},
+		{"Job ID", j.SlurmID()},
 		{"Name", orDash(j.Spec.Name)},
 		{"Owner", owner(j)},
 		{"State", string(j.State)},
@@ -218,6 +220,18 @@ func arrayNamed(ctx context.Context, cl *api.Client, id string, d *api.JobDetail
 		return nil, false, lerr
 	}
 	var tasks []structs.Job
+	if n, index, ok := structs.ParseJobNumber(id); ok && index < 0 {
+		for _, j := range jobs {
+			if j.ArrayNumber == n {
+				tasks = append(tasks, j)
+			}
+		}
+		if len(tasks) > 0 {
+			slices.SortFunc(tasks, func(a, b structs.Job) int { return cmp.Compare(a.ArrayIndex, b.ArrayIndex) })
+			return tasks, true, nil
+		}
+		// No array has the number: a prefix of an ID, then.
+	}
 	for _, j := range jobs {
 		if !strings.HasPrefix(j.ID, id) {
 			continue
@@ -267,13 +281,14 @@ func showArray(c *ucli.Context, cl *api.Client, tasks []structs.Job) error {
 	for i, t := range tasks {
 		indexes[i] = t.ArrayIndex
 	}
-	count := fmt.Sprintf("%d, indexes %s", len(tasks), numberRanges(indexes, 0))
+	count := fmt.Sprintf("%d, indexes %s", len(tasks), structs.NumberRanges(indexes, 0))
 	if a := first.Spec.Array; a != nil && a.MaxRunning > 0 {
 		count += fmt.Sprintf(", at most %d running at once", a.MaxRunning)
 	}
 	w := c.App.Writer
 	if err := printFields(w, "", []field{
 		{"Array", first.ArrayID},
+		{"Array ID", strconv.FormatUint(first.ArrayNumber, 10)},
 		{"Name", orDash(first.Spec.Name)},
 		{"Owner", owner(first)},
 		{"Command", shellJoin(first.Spec.Command)},

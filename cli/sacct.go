@@ -3,7 +3,6 @@ package cli
 import (
 	"cmp"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/slurm"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -32,7 +32,7 @@ type sacctField struct {
 
 // sacctFields are the columns sacct --format may name (in any case).
 var sacctFields = []sacctField{
-	{"JobID", 12, func(r sacctRow) string { return structs.ShortID(r.job.ID) }},
+	{"JobID", 12, func(r sacctRow) string { return r.job.SlurmID() }},
 	{"JobName", 10, func(r sacctRow) string { return r.job.Spec.Name }},
 	{"User", 9, func(r sacctRow) string { return r.job.Owner }},
 	{"Partition", 10, func(r sacctRow) string { return jobPartition(r.job) }},
@@ -198,12 +198,12 @@ func sacctAction(c *ucli.Context) error {
 		from = time.Date(y, m, d, 0, 0, 0, 0, time.Local)
 	}
 	if c.IsSet("starttime") {
-		if from, err = parseSlurmTime(c.String("starttime"), now); err != nil {
+		if from, err = slurm.ParseDate(c.String("starttime"), now); err != nil {
 			return usagef(c, "-S: %v", err)
 		}
 	}
 	if c.IsSet("endtime") {
-		if to, err = parseSlurmTime(c.String("endtime"), now); err != nil {
+		if to, err = slurm.ParseDate(c.String("endtime"), now); err != nil {
 			return usagef(c, "-E: %v", err)
 		}
 	}
@@ -230,6 +230,7 @@ func sacctAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	named := idMatcher(jobs, ids)
 	var rows []sacctRow
 	for i := range jobs {
 		j := &jobs[i]
@@ -243,7 +244,7 @@ func sacctAction(c *ucli.Context) error {
 		switch {
 		case len(users) > 0 && !slices.Contains(users, j.Owner):
 		case states != nil && !slices.Contains(states, s):
-		case len(ids) > 0 && !slices.ContainsFunc(ids, func(id string) bool { return idMatches(j, id) }):
+		case len(ids) > 0 && !named(j):
 		case !from.IsZero() && end.Before(from):
 		case !to.IsZero() && j.SubmittedAt.After(to):
 		default:
@@ -302,46 +303,4 @@ func sacctCell(v string, width int, left bool) string {
 		return string(r[:width-1]) + "+"
 	}
 	return fitWidth(v, width, !left)
-}
-
-// slurmRelative is now[+-N[unit]] in -S and -E.
-var slurmRelative = regexp.MustCompile(`^now(?:([+-])(\d{1,9})(seconds|minutes|hours|days|weeks)?)?$`)
-
-// parseSlurmTime parses the times sacct -S and -E take, in local time.
-func parseSlurmTime(s string, now time.Time) (time.Time, error) {
-	y, m, d := now.Date()
-	today := time.Date(y, m, d, 0, 0, 0, 0, time.Local)
-	switch ls := strings.ToLower(s); ls {
-	case "today", "midnight":
-		return today, nil
-	default:
-		if g := slurmRelative.FindStringSubmatch(ls); g != nil {
-			if g[1] == "" {
-				return now, nil
-			}
-			n, _ := strconv.Atoi(g[2])
-			unit := map[string]time.Duration{"": time.Second, "seconds": time.Second, "minutes": time.Minute,
-				"hours": time.Hour, "days": 24 * time.Hour, "weeks": 7 * 24 * time.Hour}[g[3]]
-			if g[1] == "-" {
-				n = -n
-			}
-			return now.Add(time.Duration(n) * unit), nil
-		}
-	}
-	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02", "01/02/06", "01/02"} {
-		t, err := time.ParseInLocation(layout, s, time.Local)
-		if err != nil {
-			continue
-		}
-		if layout == "01/02" {
-			t = t.AddDate(y, 0, 0)
-		}
-		return t, nil
-	}
-	for _, layout := range []string{"15:04:05", "15:04"} {
-		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
-			return today.Add(time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute + time.Duration(t.Second())*time.Second), nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("time %q: want YYYY-MM-DD[THH:MM[:SS]], MM/DD[/YY], HH:MM[:SS], now[-N[unit]], today or midnight", s)
 }

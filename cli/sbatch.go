@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -83,9 +84,14 @@ func sbatchAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	id := job.ID
-	if job.ArrayID != "" {
-		id = job.ArrayID // %A, and what cancel takes; tasks are ID-INDEX
+	// The job's number; an array's is its first task's, which names
+	// the array (%A) and every task as NUMBER_INDEX.
+	id := strconv.FormatUint(job.Number, 10)
+	if job.Number == 0 {
+		id = job.ID // an agent that gives no numbers
+		if job.ArrayID != "" {
+			id = job.ArrayID
+		}
 	}
 	if batch.Parsable {
 		_, err = fmt.Fprintln(c.App.Writer, id)

@@ -86,9 +86,10 @@ func scancelAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	named := idMatcher(jobs, ids)
 	failed := false
 	for _, id := range ids {
-		if !slices.ContainsFunc(jobs, func(j structs.Job) bool { return stateOf(&j).active() && idMatches(&j, id) }) {
+		if one := idMatcher(jobs, []string{id}); !slices.ContainsFunc(jobs, func(j structs.Job) bool { return stateOf(&j).active() && one(&j) }) {
 			fmt.Fprintf(c.App.ErrWriter, "scancel: error: job %s: no such job still going\n", id)
 			failed = true
 		}
@@ -100,7 +101,7 @@ func scancelAction(c *ucli.Context) error {
 		case user != "" && j.Owner != user:
 		case c.IsSet("state") && !slices.Contains(states, s):
 		case c.IsSet("name") && j.Spec.Name != name:
-		case len(ids) > 0 && !slices.ContainsFunc(ids, func(id string) bool { return idMatches(&j, id) }):
+		case len(ids) > 0 && !named(&j):
 		default:
 			job, err := cl.CancelJob(c.Context, j.ID)
 			if err != nil {
@@ -108,7 +109,7 @@ func scancelAction(c *ucli.Context) error {
 				failed = true
 				continue
 			}
-			if err := sayCancelled(c, job); err != nil {
+			if err := sayCancelled(c, job, job.SlurmID()); err != nil {
 				return err
 			}
 		}

@@ -13,9 +13,9 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// defaultPartition is the partition of the nodes without a partition
-// label; sinfo marks it with a * as Slurm marks its default partition.
-const defaultPartition = "skein"
+// defaultPartition is the partition of the nodes that declare none;
+// sinfo marks it with a * as Slurm marks its default partition.
+const defaultPartition = structs.DefaultPartition
 
 // Slurm's default sinfo formats, summarised and node by node (-N), with
 // the GPUs (GRES) added; their GRES and NODELIST are as wide as their
@@ -65,7 +65,7 @@ var sinfoFields = map[byte]formatField[sinfoRow]{
 		for i, n := range r.nodes {
 			names[i] = n.name
 		}
-		return hostList(names)
+		return structs.HostList(names)
 	}},
 	'G': {"GRES", func(r sinfoRow) string { return r.nodes[0].gres }},
 	'c': {"CPUS", func(r sinfoRow) string { return minPlus(r.nodes, func(n sinfoNode) int64 { return int64(n.cpus) }) }},
@@ -223,18 +223,24 @@ func sinfoAction(c *ucli.Context) error {
 	var out []sinfoJSON
 	for i := range infos {
 		n := &infos[i]
-		sn := sinfoNode{
-			name: n.Name, partition: cmp.Or(n.Labels[partitionLabel], defaultPartition), state: nodeStateOf(n),
-			cpus: n.CPUs, memoryMiB: n.MemoryMiB, gres: nodeGRES(n.GPUs), reason: n.StatusReason,
+		parts := n.Partitions
+		if len(parts) == 0 {
+			parts = []string{defaultPartition}
 		}
-		if len(partitions) > 0 && !slices.Contains(partitions, sn.partition) {
-			continue
+		for _, p := range parts { // a node is in each of its partitions
+			sn := sinfoNode{
+				name: n.Name, partition: p, state: nodeStateOf(n),
+				cpus: n.CPUs, memoryMiB: n.MemoryMiB, gres: nodeGRES(n.GPUs), reason: n.StatusReason,
+			}
+			if len(partitions) > 0 && !slices.Contains(partitions, sn.partition) {
+				continue
+			}
+			nodes = append(nodes, sn)
+			out = append(out, sinfoJSON{
+				Name: sn.name, Partition: sn.partition, State: sn.state.name, StateCode: sn.state.code,
+				CPUs: sn.cpus, MemoryMiB: sn.memoryMiB, GRES: sn.gres, GPUsTotal: n.GPUsTotal, GPUsFree: n.GPUsFree, Reason: sn.reason,
+			})
 		}
-		nodes = append(nodes, sn)
-		out = append(out, sinfoJSON{
-			Name: sn.name, Partition: sn.partition, State: sn.state.name, StateCode: sn.state.code,
-			CPUs: sn.cpus, MemoryMiB: sn.memoryMiB, GRES: sn.gres, GPUsTotal: n.GPUsTotal, GPUsFree: n.GPUsFree, Reason: sn.reason,
-		})
 	}
 	if c.Bool("json") {
 		if out == nil {

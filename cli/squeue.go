@@ -37,7 +37,7 @@ type squeueRow struct {
 
 // squeueFields are the `%` fields squeue -o supports, named as Slurm's.
 var squeueFields = map[byte]formatField[squeueRow]{
-	'i': {"JOBID", func(r squeueRow) string { return structs.ShortID(r.job.ID) }},
+	'i': {"JOBID", func(r squeueRow) string { return r.job.SlurmID() }},
 	'j': {"NAME", func(r squeueRow) string { return r.job.Spec.Name }},
 	'u': {"USER", func(r squeueRow) string { return r.job.Owner }},
 	't': {"ST", func(r squeueRow) string { return r.state.code }},
@@ -49,13 +49,13 @@ var squeueFields = map[byte]formatField[squeueRow]{
 	'C': {"CPUS", func(r squeueRow) string { return strconv.Itoa(jobNodes(r.job) * max(r.job.Spec.CPUs, 1)) }},
 	'b': {"TRES_PER_NODE", func(r squeueRow) string { return gresOf(r.job.Spec) }},
 	'P': {"PARTITION", func(r squeueRow) string { return jobPartition(r.job) }},
-	'N': {"NODELIST", func(r squeueRow) string { return hostList(r.nodes) }},
+	'N': {"NODELIST", func(r squeueRow) string { return structs.HostList(r.nodes) }},
 	'r': {"REASON", squeueReason},
 	'R': {"NODELIST(REASON)", func(r squeueRow) string {
 		if r.state == statePending {
 			return "(" + squeueReason(r) + ")"
 		}
-		return hostList(r.nodes)
+		return structs.HostList(r.nodes)
 	}},
 	'Q': {"PRIORITY", func(r squeueRow) string { return strconv.Itoa(r.job.Spec.Priority) }},
 	'V': {"SUBMIT_TIME", func(r squeueRow) string { return slurmTimestamp(r.job.SubmittedAt) }},
@@ -63,12 +63,14 @@ var squeueFields = map[byte]formatField[squeueRow]{
 	'm': {"MIN_MEMORY", func(r squeueRow) string { return memoryField(int64(r.job.Spec.MemoryMiB)) }},
 }
 
-// squeueReason is why a job is in its state, None when skein says nothing.
+// squeueReason is why a job is in its state as Slurm's reason code
+// (Resources, Priority, Dependency, JobHeldUser, ...: slurmReason); a job
+// that does not wait has None. skein job says it in words.
 func squeueReason(r squeueRow) string {
-	if r.job.Reason == "" {
-		return "None"
+	if r.state != statePending {
+		return reasonCodeNone
 	}
-	return r.job.Reason
+	return slurmReason(r.job, r.now)
 }
 
 // squeueTimeLeft is the time a running job has left before its limit.
@@ -167,6 +169,7 @@ func squeueAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	named := idMatcher(jobs, ids)
 	var picked []structs.Job
 	for _, j := range jobs {
 		s := stateOf(&j)
@@ -174,13 +177,13 @@ func squeueAction(c *ucli.Context) error {
 		case len(users) > 0 && !slices.Contains(users, j.Owner):
 		case states != nil && !slices.Contains(states, s):
 		case states == nil && len(ids) == 0 && !s.active():
-		case len(ids) > 0 && !slices.ContainsFunc(ids, func(id string) bool { return idMatches(&j, id) }):
+		case len(ids) > 0 && !named(&j):
 		default:
 			picked = append(picked, j)
 		}
 	}
 	for _, id := range ids {
-		if !slices.ContainsFunc(jobs, func(j structs.Job) bool { return idMatches(&j, id) }) {
+		if one := idMatcher(jobs, []string{id}); !slices.ContainsFunc(jobs, func(j structs.Job) bool { return one(&j) }) {
 			return fmt.Errorf("-j %s: no such job", id)
 		}
 	}

@@ -17,7 +17,7 @@ import (
 func slurmJobs(now time.Time) []structs.Job {
 	return []structs.Job{
 		{ID: "aaaaaaaa1111", Owner: "alice", State: structs.JobQueued, Reason: "not enough free GPUs",
-			Spec: structs.JobSpec{Name: "wait", Nodes: 1, GPUs: 8, GPUModel: "h100", Constraints: map[string]string{"partition": "gpu"}}, SubmittedAt: now.Add(-time.Minute)},
+			Spec: structs.JobSpec{Name: "wait", Nodes: 1, GPUs: 8, GPUModel: "h100", Partition: "gpu"}, SubmittedAt: now.Add(-time.Minute)},
 		{ID: "bbbbbbbb2222", Owner: "bob", State: structs.JobRunning, StartedAt: now.Add(-time.Hour - 2*time.Minute - 3*time.Second),
 			Spec: structs.JobSpec{Name: "a-very-long-name", Nodes: 2, GPUs: 4, CPUs: 8, TimeLimit: structs.Duration(2 * time.Hour)}, SubmittedAt: now.Add(-2 * time.Hour)},
 		{ID: "cccccccc3333", Owner: "alice", State: structs.JobRunning, StartedAt: now.Add(-5 * time.Second),
@@ -38,13 +38,13 @@ func slurmAgent(t *testing.T) *fakeAgent {
 	f := newFakeAgent(t)
 	f.reply("GET /v1/jobs", http.StatusOK, slurmJobs(now))
 	f.reply("GET /v1/nodes", http.StatusOK, []api.NodeInfo{
-		{Node: structs.Node{Name: "gpu01", Status: structs.NodeReady, CPUs: 64, MemoryMiB: 512 * 1024, Labels: map[string]string{"partition": "gpu"},
+		{Node: structs.Node{Name: "gpu01", Status: structs.NodeReady, CPUs: 64, MemoryMiB: 512 * 1024, Partitions: []string{"gpu"},
 			GPUs: []structs.GPU{{UUID: "g1", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "g2", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "g3", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "g4", Model: "NVIDIA H100 80GB HBM3"}}},
 			GPUsTotal: 4, GPUJobs: map[string]string{"g1": "bbbbbbbb2222", "g2": "bbbbbbbb2222", "g3": "bbbbbbbb2222", "g4": "bbbbbbbb2222"}, LiveAllocs: 1},
-		{Node: structs.Node{Name: "gpu02", Status: structs.NodeReady, CPUs: 64, MemoryMiB: 512 * 1024, Labels: map[string]string{"partition": "gpu"},
+		{Node: structs.Node{Name: "gpu02", Status: structs.NodeReady, CPUs: 64, MemoryMiB: 512 * 1024, Partitions: []string{"gpu"},
 			GPUs: []structs.GPU{{UUID: "h1", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "h2", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "h3", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "h4", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "h5", Model: "NVIDIA H100 80GB HBM3"}}},
 			GPUsTotal: 5, GPUsFree: 0, GPUJobs: map[string]string{"h1": "bbbbbbbb2222", "h2": "bbbbbbbb2222", "h3": "bbbbbbbb2222", "h4": "bbbbbbbb2222", "h5": "dddddddd4444"}, LiveAllocs: 2},
-		{Node: structs.Node{Name: "gpu03", Status: structs.NodeReady, CPUs: 32, MemoryMiB: 256 * 1024, Labels: map[string]string{"partition": "gpu"},
+		{Node: structs.Node{Name: "gpu03", Status: structs.NodeReady, CPUs: 32, MemoryMiB: 256 * 1024, Partitions: []string{"gpu"},
 			GPUs: []structs.GPU{{UUID: "k1", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "k2", Model: "NVIDIA H100 80GB HBM3"}}},
 			GPUsTotal: 2, GPUsFree: 2},
 		{Node: structs.Node{Name: "cpu1", Status: structs.NodeReady, CPUs: 16, MemoryMiB: 65536}, LiveAllocs: 1},
@@ -82,10 +82,10 @@ func TestSqueue_DefaultColumnsAsSlurm(t *testing.T) {
 	}
 	matchLines(t, r.stdout, []string{
 		`             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST\(REASON\)`,
-		`          aaaaaaaa       gpu     wait    alice PD       0:00      1 \(not enough free GPUs\)`,
-		`          bbbbbbbb           a-very-l      bob  R    1:02:0[34]      2 gpu\[01-02\]`,
-		`          cccccccc                cpu    alice  R       0:0[56]      1 cpu1`,
-		`          dddddddd           stopping    alice CG 3-00:00:0[01]      1 gpu02`,
+		`          aaaaaaaa       gpu     wait    alice PD       0:00      1 \(Resources\)`,
+		`          bbbbbbbb     skein a-very-l      bob  R    1:02:0[34]      2 gpu\[01-02\]`,
+		`          cccccccc     skein      cpu    alice  R       0:0[56]      1 cpu1`,
+		`          dddddddd     skein stopping    alice CG 3-00:00:0[01]      1 gpu02`,
 	})
 	// The GPU jobs' nodes come from the node list, the CPU job's from
 	// its allocations: one request for it alone.

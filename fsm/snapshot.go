@@ -19,7 +19,8 @@ import (
 // Versions of the snapshot format. Version 1 holds nodes, jobs and
 // allocations; version 2 adds the trust records; version 3 the limits;
 // version 4 the ACL records; version 5 the services; version 6 the
-// event log.
+// event log; version 9 the job number counter (versions 7 and 8 are other
+// branches' numbers).
 // Snapshot writes the oldest version that holds the state, so a binary that
 // predates a version still reads a cluster that uses none of its records;
 // Restore reads them all.
@@ -30,7 +31,8 @@ const (
 	aclSnapshotVersion     = 4
 	serviceSnapshotVersion = 5
 	eventSnapshotVersion   = 6
-	snapshotVersion        = eventSnapshotVersion // the newest
+	numberSnapshotVersion  = 9
+	snapshotVersion        = numberSnapshotVersion // the newest
 )
 
 // Record types of a snapshot.
@@ -53,6 +55,8 @@ const (
 
 	recordEventLog = "event_log"
 	recordEvent    = "event"
+
+	recordJobNumbers = "job_numbers"
 )
 
 // header is the first line of a snapshot.
@@ -82,6 +86,15 @@ type record struct {
 
 	EventLog *eventLogRecord `json:"event_log,omitempty"`
 	Event    *structs.Event  `json:"event,omitempty"`
+
+	JobNumbers *jobNumbersRecord `json:"job_numbers,omitempty"`
+}
+
+// jobNumbersRecord is the newest job number given, which may be higher
+// than every job's the snapshot holds (their jobs are gone): a number is
+// never given twice.
+type jobNumbersRecord struct {
+	Last uint64 `json:"last"`
 }
 
 // eventLogRecord is what the event log keeps besides its events: the
@@ -112,6 +125,8 @@ type snapshot struct {
 	aclUsers  []structs.ACLUser
 
 	services []*structs.Service
+
+	lastJobNumber uint64
 
 	eventsDropped structs.EventCursor
 	events        []structs.Event
@@ -188,6 +203,7 @@ func (s *state) snapshot() *snapshot {
 	for _, name := range slices.Sorted(maps.Keys(s.services)) {
 		snap.services = append(snap.services, s.services[name].Copy())
 	}
+	snap.lastJobNumber = s.lastJobNumber
 	snap.eventsDropped = s.events.dropped
 	snap.events = make([]structs.Event, s.events.len())
 	for i := range snap.events {
@@ -198,6 +214,9 @@ func (s *state) snapshot() *snapshot {
 
 // version is the oldest snapshot version that holds everything in snap.
 func (snap *snapshot) version() int {
+	if snap.lastJobNumber > 0 {
+		return numberSnapshotVersion
+	}
 	if len(snap.events) > 0 || !snap.eventsDropped.IsZero() {
 		return eventSnapshotVersion
 	}
@@ -322,6 +341,11 @@ func (snap *snapshot) writeRecords(enc *json.Encoder) error {
 			return err
 		}
 	}
+	if snap.lastJobNumber > 0 {
+		if err := enc.Encode(record{Type: recordJobNumbers, JobNumbers: &jobNumbersRecord{Last: snap.lastJobNumber}}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -369,7 +393,8 @@ func readSnapshot(r io.Reader) (*state, error) {
 			(h.Version < limitsSnapshotVersion && rec.Type == recordLimits) ||
 			(h.Version < aclSnapshotVersion && isACLRecord(rec.Type)) ||
 			(h.Version < serviceSnapshotVersion && rec.Type == recordService) ||
-			(h.Version < eventSnapshotVersion && isEventRecord(rec.Type)) {
+			(h.Version < eventSnapshotVersion && isEventRecord(rec.Type)) ||
+			(h.Version < numberSnapshotVersion && rec.Type == recordJobNumbers) {
 			return nil, fmt.Errorf("%w: record %d: %s record in a version %d snapshot", ErrBadSnapshot, n, rec.Type, h.Version)
 		}
 		if err := st.restoreRecord(&rec); err != nil {
@@ -392,7 +417,7 @@ func isTrustRecord(typ string) bool {
 }
 
 // restoreRecord adds one snapshot record to a state being restored, checking
-// what Apply would have guaranteed: unique IDs, allocations of known jobs,
+// what Apply would have guaranteed: unique IDs and job numbers, allocations of known jobs,
 // no GPU held twice, one valid trust state and join tokens and admissions
 // only after it, services with an ID and a valid name, each once.
 func (s *state) restoreRecord(rec *record) error {
@@ -415,6 +440,8 @@ func (s *state) restoreRecord(rec *record) error {
 			return fmt.Errorf("job %s twice", j.ID)
 		case j.RequestID != "" && s.jobByRequest[j.RequestID] != "":
 			return fmt.Errorf("request id %s used by two jobs", j.RequestID)
+		case j.Number != 0 && s.numberJobs[j.Number] != "":
+			return fmt.Errorf("job number %d used by two jobs", j.Number)
 		}
 		s.addJob(j)
 	case recordAlloc:
@@ -547,6 +574,15 @@ func (s *state) restoreRecord(rec *record) error {
 		s.events.dropped = rec.EventLog.Dropped
 	case recordEvent:
 		return s.restoreEvent(rec.Event)
+	case recordJobNumbers:
+		switch {
+		case rec.JobNumbers == nil:
+			return errors.New("job numbers record without job numbers")
+		case s.jobNumbersSeen:
+			return errors.New("job numbers twice")
+		}
+		s.jobNumbersSeen = true
+		s.lastJobNumber = max(s.lastJobNumber, rec.JobNumbers.Last)
 	default:
 		return fmt.Errorf("unknown record type %q", rec.Type)
 	}

@@ -41,11 +41,17 @@ type state struct {
 	aclTokens map[string]structs.ACLToken
 	aclUsers  map[string]structs.ACLUser
 
+	// lastJobNumber is the newest job number given (Job.Number): the
+	// next job gets the one after it. It never goes back, so a number is
+	// never given twice, even once its job is gone.
+	lastJobNumber uint64
+
 	// The newest events, made by Apply from the changes above.
 	events eventLog
 	// eventLogSeen is set while a snapshot is read once its event log
-	// record has been.
-	eventLogSeen bool
+	// record has been; jobNumbersSeen once its job numbers record has.
+	eventLogSeen   bool
+	jobNumbersSeen bool
 
 	// Derived from the maps above, kept up to date by addJob, setJobState,
 	// addAlloc, hold, release and removeJob, and rebuilt record by record
@@ -59,6 +65,8 @@ type state struct {
 	nodeUsed     map[string]usage                 // node ID -> what its live allocations hold
 	portHolder   map[nodePort]string              // rank 0's node and MASTER_PORT -> ID of the live rank 0 using it
 	arrayTasks   map[string]jobSet                // array ID -> its tasks
+	numberJobs   map[uint64]string                // job number -> job ID
+	arrayNumbers map[uint64]string                // array number -> array ID
 	serviceJobs  map[string]jobSet                // service name -> the replica jobs naming it, of every service of that name
 	dependents   map[string]jobSet                // job ID -> the jobs whose Spec.After names it
 	queued       jobSet                           // the jobs in state queued
@@ -103,12 +111,20 @@ func newState() *state {
 		nodeUsed:     map[string]usage{},
 		portHolder:   map[nodePort]string{},
 		arrayTasks:   map[string]jobSet{},
+		numberJobs:   map[uint64]string{},
+		arrayNumbers: map[uint64]string{},
 		serviceJobs:  map[string]jobSet{},
 		dependents:   map[string]jobSet{},
 		queued:       jobSet{},
 		ownerQueued:  map[string]int{},
 		ownerGPUs:    map[string]int{},
 	}
+}
+
+// nextJobNumber gives the next job number (Job.Number).
+func (s *state) nextJobNumber() uint64 {
+	s.lastJobNumber++
+	return s.lastJobNumber
 }
 
 // addJob stores a new job.
@@ -119,6 +135,13 @@ func (s *state) addJob(j *structs.Job) {
 	}
 	if j.ArrayID != "" {
 		addToSet(s.arrayTasks, j.ArrayID, j.ID, j)
+		if j.ArrayNumber != 0 {
+			s.arrayNumbers[j.ArrayNumber] = j.ArrayID
+		}
+	}
+	if j.Number != 0 {
+		s.numberJobs[j.Number] = j.ID
+		s.lastJobNumber = max(s.lastJobNumber, j.Number)
 	}
 	if j.Service != "" {
 		addToSet(s.serviceJobs, j.Service, j.ID, j)
@@ -169,6 +192,12 @@ func (s *state) removeJob(j *structs.Job) {
 	}
 	if j.ArrayID != "" {
 		removeFromSet(s.arrayTasks, j.ArrayID, j.ID)
+		if _, ok := s.arrayTasks[j.ArrayID]; !ok && j.ArrayNumber != 0 {
+			delete(s.arrayNumbers, j.ArrayNumber)
+		}
+	}
+	if j.Number != 0 {
+		delete(s.numberJobs, j.Number)
 	}
 	if j.Service != "" {
 		removeFromSet(s.serviceJobs, j.Service, j.ID)

@@ -19,7 +19,9 @@ func TestOptions_ListsEachOptionOnceWithItsLetterAndWhetherItIsRefused(t *testin
 		{Long: "gres"},
 		{Long: "wait", Short: "W"},
 		{Long: "wrap", CommandLine: true},
-		{Long: "account", Short: "A", Refused: "skein has no accounts"},
+		{Long: "account", Short: "A", Warning: "skein has no accounts yet: the job counts against its owner's limits"},
+		{Long: "licenses", Short: "L", Refused: "skein has no licenses"},
+		{Long: "nodelist", Short: "w"},
 	} {
 		if got := byName[want.Long]; got != want {
 			t.Errorf("--%s: %+v, want %+v", want.Long, got, want)

@@ -165,19 +165,42 @@ func TestParse_BadValuesNameTheLineAndTheLimit(t *testing.T) {
 }
 
 func TestParse_UnsupportedRefusedOrWarnedWithIgnoreUnknown(t *testing.T) {
-	script := "#!/bin/bash\n#SBATCH -A proj\n#SBATCH --gres=gpu:2\n#SBATCH --bogus\n"
-	_, err := parse(t, script, "--mail-type=ALL")
+	script := "#!/bin/bash\n#SBATCH -L matlab\n#SBATCH --gres=gpu:2\n#SBATCH --bogus\n"
+	_, err := parse(t, script, "--tmp=10G")
 	if !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("error %v, want ErrUnsupported", err)
 	}
-	for _, want := range []string{"job.sh: line 2: -A proj: skein has no accounts", "job.sh: line 4: --bogus: unknown option", "command line: --mail-type=ALL: skein sends no mail"} {
+	for _, want := range []string{"job.sh: line 2: -L matlab: skein has no licenses", "job.sh: line 4: --bogus: unknown option", "command line: --tmp=10G: skein does not reserve disk"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
-	b, err := parse(t, script, "--mail-type=ALL", "--"+ignoreUnknown)
-	if err != nil || b.Spec.GPUs != 2 || len(b.Warnings) != 3 || !strings.Contains(b.Warnings[0], "left out: job.sh: line 2: -A proj") {
+	b, err := parse(t, script, "--tmp=10G", "--"+ignoreUnknown)
+	if err != nil || b.Spec.GPUs != 2 || len(b.Warnings) != 3 || !strings.Contains(b.Warnings[0], "left out: job.sh: line 2: -L matlab") {
 		t.Fatalf("with --ignore-unknown: %+v, %v", b, err)
+	}
+}
+
+func TestParse_OptionsWithNoEffectHereAreAcceptedWithOneWarningEach(t *testing.T) {
+	script := "#!/bin/bash\n#SBATCH -A proj\n#SBATCH --qos=high\n#SBATCH --mail-type=END --mail-user=a@b\n#SBATCH --comment='nightly run'\n"
+	b, err := parse(t, script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"job.sh: line 2: -A proj: accepted, no effect: skein has no accounts yet",
+		"job.sh: line 3: --qos=high: accepted, no effect: skein has no QOS yet",
+		"job.sh: line 4: --mail-type=END: accepted, no effect: skein sends no mail",
+		"job.sh: line 4: --mail-user=a@b: accepted, no effect: skein sends no mail",
+		"job.sh: line 5: --comment=nightly run: accepted, no effect: skein keeps no job comments",
+	}
+	if len(b.Warnings) != len(want) {
+		t.Fatalf("warnings %q, want %d", b.Warnings, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(b.Warnings[i], w) {
+			t.Errorf("warning %d: %q, want it to start %q", i, b.Warnings[i], w)
+		}
 	}
 }
 

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"slices"
 	"strconv"
@@ -42,8 +41,8 @@ const SimGPUUtilEnv = "SKEIN_SIM_GPU_UTIL_FILE"
 // SKEIN_ALLOC_ID, SKEIN_NODE, SKEIN_RANK, SKEIN_ATTEMPT and, when the job has
 // a name, SKEIN_JOB_NAME. A job with a time limit sees it in whole seconds
 // in SKEIN_TIME_LIMIT, and its --signal as SKEIN_TIME_SIGNAL (USR1@1m0s).
-// With the task's peers known it also sets the torchrun and Slurm
-// variables (structs.LaunchEnv), and a service replica's task gets its
+// With the task's peers known it also sets the torchrun variables, and
+// always the Slurm ones (setSlurmEnv; both are structs.LaunchEnv); a service replica's task gets its
 // port in the variable Task.PortEnv names. A process task on simulated
 // GPUs gets SimGPUUtilEnv.
 func BuildEnv(t Task, base []string) []string {
@@ -82,7 +81,7 @@ func BuildEnv(t Task, base []string) []string {
 		}
 	}
 	if len(t.Peers) > 0 {
-		setLaunchEnv(env, t, jobID)
+		setLaunchEnv(env, t)
 	}
 	if t.PortEnv != "" && !skeinOwned(t.PortEnv) {
 		env.set(t.PortEnv, strconv.Itoa(t.MasterPort))
@@ -91,52 +90,25 @@ func BuildEnv(t Task, base []string) []string {
 		env.set(SimGPUUtilEnv, t.SimGPUUtilFile)
 	}
 	if t.Job.ArrayID != "" {
-		index := strconv.Itoa(t.Job.ArrayIndex)
 		env.set("SKEIN_ARRAY_ID", t.Job.ArrayID)
-		env.set("SKEIN_ARRAY_INDEX", index)
-		env.set("SLURM_ARRAY_JOB_ID", slurmJobID(t.Job.ArrayID))
-		env.set("SLURM_ARRAY_TASK_ID", index)
+		env.set("SKEIN_ARRAY_INDEX", strconv.Itoa(t.Job.ArrayIndex))
 	}
+	setSlurmEnv(env, t)
 	return env.list
 }
 
-// setLaunchEnv sets what torchrun needs without glue, and the Slurm names
-// that frameworks detecting Slurm read: one task per node, rank 0's node
-// as the rendezvous host.
-func setLaunchEnv(env *envList, t Task, jobID string) {
+// setLaunchEnv sets what torchrun needs without glue: rank 0's node as
+// the rendezvous host, one task per node.
+func setLaunchEnv(env *envList, t Task) {
 	spec := t.Job.Spec
 	perNode := max(spec.GPUs, 1)
-	names := make([]string, len(t.Peers))
-	for i, p := range t.Peers {
-		names[i] = p.Node
-	}
-	nodes, rank := strconv.Itoa(len(t.Peers)), strconv.Itoa(t.Alloc.Rank)
+	nodes := strconv.Itoa(len(t.Peers))
 	env.set("MASTER_ADDR", t.Peers[0].Addr)
 	env.set("MASTER_PORT", strconv.Itoa(t.MasterPort))
 	env.set("NNODES", nodes)
-	env.set("NODE_RANK", rank)
+	env.set("NODE_RANK", strconv.Itoa(t.Alloc.Rank))
 	env.set("GPUS_PER_NODE", strconv.Itoa(spec.GPUs))
 	env.set("WORLD_SIZE", strconv.Itoa(len(t.Peers)*perNode))
-	env.set("SLURM_JOB_ID", slurmJobID(jobID))
-	env.set("SLURM_JOB_NAME", spec.Name)
-	env.set("SLURM_NNODES", nodes)
-	env.set("SLURM_JOB_NUM_NODES", nodes)
-	env.set("SLURM_NODEID", rank)
-	env.set("SLURM_PROCID", rank)
-	env.set("SLURM_LOCALID", "0")
-	env.set("SLURM_NTASKS", nodes)
-	env.set("SLURM_NTASKS_PER_NODE", "1")
-	env.set("SLURM_JOB_NODELIST", strings.Join(names, ","))
-	env.set("SLURM_GPUS_ON_NODE", strconv.Itoa(spec.GPUs))
-	env.set("SLURMD_NODENAME", t.NodeName)
-}
-
-// slurmJobID is a numeric stand-in for the job ID: some frameworks parse
-// SLURM_JOB_ID as a number (to derive ports, for instance).
-func slurmJobID(jobID string) string {
-	h := fnv.New32a()
-	h.Write([]byte(jobID))
-	return strconv.FormatUint(uint64(h.Sum32()%1_000_000_000), 10)
 }
 
 func skeinOwned(name string) bool {

@@ -256,6 +256,7 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("GET /v1/jobs", need(read, "list jobs", s.handleJobs))
 	mux.HandleFunc("GET /v1/jobs/{id}", need(read, "see jobs", s.handleJob))
 	mux.HandleFunc("DELETE /v1/jobs/{id}", need(submit, "cancel jobs", s.bounded(s.handleCancel)))
+	mux.HandleFunc("POST /v1/jobs/{id}/update", need(submit, "hold, release or change jobs", s.bounded(s.handleJobUpdate)))
 	mux.HandleFunc("GET /v1/jobs/{id}/logs", need(submit, "read logs", s.handleLogs))
 	mux.HandleFunc("POST /v1/services", need(submit, "create services", s.bounded(s.handleServiceCreate)))
 	mux.HandleFunc("GET /v1/services", need(read, "list services", s.handleServices))

@@ -1,9 +1,8 @@
 #!/bin/bash
 #SBATCH --job-name=legacy
 #SBATCH --account=proj123
-#SBATCH --qos=high
-#SBATCH --mail-type=END,FAIL
-#SBATCH --mail-user=alice@example.com
+#SBATCH --licenses=matlab:1
+#SBATCH --tmp=100G
 #SBATCH --gres=gpu:2
 #SBATCH --frobnicate=yes
 python legacy.py
