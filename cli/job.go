@@ -16,6 +16,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/slurm"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -291,7 +292,7 @@ func showArray(c *ucli.Context, cl *api.Client, tasks []structs.Job) error {
 		{"Array ID", strconv.FormatUint(first.ArrayNumber, 10)},
 		{"Name", orDash(first.Spec.Name)},
 		{"Owner", owner(first)},
-		{"Command", shellJoin(first.Spec.Command)},
+		{"Command", commandText(first.Spec.Command)},
 		{"GPUs", strconv.Itoa(first.Spec.GPUs) + " per node"},
 		{"Nodes", strconv.Itoa(first.Spec.Nodes) + " per task"},
 		{"Submitted", timeWithAge(time.Now(), first.SubmittedAt)},
@@ -335,7 +336,7 @@ func specFields(s structs.JobSpec) []field {
 		model = "any"
 	}
 	constraints := pairs(s.Constraints)
-	fields := []field{{"Command", shellJoin(s.Command)}}
+	fields := []field{{"Command", commandText(s.Command)}}
 	fields = append(fields, containerFields(s)...)
 	return append(fields, []field{
 		{"GPUs", strconv.Itoa(s.GPUs) + " per node"},
@@ -422,4 +423,11 @@ func preemptible(s structs.JobSpec) string {
 		return "no"
 	}
 	return "yes, " + s.PreemptGrace.String() + " between SIGTERM and SIGKILL"
+}
+
+// commandText is a job's command as skein job shows it: a batch script
+// sbatch runs as what it is (skein job --json has the wrapper whole),
+// any other command as a shell would read it.
+func commandText(command []string) string {
+	return cmp.Or(slurm.Describe(command), shellJoin(command))
 }

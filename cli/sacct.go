@@ -20,6 +20,9 @@ type sacctRow struct {
 	job   *structs.Job
 	state slurmState
 	now   time.Time
+	// nodes are where the job's last attempt ran; looked up only when
+	// the NodeList column is asked for.
+	nodes []string
 }
 
 // sacctField is a column of sacct: its name, default width, and value.
@@ -33,7 +36,7 @@ type sacctField struct {
 // sacctFields are the columns sacct --format may name (in any case).
 var sacctFields = []sacctField{
 	{"JobID", 12, func(r sacctRow) string { return r.job.SlurmID() }},
-	{"JobName", 10, func(r sacctRow) string { return r.job.Spec.Name }},
+	{"JobName", 10, func(r sacctRow) string { return jobName(r.job) }},
 	{"User", 9, func(r sacctRow) string { return r.job.Owner }},
 	{"Partition", 10, func(r sacctRow) string { return jobPartition(r.job) }},
 	{"State", 10, func(r sacctRow) string { return r.state.name }},
@@ -49,7 +52,37 @@ var sacctFields = []sacctField{
 	{"Reason", 20, func(r sacctRow) string { return cmp.Or(r.job.Reason, "None") }},
 	{"MaxRSS", 10, func(r sacctRow) string { return slurmMaxRSS(r.job.Usage) }},
 	{"TotalCPU", 10, func(r sacctRow) string { return slurmTotalCPU(r.job.Usage) }},
+	{"NodeList", 15, func(r sacctRow) string {
+		if len(r.nodes) == 0 {
+			return "None assigned"
+		}
+		return structs.HostList(r.nodes)
+	}},
+	{"AllocTRES", 30, func(r sacctRow) string { return allocTRES(r.job) }},
+	{"ReqTRES", 30, func(r sacctRow) string { return allocTRES(r.job) }},
+	{"Priority", 10, func(r sacctRow) string { return strconv.Itoa(r.job.Spec.Priority) }},
+	{"WorkDir", 30, func(r sacctRow) string { return r.job.Spec.Workdir }},
 }
+
+// allocTRES is what the job holds, as Slurm's TRES: cpu, mem, node and
+// gres/gpu, in all.
+func allocTRES(j *structs.Job) string {
+	n := jobNodes(j)
+	s := fmt.Sprintf("billing=%d,cpu=%d", max(j.Spec.CPUs, 1)*n, max(j.Spec.CPUs, 1)*n)
+	if g := j.Spec.GPUs; g > 0 {
+		s += fmt.Sprintf(",gres/gpu=%d", g*n)
+	}
+	if m := int64(j.Spec.MemoryMiB); m > 0 {
+		s += ",mem=" + memoryField(m*int64(n))
+	}
+	return s + ",node=" + strconv.Itoa(n)
+}
+
+// Slurm's other sacct column sets: -b (brief) and -l (long).
+const (
+	sacctBrief = "JobID,State,ExitCode"
+	sacctLong  = "JobID,JobName,Partition,User,State,ExitCode,Elapsed,Timelimit,Submit,Start,End,NNodes,NodeList,AllocCPUS,AllocGPUS,AllocTRES,MaxRSS,TotalCPU,Reason"
+)
 
 // sacctDefault is the columns sacct prints without --format.
 const sacctDefault = "JobID,JobName,State,ExitCode,Elapsed,Start,End,NNodes,AllocGPUS"
@@ -87,6 +120,10 @@ func sacctCommand() *ucli.Command {
 			&ucli.BoolFlag{Name: "parsable2", Aliases: []string{"P"}, Usage: "print columns separated by |, unpadded"},
 			&ucli.BoolFlag{Name: "noheader", Aliases: []string{"n"}, Usage: "print no header"},
 			&ucli.BoolFlag{Name: "allocations", Aliases: []string{"X"}, Usage: "only allocations, not steps (skein jobs have no steps)"},
+			&ucli.BoolFlag{Name: "allusers", Aliases: []string{"a"}, Usage: "every user's jobs (what skein shows without -u)"},
+			&ucli.BoolFlag{Name: "brief", Aliases: []string{"b"}, Usage: "the columns " + sacctBrief},
+			&ucli.BoolFlag{Name: "long", Aliases: []string{"l"}, Usage: "the columns " + sacctLong},
+			&ucli.StringFlag{Name: "name", Usage: "only the jobs with these `NAMES` (comma-separated)"},
 			&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
 		},
 		Action: sacctAction,
@@ -184,7 +221,7 @@ func sacctAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	now := timeNow()
 	users := splitList(c.String("user"))
 	for _, u := range users {
 		if err := checkFlag(c, "user", structs.ValidateUserName(u)); err != nil {
@@ -214,9 +251,15 @@ func sacctAction(c *ucli.Context) error {
 		}
 	}
 	format := sacctDefault
-	if c.IsSet("format") {
+	switch {
+	case c.IsSet("format"):
 		format = c.String("format")
+	case c.Bool("brief"):
+		format = sacctBrief
+	case c.Bool("long"):
+		format = sacctLong
 	}
+	names := splitList(c.String("name"))
 	cols, err := parseSacctFormat(format)
 	if err != nil {
 		return usagef(c, "--format: %v", err)
@@ -245,10 +288,23 @@ func sacctAction(c *ucli.Context) error {
 		case len(users) > 0 && !slices.Contains(users, j.Owner):
 		case states != nil && !slices.Contains(states, s):
 		case len(ids) > 0 && !named(j):
+		case len(names) > 0 && !slices.Contains(names, jobName(j)):
 		case !from.IsZero() && end.Before(from):
 		case !to.IsZero() && j.SubmittedAt.After(to):
 		default:
 			rows = append(rows, sacctRow{job: j, state: s, now: now})
+		}
+	}
+	if slices.ContainsFunc(cols, func(col sacctColumn) bool { return col.field.name == "NodeList" }) {
+		for i := range rows {
+			if rows[i].job.StartedAt.IsZero() {
+				continue
+			}
+			d, err := cl.Job(c.Context, rows[i].job.ID)
+			if err != nil {
+				return err
+			}
+			rows[i].nodes = lastAttemptNodes(d)
 		}
 	}
 	if c.Bool("json") {
@@ -303,4 +359,20 @@ func sacctCell(v string, width int, left bool) string {
 		return string(r[:width-1]) + "+"
 	}
 	return fitWidth(v, width, !left)
+}
+
+// lastAttemptNodes are the names of the nodes the job's last attempt
+// was placed on.
+func lastAttemptNodes(d *api.JobDetail) []string {
+	last := 0
+	for _, a := range d.Allocations {
+		last = max(last, a.Attempt)
+	}
+	var names []string
+	for _, a := range d.Allocations {
+		if a.Attempt == last {
+			names = append(names, cmp.Or(d.Nodes[a.NodeID], a.NodeID))
+		}
+	}
+	return names
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -33,12 +34,15 @@ type squeueRow struct {
 	state slurmState
 	nodes []string // where it runs, while it runs
 	now   time.Time
+	// idText, on the row of an array's folded pending tasks, is their
+	// ID: 120_[3-9].
+	idText string
 }
 
 // squeueFields are the `%` fields squeue -o supports, named as Slurm's.
 var squeueFields = map[byte]formatField[squeueRow]{
-	'i': {"JOBID", func(r squeueRow) string { return r.job.SlurmID() }},
-	'j': {"NAME", func(r squeueRow) string { return r.job.Spec.Name }},
+	'i': {"JOBID", func(r squeueRow) string { return cmp.Or(r.idText, r.job.SlurmID()) }},
+	'j': {"NAME", func(r squeueRow) string { return jobName(r.job) }},
 	'u': {"USER", func(r squeueRow) string { return r.job.Owner }},
 	't': {"ST", func(r squeueRow) string { return r.state.code }},
 	'T': {"STATE", func(r squeueRow) string { return r.state.name }},
@@ -104,6 +108,14 @@ func squeueCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "states", Aliases: []string{"t"}, Usage: "only jobs in these `STATES` (comma-separated names or codes, or all)"},
 			&ucli.StringFlag{Name: "jobs", Aliases: []string{"j"}, Usage: "only these job `IDS` (comma-separated prefixes; an array's ID is all its tasks), in any state"},
 			&ucli.StringFlag{Name: "format", Aliases: []string{"o"}, Usage: "print the `FORMAT` of % fields (see the description)"},
+			&ucli.StringFlag{Name: "Format", Aliases: []string{"O"}, Usage: "print these `FIELDS` (jobid,name:30,state,...; see the description)"},
+			&ucli.StringFlag{Name: "partition", Aliases: []string{"p"}, Usage: "only the jobs of these `PARTITIONS` (comma-separated)"},
+			&ucli.StringFlag{Name: "name", Aliases: []string{"n"}, Usage: "only the jobs with these `NAMES` (comma-separated)"},
+			&ucli.BoolFlag{Name: "long", Aliases: []string{"l"}, Usage: "Slurm's long format, with the time limit, after the time"},
+			&ucli.StringFlag{Name: "sort", Aliases: []string{"S"}, Usage: "sort by these `KEYS` (% letters, comma-separated; -KEY descending; default: submission order)"},
+			&ucli.BoolFlag{Name: "start", Usage: "the pending jobs, with when they start (Unknown: skein does not estimate start times)"},
+			&ucli.BoolFlag{Name: "array", Aliases: []string{"r"}, Usage: "one line per array task (by default an array's pending tasks are one line, ID_[INDEXES])"},
+			&ucli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "accepted: skein shows every partition's jobs"},
 			noHeaderFlag(),
 			&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
 			helpOnlyFlag(),
@@ -152,9 +164,25 @@ func squeueAction(c *ucli.Context) error {
 		}
 	}
 	ids := splitList(c.String("jobs"))
+	partitions, names := splitList(c.String("partition")), splitList(c.String("name"))
 	format := squeueFormat
-	if c.IsSet("format") {
+	switch {
+	case c.IsSet("format"):
 		format = c.String("format")
+	case c.IsSet("Format"):
+		if format, err = squeueFormatOf(c.String("Format")); err != nil {
+			return usagef(c, "-O: %v", err)
+		}
+	case c.Bool("start"):
+		format = squeueStartFormat
+	case c.Bool("long"):
+		format = squeueLongFormat
+	}
+	var sorter func(a, b squeueRow) int
+	if c.IsSet("sort") {
+		if sorter, err = squeueSorter(c.String("sort")); err != nil {
+			return usagef(c, "-S: %v", err)
+		}
 	}
 	items, err := parseFormat(format, squeueFields)
 	if err != nil {
@@ -178,6 +206,9 @@ func squeueAction(c *ucli.Context) error {
 		case states != nil && !slices.Contains(states, s):
 		case states == nil && len(ids) == 0 && !s.active():
 		case len(ids) > 0 && !named(&j):
+		case len(partitions) > 0 && !slices.Contains(partitions, jobPartition(&j)):
+		case len(names) > 0 && !slices.Contains(names, jobName(&j)):
+		case c.Bool("start") && s != statePending:
 		default:
 			picked = append(picked, j)
 		}
@@ -191,10 +222,16 @@ func squeueAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	now := timeNow()
 	rows := make([]squeueRow, len(picked))
 	for i := range picked {
 		rows[i] = squeueRow{job: &picked[i], state: stateOf(&picked[i]), nodes: nodes[picked[i].ID], now: now}
+	}
+	if sorter != nil {
+		slices.SortStableFunc(rows, sorter)
+	}
+	if !c.Bool("array") && !c.Bool("json") {
+		rows = foldArrays(rows)
 	}
 	if c.Bool("json") {
 		out := make([]squeueJob, len(rows))
@@ -210,6 +247,9 @@ func squeueAction(c *ucli.Context) error {
 		return printJSON(c.App.Writer, out)
 	}
 	var b strings.Builder
+	if c.Bool("long") && !c.Bool("noheader") {
+		b.WriteString(now.Format("Mon Jan 2 15:04:05 2006") + "\n") // as squeue -l starts
+	}
 	if !c.Bool("noheader") {
 		b.WriteString(renderFormat(items, squeueRow{}, true) + "\n")
 	}

@@ -34,9 +34,15 @@ func slurmJobs(now time.Time) []structs.Job {
 // slurmAgent is a fake agent holding slurmJobs and the nodes they run on.
 func slurmAgent(t *testing.T) *fakeAgent {
 	t.Helper()
-	now := time.Now()
+	return slurmAgentOf(t, time.Now(), slurmJobs)
+}
+
+// slurmAgentOf is a fake agent holding jobs(now) and the nodes
+// slurmJobs run on.
+func slurmAgentOf(t *testing.T, now time.Time, jobs func(time.Time) []structs.Job) *fakeAgent {
+	t.Helper()
 	f := newFakeAgent(t)
-	f.reply("GET /v1/jobs", http.StatusOK, slurmJobs(now))
+	f.reply("GET /v1/jobs", http.StatusOK, jobs(now))
 	f.reply("GET /v1/nodes", http.StatusOK, []api.NodeInfo{
 		{Node: structs.Node{Name: "gpu01", Status: structs.NodeReady, CPUs: 64, MemoryMiB: 512 * 1024, Partitions: []string{"gpu"},
 			GPUs: []structs.GPU{{UUID: "g1", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "g2", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "g3", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "g4", Model: "NVIDIA H100 80GB HBM3"}}},
@@ -52,7 +58,7 @@ func slurmAgent(t *testing.T) *fakeAgent {
 		{Node: structs.Node{Name: "cpu3", Status: structs.NodeDown, CPUs: 16, MemoryMiB: 65536}},
 	})
 	f.reply("GET /v1/jobs/{id}", http.StatusOK, api.JobDetail{
-		Job:         slurmJobs(now)[2],
+		Job:         jobs(now)[2],
 		Allocations: []structs.Allocation{{NodeID: "n-cpu1", State: structs.AllocRunning}, {NodeID: "n-old", State: structs.AllocFailed}},
 		Nodes:       map[string]string{"n-cpu1": "cpu1", "n-old": "cpu9"},
 	})

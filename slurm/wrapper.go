@@ -173,3 +173,34 @@ func expandPattern(p, name string) (string, error) {
 	}
 	return w.String(), nil
 }
+
+// Script returns the batch script and its arguments from a job's command
+// that sbatch made (the wrapper's), and false for any other command.
+func Script(command []string) (script string, args []string, ok bool) {
+	if len(command) < 5 || command[0] != "/bin/sh" || command[1] != "-c" || command[3] != wrapperName {
+		return "", nil, false
+	}
+	return command[4], command[5:], true
+}
+
+// Describe says in one line what a job's command runs: for sbatch's
+// wrapper, the batch script (its #! line and size) and its arguments,
+// not the wrapper's text; "" for any other command.
+func Describe(command []string) string {
+	script, args, ok := Script(command)
+	if !ok {
+		return ""
+	}
+	first, _, _ := strings.Cut(script, "\n")
+	lines := strings.Count(strings.TrimSuffix(script, "\n"), "\n") + 1
+	d := fmt.Sprintf("batch script (%s, %d lines)", strings.TrimSpace(first), lines)
+	for _, a := range args {
+		if a == "" || strings.ContainsFunc(a, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
+		}) {
+			a = shellQuote(a)
+		}
+		d += " " + a
+	}
+	return d
+}

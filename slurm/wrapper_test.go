@@ -329,3 +329,16 @@ func TestWrapper_ScontrolShowHostnamesInAJob(t *testing.T) {
 		t.Fatalf("with skein: exit %d, stdout %q, stderr %q; want skein's scontrol", code, stdout, stderr)
 	}
 }
+
+func TestDescribe_ABatchScriptIsShownAsOneNotAsItsWrapper(t *testing.T) {
+	b, err := Parse(Input{Path: "train.sh", Script: []byte("#!/bin/bash\n#SBATCH -N 1\necho hi\n"), Args: []string{"--lr", "0.1"}, SubmitDir: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := Describe(b.Spec.Command), "batch script (#!/bin/bash, 3 lines) --lr 0.1"; got != want {
+		t.Errorf("Describe = %q, want %q", got, want)
+	}
+	if got := Describe([]string{"python", "train.py"}); got != "" {
+		t.Errorf("Describe of a plain command = %q, want empty", got)
+	}
+}
