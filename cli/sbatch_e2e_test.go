@@ -205,6 +205,16 @@ srun -N1 sh -c 'echo "first node only: $SLURMD_NODENAME"'
 			t.Errorf("logs --rank %d: exit %d, stdout %q, stderr %q; want %q", rank, r.code, r.stdout, r.stderr, want)
 		}
 	}
+	// The .out file holds every task's output, rank 1's too, as Slurm's.
+	out, err := os.ReadFile(filepath.Join(dir, "slurm-"+id+".out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for task := range 4 {
+		if want := fmt.Sprintf("%d: task %d of 4, local %d, node %d\n", task, task, task%2, task/2); !strings.Contains(string(out), want) {
+			t.Errorf("slurm-%s.out lacks %q:\n%s", id, want, out)
+		}
+	}
 }
 
 // TestSbatch_ExclusiveSingletonAndAfternotokOnARealAgent runs the Slurm

@@ -17,9 +17,12 @@ const wrapperName = "skein-sbatch"
 const jobSignals = "HUP INT QUIT TERM USR1 USR2 ALRM"
 
 // wrapperBody runs the script ($1, the rest its arguments) with run(),
-// defined before it, on every rank, with an srun ($srun, srunShim) and an
-// scontrol ($scontrol, scontrolShim) first on its PATH; rank 0 also copies stdout and stderr to $o and $e, opened
-// before the script starts (open), as Slurm opens them. The script goes
+// defined before it, on every rank, with an srun ($srun, srunShim) and
+// an scontrol ($scontrol, scontrolShim) first on its PATH; rank 0 also
+// copies stdout and stderr to $o and $e, opened before the script starts
+// (open), as Slurm opens them, and the other ranks give srun $o and $e
+// (SKEIN_SBATCH_OUT, SKEIN_SBATCH_ERR) to append their tasks' output to.
+// The script goes
 // to a temporary file of the job's user, and srun to a temporary
 // directory, both removed at the end, so that its interpreter reads it as
 // a file, $0 naming it.
@@ -35,6 +38,8 @@ mkdir "$d/bin" && printf '%s' "$srun" >"$d/bin/srun" && printf '%s' "$scontrol" 
 PATH=$d/bin:$PATH
 export PATH
 if [ "$SKEIN_RANK" != 0 ]; then
+	SKEIN_SBATCH_OUT=$o SKEIN_SBATCH_ERR=$e
+	export SKEIN_SBATCH_OUT SKEIN_SBATCH_ERR
 	run "$@"
 	exit $?
 fi
@@ -101,8 +106,8 @@ func quoteWords(words []string) string {
 //	%A  the array's number (a plain job's own)        $SLURM_ARRAY_JOB_ID
 //	%a  the task's index (4294967294 outside arrays)  $SLURM_ARRAY_TASK_ID
 //	%x  the job name                                  known at submit
-//	%N  the node's name                               $SKEIN_NODE
-//	%n, %t  the rank (0: rank 0 writes the files)     $SKEIN_RANK
+//	%N  rank 0's node's name                          $SKEIN_HEAD_NODE
+//	%n, %t  0, the node and task of the batch step
 //	%u  the job's user                                $USER
 //	%s  the step: batch
 //	%%  a %
@@ -154,9 +159,9 @@ func expandPattern(p, name string) (string, error) {
 		case 'x':
 			lit(name)
 		case 'N':
-			w.WriteString(`"$SKEIN_NODE"`)
+			w.WriteString(`"${SKEIN_HEAD_NODE:-$SKEIN_NODE}"`)
 		case 'n', 't':
-			w.WriteString(num(`$SKEIN_RANK`))
+			w.WriteString(num(`0`))
 		case 'u':
 			w.WriteString(`"$USER"`)
 		case 's':

@@ -342,3 +342,43 @@ func TestDescribe_ABatchScriptIsShownAsOneNotAsItsWrapper(t *testing.T) {
 		t.Errorf("Describe of a plain command = %q, want empty", got)
 	}
 }
+
+// TestWrapper_EveryRanksSrunOutputReachesTheOutputFile: rank 0 writes the
+// -o file (its srun's output with the script's), and a rank above 0
+// appends its srun tasks' output to it, stdout and stderr, labelled
+// with -l, as Slurm gathers a step's output; what rank 1's script prints
+// outside srun stays in its own log.
+func TestWrapper_EveryRanksSrunOutputReachesTheOutputFile(t *testing.T) {
+	script := "#!/bin/sh\n#SBATCH -N 2\n#SBATCH -o job-%N.out\necho \"script on $SLURM_NODEID\"\n" +
+		"srun sh -c 'echo out from $SLURM_PROCID; echo err from $SLURM_PROCID >&2'\nsrun -l echo labelled\n"
+	b, err := Parse(Input{Path: "steps.sh", Script: []byte(script), SubmitDir: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for rank := range 2 {
+		stdout, stderr, code := runWrapper(t, b, dir, fmt.Sprintf("SKEIN_RANK=%d", rank), "SLURM_JOB_ID=5", "SLURM_NNODES=2",
+			fmt.Sprintf("SLURM_NODEID=%d", rank), fmt.Sprintf("SKEIN_NODE=node%d", rank+1), "SKEIN_HEAD_NODE=node1")
+		if code != 0 {
+			t.Fatalf("rank %d: exit %d, stdout %q, stderr %q", rank, code, stdout, stderr)
+		}
+		if rank == 1 && (!strings.Contains(stdout, "script on 1") || !strings.Contains(stdout, "out from 1") || !strings.Contains(stderr, "err from 1")) {
+			t.Errorf("rank 1's own log: stdout %q, stderr %q; want all it printed", stdout, stderr)
+		}
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "job-node1.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"script on 0\n", "out from 0\n", "err from 0\n", "0: labelled\n", "out from 1\n", "err from 1\n", "1: labelled\n"} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("job-node1.out lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(string(got), "script on 1") {
+		t.Errorf("job-node1.out has rank 1's output outside srun:\n%s", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "job-node2.out")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("rank 1 made a file of its own: %v", err)
+	}
+}

@@ -21,7 +21,7 @@ var secretEnv = []string{"SKEIN_TOKEN", "SKEIN_JOIN_TOKEN", "SKEIN_ENCRYPT"}
 var ownEnv = append([]string{
 	"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SKEIN_JOB_ID", "SKEIN_ALLOC_ID",
 	"SKEIN_NODE", "SKEIN_RANK", "SKEIN_ATTEMPT", "SKEIN_JOB_NAME",
-	"SKEIN_ARRAY_ID", "SKEIN_ARRAY_INDEX", "SKEIN_TIME_LIMIT", "SKEIN_TIME_SIGNAL", SimGPUUtilEnv,
+	"SKEIN_ARRAY_ID", "SKEIN_ARRAY_INDEX", "SKEIN_TIME_LIMIT", "SKEIN_TIME_SIGNAL", "SKEIN_HEAD_NODE", SimGPUUtilEnv,
 }, structs.LaunchEnv...)
 
 // SimGPUUtilEnv names the file a process job on simulated GPUs may write
@@ -38,7 +38,7 @@ const SimGPUUtilEnv = "SKEIN_SIM_GPU_UTIL_FILE"
 //
 // skein sets CUDA_VISIBLE_DEVICES to the allocated GPU UUIDs joined by commas
 // ("" for a job without GPUs), CUDA_DEVICE_ORDER=PCI_BUS_ID, SKEIN_JOB_ID,
-// SKEIN_ALLOC_ID, SKEIN_NODE, SKEIN_RANK, SKEIN_ATTEMPT and, when the job has
+// SKEIN_ALLOC_ID, SKEIN_NODE, SKEIN_HEAD_NODE (rank 0's node), SKEIN_RANK, SKEIN_ATTEMPT and, when the job has
 // a name, SKEIN_JOB_NAME. A job with a time limit sees it in whole seconds
 // in SKEIN_TIME_LIMIT, and its --signal as SKEIN_TIME_SIGNAL (USR1@1m0s).
 // With the task's peers known it also sets the torchrun variables, and
@@ -69,6 +69,11 @@ func BuildEnv(t Task, base []string) []string {
 	env.set("SKEIN_JOB_ID", jobID)
 	env.set("SKEIN_ALLOC_ID", t.Alloc.ID)
 	env.set("SKEIN_NODE", t.NodeName)
+	head := t.NodeName
+	if len(t.Peers) > 0 {
+		head = t.Peers[0].Node
+	}
+	env.set("SKEIN_HEAD_NODE", head)
 	env.set("SKEIN_RANK", strconv.Itoa(t.Alloc.Rank))
 	env.set("SKEIN_ATTEMPT", strconv.Itoa(t.Alloc.Attempt))
 	if t.Job.Spec.Name != "" {
