@@ -239,6 +239,7 @@ func (a *Agent) start() error {
 		JobRetention:            a.cfg.JobRetention,
 		AutoscaleInterval:       a.cfg.AutoscaleInterval,
 		Starved:                 a.starved,
+		Mail:                    a.mailFunc(),
 		Metrics:                 a.metrics,
 		Logger:                  a.logger.Named("leader"),
 	})
@@ -262,6 +263,7 @@ func (a *Agent) start() error {
 		Logger:      a.logger.Named("http"),
 	})
 	a.server = server.New(server.Config{
+		Mail:         a.cfg.MailProg != "",
 		Listener:     a.tlsListener(a.conns),
 		NodeID:       a.nodeID,
 		NodeName:     a.cfg.Name,

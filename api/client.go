@@ -248,6 +248,20 @@ func (c *Client) Nodes(ctx context.Context) ([]NodeInfo, error) {
 	return nodes, c.do(ctx, http.MethodGet, "/v1/nodes", nil, nil, &nodes)
 }
 
+// Partitions lists the cluster's partitions: those nodes declare and
+// those with settings, by name.
+func (c *Client) Partitions(ctx context.Context) ([]PartitionInfo, error) {
+	var parts []PartitionInfo
+	return parts, c.do(ctx, http.MethodGet, "/v1/partitions", nil, nil, &parts)
+}
+
+// SetPartition sets a partition's limits, or with Delete drops them, and
+// returns its settings as they now are.
+func (c *Client) SetPartition(ctx context.Context, req structs.PartitionSetRequest) (*structs.Partition, error) {
+	var p structs.Partition
+	return &p, c.do(ctx, http.MethodPost, "/v1/partitions", nil, req, &p)
+}
+
 // Status summarises the cluster.
 func (c *Client) Status(ctx context.Context) (*Status, error) {
 	var s Status

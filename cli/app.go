@@ -149,6 +149,7 @@ func commands() []*ucli.Command {
 		sinfoCommand(),
 		sacctCommand(),
 		scontrolCommand(),
+		partitionCommand(),
 		completionCommand(),
 	}
 }

@@ -65,6 +65,8 @@ func jobSpecFlags(what, show string) []ucli.Flag {
 		&ucli.StringFlag{Name: "nodelist", Usage: "exactly these `NODES`, by name (comma-separated, or a host list: gpu[01-04]); --nodes defaults to their number"},
 		&ucli.StringFlag{Name: "exclude", Usage: "never these `NODES` (comma-separated, or a host list)"},
 		&ucli.BoolFlag{Name: "hold", Usage: "submit held: it waits until released (scontrol release)"},
+		&ucli.StringFlag{Name: "mail-type", Usage: "mail for these `EVENTS` (BEGIN,END,FAIL,REQUEUE,TIME_LIMIT,INVALID_DEPEND,ARRAY_TASKS,ALL), sent by the agents' --mail-prog"},
+		&ucli.StringFlag{Name: "mail-user", Usage: "whom the mail goes to (`ADDRESS`; default: your user)"},
 		&ucli.StringFlag{Name: "begin", Usage: "start no earlier than `TIME` (2030-01-02T03:04, 16:00, now+1hours, tomorrow, as sbatch --begin)"},
 		&ucli.StringFlag{Name: "deadline", Usage: "cancel the job while it waits once it could no longer end by `TIME` (its time limit counted)"},
 		&ucli.BoolFlag{Name: "spread", Usage: "place on the emptiest nodes instead of packing the fullest"},
@@ -92,7 +94,8 @@ func jobSpecFromFlags(c *ucli.Context, spec *structs.JobSpec) error {
 	if len(spec.Command) == 0 {
 		return usagef(c, "missing command: give the program and its arguments after the flags")
 	}
-	for name, dst := range map[string]*string{"workdir": &spec.Workdir, "gpu-model": &spec.GPUModel, "image": &spec.Image, "partition": &spec.Partition} {
+	for name, dst := range map[string]*string{"workdir": &spec.Workdir, "gpu-model": &spec.GPUModel, "image": &spec.Image,
+		"partition": &spec.Partition, "mail-user": &spec.MailUser} {
 		if c.IsSet(name) {
 			*dst = c.String(name)
 		}
@@ -146,6 +149,9 @@ func jobSpecFromFlags(c *ucli.Context, spec *structs.JobSpec) error {
 			}
 			*dst = t.UTC()
 		}
+	}
+	if c.IsSet("mail-type") {
+		spec.MailType = splitList(strings.ToUpper(c.String("mail-type")))
 	}
 	if c.IsSet("nodelist") && !c.IsSet("nodes") && spec.Nodes == 0 {
 		spec.Nodes = len(spec.NodeList)

@@ -80,6 +80,13 @@ func sbatchAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	if len(spec.MailType) > 0 {
+		// One warning when no mail will go: the node asked has no mail
+		// program (the leader's sends, and nodes are set up alike).
+		if st, err := cl.Status(c.Context); err == nil && !st.Mail {
+			fmt.Fprintln(c.App.ErrWriter, "skein sbatch: warning: --mail-type: the cluster's agents have no mail program (skein agent --mail-prog): no mail will be sent")
+		}
+	}
 	job, err := submitJob(c.Context, cl, api.SubmitRequest{RequestID: structs.NewID(), Spec: spec})
 	if err != nil {
 		return err

@@ -295,41 +295,40 @@ func scontrolShowPartitions(c *ucli.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	parts, err := cl.Partitions(c.Context)
+	if err != nil {
+		return err
+	}
 	infos, err := cl.Nodes(c.Context)
 	if err != nil {
 		return err
 	}
-	members := map[string][]string{}
 	cpus := map[string]int{}
 	for i := range infos {
-		n := &infos[i]
-		parts := n.Partitions
-		if len(parts) == 0 {
-			parts = []string{structs.DefaultPartition}
-		}
-		for _, p := range parts {
-			members[p] = append(members[p], n.Name)
-			cpus[p] += n.CPUs
-		}
+		cpus[infos[i].Name] = infos[i].CPUs
 	}
-	names := slices.Sorted(func(yield func(string) bool) {
-		for k := range members {
-			if !yield(k) {
-				return
-			}
-		}
-	})
 	found := false
-	for _, p := range names {
-		if len(args) > 0 && !slices.Contains(args, p) {
+	for _, p := range parts {
+		if len(args) > 0 && !slices.Contains(args, p.Name) {
 			continue
 		}
 		found = true
+		total := 0
+		for _, n := range p.Nodes {
+			total += cpus[n]
+		}
+		defTime, maxNodes := "NONE", "UNLIMITED"
+		if p.DefaultTime > 0 {
+			defTime = slurmTimeLimit(p.DefaultTime)
+		}
+		if p.MaxNodes > 0 {
+			maxNodes = strconv.Itoa(p.MaxNodes)
+		}
 		scontrolRecord(c, [][]string{
-			{"PartitionName=" + p},
-			{"Default=" + yesNo(p == structs.DefaultPartition), "State=UP", "MaxTime=UNLIMITED", "DefaultTime=NONE"},
-			{"Nodes=" + structs.HostList(members[p])},
-			{fmt.Sprintf("TotalCPUs=%d", cpus[p]), fmt.Sprintf("TotalNodes=%d", len(members[p]))},
+			{"PartitionName=" + p.Name},
+			{"Default=" + yesNo(p.Default), "State=UP", "MaxTime=" + slurmTimeLimit(p.MaxTime), "DefaultTime=" + defTime, "MaxNodes=" + maxNodes},
+			{"Nodes=" + orNull(structs.HostList(p.Nodes))},
+			{fmt.Sprintf("TotalCPUs=%d", total), fmt.Sprintf("TotalNodes=%d", len(p.Nodes))},
 		})
 	}
 	if !found && len(args) > 0 {

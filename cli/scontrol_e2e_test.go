@@ -1,9 +1,13 @@
 package cli
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/skein-dev/skein/agent"
 	"github.com/skein-dev/skein/internal/testutil"
@@ -53,8 +57,62 @@ func TestScontrol_ShowHoldReleaseAndUpdateOnARealAgent(t *testing.T) {
 	if r := runCLI(t, "scontrol", "show", "hostnames", "e2e,n[1-2]"); r.code != exitOK || r.stdout != "e2e\nn1\nn2\n" {
 		t.Fatalf("scontrol show hostnames: %d %q %q", r.code, r.stdout, r.stderr)
 	}
+	// gpu's settings: a default time limit, and a maximum sbatch -t may
+	// not pass.
+	if r := runCLI(t, "partition", "set", "gpu", "--max-time", "2:00:00", "--default-time", "10"); r.code != exitOK ||
+		r.stdout != "partition gpu: max time 2:00:00, default time 10:00\n" {
+		t.Fatalf("partition set: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	r = runCLI(t, "sbatch", "--parsable", "-p", "gpu", "-H", "--wrap", "true")
+	if r.code != exitOK {
+		t.Fatalf("sbatch -p gpu: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, "squeue", "-h", "-j", strings.TrimSpace(r.stdout), "-o", "%l"); r.stdout != "10:00\n" {
+		t.Fatalf("a gpu job without -t: time limit %q %q, want the partition's default 10:00", r.stdout, r.stderr)
+	}
+	if r := runCLI(t, "sbatch", "-p", "gpu", "-t", "3:00:00", "--wrap", "true"); r.code == exitOK || !strings.Contains(r.stderr, "time_limit: 3h0m0s is above partition gpu's max_time 2h0m0s") {
+		t.Fatalf("sbatch -p gpu -t 3:00:00: %d %q %q; want it refused, naming max_time", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, "sinfo", "-h", "-o", "%P %l"); r.stdout != "gpu 2:00:00\n" {
+		t.Fatalf("sinfo with gpu's max time: %q %q", r.stdout, r.stderr)
+	}
+	if r := runCLI(t, "sbatch", "-p", "gpu", "-H", "--mail-type=END", "--wrap", "true"); r.code != exitOK ||
+		strings.Count(r.stderr, "warning: --mail-type: the cluster's agents have no mail program") != 1 {
+		t.Fatalf("sbatch --mail-type without a mail program: %d %q %q; want one warning", r.code, r.stdout, r.stderr)
+	}
 	r = runCLI(t, "sbatch", "-p", "debug", "--wrap", "true")
 	if r.code != exitUsage && r.code != exitError || !strings.Contains(r.stderr, "no partition debug; the cluster's: gpu") {
 		t.Fatalf("sbatch -p debug: %d %q %q; want it refused, naming gpu", r.code, r.stdout, r.stderr)
 	}
+}
+
+// TestSbatch_MailGoesThroughTheAgentsMailProgram: --mail-type=BEGIN,END
+// runs the agent's --mail-prog (a script here) at the job's start and
+// end, as Slurm runs its MailProg: -s SUBJECT USER, the body on stdin;
+// without a mail program sbatch warns once.
+func TestSbatch_MailGoesThroughTheAgentsMailProgram(t *testing.T) {
+	dir := testutil.SharedDir(t)
+	mails := filepath.Join(dir, "mails")
+	prog := filepath.Join(dir, "mailprog")
+	writeTestFile(t, prog, "#!/bin/sh\necho \"$1|$2|$3|$(cat)\" >>"+mails+"\n")
+	if err := os.Chmod(prog, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	startRealAgent(t, func(c *agent.Config) { c.MailProg = prog })
+	t.Chdir(dir)
+	r := runCLI(t, "sbatch", "--parsable", "-J", "mailed", "--mail-type=BEGIN,END", "--mail-user=alice@example.com", "--wrap", "true")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != exitOK || strings.Contains(r.stderr, "warning") {
+		t.Fatalf("sbatch --mail-type: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	waitJobState(t, id, structs.JobSucceeded)
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		got, _ := os.ReadFile(mails)
+		lines := strings.Split(strings.TrimSpace(string(got)), "\n")
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], "-s|skein Job_id="+id+" Name=mailed Began|alice@example.com|job "+id+" (") ||
+			!strings.HasPrefix(lines[1], "-s|skein Job_id="+id+" Name=mailed Ended, Run time ") || !strings.Contains(lines[1], ", succeeded, ExitCode 0|alice@example.com|") {
+			return fmt.Errorf("mails %q, want Began then Ended, each -s SUBJECT USER", lines)
+		}
+		return nil
+	})
 }

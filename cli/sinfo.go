@@ -2,7 +2,9 @@ package cli
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,6 +51,8 @@ type nodeState struct{ name, code string }
 type sinfoRow struct {
 	partition string
 	nodes     []sinfoNode
+	// settings are the partition's (zero: none).
+	settings structs.Partition
 }
 
 // sinfoFields are the `%` fields sinfo -o supports, named as Slurm's.
@@ -61,7 +65,12 @@ var sinfoFields = map[byte]formatField[sinfoRow]{
 	}},
 	'R': {"PARTITION", func(r sinfoRow) string { return r.partition }},
 	'a': {"AVAIL", func(sinfoRow) string { return "up" }},
-	'l': {"TIMELIMIT", func(sinfoRow) string { return "infinite" }},
+	'l': {"TIMELIMIT", func(r sinfoRow) string {
+		if r.settings.MaxTime == 0 {
+			return "infinite"
+		}
+		return slurmTimeLimit(r.settings.MaxTime)
+	}},
 	'D': {"NODES", func(r sinfoRow) string { return strconv.Itoa(len(r.nodes)) }},
 	't': {"STATE", func(r sinfoRow) string { return r.nodes[0].state.code }},
 	'T': {"STATE", func(r sinfoRow) string { return r.nodes[0].state.name }},
@@ -90,7 +99,12 @@ var sinfoFields = map[byte]formatField[sinfoRow]{
 		}
 		return fmt.Sprintf("%d/%d/%d/%d", a, i, o, len(r.nodes))
 	}},
-	's': {"JOB_SIZE", func(sinfoRow) string { return "1-infinite" }},
+	's': {"JOB_SIZE", func(r sinfoRow) string {
+		if r.settings.MaxNodes == 0 {
+			return "1-infinite"
+		}
+		return "1-" + strconv.Itoa(r.settings.MaxNodes)
+	}},
 	'r': {"ROOT", func(sinfoRow) string { return "no" }},
 	'h': {"OVERSUBS", func(sinfoRow) string { return "NO" }},
 	'g': {"GROUPS", func(sinfoRow) string { return "all" }},
@@ -263,6 +277,10 @@ func sinfoAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	settings, err := partitionSettingsOf(c, cl)
+	if err != nil {
+		return err
+	}
 	var nodes []sinfoNode
 	var out []sinfoJSON
 	for i := range infos {
@@ -312,7 +330,7 @@ func sinfoAction(c *ucli.Context) error {
 			rows[k].nodes = append(rows[k].nodes, n)
 			continue
 		}
-		rows = append(rows, sinfoRow{partition: n.partition, nodes: []sinfoNode{n}})
+		rows = append(rows, sinfoRow{partition: n.partition, nodes: []sinfoNode{n}, settings: settings[n.partition]})
 	}
 	if !c.IsSet("format") {
 		fitColumns(items, rows, 'G', 'N')
@@ -382,4 +400,21 @@ func nodeStateNamed(s string) (nodeState, bool) {
 		}
 	}
 	return nodeState{}, false
+}
+
+// partitionSettingsOf are the partitions' settings, by name; none from
+// an agent that predates them.
+func partitionSettingsOf(c *ucli.Context, cl *api.Client) (map[string]structs.Partition, error) {
+	parts, err := cl.Partitions(c.Context)
+	if e := (*api.Error)(nil); errors.As(err, &e) && e.StatusCode == http.StatusNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]structs.Partition{}
+	for _, p := range parts {
+		out[p.Name] = p.Partition
+	}
+	return out, nil
 }

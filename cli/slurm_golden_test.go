@@ -48,7 +48,8 @@ func goldenJobs(now time.Time) []structs.Job {
 	)
 }
 
-// TestSlurmCommands_GoldenOutput prints squeue, sinfo and sacct, with
+// TestSlurmCommands_GoldenOutput prints squeue, sinfo, sacct, scontrol
+// show partition and skein partition list, with
 // their common options, over one fixed cluster at one fixed time, and
 // compares each with its file in testdata/slurm (rewritten with
 // -update-golden).
@@ -74,6 +75,8 @@ func TestSlurmCommands_GoldenOutput(t *testing.T) {
 		{"sinfo_reasons", []string{"sinfo", "-R"}},
 		{"sinfo_states", []string{"sinfo", "-t", "idle,alloc", "-N"}},
 		{"sinfo_exact", []string{"sinfo", "-e", "-p", "skein"}},
+		{"scontrol_partitions", []string{"scontrol", "show", "partition"}},
+		{"partition_list", []string{"partition", "list"}},
 		{"sacct", []string{"sacct", "-a", "-S", "now-1days"}},
 		{"sacct_brief", []string{"sacct", "-b", "-j", "5,6"}},
 		{"sacct_long", []string{"sacct", "-l", "-j", "3", "-P"}},

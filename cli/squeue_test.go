@@ -57,6 +57,11 @@ func slurmAgentOf(t *testing.T, now time.Time, jobs func(time.Time) []structs.Jo
 		{Node: structs.Node{Name: "cpu2", Status: structs.NodeDraining, StatusReason: "maintenance", CPUs: 16, MemoryMiB: 65536}},
 		{Node: structs.Node{Name: "cpu3", Status: structs.NodeDown, CPUs: 16, MemoryMiB: 65536}},
 	})
+	f.reply("GET /v1/partitions", http.StatusOK, []api.PartitionInfo{
+		{Partition: structs.Partition{Name: "gpu", MaxTime: structs.Duration(24 * time.Hour), DefaultTime: structs.Duration(time.Hour), MaxNodes: 2},
+			Nodes: []string{"gpu01", "gpu02", "gpu03"}},
+		{Partition: structs.Partition{Name: structs.DefaultPartition}, Default: true, Nodes: []string{"cpu1", "cpu2", "cpu3"}},
+	})
 	f.reply("GET /v1/jobs/{id}", http.StatusOK, api.JobDetail{
 		Job:         jobs(now)[2],
 		Allocations: []structs.Allocation{{NodeID: "n-cpu1", State: structs.AllocRunning}, {NodeID: "n-old", State: structs.AllocFailed}},

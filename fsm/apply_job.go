@@ -44,6 +44,11 @@ func (s *state) applyJobSubmit(l *raft.Log) any {
 	if err := s.checkSubmitLimits(req.Owner, &req.Spec); err != nil {
 		return fmt.Errorf("job %s: %w", short, err)
 	}
+	if p, ok := s.partitions[structs.PartitionOf(&req.Spec)]; ok {
+		if err := p.Fit(&req.Spec); err != nil {
+			return fmt.Errorf("job %s: %w", short, err)
+		}
+	}
 	newJob := func(id string) *structs.Job {
 		j := &structs.Job{
 			ID:          id,

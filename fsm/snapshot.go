@@ -19,8 +19,8 @@ import (
 // Versions of the snapshot format. Version 1 holds nodes, jobs and
 // allocations; version 2 adds the trust records; version 3 the limits;
 // version 4 the ACL records; version 5 the services; version 6 the
-// event log; version 9 the job number counter (versions 7 and 8 are other
-// branches' numbers).
+// event log; version 9 the job number counter and the partitions'
+// settings (versions 7 and 8 are other branches' numbers).
 // Snapshot writes the oldest version that holds the state, so a binary that
 // predates a version still reads a cluster that uses none of its records;
 // Restore reads them all.
@@ -57,6 +57,7 @@ const (
 	recordEvent    = "event"
 
 	recordJobNumbers = "job_numbers"
+	recordPartition  = "partition"
 )
 
 // header is the first line of a snapshot.
@@ -87,7 +88,8 @@ type record struct {
 	EventLog *eventLogRecord `json:"event_log,omitempty"`
 	Event    *structs.Event  `json:"event,omitempty"`
 
-	JobNumbers *jobNumbersRecord `json:"job_numbers,omitempty"`
+	JobNumbers *jobNumbersRecord  `json:"job_numbers,omitempty"`
+	Partition  *structs.Partition `json:"partition,omitempty"`
 }
 
 // jobNumbersRecord is the newest job number given, which may be higher
@@ -127,6 +129,7 @@ type snapshot struct {
 	services []*structs.Service
 
 	lastJobNumber uint64
+	partitions    []structs.Partition
 
 	eventsDropped structs.EventCursor
 	events        []structs.Event
@@ -204,6 +207,9 @@ func (s *state) snapshot() *snapshot {
 		snap.services = append(snap.services, s.services[name].Copy())
 	}
 	snap.lastJobNumber = s.lastJobNumber
+	for _, name := range slices.Sorted(maps.Keys(s.partitions)) {
+		snap.partitions = append(snap.partitions, s.partitions[name])
+	}
 	snap.eventsDropped = s.events.dropped
 	snap.events = make([]structs.Event, s.events.len())
 	for i := range snap.events {
@@ -214,7 +220,7 @@ func (s *state) snapshot() *snapshot {
 
 // version is the oldest snapshot version that holds everything in snap.
 func (snap *snapshot) version() int {
-	if snap.lastJobNumber > 0 {
+	if snap.lastJobNumber > 0 || len(snap.partitions) > 0 {
 		return numberSnapshotVersion
 	}
 	if len(snap.events) > 0 || !snap.eventsDropped.IsZero() {
@@ -346,6 +352,11 @@ func (snap *snapshot) writeRecords(enc *json.Encoder) error {
 			return err
 		}
 	}
+	for i := range snap.partitions {
+		if err := enc.Encode(record{Type: recordPartition, Partition: &snap.partitions[i]}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -394,7 +405,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 			(h.Version < aclSnapshotVersion && isACLRecord(rec.Type)) ||
 			(h.Version < serviceSnapshotVersion && rec.Type == recordService) ||
 			(h.Version < eventSnapshotVersion && isEventRecord(rec.Type)) ||
-			(h.Version < numberSnapshotVersion && rec.Type == recordJobNumbers) {
+			(h.Version < numberSnapshotVersion && (rec.Type == recordJobNumbers || rec.Type == recordPartition)) {
 			return nil, fmt.Errorf("%w: record %d: %s record in a version %d snapshot", ErrBadSnapshot, n, rec.Type, h.Version)
 		}
 		if err := st.restoreRecord(&rec); err != nil {
@@ -583,6 +594,18 @@ func (s *state) restoreRecord(rec *record) error {
 		}
 		s.jobNumbersSeen = true
 		s.lastJobNumber = max(s.lastJobNumber, rec.JobNumbers.Last)
+	case recordPartition:
+		p := rec.Partition
+		switch {
+		case p == nil:
+			return errors.New("partition record without partition")
+		case hasKey(s.partitions, p.Name):
+			return fmt.Errorf("partition %s twice", p.Name)
+		}
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("partition %s: %w", p.Name, err)
+		}
+		s.partitions[p.Name] = *p
 	default:
 		return fmt.Errorf("unknown record type %q", rec.Type)
 	}

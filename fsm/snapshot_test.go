@@ -185,6 +185,9 @@ func TestFSM_Restore_RejectsBadSnapshotsAndKeepsState(t *testing.T) {
 			"job number 4 used by two jobs"},
 		{"job numbers in version 6", `{"version":6,"index":9}` + "\n" + `{"type":"job_numbers","job_numbers":{"last":3}}`,
 			"job_numbers record in a version 6 snapshot"},
+		{"partition twice", `{"version":9,"index":9}` + "\n" + `{"type":"partition","partition":{"name":"gpu"}}` + "\n" +
+			`{"type":"partition","partition":{"name":"gpu"}}`, "partition gpu twice"},
+		{"bad partition", `{"version":9,"index":9}` + "\n" + `{"type":"partition","partition":{"name":"gpu","max_nodes":-2}}`, "partition gpu: max_nodes"},
 		{"job numbers twice", `{"version":9,"index":9}` + "\n" + `{"type":"job_numbers","job_numbers":{"last":3}}` + "\n" +
 			`{"type":"job_numbers","job_numbers":{"last":3}}`, "job numbers twice"},
 		{"alloc of unknown job", hdr + `{"type":"alloc","alloc":{"id":"a","job_id":"j9","state":"running"}}`, "alloc a of unknown job j9"},

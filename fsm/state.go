@@ -41,6 +41,10 @@ type state struct {
 	aclTokens map[string]structs.ACLToken
 	aclUsers  map[string]structs.ACLUser
 
+	// partitions are the partitions' settings, by name (skein
+	// partition set).
+	partitions map[string]structs.Partition
+
 	// lastJobNumber is the newest job number given (Job.Number): the
 	// next job gets the one after it. It never goes back, so a number is
 	// never given twice, even once its job is gone.
@@ -102,6 +106,7 @@ func newState() *state {
 		aclTokens:    map[string]structs.ACLToken{},
 		aclUsers:     map[string]structs.ACLUser{},
 		services:     map[string]*structs.Service{},
+		partitions:   map[string]structs.Partition{},
 		jobByRequest: map[string]string{},
 		jobAllocs:    map[string][]*structs.Allocation{},
 		nodeAllocs:   map[string]allocSet{},

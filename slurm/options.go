@@ -85,11 +85,11 @@ var options = []*option{
 	{long: "nice", arg: argOptional, group: "priority", apply: (*builder).nice},
 	{long: "wait-all-nodes", arg: argRequired, apply: (*builder).waitAllNodes},
 	{long: "kill-on-invalid-dep", arg: argRequired, apply: (*builder).killOnInvalidDep},
+	{long: "mail-type", arg: argRequired, apply: (*builder).mailType},
+	{long: "mail-user", arg: argRequired, apply: (*builder).mailUser},
 
 	{long: "account", short: 'A', arg: argRequired, warn: "skein has no accounts yet: the job counts against its owner's limits"},
 	{long: "qos", short: 'q', arg: argRequired, warn: "skein has no QOS yet: the job has its own --priority and its owner's limits"},
-	{long: "mail-type", arg: argRequired, warn: "skein sends no mail"},
-	{long: "mail-user", arg: argRequired, warn: "skein sends no mail"},
 	{long: "comment", arg: argRequired, warn: "skein keeps no job comments"},
 	{long: "wckey", arg: argRequired, warn: "skein has no workload keys"},
 	{long: "acctg-freq", arg: argRequired, warn: "skein samples a job's usage at its own pace"},

@@ -187,11 +187,12 @@ func TestParse_OptionsWithNoEffectHereAreAcceptedWithOneWarningEach(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !slices.Equal(b.Spec.MailType, []string{"END"}) || b.Spec.MailUser != "a@b" {
+		t.Errorf("mail %q to %q, want END to a@b: skein mails through the agents' --mail-prog", b.Spec.MailType, b.Spec.MailUser)
+	}
 	want := []string{
 		"job.sh: line 2: -A proj: accepted, no effect: skein has no accounts yet",
 		"job.sh: line 3: --qos=high: accepted, no effect: skein has no QOS yet",
-		"job.sh: line 4: --mail-type=END: accepted, no effect: skein sends no mail",
-		"job.sh: line 4: --mail-user=a@b: accepted, no effect: skein sends no mail",
 		"job.sh: line 5: --comment=nightly run: accepted, no effect: skein keeps no job comments",
 	}
 	if len(b.Warnings) != len(want) {

@@ -1,6 +1,8 @@
 package slurm
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/skein-dev/skein/structs"
@@ -135,5 +137,38 @@ func (b *builder) setCPUs(perNode int) error {
 		return b.badAt("cpus-per-task", "", "%d CPUs per node, more than the limit of %d", cpus, structs.MaxCPUs)
 	}
 	spec.CPUs = cpus
+	return nil
+}
+
+// mailType reads --mail-type: the events a mail is sent for, by the
+// program the agents' --mail-prog names. TIME_LIMIT_50, _80 and _90
+// (a share of the time limit) are read as TIME_LIMIT, STAGE_OUT as
+// nothing skein does.
+func (b *builder) mailType(v string) error {
+	var types []string
+	for _, t := range strings.Split(strings.ToUpper(v), ",") {
+		switch {
+		case strings.HasPrefix(t, "TIME_LIMIT"):
+			t = structs.MailTimeLimit
+		case t == "STAGE_OUT" || t == "":
+			continue
+		case !slices.Contains(structs.MailTypes, t):
+			return badValue("%q: want some of %s", t, strings.Join(structs.MailTypes, ","))
+		}
+		if !slices.Contains(types, t) {
+			types = append(types, t)
+		}
+	}
+	if slices.Contains(types, structs.MailNone) {
+		types = nil
+	}
+	b.batch.Spec.MailType = types
+	return nil
+}
+
+// mailUser reads --mail-user: whom the mail goes to (default: the job's
+// owner).
+func (b *builder) mailUser(v string) error {
+	b.batch.Spec.MailUser = v
 	return nil
 }

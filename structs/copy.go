@@ -40,6 +40,7 @@ func (s JobSpec) Copy() JobSpec {
 	s.SecretEnv = maps.Clone(s.SecretEnv)
 	s.Constraints = maps.Clone(s.Constraints)
 	s.NodeList = slices.Clone(s.NodeList)
+	s.MailType = slices.Clone(s.MailType)
 	s.ExcludeNodes = slices.Clone(s.ExcludeNodes)
 	s.After = slices.Clone(s.After)
 	s.Mounts = slices.Clone(s.Mounts)

@@ -42,6 +42,8 @@ const (
 	// JobUpdateType holds, releases or changes a queued job (Slurm's
 	// scontrol hold, release and update).
 	JobUpdateType MessageType = 36
+	// PartitionSetType sets or drops a partition's limits.
+	PartitionSetType MessageType = 37
 )
 
 // IgnoreUnknownTypeFlag marks an entry that a replica which does not know its
@@ -107,6 +109,8 @@ func (t MessageType) String() string {
 		return "leader-elected"
 	case JobUpdateType:
 		return "job-update"
+	case PartitionSetType:
+		return "partition-set"
 	}
 	return "unknown"
 }

@@ -300,6 +300,11 @@ type JobSpec struct {
 	// limit counted (Slurm's --deadline).
 	Begin    time.Time `json:"begin,omitzero" yaml:"begin"`
 	Deadline time.Time `json:"deadline,omitzero" yaml:"deadline"`
+	// MailType names the events of the job a mail is sent for (MailTypes;
+	// Slurm's --mail-type), to MailUser (its owner when empty), by the
+	// program the agents' --mail-prog names.
+	MailType []string `json:"mail_type,omitempty" yaml:"mail_type"`
+	MailUser string   `json:"mail_user,omitempty" yaml:"mail_user"`
 	// Spread places ranks on the emptiest fitting nodes instead of
 	// packing them onto the fullest (the default, binpack).
 	Spread bool `json:"spread,omitempty" yaml:"spread"`

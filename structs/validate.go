@@ -194,6 +194,9 @@ func (s *JobSpec) Validate() error {
 	if len(s.NodeList) > 0 && s.Nodes != len(s.NodeList) {
 		return fieldErr("nodelist", "%d nodes named for a job of %d: a job runs on exactly the nodes its nodelist names", len(s.NodeList), s.Nodes)
 	}
+	if err := s.validateMail(); err != nil {
+		return err
+	}
 	if !s.Deadline.IsZero() && s.Deadline.Before(s.Begin) {
 		return fieldErr("deadline", "%s is before the begin time %s", s.Deadline.Format(time.RFC3339), s.Begin.Format(time.RFC3339))
 	}

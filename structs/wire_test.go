@@ -34,6 +34,8 @@ func fullJobSpec() JobSpec {
 		Hold:            true,
 		Begin:           time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC),
 		Deadline:        time.Date(2030, 1, 3, 0, 0, 0, 0, time.UTC),
+		MailType:        []string{"BEGIN", "END"},
+		MailUser:        "alice@example.com",
 		Restarts:        2,
 		TimeLimit:       Duration(2 * time.Hour),
 		Signal:          &TimeSignal{Name: "USR1", Before: Duration(90 * time.Second)},
@@ -95,6 +97,11 @@ const fullJobSpecJSON = `{
   "hold": true,
   "begin": "2030-01-02T03:04:00Z",
   "deadline": "2030-01-03T00:00:00Z",
+  "mail_type": [
+    "BEGIN",
+    "END"
+  ],
+  "mail_user": "alice@example.com",
   "spread": true,
   "after": [
     {
