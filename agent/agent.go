@@ -248,6 +248,7 @@ func (a *Agent) start() error {
 		Forget:                  a.forgetNode,
 		AutoscaleInterval:       a.cfg.AutoscaleInterval,
 		Starved:                 a.starved,
+		Mail:                    a.mailFunc(),
 		Metrics:                 a.metrics,
 		Logger:                  a.logger.Named("leader"),
 	})
@@ -271,6 +272,7 @@ func (a *Agent) start() error {
 		Logger:      a.logger.Named("http"),
 	})
 	a.server = server.New(server.Config{
+		Mail:         a.cfg.MailProg != "",
 		Listener:     a.tlsListener(a.conns),
 		NodeID:       a.nodeID,
 		NodeName:     a.cfg.Name,
@@ -438,6 +440,7 @@ func (a *Agent) nodeConfig() node.Config {
 		GossipAddr:         a.raft.GossipAddr(),
 		AdvertiseAddr:      a.cfg.AdvertiseAddr,
 		Labels:             a.cfg.Labels,
+		Partitions:         a.cfg.Partitions,
 		CPUs:               a.cfg.CPUs,
 		MemoryMiB:          a.cfg.MemoryMiB,
 		LinkMbps:           a.cfg.LinkMbps,

@@ -650,7 +650,7 @@ func TestCluster_GangJobGetsTheLaunchEnvironment(t *testing.T) {
 			port = p
 		}
 		want := []string{master + ":" + port, "nnodes=2", fmt.Sprintf("rank=%d", rank), "world=4", "gpus=2",
-			fmt.Sprintf("slurm=2/%d/%d", rank, rank), "nodes=" + strings.Join(names, ",")}
+			fmt.Sprintf("slurm=2/%d/%d", rank, rank), "nodes=" + structs.HostList(names)}
 		if addr != master || p != port || !slices.Equal(fields, want) {
 			t.Errorf("rank %d sees %q, want %q", rank, fields, want)
 		}

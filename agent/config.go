@@ -158,6 +158,13 @@ type Config struct {
 	// GPUs is the --gpus mode: auto, nvml, none or sim:COUNTxMODEL[-MEMGB][:TOPOLOGY].
 	GPUs   string
 	Labels map[string]string
+	// MailProg is the program that sends the mail jobs ask for with
+	// --mail-type (--mail-prog, as Slurm's MailProg: PROG -s SUBJECT
+	// USER, the body on stdin); the leader's runs. "" sends none.
+	MailProg string
+	// Partitions are the Slurm partitions the node is in (--partition);
+	// none means the default one (structs.DefaultPartition).
+	Partitions []string
 	// CPUs and MemoryMiB override the detected node capacity (0 = detect).
 	CPUs      int
 	MemoryMiB int64

@@ -158,8 +158,8 @@ func TestCluster_LeaderKilledDuringACappedArray_EveryTaskRunsOnceWithinTheCap(t 
 }
 
 // TestCluster_GangRankZeroOnTheNodeWithTheFastestLink: the link speed each
-// agent registers decides where rank 0 of a gang goes; every rank sees that
-// node first in the node list and the same committed MASTER_PORT.
+// agent registers decides where rank 0 of a gang goes; every rank sees the
+// job's nodes as one sorted host list and the same committed MASTER_PORT.
 func TestCluster_GangRankZeroOnTheNodeWithTheFastestLink(t *testing.T) {
 	tc := startClusterWith(t, 3, func(i int, cfg *Config) {
 		if i == 2 {
@@ -188,8 +188,9 @@ func TestCluster_GangRankZeroOnTheNodeWithTheFastestLink(t *testing.T) {
 			t.Fatal(err)
 		}
 		nodes, port, _ := strings.Cut(strings.TrimSpace(out.String()), " ")
-		if !strings.HasPrefix(nodes, fast.Name()+",") || port != fmt.Sprint(rank0.MasterPort) {
-			t.Errorf("rank %d sees nodes %q and port %s, want %s first and port %d", rank, nodes, port, fast.Name(), rank0.MasterPort)
+		want := structs.HostList([]string{tc.agents[0].Name(), tc.agents[1].Name(), fast.Name()})
+		if nodes != want || port != fmt.Sprint(rank0.MasterPort) {
+			t.Errorf("rank %d sees nodes %q and port %s, want %s and port %d", rank, nodes, port, want, rank0.MasterPort)
 		}
 	}
 }

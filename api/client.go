@@ -210,6 +210,13 @@ func (c *Client) CancelJob(ctx context.Context, id string) (*structs.Job, error)
 	return &jobs[len(jobs)-1], nil
 }
 
+// UpdateJob holds, releases or changes a queued job, or every queued task
+// of an array, and returns each job changed.
+func (c *Client) UpdateJob(ctx context.Context, id string, u JobUpdate) ([]structs.Job, error) {
+	var jobs []structs.Job
+	return jobs, c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/update", nil, u, &jobs)
+}
+
 // Cancel stops a job, or every task of a job array that has not ended,
 // and returns each as the cancel left it, tasks in index order.
 func (c *Client) Cancel(ctx context.Context, id string) ([]structs.Job, error) {
@@ -239,6 +246,20 @@ func (c *Client) Cancel(ctx context.Context, id string) ([]structs.Job, error) {
 func (c *Client) Nodes(ctx context.Context) ([]NodeInfo, error) {
 	var nodes []NodeInfo
 	return nodes, c.do(ctx, http.MethodGet, "/v1/nodes", nil, nil, &nodes)
+}
+
+// Partitions lists the cluster's partitions: those nodes declare and
+// those with settings, by name.
+func (c *Client) Partitions(ctx context.Context) ([]PartitionInfo, error) {
+	var parts []PartitionInfo
+	return parts, c.do(ctx, http.MethodGet, "/v1/partitions", nil, nil, &parts)
+}
+
+// SetPartition sets a partition's limits, or with Delete drops them, and
+// returns its settings as they now are.
+func (c *Client) SetPartition(ctx context.Context, req structs.PartitionSetRequest) (*structs.Partition, error) {
+	var p structs.Partition
+	return &p, c.do(ctx, http.MethodPost, "/v1/partitions", nil, req, &p)
 }
 
 // Status summarises the cluster.

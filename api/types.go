@@ -22,6 +22,26 @@ type SubmitRequest struct {
 	Spec      structs.JobSpec `json:"spec"`
 }
 
+// JobUpdate is the body of POST /v1/jobs/{id}/update: hold (true) or
+// release (false) a queued job, or every queued task of an array, and
+// change its name, time limit or priority. Nil fields stay as they are.
+// The answer is every job changed.
+type JobUpdate struct {
+	Hold      *bool             `json:"hold,omitempty"`
+	Name      *string           `json:"name,omitempty"`
+	TimeLimit *structs.Duration `json:"time_limit,omitempty"`
+	Priority  *int              `json:"priority,omitempty"`
+}
+
+// PartitionInfo is one partition in GET /v1/partitions: its settings
+// (zero without any), whether it is the default one, and its nodes'
+// names, sorted.
+type PartitionInfo struct {
+	structs.Partition
+	Default bool     `json:"default,omitempty"`
+	Nodes   []string `json:"nodes"`
+}
+
 // JobDetail is GET /v1/jobs/{id}: a job with every allocation of every attempt.
 type JobDetail struct {
 	Job         structs.Job          `json:"job"`
@@ -70,6 +90,10 @@ type Status struct {
 	// JobRetention is how long a finished job stays, as this node is
 	// configured (--job-retention; the leader's applies).
 	JobRetention structs.Duration `json:"job_retention"`
+	// Mail says whether this node sends the mail jobs ask for
+	// (--mail-prog): sbatch warns when a job asks for mail and the node
+	// it submits through has no mail program.
+	Mail bool `json:"mail,omitempty"`
 	// StateHash, asked for with ?hash=true, is a digest of the whole
 	// replicated state at HashIndex: replicas at one index must agree.
 	StateHash string `json:"state_hash,omitempty"`

@@ -49,6 +49,8 @@ func agentCommand() *ucli.Command {
 			&ucli.DurationFlag{Name: "gpu-clean-period", Value: agent.DefaultGPUCleanPeriod, Usage: "a failed GPU returns to service after this long without a new fault"},
 			&ucli.BoolFlag{Name: "allow-foreign-gpu-use", Usage: "place jobs on GPUs that processes skein did not start are using (they are still shown)"},
 			&ucli.StringSliceFlag{Name: "label", Usage: "node label `k=v` (repeatable), matched by submit --constraint"},
+			&ucli.StringFlag{Name: "mail-prog", Usage: "the program that sends the mail jobs ask for with --mail-type, as Slurm's MailProg: `PROG` -s SUBJECT USER, the body on stdin (the leader's runs; default: no mail)"},
+			&ucli.StringSliceFlag{Name: "partition", Usage: "a Slurm partition the node is in (`NAME`, repeatable; default: " + structs.DefaultPartition + ", marked * in sinfo), which sbatch -p and submit --partition name"},
 			&ucli.IntFlag{Name: "cpus", Usage: "CPUs to offer to jobs (default: all)"},
 			&ucli.StringFlag{Name: "memory", Usage: "memory to offer to jobs, like 512G (default: all)"},
 			&ucli.IntFlag{Name: "link-mbps", Usage: "speed of this node's network link in Mb/s (default: read from /sys/class/net); rank 0 of a gang goes to the fastest node"},
@@ -143,6 +145,12 @@ func agentConfig(c *ucli.Context) (agent.Config, configOrigins, error) {
 // agentFlagsConfig maps the agent command's flags, and the global token
 // flags, to an agent configuration.
 func agentFlagsConfig(c *ucli.Context, origins configOrigins) (agent.Config, error) {
+	partitions := slices.Compact(slices.Sorted(slices.Values(c.StringSlice("partition"))))
+	for _, p := range partitions {
+		if err := structs.ValidatePartitionName(p); err != nil {
+			return agent.Config{}, usagef(c, "--partition: %v", err)
+		}
+	}
 	labels := map[string]string{}
 	for _, kv := range c.StringSlice("label") {
 		k, v, ok := strings.Cut(kv, "=")
@@ -229,6 +237,8 @@ func agentFlagsConfig(c *ucli.Context, origins configOrigins) (agent.Config, err
 		GPUs:            c.String("gpus"),
 		GPUCleanPeriod:  c.Duration("gpu-clean-period"),
 		Labels:          labels,
+		Partitions:      partitions,
+		MailProg:        c.String("mail-prog"),
 		CPUs:            c.Int("cpus"),
 		MemoryMiB:       int64(memMiB),
 		LinkMbps:        c.Int("link-mbps"),

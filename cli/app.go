@@ -153,6 +153,8 @@ func commands() []*ucli.Command {
 		scancelCommand(),
 		sinfoCommand(),
 		sacctCommand(),
+		scontrolCommand(),
+		partitionCommand(),
 		completionCommand(),
 	}
 }

@@ -33,16 +33,16 @@ func cancelAction(c *ucli.Context) error {
 // or every task of an array.
 func sayAllCancelled(c *ucli.Context, jobs []structs.Job) error {
 	for i := range jobs {
-		if err := sayCancelled(c, &jobs[i]); err != nil {
+		if err := sayCancelled(c, &jobs[i], structs.ShortID(jobs[i].ID)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// sayCancelled confirms what a cancel did to a job, as skein cancel does.
-func sayCancelled(c *ucli.Context, job *structs.Job) error {
-	short := structs.ShortID(job.ID)
+// sayCancelled confirms what a cancel did to a job, named short, as
+// skein cancel does.
+func sayCancelled(c *ucli.Context, job *structs.Job, short string) error {
 	var err error
 	switch {
 	case job.State == structs.JobCancelled:

@@ -16,6 +16,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/slurm"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -24,7 +25,8 @@ func jobCommand() *ucli.Command {
 		Name:      "job",
 		Usage:     "show one job and its allocations, or a job array and its tasks",
 		ArgsUsage: "ID",
-		Description: "ID is a job's ID or any unique prefix of it; an array task's is ARRAY-INDEX, ARRAY any unique\n" +
+		Description: "ID is a job's number (as sbatch and squeue show it; an array task's is NUMBER_INDEX), or its\n" +
+			"ID or any unique prefix of it; an array task's is ARRAY-INDEX, ARRAY any unique\n" +
 			"prefix of the array's ID. An array's ID (or a prefix) without -INDEX shows the array: its tasks\n" +
 			"counted by state, and each task's state, node, exit code and reason.",
 		Flags: []ucli.Flag{
@@ -94,6 +96,7 @@ func printJobDetail(c *ucli.Context, d *api.JobDetail, index map[string]int, now
 	j := d.Job
 	fields := []field{
 		{"ID", j.ID},
+		{"Job ID", j.SlurmID()},
 		{"Name", orDash(j.Spec.Name)},
 		{"Owner", owner(j)},
 		{"State", string(j.State)},
@@ -221,6 +224,18 @@ func arrayNamed(ctx context.Context, cl *api.Client, id string, d *api.JobDetail
 		return nil, false, lerr
 	}
 	var tasks []structs.Job
+	if n, index, ok := structs.ParseJobNumber(id); ok && index < 0 {
+		for _, j := range jobs {
+			if j.ArrayNumber == n {
+				tasks = append(tasks, j)
+			}
+		}
+		if len(tasks) > 0 {
+			slices.SortFunc(tasks, func(a, b structs.Job) int { return cmp.Compare(a.ArrayIndex, b.ArrayIndex) })
+			return tasks, true, nil
+		}
+		// No array has the number: a prefix of an ID, then.
+	}
 	for _, j := range jobs {
 		if !strings.HasPrefix(j.ID, id) {
 			continue
@@ -270,16 +285,17 @@ func showArray(c *ucli.Context, cl *api.Client, tasks []structs.Job) error {
 	for i, t := range tasks {
 		indexes[i] = t.ArrayIndex
 	}
-	count := fmt.Sprintf("%d, indexes %s", len(tasks), numberRanges(indexes, 0))
+	count := fmt.Sprintf("%d, indexes %s", len(tasks), structs.NumberRanges(indexes, 0))
 	if a := first.Spec.Array; a != nil && a.MaxRunning > 0 {
 		count += fmt.Sprintf(", at most %d running at once", a.MaxRunning)
 	}
 	w := c.App.Writer
 	if err := printFields(w, "", []field{
 		{"Array", first.ArrayID},
+		{"Array ID", strconv.FormatUint(first.ArrayNumber, 10)},
 		{"Name", orDash(first.Spec.Name)},
 		{"Owner", owner(first)},
-		{"Command", shellJoin(first.Spec.Command)},
+		{"Command", commandText(first.Spec.Command)},
 		{"GPUs", strconv.Itoa(first.Spec.GPUs) + " per node"},
 		{"Nodes", strconv.Itoa(first.Spec.Nodes) + " per task"},
 		{"Submitted", timeWithAge(time.Now(), first.SubmittedAt)},
@@ -323,7 +339,7 @@ func specFields(s structs.JobSpec) []field {
 		model = "any"
 	}
 	constraints := pairs(s.Constraints)
-	fields := []field{{"Command", shellJoin(s.Command)}}
+	fields := []field{{"Command", commandText(s.Command)}}
 	fields = append(fields, containerFields(s)...)
 	if s.Account != "" {
 		fields = append(fields, field{"Account", s.Account})
@@ -416,4 +432,11 @@ func preemptible(s structs.JobSpec) string {
 		return "no"
 	}
 	return "yes, " + s.PreemptGrace.String() + " between SIGTERM and SIGKILL"
+}
+
+// commandText is a job's command as skein job shows it: a batch script
+// sbatch runs as what it is (skein job --json has the wrapper whole),
+// any other command as a shell would read it.
+func commandText(command []string) string {
+	return cmp.Or(slurm.Describe(command), shellJoin(command))
 }

@@ -216,7 +216,7 @@ func jobInfo(j structs.Job) string {
 			return j.Reason
 		}
 	}
-	return shellJoin(j.Spec.Command)
+	return commandText(j.Spec.Command)
 }
 
 // placement is where a running job runs on one node: the node's name and

@@ -6,9 +6,11 @@ import (
 	"maps"
 	"os"
 	"strings"
+	"time"
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/skein-dev/skein/slurm"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -63,6 +65,14 @@ func jobSpecFlags(what, show string) []ucli.Flag {
 		&ucli.GenericFlag{Name: "secret-env", Usage: "like --env, for a secret: " + what + " gets it, but its value is returned only to its owner and operators " +
 			"(" + show + " --show-secrets) and never logged; prefer --secret-env K, which copies it from your environment, to K=V on a command line others can see (repeatable)", Value: &listValue{}},
 		&ucli.GenericFlag{Name: "constraint", Usage: "only nodes with label K=V (repeatable)", Value: &listValue{}},
+		&ucli.StringFlag{Name: "partition", Usage: "only nodes of this `PARTITION` (skein agent --partition; default: any node)"},
+		&ucli.StringFlag{Name: "nodelist", Usage: "exactly these `NODES`, by name (comma-separated, or a host list: gpu[01-04]); --nodes defaults to their number"},
+		&ucli.StringFlag{Name: "exclude", Usage: "never these `NODES` (comma-separated, or a host list)"},
+		&ucli.BoolFlag{Name: "hold", Usage: "submit held: it waits until released (scontrol release)"},
+		&ucli.StringFlag{Name: "mail-type", Usage: "mail for these `EVENTS` (BEGIN,END,FAIL,REQUEUE,TIME_LIMIT,INVALID_DEPEND,ARRAY_TASKS,ALL), sent by the agents' --mail-prog"},
+		&ucli.StringFlag{Name: "mail-user", Usage: "whom the mail goes to (`ADDRESS`; default: your user)"},
+		&ucli.StringFlag{Name: "begin", Usage: "start no earlier than `TIME` (2030-01-02T03:04, 16:00, now+1hours, tomorrow, as sbatch --begin)"},
+		&ucli.StringFlag{Name: "deadline", Usage: "cancel the job while it waits once it could no longer end by `TIME` (its time limit counted)"},
 		&ucli.BoolFlag{Name: "spread", Usage: "place on the emptiest nodes instead of packing the fullest"},
 		&ucli.BoolFlag{Name: "exclusive", Usage: "have the nodes to itself: only on nodes that run no other job, and none joins them while it runs"},
 		&ucli.BoolFlag{Name: "preemptible", Usage: "may be stopped (SIGTERM, grace, SIGKILL) and requeued for higher-priority work"},
@@ -89,7 +99,8 @@ func jobSpecFromFlags(c *ucli.Context, spec *structs.JobSpec) error {
 		return usagef(c, "missing command: give the program and its arguments after the flags")
 	}
 	for name, dst := range map[string]*string{"workdir": &spec.Workdir, "gpu-model": &spec.GPUModel, "image": &spec.Image,
-		"account": &spec.Account, "qos": &spec.QoS} {
+		"account": &spec.Account, "qos": &spec.QoS,
+		"partition": &spec.Partition, "mail-user": &spec.MailUser} {
 		if c.IsSet(name) {
 			*dst = c.String(name)
 		}
@@ -126,9 +137,33 @@ func jobSpecFromFlags(c *ucli.Context, spec *structs.JobSpec) error {
 		return err
 	}
 	spec.SecretEnv = merged(spec.SecretEnv, secretEnv)
+	for name, dst := range map[string]*[]string{"nodelist": &spec.NodeList, "exclude": &spec.ExcludeNodes} {
+		if c.IsSet(name) {
+			names, err := structs.ExpandHostList(c.String(name))
+			if err != nil {
+				return usagef(c, "--%s: %v", name, err)
+			}
+			*dst = names
+		}
+	}
+	for name, dst := range map[string]*time.Time{"begin": &spec.Begin, "deadline": &spec.Deadline} {
+		if c.IsSet(name) {
+			t, err := slurm.ParseDate(c.String(name), time.Now())
+			if err != nil {
+				return usagef(c, "--%s: %v", name, err)
+			}
+			*dst = t.UTC()
+		}
+	}
+	if c.IsSet("mail-type") {
+		spec.MailType = splitList(strings.ToUpper(c.String("mail-type")))
+	}
+	if c.IsSet("nodelist") && !c.IsSet("nodes") && spec.Nodes == 0 {
+		spec.Nodes = len(spec.NodeList)
+	}
 	// singleton is submit's flag only: a replica waits for no job.
 	for name, dst := range map[string]*bool{"spread": &spec.Spread, "preemptible": &spec.Preemptible,
-		"exclusive": &spec.Exclusive, "singleton": &spec.Singleton} {
+		"exclusive": &spec.Exclusive, "singleton": &spec.Singleton, "hold": &spec.Hold} {
 		if c.IsSet(name) {
 			*dst = c.Bool(name)
 		}

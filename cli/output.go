@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/skein-dev/skein/structs"
 )
 
 // printJSON writes v as JSON indented by two spaces.
@@ -149,25 +151,6 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// numberRanges renders sorted, distinct numbers as comma-separated ranges,
-// each padded with zeros to width: "0-3,5", "01-02".
-func numberRanges(nums []int, width int) string {
-	var ranges []string
-	for i := 0; i < len(nums); {
-		j := i
-		for j+1 < len(nums) && nums[j+1] == nums[j]+1 {
-			j++
-		}
-		r := fmt.Sprintf("%0*d", width, nums[i])
-		if j > i {
-			r += fmt.Sprintf("-%0*d", width, nums[j])
-		}
-		ranges = append(ranges, r)
-		i = j + 1
-	}
-	return strings.Join(ranges, ",")
-}
-
 // gpuList renders GPUs, given by UUID, for a table: their indexes on
 // their node as ranges ("0-7", "0,2,5"), from index (UUID to index), and
 // a GPU index does not know (its node gone) by the start of its UUID.
@@ -185,7 +168,7 @@ func gpuList(uuids []string, index map[string]int) string {
 	slices.Sort(nums)
 	parts := unknown
 	if len(nums) > 0 {
-		parts = append([]string{numberRanges(slices.Compact(nums), 0)}, unknown...)
+		parts = append([]string{structs.NumberRanges(slices.Compact(nums), 0)}, unknown...)
 	}
 	return orDash(strings.Join(parts, ","))
 }

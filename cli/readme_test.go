@@ -369,6 +369,8 @@ func TestSynopsisProblems_FindsWhatIsNotThere(t *testing.T) {
 var notReads = []string{
 	"skein agent", "skein sbatch", "skein cancel", "skein scancel", "skein gpu fault", "skein join", "skein leave",
 	"skein node revoke", "skein keygen", "skein version", "skein supervise", "skein completion", "skein ca export",
+	"skein scontrol", // Slurm's key=value records, as scripts parse them
+	"skein partition set", "skein partition unset",
 }
 
 // README.md and docs/commands.md: "Every read command takes --json."
@@ -811,8 +813,9 @@ var (
 
 // TestREADME_SbatchTableNamesWhatTheSlurmPackageCarriesOut: the options
 // of the README's sbatch table are those package slurm carries out,
-// each with its letter, and every option it carries out is in the
-// section (the table, or its text for --parsable and --wait).
+// each with its letter, and every option it knows is in the section
+// (the table, or its text for --parsable and --wait, those accepted with
+// a warning and those refused).
 func TestREADME_SbatchTableNamesWhatTheSlurmPackageCarriesOut(t *testing.T) {
 	known := map[string]slurm.Option{}
 	for _, o := range slurm.Options() {
@@ -841,6 +844,8 @@ func TestREADME_SbatchTableNamesWhatTheSlurmPackageCarriesOut(t *testing.T) {
 				t.Errorf("%s: --%s is no sbatch option of package slurm", l.pos(), m[1])
 			case o.Refused != "":
 				t.Errorf("%s: --%s is refused (%s), yet the table maps it", l.pos(), m[1], o.Refused)
+			case o.Warning != "":
+				t.Errorf("%s: --%s has no effect (%s), yet the table maps it", l.pos(), m[1], o.Warning)
 			}
 		}
 		for _, m := range sbatchPair.FindAllStringSubmatch(cell, -1) {
@@ -853,11 +858,11 @@ func TestREADME_SbatchTableNamesWhatTheSlurmPackageCarriesOut(t *testing.T) {
 		t.Fatalf("the sbatch table has %d rows: is it still under `| sbatch | skein |`?", rows)
 	}
 	for _, o := range slurm.Options() {
+		if !regexp.MustCompile(`--` + o.Long + `\b[^-]`).MatchString(text.String()) {
+			t.Errorf("package slurm knows --%s, which docs/slurm.md's Slurm scripts does not name", o.Long)
+		}
 		if o.Refused != "" {
 			continue
-		}
-		if !strings.Contains(text.String(), "--"+o.Long) {
-			t.Errorf("package slurm carries out --%s, which docs/slurm.md's Slurm scripts does not name", o.Long)
 		}
 		if o.Short != "" && !regexp.MustCompile(`-`+o.Short+`[,/ ]`).MatchString(text.String()) {
 			t.Errorf("docs/slurm.md's Slurm scripts does not give --%s's letter -%s", o.Long, o.Short)

@@ -3,7 +3,6 @@ package cli
 import (
 	"cmp"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/slurm"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -20,6 +20,9 @@ type sacctRow struct {
 	job   *structs.Job
 	state slurmState
 	now   time.Time
+	// nodes are where the job's last attempt ran; looked up only when
+	// the NodeList column is asked for.
+	nodes []string
 }
 
 // sacctField is a column of sacct: its name, default width, and value.
@@ -32,8 +35,8 @@ type sacctField struct {
 
 // sacctFields are the columns sacct --format may name (in any case).
 var sacctFields = []sacctField{
-	{"JobID", 12, func(r sacctRow) string { return structs.ShortID(r.job.ID) }},
-	{"JobName", 10, func(r sacctRow) string { return r.job.Spec.Name }},
+	{"JobID", 12, func(r sacctRow) string { return r.job.SlurmID() }},
+	{"JobName", 10, func(r sacctRow) string { return jobName(r.job) }},
 	{"User", 9, func(r sacctRow) string { return r.job.Owner }},
 	{"Partition", 10, func(r sacctRow) string { return jobPartition(r.job) }},
 	{"State", 10, func(r sacctRow) string { return r.state.name }},
@@ -49,7 +52,37 @@ var sacctFields = []sacctField{
 	{"Reason", 20, func(r sacctRow) string { return cmp.Or(r.job.Reason, "None") }},
 	{"MaxRSS", 10, func(r sacctRow) string { return slurmMaxRSS(r.job.Usage) }},
 	{"TotalCPU", 10, func(r sacctRow) string { return slurmTotalCPU(r.job.Usage) }},
+	{"NodeList", 15, func(r sacctRow) string {
+		if len(r.nodes) == 0 {
+			return "None assigned"
+		}
+		return structs.HostList(r.nodes)
+	}},
+	{"AllocTRES", 30, func(r sacctRow) string { return allocTRES(r.job) }},
+	{"ReqTRES", 30, func(r sacctRow) string { return allocTRES(r.job) }},
+	{"Priority", 10, func(r sacctRow) string { return strconv.Itoa(r.job.Spec.Priority) }},
+	{"WorkDir", 30, func(r sacctRow) string { return r.job.Spec.Workdir }},
 }
+
+// allocTRES is what the job holds, as Slurm's TRES: cpu, mem, node and
+// gres/gpu, in all.
+func allocTRES(j *structs.Job) string {
+	n := jobNodes(j)
+	s := fmt.Sprintf("billing=%d,cpu=%d", max(j.Spec.CPUs, 1)*n, max(j.Spec.CPUs, 1)*n)
+	if g := j.Spec.GPUs; g > 0 {
+		s += fmt.Sprintf(",gres/gpu=%d", g*n)
+	}
+	if m := int64(j.Spec.MemoryMiB); m > 0 {
+		s += ",mem=" + memoryField(m*int64(n))
+	}
+	return s + ",node=" + strconv.Itoa(n)
+}
+
+// Slurm's other sacct column sets: -b (brief) and -l (long).
+const (
+	sacctBrief = "JobID,State,ExitCode"
+	sacctLong  = "JobID,JobName,Partition,User,State,ExitCode,Elapsed,Timelimit,Submit,Start,End,NNodes,NodeList,AllocCPUS,AllocGPUS,AllocTRES,MaxRSS,TotalCPU,Reason"
+)
 
 // sacctDefault is the columns sacct prints without --format.
 const sacctDefault = "JobID,JobName,State,ExitCode,Elapsed,Start,End,NNodes,AllocGPUS"
@@ -87,6 +120,10 @@ func sacctCommand() *ucli.Command {
 			&ucli.BoolFlag{Name: "parsable2", Aliases: []string{"P"}, Usage: "print columns separated by |, unpadded"},
 			&ucli.BoolFlag{Name: "noheader", Aliases: []string{"n"}, Usage: "print no header"},
 			&ucli.BoolFlag{Name: "allocations", Aliases: []string{"X"}, Usage: "only allocations, not steps (skein jobs have no steps)"},
+			&ucli.BoolFlag{Name: "allusers", Aliases: []string{"a"}, Usage: "every user's jobs (what skein shows without -u)"},
+			&ucli.BoolFlag{Name: "brief", Aliases: []string{"b"}, Usage: "the columns " + sacctBrief},
+			&ucli.BoolFlag{Name: "long", Aliases: []string{"l"}, Usage: "the columns " + sacctLong},
+			&ucli.StringFlag{Name: "name", Usage: "only the jobs with these `NAMES` (comma-separated)"},
 			&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
 		},
 		Action: sacctAction,
@@ -184,7 +221,7 @@ func sacctAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	now := timeNow()
 	users := splitList(c.String("user"))
 	for _, u := range users {
 		if err := checkFlag(c, "user", structs.ValidateUserName(u)); err != nil {
@@ -198,12 +235,12 @@ func sacctAction(c *ucli.Context) error {
 		from = time.Date(y, m, d, 0, 0, 0, 0, time.Local)
 	}
 	if c.IsSet("starttime") {
-		if from, err = parseSlurmTime(c.String("starttime"), now); err != nil {
+		if from, err = slurm.ParseDate(c.String("starttime"), now); err != nil {
 			return usagef(c, "-S: %v", err)
 		}
 	}
 	if c.IsSet("endtime") {
-		if to, err = parseSlurmTime(c.String("endtime"), now); err != nil {
+		if to, err = slurm.ParseDate(c.String("endtime"), now); err != nil {
 			return usagef(c, "-E: %v", err)
 		}
 	}
@@ -214,9 +251,15 @@ func sacctAction(c *ucli.Context) error {
 		}
 	}
 	format := sacctDefault
-	if c.IsSet("format") {
+	switch {
+	case c.IsSet("format"):
 		format = c.String("format")
+	case c.Bool("brief"):
+		format = sacctBrief
+	case c.Bool("long"):
+		format = sacctLong
 	}
+	names := splitList(c.String("name"))
 	cols, err := parseSacctFormat(format)
 	if err != nil {
 		return usagef(c, "--format: %v", err)
@@ -230,6 +273,7 @@ func sacctAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	named := idMatcher(jobs, ids)
 	var rows []sacctRow
 	for i := range jobs {
 		j := &jobs[i]
@@ -243,11 +287,24 @@ func sacctAction(c *ucli.Context) error {
 		switch {
 		case len(users) > 0 && !slices.Contains(users, j.Owner):
 		case states != nil && !slices.Contains(states, s):
-		case len(ids) > 0 && !slices.ContainsFunc(ids, func(id string) bool { return idMatches(j, id) }):
+		case len(ids) > 0 && !named(j):
+		case len(names) > 0 && !slices.Contains(names, jobName(j)):
 		case !from.IsZero() && end.Before(from):
 		case !to.IsZero() && j.SubmittedAt.After(to):
 		default:
 			rows = append(rows, sacctRow{job: j, state: s, now: now})
+		}
+	}
+	if slices.ContainsFunc(cols, func(col sacctColumn) bool { return col.field.name == "NodeList" }) {
+		for i := range rows {
+			if rows[i].job.StartedAt.IsZero() {
+				continue
+			}
+			d, err := cl.Job(c.Context, rows[i].job.ID)
+			if err != nil {
+				return err
+			}
+			rows[i].nodes = lastAttemptNodes(d)
 		}
 	}
 	if c.Bool("json") {
@@ -304,44 +361,18 @@ func sacctCell(v string, width int, left bool) string {
 	return fitWidth(v, width, !left)
 }
 
-// slurmRelative is now[+-N[unit]] in -S and -E.
-var slurmRelative = regexp.MustCompile(`^now(?:([+-])(\d{1,9})(seconds|minutes|hours|days|weeks)?)?$`)
-
-// parseSlurmTime parses the times sacct -S and -E take, in local time.
-func parseSlurmTime(s string, now time.Time) (time.Time, error) {
-	y, m, d := now.Date()
-	today := time.Date(y, m, d, 0, 0, 0, 0, time.Local)
-	switch ls := strings.ToLower(s); ls {
-	case "today", "midnight":
-		return today, nil
-	default:
-		if g := slurmRelative.FindStringSubmatch(ls); g != nil {
-			if g[1] == "" {
-				return now, nil
-			}
-			n, _ := strconv.Atoi(g[2])
-			unit := map[string]time.Duration{"": time.Second, "seconds": time.Second, "minutes": time.Minute,
-				"hours": time.Hour, "days": 24 * time.Hour, "weeks": 7 * 24 * time.Hour}[g[3]]
-			if g[1] == "-" {
-				n = -n
-			}
-			return now.Add(time.Duration(n) * unit), nil
+// lastAttemptNodes are the names of the nodes the job's last attempt
+// was placed on.
+func lastAttemptNodes(d *api.JobDetail) []string {
+	last := 0
+	for _, a := range d.Allocations {
+		last = max(last, a.Attempt)
+	}
+	var names []string
+	for _, a := range d.Allocations {
+		if a.Attempt == last {
+			names = append(names, cmp.Or(d.Nodes[a.NodeID], a.NodeID))
 		}
 	}
-	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02", "01/02/06", "01/02"} {
-		t, err := time.ParseInLocation(layout, s, time.Local)
-		if err != nil {
-			continue
-		}
-		if layout == "01/02" {
-			t = t.AddDate(y, 0, 0)
-		}
-		return t, nil
-	}
-	for _, layout := range []string{"15:04:05", "15:04"} {
-		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
-			return today.Add(time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute + time.Duration(t.Second())*time.Second), nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("time %q: want YYYY-MM-DD[THH:MM[:SS]], MM/DD[/YY], HH:MM[:SS], now[-N[unit]], today or midnight", s)
+	return names
 }

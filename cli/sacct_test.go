@@ -90,7 +90,7 @@ func TestSacct_Options(t *testing.T) {
 		t.Fatalf("sacct --format:\n%s\nwant it to start:\n%s", r.stdout, want)
 	}
 	r = runCLI(t, "--addr", f.URL, "sacct", "-P", "-j", "3333", "-o", "Elapsed,ExitCode,AllocCPUS,Partition")
-	if r.code != exitOK || r.stdout != "Elapsed|ExitCode|AllocCPUS|Partition\n01:00:00|0:15|1|\n" {
+	if r.code != exitOK || r.stdout != "Elapsed|ExitCode|AllocCPUS|Partition\n01:00:00|0:15|1|skein\n" {
 		t.Fatalf("sacct -P: %d %q", r.code, r.stdout)
 	}
 	// What the jobs used, as their nodes' cgroups counted: nothing for a

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -79,13 +80,25 @@ func sbatchAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	if len(spec.MailType) > 0 {
+		// One warning when no mail will go: the node asked has no mail
+		// program (the leader's sends, and nodes are set up alike).
+		if st, err := cl.Status(c.Context); err == nil && !st.Mail {
+			fmt.Fprintln(c.App.ErrWriter, "skein sbatch: warning: --mail-type: the cluster's agents have no mail program (skein agent --mail-prog): no mail will be sent")
+		}
+	}
 	job, err := submitJob(c.Context, cl, api.SubmitRequest{RequestID: structs.NewID(), Spec: spec})
 	if err != nil {
 		return err
 	}
-	id := job.ID
-	if job.ArrayID != "" {
-		id = job.ArrayID // %A, and what cancel takes; tasks are ID-INDEX
+	// The job's number; an array's is its first task's, which names
+	// the array (%A) and every task as NUMBER_INDEX.
+	id := strconv.FormatUint(job.Number, 10)
+	if job.Number == 0 {
+		id = job.ID // an agent that gives no numbers
+		if job.ArrayID != "" {
+			id = job.ArrayID
+		}
 	}
 	if batch.Parsable {
 		_, err = fmt.Fprintln(c.App.Writer, id)

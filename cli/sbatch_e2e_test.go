@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -153,7 +155,7 @@ func TestSbatch_ArrayTasksWriteTheirOwnFiles(t *testing.T) {
 		t.Fatalf("sbatch: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	for i := range 2 {
-		waitJobState(t, structs.ArrayTaskID(array, i), structs.JobSucceeded)
+		waitJobState(t, fmt.Sprintf("%s_%d", array, i), structs.JobSucceeded)
 		file := filepath.Join(dir, fmt.Sprintf("arr-%s_%d.out", array, i))
 		if got, err := os.ReadFile(file); err != nil || string(got) != fmt.Sprintf("task %d of 2\n", i) {
 			t.Errorf("%s: %q, %v", file, got, err)
@@ -201,6 +203,16 @@ srun -N1 sh -c 'echo "first node only: $SLURMD_NODENAME"'
 		}
 		if r.code != exitOK || strings.Join(lines, "\n") != strings.Join(want, "\n") {
 			t.Errorf("logs --rank %d: exit %d, stdout %q, stderr %q; want %q", rank, r.code, r.stdout, r.stderr, want)
+		}
+	}
+	// The .out file holds every task's output, rank 1's too, as Slurm's.
+	out, err := os.ReadFile(filepath.Join(dir, "slurm-"+id+".out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for task := range 4 {
+		if want := fmt.Sprintf("%d: task %d of 4, local %d, node %d\n", task, task, task%2, task/2); !strings.Contains(string(out), want) {
+			t.Errorf("slurm-%s.out lacks %q:\n%s", id, want, out)
 		}
 	}
 }
@@ -253,7 +265,7 @@ func TestSbatch_ExclusiveSingletonAndAfternotokOnARealAgent(t *testing.T) {
 	first := sbatch("-J", "nightly", "-d", "singleton", "hold.sh", "first.go")
 	waitJobState(t, first, structs.JobRunning)
 	second := sbatch("-J", "nightly", "-d", "singleton", "hold.sh", "second.go")
-	waitReason(second, "waiting for job "+structs.ShortID(first)+" (running): singleton, of the same name nightly and user")
+	waitReason(second, "waiting for job "+hexIDOf(t, first)+" (running): singleton, of the same name nightly and user")
 	release("first.go")
 	release("second.go")
 	waitJobState(t, first, structs.JobSucceeded)
@@ -264,7 +276,7 @@ func TestSbatch_ExclusiveSingletonAndAfternotokOnARealAgent(t *testing.T) {
 	ok := sbatch("-d", "afterok:"+failed, "hold.sh", "hold.sh")
 	waitJobState(t, failed, structs.JobFailed)
 	waitJobState(t, notok, structs.JobSucceeded)
-	if d := waitJobState(t, ok, structs.JobCancelled); d.Job.Reason != "dependency "+structs.ShortID(failed)+" failed: never satisfied (afterok)" {
+	if d := waitJobState(t, ok, structs.JobCancelled); d.Job.Reason != "dependency "+hexIDOf(t, failed)+" failed: never satisfied (afterok)" {
 		t.Errorf("afterok on a failed job: cancelled with %q", d.Job.Reason)
 	}
 }
@@ -291,10 +303,10 @@ func TestSbatch_WaitExitsWithTheJobsExitCode(t *testing.T) {
 			writeTestFile(t, script, tc.script)
 			r := runCLI(t, append(append([]string{"sbatch"}, tc.args...), "wait.sh")...)
 			id, ok := strings.CutPrefix(strings.TrimSpace(r.stdout), "Submitted batch job ")
-			if !ok || len(id) != 32 {
-				t.Fatalf("sbatch: exit %d, stdout %q, stderr %q; want the job's ID", r.code, r.stdout, r.stderr)
+			if _, err := strconv.ParseUint(id, 10, 64); !ok || err != nil {
+				t.Fatalf("sbatch: exit %d, stdout %q, stderr %q; want the job's number", r.code, r.stdout, r.stderr)
 			}
-			short := structs.ShortID(id)
+			short := hexIDOf(t, id)
 			if want := "job " + short + " " + tc.end + "\n"; r.code != tc.code || !strings.HasPrefix(r.stderr, "job "+short+" ") || !strings.HasSuffix(r.stderr, want) {
 				t.Errorf("sbatch --wait: exit %d, stderr %q; want %d, and %q last", r.code, r.stderr, tc.code, want)
 			}
@@ -330,7 +342,7 @@ func TestSbatch_ExportAllPassesTheSubmittersEnvironmentOnlyWhenAskedFor(t *testi
 			}
 			r := runCLI(t, append(args, "env.sh")...)
 			id, _, _ := strings.Cut(r.stdout, "\n")
-			if r.code != exitOK || len(id) != 32 {
+			if _, err := strconv.ParseUint(id, 10, 64); r.code != exitOK || err != nil {
 				t.Fatalf("sbatch %s: exit %d, stdout %q, stderr %q", tc.export, r.code, r.stdout, r.stderr)
 			}
 			if got, err := os.ReadFile(filepath.Join(dir, "slurm-"+id+".out")); err != nil || string(got) != tc.want {
@@ -346,4 +358,53 @@ func TestSbatch_ExportAllPassesTheSubmittersEnvironmentOnlyWhenAskedFor(t *testi
 			}
 		})
 	}
+}
+
+// TestSbatch_OneNumericJobIDEverywhere: sbatch prints the job's number,
+// the job sees it as SLURM_JOB_ID and %j, and skein job, squeue -j,
+// sacct -j, a dependency and scancel take it; an array's tasks are
+// NUMBER_INDEX, and the array's number names them all.
+func TestSbatch_OneNumericJobIDEverywhere(t *testing.T) {
+	startRealAgent(t)
+	dir := testutil.SharedDir(t)
+	t.Chdir(dir)
+	writeTestFile(t, filepath.Join(dir, "id.sh"), "#!/bin/sh\n#SBATCH -o id-%j.out\necho \"id $SLURM_JOB_ID\"\n")
+	r := runCLI(t, "sbatch", "--wait", "id.sh")
+	out, _, _ := strings.Cut(r.stdout, "\n")
+	id, ok := strings.CutPrefix(out, "Submitted batch job ")
+	if n, err := strconv.ParseUint(id, 10, 64); r.code != exitOK || !ok || err != nil || n == 0 {
+		t.Fatalf("sbatch: exit %d, stdout %q, stderr %q; want Submitted batch job NUMBER", r.code, r.stdout, r.stderr)
+	}
+	if got, err := os.ReadFile(filepath.Join(dir, "id-"+id+".out")); err != nil || string(got) != "id "+id+"\n" {
+		t.Fatalf("id-%s.out: %q, %v; want the number as SLURM_JOB_ID", id, got, err)
+	}
+	if r := runCLI(t, "job", id); r.code != exitOK || !regexp.MustCompile(`(?m)^Job ID: +`+id+`$`).MatchString(r.stdout) {
+		t.Fatalf("skein job %s: %d %q %q", id, r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, "sacct", "-j", id, "-n", "-P", "-o", "JobID,State"); r.code != exitOK || r.stdout != id+"|COMPLETED\n" {
+		t.Fatalf("sacct -j %s: %d %q %q", id, r.code, r.stdout, r.stderr)
+	}
+
+	writeTestFile(t, filepath.Join(dir, "hold.sh"), "#!/bin/sh\n#SBATCH --array=1-2\nwhile [ ! -e go ]; do sleep 0.05; done\n")
+	r = runCLI(t, "sbatch", "--parsable", "hold.sh")
+	arr := strings.TrimSpace(r.stdout)
+	if r.code != exitOK || arr == "" {
+		t.Fatalf("sbatch --array: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	waitJobState(t, arr+"_1", structs.JobRunning)
+	r = runCLI(t, "sbatch", "--parsable", "-d", "afterok:"+arr+"_2", "--wrap", "true")
+	after := strings.TrimSpace(r.stdout)
+	if r.code != exitOK {
+		t.Fatalf("sbatch -d afterok:%s_2: %d %q %q", arr, r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, "squeue", "-h", "-j", arr, "-o", "%i"); r.code != exitOK || r.stdout != arr+"_1\n"+arr+"_2\n" {
+		t.Fatalf("squeue -j %s: %d %q %q; want both tasks", arr, r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, "scancel", arr+"_2"); r.code != exitOK {
+		t.Fatalf("scancel %s_2: %d %q %q", arr, r.code, r.stdout, r.stderr)
+	}
+	waitJobState(t, arr+"_2", structs.JobCancelled)
+	waitJobState(t, after, structs.JobCancelled) // its dependency can no longer succeed
+	writeTestFile(t, filepath.Join(dir, "go"), "")
+	waitJobState(t, arr+"_1", structs.JobSucceeded)
 }

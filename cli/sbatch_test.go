@@ -34,7 +34,7 @@ func TestSbatch_SubmitsTheScriptWithItsDirectivesAndTheCommandLineOverrides(t *t
 	}
 	// sh runs the wrapper, which gets the script, then the script's arguments.
 	if len(s.Command) != 7 || s.Command[0] != "/bin/sh" || s.Command[1] != "-c" || s.Command[4] != script ||
-		!reflect.DeepEqual(s.Command[5:], []string{"--lr", "0.1"}) || !strings.Contains(s.Command[2], `'logs/''train''-'"$SKEIN_JOB_ID"'.out'`) {
+		!reflect.DeepEqual(s.Command[5:], []string{"--lr", "0.1"}) || !strings.Contains(s.Command[2], `'logs/''train''-'"$SLURM_JOB_ID"'.out'`) {
 		t.Errorf("command %q", s.Command)
 	}
 
@@ -49,18 +49,18 @@ func TestSbatch_UnsupportedDirectivesAreRefusedAndNothingIsSubmitted(t *testing.
 	acceptSubmit(f)
 	dir := t.TempDir()
 	t.Chdir(dir) // sbatch runs in the submit directory
-	writeTestFile(t, filepath.Join(dir, "old.sh"), "#!/bin/sh\n#SBATCH --reservation=r1\n#SBATCH --mail-type=END\n#SBATCH --exclusive\necho\n")
+	writeTestFile(t, filepath.Join(dir, "old.sh"), "#!/bin/sh\n#SBATCH --licenses=matlab\n#SBATCH --tmp=10G\n#SBATCH --exclusive\n#SBATCH --account=p1\necho\n")
 	r := runCLI(t, "--addr", f.URL, "sbatch", "old.sh")
-	if r.code != exitUsage || !strings.Contains(r.stderr, "old.sh: line 2: --reservation=r1: skein has no reservations") ||
-		!strings.Contains(r.stderr, "old.sh: line 3: --mail-type=END: skein sends no mail") || len(f.requests()) != 0 {
+	if r.code != exitUsage || !strings.Contains(r.stderr, "old.sh: line 2: --licenses=matlab: skein has no licenses") ||
+		!strings.Contains(r.stderr, "old.sh: line 3: --tmp=10G: skein does not reserve disk") || strings.Contains(r.stderr, "--account") || len(f.requests()) != 0 {
 		t.Fatalf("exit %d, stderr %q, %d requests: want 2, both listed, nothing sent", r.code, r.stderr, len(f.requests()))
 	}
 	r = runCLI(t, "--addr", f.URL, "sbatch", "--ignore-unknown", "old.sh")
 	reqs := submitted(t, f)
-	if r.code != exitOK || len(reqs) != 1 || !reqs[0].Spec.Exclusive {
-		t.Fatalf("--ignore-unknown: exit %d, stderr %q, %d requests: want the job sent, --exclusive kept", r.code, r.stderr, len(reqs))
+	if r.code != exitOK || len(reqs) != 1 || !reqs[0].Spec.Exclusive || reqs[0].Spec.Account != "p1" {
+		t.Fatalf("--ignore-unknown: exit %d, stderr %q, %d requests: want the job sent, --exclusive and --account kept", r.code, r.stderr, len(reqs))
 	}
-	for _, want := range []string{"warning: left out: old.sh: line 2: --reservation=r1", "warning: left out: old.sh: line 3: --mail-type=END"} {
+	for _, want := range []string{"warning: left out: old.sh: line 2: --licenses=matlab", "warning: left out: old.sh: line 3: --tmp=10G"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
 		}

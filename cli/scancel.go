@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -24,6 +25,9 @@ func scancelCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "only the jobs of `USER`"},
 			&ucli.StringFlag{Name: "state", Aliases: []string{"t"}, Usage: "only jobs in `STATE` (PENDING/PD, RUNNING/R, ...)"},
 			&ucli.StringFlag{Name: "name", Aliases: []string{"n"}, Usage: "only the jobs called `NAME`"},
+			&ucli.BoolFlag{Name: "me", Usage: "only your token's user's jobs"},
+			&ucli.StringFlag{Name: "signal", Aliases: []string{"s"}, Usage: "`SIGNAL`: TERM, KILL, INT or HUP stop the job as a cancel does (SIGTERM, then SIGKILL after the grace); skein cannot send a job other signals"},
+			&ucli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Usage: "ask before cancelling each job (y/n on stdin)"},
 		},
 		Action: scancelAction,
 	}
@@ -36,6 +40,23 @@ func scancelAction(c *ucli.Context) error {
 	}
 	ids := c.Args().Slice()
 	user, name := c.String("user"), c.String("name")
+	if c.IsSet("signal") {
+		switch strings.TrimPrefix(strings.ToUpper(c.String("signal")), "SIG") {
+		case "TERM", "15", "KILL", "9", "INT", "2", "HUP", "1":
+		default:
+			return usagef(c, "--signal=%s: skein cannot send a job a signal other than the stop of a cancel (TERM, KILL, INT, HUP); a job's --signal=SIG@SECONDS is sent before its time limit", c.String("signal"))
+		}
+	}
+	if c.Bool("me") {
+		if c.IsSet("user") {
+			return usagef(c, "--me and -u: give one")
+		}
+		who, err := cl.WhoAmI(c.Context)
+		if err != nil {
+			return err
+		}
+		user = who.User
+	}
 	if c.IsSet("user") {
 		if err := checkFlag(c, "user", structs.ValidateUserName(user)); err != nil {
 			return err
@@ -47,11 +68,11 @@ func scancelAction(c *ucli.Context) error {
 			return usagef(c, "-t: %v", err)
 		}
 	}
-	filtered := c.IsSet("user") || c.IsSet("state") || c.IsSet("name")
+	filtered := c.IsSet("user") || c.IsSet("state") || c.IsSet("name") || c.Bool("me")
 	if len(ids) == 0 && !filtered {
-		return usagef(c, "no job given: name IDs, or select jobs with -u, -t or -n")
+		return usagef(c, "no job given: name IDs, or select jobs with -u, --me, -t or -n")
 	}
-	if !filtered {
+	if !filtered && !c.Bool("interactive") {
 		// IDs alone: the agent resolves each prefix, and an array's
 		// ID cancels all its tasks in one request.
 		failed := false
@@ -62,8 +83,10 @@ func scancelAction(c *ucli.Context) error {
 				failed = true
 				continue
 			}
-			if err := sayAllCancelled(c, jobs); err != nil {
-				return err
+			for i := range jobs {
+				if err := sayCancelled(c, &jobs[i], jobs[i].SlurmID()); err != nil {
+					return err
+				}
 			}
 		}
 		if failed {
@@ -71,7 +94,7 @@ func scancelAction(c *ucli.Context) error {
 		}
 		return nil
 	}
-	if !c.IsSet("user") {
+	if !c.IsSet("user") && !c.Bool("me") {
 		// A user who may cancel only their own jobs selects among them,
 		// not among every user's, which would fail one by one.
 		who, err := cl.WhoAmI(c.Context)
@@ -86,9 +109,10 @@ func scancelAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	named := idMatcher(jobs, ids)
 	failed := false
 	for _, id := range ids {
-		if !slices.ContainsFunc(jobs, func(j structs.Job) bool { return stateOf(&j).active() && idMatches(&j, id) }) {
+		if one := idMatcher(jobs, []string{id}); !slices.ContainsFunc(jobs, func(j structs.Job) bool { return stateOf(&j).active() && one(&j) }) {
 			fmt.Fprintf(c.App.ErrWriter, "scancel: error: job %s: no such job still going\n", id)
 			failed = true
 		}
@@ -100,15 +124,18 @@ func scancelAction(c *ucli.Context) error {
 		case user != "" && j.Owner != user:
 		case c.IsSet("state") && !slices.Contains(states, s):
 		case c.IsSet("name") && j.Spec.Name != name:
-		case len(ids) > 0 && !slices.ContainsFunc(ids, func(id string) bool { return idMatches(&j, id) }):
+		case len(ids) > 0 && !named(&j):
 		default:
+			if c.Bool("interactive") && !confirm(c, fmt.Sprintf("Cancel job_id=%s name=%s partition=%s [y/n]? ", j.SlurmID(), jobName(&j), jobPartition(&j))) {
+				continue
+			}
 			job, err := cl.CancelJob(c.Context, j.ID)
 			if err != nil {
 				fmt.Fprintf(c.App.ErrWriter, "scancel: error: %v\n", err)
 				failed = true
 				continue
 			}
-			if err := sayCancelled(c, job); err != nil {
+			if err := sayCancelled(c, job, job.SlurmID()); err != nil {
 				return err
 			}
 		}
@@ -117,4 +144,16 @@ func scancelAction(c *ucli.Context) error {
 		return exitStatus(exitError)
 	}
 	return nil
+}
+
+// confirm asks a yes/no question on stdout and reads the answer from
+// stdin: yes only for y or yes.
+func confirm(c *ucli.Context, question string) bool {
+	fmt.Fprint(c.App.Writer, question)
+	var answer string
+	if _, err := fmt.Fscanln(c.App.Reader, &answer); err != nil {
+		return false
+	}
+	answer = strings.ToLower(strings.TrimSpace(answer))
+	return answer == "y" || answer == "yes"
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,8 +16,14 @@ import (
 // is not found.
 func cancelAgent(t *testing.T) *fakeAgent {
 	t.Helper()
+	return cancelAgentAs(t, api.WhoAmI{Role: structs.RoleAdmin})
+}
+
+// cancelAgentAs is cancelAgent, its token's user who.
+func cancelAgentAs(t *testing.T, who api.WhoAmI) *fakeAgent {
+	t.Helper()
 	f := slurmAgent(t)
-	f.reply("GET /v1/acl/whoami", http.StatusOK, api.WhoAmI{Role: structs.RoleAdmin})
+	f.reply("GET /v1/acl/whoami", http.StatusOK, who)
 	f.handle("DELETE /v1/jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		for _, j := range slurmJobs(time.Now()) {
@@ -92,7 +99,9 @@ func TestScancel_UsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "Error: no job given: name IDs, or select jobs with -u, -t or -n\n"},
+		{nil, "Error: no job given: name IDs, or select jobs with -u, --me, -t or -n\n"},
+		{[]string{"--signal=USR1", "aaaa"}, "Error: --signal=USR1: skein cannot send a job a signal other than the stop of a cancel"},
+		{[]string{"--me", "-u", "bob"}, "Error: --me and -u: give one\n"},
 		{[]string{"-t", "DONE"}, `Error: -t: unknown state "DONE"`},
 		{[]string{"-u", "Bad User"}, "Error: --user: "},
 		{[]string{"--bogus"}, "Error: flag provided but not defined: -bogus\n"},
@@ -123,5 +132,24 @@ func TestScancel_FiltersOfAUserWhoMayCancelOnlyTheirOwn(t *testing.T) {
 		if req.Path == "/v1/jobs" && req.Query.Get("owner") != "alice" {
 			t.Errorf("jobs query %v, want alice's", req.Query)
 		}
+	}
+}
+
+func TestScancel_MeInteractiveAndSignal(t *testing.T) {
+	f := cancelAgentAs(t, api.WhoAmI{Role: structs.RoleSubmitter, User: "alice", ACL: true})
+	// alice's jobs still going are aaaa (pending), cccc (running) and
+	// dddd (completing); she says yes to the first, no to the second.
+	var out, errb bytes.Buffer
+	app := NewApp(&out, &errb)
+	app.Reader = strings.NewReader("y\nn\ny\n")
+	code := run(app, []string{"skein", "--addr", f.URL, "scancel", "--me", "-i", "-s", "TERM"})
+	want := "Cancel job_id=aaaaaaaa name=wait partition=gpu [y/n]? cancelled aaaaaaaa\n" +
+		"Cancel job_id=cccccccc name=cpu partition=skein [y/n]? " +
+		"Cancel job_id=dddddddd name=stopping partition=skein [y/n]? stopping dddddddd\n"
+	if code != exitOK || out.String() != want || errb.String() != "" {
+		t.Fatalf("scancel --me -i: %d\n%s\n%s\nwant\n%s", code, out.String(), errb.String(), want)
+	}
+	if got := strings.Join(cancelled(f), " "); got != "aaaaaaaa1111 dddddddd4444" {
+		t.Errorf("cancelled %q, want alice's two she said yes to", got)
 	}
 }

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,9 +15,9 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// defaultPartition is the partition of the nodes without a partition
-// label; sinfo marks it with a * as Slurm marks its default partition.
-const defaultPartition = "skein"
+// defaultPartition is the partition of the nodes that declare none;
+// sinfo marks it with a * as Slurm marks its default partition.
+const defaultPartition = structs.DefaultPartition
 
 // Slurm's default sinfo formats, summarised and node by node (-N), with
 // the GPUs (GRES) added; their GRES and NODELIST are as wide as their
@@ -23,6 +25,11 @@ const defaultPartition = "skein"
 const (
 	sinfoFormat      = "%9P %.5a %.10l %.6D %.6t %G %N"
 	sinfoNodesFormat = "%N %.6D %9P %.6t %G"
+	// -s (one line per partition), -l (long) and -R (the reasons nodes
+	// are out of service), as Slurm's.
+	sinfoSummaryFormat = "%9P %.5a %.10l %.16F %N"
+	sinfoLongFormat    = "%9P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %G %N"
+	sinfoReasonsFormat = "%20E %9u %19H %N"
 )
 
 // sinfoNode is one node as sinfo sees it.
@@ -44,6 +51,8 @@ type nodeState struct{ name, code string }
 type sinfoRow struct {
 	partition string
 	nodes     []sinfoNode
+	// settings are the partition's (zero: none).
+	settings structs.Partition
 }
 
 // sinfoFields are the `%` fields sinfo -o supports, named as Slurm's.
@@ -56,7 +65,12 @@ var sinfoFields = map[byte]formatField[sinfoRow]{
 	}},
 	'R': {"PARTITION", func(r sinfoRow) string { return r.partition }},
 	'a': {"AVAIL", func(sinfoRow) string { return "up" }},
-	'l': {"TIMELIMIT", func(sinfoRow) string { return "infinite" }},
+	'l': {"TIMELIMIT", func(r sinfoRow) string {
+		if r.settings.MaxTime == 0 {
+			return "infinite"
+		}
+		return slurmTimeLimit(r.settings.MaxTime)
+	}},
 	'D': {"NODES", func(r sinfoRow) string { return strconv.Itoa(len(r.nodes)) }},
 	't': {"STATE", func(r sinfoRow) string { return r.nodes[0].state.code }},
 	'T': {"STATE", func(r sinfoRow) string { return r.nodes[0].state.name }},
@@ -65,12 +79,37 @@ var sinfoFields = map[byte]formatField[sinfoRow]{
 		for i, n := range r.nodes {
 			names[i] = n.name
 		}
-		return hostList(names)
+		return structs.HostList(names)
 	}},
 	'G': {"GRES", func(r sinfoRow) string { return r.nodes[0].gres }},
 	'c': {"CPUS", func(r sinfoRow) string { return minPlus(r.nodes, func(n sinfoNode) int64 { return int64(n.cpus) }) }},
 	'm': {"MEMORY", func(r sinfoRow) string { return minPlus(r.nodes, func(n sinfoNode) int64 { return n.memoryMiB }) }},
 	'E': {"REASON", func(r sinfoRow) string { return cmp.Or(r.nodes[0].reason, "none") }},
+	'F': {"NODES(A/I/O/T)", func(r sinfoRow) string {
+		var a, i, o int
+		for _, n := range r.nodes {
+			switch n.state {
+			case nodeAllocated, nodeMixed:
+				a++
+			case nodeIdle:
+				i++
+			default:
+				o++
+			}
+		}
+		return fmt.Sprintf("%d/%d/%d/%d", a, i, o, len(r.nodes))
+	}},
+	's': {"JOB_SIZE", func(r sinfoRow) string {
+		if r.settings.MaxNodes == 0 {
+			return "1-infinite"
+		}
+		return "1-" + strconv.Itoa(r.settings.MaxNodes)
+	}},
+	'r': {"ROOT", func(sinfoRow) string { return "no" }},
+	'h': {"OVERSUBS", func(sinfoRow) string { return "NO" }},
+	'g': {"GROUPS", func(sinfoRow) string { return "all" }},
+	'u': {"USER", func(sinfoRow) string { return "(null)" }},
+	'H': {"TIMESTAMP", func(sinfoRow) string { return "Unknown" }},
 }
 
 // minPlus renders the smallest of the nodes' values, with a + when some
@@ -167,15 +206,20 @@ func sinfoCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:  "sinfo",
 		Usage: "list partitions and nodes as Slurm's sinfo does",
-		Description: "A partition is the nodes with the label partition=NAME; nodes without the label are in\n" +
-			"the default partition skein*. Node states: idle (nothing running), mix, alloc (every GPU in\n" +
+		Description: "A partition is the nodes that declare it (skein agent --partition NAME); nodes that declare\n" +
+			"none are in the default partition skein*. Node states: idle (nothing running), mix, alloc (every GPU in\n" +
 			"use), drng (draining, work still running), drain (drained), down (down or left). GRES is the\n" +
 			"node's GPUs as gpu:TYPE:N, TYPE being the model's first word with a digit, in lower case.\n" +
-			"-o fields: %P %R %a %l %D %t %T %N %G %c %m %E, as %[.][WIDTH]LETTER.",
+			"-o fields: %P %R %a %l %D %t %T %N %G %c %m %E %F %s %r %h %g %u %H, as %[.][WIDTH]LETTER.",
 		Flags: []ucli.Flag{
 			&ucli.BoolFlag{Name: "Node", Aliases: []string{"N"}, Usage: "one line per node"},
 			&ucli.StringFlag{Name: "partition", Aliases: []string{"p"}, Usage: "only the nodes of these `PARTITIONS` (comma-separated)"},
 			&ucli.StringFlag{Name: "format", Aliases: []string{"o"}, Usage: "print the `FORMAT` of % fields (see the description)"},
+			&ucli.BoolFlag{Name: "summarize", Aliases: []string{"s"}, Usage: "one line per partition, its nodes counted as allocated/idle/other/total"},
+			&ucli.BoolFlag{Name: "long", Aliases: []string{"l"}, Usage: "Slurm's long format"},
+			&ucli.BoolFlag{Name: "list-reasons", Aliases: []string{"R"}, Usage: "the nodes out of service (draining, drained, down), with why"},
+			&ucli.StringFlag{Name: "states", Aliases: []string{"t"}, Usage: "only the nodes in these `STATES` (idle, mix, alloc, drng, drain, down, or their long names; comma-separated)"},
+			&ucli.BoolFlag{Name: "exact", Aliases: []string{"e"}, Usage: "group only nodes with the same CPUs and memory"},
 			noHeaderFlag(),
 			&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
 			helpOnlyFlag(),
@@ -205,11 +249,25 @@ func sinfoAction(c *ucli.Context) error {
 		return err
 	}
 	format := sinfoFormat
-	if c.Bool("Node") {
-		format = sinfoNodesFormat
-	}
-	if c.IsSet("format") {
+	switch {
+	case c.IsSet("format"):
 		format = c.String("format")
+	case c.Bool("list-reasons"):
+		format = sinfoReasonsFormat
+	case c.Bool("summarize"):
+		format = sinfoSummaryFormat
+	case c.Bool("Node"):
+		format = sinfoNodesFormat
+	case c.Bool("long"):
+		format = sinfoLongFormat
+	}
+	var states []string
+	for _, s := range splitList(strings.ToLower(c.String("states"))) {
+		st, ok := nodeStateNamed(s)
+		if !ok {
+			return usagef(c, "-t: unknown state %q: want idle, mix, alloc, drng, drain or down", s)
+		}
+		states = append(states, st.code)
 	}
 	items, err := parseFormat(format, sinfoFields)
 	if err != nil {
@@ -220,22 +278,37 @@ func sinfoAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	settings, err := partitionSettingsOf(c, cl)
+	if err != nil {
+		return err
+	}
 	var nodes []sinfoNode
 	var out []sinfoJSON
 	for i := range infos {
 		n := &infos[i]
-		sn := sinfoNode{
-			name: n.Name, partition: cmp.Or(n.Labels[partitionLabel], defaultPartition), state: nodeStateOf(n),
-			cpus: n.CPUs, memoryMiB: n.MemoryMiB, gres: nodeGRES(n.GPUs), reason: n.StatusReason,
+		parts := n.Partitions
+		if len(parts) == 0 {
+			parts = []string{defaultPartition}
 		}
-		if len(partitions) > 0 && !slices.Contains(partitions, sn.partition) {
-			continue
+		for _, p := range parts { // a node is in each of its partitions
+			sn := sinfoNode{
+				name: n.Name, partition: p, state: nodeStateOf(n),
+				cpus: n.CPUs, memoryMiB: n.MemoryMiB, gres: nodeGRES(n.GPUs), reason: n.StatusReason,
+			}
+			switch {
+			case len(partitions) > 0 && !slices.Contains(partitions, sn.partition):
+				continue
+			case len(states) > 0 && !slices.Contains(states, sn.state.code):
+				continue
+			case c.Bool("list-reasons") && (sn.state == nodeIdle || sn.state == nodeMixed || sn.state == nodeAllocated):
+				continue
+			}
+			nodes = append(nodes, sn)
+			out = append(out, sinfoJSON{
+				Name: sn.name, Partition: sn.partition, State: sn.state.name, StateCode: sn.state.code,
+				CPUs: sn.cpus, MemoryMiB: sn.memoryMiB, GRES: sn.gres, GPUsTotal: n.GPUsTotal, GPUsFree: n.GPUsFree, Reason: sn.reason,
+			})
 		}
-		nodes = append(nodes, sn)
-		out = append(out, sinfoJSON{
-			Name: sn.name, Partition: sn.partition, State: sn.state.name, StateCode: sn.state.code,
-			CPUs: sn.cpus, MemoryMiB: sn.memoryMiB, GRES: sn.gres, GPUsTotal: n.GPUsTotal, GPUsFree: n.GPUsFree, Reason: sn.reason,
-		})
 	}
 	if c.Bool("json") {
 		if out == nil {
@@ -254,17 +327,19 @@ func sinfoAction(c *ucli.Context) error {
 	})
 	var rows []sinfoRow
 	for _, n := range nodes {
-		if k := len(rows) - 1; !c.Bool("Node") && k >= 0 && rows[k].partition == n.partition &&
-			rows[k].nodes[0].state == n.state && rows[k].nodes[0].gres == n.gres {
+		if k := len(rows) - 1; !c.Bool("Node") && k >= 0 && sameRow(c, rows[k].nodes[0], n) {
 			rows[k].nodes = append(rows[k].nodes, n)
 			continue
 		}
-		rows = append(rows, sinfoRow{partition: n.partition, nodes: []sinfoNode{n}})
+		rows = append(rows, sinfoRow{partition: n.partition, nodes: []sinfoNode{n}, settings: settings[n.partition]})
 	}
 	if !c.IsSet("format") {
 		fitColumns(items, rows, 'G', 'N')
 	}
 	var b strings.Builder
+	if c.Bool("long") && !c.Bool("noheader") {
+		b.WriteString(timeNow().Format("Mon Jan 2 15:04:05 2006") + "\n") // as sinfo -l starts
+	}
 	if !c.Bool("noheader") {
 		b.WriteString(renderFormat(items, sinfoRow{}, true) + "\n")
 	}
@@ -298,4 +373,49 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// sameRow reports whether node n goes on the line of node first: in the
+// same partition and, unless -s, in the same state with the same GPUs
+// (and, with -e, the same CPUs and memory); with -R, with one reason.
+func sameRow(c *ucli.Context, first, n sinfoNode) bool {
+	switch {
+	case first.partition != n.partition && !c.Bool("list-reasons"):
+		return false
+	case c.Bool("list-reasons"):
+		return first.reason == n.reason
+	case c.Bool("summarize"):
+		return true
+	case c.Bool("exact") && (first.cpus != n.cpus || first.memoryMiB != n.memoryMiB):
+		return false
+	}
+	return first.state == n.state && first.gres == n.gres
+}
+
+// nodeStateNamed finds a node state by its code or long name, in any
+// case.
+func nodeStateNamed(s string) (nodeState, bool) {
+	for _, st := range []nodeState{nodeIdle, nodeMixed, nodeAllocated, nodeDraining, nodeDrained, nodeDown} {
+		if strings.EqualFold(s, st.code) || strings.EqualFold(s, st.name) {
+			return st, true
+		}
+	}
+	return nodeState{}, false
+}
+
+// partitionSettingsOf are the partitions' settings, by name; none from
+// an agent that predates them.
+func partitionSettingsOf(c *ucli.Context, cl *api.Client) (map[string]structs.Partition, error) {
+	parts, err := cl.Partitions(c.Context)
+	if e := (*api.Error)(nil); errors.As(err, &e) && e.StatusCode == http.StatusNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]structs.Partition{}
+	for _, p := range parts {
+		out[p.Name] = p.Partition
+	}
+	return out, nil
 }

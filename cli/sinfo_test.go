@@ -11,16 +11,16 @@ func TestSinfo_PartitionsStatesAndGRES(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("sinfo: %d %s", r.code, r.stderr)
 	}
-	// Unlabelled nodes are in skein*, first; gpu02's fifth GPU keeps it
-	// off gpu01's line.
+	// Nodes that declare no partition are in skein*, first; gpu02's
+	// fifth GPU keeps it off gpu01's line; gpu's max time is a day.
 	want := "" +
 		"PARTITION AVAIL  TIMELIMIT  NODES  STATE GRES       NODELIST\n" +
 		"skein*       up   infinite      1   down (null)     cpu3\n" +
 		"skein*       up   infinite      1  drain (null)     cpu2\n" +
 		"skein*       up   infinite      1    mix (null)     cpu1\n" +
-		"gpu          up   infinite      1  alloc gpu:h100:4 gpu01\n" +
-		"gpu          up   infinite      1  alloc gpu:h100:5 gpu02\n" +
-		"gpu          up   infinite      1   idle gpu:h100:2 gpu03\n"
+		"gpu          up 1-00:00:00      1  alloc gpu:h100:4 gpu01\n" +
+		"gpu          up 1-00:00:00      1  alloc gpu:h100:5 gpu02\n" +
+		"gpu          up 1-00:00:00      1   idle gpu:h100:2 gpu03\n"
 	if r.stdout != want {
 		t.Fatalf("sinfo:\n%s\nwant:\n%s", r.stdout, want)
 	}

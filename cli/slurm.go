@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -20,10 +21,6 @@ import (
 // skein's job states in Slurm's words, Slurm's time formats, `%` output
 // formats, listing every job a filter may need, and running as the
 // command a link is named after.
-
-// partitionLabel is the node label that stands for a Slurm partition; a
-// job asks for one with the constraint partition=NAME (sbatch -p).
-const partitionLabel = "partition"
 
 // slurmState is a Slurm job state: its long name and its compact code.
 type slurmState struct {
@@ -158,8 +155,9 @@ func elapsed(j *structs.Job, now time.Time) time.Duration {
 // jobNodes is the number of nodes a job asks for (at least 1).
 func jobNodes(j *structs.Job) int { return max(j.Spec.Nodes, 1) }
 
-// jobPartition is the partition a job asked for, "" when none.
-func jobPartition(j *structs.Job) string { return j.Spec.Constraints[partitionLabel] }
+// jobPartition is the partition a job asked for, the default one when
+// none.
+func jobPartition(j *structs.Job) string { return cmp.Or(j.Spec.Partition, structs.DefaultPartition) }
 
 // gresOf renders a job's GPUs per node as Slurm's TRES_PER_NODE,
 // gres/gpu[:MODEL]:N, or N/A without GPUs.
@@ -284,11 +282,37 @@ func fitWidth(s string, width int, right bool) string {
 	return s + strings.Repeat(" ", width-utf8.RuneCountInString(s))
 }
 
+// idMatcher reports whether a job is one of those ids name (idMatches),
+// an id of digits being a job number when one of jobs has that number,
+// else a prefix of an ID.
+func idMatcher(jobs []structs.Job, ids []string) func(*structs.Job) bool {
+	numbered := map[string]bool{}
+	for _, id := range ids {
+		if n, _, ok := structs.ParseJobNumber(id); ok {
+			numbered[id] = slices.ContainsFunc(jobs, func(j structs.Job) bool { return j.Number == n || j.ArrayNumber == n })
+		}
+	}
+	return func(j *structs.Job) bool {
+		return slices.ContainsFunc(ids, func(id string) bool { return idMatches(j, id, numbered[id]) })
+	}
+}
+
 // idMatches reports whether a job is the one a user named with id: a
 // prefix of its ID, which names a job or every task of an array, or a
 // prefix of an array (or service) followed by a task's -SUFFIX, which
-// names that task alone ("d7e40d7d-1" is not "d7e40d7d-10").
-func idMatches(j *structs.Job, id string) bool {
+// names that task alone ("d7e40d7d-1" is not "d7e40d7d-10"); or, with
+// number, its number or its array's ("120" is every task of array 120,
+// "120_3" one).
+func idMatches(j *structs.Job, id string, number bool) bool {
+	if n, index, ok := structs.ParseJobNumber(id); ok && number {
+		switch {
+		case j.ArrayNumber == n:
+			return index < 0 || j.ArrayIndex == index
+		case j.Number == n:
+			return index < 0
+		}
+		return false
+	}
 	base, suffix, tagged := cutSuffix(id)
 	if !tagged {
 		return id != "" && strings.HasPrefix(j.ID, id)
@@ -333,59 +357,9 @@ func runningNodes(ctx context.Context, cl *api.Client, jobs []structs.Job) (map[
 	return out, nil
 }
 
-// hostList renders node names as Slurm's compressed host list: names
-// that differ only in a trailing number of one width share brackets,
-// "gpu[1-3,5],login".
-func hostList(names []string) string {
-	type group struct {
-		prefix string
-		width  int
-		nums   []int
-	}
-	var groups []*group
-	var plain []string
-	find := map[string]*group{}
-	for _, n := range names {
-		i := len(n)
-		for i > 0 && n[i-1] >= '0' && n[i-1] <= '9' {
-			i--
-		}
-		num, err := strconv.Atoi(n[i:])
-		if i == len(n) || err != nil || len(n)-i > 9 {
-			plain = append(plain, n)
-			continue
-		}
-		width := len(n) - i
-		if n[i] != '0' || width == 1 {
-			width = 0 // no zero padding to keep
-		}
-		key := n[:i] + "\x00" + strconv.Itoa(width)
-		g := find[key]
-		if g == nil {
-			g = &group{prefix: n[:i], width: width}
-			find[key] = g
-			groups = append(groups, g)
-		}
-		g.nums = append(g.nums, num)
-	}
-	var out []string
-	for _, g := range groups {
-		slices.Sort(g.nums)
-		g.nums = slices.Compact(g.nums)
-		if len(g.nums) == 1 {
-			out = append(out, fmt.Sprintf("%s%0*d", g.prefix, g.width, g.nums[0]))
-			continue
-		}
-		out = append(out, g.prefix+"["+numberRanges(g.nums, g.width)+"]")
-	}
-	out = append(out, plain...)
-	slices.Sort(out)
-	return strings.Join(out, ",")
-}
-
 // slurmNames are the commands skein runs when called by their name,
 // through the links `make install SLURM_LINKS=1` makes.
-var slurmNames = []string{"squeue", "scancel", "sinfo", "sacct", "sbatch"}
+var slurmNames = []string{"squeue", "scancel", "sinfo", "sacct", "sbatch", "scontrol"}
 
 // noHeaderCommands are the commands whose -h is Slurm's --noheader.
 var noHeaderCommands = []string{"squeue", "sinfo"}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/internal/testutil"
 	"github.com/skein-dev/skein/structs"
 )
@@ -21,7 +22,7 @@ func TestCLI_SlurmHabitsAgainstARealAgent(t *testing.T) {
 		if r.code != exitOK {
 			t.Fatalf("submit %q: %d %s", args, r.code, r.stderr)
 		}
-		return structs.ShortID(strings.TrimSpace(r.stdout))
+		return slurmIDOf(t, strings.TrimSpace(r.stdout))
 	}
 	ok := submit("--name", "ok", "--", "true")
 	bad := submit("--name", "bad", "--", "sh", "-c", "exit 3")
@@ -36,8 +37,8 @@ func TestCLI_SlurmHabitsAgainstARealAgent(t *testing.T) {
 		r := runCLI(t, "squeue")
 		want := []*regexp.Regexp{
 			regexp.MustCompile(`^ +JOBID PARTITION +NAME +USER ST +TIME +NODES NODELIST\(REASON\)$`),
-			regexp.MustCompile(`^ +` + train + ` +train +admin +R +0:\d\d +1 e2e$`),
-			regexp.MustCompile(`^ +` + queued + ` +queued +admin +PD +0:00 +1 \(.*not enough free GPUs.*\)$`),
+			regexp.MustCompile(`^ +` + train + ` +skein +train +admin +R +0:\d\d +1 e2e$`),
+			regexp.MustCompile(`^ +` + queued + ` +skein +queued +admin +PD +0:00 +1 \(Resources\)$`),
 		}
 		lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 		if r.code != exitOK || len(lines) != len(want) {
@@ -64,7 +65,7 @@ func TestCLI_SlurmHabitsAgainstARealAgent(t *testing.T) {
 	}
 	waitJobState(t, train, structs.JobCancelled)
 	waitJobState(t, queued, structs.JobSucceeded)
-	if r := runCLI(t, "scancel", train); r.code != exitError || r.stderr != "scancel: error: job "+train+": job already finished (cancelled)\n" {
+	if r := runCLI(t, "scancel", train); r.code != exitError || r.stderr != "scancel: error: job "+hexIDOf(t, train)+": job already finished (cancelled)\n" {
 		t.Fatalf("scancel of a cancelled job: %d %q %q", r.code, r.stdout, r.stderr)
 	}
 	if r := runCLI(t, "scancel", "0000dead"); r.code != exitError || !strings.Contains(r.stderr, "0000dead") {
@@ -85,4 +86,25 @@ func TestCLI_SlurmHabitsAgainstARealAgent(t *testing.T) {
 	if r.code != exitOK || !want.MatchString(r.stdout) {
 		t.Fatalf("sacct: %d\n%s\nwant:\n%s%s", r.code, r.stdout, want, r.stderr)
 	}
+}
+
+// slurmIDOf is the job's ID as the Slurm commands show it: its number.
+func slurmIDOf(t *testing.T, id string) string {
+	t.Helper()
+	var d api.JobDetail
+	r := runCLI(t, "job", "--json", id)
+	mustDecode(t, r.stdout, &d)
+	if d.Job.Number == 0 {
+		t.Fatalf("job %s has no number: %q", id, r.stdout)
+	}
+	return d.Job.SlurmID()
+}
+
+// hexIDOf is the job's skein ID, shortened, as reasons name it.
+func hexIDOf(t *testing.T, id string) string {
+	t.Helper()
+	var d api.JobDetail
+	r := runCLI(t, "job", "--json", id)
+	mustDecode(t, r.stdout, &d)
+	return structs.ShortID(d.Job.ID)
 }

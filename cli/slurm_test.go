@@ -60,28 +60,13 @@ func TestStateOf_MapsEverySkeinStateToSlurms(t *testing.T) {
 	}
 }
 
-func TestHostList_CompressesAsSlurm(t *testing.T) {
-	for _, tc := range []struct {
-		names []string
-		want  string
-	}{
-		{nil, ""},
-		{[]string{"vm"}, "vm"},
-		{[]string{"gpu3", "gpu1", "gpu2", "gpu5"}, "gpu[1-3,5]"},
-		{[]string{"n01", "n02", "n03", "login"}, "login,n[01-03]"},
-		{[]string{"a1", "b1"}, "a1,b1"},
-		{[]string{"gpu1", "gpu1"}, "gpu1"},
-	} {
-		if got := hostList(tc.names); got != tc.want {
-			t.Errorf("hostList(%q) = %q, want %q", tc.names, got, tc.want)
-		}
-	}
-}
-
 func TestIDMatches_PrefixesArraysAndTasks(t *testing.T) {
 	plain := structs.Job{ID: "abcdef0123456789"}
 	task1 := structs.Job{ID: "d7e40d7d99-1", ArrayID: "d7e40d7d99", ArrayIndex: 1}
 	task10 := structs.Job{ID: "d7e40d7d99-10", ArrayID: "d7e40d7d99", ArrayIndex: 10}
+	num7 := structs.Job{ID: "1234abcd", Number: 7}
+	old := structs.Job{ID: "1234abcd"}
+	arr12 := structs.Job{ID: "5678-3", ArrayID: "5678", ArrayIndex: 3, Number: 15, ArrayNumber: 12}
 	for _, tc := range []struct {
 		job  *structs.Job
 		id   string
@@ -98,8 +83,18 @@ func TestIDMatches_PrefixesArraysAndTasks(t *testing.T) {
 		{&task10, "d7e40d7d-10", true},
 		{&plain, "abcdef01-1", false},
 		{&task1, "-1", false},
+		{&num7, "7", true},
+		{&num7, "7_0", false},
+		{&num7, "70", false},
+		{&num7, "1234", true}, // no job has number 1234: a prefix of an ID
+		{&old, "1234", true},
+		{&old, "7", false}, // job 7 has it: a number
+		{&arr12, "12", true},
+		{&arr12, "12_3", true},
+		{&arr12, "12_4", false},
+		{&arr12, "15", true}, // the task's own number
 	} {
-		if got := idMatches(tc.job, tc.id); got != tc.want {
+		if got := idMatcher([]structs.Job{plain, task1, task10, num7, old, arr12}, []string{tc.id})(tc.job); got != tc.want {
 			t.Errorf("idMatches(%s, %q) = %v, want %v", tc.job.ID, tc.id, got, tc.want)
 		}
 	}
@@ -127,38 +122,5 @@ func TestParseFormat_WidthsAlignmentAndErrors(t *testing.T) {
 	}
 	if _, err := parseFormat("%z", fields); !strings.Contains(err.Error(), "unsupported field %z (supported: %a %b)") {
 		t.Errorf("unsupported field: %v", err)
-	}
-}
-
-func TestParseSlurmTime_TheFormsSacctTakes(t *testing.T) {
-	now := time.Date(2026, 3, 4, 15, 30, 0, 0, time.Local)
-	today := time.Date(2026, 3, 4, 0, 0, 0, 0, time.Local)
-	for _, tc := range []struct {
-		in   string
-		want time.Time
-	}{
-		{"2026-01-02", time.Date(2026, 1, 2, 0, 0, 0, 0, time.Local)},
-		{"2026-01-02T03:04", time.Date(2026, 1, 2, 3, 4, 0, 0, time.Local)},
-		{"2026-01-02T03:04:05", time.Date(2026, 1, 2, 3, 4, 5, 0, time.Local)},
-		{"02/03", time.Date(2026, 2, 3, 0, 0, 0, 0, time.Local)},
-		{"02/03/25", time.Date(2025, 2, 3, 0, 0, 0, 0, time.Local)},
-		{"08:15", today.Add(8*time.Hour + 15*time.Minute)},
-		{"08:15:30", today.Add(8*time.Hour + 15*time.Minute + 30*time.Second)},
-		{"now", now},
-		{"now-90", now.Add(-90 * time.Second)},
-		{"now-2hours", now.Add(-2 * time.Hour)},
-		{"now-1days", now.Add(-24 * time.Hour)},
-		{"today", today},
-		{"midnight", today},
-	} {
-		got, err := parseSlurmTime(tc.in, now)
-		if err != nil || !got.Equal(tc.want) {
-			t.Errorf("parseSlurmTime(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
-		}
-	}
-	for _, bad := range []string{"", "yesterday-ish", "2026-13-01", "now-2fortnights", "25:00"} {
-		if _, err := parseSlurmTime(bad, now); err == nil {
-			t.Errorf("parseSlurmTime(%q) parsed", bad)
-		}
 	}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -33,12 +34,15 @@ type squeueRow struct {
 	state slurmState
 	nodes []string // where it runs, while it runs
 	now   time.Time
+	// idText, on the row of an array's folded pending tasks, is their
+	// ID: 120_[3-9].
+	idText string
 }
 
 // squeueFields are the `%` fields squeue -o supports, named as Slurm's.
 var squeueFields = map[byte]formatField[squeueRow]{
-	'i': {"JOBID", func(r squeueRow) string { return structs.ShortID(r.job.ID) }},
-	'j': {"NAME", func(r squeueRow) string { return r.job.Spec.Name }},
+	'i': {"JOBID", func(r squeueRow) string { return cmp.Or(r.idText, r.job.SlurmID()) }},
+	'j': {"NAME", func(r squeueRow) string { return jobName(r.job) }},
 	'u': {"USER", func(r squeueRow) string { return r.job.Owner }},
 	't': {"ST", func(r squeueRow) string { return r.state.code }},
 	'T': {"STATE", func(r squeueRow) string { return r.state.name }},
@@ -49,13 +53,13 @@ var squeueFields = map[byte]formatField[squeueRow]{
 	'C': {"CPUS", func(r squeueRow) string { return strconv.Itoa(jobNodes(r.job) * max(r.job.Spec.CPUs, 1)) }},
 	'b': {"TRES_PER_NODE", func(r squeueRow) string { return gresOf(r.job.Spec) }},
 	'P': {"PARTITION", func(r squeueRow) string { return jobPartition(r.job) }},
-	'N': {"NODELIST", func(r squeueRow) string { return hostList(r.nodes) }},
+	'N': {"NODELIST", func(r squeueRow) string { return structs.HostList(r.nodes) }},
 	'r': {"REASON", squeueReason},
 	'R': {"NODELIST(REASON)", func(r squeueRow) string {
 		if r.state == statePending {
 			return "(" + squeueReason(r) + ")"
 		}
-		return hostList(r.nodes)
+		return structs.HostList(r.nodes)
 	}},
 	'Q': {"PRIORITY", func(r squeueRow) string { return strconv.Itoa(r.job.Spec.Priority) }},
 	'V': {"SUBMIT_TIME", func(r squeueRow) string { return slurmTimestamp(r.job.SubmittedAt) }},
@@ -63,12 +67,14 @@ var squeueFields = map[byte]formatField[squeueRow]{
 	'm': {"MIN_MEMORY", func(r squeueRow) string { return memoryField(int64(r.job.Spec.MemoryMiB)) }},
 }
 
-// squeueReason is why a job is in its state, None when skein says nothing.
+// squeueReason is why a job is in its state as Slurm's reason code
+// (Resources, Priority, Dependency, JobHeldUser, ...: slurmReason); a job
+// that does not wait has None. skein job says it in words.
 func squeueReason(r squeueRow) string {
-	if r.job.Reason == "" {
-		return "None"
+	if r.state != statePending {
+		return reasonCodeNone
 	}
-	return r.job.Reason
+	return slurmReason(r.job, r.now)
 }
 
 // squeueTimeLeft is the time a running job has left before its limit.
@@ -102,6 +108,14 @@ func squeueCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "states", Aliases: []string{"t"}, Usage: "only jobs in these `STATES` (comma-separated names or codes, or all)"},
 			&ucli.StringFlag{Name: "jobs", Aliases: []string{"j"}, Usage: "only these job `IDS` (comma-separated prefixes; an array's ID is all its tasks), in any state"},
 			&ucli.StringFlag{Name: "format", Aliases: []string{"o"}, Usage: "print the `FORMAT` of % fields (see the description)"},
+			&ucli.StringFlag{Name: "Format", Aliases: []string{"O"}, Usage: "print these `FIELDS` (jobid,name:30,state,...; see the description)"},
+			&ucli.StringFlag{Name: "partition", Aliases: []string{"p"}, Usage: "only the jobs of these `PARTITIONS` (comma-separated)"},
+			&ucli.StringFlag{Name: "name", Aliases: []string{"n"}, Usage: "only the jobs with these `NAMES` (comma-separated)"},
+			&ucli.BoolFlag{Name: "long", Aliases: []string{"l"}, Usage: "Slurm's long format, with the time limit, after the time"},
+			&ucli.StringFlag{Name: "sort", Aliases: []string{"S"}, Usage: "sort by these `KEYS` (% letters, comma-separated; -KEY descending; default: submission order)"},
+			&ucli.BoolFlag{Name: "start", Usage: "the pending jobs, with when they start (Unknown: skein does not estimate start times)"},
+			&ucli.BoolFlag{Name: "array", Aliases: []string{"r"}, Usage: "one line per array task (by default an array's pending tasks are one line, ID_[INDEXES])"},
+			&ucli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "accepted: skein shows every partition's jobs"},
 			noHeaderFlag(),
 			&ucli.BoolFlag{Name: "json", Usage: "print JSON"},
 			helpOnlyFlag(),
@@ -150,9 +164,25 @@ func squeueAction(c *ucli.Context) error {
 		}
 	}
 	ids := splitList(c.String("jobs"))
+	partitions, names := splitList(c.String("partition")), splitList(c.String("name"))
 	format := squeueFormat
-	if c.IsSet("format") {
+	switch {
+	case c.IsSet("format"):
 		format = c.String("format")
+	case c.IsSet("Format"):
+		if format, err = squeueFormatOf(c.String("Format")); err != nil {
+			return usagef(c, "-O: %v", err)
+		}
+	case c.Bool("start"):
+		format = squeueStartFormat
+	case c.Bool("long"):
+		format = squeueLongFormat
+	}
+	var sorter func(a, b squeueRow) int
+	if c.IsSet("sort") {
+		if sorter, err = squeueSorter(c.String("sort")); err != nil {
+			return usagef(c, "-S: %v", err)
+		}
 	}
 	items, err := parseFormat(format, squeueFields)
 	if err != nil {
@@ -167,6 +197,7 @@ func squeueAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	named := idMatcher(jobs, ids)
 	var picked []structs.Job
 	for _, j := range jobs {
 		s := stateOf(&j)
@@ -174,13 +205,16 @@ func squeueAction(c *ucli.Context) error {
 		case len(users) > 0 && !slices.Contains(users, j.Owner):
 		case states != nil && !slices.Contains(states, s):
 		case states == nil && len(ids) == 0 && !s.active():
-		case len(ids) > 0 && !slices.ContainsFunc(ids, func(id string) bool { return idMatches(&j, id) }):
+		case len(ids) > 0 && !named(&j):
+		case len(partitions) > 0 && !slices.Contains(partitions, jobPartition(&j)):
+		case len(names) > 0 && !slices.Contains(names, jobName(&j)):
+		case c.Bool("start") && s != statePending:
 		default:
 			picked = append(picked, j)
 		}
 	}
 	for _, id := range ids {
-		if !slices.ContainsFunc(jobs, func(j structs.Job) bool { return idMatches(&j, id) }) {
+		if one := idMatcher(jobs, []string{id}); !slices.ContainsFunc(jobs, func(j structs.Job) bool { return one(&j) }) {
 			return fmt.Errorf("-j %s: no such job", id)
 		}
 	}
@@ -188,10 +222,16 @@ func squeueAction(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now()
+	now := timeNow()
 	rows := make([]squeueRow, len(picked))
 	for i := range picked {
 		rows[i] = squeueRow{job: &picked[i], state: stateOf(&picked[i]), nodes: nodes[picked[i].ID], now: now}
+	}
+	if sorter != nil {
+		slices.SortStableFunc(rows, sorter)
+	}
+	if !c.Bool("array") && !c.Bool("json") {
+		rows = foldArrays(rows)
 	}
 	if c.Bool("json") {
 		out := make([]squeueJob, len(rows))
@@ -207,6 +247,9 @@ func squeueAction(c *ucli.Context) error {
 		return printJSON(c.App.Writer, out)
 	}
 	var b strings.Builder
+	if c.Bool("long") && !c.Bool("noheader") {
+		b.WriteString(now.Format("Mon Jan 2 15:04:05 2006") + "\n") // as squeue -l starts
+	}
 	if !c.Bool("noheader") {
 		b.WriteString(renderFormat(items, squeueRow{}, true) + "\n")
 	}

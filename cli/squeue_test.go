@@ -17,7 +17,7 @@ import (
 func slurmJobs(now time.Time) []structs.Job {
 	return []structs.Job{
 		{ID: "aaaaaaaa1111", Owner: "alice", State: structs.JobQueued, Reason: "not enough free GPUs",
-			Spec: structs.JobSpec{Name: "wait", Nodes: 1, GPUs: 8, GPUModel: "h100", Constraints: map[string]string{"partition": "gpu"}}, SubmittedAt: now.Add(-time.Minute)},
+			Spec: structs.JobSpec{Name: "wait", Nodes: 1, GPUs: 8, GPUModel: "h100", Partition: "gpu"}, SubmittedAt: now.Add(-time.Minute)},
 		{ID: "bbbbbbbb2222", Owner: "bob", State: structs.JobRunning, StartedAt: now.Add(-time.Hour - 2*time.Minute - 3*time.Second),
 			Spec: structs.JobSpec{Name: "a-very-long-name", Nodes: 2, GPUs: 4, CPUs: 8, TimeLimit: structs.Duration(2 * time.Hour)}, SubmittedAt: now.Add(-2 * time.Hour)},
 		{ID: "cccccccc3333", Owner: "alice", State: structs.JobRunning, StartedAt: now.Add(-5 * time.Second),
@@ -34,25 +34,36 @@ func slurmJobs(now time.Time) []structs.Job {
 // slurmAgent is a fake agent holding slurmJobs and the nodes they run on.
 func slurmAgent(t *testing.T) *fakeAgent {
 	t.Helper()
-	now := time.Now()
+	return slurmAgentOf(t, time.Now(), slurmJobs)
+}
+
+// slurmAgentOf is a fake agent holding jobs(now) and the nodes
+// slurmJobs run on.
+func slurmAgentOf(t *testing.T, now time.Time, jobs func(time.Time) []structs.Job) *fakeAgent {
+	t.Helper()
 	f := newFakeAgent(t)
-	f.reply("GET /v1/jobs", http.StatusOK, slurmJobs(now))
+	f.reply("GET /v1/jobs", http.StatusOK, jobs(now))
 	f.reply("GET /v1/nodes", http.StatusOK, []api.NodeInfo{
-		{Node: structs.Node{Name: "gpu01", Status: structs.NodeReady, CPUs: 64, MemoryMiB: 512 * 1024, Labels: map[string]string{"partition": "gpu"},
+		{Node: structs.Node{Name: "gpu01", Status: structs.NodeReady, CPUs: 64, MemoryMiB: 512 * 1024, Partitions: []string{"gpu"},
 			GPUs: []structs.GPU{{UUID: "g1", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "g2", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "g3", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "g4", Model: "NVIDIA H100 80GB HBM3"}}},
 			GPUsTotal: 4, GPUJobs: map[string]string{"g1": "bbbbbbbb2222", "g2": "bbbbbbbb2222", "g3": "bbbbbbbb2222", "g4": "bbbbbbbb2222"}, LiveAllocs: 1},
-		{Node: structs.Node{Name: "gpu02", Status: structs.NodeReady, CPUs: 64, MemoryMiB: 512 * 1024, Labels: map[string]string{"partition": "gpu"},
+		{Node: structs.Node{Name: "gpu02", Status: structs.NodeReady, CPUs: 64, MemoryMiB: 512 * 1024, Partitions: []string{"gpu"},
 			GPUs: []structs.GPU{{UUID: "h1", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "h2", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "h3", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "h4", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "h5", Model: "NVIDIA H100 80GB HBM3"}}},
 			GPUsTotal: 5, GPUsFree: 0, GPUJobs: map[string]string{"h1": "bbbbbbbb2222", "h2": "bbbbbbbb2222", "h3": "bbbbbbbb2222", "h4": "bbbbbbbb2222", "h5": "dddddddd4444"}, LiveAllocs: 2},
-		{Node: structs.Node{Name: "gpu03", Status: structs.NodeReady, CPUs: 32, MemoryMiB: 256 * 1024, Labels: map[string]string{"partition": "gpu"},
+		{Node: structs.Node{Name: "gpu03", Status: structs.NodeReady, CPUs: 32, MemoryMiB: 256 * 1024, Partitions: []string{"gpu"},
 			GPUs: []structs.GPU{{UUID: "k1", Model: "NVIDIA H100 80GB HBM3"}, {UUID: "k2", Model: "NVIDIA H100 80GB HBM3"}}},
 			GPUsTotal: 2, GPUsFree: 2},
 		{Node: structs.Node{Name: "cpu1", Status: structs.NodeReady, CPUs: 16, MemoryMiB: 65536}, LiveAllocs: 1},
 		{Node: structs.Node{Name: "cpu2", Status: structs.NodeDraining, StatusReason: "maintenance", CPUs: 16, MemoryMiB: 65536}},
 		{Node: structs.Node{Name: "cpu3", Status: structs.NodeDown, CPUs: 16, MemoryMiB: 65536}},
 	})
+	f.reply("GET /v1/partitions", http.StatusOK, []api.PartitionInfo{
+		{Partition: structs.Partition{Name: "gpu", MaxTime: structs.Duration(24 * time.Hour), DefaultTime: structs.Duration(time.Hour), MaxNodes: 2},
+			Nodes: []string{"gpu01", "gpu02", "gpu03"}},
+		{Partition: structs.Partition{Name: structs.DefaultPartition}, Default: true, Nodes: []string{"cpu1", "cpu2", "cpu3"}},
+	})
 	f.reply("GET /v1/jobs/{id}", http.StatusOK, api.JobDetail{
-		Job:         slurmJobs(now)[2],
+		Job:         jobs(now)[2],
 		Allocations: []structs.Allocation{{NodeID: "n-cpu1", State: structs.AllocRunning}, {NodeID: "n-old", State: structs.AllocFailed}},
 		Nodes:       map[string]string{"n-cpu1": "cpu1", "n-old": "cpu9"},
 	})
@@ -82,10 +93,10 @@ func TestSqueue_DefaultColumnsAsSlurm(t *testing.T) {
 	}
 	matchLines(t, r.stdout, []string{
 		`             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST\(REASON\)`,
-		`          aaaaaaaa       gpu     wait    alice PD       0:00      1 \(not enough free GPUs\)`,
-		`          bbbbbbbb           a-very-l      bob  R    1:02:0[34]      2 gpu\[01-02\]`,
-		`          cccccccc                cpu    alice  R       0:0[56]      1 cpu1`,
-		`          dddddddd           stopping    alice CG 3-00:00:0[01]      1 gpu02`,
+		`          aaaaaaaa       gpu     wait    alice PD       0:00      1 \(Resources\)`,
+		`          bbbbbbbb     skein a-very-l      bob  R    1:02:0[34]      2 gpu\[01-02\]`,
+		`          cccccccc     skein      cpu    alice  R       0:0[56]      1 cpu1`,
+		`          dddddddd     skein stopping    alice CG 3-00:00:0[01]      1 gpu02`,
 	})
 	// The GPU jobs' nodes come from the node list, the CPU job's from
 	// its allocations: one request for it alone.

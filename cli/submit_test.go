@@ -680,6 +680,14 @@ signal: sigusr2@10m
 env: {LR: "3e-4", SEED: "1"}
 secret_env: {HF_TOKEN: hf_x}
 constraints: {zone: a}
+partition: gpu
+nodelist: [gpu01, gpu02]
+exclude: [gpu03]
+hold: true
+mail_type: [BEGIN, END]
+mail_user: alice@example.com
+begin: 2030-01-02T03:04:00Z
+deadline: 2030-01-03T00:00:00Z
 after: [abc123, "def456:any"]
 singleton: true
 exclusive: true
@@ -701,9 +709,8 @@ qos: high
 		"--name", "train", "--workdir", "/data", "--nodes", "2", "--gpus", "8", "--gpu-model", "H100",
 		"--gpu-mem", "80G", "--cpus", "32", "--mem", "1.5T", "--pids-max", "2048", "--priority", "-7", "--restarts", "2",
 		"--time-limit", "2h", "--signal", "sigusr2@10m", "--env", "LR=3e-4", "--env", "SEED=1",
-		"--secret-env", "HF_TOKEN=hf_x", "--constraint", "zone=a", "--after", "abc123", "--after", "def456:any", "--array", "0-99%8",
-		"--singleton", "--exclusive", "--spread", "--preemptible", "--preempt-grace", "45s", "--account", "ml", "--qos", "high",
-		"--", "torchrun", "train.py",
+		"--secret-env", "HF_TOKEN=hf_x", "--constraint", "zone=a", "--partition", "gpu", "--nodelist", "gpu[01-02]", "--exclude", "gpu03", "--hold", "--mail-type", "begin,END", "--mail-user", "alice@example.com", "--begin", "2030-01-02T03:04:00Z", "--deadline", "2030-01-03T00:00:00Z", "--after", "abc123", "--after", "def456:any", "--array", "0-99%8",
+		"--singleton", "--exclusive", "--spread", "--preemptible", "--preempt-grace", "45s", "--account", "ml", "--qos", "high", "--", "torchrun", "train.py",
 	}
 	// The file must say every key a job file has: a field added to
 	// JobSpec belongs in this test.

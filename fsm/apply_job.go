@@ -47,22 +47,37 @@ func (s *state) applyJobSubmit(l *raft.Log) any {
 	if err := s.resolveJobAccount(req.Owner, &req.Spec); err != nil {
 		return fmt.Errorf("job %s: %w", short, err)
 	}
+	if p, ok := s.partitions[structs.PartitionOf(&req.Spec)]; ok {
+		if err := p.Fit(&req.Spec); err != nil {
+			return fmt.Errorf("job %s: %w", short, err)
+		}
+	}
 	newJob := func(id string) *structs.Job {
-		return &structs.Job{
+		j := &structs.Job{
 			ID:          id,
 			Owner:       req.Owner,
 			AllowRoot:   req.AllowRoot,
 			Spec:        req.Spec.Copy(),
 			State:       structs.JobQueued,
 			SubmittedAt: req.SubmittedAt,
+			Held:        req.Spec.Hold,
 			CreateIndex: l.Index,
 			ModifyIndex: l.Index,
 		}
+		if b := req.Spec.Begin; b.After(req.SubmittedAt) {
+			j.NotBefore = b
+			j.Reason = "waiting for its begin time " + b.UTC().Format(time.RFC3339) + " (--begin)"
+		}
+		if j.Held {
+			j.Reason = reasonSubmittedHeld
+		}
+		return j
 	}
 	a := req.Spec.Array
 	if a == nil {
 		j := newJob(req.JobID)
 		j.RequestID = req.RequestID
+		j.Number = s.nextJobNumber()
 		s.addJob(j)
 		s.emitJob(l.Index, structs.EventJobSubmitted, j, j.SubmittedAt, submitReason(j))
 		return j.Copy()
@@ -77,10 +92,12 @@ func (s *state) applyJobSubmit(l *raft.Log) any {
 	for i := a.Start; i <= a.End; i++ {
 		j := newJob(structs.ArrayTaskID(req.JobID, i))
 		j.ArrayID, j.ArrayIndex = req.JobID, i
+		j.Number = s.nextJobNumber()
 		if first == nil {
 			first = j
 			j.RequestID = req.RequestID
 		}
+		j.ArrayNumber = first.Number
 		s.addJob(j)
 		s.emitJob(l.Index, structs.EventJobSubmitted, j, j.SubmittedAt, submitReason(j))
 	}

@@ -190,6 +190,7 @@ func (s *state) addReplica(svc *structs.Service, at time.Time, index uint64) *st
 		SubmittedAt:    at,
 		Service:        svc.Name,
 		ServiceVersion: svc.Version,
+		Number:         s.nextJobNumber(),
 		CreateIndex:    index,
 		ModifyIndex:    index,
 	}

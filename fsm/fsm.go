@@ -101,6 +101,10 @@ func (f *FSM) Apply(l *raft.Log) any {
 		resp = f.st.applyJobSubmit(l)
 	case structs.JobCancelType:
 		resp = f.st.applyJobCancel(l)
+	case structs.JobUpdateType:
+		resp = f.st.applyJobUpdate(l)
+	case structs.PartitionSetType:
+		resp = f.st.applyPartitionSet(l)
 	case structs.PlanApplyType:
 		resp = f.st.applyPlan(l)
 	case structs.AllocUpdateType:

@@ -19,7 +19,7 @@ func TestFSM_PlanCancelEndsAQueuedJobAsAUserCancelDoes(t *testing.T) {
 	h.apply(structs.JobCancelType, structs.JobCancelRequest{JobID: "byuser", Reason: "dependency d1 failed", At: at})
 	user := h.job("byuser")
 	// Same end state; only the identity and the entry differ.
-	user.ID, user.SubmittedAt, user.CreateIndex, user.ModifyIndex = planned.ID, planned.SubmittedAt, planned.CreateIndex, planned.ModifyIndex
+	user.ID, user.Number, user.SubmittedAt, user.CreateIndex, user.ModifyIndex = planned.ID, planned.Number, planned.SubmittedAt, planned.CreateIndex, planned.ModifyIndex
 	if !reflect.DeepEqual(planned, user) {
 		t.Fatalf("plan cancel: %+v\nuser cancel: %+v", planned, user)
 	}

@@ -41,13 +41,20 @@ func (f *FSM) Job(id string) (*structs.Job, bool) {
 // job whose ID starts with it, or whose ID is BASE-SUFFIX where the
 // argument is a prefix of BASE followed by the same -SUFFIX: an array
 // task as `skein jobs` shows it ("d7e40d7d-1"), or a service's replica
-// ("6f90-r1"). It fails with ErrJobNotFound, or with ErrAmbiguousID
-// listing some of the candidates.
+// ("6f90-r1"). A job number ("123") or an array task's ("120_3") names
+// its job first (structs.ParseJobNumber); an array's number names no one
+// job (ArrayTasks takes it). It fails with ErrJobNotFound, or with
+// ErrAmbiguousID listing some of the candidates.
 func (f *FSM) FindJob(idOrPrefix string) (*structs.Job, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if j, ok := f.st.jobs[idOrPrefix]; ok {
 		return j.Copy(), nil
+	}
+	if n, index, ok := structs.ParseJobNumber(idOrPrefix); ok {
+		if j, err := f.st.jobByNumber(n, index); j != nil || err != nil {
+			return j.Copy(), err
+		}
 	}
 	var ids []string
 	if idOrPrefix != "" {
@@ -74,6 +81,33 @@ func (f *FSM) FindJob(idOrPrefix string) (*structs.Job, error) {
 	return nil, fmt.Errorf("job %s: %w: matches %d jobs (%s)", idOrPrefix, ErrAmbiguousID, len(ids), strings.Join(shown, ", "))
 }
 
+// jobByNumber returns the job numbered n, or with index >= 0 the task of
+// that index of the array numbered n; an array's number alone is
+// ErrAmbiguousID naming its first tasks. Nil and no error: no job has
+// the number, and it may be read as a prefix of an ID.
+func (s *state) jobByNumber(n uint64, index int) (*structs.Job, error) {
+	if index >= 0 {
+		for _, j := range s.arrayTasks[s.arrayNumbers[n]] {
+			if j.ArrayIndex == index {
+				return j, nil
+			}
+		}
+		return nil, fmt.Errorf("job %d_%d: %w", n, index, ErrJobNotFound)
+	}
+	if arr, ok := s.arrayNumbers[n]; ok {
+		tasks := s.sortedTasks(arr)
+		shown := make([]string, 0, maxCandidates+1)
+		for _, j := range tasks[:min(len(tasks), maxCandidates)] {
+			shown = append(shown, j.SlurmID())
+		}
+		if len(tasks) > maxCandidates {
+			shown = append(shown, "...")
+		}
+		return nil, fmt.Errorf("job %d: %w: an array of %d tasks (%s)", n, ErrAmbiguousID, len(tasks), strings.Join(shown, ", "))
+	}
+	return s.jobs[s.numberJobs[n]], nil
+}
+
 // suffixedPrefix reports whether id is BASE-SUFFIX and q is a prefix of
 // BASE followed by -SUFFIX.
 func suffixedPrefix(id, q string) bool {
@@ -84,16 +118,23 @@ func suffixedPrefix(id, q string) bool {
 	return strings.HasPrefix(id[:ii], q[:qi])
 }
 
-// ArrayTasks returns the tasks of the job array whose ID is arrayID or
-// starts with it, in index order; ErrJobNotFound or ErrAmbiguousID
+// ArrayTasks returns the tasks of the job array whose number is arrayID,
+// else whose ID is arrayID or starts with it, in index order; ErrJobNotFound or ErrAmbiguousID
 // otherwise.
 func (f *FSM) ArrayTasks(arrayID string) ([]*structs.Job, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var matches []string
-	for id := range f.st.arrayTasks {
-		if arrayID != "" && strings.HasPrefix(id, arrayID) {
-			matches = append(matches, id)
+	if n, index, ok := structs.ParseJobNumber(arrayID); ok && index < 0 {
+		if id, ok := f.st.arrayNumbers[n]; ok {
+			matches = []string{id}
+		}
+	}
+	if matches == nil {
+		for id := range f.st.arrayTasks {
+			if arrayID != "" && strings.HasPrefix(id, arrayID) {
+				matches = append(matches, id)
+			}
 		}
 	}
 	if len(matches) == 0 {
@@ -284,7 +325,7 @@ func (f *FSM) State() *StateView {
 	slices.SortFunc(v.Running, func(a, b *structs.Job) int { return cmp.Compare(a.ID, b.ID) })
 	v.DepStates = make(map[string]structs.JobState)
 	for _, j := range f.st.queued {
-		if !j.StopRequested {
+		if !j.StopRequested && !j.Held {
 			v.Queued = append(v.Queued, j.Copy())
 			for _, d := range j.Spec.After {
 				if dep, ok := f.st.jobs[d.JobID]; ok {

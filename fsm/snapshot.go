@@ -23,7 +23,8 @@ import (
 // event log; version 7 the drains (a node's drain, a job evicted or
 // replaced by one, an allocation's stop signal: fields of existing
 // records, which an older binary would drop); version 8 the fair-share
-// records (accounts, QoS and weights, usage).
+// records (accounts, QoS and weights, usage); version 9 the job number
+// counter and the partitions' settings.
 // Snapshot writes the oldest version that holds the state, so a binary that
 // predates a version still reads a cluster that uses none of its records;
 // Restore reads them all.
@@ -36,7 +37,8 @@ const (
 	eventSnapshotVersion     = 6
 	drainSnapshotVersion     = 7
 	fairshareSnapshotVersion = 8
-	snapshotVersion          = fairshareSnapshotVersion // the newest
+	numberSnapshotVersion    = 9
+	snapshotVersion          = numberSnapshotVersion // the newest
 )
 
 // SnapshotVersion is the newest snapshot format this binary reads (and
@@ -67,6 +69,8 @@ const (
 	recordAccounts   = "accounts"
 	recordUsageClock = "usage_clock"
 	recordUsage      = "usage"
+	recordJobNumbers = "job_numbers"
+	recordPartition  = "partition"
 )
 
 // header is the first line of a snapshot.
@@ -100,11 +104,20 @@ type record struct {
 	Accounts   *structs.AccountTable `json:"accounts,omitempty"`
 	UsageClock *usageClockRecord     `json:"usage_clock,omitempty"`
 	Usage      *structs.UsageRecord  `json:"usage,omitempty"`
+	JobNumbers *jobNumbersRecord     `json:"job_numbers,omitempty"`
+	Partition  *structs.Partition    `json:"partition,omitempty"`
 }
 
 // usageClockRecord is when usage was last charged.
 type usageClockRecord struct {
 	At time.Time `json:"at"`
+}
+
+// jobNumbersRecord is the newest job number given, which may be higher
+// than every job's the snapshot holds (their jobs are gone): a number is
+// never given twice.
+type jobNumbersRecord struct {
+	Last uint64 `json:"last"`
 }
 
 // eventLogRecord is what the event log keeps besides its events: the
@@ -135,6 +148,9 @@ type snapshot struct {
 	aclUsers  []structs.ACLUser
 
 	services []*structs.Service
+
+	lastJobNumber uint64
+	partitions    []structs.Partition
 
 	eventsDropped structs.EventCursor
 	events        []structs.Event
@@ -218,6 +234,10 @@ func (s *state) snapshot() *snapshot {
 	snap.accounts = s.accounts.Copy()
 	snap.usageAt = s.usageAt
 	snap.usage = s.usageRecords()
+	snap.lastJobNumber = s.lastJobNumber
+	for _, name := range slices.Sorted(maps.Keys(s.partitions)) {
+		snap.partitions = append(snap.partitions, s.partitions[name])
+	}
 	snap.eventsDropped = s.events.dropped
 	snap.events = make([]structs.Event, s.events.len())
 	for i := range snap.events {
@@ -228,6 +248,9 @@ func (s *state) snapshot() *snapshot {
 
 // version is the oldest snapshot version that holds everything in snap.
 func (snap *snapshot) version() int {
+	if snap.lastJobNumber > 0 || len(snap.partitions) > 0 {
+		return numberSnapshotVersion
+	}
 	if snap.accounts != nil || !snap.usageAt.IsZero() || len(snap.usage) > 0 {
 		return fairshareSnapshotVersion
 	}
@@ -367,6 +390,16 @@ func (snap *snapshot) writeRecords(enc *json.Encoder) error {
 			return err
 		}
 	}
+	if snap.lastJobNumber > 0 {
+		if err := enc.Encode(record{Type: recordJobNumbers, JobNumbers: &jobNumbersRecord{Last: snap.lastJobNumber}}); err != nil {
+			return err
+		}
+	}
+	for i := range snap.partitions {
+		if err := enc.Encode(record{Type: recordPartition, Partition: &snap.partitions[i]}); err != nil {
+			return err
+		}
+	}
 	return snap.writeFairShare(enc)
 }
 
@@ -444,7 +477,8 @@ func readSnapshotVersion(r io.Reader) (*state, int, error) {
 			(h.Version < aclSnapshotVersion && isACLRecord(rec.Type)) ||
 			(h.Version < serviceSnapshotVersion && rec.Type == recordService) ||
 			(h.Version < eventSnapshotVersion && isEventRecord(rec.Type)) ||
-			(h.Version < fairshareSnapshotVersion && isFairShareRecord(rec.Type)) {
+			(h.Version < fairshareSnapshotVersion && isFairShareRecord(rec.Type)) ||
+			(h.Version < numberSnapshotVersion && (rec.Type == recordJobNumbers || rec.Type == recordPartition)) {
 			return nil, 0, fmt.Errorf("%w: record %d: %s record in a version %d snapshot", ErrBadSnapshot, n, rec.Type, h.Version)
 		}
 		if err := st.restoreRecord(&rec); err != nil {
@@ -472,7 +506,7 @@ func isTrustRecord(typ string) bool {
 }
 
 // restoreRecord adds one snapshot record to a state being restored, checking
-// what Apply would have guaranteed: unique IDs, allocations of known jobs,
+// what Apply would have guaranteed: unique IDs and job numbers, allocations of known jobs,
 // no GPU held twice, one valid trust state and join tokens and admissions
 // only after it, services with an ID and a valid name, each once.
 func (s *state) restoreRecord(rec *record) error {
@@ -498,6 +532,8 @@ func (s *state) restoreRecord(rec *record) error {
 			return fmt.Errorf("job %s twice", j.ID)
 		case j.RequestID != "" && s.jobByRequest[j.RequestID] != "":
 			return fmt.Errorf("request id %s used by two jobs", j.RequestID)
+		case j.Number != 0 && s.numberJobs[j.Number] != "":
+			return fmt.Errorf("job number %d used by two jobs", j.Number)
 		}
 		s.addJob(j)
 	case recordAlloc:
@@ -632,6 +668,27 @@ func (s *state) restoreRecord(rec *record) error {
 		return s.restoreEvent(rec.Event)
 	case recordAccounts, recordUsageClock, recordUsage:
 		return s.restoreFairShare(rec)
+	case recordJobNumbers:
+		switch {
+		case rec.JobNumbers == nil:
+			return errors.New("job numbers record without job numbers")
+		case s.jobNumbersSeen:
+			return errors.New("job numbers twice")
+		}
+		s.jobNumbersSeen = true
+		s.lastJobNumber = max(s.lastJobNumber, rec.JobNumbers.Last)
+	case recordPartition:
+		p := rec.Partition
+		switch {
+		case p == nil:
+			return errors.New("partition record without partition")
+		case hasKey(s.partitions, p.Name):
+			return fmt.Errorf("partition %s twice", p.Name)
+		}
+		if err := p.Validate(); err != nil {
+			return fmt.Errorf("partition %s: %w", p.Name, err)
+		}
+		s.partitions[p.Name] = *p
 	default:
 		return fmt.Errorf("unknown record type %q", rec.Type)
 	}

@@ -144,8 +144,8 @@ func TestFSM_SnapshotRoundTripsEveryRecord(t *testing.T) {
 func TestFSM_SnapshotFormat(t *testing.T) {
 	h := richState(t)
 	lines := strings.Split(strings.TrimSuffix(string(snapshotBytes(t, h.f)), "\n"), "\n")
-	// Every state that has applied a change holds events (version 6).
-	if want := fmt.Sprintf(`{"version":6,"index":%d}`, h.idx); lines[0] != want {
+	// A state that has given job numbers is version 9.
+	if want := fmt.Sprintf(`{"version":9,"index":%d}`, h.idx); lines[0] != want {
 		t.Fatalf("header %s, want %s", lines[0], want)
 	}
 	var types []string
@@ -155,7 +155,7 @@ func TestFSM_SnapshotFormat(t *testing.T) {
 			types = append(types, typ)
 		}
 	}
-	if want := []string{`"node"`, `"job"`, `"alloc"`, `"event_log"`, `"event"`}; !slices.Equal(types, want) {
+	if want := []string{`"node"`, `"job"`, `"alloc"`, `"job_numbers"`, `"event_log"`, `"event"`}; !slices.Equal(types, want) {
 		t.Fatalf("record types in order %v, want %v", types, want)
 	}
 	if !bytes.Equal(snapshotBytes(t, h.f), snapshotBytes(t, h.f)) {
@@ -172,14 +172,24 @@ func TestFSM_Restore_RejectsBadSnapshotsAndKeepsState(t *testing.T) {
 	}{
 		{"empty", "", "header"},
 		{"garbage", "\x00\x01garbage", "header"},
-		{"unknown version", `{"version":99,"index":9}`, "version 99, want 1 to 8"},
-		{"missing version", `{"index":9}`, "version 0, want 1 to 8"},
+		{"unknown version", `{"version":99,"index":9}`, "version 99, want 1 to 9"},
+		{"missing version", `{"index":9}`, "version 0, want 1 to 9"},
 		{"unknown record type", hdr + `{"type":"volume"}`, `record 1: unknown record type "volume"`},
 		{"truncated record", hdr + node + `{"type":"job","job":{"id"`, "record 2"},
 		{"record without body", hdr + `{"type":"node"}`, "node record without node id"},
 		{"node twice", hdr + node + node, "node n1 twice"},
 		{"job twice", hdr + job + job, "job j1 twice"},
 		{"request id twice", hdr + job + strings.Replace(job, `"j1"`, `"j2"`, 1), "request id r used by two jobs"},
+		{"job number twice", hdr + strings.Replace(job, `"id":"j1"`, `"id":"j1","number":4`, 1) +
+			strings.Replace(strings.Replace(job, `"j1","request_id":"r"`, `"j2"`, 1), `"id":"j2"`, `"id":"j2","number":4`, 1),
+			"job number 4 used by two jobs"},
+		{"job numbers in version 6", `{"version":6,"index":9}` + "\n" + `{"type":"job_numbers","job_numbers":{"last":3}}`,
+			"job_numbers record in a version 6 snapshot"},
+		{"partition twice", `{"version":9,"index":9}` + "\n" + `{"type":"partition","partition":{"name":"gpu"}}` + "\n" +
+			`{"type":"partition","partition":{"name":"gpu"}}`, "partition gpu twice"},
+		{"bad partition", `{"version":9,"index":9}` + "\n" + `{"type":"partition","partition":{"name":"gpu","max_nodes":-2}}`, "partition gpu: max_nodes"},
+		{"job numbers twice", `{"version":9,"index":9}` + "\n" + `{"type":"job_numbers","job_numbers":{"last":3}}` + "\n" +
+			`{"type":"job_numbers","job_numbers":{"last":3}}`, "job numbers twice"},
 		{"alloc of unknown job", hdr + `{"type":"alloc","alloc":{"id":"a","job_id":"j9","state":"running"}}`, "alloc a of unknown job j9"},
 		{"GPU held twice", hdr + node + job +
 			`{"type":"alloc","alloc":{"id":"a","job_id":"j1","node_id":"n1","gpus":["G1"],"state":"running"}}` + "\n" +
@@ -271,6 +281,10 @@ func checkIndexes(s *state) error {
 		return fmt.Errorf("node usage %v, want %v", s.nodeUsed, want.nodeUsed)
 	case !maps.Equal(s.portHolder, want.portHolder):
 		return fmt.Errorf("master port holders %v, want %v", s.portHolder, want.portHolder)
+	case !maps.Equal(s.numberJobs, want.numberJobs):
+		return fmt.Errorf("job numbers %v, want %v", s.numberJobs, want.numberJobs)
+	case !maps.Equal(s.arrayNumbers, want.arrayNumbers):
+		return fmt.Errorf("array numbers %v, want %v", s.arrayNumbers, want.arrayNumbers)
 	case !sameSets(s.arrayTasks, want.arrayTasks):
 		return fmt.Errorf("array tasks %v, want %v", setIDs(s.arrayTasks), setIDs(want.arrayTasks))
 	case !sameSets(s.serviceJobs, want.serviceJobs):

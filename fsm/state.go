@@ -52,11 +52,21 @@ type state struct {
 	aclTokens map[string]structs.ACLToken
 	aclUsers  map[string]structs.ACLUser
 
+	// partitions are the partitions' settings, by name (skein
+	// partition set).
+	partitions map[string]structs.Partition
+
+	// lastJobNumber is the newest job number given (Job.Number): the
+	// next job gets the one after it. It never goes back, so a number is
+	// never given twice, even once its job is gone.
+	lastJobNumber uint64
+
 	// The newest events, made by Apply from the changes above.
 	events eventLog
 	// eventLogSeen is set while a snapshot is read once its event log
-	// record has been.
-	eventLogSeen bool
+	// record has been; jobNumbersSeen once its job numbers record has.
+	eventLogSeen   bool
+	jobNumbersSeen bool
 
 	// Derived from the maps above, kept up to date by addJob, setJobState,
 	// addAlloc, hold, release and removeJob, and rebuilt record by record
@@ -70,6 +80,8 @@ type state struct {
 	nodeUsed     map[string]usage                 // node ID -> what its live allocations hold
 	portHolder   map[nodePort]string              // rank 0's node and MASTER_PORT -> ID of the live rank 0 using it
 	arrayTasks   map[string]jobSet                // array ID -> its tasks
+	numberJobs   map[uint64]string                // job number -> job ID
+	arrayNumbers map[uint64]string                // array number -> array ID
 	serviceJobs  map[string]jobSet                // service name -> the replica jobs naming it, of every service of that name
 	dependents   map[string]jobSet                // job ID -> the jobs whose Spec.After names it
 	queued       jobSet                           // the jobs in state queued
@@ -106,6 +118,7 @@ func newState() *state {
 		aclTokens:    map[string]structs.ACLToken{},
 		aclUsers:     map[string]structs.ACLUser{},
 		services:     map[string]*structs.Service{},
+		partitions:   map[string]structs.Partition{},
 		jobByRequest: map[string]string{},
 		jobAllocs:    map[string][]*structs.Allocation{},
 		nodeAllocs:   map[string]allocSet{},
@@ -116,6 +129,8 @@ func newState() *state {
 		nodeUsed:     map[string]usage{},
 		portHolder:   map[nodePort]string{},
 		arrayTasks:   map[string]jobSet{},
+		numberJobs:   map[uint64]string{},
+		arrayNumbers: map[uint64]string{},
 		serviceJobs:  map[string]jobSet{},
 		dependents:   map[string]jobSet{},
 		queued:       jobSet{},
@@ -123,6 +138,12 @@ func newState() *state {
 		ownerGPUs:    map[string]int{},
 		usage:        map[structs.UsageKey]*structs.Usage{},
 	}
+}
+
+// nextJobNumber gives the next job number (Job.Number).
+func (s *state) nextJobNumber() uint64 {
+	s.lastJobNumber++
+	return s.lastJobNumber
 }
 
 // addJob stores a new job.
@@ -133,6 +154,13 @@ func (s *state) addJob(j *structs.Job) {
 	}
 	if j.ArrayID != "" {
 		addToSet(s.arrayTasks, j.ArrayID, j.ID, j)
+		if j.ArrayNumber != 0 {
+			s.arrayNumbers[j.ArrayNumber] = j.ArrayID
+		}
+	}
+	if j.Number != 0 {
+		s.numberJobs[j.Number] = j.ID
+		s.lastJobNumber = max(s.lastJobNumber, j.Number)
 	}
 	if j.Service != "" {
 		addToSet(s.serviceJobs, j.Service, j.ID, j)
@@ -183,6 +211,12 @@ func (s *state) removeJob(j *structs.Job) {
 	}
 	if j.ArrayID != "" {
 		removeFromSet(s.arrayTasks, j.ArrayID, j.ID)
+		if _, ok := s.arrayTasks[j.ArrayID]; !ok && j.ArrayNumber != 0 {
+			delete(s.arrayNumbers, j.ArrayNumber)
+		}
+	}
+	if j.Number != 0 {
+		delete(s.numberJobs, j.Number)
 	}
 	if j.Service != "" {
 		removeFromSet(s.serviceJobs, j.Service, j.ID)

@@ -150,6 +150,12 @@ const (
 	// reasonPids: it lets a job hold fewer processes than this one asks.
 	reasonUnconfined
 	reasonPids
+	// reasonPartition: the node is not in the job's partition;
+	// reasonExcluded: the job's --exclude names it; reasonNotListed: its
+	// --nodelist does not.
+	reasonPartition
+	reasonExcluded
+	reasonNotListed
 	reasonConstraint
 	// The container filters of a job with an image: no engine, an engine
 	// that does not answer, one that cannot hand out the node's GPUs, a
@@ -280,6 +286,14 @@ func (r *request) static(ns *nodeState) (reasonCode, string) {
 	if p := r.job.Spec.PidsMax; p > 0 && ns.node.JobPidsMax > 0 && p > ns.node.JobPidsMax {
 		return reasonPids, ""
 	}
+	if p := r.job.Spec.Partition; p != "" && !ns.node.InPartition(p) {
+		return reasonPartition, ""
+	}
+	if s := &r.job.Spec; slices.Contains(s.ExcludeNodes, ns.node.Name) {
+		return reasonExcluded, ""
+	} else if len(s.NodeList) > 0 && !slices.Contains(s.NodeList, ns.node.Name) {
+		return reasonNotListed, ""
+	}
 	for _, c := range r.constraints {
 		if v, ok := ns.node.Labels[c.key]; !ok || v != c.value {
 			return reasonConstraint, c.key
@@ -377,6 +391,12 @@ func reasonText(r *request, code reasonCode, arg string) string {
 		return "cannot confine jobs and takes none (its agent runs them unconfined only with --allow-unconfined)"
 	case reasonPids:
 		return fmt.Sprintf("lets a job hold fewer processes than pids_max %d", r.job.Spec.PidsMax)
+	case reasonPartition:
+		return "not in partition " + r.job.Spec.Partition
+	case reasonExcluded:
+		return "excluded by the job (--exclude)"
+	case reasonNotListed:
+		return "not in the job's --nodelist"
 	case reasonConstraint:
 		return "missing constraint " + arg + "=" + r.job.Spec.Constraints[arg]
 	case reasonNoEngine:

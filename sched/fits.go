@@ -44,6 +44,9 @@ func CheckFits(nodes []*structs.Node, spec structs.JobSpec) error {
 	if len(registered) == 0 {
 		return ErrNoNodes
 	}
+	if err := inPartition(registered, spec); err != nil {
+		return err
+	}
 	hosts, who := registered, "node"
 	if spec.Image != "" {
 		var err error
@@ -220,4 +223,26 @@ func mountSources(mounts []structs.Mount) string {
 		srcs[i] = m.Source
 	}
 	return strings.Join(srcs, ", ")
+}
+
+// inPartition checks the job's partition and the nodes it names exist:
+// a partition no node is in is refused at submit, naming those that
+// exist, as Slurm refuses an invalid partition; so is a --nodelist node
+// no node is called.
+func inPartition(nodes []*structs.Node, spec structs.JobSpec) error {
+	if p := spec.Partition; p != "" && !slices.ContainsFunc(nodes, func(n *structs.Node) bool { return n.InPartition(p) }) {
+		parts := structs.PartitionsOf(nodes)
+		for i, q := range parts {
+			if q == structs.DefaultPartition {
+				parts[i] += " (the default)"
+			}
+		}
+		return &FitError{Field: "partition", Msg: fmt.Sprintf("no partition %s; the cluster's: %s", p, strings.Join(parts, ", "))}
+	}
+	for _, name := range spec.NodeList {
+		if !slices.ContainsFunc(nodes, func(n *structs.Node) bool { return n.Name == name }) {
+			return &FitError{Field: "nodelist", Msg: "no node " + name}
+		}
+	}
+	return nil
 }

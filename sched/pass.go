@@ -60,15 +60,19 @@ type Decision struct {
 	// allocation IDs or times (the leader stamps those), the blocked jobs
 	// whose reason changed, the jobs to cancel and the preemptions.
 	Plan structs.Plan
-	// Wake is when the earliest job still in its restart backoff may be
-	// placed; zero when none waits.
+	// Wake is when the earliest job still in its restart backoff (or
+	// before its --begin) may be placed, or the earliest --deadline by
+	// which a queued job must start comes due; zero when none waits.
 	Wake time.Time
 }
 
 // Decide runs one scheduling pass over the queue of v and returns its
 // whole decision. In order:
 //
-//  1. Restart backoff: a job whose NotBefore is after Now waits, silently.
+//  0. Deadlines (deadline.go): a job that can no longer end by its
+//     --deadline is cancelled.
+//  1. Restart backoff: a job whose NotBefore is after Now (a restart's
+//     backoff, or --begin) waits, silently.
 //  2. Dependencies (deps.go): a job waits for its --after jobs to end, and
 //     is cancelled when one does not exist or ended in a way its condition
 //     excludes. A singleton job (singleton.go) waits while another job of
@@ -85,8 +89,13 @@ type Decision struct {
 // the view is never changed.
 func Decide(v View, in Inputs) Decision {
 	queued := v.QueuedJobs()
-	ready, wake := pastBackoff(queued, in.Now)
+	live, late, dueAt := gateDeadlines(queued, in.Now)
+	ready, wake := pastBackoff(live, in.Now)
+	if !dueAt.IsZero() && (wake.IsZero() || dueAt.Before(wake)) {
+		wake = dueAt
+	}
 	ready, waiting, cancels := gateDependencies(ready, v.JobState)
+	cancels = append(late, cancels...)
 	ready, single := gateSingletons(ready, queued, v.RunningJobs())
 	ready, capped := capArrays(ready, v.AllLiveAllocs())
 	waiting = append(append(waiting, single...), capped...)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 var update = flag.Bool("update", false, "rewrite the corpus's golden files from what Parse returns")
@@ -22,6 +23,10 @@ var corpusEnv = map[string]string{
 	"WANDB_PROJECT": "scratch", "HOME": "/home/alice", "SSH_AUTH_SOCK": "/tmp/ssh-XXXX/agent.1",
 	"SLURM_JOB_ID": "41", "HF_TOKEN": "hf_abc",
 }
+
+// The corpus's dates (--begin, --deadline) are read in UTC, wherever the
+// test runs.
+func init() { time.Local = time.UTC }
 
 func corpusInput(t *testing.T, path string) Input {
 	t.Helper()

@@ -14,8 +14,10 @@ const (
 	argOptional                // --exclusive, --exclusive=user (only with =)
 )
 
-// option is one sbatch option skein knows: one it maps (apply) or one it
-// refuses (refused says why).
+// option is one sbatch option skein knows: one it maps (apply), one it
+// accepts with a warning (warn says why it has no effect: it would not
+// change what the job gets), or one it refuses (refused says why: it
+// would).
 type option struct {
 	long  string
 	short byte
@@ -25,6 +27,7 @@ type option struct {
 	// Empty: the option's own name.
 	group   string
 	apply   func(b *builder, v string) error
+	warn    string
 	refused string
 	// cmdline: only on the command line, never in a script (skein's own).
 	cmdline bool
@@ -46,7 +49,7 @@ var options = []*option{
 	{long: "ntasks-per-node", arg: argRequired, apply: (*builder).ntasksPerNode},
 	{long: "gres", arg: argRequired, group: "gpus", apply: (*builder).gres},
 	{long: "gpus-per-node", arg: argRequired, group: "gpus", apply: (*builder).gpusPerNode},
-	{long: "gpus-per-task", arg: argRequired, group: "gpus", apply: (*builder).gpusPerNode},
+	{long: "gpus-per-task", arg: argRequired, group: "gpus", apply: (*builder).gpusPerTask},
 	{long: "gpus", short: 'G', arg: argRequired, group: "gpus", apply: (*builder).setGPUsTotal},
 	{long: "cpus-per-task", short: 'c', arg: argRequired, apply: (*builder).cpusPerTask},
 	{long: "mem", arg: argRequired, group: "mem", apply: (*builder).mem},
@@ -73,84 +76,102 @@ var options = []*option{
 
 	{long: "account", short: 'A', arg: argRequired, apply: (*builder).account},
 	{long: "qos", short: 'q', arg: argRequired, apply: (*builder).qos},
-	{long: "mail-type", arg: argRequired, refused: "skein sends no mail"},
-	{long: "mail-user", arg: argRequired, refused: "skein sends no mail"},
+	{long: "hold", short: 'H', arg: argNone, apply: (*builder).hold},
+	{long: "begin", short: 'b', arg: argRequired, apply: (*builder).begin},
+	{long: "deadline", arg: argRequired, apply: (*builder).deadline},
+	{long: "nodelist", short: 'w', arg: argRequired, apply: (*builder).nodelist},
+	{long: "exclude", short: 'x', arg: argRequired, apply: (*builder).exclude},
+	{long: "cpus-per-gpu", arg: argRequired, apply: (*builder).cpusPerGPU},
+	{long: "mincpus", arg: argRequired, apply: (*builder).minCPUs},
+	{long: "priority", arg: argRequired, group: "priority", apply: (*builder).priority},
+	{long: "nice", arg: argOptional, group: "priority", apply: (*builder).nice},
+	{long: "wait-all-nodes", arg: argRequired, apply: (*builder).waitAllNodes},
+	{long: "kill-on-invalid-dep", arg: argRequired, apply: (*builder).killOnInvalidDep},
+	{long: "mail-type", arg: argRequired, apply: (*builder).mailType},
+	{long: "mail-user", arg: argRequired, apply: (*builder).mailUser},
+
+	{long: "comment", arg: argRequired, warn: "skein keeps no job comments"},
+	{long: "wckey", arg: argRequired, warn: "skein has no workload keys"},
+	{long: "acctg-freq", arg: argRequired, warn: "skein samples a job's usage at its own pace"},
+	{long: "profile", arg: argRequired, warn: "skein has no profiling"},
+	{long: "get-user-env", arg: argOptional, warn: "a skein job gets its account's HOME, USER and SHELL, and what --export names"},
+	{long: "propagate", arg: argOptional, warn: "skein does not propagate your resource limits"},
+	{long: "cpu-bind", arg: argRequired, warn: "skein does not bind CPUs"},
+	{long: "mem-bind", arg: argRequired, warn: "skein does not bind memory"},
+	{long: "hint", arg: argRequired, warn: "skein does not bind CPUs"},
+	{long: "gpu-bind", arg: argRequired, warn: "skein binds GPUs itself (CUDA_VISIBLE_DEVICES)"},
+	{long: "gpu-freq", arg: argRequired, warn: "skein does not set GPU clocks"},
+	{long: "cpu-freq", arg: argRequired, warn: "skein does not set CPU clocks"},
+	{long: "distribution", short: 'm', arg: argRequired, warn: "srun places tasks in node order"},
+	{long: "time-min", arg: argRequired, warn: "skein gives the job its --time"},
+	{long: "switches", arg: argRequired, warn: "skein does not know the network's switches"},
+	{long: "network", arg: argRequired, warn: "skein does not configure networks"},
+	{long: "prefer", arg: argRequired, warn: "skein constraints are required (--constraint), never preferred"},
+	{long: "oversubscribe", short: 's', arg: argNone, warn: "skein shares a node's CPUs and memory unless --exclusive, never a GPU"},
+	{long: "spread-job", arg: argNone, warn: "use skein submit --spread"},
+	{long: "use-min-nodes", arg: argNone, warn: "a skein job gets the nodes it asks for"},
+	{long: "delay-boot", arg: argRequired, warn: "skein does not reboot nodes"},
+	{long: "gres-flags", arg: argRequired, warn: "skein places GPUs per node"},
+	{long: "mcs-label", arg: argRequired, warn: "skein has no MCS labels"},
+	{long: "power", arg: argRequired, warn: "skein has no power plugins"},
+	{long: "resv-ports", arg: argOptional, warn: "skein gives a gang its MASTER_PORT"},
+	{long: "ignore-pbs", arg: argNone, warn: "skein reads no #PBS lines"},
+	{long: "quiet", short: 'Q', arg: argNone, warn: "skein sbatch says little already"},
+	{long: "verbose", short: 'v', arg: argNone, warn: "skein sbatch has no verbose output"},
+
 	{long: "reservation", arg: argRequired, refused: "skein has no reservations"},
-	{long: "begin", short: 'b', arg: argRequired, refused: "skein cannot defer a job's start"},
-	{long: "deadline", arg: argRequired, refused: "skein has no deadlines"},
-	{long: "hold", short: 'H', arg: argNone, refused: "skein cannot hold a job"},
-	{long: "nice", arg: argOptional, refused: "skein has no nice values; use skein submit --priority"},
-	{long: "priority", arg: argRequired, refused: "use skein submit --priority"},
-	{long: "nodelist", short: 'w', arg: argRequired, refused: "skein cannot name nodes; label them and use --constraint"},
-	{long: "exclude", short: 'x', arg: argRequired, refused: "skein cannot exclude nodes by name"},
 	{long: "licenses", short: 'L', arg: argRequired, refused: "skein has no licenses"},
-	{long: "comment", arg: argRequired, refused: "skein keeps no job comments"},
 	{long: "input", short: 'i', arg: argRequired, refused: "a skein job's stdin is /dev/null"},
-	{long: "distribution", short: 'm', arg: argRequired, refused: "skein places tasks by node only: use --ntasks-per-node"},
 	{long: "ntasks-per-core", arg: argRequired, refused: "skein places tasks by node only: use --ntasks-per-node"},
 	{long: "ntasks-per-socket", arg: argRequired, refused: "skein places tasks by node only: use --ntasks-per-node"},
 	{long: "ntasks-per-gpu", arg: argRequired, refused: "skein places tasks by node only: use --ntasks-per-node"},
-	{long: "cpus-per-gpu", arg: argRequired, refused: "use --cpus-per-task"},
 	{long: "gpus-per-socket", arg: argRequired, refused: "skein places GPUs per node"},
-	{long: "gpu-bind", arg: argRequired, refused: "skein binds GPUs itself (CUDA_VISIBLE_DEVICES)"},
-	{long: "gpu-freq", arg: argRequired, refused: "skein does not set GPU clocks"},
-	{long: "cpu-bind", arg: argRequired, refused: "skein does not bind CPUs"},
-	{long: "mem-bind", arg: argRequired, refused: "skein does not bind memory"},
-	{long: "hint", arg: argRequired, refused: "skein does not bind CPUs"},
 	{long: "sockets-per-node", arg: argRequired, refused: "skein asks for CPUs, not sockets"},
 	{long: "cores-per-socket", arg: argRequired, refused: "skein asks for CPUs, not cores"},
 	{long: "threads-per-core", arg: argRequired, refused: "skein asks for CPUs, not threads"},
-	{long: "mincpus", arg: argRequired, refused: "use --cpus-per-task"},
+	{long: "thread-spec", arg: argRequired, refused: "skein does not reserve threads"},
 	{long: "tmp", arg: argRequired, refused: "skein does not reserve disk"},
-	{long: "time-min", arg: argRequired, refused: "skein has one time limit (--time)"},
-	{long: "switches", arg: argRequired, refused: "skein does not know the network topology"},
 	{long: "core-spec", short: 'S', arg: argRequired, refused: "skein does not reserve cores"},
-	{long: "network", arg: argRequired, refused: "skein does not configure networks"},
 	{long: "cluster", short: 'M', arg: argRequired, refused: "skein is one cluster"},
 	{long: "clusters", arg: argRequired, refused: "skein is one cluster"},
 	{long: "container", arg: argRequired, refused: "use skein submit --image"},
-	{long: "kill-on-invalid-dep", arg: argRequired, refused: "skein cancels a job whose afterok dependency failed"},
 	{long: "no-kill", short: 'k', arg: argOptional, refused: "a skein job stops when a node is lost, and restarts if it may"},
 	{long: "overcommit", short: 'O', arg: argNone, refused: "skein does not overcommit"},
-	{long: "oversubscribe", short: 's', arg: argNone, refused: "skein never shares a GPU"},
-	{long: "propagate", arg: argOptional, refused: "skein does not propagate resource limits"},
-	{long: "get-user-env", arg: argOptional, refused: "a skein job gets its account's own environment"},
 	{long: "export-file", arg: argRequired, refused: "use --export VAR=value"},
+	{long: "nodefile", short: 'F', arg: argRequired, refused: "use --nodelist"},
 	{long: "uid", arg: argRequired, refused: "a skein job runs as its owner"},
 	{long: "gid", arg: argRequired, refused: "a skein job runs as its owner"},
-	{long: "wckey", arg: argRequired, refused: "skein has no workload keys"},
-	{long: "acctg-freq", arg: argRequired, refused: "skein has no accounting sampling"},
-	{long: "profile", arg: argRequired, refused: "skein has no profiling"},
 	{long: "burst-buffer", arg: argRequired, refused: "skein has no burst buffers"},
 	{long: "bb", arg: argRequired, refused: "skein has no burst buffers"},
 	{long: "bbf", arg: argRequired, refused: "skein has no burst buffers"},
-	{long: "prefer", arg: argRequired, refused: "skein constraints are required, never preferred"},
 	{long: "reboot", arg: argNone, refused: "skein does not reboot nodes"},
 	{long: "test-only", arg: argNone, refused: "skein does not estimate start times before a submit"},
 	{long: "tres-per-task", arg: argRequired, refused: "use --gpus-per-task and --cpus-per-task"},
 	{long: "extra-node-info", short: 'B', arg: argRequired, refused: "skein asks for CPUs, not sockets and cores"},
-	{long: "quiet", short: 'Q', arg: argNone, refused: "not supported"},
-	{long: "verbose", short: 'v', arg: argNone, refused: "not supported"},
+	{long: "x11", arg: argOptional, refused: "skein jobs have no X11 forwarding"},
+	{long: "segment", arg: argRequired, refused: "skein does not know the network's segments"},
 }
 
 // Option is an sbatch option as skein takes it.
 type Option struct {
 	Long  string // "job-name"
 	Short string // "J"; empty for an option without one
-	// Refused says why skein refuses the option; it is empty for one
-	// that skein carries out.
+	// Refused says why skein refuses the option; Warning why it accepts
+	// it with a warning and no effect. Both are empty for one that skein
+	// carries out.
 	Refused string
+	Warning string
 	// CommandLine is set on skein's own options (--wrap,
 	// --ignore-unknown), which a script's directives cannot give.
 	CommandLine bool
 }
 
 // Options lists the sbatch options skein knows: those it carries out,
-// then those it refuses. Any other option is refused as unknown.
+// then those it accepts with a warning, then those it refuses. Any other option is refused as unknown.
 func Options() []Option {
 	out := make([]Option, 0, len(options))
 	for _, o := range options {
-		opt := Option{Long: o.long, Refused: o.refused, CommandLine: o.cmdline}
+		opt := Option{Long: o.long, Refused: o.refused, Warning: o.warn, CommandLine: o.cmdline}
 		if o.short != 0 {
 			opt.Short = string(o.short)
 		}

@@ -21,6 +21,8 @@ func TestOptions_ListsEachOptionOnceWithItsLetterAndWhetherItIsRefused(t *testin
 		{Long: "wrap", CommandLine: true},
 		{Long: "account", Short: "A"},
 		{Long: "reservation", Refused: "skein has no reservations"},
+		{Long: "licenses", Short: "L", Refused: "skein has no licenses"},
+		{Long: "nodelist", Short: "w"},
 	} {
 		if got := byName[want.Long]; got != want {
 			t.Errorf("--%s: %+v, want %+v", want.Long, got, want)

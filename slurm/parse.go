@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/skein-dev/skein/structs"
 )
@@ -34,6 +35,9 @@ type Input struct {
 	// Environ lists it, for --export=ALL (nil: an empty one).
 	LookupEnv func(string) (string, bool)
 	Environ   func() []string
+	// Now is the time of the submission, from which --begin and
+	// --deadline's relative times count (zero: the clock's).
+	Now time.Time
 }
 
 // Batch is a script turned into a job.
@@ -165,8 +169,16 @@ func Parse(in Input) (*Batch, error) {
 	for _, r := range refused {
 		b.warnf("left out: %s", r)
 	}
+	for _, s := range all {
+		if s.opt != nil && s.opt.warn != "" {
+			b.warnf("%s: accepted, no effect: %s", s, s.opt.warn)
+		}
+	}
 	for _, s := range lastOfEachGroup(all) {
 		b.at[s.opt.key()] = s.String()
+		if s.opt.apply == nil {
+			continue
+		}
 		if err := s.opt.apply(b, s.value); err != nil {
 			return nil, fmt.Errorf("%s: %w", s, err)
 		}
@@ -208,7 +220,10 @@ type builder struct {
 	// gpusTotal is -G; memPerCPU and memPerGPU the per-unit memory asks.
 	gpusTotal            int
 	memPerCPU, memPerGPU structs.SizeMiB
-	env                  map[string]string
+	// gpusPerTasks is --gpus-per-task, cpusPerGPUs --cpus-per-gpu and
+	// minCPUsPerNode --mincpus (0: not given).
+	gpusPerTasks, cpusPerGPUs, minCPUsPerNode int
+	env                                       map[string]string
 	// exported is what --export=ALL passes of the submitter's
 	// environment, the job's secret env.
 	exported map[string]string
@@ -343,6 +358,11 @@ func (b *builder) gpusPerNode(v string) (err error) {
 	return err
 }
 
+func (b *builder) gpusPerTask(v string) (err error) {
+	b.batch.Spec.GPUModel, b.gpusPerTasks, err = gpuCount(v, structs.MaxGPUsPerNode)
+	return err
+}
+
 func (b *builder) setGPUsTotal(v string) (err error) {
 	b.batch.Spec.GPUModel, b.gpusTotal, err = gpuCount(v, structs.MaxGPUsPerNode*structs.MaxNodes)
 	return err
@@ -417,9 +437,6 @@ func (b *builder) array(v string) error {
 		return badValue("%q: want 0 <= START <= END, at most %d tasks, MAX not negative", v, structs.MaxArrayTasks)
 	}
 	b.batch.Spec.Array = a
-	b.setEnv("SLURM_ARRAY_TASK_MIN", strconv.Itoa(a.Start))
-	b.setEnv("SLURM_ARRAY_TASK_MAX", strconv.Itoa(a.End))
-	b.setEnv("SLURM_ARRAY_TASK_COUNT", strconv.Itoa(a.Len()))
 	return nil
 }
 
@@ -457,8 +474,10 @@ func (b *builder) dependency(v string) error {
 			if id == "" || strings.Contains(id, "+") {
 				return badValue("%q: want job IDs without +TIME", part)
 			}
-			// Slurm names an array's task ARRAY_INDEX, skein ARRAY-INDEX.
-			if base, index, ok := strings.Cut(id, "_"); ok {
+			// Slurm names an array's task ARRAY_INDEX: a numbered
+			// array's as skein does (120_3), a skein ID's as ID-INDEX.
+			base, index, ok := strings.Cut(id, "_")
+			if _, _, numbered := structs.ParseJobNumber(id); ok && !numbered {
 				n, err := strconv.Atoi(index)
 				if err != nil || n < 0 || base == "" {
 					return badValue("%q: an array task is ARRAY_INDEX, like 3f2a_7", id)
@@ -529,16 +548,16 @@ func (b *builder) constrain(k, v string) {
 	b.batch.Spec.Constraints[k] = v
 }
 
-// partitionLabel is the node label a partition is: -p gpu runs on nodes
-// started with --label partition=gpu.
-const partitionLabel = "partition"
-
+// partition reads -p: the job runs on the nodes of that partition
+// (started with `skein agent --partition NAME`).
 func (b *builder) partition(v string) error {
-	if v == "" || strings.Contains(v, ",") {
-		return badValue("%q: give one partition: skein matches it as the node label %s=NAME", v, partitionLabel)
+	if strings.Contains(v, ",") {
+		return badValue("%q: give one partition: a skein job waits in one partition's queue", v)
 	}
-	b.constrain(partitionLabel, v)
-	b.setEnv("SLURM_JOB_PARTITION", v)
+	if err := structs.ValidatePartitionName(v); err != nil {
+		return badValue("%v", err)
+	}
+	b.batch.Spec.Partition = v
 	return nil
 }
 
@@ -712,6 +731,12 @@ func (b *builder) wait(string) error {
 // against -n, -G per node, memory per CPU or GPU, and the defaults.
 func (b *builder) finish() error {
 	spec := &b.batch.Spec
+	if spec.Nodes == 0 && len(spec.NodeList) > 0 {
+		spec.Nodes = len(spec.NodeList)
+	}
+	if n := len(spec.NodeList); n > 0 && spec.Nodes != n {
+		return b.badAt("nodes", "nodelist", "%d nodes with %d named: skein runs a job on exactly the nodes --nodelist names", spec.Nodes, n)
+	}
 	if spec.Nodes == 0 {
 		spec.Nodes = 1
 		switch {
@@ -731,6 +756,12 @@ func (b *builder) finish() error {
 	if perNode > 1 {
 		b.batch.TasksPerNode = perNode
 	}
+	if b.gpusPerTasks > 0 {
+		spec.GPUs = b.gpusPerTasks * perNode
+		if spec.GPUs > structs.MaxGPUsPerNode {
+			return b.badAt("gpus", "ntasks-per-node", "%d GPUs per node, more than the limit of %d", spec.GPUs, structs.MaxGPUsPerNode)
+		}
+	}
 	if b.gpusTotal > 0 {
 		if b.gpusTotal%spec.Nodes != 0 {
 			return b.badAt("gpus", "nodes", "%d GPUs on %d nodes: skein puts the same number of GPUs on each node; give a multiple of %d, or --gpus-per-node", b.gpusTotal, spec.Nodes, spec.Nodes)
@@ -742,6 +773,12 @@ func (b *builder) finish() error {
 	}
 	if spec.GPUModel != "" && spec.GPUs == 0 {
 		return b.badAt("gpus", "", "GPU type %s with 0 GPUs", spec.GPUModel)
+	}
+	if err := b.setCPUs(perNode); err != nil {
+		return err
+	}
+	if !spec.Deadline.IsZero() && !spec.Begin.IsZero() && spec.Deadline.Before(spec.Begin) {
+		return b.badAt("deadline", "begin", "the deadline %s is before the begin time %s", spec.Deadline.Format(time.RFC3339), spec.Begin.Format(time.RFC3339))
 	}
 	var mem structs.SizeMiB
 	switch {

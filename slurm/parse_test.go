@@ -176,19 +176,44 @@ func TestParse_BadValuesNameTheLineAndTheLimit(t *testing.T) {
 }
 
 func TestParse_UnsupportedRefusedOrWarnedWithIgnoreUnknown(t *testing.T) {
-	script := "#!/bin/bash\n#SBATCH --reservation=r1\n#SBATCH --gres=gpu:2\n#SBATCH --bogus\n"
-	_, err := parse(t, script, "--mail-type=ALL")
+	script := "#!/bin/bash\n#SBATCH -L matlab\n#SBATCH --gres=gpu:2\n#SBATCH --bogus\n"
+	_, err := parse(t, script, "--tmp=10G")
 	if !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("error %v, want ErrUnsupported", err)
 	}
-	for _, want := range []string{"job.sh: line 2: --reservation=r1: skein has no reservations", "job.sh: line 4: --bogus: unknown option", "command line: --mail-type=ALL: skein sends no mail"} {
+	for _, want := range []string{"job.sh: line 2: -L matlab: skein has no licenses", "job.sh: line 4: --bogus: unknown option", "command line: --tmp=10G: skein does not reserve disk"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
-	b, err := parse(t, script, "--mail-type=ALL", "--"+ignoreUnknown)
-	if err != nil || b.Spec.GPUs != 2 || len(b.Warnings) != 3 || !strings.Contains(b.Warnings[0], "left out: job.sh: line 2: --reservation=r1") {
+	b, err := parse(t, script, "--tmp=10G", "--"+ignoreUnknown)
+	if err != nil || b.Spec.GPUs != 2 || len(b.Warnings) != 3 || !strings.Contains(b.Warnings[0], "left out: job.sh: line 2: -L matlab") {
 		t.Fatalf("with --ignore-unknown: %+v, %v", b, err)
+	}
+}
+
+func TestParse_OptionsWithNoEffectHereAreAcceptedWithOneWarningEach(t *testing.T) {
+	script := "#!/bin/bash\n#SBATCH -A proj\n#SBATCH --qos=high\n#SBATCH --mail-type=END --mail-user=a@b\n#SBATCH --comment='nightly run'\n"
+	b, err := parse(t, script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(b.Spec.MailType, []string{"END"}) || b.Spec.MailUser != "a@b" {
+		t.Errorf("mail %q to %q, want END to a@b: skein mails through the agents' --mail-prog", b.Spec.MailType, b.Spec.MailUser)
+	}
+	if b.Spec.Account != "proj" || b.Spec.QoS != "high" {
+		t.Errorf("account %q, QoS %q: want proj and high, which fair share uses", b.Spec.Account, b.Spec.QoS)
+	}
+	want := []string{
+		"job.sh: line 5: --comment=nightly run: accepted, no effect: skein keeps no job comments",
+	}
+	if len(b.Warnings) != len(want) {
+		t.Fatalf("warnings %q, want %d", b.Warnings, len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(b.Warnings[i], w) {
+			t.Errorf("warning %d: %q, want it to start %q", i, b.Warnings[i], w)
+		}
 	}
 }
 

@@ -37,7 +37,10 @@ package slurm
 // the job's GPUs are every task's (CUDA_VISIBLE_DEVICES, as the job has
 // it; a task picks its own from SLURM_LOCALID). One task without -l is
 // exec'd; with more, srun waits for all and exits with the highest exit
-// code among them, as Slurm's does. Like the wrapper, srun and the labels
+// code among them, as Slurm's does. On ranks above 0, each task's
+// stdout and stderr are appended to the job's -o and -e files as well,
+// so that the files hold every rank's srun output, as Slurm's do. Like
+// the wrapper, srun and the labels
 // outlive the signals sent to the job's process group (a cancel, --signal
 // before the time limit): the tasks get them, and srun waits for them.
 const srunShim = `#!/bin/sh
@@ -97,7 +100,13 @@ fi
 SLURM_NTASKS=$((N * m)) SLURM_NPROCS=$((N * m)) SLURM_STEP_NUM_TASKS=$((N * m))
 SLURM_STEP_NUM_NODES=$N SLURM_NTASKS_PER_NODE=$m
 export SLURM_NTASKS SLURM_NPROCS SLURM_STEP_NUM_TASKS SLURM_STEP_NUM_NODES SLURM_NTASKS_PER_NODE
-if [ "$m" = 1 ] && [ -z "$label" ]; then
+# On the ranks above 0, the tasks' output is appended to the job's -o
+# and -e files too (SKEIN_SBATCH_OUT, SKEIN_SBATCH_ERR, which the wrapper
+# sets there), as Slurm gathers every task's output of a step in them;
+# rank 0's reaches them through the script's own.
+copy=
+[ "$rank" = 0 ] || [ -z "${SKEIN_SBATCH_OUT:-}" ] || copy=1
+if [ "$m" = 1 ] && [ -z "$label" ] && [ -z "$copy" ]; then
 	SLURM_PROCID=$rank SLURM_LOCALID=0
 	export SLURM_PROCID SLURM_LOCALID
 	exec "$@"
@@ -106,7 +115,8 @@ fi
 # time limit sends the job's process group, as the wrapper does: the
 # command gets them and decides, srun waits for it and passes its exit
 # code on, and the labels copy its last words. task records its exit
-# code; label prefixes lines as they come (sed would buffer them).
+# code; label prefixes lines as they come (sed would buffer them), and
+# appends them to the file $1 names, if any.
 task() {
 	trap : ` + jobSignals + `
 	"$@"
@@ -114,8 +124,16 @@ task() {
 }
 label() {
 	trap '' ` + jobSignals + `
-	while IFS= read -r l || [ -n "$l" ]; do printf '%s: %s\n' "$SLURM_PROCID" "$l"; done
+	if [ -n "$label" ]; then
+		while IFS= read -r l || [ -n "$l" ]; do printf '%s: %s\n' "$SLURM_PROCID" "$l"; done
+	else
+		cat
+	fi | if [ -n "$1" ]; then tee -a "$1"; else cat; fi
 }
+out= err=
+if [ -n "$copy" ]; then
+	out=$SKEIN_SBATCH_OUT err=${SKEIN_SBATCH_ERR:-$SKEIN_SBATCH_OUT}
+fi
 t=$(mktemp -d "${TMPDIR:-/tmp}/skein-srun.XXXXXX") || exit 1
 trap 'rm -rf "$t"' EXIT
 trap : ` + jobSignals + `
@@ -125,10 +143,10 @@ while [ "$i" -lt "$m" ]; do
 		trap : ` + jobSignals + `
 		SLURM_PROCID=$((rank * m + i)) SLURM_LOCALID=$i
 		export SLURM_PROCID SLURM_LOCALID
-		if [ -z "$label" ]; then
+		if [ -z "$label" ] && [ -z "$copy" ]; then
 			task "$@"
 		else
-			{ task "$@" 2>&1 1>&3 3>&- | label >&2; } 3>&1 | label
+			{ task "$@" 2>&1 1>&3 3>&- | label "$err" >&2; } 3>&1 | label "$out"
 		fi
 	) &
 	i=$((i + 1))

@@ -2,6 +2,7 @@ package slurm
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -97,4 +98,61 @@ func ParseSignal(s string) (*structs.TimeSignal, error) {
 		return nil, fmt.Errorf("%w: %w", ErrBadValue, err)
 	}
 	return sig, nil
+}
+
+// slurmRelative is now[+-N[unit]].
+var slurmRelative = regexp.MustCompile(`^now(?:([+-])(\d{1,9})(seconds|minutes|hours|days|weeks)?)?$`)
+
+// ParseDate reads a point in time as Slurm's commands take it (sacct -S
+// and -E, sbatch --begin and --deadline), in local time:
+// YYYY-MM-DD[THH:MM[:SS]] (or RFC 3339, with its zone), MM/DD[/YY], HH:MM[:SS] (today),
+// now[+-N[seconds|minutes|hours|days|weeks]], today, midnight, noon,
+// fika (15:00), teatime (16:00) or tomorrow.
+func ParseDate(s string, now time.Time) (time.Time, error) {
+	y, m, d := now.Date()
+	today := time.Date(y, m, d, 0, 0, 0, 0, time.Local)
+	switch ls := strings.ToLower(s); ls {
+	case "today", "midnight":
+		return today, nil
+	case "noon":
+		return today.Add(12 * time.Hour), nil
+	case "fika":
+		return today.Add(15 * time.Hour), nil
+	case "teatime":
+		return today.Add(16 * time.Hour), nil
+	case "tomorrow":
+		return today.AddDate(0, 0, 1), nil
+	default:
+		if g := slurmRelative.FindStringSubmatch(ls); g != nil {
+			if g[1] == "" {
+				return now, nil
+			}
+			n, _ := strconv.Atoi(g[2])
+			unit := map[string]time.Duration{"": time.Second, "seconds": time.Second, "minutes": time.Minute,
+				"hours": time.Hour, "days": 24 * time.Hour, "weeks": 7 * 24 * time.Hour}[g[3]]
+			if g[1] == "-" {
+				n = -n
+			}
+			return now.Add(time.Duration(n) * unit), nil
+		}
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02", "01/02/06", "01/02"} {
+		t, err := time.ParseInLocation(layout, s, time.Local)
+		if err != nil {
+			continue
+		}
+		if layout == "01/02" {
+			t = t.AddDate(y, 0, 0)
+		}
+		return t, nil
+	}
+	for _, layout := range []string{"15:04:05", "15:04"} {
+		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
+			return today.Add(time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute + time.Duration(t.Second())*time.Second), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("time %q: want YYYY-MM-DD[THH:MM[:SS]], MM/DD[/YY], HH:MM[:SS], now[+-N[unit]], today, midnight, noon, teatime or tomorrow", s)
 }

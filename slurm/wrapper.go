@@ -17,9 +17,12 @@ const wrapperName = "skein-sbatch"
 const jobSignals = "HUP INT QUIT TERM USR1 USR2 ALRM"
 
 // wrapperBody runs the script ($1, the rest its arguments) with run(),
-// defined before it, on every rank, with an srun ($srun, srunShim) first
-// on its PATH; rank 0 also copies stdout and stderr to $o and $e, opened
-// before the script starts (open), as Slurm opens them. The script goes
+// defined before it, on every rank, with an srun ($srun, srunShim) and
+// an scontrol ($scontrol, scontrolShim) first on its PATH; rank 0 also
+// copies stdout and stderr to $o and $e, opened before the script starts
+// (open), as Slurm opens them, and the other ranks give srun $o and $e
+// (SKEIN_SBATCH_OUT, SKEIN_SBATCH_ERR) to append their tasks' output to.
+// The script goes
 // to a temporary file of the job's user, and srun to a temporary
 // directory, both removed at the end, so that its interpreter reads it as
 // a file, $0 naming it.
@@ -30,10 +33,13 @@ trap : ` + jobSignals + `
 printf '%s' "$1" >"$f" || exit 1
 shift
 d=$(mktemp -d "${TMPDIR:-/tmp}/skein-sbatch.XXXXXX") || exit 1
-mkdir "$d/bin" && printf '%s' "$srun" >"$d/bin/srun" && chmod 755 "$d/bin/srun" || exit 1
+mkdir "$d/bin" && printf '%s' "$srun" >"$d/bin/srun" && printf '%s' "$scontrol" >"$d/bin/scontrol" &&
+	chmod 755 "$d/bin/srun" "$d/bin/scontrol" || exit 1
 PATH=$d/bin:$PATH
 export PATH
 if [ "$SKEIN_RANK" != 0 ]; then
+	SKEIN_SBATCH_OUT=$o SKEIN_SBATCH_ERR=$e
+	export SKEIN_SBATCH_OUT SKEIN_SBATCH_ERR
 	run "$@"
 	exit $?
 fi
@@ -68,11 +74,12 @@ func command(b *Batch, script []byte, args []string) ([]string, error) {
 		redirect = ">>"
 	}
 	fmt.Fprintf(&w, "open() { true %s\"$1\"; }\n", redirect) // not :, whose failed redirection would end sh
-	fmt.Fprintf(&w, "o=%s\ne=%s\nsrun=%s\n", out, errFile, shellQuote(srunShim))
+	fmt.Fprintf(&w, "o=%s\ne=%s\nsrun=%s\nscontrol=%s\n", out, errFile, shellQuote(srunShim), shellQuote(scontrolShim))
 	if m := b.TasksPerNode; m > 1 {
 		// The job's tasks as Slurm counts them, which srun starts.
-		fmt.Fprintf(&w, "SLURM_NTASKS_PER_NODE=%d SLURM_NTASKS=$((${SLURM_NNODES:-1} * %d))\n", m, m)
-		w.WriteString("SLURM_NPROCS=$SLURM_NTASKS\nexport SLURM_NTASKS_PER_NODE SLURM_NTASKS SLURM_NPROCS\n")
+		fmt.Fprintf(&w, "SLURM_NTASKS_PER_NODE=%d SLURM_NTASKS=$((${SLURM_NNODES:-1} * %d)) SLURM_TASKS_PER_NODE=%d\n", m, m, m)
+		w.WriteString("[ \"${SLURM_NNODES:-1}\" = 1 ] || SLURM_TASKS_PER_NODE=\"$SLURM_TASKS_PER_NODE(x$SLURM_NNODES)\"\n")
+		w.WriteString("SLURM_NPROCS=$SLURM_NTASKS\nexport SLURM_NTASKS_PER_NODE SLURM_NTASKS SLURM_NPROCS SLURM_TASKS_PER_NODE\n")
 	}
 	w.WriteString(wrapperBody)
 	return append([]string{"/bin/sh", "-c", w.String(), wrapperName, string(script)}, args...), nil
@@ -95,12 +102,12 @@ func quoteWords(words []string) string {
 // the wrapper expands on the node, from the variables skein gives every
 // job:
 //
-//	%j  the job ID (an array task's is ARRAY-INDEX)   $SKEIN_JOB_ID
-//	%A  the array's ID (a plain job's own)            $SKEIN_ARRAY_ID
-//	%a  the task's index (4294967294 outside arrays)  $SKEIN_ARRAY_INDEX
+//	%j  the job's number (an array task's own)        $SLURM_JOB_ID
+//	%A  the array's number (a plain job's own)        $SLURM_ARRAY_JOB_ID
+//	%a  the task's index (4294967294 outside arrays)  $SLURM_ARRAY_TASK_ID
 //	%x  the job name                                  known at submit
-//	%N  the node's name                               $SKEIN_NODE
-//	%n, %t  the rank (0: rank 0 writes the files)     $SKEIN_RANK
+//	%N  rank 0's node's name                          $SKEIN_HEAD_NODE
+//	%n, %t  0, the node and task of the batch step
 //	%u  the job's user                                $USER
 //	%s  the step: batch
 //	%%  a %
@@ -144,17 +151,17 @@ func expandPattern(p, name string) (string, error) {
 		}
 		switch p[0] {
 		case 'j':
-			w.WriteString(`"$SKEIN_JOB_ID"`)
+			w.WriteString(num(`$SLURM_JOB_ID`))
 		case 'A':
-			w.WriteString(`"${SKEIN_ARRAY_ID:-$SKEIN_JOB_ID}"`)
+			w.WriteString(num(`${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}`))
 		case 'a':
-			w.WriteString(num(`${SKEIN_ARRAY_INDEX:-4294967294}`))
+			w.WriteString(num(`${SLURM_ARRAY_TASK_ID:-4294967294}`))
 		case 'x':
 			lit(name)
 		case 'N':
-			w.WriteString(`"$SKEIN_NODE"`)
+			w.WriteString(`"${SKEIN_HEAD_NODE:-$SKEIN_NODE}"`)
 		case 'n', 't':
-			w.WriteString(num(`$SKEIN_RANK`))
+			w.WriteString(num(`0`))
 		case 'u':
 			w.WriteString(`"$USER"`)
 		case 's':
@@ -170,4 +177,35 @@ func expandPattern(p, name string) (string, error) {
 		return "", badValue("the file name is empty once expanded")
 	}
 	return w.String(), nil
+}
+
+// Script returns the batch script and its arguments from a job's command
+// that sbatch made (the wrapper's), and false for any other command.
+func Script(command []string) (script string, args []string, ok bool) {
+	if len(command) < 5 || command[0] != "/bin/sh" || command[1] != "-c" || command[3] != wrapperName {
+		return "", nil, false
+	}
+	return command[4], command[5:], true
+}
+
+// Describe says in one line what a job's command runs: for sbatch's
+// wrapper, the batch script (its #! line and size) and its arguments,
+// not the wrapper's text; "" for any other command.
+func Describe(command []string) string {
+	script, args, ok := Script(command)
+	if !ok {
+		return ""
+	}
+	first, _, _ := strings.Cut(script, "\n")
+	lines := strings.Count(strings.TrimSuffix(script, "\n"), "\n") + 1
+	d := fmt.Sprintf("batch script (%s, %d lines)", strings.TrimSpace(first), lines)
+	for _, a := range args {
+		if a == "" || strings.ContainsFunc(a, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
+		}) {
+			a = shellQuote(a)
+		}
+		d += " " + a
+	}
+	return d
 }

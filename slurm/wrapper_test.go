@@ -44,14 +44,14 @@ func TestWrapper_RankZeroWritesTheFilesTheOthersOnlyTheirLogs(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "logs"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr, code := runWrapper(t, b, dir, "SKEIN_RANK=0", "SKEIN_JOB_ID=abc-7", "SKEIN_ARRAY_ID=abc", "SKEIN_ARRAY_INDEX=7")
+	stdout, stderr, code := runWrapper(t, b, dir, "SKEIN_RANK=0", "SLURM_JOB_ID=17", "SLURM_ARRAY_JOB_ID=10", "SLURM_ARRAY_TASK_ID=7")
 	if code != 3 || !strings.HasPrefix(stdout, "out ") || !strings.HasSuffix(stdout, " 2 a b c\n") || stderr != "err\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %q: want 3, the script's output with its arguments", code, stdout, stderr)
 	}
-	if got, err := os.ReadFile(filepath.Join(dir, "logs", "demo-abc-7-gpu-01.out")); err != nil || string(got) != stdout {
+	if got, err := os.ReadFile(filepath.Join(dir, "logs", "demo-17-gpu-01.out")); err != nil || string(got) != stdout {
 		t.Fatalf("-o file: %q, %v; want %q", got, err, stdout)
 	}
-	if got, err := os.ReadFile(filepath.Join(dir, "logs", "demo-abc_007.alice.err")); err != nil || string(got) != "err\n" {
+	if got, err := os.ReadFile(filepath.Join(dir, "logs", "demo-10_007.alice.err")); err != nil || string(got) != "err\n" {
 		t.Fatalf("-e file: %q, %v", got, err)
 	}
 	// The script ran from a temporary file, removed at the end.
@@ -62,7 +62,7 @@ func TestWrapper_RankZeroWritesTheFilesTheOthersOnlyTheirLogs(t *testing.T) {
 	}
 
 	other := t.TempDir()
-	if _, _, code := runWrapper(t, b, other, "SKEIN_RANK=1", "SKEIN_JOB_ID=abc-7"); code != 3 {
+	if _, _, code := runWrapper(t, b, other, "SKEIN_RANK=1", "SLURM_JOB_ID=17"); code != 3 {
 		t.Fatalf("rank 1: exit %d, want 3", code)
 	}
 	if entries, _ := os.ReadDir(other); len(entries) != 0 {
@@ -77,21 +77,21 @@ func TestWrapper_DefaultOutputTakesBothStreamsAndAppendKeepsOldContent(t *testin
 	if err != nil {
 		t.Fatal(err)
 	}
-	runWrapper(t, b, dir, "SKEIN_RANK=0", "SKEIN_JOB_ID=j1")
-	got, err := os.ReadFile(filepath.Join(dir, "slurm-j1.out"))
+	runWrapper(t, b, dir, "SKEIN_RANK=0", "SLURM_JOB_ID=41")
+	got, err := os.ReadFile(filepath.Join(dir, "slurm-41.out"))
 	if err != nil || !strings.Contains(string(got), "one\n") || !strings.Contains(string(got), "two\n") || len(got) != 8 {
-		t.Fatalf("slurm-j1.out = %q, %v; want both lines", got, err)
+		t.Fatalf("slurm-41.out = %q, %v; want both lines", got, err)
 	}
-	runWrapper(t, b, dir, "SKEIN_RANK=0", "SKEIN_JOB_ID=j1")
-	if again, _ := os.ReadFile(filepath.Join(dir, "slurm-j1.out")); len(again) != 8 {
+	runWrapper(t, b, dir, "SKEIN_RANK=0", "SLURM_JOB_ID=41")
+	if again, _ := os.ReadFile(filepath.Join(dir, "slurm-41.out")); len(again) != 8 {
 		t.Fatalf("a second run without --open-mode=append: %q, want it truncated first", again)
 	}
 	b, err = Parse(Input{Path: "x.sh", Script: []byte(script), Options: []string{"--open-mode=append"}, SubmitDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runWrapper(t, b, dir, "SKEIN_RANK=0", "SKEIN_JOB_ID=j1")
-	if again, _ := os.ReadFile(filepath.Join(dir, "slurm-j1.out")); len(again) != 16 {
+	runWrapper(t, b, dir, "SKEIN_RANK=0", "SLURM_JOB_ID=41")
+	if again, _ := os.ReadFile(filepath.Join(dir, "slurm-41.out")); len(again) != 16 {
 		t.Fatalf("with --open-mode=append: %q, want both runs", again)
 	}
 }
@@ -101,7 +101,7 @@ func TestWrapper_AnOutputFileThatCannotBeOpenedFailsTheJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, _, code := runWrapper(t, b, t.TempDir(), "SKEIN_RANK=0", "SKEIN_JOB_ID=j")
+	stdout, _, code := runWrapper(t, b, t.TempDir(), "SKEIN_RANK=0", "SLURM_JOB_ID=3")
 	if code != 1 || stdout != "" {
 		t.Fatalf("exit %d, stdout %q: want 1 and the script not run", code, stdout)
 	}
@@ -119,14 +119,14 @@ func TestWrapper_SignalsReachTheScriptAndTheOutputSurvives(t *testing.T) {
 	}
 	cmd := exec.Command(b.Spec.Command[0], b.Spec.Command[1:]...)
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "SKEIN_RANK=0", "SKEIN_JOB_ID=sig"}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "SKEIN_RANK=0", "SLURM_JOB_ID=8"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(dir, "slurm-sig.out")
+	file := filepath.Join(dir, "slurm-8.out")
 	waitStarted(t, file)
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
@@ -151,12 +151,12 @@ func TestWrapper_ACancelStopsTheScriptAndKeepsItsOutput(t *testing.T) {
 	}
 	cmd := exec.Command(b.Spec.Command[0], b.Spec.Command[1:]...)
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "SKEIN_RANK=0", "SKEIN_JOB_ID=term"}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "SKEIN_RANK=0", "SLURM_JOB_ID=9"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(dir, "slurm-term.out")
+	file := filepath.Join(dir, "slurm-9.out")
 	waitStarted(t, file)
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -190,7 +190,7 @@ func srunScript(t *testing.T, script string, rank int) (stdout, stderr string, c
 	if err != nil {
 		t.Fatal(err)
 	}
-	return runWrapper(t, b, t.TempDir(), fmt.Sprintf("SKEIN_RANK=%d", rank), "SKEIN_JOB_ID=j", "SLURM_NNODES=2")
+	return runWrapper(t, b, t.TempDir(), fmt.Sprintf("SKEIN_RANK=%d", rank), "SLURM_JOB_ID=3", "SLURM_NNODES=2")
 }
 
 // sortedLines sorts the lines of output whose tasks ran at once.
@@ -261,7 +261,7 @@ func TestSrun_SignalsReachTheTasksAndSrunWaitsForThem(t *testing.T) {
 	}
 	cmd := exec.Command(b.Spec.Command[0], b.Spec.Command[1:]...)
 	cmd.Dir = t.TempDir()
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + t.TempDir(), "SKEIN_RANK=1", "SKEIN_JOB_ID=sig", "SLURM_NNODES=2"}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + t.TempDir(), "SKEIN_RANK=1", "SLURM_JOB_ID=8", "SLURM_NNODES=2"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	outFile := filepath.Join(cmd.Dir, "stdout")
 	out, err := os.Create(outFile)
@@ -301,5 +301,84 @@ func TestSrun_StartsTheJobsTasksPerNodeByDefault(t *testing.T) {
 	want := "script 3/6\ntask 3 of 6\ntask 4 of 6\ntask 5 of 6"
 	if code != 0 || sortedLines(stdout) != want || !strings.HasPrefix(stdout, "script 3/6\n") {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want %q", code, stdout, stderr, want)
+	}
+}
+
+// TestWrapper_ScontrolShowHostnamesInAJob: the script finds scontrol on
+// its PATH; without skein on the node it still expands the job's host
+// list, one name a line; with skein it is skein's scontrol.
+func TestWrapper_ScontrolShowHostnamesInAJob(t *testing.T) {
+	b, err := Parse(Input{Path: "h.sh", Script: []byte("#!/bin/sh\nscontrol show hostnames\nscontrol show hostnames 'x[8-10]-ib,y'\nscontrol show job\necho rc=$?\n"), SubmitDir: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := runWrapper(t, b, t.TempDir(), "SKEIN_RANK=1", "SLURM_JOB_NODELIST=gpu[01-03,07],login")
+	want := "gpu01\ngpu02\ngpu03\ngpu07\nlogin\nx8-ib\nx9-ib\nx10-ib\ny\nrc=1\n"
+	if code != 0 || stdout != want || !strings.Contains(stderr, "skein is not on this node's PATH") {
+		t.Fatalf("without skein: exit %d, stdout %q, stderr %q; want %q and an error for show job", code, stdout, stderr, want)
+	}
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "skein"), []byte("#!/bin/sh\necho \"skein $*\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err = Parse(Input{Path: "h.sh", Script: []byte("#!/bin/sh\nPATH=$PATH:" + bin + "\nscontrol show job 7\n"), SubmitDir: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stdout, stderr, code := runWrapper(t, b, t.TempDir(), "SKEIN_RANK=1"); code != 0 || stdout != "skein scontrol show job 7\n" {
+		t.Fatalf("with skein: exit %d, stdout %q, stderr %q; want skein's scontrol", code, stdout, stderr)
+	}
+}
+
+func TestDescribe_ABatchScriptIsShownAsOneNotAsItsWrapper(t *testing.T) {
+	b, err := Parse(Input{Path: "train.sh", Script: []byte("#!/bin/bash\n#SBATCH -N 1\necho hi\n"), Args: []string{"--lr", "0.1"}, SubmitDir: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := Describe(b.Spec.Command), "batch script (#!/bin/bash, 3 lines) --lr 0.1"; got != want {
+		t.Errorf("Describe = %q, want %q", got, want)
+	}
+	if got := Describe([]string{"python", "train.py"}); got != "" {
+		t.Errorf("Describe of a plain command = %q, want empty", got)
+	}
+}
+
+// TestWrapper_EveryRanksSrunOutputReachesTheOutputFile: rank 0 writes the
+// -o file (its srun's output with the script's), and a rank above 0
+// appends its srun tasks' output to it, stdout and stderr, labelled
+// with -l, as Slurm gathers a step's output; what rank 1's script prints
+// outside srun stays in its own log.
+func TestWrapper_EveryRanksSrunOutputReachesTheOutputFile(t *testing.T) {
+	script := "#!/bin/sh\n#SBATCH -N 2\n#SBATCH -o job-%N.out\necho \"script on $SLURM_NODEID\"\n" +
+		"srun sh -c 'echo out from $SLURM_PROCID; echo err from $SLURM_PROCID >&2'\nsrun -l echo labelled\n"
+	b, err := Parse(Input{Path: "steps.sh", Script: []byte(script), SubmitDir: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for rank := range 2 {
+		stdout, stderr, code := runWrapper(t, b, dir, fmt.Sprintf("SKEIN_RANK=%d", rank), "SLURM_JOB_ID=5", "SLURM_NNODES=2",
+			fmt.Sprintf("SLURM_NODEID=%d", rank), fmt.Sprintf("SKEIN_NODE=node%d", rank+1), "SKEIN_HEAD_NODE=node1")
+		if code != 0 {
+			t.Fatalf("rank %d: exit %d, stdout %q, stderr %q", rank, code, stdout, stderr)
+		}
+		if rank == 1 && (!strings.Contains(stdout, "script on 1") || !strings.Contains(stdout, "out from 1") || !strings.Contains(stderr, "err from 1")) {
+			t.Errorf("rank 1's own log: stdout %q, stderr %q; want all it printed", stdout, stderr)
+		}
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "job-node1.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"script on 0\n", "out from 0\n", "err from 0\n", "0: labelled\n", "out from 1\n", "err from 1\n", "1: labelled\n"} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("job-node1.out lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(string(got), "script on 1") {
+		t.Errorf("job-node1.out has rank 1's output outside srun:\n%s", got)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "job-node2.out")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("rank 1 made a file of its own: %v", err)
 	}
 }

@@ -44,7 +44,7 @@ func TestMessageType_NumbersNeverChange(t *testing.T) {
 	// These numbers are written into Raft logs; changing one corrupts history.
 	want := map[MessageType]uint8{NodeRegisterType: 1, JobSubmitType: 2, JobCancelType: 3, PlanApplyType: 4, AllocUpdateType: 5,
 		NodeStatusType: 6, NodeAllocsLostType: 7, LimitsSetType: 20,
-		ServiceRegisterType: 21, ServiceScaleType: 22, ServiceDeleteType: 23}
+		ServiceRegisterType: 21, ServiceScaleType: 22, ServiceDeleteType: 23, JobUpdateType: 36, PartitionSetType: 37}
 	for typ, n := range want {
 		if uint8(typ) != n {
 			t.Errorf("%s = %d, want %d", typ, typ, n)

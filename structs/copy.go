@@ -15,6 +15,7 @@ func (n *Node) Copy() *Node {
 	c := *n
 	c.Labels = maps.Clone(n.Labels)
 	c.Drain = n.Drain.Copy()
+	c.Partitions = slices.Clone(n.Partitions)
 	if n.Containers != nil {
 		e := *n.Containers
 		e.Images = slices.Clone(e.Images)
@@ -39,6 +40,9 @@ func (s JobSpec) Copy() JobSpec {
 	s.Env = maps.Clone(s.Env)
 	s.SecretEnv = maps.Clone(s.SecretEnv)
 	s.Constraints = maps.Clone(s.Constraints)
+	s.NodeList = slices.Clone(s.NodeList)
+	s.MailType = slices.Clone(s.MailType)
+	s.ExcludeNodes = slices.Clone(s.ExcludeNodes)
 	s.After = slices.Clone(s.After)
 	s.Mounts = slices.Clone(s.Mounts)
 	s.Caps = slices.Clone(s.Caps)

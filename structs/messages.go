@@ -50,6 +50,12 @@ const (
 	AccountSetType  MessageType = 32
 	QoSSetType      MessageType = 33
 	UsageChargeType MessageType = 34
+
+	// JobUpdateType holds, releases or changes a queued job (Slurm's
+	// scontrol hold, release and update).
+	JobUpdateType MessageType = 36
+	// PartitionSetType sets or drops a partition's limits.
+	PartitionSetType MessageType = 37
 )
 
 // IgnoreUnknownTypeFlag marks an entry that a replica which does not know its
@@ -125,6 +131,10 @@ func (t MessageType) String() string {
 		return "qos-set"
 	case UsageChargeType:
 		return "usage-charge"
+	case JobUpdateType:
+		return "job-update"
+	case PartitionSetType:
+		return "partition-set"
 	}
 	return "unknown"
 }
@@ -405,4 +415,24 @@ type JobGCRequest struct {
 	JobIDs    []string  `json:"job_ids"`
 	Retention Duration  `json:"retention"`
 	At        time.Time `json:"at"`
+}
+
+// JobUpdateRequest changes a queued job, or with ArrayID every queued
+// task of an array: Hold holds it (true) or releases it (false); Name,
+// TimeLimit and Priority replace its spec's. Nil fields are left as they
+// are. A job that has started or ended is refused (Slurm changes a
+// running job's limits only for its operators).
+type JobUpdateRequest struct {
+	JobID     string    `json:"job_id,omitempty"`
+	ArrayID   string    `json:"array_id,omitempty"`
+	Hold      *bool     `json:"hold,omitempty"`
+	Name      *string   `json:"name,omitempty"`
+	TimeLimit *Duration `json:"time_limit,omitempty"`
+	Priority  *int      `json:"priority,omitempty"`
+	At        time.Time `json:"at"`
+}
+
+// Empty reports whether the request changes nothing.
+func (r *JobUpdateRequest) Empty() bool {
+	return r.Hold == nil && r.Name == nil && r.TimeLimit == nil && r.Priority == nil
 }

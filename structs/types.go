@@ -40,13 +40,16 @@ type Addresses struct {
 
 // Node is one machine running a skein agent, as registered through Raft.
 type Node struct {
-	ID        string            `json:"id"`
-	Name      string            `json:"name"`
-	Addresses Addresses         `json:"addresses"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	CPUs      int               `json:"cpus"`
-	MemoryMiB int64             `json:"memory_mib"`
-	GPUs      []GPU             `json:"gpus"`
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Addresses Addresses `json:"addresses"`
+	// Partitions are the partitions the node is in (skein agent
+	// --partition); a node that declares none is in DefaultPartition.
+	Partitions []string          `json:"partitions,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	CPUs       int               `json:"cpus"`
+	MemoryMiB  int64             `json:"memory_mib"`
+	GPUs       []GPU             `json:"gpus"`
 	// GPUSource says where the GPU inventory came from: "nvml", "simulated"
 	// or "none". Simulated GPUs are labelled as such everywhere they are shown.
 	GPUSource string `json:"gpu_source"`
@@ -285,6 +288,28 @@ type JobSpec struct {
 	// long before the limit (Slurm's --signal), so it can checkpoint.
 	Signal      *TimeSignal       `json:"signal,omitempty" yaml:"signal"`
 	Constraints map[string]string `json:"constraints,omitempty" yaml:"constraints"`
+	// Partition, when set, places the job only on nodes of that
+	// partition (Node.Partitions; DefaultPartition is the nodes that
+	// declare none). A job without one may run on any node.
+	Partition string `json:"partition,omitempty" yaml:"partition"`
+	// NodeList, when set, places the job only on these nodes, by name,
+	// and ExcludeNodes never on those (Slurm's --nodelist, --exclude).
+	NodeList     []string `json:"nodelist,omitempty" yaml:"nodelist"`
+	ExcludeNodes []string `json:"exclude,omitempty" yaml:"exclude"`
+	// Hold submits the job held: it waits, whatever else it waits for,
+	// until released (Job.Held; Slurm's --hold, scontrol release).
+	Hold bool `json:"hold,omitempty" yaml:"hold"`
+	// Begin, when set, keeps the job from starting before then (Job's
+	// NotBefore; Slurm's --begin). Deadline, when set, cancels the job
+	// while it waits once it could no longer end by then, its time
+	// limit counted (Slurm's --deadline).
+	Begin    time.Time `json:"begin,omitzero" yaml:"begin"`
+	Deadline time.Time `json:"deadline,omitzero" yaml:"deadline"`
+	// MailType names the events of the job a mail is sent for (MailTypes;
+	// Slurm's --mail-type), to MailUser (its owner when empty), by the
+	// program the agents' --mail-prog names.
+	MailType []string `json:"mail_type,omitempty" yaml:"mail_type"`
+	MailUser string   `json:"mail_user,omitempty" yaml:"mail_user"`
 	// Spread places ranks on the emptiest fitting nodes instead of
 	// packing them onto the fullest (the default, binpack).
 	Spread bool `json:"spread,omitempty" yaml:"spread"`
@@ -483,6 +508,15 @@ type Job struct {
 	// ArrayID and ArrayIndex place a task in its job array.
 	ArrayID    string `json:"array_id,omitempty"`
 	ArrayIndex int    `json:"array_index,omitempty"`
+	// Number is the job's numeric ID, unique in the cluster and
+	// increasing in the order jobs were committed (Slurm's job ID); 0 on
+	// a job created before numbers were given. Every task of an array
+	// has its own, and ArrayNumber is the array's: its first task's.
+	Number      uint64 `json:"number,omitempty"`
+	ArrayNumber uint64 `json:"array_number,omitempty"`
+	// Held keeps a queued job from being placed until it is released
+	// (JobUpdateType; Slurm's scontrol hold and release, sbatch --hold).
+	Held bool `json:"held,omitempty"`
 	// Service, on a replica of a service, names it: the job restarts
 	// whenever it ends, for as long as the service wants it.
 	// ServiceVersion is the version of the service's spec it runs

@@ -29,6 +29,7 @@ const (
 	MaxLabels       = 64
 	MaxDependencies = 64
 	MaxArrayTasks   = 10000
+	MaxNodeNames    = 1024 // in a nodelist or an exclude list
 	// MaxPreemptGrace bounds a preemptible job's warning time: the
 	// preempting job waits this long at most for its GPUs.
 	MaxPreemptGrace = Duration(10 * time.Minute)
@@ -72,10 +73,14 @@ var reservedEnv = map[string]bool{
 // so multi-node frameworks need no glue; a spec may not set them either.
 var LaunchEnv = []string{
 	"MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "GPUS_PER_NODE", "WORLD_SIZE",
-	"SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_NNODES", "SLURM_JOB_NUM_NODES", "SLURM_NODEID",
-	"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE",
-	"SLURM_JOB_NODELIST", "SLURM_GPUS_ON_NODE", "SLURMD_NODENAME",
-	"SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID",
+	"SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_NAME", "SLURM_NNODES", "SLURM_JOB_NUM_NODES", "SLURM_NODEID",
+	"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE",
+	"SLURM_TASKS_PER_NODE", "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURMD_NODENAME",
+	"SLURM_TOPOLOGY_ADDR", "SLURM_TOPOLOGY_ADDR_PATTERN", "SLURM_JOB_PARTITION",
+	"SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE", "SLURM_GPUS", "SLURM_JOB_GPUS",
+	"SLURM_CPUS_ON_NODE", "SLURM_JOB_CPUS_PER_NODE", "SLURM_MEM_PER_NODE", "SLURM_JOB_USER",
+	"SLURM_RESTART_COUNT", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_MIN",
+	"SLURM_ARRAY_TASK_MAX", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_STEP",
 }
 
 // ReservedEnv reports whether a job spec may not set the variable.
@@ -183,6 +188,31 @@ func (s *JobSpec) Validate() error {
 	for k := range s.Constraints {
 		if k == "" {
 			return fieldErr("constraints", "empty label name")
+		}
+	}
+	for _, f := range []struct {
+		name  string
+		nodes []string
+	}{{"nodelist", s.NodeList}, {"exclude", s.ExcludeNodes}} {
+		if len(f.nodes) > MaxNodeNames {
+			return fieldErr(f.name, "%d nodes, more than the limit of %d", len(f.nodes), MaxNodeNames)
+		}
+		if slices.Contains(f.nodes, "") {
+			return fieldErr(f.name, "empty node name")
+		}
+	}
+	if len(s.NodeList) > 0 && s.Nodes != len(s.NodeList) {
+		return fieldErr("nodelist", "%d nodes named for a job of %d: a job runs on exactly the nodes its nodelist names", len(s.NodeList), s.Nodes)
+	}
+	if err := s.validateMail(); err != nil {
+		return err
+	}
+	if !s.Deadline.IsZero() && s.Deadline.Before(s.Begin) {
+		return fieldErr("deadline", "%s is before the begin time %s", s.Deadline.Format(time.RFC3339), s.Begin.Format(time.RFC3339))
+	}
+	if s.Partition != "" {
+		if err := ValidatePartitionName(s.Partition); err != nil {
+			return fieldErr("partition", "%v", err)
 		}
 	}
 	if len(s.After) > MaxDependencies {

@@ -28,6 +28,14 @@ func fullJobSpec() JobSpec {
 		MemoryMiB:       512 * 1024,
 		PidsMax:         4096,
 		Priority:        5,
+		Partition:       "gpu",
+		NodeList:        []string{"gpu01", "gpu02"},
+		ExcludeNodes:    []string{"gpu03"},
+		Hold:            true,
+		Begin:           time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC),
+		Deadline:        time.Date(2030, 1, 3, 0, 0, 0, 0, time.UTC),
+		MailType:        []string{"BEGIN", "END"},
+		MailUser:        "alice@example.com",
 		Restarts:        2,
 		TimeLimit:       Duration(2 * time.Hour),
 		Signal:          &TimeSignal{Name: "USR1", Before: Duration(90 * time.Second)},
@@ -80,6 +88,22 @@ const fullJobSpecJSON = `{
   "constraints": {
     "zone": "a"
   },
+  "partition": "gpu",
+  "nodelist": [
+    "gpu01",
+    "gpu02"
+  ],
+  "exclude": [
+    "gpu03"
+  ],
+  "hold": true,
+  "begin": "2030-01-02T03:04:00Z",
+  "deadline": "2030-01-03T00:00:00Z",
+  "mail_type": [
+    "BEGIN",
+    "END"
+  ],
+  "mail_user": "alice@example.com",
   "spread": true,
   "after": [
     {
@@ -163,7 +187,7 @@ func TestJob_JSONIsPinned(t *testing.T) {
 		NotBefore: at.Add(2 * time.Hour), StopRequested: true, PreemptedBy: "fedcba98", Preemptions: 1,
 		PreemptReason: "preempted by job fedcba98 (priority 10)", Evicted: "evicted: node gpu-01 drains", Evictions: 2,
 		ReplacedBy: "0123456789abcdef-r4", Reason: "waiting", ExitCode: 3, GPUFaults: 1,
-		ArrayID: "0123456789abcdef0123456789abcdef", ArrayIndex: 7, Service: "llama", ServiceVersion: 3, Crashes: 2, CreateIndex: 10, ModifyIndex: 12,
+		ArrayID: "0123456789abcdef0123456789abcdef", ArrayIndex: 7, Number: 42, ArrayNumber: 35, Held: true, Service: "llama", ServiceVersion: 3, Crashes: 2, CreateIndex: 10, ModifyIndex: 12,
 		Usage: &AllocUsage{MemoryPeakBytes: 64 << 20, MemoryLimitBytes: 64 << 20, CPUTime: Duration(90 * time.Second),
 			CPUThrottled: Duration(time.Second), ThrottledPeriods: 10, OOMKills: 1},
 	}
@@ -200,6 +224,9 @@ func TestJob_JSONIsPinned(t *testing.T) {
   },
   "array_id": "0123456789abcdef0123456789abcdef",
   "array_index": 7,
+  "number": 42,
+  "array_number": 35,
+  "held": true,
   "service": "llama",
   "service_version": 3,
   "crashes": 2,
@@ -307,7 +334,7 @@ func TestNode_JSONIsPinned(t *testing.T) {
 	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	node := Node{
 		ID: "n1", Name: "gpu-01", Addresses: Addresses{HTTP: "10.0.0.1:7470", Raft: "10.0.0.1:7471", Gossip: "10.0.0.1:7472"},
-		Labels: map[string]string{"rack": "r1"}, CPUs: 64, MemoryMiB: 1 << 20,
+		Labels: map[string]string{"rack": "r1"}, Partitions: []string{"gpu", "debug"}, CPUs: 64, MemoryMiB: 1 << 20,
 		GPUs:      []GPU{{Index: 0, UUID: "GPU-1", Model: "H100", MemoryMiB: 81920, PCIBusID: "0000:01:00.0", Healthy: true, NUMANode: 0}},
 		GPUSource: "nvml", GPUDriver: "550.54.15", CUDAVersion: "12.4", LinkMbps: 100000,
 		MasterPorts: PortRange{Min: 29500, Max: 29999},
@@ -326,6 +353,10 @@ func TestNode_JSONIsPinned(t *testing.T) {
     "raft": "10.0.0.1:7471",
     "gossip": "10.0.0.1:7472"
   },
+  "partitions": [
+    "gpu",
+    "debug"
+  ],
   "labels": {
     "rack": "r1"
   },

@@ -77,6 +77,10 @@ type Config struct {
 	// (agent/overload; nil: never): passes are then spaced by
 	// StarvedPassInterval, so the CPU goes to Raft and the leases first.
 	Starved func() bool
+	// Mail, when set, is handed each mail a job's --mail-type asks for
+	// (mail.go), in order, from the leader's duties: it must not block
+	// (the agent runs its --mail-prog in the background). Nil sends none.
+	Mail func(Mail)
 	// Metrics records what the leader does (agent/metrics); nil records
 	// nothing.
 	Metrics Metrics
@@ -190,7 +194,7 @@ func (l *Leader) Follow(ctx context.Context) {
 // lead runs the leader's duties until stop closes: a barrier so the FSM
 // holds every committed entry, then the node monitor, the removal of
 // expired jobs, the autoscaler, the rollouts of service updates, the
-// drains and the scheduling loop.
+// drains, the jobs' mail and the scheduling loop.
 func (l *Leader) lead(stop <-chan struct{}) {
 	for {
 		err := l.cfg.Raft.Barrier(barrierTimeout)
@@ -209,7 +213,11 @@ func (l *Leader) lead(stop <-chan struct{}) {
 	since := l.silenceFrom(time.Now())
 	var duties sync.WaitGroup
 	defer duties.Wait()
-	duties.Add(6)
+	duties.Add(7)
+	go func() {
+		defer duties.Done()
+		l.mailLoop(stop)
+	}()
 	go func() {
 		defer duties.Done()
 		l.monitorNodes(stop, since)

@@ -28,6 +28,7 @@ func (n *Node) register() error {
 		Name:        n.cfg.Name,
 		Addresses:   structs.Addresses{HTTP: n.cfg.HTTPAddr, Raft: n.cfg.RaftAddr, Gossip: n.cfg.GossipAddr},
 		Labels:      n.cfg.Labels,
+		Partitions:  n.cfg.Partitions,
 		CPUs:        cpus,
 		MemoryMiB:   mem,
 		GPUs:        inv.GPUs,

@@ -163,11 +163,20 @@ func (n *Node) startAlloc(alloc *structs.Allocation) {
 	}
 	delete(n.portBusy, alloc.ID)
 	if err == nil {
-		err = n.runner.Start(runner.Task{
+		task := runner.Task{
 			Alloc: *alloc, Job: *job, NodeName: n.cfg.Name,
 			Peers: n.peers(alloc), MasterPort: port,
 			PortEnv: n.portEnv(job),
-		})
+		}
+		if self, ok := n.fsm.Node(n.cfg.NodeID); ok {
+			task.NodeCPUs = self.CPUs
+			for _, g := range alloc.GPUs {
+				if i := slices.IndexFunc(self.GPUs, func(x structs.GPU) bool { return x.UUID == g }); i >= 0 {
+					task.GPUIndexes = append(task.GPUIndexes, self.GPUs[i].Index)
+				}
+			}
+		}
+		err = n.runner.Start(task)
 	}
 	if err != nil {
 		n.log.Error("start allocation", "alloc", structs.ShortID(alloc.ID), "error", err)

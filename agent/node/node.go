@@ -37,9 +37,10 @@ type Config struct {
 	GossipAddr    string
 	AdvertiseAddr string
 	Labels        map[string]string
-	CPUs          int   // 0: detect
-	MemoryMiB     int64 // 0: detect
-	LinkMbps      int   // 0: detect
+	Partitions    []string // the partitions the node is in (Node.Partitions)
+	CPUs          int      // 0: detect
+	MemoryMiB     int64    // 0: detect
+	LinkMbps      int      // 0: detect
 	MasterPorts   structs.PortRange
 	// Engine probes the node's container engine; nil probes none.
 	// AllowMounts and AllowCaps, reported with an engine that answers,

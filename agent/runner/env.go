@@ -2,7 +2,6 @@ package runner
 
 import (
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"slices"
 	"strconv"
@@ -22,7 +21,7 @@ var secretEnv = []string{"SKEIN_TOKEN", "SKEIN_JOIN_TOKEN", "SKEIN_ENCRYPT"}
 var ownEnv = append([]string{
 	"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "SKEIN_JOB_ID", "SKEIN_ALLOC_ID",
 	"SKEIN_NODE", "SKEIN_RANK", "SKEIN_ATTEMPT", "SKEIN_JOB_NAME",
-	"SKEIN_ARRAY_ID", "SKEIN_ARRAY_INDEX", "SKEIN_TIME_LIMIT", "SKEIN_TIME_SIGNAL", SimGPUUtilEnv,
+	"SKEIN_ARRAY_ID", "SKEIN_ARRAY_INDEX", "SKEIN_TIME_LIMIT", "SKEIN_TIME_SIGNAL", "SKEIN_HEAD_NODE", SimGPUUtilEnv,
 }, structs.LaunchEnv...)
 
 // SimGPUUtilEnv names the file a process job on simulated GPUs may write
@@ -39,11 +38,11 @@ const SimGPUUtilEnv = "SKEIN_SIM_GPU_UTIL_FILE"
 //
 // skein sets CUDA_VISIBLE_DEVICES to the allocated GPU UUIDs joined by commas
 // ("" for a job without GPUs), CUDA_DEVICE_ORDER=PCI_BUS_ID, SKEIN_JOB_ID,
-// SKEIN_ALLOC_ID, SKEIN_NODE, SKEIN_RANK, SKEIN_ATTEMPT and, when the job has
+// SKEIN_ALLOC_ID, SKEIN_NODE, SKEIN_HEAD_NODE (rank 0's node), SKEIN_RANK, SKEIN_ATTEMPT and, when the job has
 // a name, SKEIN_JOB_NAME. A job with a time limit sees it in whole seconds
 // in SKEIN_TIME_LIMIT, and its --signal as SKEIN_TIME_SIGNAL (USR1@1m0s).
-// With the task's peers known it also sets the torchrun and Slurm
-// variables (structs.LaunchEnv), and a service replica's task gets its
+// With the task's peers known it also sets the torchrun variables, and
+// always the Slurm ones (setSlurmEnv; both are structs.LaunchEnv); a service replica's task gets its
 // port in the variable Task.PortEnv names. A process task on simulated
 // GPUs gets SimGPUUtilEnv.
 func BuildEnv(t Task, base []string) []string {
@@ -70,6 +69,11 @@ func BuildEnv(t Task, base []string) []string {
 	env.set("SKEIN_JOB_ID", jobID)
 	env.set("SKEIN_ALLOC_ID", t.Alloc.ID)
 	env.set("SKEIN_NODE", t.NodeName)
+	head := t.NodeName
+	if len(t.Peers) > 0 {
+		head = t.Peers[0].Node
+	}
+	env.set("SKEIN_HEAD_NODE", head)
 	env.set("SKEIN_RANK", strconv.Itoa(t.Alloc.Rank))
 	env.set("SKEIN_ATTEMPT", strconv.Itoa(t.Alloc.Attempt))
 	if t.Job.Spec.Name != "" {
@@ -82,7 +86,7 @@ func BuildEnv(t Task, base []string) []string {
 		}
 	}
 	if len(t.Peers) > 0 {
-		setLaunchEnv(env, t, jobID)
+		setLaunchEnv(env, t)
 	}
 	if t.PortEnv != "" && !skeinOwned(t.PortEnv) {
 		env.set(t.PortEnv, strconv.Itoa(t.MasterPort))
@@ -91,52 +95,25 @@ func BuildEnv(t Task, base []string) []string {
 		env.set(SimGPUUtilEnv, t.SimGPUUtilFile)
 	}
 	if t.Job.ArrayID != "" {
-		index := strconv.Itoa(t.Job.ArrayIndex)
 		env.set("SKEIN_ARRAY_ID", t.Job.ArrayID)
-		env.set("SKEIN_ARRAY_INDEX", index)
-		env.set("SLURM_ARRAY_JOB_ID", slurmJobID(t.Job.ArrayID))
-		env.set("SLURM_ARRAY_TASK_ID", index)
+		env.set("SKEIN_ARRAY_INDEX", strconv.Itoa(t.Job.ArrayIndex))
 	}
+	setSlurmEnv(env, t)
 	return env.list
 }
 
-// setLaunchEnv sets what torchrun needs without glue, and the Slurm names
-// that frameworks detecting Slurm read: one task per node, rank 0's node
-// as the rendezvous host.
-func setLaunchEnv(env *envList, t Task, jobID string) {
+// setLaunchEnv sets what torchrun needs without glue: rank 0's node as
+// the rendezvous host, one task per node.
+func setLaunchEnv(env *envList, t Task) {
 	spec := t.Job.Spec
 	perNode := max(spec.GPUs, 1)
-	names := make([]string, len(t.Peers))
-	for i, p := range t.Peers {
-		names[i] = p.Node
-	}
-	nodes, rank := strconv.Itoa(len(t.Peers)), strconv.Itoa(t.Alloc.Rank)
+	nodes := strconv.Itoa(len(t.Peers))
 	env.set("MASTER_ADDR", t.Peers[0].Addr)
 	env.set("MASTER_PORT", strconv.Itoa(t.MasterPort))
 	env.set("NNODES", nodes)
-	env.set("NODE_RANK", rank)
+	env.set("NODE_RANK", strconv.Itoa(t.Alloc.Rank))
 	env.set("GPUS_PER_NODE", strconv.Itoa(spec.GPUs))
 	env.set("WORLD_SIZE", strconv.Itoa(len(t.Peers)*perNode))
-	env.set("SLURM_JOB_ID", slurmJobID(jobID))
-	env.set("SLURM_JOB_NAME", spec.Name)
-	env.set("SLURM_NNODES", nodes)
-	env.set("SLURM_JOB_NUM_NODES", nodes)
-	env.set("SLURM_NODEID", rank)
-	env.set("SLURM_PROCID", rank)
-	env.set("SLURM_LOCALID", "0")
-	env.set("SLURM_NTASKS", nodes)
-	env.set("SLURM_NTASKS_PER_NODE", "1")
-	env.set("SLURM_JOB_NODELIST", strings.Join(names, ","))
-	env.set("SLURM_GPUS_ON_NODE", strconv.Itoa(spec.GPUs))
-	env.set("SLURMD_NODENAME", t.NodeName)
-}
-
-// slurmJobID is a numeric stand-in for the job ID: some frameworks parse
-// SLURM_JOB_ID as a number (to derive ports, for instance).
-func slurmJobID(jobID string) string {
-	h := fnv.New32a()
-	h.Write([]byte(jobID))
-	return strconv.FormatUint(uint64(h.Sum32()%1_000_000_000), 10)
 }
 
 func skeinOwned(name string) bool {

@@ -177,6 +177,11 @@ type Task struct {
 	// simulated GPUs, is the file the job writes its utilisation to
 	// (SimGPUUtilEnv).
 	SimGPUUtilFile string
+	// GPUIndexes are the indexes on their node of Alloc.GPUs, in order
+	// (SLURM_JOB_GPUS), and NodeCPUs the node's CPUs (SLURM_CPUS_ON_NODE
+	// of a job that asks for none).
+	GPUIndexes []int
+	NodeCPUs   int
 }
 
 // Peer is one rank of a job: the node it runs on and that node's address.

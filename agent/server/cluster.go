@@ -101,7 +101,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	st := api.Status{Node: s.cfg.NodeName, Jobs: map[structs.JobState]int{}, RaftIndex: view.Index, Version: structs.Version,
 		Protocol:     structs.Protocol{Release: structs.Version, API: structs.APIVersion, Log: structs.LogVersion(), Snapshot: fsm.SnapshotVersion},
-		JobRetention: structs.Duration(s.cfg.JobRetention)}
+		JobRetention: structs.Duration(s.cfg.JobRetention), Mail: s.cfg.Mail}
 	_, st.LeaderID = s.cfg.Raft.Leader()
 	for _, n := range view.Nodes {
 		st.Nodes++

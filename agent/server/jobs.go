@@ -53,6 +53,12 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 		}
 		req.Spec.After[i].JobID = dep.ID // prefixes resolved once, here
 	}
+	if p, ok := s.fsm.Partition(structs.PartitionOf(&req.Spec)); ok {
+		if err := p.Fit(&req.Spec); err != nil { // its limits, its default time limit
+			writeError(w, http.StatusBadRequest, err)
+			return
+		}
+	}
 	// With no node registered yet (a cluster still forming) the job waits.
 	if err := sched.CheckFits(s.fsm.Nodes(), req.Spec); err != nil && !errors.Is(err, sched.ErrNoNodes) {
 		writeError(w, http.StatusBadRequest, err)

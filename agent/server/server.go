@@ -134,6 +134,9 @@ type Config struct {
 	Leave func()
 	// JobRetention is how long a finished job stays (reported by status).
 	JobRetention time.Duration
+	// Mail says whether the node has a mail program for jobs' mail
+	// (--mail-prog; reported by status).
+	Mail bool
 	// IngressPort is the port the nodes' ingress serves services on, in
 	// the endpoints a service's detail lists (0: no ingress, none).
 	IngressPort int
@@ -266,6 +269,7 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("GET /v1/jobs", need(read, "list jobs", s.handleJobs))
 	mux.HandleFunc("GET /v1/jobs/{id}", need(read, "see jobs", s.handleJob))
 	mux.HandleFunc("DELETE /v1/jobs/{id}", need(submit, "cancel jobs", s.bounded(s.handleCancel)))
+	mux.HandleFunc("POST /v1/jobs/{id}/update", need(submit, "hold, release or change jobs", s.bounded(s.handleJobUpdate)))
 	mux.HandleFunc("GET /v1/jobs/{id}/logs", need(submit, "read logs", s.handleLogs))
 	mux.HandleFunc("POST /v1/services", need(submit, "create services", s.bounded(s.handleServiceCreate)))
 	mux.HandleFunc("GET /v1/services", need(read, "list services", s.handleServices))
@@ -282,6 +286,8 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("POST /v1/join", need(nodes, "join a cluster", s.handleJoin))
 	mux.HandleFunc("POST /v1/leave", need(nodes, "make a node leave", s.handleLeave))
 	mux.HandleFunc("GET /v1/gpus", need(read, "list GPUs", s.handleGPUs))
+	mux.HandleFunc("GET /v1/partitions", need(read, "list partitions", s.handlePartitions))
+	mux.HandleFunc("POST /v1/partitions", need(nodes, "set partitions' limits", s.handlePartitionSet))
 	mux.HandleFunc("POST /v1/gpus/cordon", need(nodes, "cordon a GPU", s.handleGPUCordon))
 	mux.HandleFunc("POST /v1/gpus/uncordon", need(nodes, "uncordon a GPU", s.handleGPUCordon))
 	mux.HandleFunc("POST /v1/gpus/fault", need(nodes, "inject a GPU fault", s.handleGPUFault))

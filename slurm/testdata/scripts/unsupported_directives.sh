@@ -1,9 +1,8 @@
 #!/bin/bash
 #SBATCH --job-name=legacy
-#SBATCH --reservation=maint
-#SBATCH --deadline=tomorrow
-#SBATCH --mail-type=END,FAIL
-#SBATCH --mail-user=alice@example.com
+#SBATCH --account=proj123
+#SBATCH --licenses=matlab:1
+#SBATCH --tmp=100G
 #SBATCH --gres=gpu:2
 #SBATCH --frobnicate=yes
 python legacy.py

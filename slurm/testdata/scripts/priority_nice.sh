@@ -1,0 +1,4 @@
+#!/bin/sh
+#SBATCH --nice=50
+#SBATCH -p debug
+echo low priority

@@ -1,0 +1,4 @@
+#!/bin/sh
+#SBATCH --test-only
+#SBATCH --reservation=maint
+echo never submitted
