@@ -184,3 +184,23 @@ func TestAgent_PeriodicSnapshotsKeepTheNewest(t *testing.T) {
 		}
 	}
 }
+
+// A backup of one secure cluster is refused by another: its trust state
+// (the CA, the keyring, the admissions) is not that cluster's.
+func TestSecure_SnapshotRestore_RefusesABackupOfAnotherCluster(t *testing.T) {
+	one, other := startSecureCluster(t, 1), startSecureCluster(t, 1)
+	ctx := context.Background()
+	var backup bytes.Buffer
+	if _, err := one.client(one.agents[0]).SaveSnapshot(ctx, &backup); err != nil {
+		t.Fatal(err)
+	}
+	before := other.agents[0].fsm.Hash()
+	_, err := other.client(other.agents[0]).RestoreSnapshot(ctx, backup.Bytes())
+	var apiErr *api.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusConflict || !strings.Contains(err.Error(), "not of this cluster") {
+		t.Fatalf("restore of another cluster's backup: %v, want 409 naming it", err)
+	}
+	if other.agents[0].fsm.Hash() != before {
+		t.Fatal("a refused restore changed the state")
+	}
+}

@@ -364,13 +364,15 @@ func TestSynopsisProblems_FindsWhatIsNotThere(t *testing.T) {
 }
 
 // notReads are the commands without --json that read nothing of the
-// cluster's state to print: they change it, run something, or print a
-// file's content (a key, a script, the CA bundle in PEM).
+// cluster's state to print: they change it, run something, print a
+// file's content (a key, a script, the CA bundle in PEM) or write one
+// (a backup).
 var notReads = []string{
 	"skein agent", "skein sbatch", "skein cancel", "skein scancel", "skein gpu fault", "skein join", "skein leave",
 	"skein node revoke", "skein keygen", "skein version", "skein supervise", "skein completion", "skein ca export",
 	"skein scontrol", // Slurm's key=value records, as scripts parse them
 	"skein partition set", "skein partition unset",
+	"skein node drain", "skein node undrain", "skein node remove", "skein snapshot save",
 }
 
 // README.md and docs/commands.md: "Every read command takes --json."

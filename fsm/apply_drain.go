@@ -121,6 +121,12 @@ func (s *state) applyNodeDrainStep(l *raft.Log) any {
 	}
 	for _, id := range req.Stop {
 		j := s.jobs[id]
+		if !s.hasReplacement(j) {
+			// Forced, or past the deadline, before a replacement was
+			// made: it is made now, so the service keeps its replicas.
+			r := s.addReplica(s.serviceOf(j), req.At, l.Index)
+			j.ReplacedBy = r.ID
+		}
 		why := fmt.Sprintf("moved off draining node %s", nodeName(n))
 		if j.ReplacedBy != "" {
 			why += fmt.Sprintf(" (replacement %s)", structs.ShortID(j.ReplacedBy))
@@ -199,7 +205,7 @@ func (s *state) checkDrainStep(n *structs.Node, req *structs.NodeDrainStepReques
 		switch {
 		case !s.wantsReplica(j):
 			return fmt.Errorf("%w: job %s is no replica its service wants", ErrDrainStale, structs.ShortID(id))
-		case j.ReplacedBy != "" && s.jobs[j.ReplacedBy] != nil && s.wantsReplica(s.jobs[j.ReplacedBy]):
+		case s.hasReplacement(j):
 			return fmt.Errorf("%w: replica %s already has replacement %s", ErrDrainStale, structs.ShortID(id), structs.ShortID(j.ReplacedBy))
 		}
 		if err := s.checkReplicaLimits(svc, 1); err != nil {
@@ -214,6 +220,10 @@ func (s *state) checkDrainStep(n *structs.Node, req *structs.NodeDrainStepReques
 		switch {
 		case !s.wantsReplica(j):
 			return fmt.Errorf("%w: job %s is no replica its service wants", ErrDrainStale, structs.ShortID(id))
+		case late && !s.hasReplacement(j):
+			if err := s.checkReplicaLimits(s.serviceOf(j), 1); err != nil {
+				return err
+			}
 		case late:
 		case j.ReplacedBy == "" || s.jobs[j.ReplacedBy] == nil:
 			return fmt.Errorf("%w: replica %s has no replacement", ErrDrainStale, structs.ShortID(id))
@@ -244,6 +254,13 @@ func (s *state) checkDrainStep(n *structs.Node, req *structs.NodeDrainStepReques
 		}
 	}
 	return nil
+}
+
+// hasReplacement reports whether replica j has a replacement its service
+// still wants.
+func (s *state) hasReplacement(j *structs.Job) bool {
+	r := s.jobs[j.ReplacedBy]
+	return j.ReplacedBy != "" && r != nil && s.wantsReplica(r)
 }
 
 // runsOn reports whether job j's current attempt has an allocation on

@@ -290,3 +290,34 @@ func TestFSM_NodeRemove_ForgetsOnlyANodeDownWithNothingLive(t *testing.T) {
 	}
 	wantErrIs(t, remove(), ErrNodeNotFound, "")
 }
+
+func TestFSM_NodeDrainStep_AForcedDrainKeepsTheServicesReplicas(t *testing.T) {
+	h := drainedService(t)
+	if err := h.drain("n1", true, true, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.drainStep(structs.NodeDrainStepRequest{NodeID: "n1", Stop: []string{"svc-web-r0"}}); err != nil {
+		t.Fatal(err)
+	}
+	r0 := h.job("svc-web-r0")
+	if !r0.StopRequested || r0.ReplacedBy == "" {
+		t.Fatalf("r0: stop requested %v, replaced by %q", r0.StopRequested, r0.ReplacedBy)
+	}
+	rep := h.job(r0.ReplacedBy)
+	if rep.State != structs.JobQueued || rep.Service != "web" {
+		t.Fatalf("the replacement is %s of %q", rep.State, rep.Service)
+	}
+	h.mustUpdate("n1", "a0", structs.AllocKilled, -1, "")
+	if ids := replicaIDs(h.f, "web"); len(ids) != 2 || h.svc("web").Replicas != 1 {
+		t.Fatalf("replica jobs %v, service wants %d", ids, h.svc("web").Replicas)
+	}
+	wanted := 0
+	for _, j := range h.f.ServiceReplicas("web") {
+		if !j.State.Terminal() && !j.StopRequested {
+			wanted++
+		}
+	}
+	if wanted != 1 {
+		t.Fatalf("%d replicas wanted after a forced drain, want 1", wanted)
+	}
+}

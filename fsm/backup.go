@@ -46,6 +46,9 @@ func Inspect(r io.Reader) (structs.SnapshotSummary, error) {
 		ACLTokens: len(st.aclTokens), ACLUsers: len(st.aclUsers), JoinTokens: len(st.joinTokens),
 		Trust: st.trust != nil, ACL: st.acl != nil, Events: st.events.len(),
 	}
+	if st.trust != nil {
+		sum.Founder = st.trust.Founder
+	}
 	for _, j := range st.jobs {
 		sum.Jobs[j.State]++
 	}

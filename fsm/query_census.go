@@ -13,7 +13,7 @@ import (
 type Census struct {
 	Index uint64
 	// Jobs and Allocs count every job and allocation by state; Nodes
-	// every node by status.
+	// every node by status, a ready node that drains as draining.
 	Jobs   map[structs.JobState]int
 	Allocs map[structs.AllocState]int
 	Nodes  map[structs.NodeStatus]int
@@ -56,7 +56,11 @@ func (f *FSM) Census() Census {
 		c.Allocs[a.State]++
 	}
 	for _, n := range f.st.nodes {
-		c.Nodes[n.Status]++
+		st := n.Status
+		if st == structs.NodeReady && n.Drain != nil {
+			st = structs.NodeDraining // a node that answers and drains
+		}
+		c.Nodes[st]++
 		if n.Status == structs.NodeLeft {
 			continue
 		}

@@ -43,6 +43,12 @@ func TestFSM_CensusCountsTheStateAndHoldersByGPU(t *testing.T) {
 	if c.Index != h.f.Index() {
 		t.Errorf("census index %d, state's %d", c.Index, h.f.Index())
 	}
+	if err := h.applyErr(structs.NodeDrainType, structs.NodeDrainRequest{NodeID: "n2", Drain: true, At: h.at()}); err != nil {
+		t.Fatal(err)
+	}
+	if c := h.f.Census(); c.Nodes[structs.NodeReady] != 1 || c.Nodes[structs.NodeDraining] != 1 {
+		t.Errorf("after a drain: nodes %v, want 1 ready, 1 draining", c.Nodes)
+	}
 	want := map[string]string{gpuID("n1", 0): "a", gpuID("n1", 1): "b"}
 	if got := h.f.GPUHolders("n1"); !maps.Equal(got, want) {
 		t.Errorf("holders on n1 %v, want %v", got, want)

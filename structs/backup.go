@@ -24,6 +24,9 @@ type SnapshotSummary struct {
 	ACLUsers   int              `json:"acl_users"`
 	JoinTokens int              `json:"join_tokens"`
 	Trust      bool             `json:"trust"`
-	ACL        bool             `json:"acl"`
-	Events     int              `json:"events"`
+	// Founder is the ID of the node that founded the secure cluster the
+	// backup is of (Trust.Founder); empty without trust.
+	Founder string `json:"founder,omitempty"`
+	ACL     bool   `json:"acl"`
+	Events  int    `json:"events"`
 }

@@ -45,7 +45,7 @@ func (l *Leader) drainPass() (refused bool) {
 		}
 		_, err := l.cfg.Apply(structs.NodeDrainStepType, step)
 		switch {
-		case errors.Is(err, fsm.ErrDrainStale):
+		case errors.Is(err, fsm.ErrDrainStale), errors.Is(err, structs.ErrUpgradeFirst):
 			l.log.Debug("drain step refused; deciding again", "node", n.Name, "error", err)
 			refused = true
 		case err != nil:

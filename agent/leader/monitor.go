@@ -1,6 +1,7 @@
 package leader
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -128,7 +129,12 @@ func (l *Leader) checkNodes(since time.Time) {
 				At:     now(),
 			})
 		}
-		if err != nil {
+		switch {
+		case errors.Is(err, structs.ErrUpgradeFirst):
+			// Forgetting a node waits for the last node of the release
+			// before: said at every check, so not as a warning.
+			l.log.Debug("node status change waits for an upgrade", "node", n.Name, "error", err)
+		case err != nil:
 			l.log.Warn("node status change failed", "node", n.Name, "error", err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/structs"
 )
 
 // restoreTimeout bounds how long a restore waits for Raft to take the
@@ -57,6 +58,11 @@ func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
 	sum, err := fsm.Inspect(bytes.NewReader(body))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
+		return
+	}
+	if t, ok := s.fsm.Trust(); ok && sum.Founder != t.Founder {
+		writeError(w, http.StatusConflict, fmt.Errorf("%w: the backup is not of this cluster: its CA was made by node %s, this cluster's by node %s (or the backup has no trust state)",
+			errBadRequest, structs.ShortID(sum.Founder), structs.ShortID(t.Founder)))
 		return
 	}
 	if !s.cfg.Raft.IsLeader() && s.forward(w, r, body) {
