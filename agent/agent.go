@@ -604,6 +604,9 @@ func (a *Agent) apply(t structs.MessageType, msg any) (any, error) {
 	if err := a.everyNodeApplies(t); err != nil {
 		return nil, err
 	}
+	if t != structs.JobNumbersStartType {
+		a.startJobNumbers()
+	}
 	buf, err := structs.Encode(t, msg)
 	if err != nil {
 		return nil, err
@@ -611,6 +614,24 @@ func (a *Agent) apply(t structs.MessageType, msg any) (any, error) {
 	start := time.Now()
 	defer func() { a.metrics.Committed(t, time.Since(start)) }()
 	return a.raft.Apply(buf, applyTimeout)
+}
+
+// startJobNumbers turns job numbers on, before the leader's first write
+// once every node applies the entry that does (until then, a node of a
+// release before is in the cluster; jobs wait for their numbers, which
+// the entry gives every job made so far). Once they are on it costs a
+// read.
+func (a *Agent) startJobNumbers() {
+	if a.fsm.JobNumbersOn() || a.everyNodeApplies(structs.JobNumbersStartType) != nil {
+		return
+	}
+	buf, err := structs.Encode(structs.JobNumbersStartType, struct{}{})
+	if err != nil {
+		return
+	}
+	if _, err := a.raft.Apply(buf, applyTimeout); err != nil {
+		a.logger.Warn("cannot turn job numbers on; the next write tries again", "error", err)
+	}
 }
 
 func (a *Agent) gpuSummary() string {

@@ -182,8 +182,8 @@ func TestFSM_LimitsSurviveSnapshotAndRestore(t *testing.T) {
 	h.submitAs("alice", "j1", 0, spec(1, 2))
 	h.place("j1", alloc("a1", "n1", 0, gpuID("n1", 0), gpuID("n1", 1)))
 	h.submitAs("alice", "j2", 0, spec(1, 1))
-	if v := headerVersion(t, h.f); v != numberSnapshotVersion {
-		t.Fatalf("a state with limits, events and job numbers writes version %d, want %d", v, numberSnapshotVersion)
+	if v := headerVersion(t, h.f); v != eventSnapshotVersion {
+		t.Fatalf("a state with limits and events writes version %d, want %d", v, eventSnapshotVersion)
 	}
 	g := restoreFresh(t, h.f)
 	if g.Hash() != h.f.Hash() {
@@ -199,15 +199,15 @@ func TestFSM_LimitsSurviveSnapshotAndRestore(t *testing.T) {
 		t.Fatalf("alice's usage after restore %+v, want queued 1, GPUs 2", got)
 	}
 	// Unsetting everything drops the limits record; the version stays
-	// the job numbers'.
+	// the event log's.
 	h.setLimits(structs.LimitsSetRequest{User: "alice", Unset: true})
 	h.setLimits(structs.LimitsSetRequest{Default: true, Unset: true})
 	h.setLimits(structs.LimitsSetRequest{Cluster: true, Unset: true})
 	if data := string(snapshotBytes(t, h.f)); strings.Contains(data, `{"type":"limits"`) {
 		t.Fatal("a state whose limits were all unset still writes a limits record")
 	}
-	if v := headerVersion(t, h.f); v != numberSnapshotVersion {
-		t.Fatalf("a state whose limits were all unset writes version %d, want %d", v, numberSnapshotVersion)
+	if v := headerVersion(t, h.f); v != eventSnapshotVersion {
+		t.Fatalf("a state whose limits were all unset writes version %d, want %d", v, eventSnapshotVersion)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 func TestFSM_JobNumbers_IncreaseAndNameTheirJobs(t *testing.T) {
 	h := newHarness(t)
+	h.numbersOn()
 	h.register(node("n1", 4))
 	a := h.submit("a", spec(1, 0))
 	b := h.submit("b", spec(1, 0))
@@ -47,6 +48,7 @@ func TestFSM_JobNumbers_IncreaseAndNameTheirJobs(t *testing.T) {
 
 func TestFSM_JobNumbers_NeverGivenTwiceAcrossGCAndRestore(t *testing.T) {
 	h := newHarness(t)
+	h.numbersOn()
 	h.register(node("n1", 4))
 	h.finished("old", spec(1, 0))
 	last := h.finished("newest", spec(1, 0))
@@ -70,6 +72,7 @@ func TestFSM_JobNumbers_NeverGivenTwiceAcrossGCAndRestore(t *testing.T) {
 
 func TestFSM_JobNumbers_ServiceReplicasHaveOne(t *testing.T) {
 	h := newHarness(t)
+	h.numbersOn()
 	h.register(node("n1", 4))
 	h.submit("a", spec(1, 0))
 	h.registerService(service("web", 2, 0))
@@ -82,5 +85,65 @@ func TestFSM_JobNumbers_ServiceReplicasHaveOne(t *testing.T) {
 	}
 	if len(seen) != 3 {
 		t.Fatalf("%d jobs numbered, want 3", len(seen))
+	}
+}
+
+// numbersOn turns job numbers on, as a leader does once every node
+// applies the entry.
+func (h *harness) numbersOn() {
+	h.t.Helper()
+	if err := h.applyErr(structs.JobNumbersStartType, struct{}{}); err != nil {
+		h.t.Fatalf("job numbers start: %v", err)
+	}
+}
+
+// TestFSM_JobNumbers_TurnedOnNumberEveryJobInOrderAndReplicasAgree: until
+// numbers are on a job gets none (a node of the release before may be in
+// the cluster); the entry that turns them on numbers every job so far in
+// the order it was made, an array's tasks by index; later jobs get the
+// next. A replica that restored a snapshot from before the entry and
+// applies the rest of the log numbers every job as the others do.
+func TestFSM_JobNumbers_TurnedOnNumberEveryJobInOrderAndReplicasAgree(t *testing.T) {
+	h := newHarness(t)
+	h.register(node("n1", 4))
+	a := h.submit("zz", spec(1, 0))
+	arr := spec(1, 0)
+	arr.Array = &structs.ArraySpec{Start: 0, End: 2}
+	h.submit("arr", arr)
+	b := h.submit("aa", spec(1, 0))
+	if a.Number != 0 || b.Number != 0 || h.f.JobNumbersOn() {
+		t.Fatalf("numbers %d and %d before they are on, want none", a.Number, b.Number)
+	}
+	before := snapshotBytes(t, h.f)
+	replica := &harness{t: t, f: New(nil), idx: h.idx}
+	if err := replica.f.Restore(readCloser(before)); err != nil {
+		t.Fatal(err)
+	}
+	h.numbersOn()
+	h.numbersOn() // a second start changes nothing
+	c := h.submit("c", spec(1, 0))
+	for id, want := range map[string]uint64{"zz": 1, "arr-0": 2, "arr-1": 3, "arr-2": 4, "aa": 5} {
+		if j := h.job(id); j.Number != want {
+			t.Errorf("job %s: number %d, want %d", id, j.Number, want)
+		}
+	}
+	if task := h.job("arr-2"); task.ArrayNumber != 2 || task.SlurmID() != "2_2" {
+		t.Errorf("array task arr-2: array number %d (%s), want 2 (2_2)", task.ArrayNumber, task.SlurmID())
+	}
+	if c.Number != 6 {
+		t.Errorf("the job after the start: number %d, want 6", c.Number)
+	}
+	if j, err := h.f.FindJob("5"); err != nil || j.ID != "aa" {
+		t.Errorf("FindJob(5) = %v, %v; want aa", j, err)
+	}
+	replica.numbersOn() // the same entries, from the same index
+	replica.numbersOn()
+	replica.submit("c", spec(1, 0))
+	if replica.f.Hash() != h.f.Hash() {
+		t.Fatal("a replica restored from before the start numbers its jobs otherwise")
+	}
+	after := restoreFresh(t, h.f)
+	if !after.JobNumbersOn() || after.Hash() != h.f.Hash() {
+		t.Fatal("a snapshot taken once numbers are on does not keep them on")
 	}
 }

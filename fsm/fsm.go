@@ -103,6 +103,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 		resp = f.st.applyJobCancel(l)
 	case structs.JobUpdateType:
 		resp = f.st.applyJobUpdate(l)
+	case structs.JobNumbersStartType:
+		resp = f.st.applyJobNumbersStart(l)
 	case structs.PartitionSetType:
 		resp = f.st.applyPartitionSet(l)
 	case structs.PlanApplyType:

@@ -29,6 +29,13 @@ func (f *FSM) Nodes() []*structs.Node {
 	return f.st.sortedNodes()
 }
 
+// JobNumbersOn says whether jobs get numbers (JobNumbersStartType).
+func (f *FSM) JobNumbersOn() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.jobNumbersOn
+}
+
 // Job returns a copy of the job with the given ID.
 func (f *FSM) Job(id string) (*structs.Job, bool) {
 	f.mu.RLock()

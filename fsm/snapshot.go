@@ -115,7 +115,8 @@ type usageClockRecord struct {
 
 // jobNumbersRecord is the newest job number given, which may be higher
 // than every job's the snapshot holds (their jobs are gone): a number is
-// never given twice.
+// never given twice. It is there once job numbers are on, and only then
+// (a state restored without it gives none until they are turned on).
 type jobNumbersRecord struct {
 	Last uint64 `json:"last"`
 }
@@ -150,6 +151,7 @@ type snapshot struct {
 	services []*structs.Service
 
 	lastJobNumber uint64
+	jobNumbersOn  bool
 	partitions    []structs.Partition
 
 	eventsDropped structs.EventCursor
@@ -235,6 +237,7 @@ func (s *state) snapshot() *snapshot {
 	snap.usageAt = s.usageAt
 	snap.usage = s.usageRecords()
 	snap.lastJobNumber = s.lastJobNumber
+	snap.jobNumbersOn = s.jobNumbersOn
 	for _, name := range slices.Sorted(maps.Keys(s.partitions)) {
 		snap.partitions = append(snap.partitions, s.partitions[name])
 	}
@@ -248,7 +251,7 @@ func (s *state) snapshot() *snapshot {
 
 // version is the oldest snapshot version that holds everything in snap.
 func (snap *snapshot) version() int {
-	if snap.lastJobNumber > 0 || len(snap.partitions) > 0 {
+	if snap.jobNumbersOn || len(snap.partitions) > 0 {
 		return numberSnapshotVersion
 	}
 	if snap.accounts != nil || !snap.usageAt.IsZero() || len(snap.usage) > 0 {
@@ -390,7 +393,7 @@ func (snap *snapshot) writeRecords(enc *json.Encoder) error {
 			return err
 		}
 	}
-	if snap.lastJobNumber > 0 {
+	if snap.jobNumbersOn {
 		if err := enc.Encode(record{Type: recordJobNumbers, JobNumbers: &jobNumbersRecord{Last: snap.lastJobNumber}}); err != nil {
 			return err
 		}
@@ -676,6 +679,7 @@ func (s *state) restoreRecord(rec *record) error {
 			return errors.New("job numbers twice")
 		}
 		s.jobNumbersSeen = true
+		s.jobNumbersOn = true
 		s.lastJobNumber = max(s.lastJobNumber, rec.JobNumbers.Last)
 	case recordPartition:
 		p := rec.Partition

@@ -86,7 +86,7 @@ func TestFSM_SnapshotFormat_TrustRecordsAfterAllocs(t *testing.T) {
 	h := trustState(t)
 	data := snapshotBytes(t, h.f)
 	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	if want := fmt.Sprintf(`{"version":9,"index":%d}`, h.idx); lines[0] != want {
+	if want := fmt.Sprintf(`{"version":6,"index":%d}`, h.idx); lines[0] != want {
 		t.Fatalf("header %s, want %s", lines[0], want)
 	}
 	var types, tokens, admissions []string
@@ -102,7 +102,7 @@ func TestFSM_SnapshotFormat_TrustRecordsAfterAllocs(t *testing.T) {
 			admissions = append(admissions, l)
 		}
 	}
-	if want := []string{`"node"`, `"job"`, `"alloc"`, `"trust"`, `"join_token"`, `"admission"`, `"job_numbers"`, `"event_log"`, `"event"`}; !slices.Equal(types, want) {
+	if want := []string{`"node"`, `"job"`, `"alloc"`, `"trust"`, `"join_token"`, `"admission"`, `"event_log"`, `"event"`}; !slices.Equal(types, want) {
 		t.Fatalf("record types in order %v, want %v", types, want)
 	}
 	if !slices.IsSorted(tokens) || !slices.IsSorted(admissions) || len(tokens) != 3 || len(admissions) != 4 {

@@ -60,6 +60,9 @@ type state struct {
 	// next job gets the one after it. It never goes back, so a number is
 	// never given twice, even once its job is gone.
 	lastJobNumber uint64
+	// jobNumbersOn is whether jobs get numbers: from the entry that
+	// turns them on, which every replica applies at the same index.
+	jobNumbersOn bool
 
 	// The newest events, made by Apply from the changes above.
 	events eventLog
@@ -140,8 +143,12 @@ func newState() *state {
 	}
 }
 
-// nextJobNumber gives the next job number (Job.Number).
+// nextJobNumber gives the next job number (Job.Number), or 0 until job
+// numbers are on (JobNumbersStartType).
 func (s *state) nextJobNumber() uint64 {
+	if !s.jobNumbersOn {
+		return 0
+	}
 	s.lastJobNumber++
 	return s.lastJobNumber
 }

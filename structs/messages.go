@@ -56,6 +56,11 @@ const (
 	JobUpdateType MessageType = 36
 	// PartitionSetType sets or drops a partition's limits.
 	PartitionSetType MessageType = 37
+	// JobNumbersStartType turns job numbers on: every job so far gets
+	// one, in the order it was made, and every later job the next. The
+	// leader commits it once every node applies it: a release before
+	// numbers gives none, and replicas must agree on each job's.
+	JobNumbersStartType MessageType = 38
 )
 
 // IgnoreUnknownTypeFlag marks an entry that a replica which does not know its
@@ -135,6 +140,8 @@ func (t MessageType) String() string {
 		return "job-update"
 	case PartitionSetType:
 		return "partition-set"
+	case JobNumbersStartType:
+		return "job-numbers-start"
 	}
 	return "unknown"
 }

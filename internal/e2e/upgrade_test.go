@@ -218,6 +218,31 @@ func TestProcess_RollingUpgradeFromTheReleaseBefore(t *testing.T) {
 			if out, err := nodes[1].proc.skein(t, "node", "undrain", "node-"+nodes[2].ip); err != nil {
 				t.Fatalf("undrain: %v\n%s", err, out)
 			}
+			// With every node on the new release, the writes above turned
+			// job numbers on: the jobs made before the upgrade have one
+			// each, the same through every node, whatever snapshot each
+			// node restarted from.
+			testutil.WaitFor(t, 20*time.Second, func() error {
+				seen := map[uint64]string{}
+				for _, j := range jobs {
+					var number uint64
+					for _, n := range nodes {
+						d, err := n.proc.tryJob(t, j)
+						if err != nil {
+							return err
+						}
+						if d.Job.Number == 0 || number != 0 && d.Job.Number != number {
+							return fmt.Errorf("job %s: number %d through node-%s, %d through another", structs.ShortID(j), d.Job.Number, n.ip, number)
+						}
+						number = d.Job.Number
+					}
+					if other, ok := seen[number]; ok {
+						return fmt.Errorf("jobs %s and %s both have number %d", structs.ShortID(other), structs.ShortID(j), number)
+					}
+					seen[number] = j
+				}
+				return nil
+			})
 		})
 	}
 }
