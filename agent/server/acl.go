@@ -67,6 +67,10 @@ var (
 // wrong one) is refused after it, which also slows guessing.
 const tokenWait = 500 * time.Millisecond
 
+// aclWait bounds how long a node without ACLs waits for the bootstrap when
+// asked with an ACL token: one made through another node, or just now.
+const aclWait = 2 * time.Second
+
 // ACLAuth authenticates users by ACL token once the cluster has ACLs, and
 // with Legacy (the cluster's API token) before, when the caller holds every
 // permission. The token is checked against the replicated state on every
@@ -83,14 +87,14 @@ type ACLAuth struct {
 func (a ACLAuth) Authenticate(r *http.Request) (*http.Request, error) {
 	if _, on := a.FSM.ACL(); !on {
 		r2, err := a.Legacy.Authenticate(r)
-		if err != nil && trust.LooksLikeACLToken(requestToken(r)) {
+		switch {
+		case err == nil:
+			return withIdentity(r2, Identity{Role: structs.RoleAdmin}), nil
+		case !trust.LooksLikeACLToken(requestToken(r)):
+			return nil, err
+		case !a.aclsOn(r.Context()):
 			return nil, errACLNotYet
 		}
-		if err != nil {
-			return nil, err
-		}
-		r = r2
-		return withIdentity(r, Identity{Role: structs.RoleAdmin}), nil
 	}
 	raw := requestToken(r)
 	if raw == "" || !trust.LooksLikeACLToken(raw) {
@@ -115,6 +119,27 @@ func (a ACLAuth) Authenticate(r *http.Request) (*http.Request, error) {
 		return nil, fmt.Errorf("%w on %s", errACLTokenExpired, rec.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	return withIdentity(r, Identity{ACL: true, User: rec.User, Role: rec.Role, TokenID: rec.ID}), nil
+}
+
+// aclsOn says whether the cluster has ACLs, waiting up to aclWait for
+// this node to apply the bootstrap (the caller holds an ACL token, so one
+// was likely just made through another node).
+func (a ACLAuth) aclsOn(ctx context.Context) bool {
+	deadline := time.NewTimer(aclWait)
+	defer deadline.Stop()
+	for {
+		_, changed := a.FSM.Watch()
+		if _, on := a.FSM.ACL(); on {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // token finds the token with the ID id in the state, waiting up to
