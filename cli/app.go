@@ -149,6 +149,8 @@ func commands() []*ucli.Command {
 		sinfoCommand(),
 		sacctCommand(),
 		scontrolCommand(),
+		execCommand(),
+		sallocCommand(),
 		partitionCommand(),
 		completionCommand(),
 	}

@@ -796,3 +796,22 @@ func (b *builder) finish() error {
 	}
 	return nil
 }
+
+// SplitAllocArgs splits salloc's arguments into sbatch's options and the
+// command to run in the allocation (empty: none given), at the first
+// word that is neither an option nor an option's value, or after "--".
+func SplitAllocArgs(args []string) (opts, command []string, err error) {
+	words := make([]word, len(args))
+	for i, a := range args {
+		words[i] = word{text: a, where: onCommandLine}
+	}
+	_, n, err := parseOptions(words, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts = args[:n:n] // an append to opts must not write over command
+	if n > 0 && args[n-1] == "--" {
+		opts = args[: n-1 : n-1]
+	}
+	return opts, args[n:], nil
+}

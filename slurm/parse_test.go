@@ -308,3 +308,18 @@ func TestParse_ExportAllPassesTheSubmittersEnvironmentAsSecretEnv(t *testing.T) 
 		})
 	}
 }
+
+func TestSplitAllocArgs_OptionsThenTheCommand(t *testing.T) {
+	args := []string{"-N", "2", "--gres=gpu:1", "--", "sh", "-c", "echo hi"}
+	opts, cmd, err := SplitAllocArgs(args)
+	if err != nil || strings.Join(opts, " ") != "-N 2 --gres=gpu:1" || strings.Join(cmd, " ") != "sh -c echo hi" {
+		t.Fatalf("opts %q command %q err %v", opts, cmd, err)
+	}
+	_ = append(opts, "--wrap", "x") // an append to opts leaves the command as it was
+	if cmd[0] != "sh" {
+		t.Fatalf("appending to the options changed the command: %q", cmd)
+	}
+	if opts, cmd, err = SplitAllocArgs([]string{"-t", "10"}); err != nil || len(opts) != 2 || len(cmd) != 0 {
+		t.Fatalf("no command: opts %q command %q err %v", opts, cmd, err)
+	}
+}
