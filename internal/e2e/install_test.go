@@ -67,7 +67,7 @@ func TestMakeInstall_InstallsSkeinAlone(t *testing.T) {
 	}
 }
 
-func TestMakeInstall_WithSlurmLinksAddsTheFiveSlurmNamesAsLinksToSkein(t *testing.T) {
+func TestMakeInstall_WithSlurmLinksAddsTheSlurmNamesAsLinksToSkein(t *testing.T) {
 	dest := makeInstall(t, "SLURM_LINKS=1")
 	want := append([]string{"skein"}, slurmLinks...)
 	slices.Sort(want)
