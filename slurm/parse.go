@@ -223,6 +223,8 @@ type builder struct {
 	// gpusPerTasks is --gpus-per-task, cpusPerGPUs --cpus-per-gpu and
 	// minCPUsPerNode --mincpus (0: not given).
 	gpusPerTasks, cpusPerGPUs, minCPUsPerNode int
+	// wholeMemory is --mem=0: all of each node's memory.
+	wholeMemory bool
 	env                                       map[string]string
 	// exported is what --export=ALL passes of the submitter's
 	// environment, the job's secret env.
@@ -388,9 +390,7 @@ func size(v string) (structs.SizeMiB, error) {
 
 func (b *builder) mem(v string) (err error) {
 	b.batch.Spec.MemoryMiB, err = size(v)
-	if err == nil && b.batch.Spec.MemoryMiB == 0 {
-		b.warnf("--mem=0 asks Slurm for all of a node's memory; skein reserves none for the job")
-	}
+	b.wholeMemory = err == nil && b.batch.Spec.MemoryMiB == 0
 	return err
 }
 
@@ -774,6 +774,14 @@ func (b *builder) finish() error {
 	}
 	if mem > 0 {
 		spec.MemoryMiB = mem
+	}
+	if b.wholeMemory && mem == 0 {
+		// All of each node's memory: no other job may hold any of it, so
+		// the job has its nodes to itself, with no memory limit.
+		if !spec.Exclusive {
+			b.warnf("%s: all of each node's memory: the job has its nodes to itself (--exclusive), with no memory limit", b.at["mem"])
+		}
+		spec.Exclusive = true
 	}
 	if spec.Signal != nil {
 		if spec.TimeLimit == 0 {
