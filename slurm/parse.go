@@ -225,7 +225,7 @@ type builder struct {
 	gpusPerTasks, cpusPerGPUs, minCPUsPerNode int
 	// wholeMemory is --mem=0: all of each node's memory.
 	wholeMemory bool
-	env                                       map[string]string
+	env         map[string]string
 	// exported is what --export=ALL passes of the submitter's
 	// environment, the job's secret env.
 	exported map[string]string
