@@ -13,6 +13,12 @@ TAGS        := hashicorpmetrics
 # tested with cgo, so that its GPU test over go-nvml's mocks runs.
 CGO_PKGS     := ./gpu/ ./agent/metrics/
 NOCGO_PKGS   = $(shell $(GO) list ./... | grep -v -e '/gpu$$' -e '/agent/metrics$$')
+# make race: the race detector (which needs cgo) over every package but
+# three: agent, whose tests start whole clusters in one process (ten
+# minutes without the detector; each of its parts is in the set), and
+# internal/e2e and chaos, whose agents are separate processes or
+# containers the detector cannot see into.
+RACE_PKGS    = $(shell $(GO) list ./... | grep -v -e '/agent$$' -e '/internal/e2e$$' -e '/chaos$$')
 # The container image (chaos/Dockerfile), built FROM scratch without network.
 DOCKER      ?= docker
 IMAGE       ?= skein:dev
@@ -24,7 +30,7 @@ SLURM_LINKS ?=
 SLURM_CMDS  := squeue scancel sinfo sacct sbatch scontrol salloc
 
 .DEFAULT_GOAL := help
-.PHONY: help build build-static install run test lint check bench image demo-up demo-down chaos chaos-short clean
+.PHONY: help build build-static install run test test-short race lint check bench image demo-up demo-down chaos chaos-short clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -49,6 +55,13 @@ test: ## run every test: gpu and agent/metrics with cgo (NVML mocks), the rest w
 	$(GO) build -tags $(TAGS) ./...
 	$(GO) test -tags $(TAGS) -count=1 -timeout 5m $(CGO_PKGS)
 	CGO_ENABLED=0 $(GO) test -tags $(TAGS) -count=1 -timeout 15m $(NOCGO_PKGS)
+
+test-short: ## the edit loop's tier: every package with -short (the longest cluster tests skip)
+	$(GO) test -tags $(TAGS) -short -count=1 -timeout 5m $(CGO_PKGS)
+	CGO_ENABLED=0 $(GO) test -tags $(TAGS) -short -count=1 -timeout 10m $(NOCGO_PKGS)
+
+race: ## the race detector over the packages with concurrent code (RACE_PKGS says which and why)
+	$(GO) test -tags $(TAGS) -race -count=1 -timeout 20m $(RACE_PKGS)
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -237,6 +237,8 @@ func (a *Agent) start() error {
 		DownAfter:               a.cfg.DownAfter,
 		StaleLeader:             a.raft.StaleLeaderBound(),
 		JobRetention:            a.cfg.JobRetention,
+		UsageHalfLife:           a.cfg.UsageHalfLife,
+		UsageInterval:           a.cfg.UsageInterval,
 		AutoscaleInterval:       a.cfg.AutoscaleInterval,
 		Starved:                 a.starved,
 		Mail:                    a.mailFunc(),

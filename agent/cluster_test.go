@@ -60,6 +60,7 @@ func startCluster(t *testing.T, n int) *testCluster {
 // mutate (nil: none) before it starts.
 func startClusterWith(t *testing.T, n int, mutate func(i int, cfg *Config)) *testCluster {
 	t.Helper()
+	testutil.Long(t, "starts a cluster of agents")
 	tc := &testCluster{t: t, net: &cluster.Partitioner{}}
 	for i := range n {
 		cfg := clusterConfig(t, fmt.Sprintf("node%d", i), tc.net)

@@ -295,6 +295,13 @@ type Config struct {
 	// their logs, is kept; 0 = DefaultJobRetention. The leader's applies,
 	// so give every node the same.
 	JobRetention time.Duration
+	// UsageHalfLife is how long the usage fair share counts takes to
+	// count for half (--usage-half-life); 0 = the default, 7 days. The
+	// leader stamps its own into each charge, so give every server the
+	// same. UsageInterval is how often the leader charges it; 0 =
+	// leader.DefaultUsageInterval. Tests shorten it.
+	UsageHalfLife time.Duration
+	UsageInterval time.Duration
 	// AutoscaleInterval is how often nodes report the load of autoscaled
 	// services and the leader looks at it; 0 =
 	// leader.DefaultAutoscaleInterval. Tests shorten it.
@@ -478,6 +485,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.JobRetention < time.Second {
 		return cfg, fmt.Errorf("--job-retention %s: must be at least 1s", cfg.JobRetention)
+	}
+	if cfg.UsageHalfLife == 0 {
+		cfg.UsageHalfLife = structs.DefaultUsageHalfLife
+	}
+	if cfg.UsageHalfLife < time.Minute {
+		return cfg, fmt.Errorf("--usage-half-life %s: must be at least 1m", cfg.UsageHalfLife)
 	}
 	if cfg.Name == "" {
 		h, err := os.Hostname()

@@ -72,7 +72,10 @@ func TestAgent_AForkBombLeavesTheNodeAnswering(t *testing.T) {
 	cfg.JobPidsMax = 128
 	a, c := startAgent(t, cfg)
 	ctx := context.Background()
-	bomb := submit(t, c, 0, "sh", "-c", `b() { b | b & }; b; sleep 1000`)
+	// The bomb goes off in a subshell, and the job's own shell becomes
+	// sleep without a fork: a fork of its own, made after the bomb, could
+	// find the limit reached and end the job before the test looks.
+	bomb := submit(t, c, 0, "sh", "-c", `(b() { b | b & }; b); exec sleep 1000`)
 	d := waitJobState(t, c, bomb.ID, structs.JobRunning)
 	h, err := cgroup.Detect("/proc/self/mountinfo", filepath.Join(cfg.CgroupParent, a.Name()))
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,9 +52,7 @@ func startFlood(t *testing.T, addr string, n int) (stop func()) {
 		from[i] = fmt.Sprintf("127.0.9.%d", i+1)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	// Not a supervisor, which the agents' tests make every child of theirs.
-	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, superviseEnv+"=") }),
-		floodEnv+"="+addr+","+strconv.Itoa(n)+","+strings.Join(from, ","))
+	cmd.Env = append(os.Environ(), floodEnv+"="+addr+","+strconv.Itoa(n)+","+strings.Join(from, ","))
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

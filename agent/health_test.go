@@ -16,6 +16,7 @@ import (
 // clean period, the way startCluster does, ACLs included.
 func startGPUCluster(t *testing.T, n int, gpus string, clean time.Duration) *testCluster {
 	t.Helper()
+	testutil.Long(t, "starts a cluster of agents")
 	tc := &testCluster{t: t}
 	for i := range n {
 		cfg := clusterConfig(t, fmt.Sprintf("node%d", i), nil)

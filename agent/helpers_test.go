@@ -30,24 +30,25 @@ func testConfig(t testing.TB, dataDir string) Config {
 	// instead of into a finished test, which panics.
 	logs := hclogWriter{t: t, done: &atomic.Bool{}}
 	t.Cleanup(func() { logs.done.Store(true) })
-	os.Setenv(superviseEnv, "1") // inherited by supervisors the runner starts
-	t.Cleanup(func() { os.Unsetenv(superviseEnv) })
 	// Jobs outlive their agent by design; stop them before the data dir
 	// goes (cleanups run last-in first-out, after the agent's Shutdown).
 	t.Cleanup(func() { stopSupervisors(t, dataDir) })
 	// Jobs run as the job user (nobody): they must reach their work dirs.
 	testutil.LetJobsReach(t, dataDir)
 	return Config{
-		Name:          "test-node",
-		DataDir:       dataDir,
-		BindAddr:      "127.0.0.1",
-		HTTPPort:      -1,
-		RaftPort:      -1, // bound by the kernel: a port picked and freed first can be taken by another test
-		GossipPort:    -1,
-		GPUs:          "sim:4xH100-80",
-		MasterPorts:   testMasterPorts(),
-		KillGrace:     time.Second,
-		SupervisorCmd: []string{os.Args[0]},
+		Name:        "test-node",
+		DataDir:     dataDir,
+		BindAddr:    "127.0.0.1",
+		HTTPPort:    -1,
+		RaftPort:    -1, // bound by the kernel: a port picked and freed first can be taken by another test
+		GossipPort:  -1,
+		GPUs:        "sim:4xH100-80",
+		MasterPorts: testMasterPorts(),
+		KillGrace:   time.Second,
+		// env(1) tells the test binary it is a supervisor: nothing of the
+		// test process's own environment changes, so tests may run side
+		// by side.
+		SupervisorCmd: []string{"/usr/bin/env", superviseEnv + "=1", os.Args[0]},
 		// Jobs are confined where the machine lets tests make cgroups,
 		// in groups the test binary removes; elsewhere they run
 		// unconfined.

@@ -19,7 +19,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(floodEnv) != "" {
 		os.Exit(runFlood(os.Getenv(floodEnv)))
 	}
-	code := m.Run()
+	code := testutil.RunWithoutLeaks(m)
 	testutil.RemoveCgroups()
 	os.Exit(code)
 }

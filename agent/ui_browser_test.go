@@ -50,6 +50,7 @@ type browser struct {
 
 // newBrowser starts a headless Chromium, with more options when given.
 func newBrowser(t *testing.T, more ...chromedp.ExecAllocatorOption) *browser {
+	testutil.Long(t, "drives a headless browser")
 	path := chromium()
 	if path == "" {
 		t.Skip("no chromium binary found (Debian: apt-get install chromium): the web UI's browser test needs one")

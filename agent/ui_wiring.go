@@ -1,6 +1,16 @@
 package agent
 
-import "github.com/skein-dev/skein/agent/ui"
+import (
+	"time"
+
+	"github.com/skein-dev/skein/agent/server"
+	"github.com/skein-dev/skein/agent/ui"
+	"github.com/skein-dev/skein/api"
+)
+
+// uiQueueJobs bounds the queued jobs the UI orders by priority: its
+// pages go that deep.
+const uiQueueJobs = 10000
 
 // uiConfig is the configuration of the web UI every agent serves at /ui/
 // (agent/ui): this node's state, and the telemetry of this node's GPUs
@@ -11,6 +21,9 @@ func (a *Agent) uiConfig() *ui.Config {
 		NodeID:    a.nodeID,
 		NodeName:  a.cfg.Name,
 		Telemetry: a.telemetry,
-		Logger:    a.logger.Named("ui"),
+		Priorities: func() *api.PrioInfo {
+			return server.Priorities(a.fsm, time.Now().UTC(), uiQueueJobs, nil)
+		},
+		Logger: a.logger.Named("ui"),
 	}
 }

@@ -568,6 +568,14 @@ func (c *Client) WithTLS(cfg *tls.Config) *Client {
 	return &cp
 }
 
+// CloseIdle closes the connections the client keeps open between
+// requests. A process that ends closes them anyway; one that makes a
+// client per command (the CLI's tests) would otherwise pile them up at
+// the agents. The client may still be used after.
+func (c *Client) CloseIdle() {
+	c.http.CloseIdleConnections()
+}
+
 // StatusWithHash is Status plus a digest of the whole replicated state and
 // the index it was taken at, for comparing replicas.
 func (c *Client) StatusWithHash(ctx context.Context) (*Status, error) {

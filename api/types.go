@@ -58,6 +58,9 @@ type JobDetail struct {
 	Allocations []structs.Allocation `json:"allocations"`
 	// Nodes maps the node IDs of the allocations to node names.
 	Nodes map[string]string `json:"nodes,omitempty"`
+	// Queue, on a queued job, is its place in the queue and what puts
+	// the job ahead of it first.
+	Queue *QueuePlace `json:"queue,omitempty"`
 }
 
 // NodeInfo is one entry of GET /v1/nodes: the registered node and what is

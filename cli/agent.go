@@ -61,6 +61,7 @@ func agentCommand() *ucli.Command {
 			&ucli.BoolFlag{Name: "keep-failed", Usage: "keep the containers of failed image jobs for debugging (default: remove every finished container)"},
 			&ucli.StringFlag{Name: "in-container", Usage: "the agent itself runs in container `NAME` on its engine: image jobs' containers live inside it (its network, processes and cgroup), as its own processes do"},
 			&ucli.StringFlag{Name: "master-ports", Usage: "`MIN-MAX` ports to give gangs with rank 0 here as MASTER_PORT (default 29500-29999)"},
+			&ucli.DurationFlag{Name: "usage-half-life", Value: structs.DefaultUsageHalfLife, Usage: "fair share: how long the GPU time an account used takes to count for half (give every server the same)"},
 			&ucli.DurationFlag{Name: "job-retention", Value: agent.DefaultJobRetention, Usage: "keep a finished job, its allocations and their logs this long, then remove them (give every node the same)"},
 			&ucli.DurationFlag{Name: "kill-grace", Value: 10 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping a job"},
 			&ucli.IntFlag{Name: "max-conns", Usage: "API connections to hold at once from clients that are not the cluster's nodes, which have a reserve of their own (default: sized from the file-descriptor limit)"},
@@ -245,6 +246,7 @@ func agentFlagsConfig(c *ucli.Context, origins configOrigins) (agent.Config, err
 	}
 	// Set apart so the literal above keeps its alignment.
 	cfg.JobRetention = c.Duration("job-retention")
+	cfg.UsageHalfLife = c.Duration("usage-half-life")
 	cfg.AllowForeignGPUUse = c.Bool("allow-foreign-gpu-use")
 	cfg.Security = security
 	cfg.JoinToken = joinToken

@@ -136,6 +136,10 @@ func commands() []*ucli.Command {
 		leaveCommand(),
 		joinTokenCommand(),
 		limitsCommand(),
+		accountCommand(),
+		qosCommand(),
+		shareCommand(),
+		prioCommand(),
 		aclCommand(),
 		auditCommand(),
 		caCommand(),
@@ -224,6 +228,7 @@ func rootAction(c *ucli.Context) error {
 // errors on app.ErrWriter.
 func run(app *ucli.App, args []string) int {
 	err := app.Run(commandArgs(app, args))
+	closeClients(app)
 	if err == nil {
 		return exitOK
 	}

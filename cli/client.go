@@ -39,10 +39,37 @@ func newClient(c *ucli.Context) (*api.Client, error) {
 		})
 	})
 	cfg, err := clusterTLS(c)
-	if err != nil || cfg == nil {
-		return cl, err
+	if err != nil {
+		return nil, err
 	}
-	return cl.WithTLS(cfg), nil
+	if cfg != nil {
+		cl = cl.WithTLS(cfg)
+	}
+	closeWhenDone(c.App, cl)
+	return cl, nil
+}
+
+// openClients is the key under which an App's Metadata lists the clients
+// its command made, for run to close their connections when it ends.
+const openClients = "skein.openClients"
+
+// closeWhenDone has run close cl's idle connections once the command
+// ends.
+func closeWhenDone(app *ucli.App, cl *api.Client) {
+	if app.Metadata == nil {
+		app.Metadata = map[string]any{}
+	}
+	list, _ := app.Metadata[openClients].([]*api.Client)
+	app.Metadata[openClients] = append(list, cl)
+}
+
+// closeClients closes the idle connections of every client app's command
+// made.
+func closeClients(app *ucli.App) {
+	list, _ := app.Metadata[openClients].([]*api.Client)
+	for _, cl := range list {
+		cl.CloseIdle()
+	}
 }
 
 // apiToken returns the API token from --token (SKEIN_TOKEN) or the file

@@ -104,6 +104,9 @@ func printJobDetail(c *ucli.Context, d *api.JobDetail, index map[string]int, now
 	switch {
 	case j.State == structs.JobQueued:
 		fields = append(fields, field{"Waiting", orDash(j.Reason)})
+		if d.Queue != nil {
+			fields = append(fields, queueFields(d.Queue)...)
+		}
 	case j.Reason != "":
 		fields = append(fields, field{"Reason", j.Reason})
 	}
@@ -338,6 +341,12 @@ func specFields(s structs.JobSpec) []field {
 	constraints := pairs(s.Constraints)
 	fields := []field{{"Command", commandText(s.Command)}}
 	fields = append(fields, containerFields(s)...)
+	if s.Account != "" {
+		fields = append(fields, field{"Account", s.Account})
+	}
+	if s.QoS != "" {
+		fields = append(fields, field{"QoS", s.QoS})
+	}
 	return append(fields, []field{
 		{"GPUs", strconv.Itoa(s.GPUs) + " per node"},
 		{"Nodes", strconv.Itoa(s.Nodes)},

@@ -43,6 +43,8 @@ var specFlags = map[string]string{
 	"shm_size_mib":       "--shm-size",
 	"caps":               "--allow-cap",
 	"request_id":         "--request-id",
+	"account":            "--account",
+	"qos":                "--qos",
 }
 
 // jobSpecFlags are the flags jobSpecFromFlags reads. In their help, what
@@ -56,7 +58,9 @@ func jobSpecFlags(what, show string) []ucli.Flag {
 		&ucli.IntFlag{Name: "cpus", Usage: "CPUs per node"},
 		&ucli.StringFlag{Name: "mem", Usage: "memory per node (SIZE: 512M, 80G), swap included: a hard limit, " + what + " is killed beyond it"},
 		&ucli.IntFlag{Name: "pids-max", Usage: "most processes and threads " + what + " may hold per node (`N`, at most the node's --job-pids-max, its default)"},
-		&ucli.IntFlag{Name: "priority", Usage: "higher runs first (-1000..1000)"},
+		&ucli.IntFlag{Name: "priority", Usage: "higher runs first (-1000..1000); with fair share, it orders only your own jobs"},
+		&ucli.StringFlag{Name: "account", Usage: "charge " + what + "'s use to this account, one of yours (default: your first account)"},
+		&ucli.StringFlag{Name: "qos", Usage: "run " + what + " under this QoS: its priority, limits and preemptions (skein qos list)"},
 		&ucli.GenericFlag{Name: "env", Usage: "set K=V in " + what + "'s environment, or copy K from yours (repeatable)", Value: &listValue{}},
 		&ucli.GenericFlag{Name: "secret-env", Usage: "like --env, for a secret: " + what + " gets it, but its value is returned only to its owner and operators " +
 			"(" + show + " --show-secrets) and never logged; prefer --secret-env K, which copies it from your environment, to K=V on a command line others can see (repeatable)", Value: &listValue{}},
@@ -95,7 +99,7 @@ func jobSpecFromFlags(c *ucli.Context, spec *structs.JobSpec) error {
 		return usagef(c, "missing command: give the program and its arguments after the flags")
 	}
 	for name, dst := range map[string]*string{"workdir": &spec.Workdir, "gpu-model": &spec.GPUModel, "image": &spec.Image,
-		"partition": &spec.Partition, "mail-user": &spec.MailUser} {
+		"partition": &spec.Partition, "mail-user": &spec.MailUser, "account": &spec.Account, "qos": &spec.QoS} {
 		if c.IsSet(name) {
 			*dst = c.String(name)
 		}

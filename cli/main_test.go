@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(cliEnv) != "" {
 		os.Exit(Run(os.Args))
 	}
-	code := m.Run()
+	code := testutil.RunWithoutLeaks(m)
 	testutil.RemoveCgroups()
 	os.Exit(code)
 }

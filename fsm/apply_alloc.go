@@ -100,10 +100,14 @@ func (s *state) endAlloc(a *structs.Allocation, u *structs.AllocUpdate, index ui
 	a.Usage = allocUsage(u.Usage)
 	a.ModifyIndex = index
 	if j, ok := s.jobs[a.JobID]; ok && a.Usage != nil {
-		if j.Usage == nil {
-			j.Usage = &structs.AllocUsage{}
+		// A new sum, never the old one changed: readers hold copies of
+		// the job that share its pointer.
+		var sum structs.AllocUsage
+		if j.Usage != nil {
+			sum = *j.Usage
 		}
-		j.Usage.Add(*a.Usage)
+		sum.Add(*a.Usage)
+		j.Usage = &sum
 		j.ModifyIndex = index
 	}
 	s.release(a)

@@ -44,6 +44,9 @@ func (s *state) applyJobSubmit(l *raft.Log) any {
 	if err := s.checkSubmitLimits(req.Owner, &req.Spec); err != nil {
 		return fmt.Errorf("job %s: %w", short, err)
 	}
+	if err := s.resolveJobAccount(req.Owner, &req.Spec); err != nil {
+		return fmt.Errorf("job %s: %w", short, err)
+	}
 	if p, ok := s.partitions[structs.PartitionOf(&req.Spec)]; ok {
 		if err := p.Fit(&req.Spec); err != nil {
 			return fmt.Errorf("job %s: %w", short, err)

@@ -96,11 +96,14 @@ func (s *state) preempt(id string, attempt int, forJob *structs.Job, reason stri
 		return fmt.Errorf("victim %s: %w: already preempted by job %s", short, ErrNotPreemptible, structs.ShortID(j.PreemptedBy))
 	case j.StopRequested:
 		return fmt.Errorf("victim %s: %w: it is being cancelled", short, ErrNotPreemptible)
+	case structs.MayPreempt(s.accounts, forJob, j):
+		// preemptible and of lower priority, or of a QoS forJob's preempts
 	case !j.Spec.Preemptible:
 		return fmt.Errorf("victim %s: %w: not submitted as preemptible", short, ErrNotPreemptible)
 	case j.Spec.Priority >= forJob.Spec.Priority:
 		return fmt.Errorf("victim %s: %w: priority %d is not below %d", short, ErrNotPreemptible, j.Spec.Priority, forJob.Spec.Priority)
-	case !slices.ContainsFunc(s.jobAllocs[j.ID], (*structs.Allocation).Live):
+	}
+	if !slices.ContainsFunc(s.jobAllocs[j.ID], (*structs.Allocation).Live) {
 		return fmt.Errorf("victim %s: %w: no live allocation", short, ErrNotPreemptible)
 	}
 	if dry {

@@ -51,6 +51,9 @@ func (s *state) applyServiceRegister(l *raft.Log) any {
 	if err := s.checkReplicaLimits(svc, svc.Replicas); err != nil {
 		return fmt.Errorf("service %s: %w", svc.Name, err)
 	}
+	if err := s.resolveJobAccount(svc.Owner, &svc.Spec.Job); err != nil {
+		return fmt.Errorf("service %s: %w", svc.Name, err)
+	}
 	svc.NextReplica, svc.Deleted = 0, false
 	svc.Version, svc.Rollout, svc.PrevSpec = 1, nil, nil
 	svc.CreateIndex, svc.ModifyIndex = l.Index, l.Index
@@ -352,6 +355,9 @@ func (s *state) applyServiceUpdate(l *raft.Log) any {
 	svc, err := s.liveService(req.Name)
 	if err != nil {
 		return err
+	}
+	if err := s.resolveJobAccount(svc.Owner, &req.Spec.Job); err != nil {
+		return fmt.Errorf("service %s: %w", svc.Name, err)
 	}
 	if svc.Autoscale != nil {
 		if err := svc.Autoscale.ValidateFor(&req.Spec); err != nil {

@@ -2,8 +2,9 @@
 // applies committed log entries to the in-memory state (nodes, jobs,
 // allocations, services and, in a secure cluster, the trust state: CA
 // certificates, join tokens, admissions, gossip keyring; the users'
-// limits), enforces GPU exclusivity, idempotent submission and the
-// queued-jobs limits there, makes, restarts and stops the replica jobs of
+// limits; fair share's accounts, QoS and weights, and the usage charged
+// to accounts and users, decayed), enforces GPU exclusivity, idempotent
+// submission, the queued-jobs limits and a job's account membership there, makes, restarts and stops the replica jobs of
 // services, removes finished jobs once their retention has passed, keeps
 // the newest events those changes made (the event log), and answers read
 // queries with deep copies of that state.

@@ -152,6 +152,12 @@ func (f *FSM) Apply(l *raft.Log) any {
 		resp = f.st.applyServiceRollout(l)
 	case structs.LeaderElectedType:
 		resp = f.st.applyLeaderElected(l)
+	case structs.AccountSetType:
+		resp = f.st.applyAccountSet(l)
+	case structs.QoSSetType:
+		resp = f.st.applyQoSSet(l)
+	case structs.UsageChargeType:
+		resp = f.st.applyUsageCharge(l)
 	default:
 		if !skippable {
 			panic(fmt.Sprintf("fsm: log entry %d has unknown type %d", l.Index, uint8(t)))

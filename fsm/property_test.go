@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -18,7 +19,7 @@ func TestFSM_GPUExclusivity(t *testing.T) {
 		m := newModel(rt)
 		steps := rapid.IntRange(10, 60).Draw(rt, "steps")
 		// Weighted so that jobs get placed and run before they are cancelled.
-		ops := []func(){m.register, m.submit, m.submit, m.plan, m.plan, m.plan, m.update, m.update, m.update, m.cancel, m.nodeDown, m.gpuHealth, m.gc, m.limits}
+		ops := []func(){m.register, m.submit, m.submit, m.plan, m.plan, m.plan, m.update, m.update, m.update, m.cancel, m.nodeDown, m.gpuHealth, m.gc, m.limits, m.fairShare}
 		for range steps {
 			ops[rapid.IntRange(0, len(ops)-1).Draw(rt, "op")]()
 			m.check()
@@ -129,6 +130,7 @@ func (m *model) submit() {
 		s.Array = &structs.ArraySpec{Start: 0, End: tasks - 1}
 	}
 	owner := rapid.SampledFrom(owners).Draw(m.rt, "owner")
+	s.Account = rapid.SampledFrom([]string{"", "", "a0", "a1"}).Draw(m.rt, "account")
 	req := structs.JobSubmitRequest{JobID: id, RequestID: "r" + id, Owner: owner, Spec: s, SubmittedAt: m.h.at()}
 	before, queued := m.h.f.Hash(), m.h.f.LimitUsage(owner).Queued
 	lim := m.h.f.Limits()
@@ -141,7 +143,7 @@ func (m *model) submit() {
 			m.rt.Fatalf("submit %s of %d tasks accepted over owner %q's limits %+v (had %d queued)", id, tasks, owner, lim.For(owner), queued)
 		}
 	case error:
-		if !errors.Is(resp, ErrLimit) {
+		if !errors.Is(resp, ErrLimit) && !(errors.Is(resp, ErrAccount) && m.h.f.FairShare().Accounts.Account(s.Account) == nil) {
 			m.rt.Fatalf("valid submit %s refused: %v", id, resp)
 		}
 		if m.h.f.Hash() != before || m.h.f.LimitUsage(owner).Queued != queued {
@@ -185,6 +187,37 @@ func (m *model) limits() {
 	}
 	if err := m.h.applyErr(structs.LimitsSetType, req); err != nil {
 		m.rt.Fatalf("limits %+v refused: %v", req, err)
+	}
+}
+
+// fairShare creates an account, makes an owner a member, or charges usage
+// at the next entry's time (sometimes a stale time), so that jobs in
+// accounts, usage records and the usage clock go through snapshots.
+func (m *model) fairShare() {
+	before := m.h.f.FairShare()
+	switch rapid.IntRange(0, 3).Draw(m.rt, "fair share op") {
+	case 0:
+		name := rapid.SampledFrom([]string{"a0", "a1"}).Draw(m.rt, "account")
+		shares := rapid.IntRange(1, 5).Draw(m.rt, "shares")
+		m.h.apply(structs.AccountSetType, structs.AccountRequest{Op: structs.AccountCreate, Name: name, Shares: &shares})
+	case 1:
+		name := rapid.SampledFrom([]string{"a0", "a1"}).Draw(m.rt, "account")
+		m.h.apply(structs.AccountSetType, structs.AccountRequest{Op: structs.AccountAddUser, Name: name,
+			User: rapid.SampledFrom(owners[1:]).Draw(m.rt, "member")})
+	default:
+		at := m.h.at().Add(time.Duration(rapid.IntRange(-3, 3).Draw(m.rt, "clock skew")) * time.Second)
+		if err := m.h.applyErr(structs.UsageChargeType, structs.UsageChargeRequest{At: at, HalfLife: structs.Duration(time.Hour)}); err != nil {
+			m.rt.Fatalf("usage charge refused: %v", err)
+		}
+	}
+	after := m.h.f.FairShare()
+	if after.At.Before(before.At) {
+		m.rt.Fatalf("the usage clock went back from %s to %s", before.At, after.At)
+	}
+	for _, r := range after.Usage {
+		if !(r.GPUSeconds >= 0 && r.CPUSeconds >= 0 && r.MemMiBSeconds >= 0) {
+			m.rt.Fatalf("negative usage %+v", r)
+		}
 	}
 }
 

@@ -256,6 +256,14 @@ type StateView struct {
 	// allocations of each owner's jobs hold (owners holding none absent).
 	Limits    *structs.LimitTable
 	OwnerGPUs map[string]int
+	// Accounts and Usage are the fair-share state (Accounts nil: none).
+	Accounts *structs.AccountTable
+	Usage    []structs.UsageRecord
+}
+
+// FairShare returns the account table and the usage records.
+func (v *StateView) FairShare() structs.FairShare {
+	return structs.FairShare{Accounts: v.Accounts, Usage: v.Usage}
 }
 
 // GPULimit returns an owner's running-GPU limit and the GPUs its jobs hold.
@@ -291,7 +299,11 @@ func (v *StateView) JobState(id string) (structs.JobState, bool) {
 func (f *FSM) State() *StateView {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	v := &StateView{Index: f.st.index, Nodes: f.st.sortedNodesShared(), Limits: f.st.limitTable(), OwnerGPUs: maps.Clone(f.st.ownerGPUs)}
+	v := &StateView{Index: f.st.index, Nodes: f.st.sortedNodesShared(), Limits: f.st.limitTable(), OwnerGPUs: maps.Clone(f.st.ownerGPUs),
+		Accounts: f.st.accounts.Copy()}
+	if f.st.accounts.On() {
+		v.Usage = f.st.usageRecords()
+	}
 	v.LiveAllocs = make([]*structs.Allocation, 0, len(f.st.live))
 	v.TimeLimits = make(map[string]time.Duration)
 	running := map[string]bool{}

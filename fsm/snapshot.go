@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -19,20 +20,22 @@ import (
 // Versions of the snapshot format. Version 1 holds nodes, jobs and
 // allocations; version 2 adds the trust records; version 3 the limits;
 // version 4 the ACL records; version 5 the services; version 6 the
-// event log; version 9 the job number counter and the partitions'
-// settings (versions 7 and 8 are other branches' numbers).
+// event log; version 8 the fair-share records (accounts, QoS and weights,
+// usage); version 9 the job number counter and the partitions' settings.
+// Version 7 is another line of work's, which this build does not write.
 // Snapshot writes the oldest version that holds the state, so a binary that
 // predates a version still reads a cluster that uses none of its records;
 // Restore reads them all.
 const (
-	minSnapshotVersion     = 1
-	trustSnapshotVersion   = 2
-	limitsSnapshotVersion  = 3
-	aclSnapshotVersion     = 4
-	serviceSnapshotVersion = 5
-	eventSnapshotVersion   = 6
-	numberSnapshotVersion  = 9
-	snapshotVersion        = numberSnapshotVersion // the newest
+	minSnapshotVersion       = 1
+	trustSnapshotVersion     = 2
+	limitsSnapshotVersion    = 3
+	aclSnapshotVersion       = 4
+	serviceSnapshotVersion   = 5
+	eventSnapshotVersion     = 6
+	fairshareSnapshotVersion = 8
+	numberSnapshotVersion    = 9
+	snapshotVersion          = numberSnapshotVersion // the newest
 )
 
 // Record types of a snapshot.
@@ -56,6 +59,9 @@ const (
 	recordEventLog = "event_log"
 	recordEvent    = "event"
 
+	recordAccounts   = "accounts"
+	recordUsageClock = "usage_clock"
+	recordUsage      = "usage"
 	recordJobNumbers = "job_numbers"
 	recordPartition  = "partition"
 )
@@ -88,8 +94,17 @@ type record struct {
 	EventLog *eventLogRecord `json:"event_log,omitempty"`
 	Event    *structs.Event  `json:"event,omitempty"`
 
+	Accounts   *structs.AccountTable `json:"accounts,omitempty"`
+	UsageClock *usageClockRecord     `json:"usage_clock,omitempty"`
+	Usage      *structs.UsageRecord  `json:"usage,omitempty"`
+
 	JobNumbers *jobNumbersRecord  `json:"job_numbers,omitempty"`
 	Partition  *structs.Partition `json:"partition,omitempty"`
+}
+
+// usageClockRecord is when usage was last charged.
+type usageClockRecord struct {
+	At time.Time `json:"at"`
 }
 
 // jobNumbersRecord is the newest job number given, which may be higher
@@ -133,6 +148,10 @@ type snapshot struct {
 
 	eventsDropped structs.EventCursor
 	events        []structs.Event
+
+	accounts *structs.AccountTable
+	usageAt  time.Time
+	usage    []structs.UsageRecord
 }
 
 var _ raft.FSMSnapshot = (*snapshot)(nil)
@@ -206,6 +225,9 @@ func (s *state) snapshot() *snapshot {
 	for _, name := range slices.Sorted(maps.Keys(s.services)) {
 		snap.services = append(snap.services, s.services[name].Copy())
 	}
+	snap.accounts = s.accounts.Copy()
+	snap.usageAt = s.usageAt
+	snap.usage = s.usageRecords()
 	snap.lastJobNumber = s.lastJobNumber
 	for _, name := range slices.Sorted(maps.Keys(s.partitions)) {
 		snap.partitions = append(snap.partitions, s.partitions[name])
@@ -222,6 +244,9 @@ func (s *state) snapshot() *snapshot {
 func (snap *snapshot) version() int {
 	if snap.lastJobNumber > 0 || len(snap.partitions) > 0 {
 		return numberSnapshotVersion
+	}
+	if snap.accounts != nil || !snap.usageAt.IsZero() || len(snap.usage) > 0 {
+		return fairshareSnapshotVersion
 	}
 	if len(snap.events) > 0 || !snap.eventsDropped.IsZero() {
 		return eventSnapshotVersion
@@ -357,6 +382,28 @@ func (snap *snapshot) writeRecords(enc *json.Encoder) error {
 			return err
 		}
 	}
+	return snap.writeFairShare(enc)
+}
+
+// writeFairShare writes the account table, when set, then when usage was
+// last charged and each usage record, by account then user.
+func (snap *snapshot) writeFairShare(enc *json.Encoder) error {
+	if snap.accounts != nil {
+		if err := enc.Encode(record{Type: recordAccounts, Accounts: snap.accounts}); err != nil {
+			return err
+		}
+	}
+	if snap.usageAt.IsZero() && len(snap.usage) == 0 {
+		return nil
+	}
+	if err := enc.Encode(record{Type: recordUsageClock, UsageClock: &usageClockRecord{At: snap.usageAt}}); err != nil {
+		return err
+	}
+	for i := range snap.usage {
+		if err := enc.Encode(record{Type: recordUsage, Usage: &snap.usage[i]}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -405,6 +452,7 @@ func readSnapshot(r io.Reader) (*state, error) {
 			(h.Version < aclSnapshotVersion && isACLRecord(rec.Type)) ||
 			(h.Version < serviceSnapshotVersion && rec.Type == recordService) ||
 			(h.Version < eventSnapshotVersion && isEventRecord(rec.Type)) ||
+			(h.Version < fairshareSnapshotVersion && isFairShareRecord(rec.Type)) ||
 			(h.Version < numberSnapshotVersion && (rec.Type == recordJobNumbers || rec.Type == recordPartition)) {
 			return nil, fmt.Errorf("%w: record %d: %s record in a version %d snapshot", ErrBadSnapshot, n, rec.Type, h.Version)
 		}
@@ -412,6 +460,11 @@ func readSnapshot(r io.Reader) (*state, error) {
 			return nil, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
 		}
 	}
+}
+
+// isFairShareRecord reports whether a record type is one of version 8's.
+func isFairShareRecord(typ string) bool {
+	return typ == recordAccounts || typ == recordUsageClock || typ == recordUsage
 }
 
 // isEventRecord reports whether a record type is one of version 6's.
@@ -585,6 +638,8 @@ func (s *state) restoreRecord(rec *record) error {
 		s.events.dropped = rec.EventLog.Dropped
 	case recordEvent:
 		return s.restoreEvent(rec.Event)
+	case recordAccounts, recordUsageClock, recordUsage:
+		return s.restoreFairShare(rec)
 	case recordJobNumbers:
 		switch {
 		case rec.JobNumbers == nil:

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/skein-dev/skein/structs"
 )
@@ -31,6 +32,16 @@ type state struct {
 
 	// The limits an admin set; nil holds the built-in defaults.
 	limits *structs.LimitTable
+
+	// The account tree, QoS and priority weights an admin set (nil: none,
+	// fair share off), the decayed usage by account and user, and when
+	// usage was last charged (the leader's stamp).
+	accounts *structs.AccountTable
+	usage    map[structs.UsageKey]*structs.Usage
+	usageAt  time.Time
+	// usageClockSeen is set while a snapshot is read once its usage
+	// clock record has been.
+	usageClockSeen bool
 
 	// Services by name; each replica is a job in jobs (Job.Service).
 	services map[string]*structs.Service
@@ -123,6 +134,7 @@ func newState() *state {
 		queued:       jobSet{},
 		ownerQueued:  map[string]int{},
 		ownerGPUs:    map[string]int{},
+		usage:        map[structs.UsageKey]*structs.Usage{},
 	}
 }
 
@@ -253,6 +265,7 @@ func (s *state) release(a *structs.Allocation) {
 		delete(s.portHolder, p)
 	}
 	s.chargeOwner(a, -1)
+	s.chargeAllocEnd(a)
 	u := s.nodeUsed[a.NodeID]
 	u.cpus -= a.CPUs
 	u.memoryMiB -= a.MemoryMiB

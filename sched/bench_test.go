@@ -2,7 +2,10 @@ package sched
 
 import (
 	"fmt"
+	"os"
+	"runtime"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -130,6 +133,105 @@ func BenchmarkDecideQueue(b *testing.B) {
 	}
 	in := Inputs{Now: now}
 	benchPasses(b, func() structs.Plan { return Decide(v, in).Plan })
+}
+
+// BenchmarkDecideQueueFairShare is B13: BenchmarkDecideQueue with fair
+// share on: 20 accounts (4 of them sub-accounts) of 5 users each, every
+// user with decayed usage, every job in one of its owner's accounts, a
+// third with a QoS, and the default weights. Users submit in bursts of
+// SKEIN_BENCH_BURST jobs (25 by default: an array, a sweep; 1 deals the
+// jobs out one by one, the order a CPU cache likes least). Its ratio to
+// BenchmarkDecideQueue is the cost of fair share.
+func BenchmarkDecideQueueFairShare(b *testing.B) {
+	v, now := fairShareBench()
+	in := Inputs{Now: now}
+	benchPasses(b, func() structs.Plan { return Decide(v, in).Plan })
+}
+
+// BenchmarkFairShareAgainstB1 is B13 as one ratio: each iteration runs
+// BenchmarkDecideQueue's pass and BenchmarkDecideQueueFairShare's, one
+// after the other (alternating which goes first, each after a garbage
+// collection), so a machine shared with other work slows both alike.
+// It reports each one's mean pass and placements per second, and the
+// ratio of the fair-share pass's time per placement to the plain one's.
+func BenchmarkFairShareAgainstB1(b *testing.B) {
+	fs, now := fairShareBench()
+	plain := fakeView{fakeState: fs.fakeState, running: fs.running}
+	_, plain.queued, _ = queueBench()
+	in := Inputs{Now: now}
+	var tPlain, tFS time.Duration
+	var nPlain, nFS int
+	b.ResetTimer()
+	for i := range b.N {
+		// Alternate which goes first, and leave neither the other's
+		// garbage to collect.
+		for k := range 2 {
+			runtime.GC()
+			start := time.Now()
+			if (i+k)%2 == 0 {
+				nPlain += placements(Decide(plain, in).Plan)
+				tPlain += time.Since(start)
+			} else {
+				nFS += placements(Decide(fs, in).Plan)
+				tFS += time.Since(start)
+			}
+		}
+	}
+	b.ReportMetric(float64(tPlain.Milliseconds())/float64(b.N), "b1-pass-ms")
+	b.ReportMetric(float64(tFS.Milliseconds())/float64(b.N), "fairshare-pass-ms")
+	b.ReportMetric(float64(nPlain)/tPlain.Seconds(), "b1-placements/s")
+	b.ReportMetric(float64(nFS)/tFS.Seconds(), "fairshare-placements/s")
+	b.ReportMetric((tFS.Seconds()/float64(nFS))/(tPlain.Seconds()/float64(nPlain)), "ratio-per-placement")
+}
+
+// placements counts a plan's allocations.
+func placements(p structs.Plan) int {
+	n := 0
+	for _, pl := range p.Placements {
+		n += len(pl.Allocations)
+	}
+	return n
+}
+
+// fairShareBench is BenchmarkDecideQueueFairShare's view and time.
+func fairShareBench() (fakeView, time.Time) {
+	st, jobs, now := queueBench()
+	tab := &structs.AccountTable{Accounts: map[string]*structs.Account{},
+		QoS: map[string]*structs.QoS{"high": {Name: "high", Priority: 500}, "low": {Name: "low"}}}
+	var usage []structs.UsageRecord
+	for a := range 20 {
+		name := fmt.Sprintf("acct-%02d", a)
+		acct := &structs.Account{Name: name, Shares: 1 + a*7%50}
+		if a >= 16 {
+			acct.Parent = fmt.Sprintf("acct-%02d", a-16)
+		}
+		for u := range 5 {
+			user := fmt.Sprintf("user-%02d-%d", a, u)
+			acct.Users = append(acct.Users, user)
+			usage = append(usage, structs.UsageRecord{UsageKey: structs.UsageKey{Account: name, User: user},
+				Usage: structs.Usage{GPUSeconds: float64(1+(a*5+u)*37%100) * 3600}})
+		}
+		tab.Accounts[name] = acct
+	}
+	burst := 25
+	if v, err := strconv.Atoi(os.Getenv("SKEIN_BENCH_BURST")); err == nil && v > 0 {
+		burst = v
+	}
+	for i, j := range jobs {
+		c := j.Copy()
+		b := i / burst
+		a := b % 20
+		c.Spec.Account, c.Owner = fmt.Sprintf("acct-%02d", a), fmt.Sprintf("user-%02d-%d", a, (b/20)%5)
+		c.Spec.QoS = []string{"", "high", "low"}[i%3]
+		jobs[i] = c
+	}
+	v := fakeView{fakeState: st, queued: jobs, fairShare: structs.FairShare{Accounts: tab, Usage: usage}}
+	for _, a := range st.allocs {
+		r := job(a.JobID, len(a.GPUs))
+		r.State = structs.JobRunning
+		v.running = append(v.running, r)
+	}
+	return v, now
 }
 
 // benchPasses runs one pass per iteration and reports placements

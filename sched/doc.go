@@ -22,6 +22,12 @@
 // they do not delay it (EASY backfill). Place is the same pipeline in the
 // caller's order, greedy, without a reservation.
 //
+// With fair share (the cluster has accounts), the queue's order is the
+// multifactor priority instead (priority.go): weighted age, fair-share,
+// job-size and QoS factors, the fair-share factor from the account tree
+// by Slurm's fair-tree ranking (FairTree), and a user's --priority
+// ordering only its own jobs among the places they earned.
+//
 // Placement is a pure function (docs/architecture.md, "The scheduler is
 // pure"): no clock (the leader
 // passes the time in), no I/O, no goroutines and no randomness, so the same

@@ -155,7 +155,11 @@ type fakeView struct {
 	// and what their jobs hold.
 	gpuLimits map[string]int
 	gpusInUse map[string]int
+	// fairShare is the accounts, QoS and usage (none: fair share off).
+	fairShare structs.FairShare
 }
+
+func (v fakeView) FairShare() structs.FairShare { return v.fairShare }
 
 func (v fakeView) GPULimit(owner string) (int, int) {
 	limit, ok := v.gpuLimits[owner]

@@ -29,6 +29,9 @@ type View interface {
 	// may hold (structs.Unlimited for no limit), and how many they hold.
 	// A pass asks only about the owners of ready jobs.
 	GPULimit(owner string) (limit, inUse int)
+	// FairShare is the account table and the decayed usage; with no
+	// account, the queue goes by --priority and age.
+	FairShare() structs.FairShare
 }
 
 // Inputs are what a pass needs besides the state: the time, and what the
@@ -98,7 +101,9 @@ func Decide(v View, in Inputs) Decision {
 	waiting = append(append(waiting, single...), capped...)
 
 	s, silent := overlay(v, in.Silent, in.GossipUnhealthy)
-	o := Options{Now: in.Now, AgeStep: in.AgeStep, OwnerGPUs: ownerGPUsOf(v, ready)}
+	fs := v.FairShare()
+	o := Options{Now: in.Now, AgeStep: in.AgeStep, OwnerGPUs: ownerGPUsOf(v, ready),
+		Multifactor: NewMultifactor(fs, v.AllNodes()), Groups: newGroupBudget(fs.Accounts, v.RunningJobs())}
 	plan := scheduleAndPreempt(s, queued, ready, v.RunningJobs(), silent, o)
 	plan.Blocked = append(plan.Blocked, waiting...)
 	byID := make(map[string]*structs.Job, len(ready))

@@ -93,6 +93,7 @@ func genPass(t *rapid.T) (fakeView, Inputs) {
 	}
 
 	genOwners(t, &v)
+	genFairShare(t, &v)
 
 	in := Inputs{Now: t0, Silent: map[string]bool{}, GossipUnhealthy: map[string]uint64{}}
 	quiet := rapid.IntRange(0, 3).Draw(t, "quiet") == 0 // silent nodes stop preemptions: not too often
@@ -133,6 +134,115 @@ func genOwners(t *rapid.T, v *fakeView) {
 	for _, o := range passOwners {
 		if rapid.Bool().Draw(t, "ownerLimited") {
 			v.gpuLimits[o] = rapid.IntRange(0, 12).Draw(t, "ownerGPULimit")
+		}
+	}
+}
+
+// genFairShare turns fair share on half the time: two accounts (the second
+// maybe below the first) with alice and bob, usage, two QoS (hi may preempt
+// lo), GPU limits on an account and a QoS, and each job in an account and a
+// QoS or none. A running job asks for the GPUs its allocation holds.
+func genFairShare(t *rapid.T, v *fakeView) {
+	if !rapid.Bool().Draw(t, "fairShare") {
+		return
+	}
+	tab := &structs.AccountTable{
+		Accounts: map[string]*structs.Account{
+			"a0": {Name: "a0", Shares: rapid.IntRange(1, 3).Draw(t, "shares0"), Users: []string{"alice", "bob"}},
+			"a1": {Name: "a1", Shares: rapid.IntRange(1, 3).Draw(t, "shares1"), Users: []string{"bob"}},
+		},
+		QoS: map[string]*structs.QoS{"hi": {Name: "hi", Priority: rapid.IntRange(0, 1000).Draw(t, "qosPriority")}, "lo": {Name: "lo"}},
+	}
+	if rapid.Bool().Draw(t, "nestedAccount") {
+		tab.Accounts["a1"].Parent = "a0"
+	}
+	if rapid.Bool().Draw(t, "accountLimit") {
+		tab.Accounts["a0"].MaxGPUs = intp(rapid.IntRange(0, 8).Draw(t, "accountGPUs"))
+	}
+	if rapid.Bool().Draw(t, "qosLimit") {
+		tab.QoS["hi"].MaxGPUsPerUser = intp(rapid.IntRange(0, 6).Draw(t, "qosGPUs"))
+	}
+	if rapid.Bool().Draw(t, "qosPreempts") {
+		tab.QoS["hi"].Preempt = []string{"lo"}
+	}
+	v.fairShare = structs.FairShare{Accounts: tab}
+	for _, acct := range []string{"a0", "a1"} {
+		for _, u := range tab.Accounts[acct].Users {
+			if rapid.Bool().Draw(t, "used") {
+				v.fairShare.Usage = append(v.fairShare.Usage, structs.UsageRecord{UsageKey: structs.UsageKey{Account: acct, User: u},
+					Usage: structs.Usage{GPUSeconds: float64(rapid.IntRange(1, 1000).Draw(t, "gpuSeconds"))}})
+			}
+		}
+	}
+	accounts, qos := []string{"", "a0", "a1"}, []string{"", "hi", "lo"}
+	for _, j := range v.queued {
+		j.Spec.Account, j.Spec.QoS = rapid.SampledFrom(accounts).Draw(t, "account"), rapid.SampledFrom(qos).Draw(t, "qos")
+	}
+	held := map[string]int{}
+	for _, a := range v.allocs {
+		held[a.JobID] += len(a.GPUs)
+	}
+	for _, r := range v.running {
+		r.Spec.GPUs = held[r.ID]
+		r.Spec.Account, r.Spec.QoS = rapid.SampledFrom(accounts).Draw(t, "runningAccount"), rapid.SampledFrom(qos).Draw(t, "runningQoS")
+	}
+}
+
+// checkGroupLimits fails t if a plan places GPU jobs of an account (its
+// sub-accounts' included) or of one user of a QoS past a GPU limit,
+// counting what the running jobs hold.
+func checkGroupLimits(t *rapid.T, v fakeView, plan structs.Plan) {
+	tab := v.fairShare.Accounts
+	if tab == nil {
+		return
+	}
+	under := func(acct, top string) bool {
+		for a := acct; a != ""; a = tab.Accounts[a].Parent {
+			if a == top {
+				return true
+			}
+		}
+		return false
+	}
+	byID := map[string]*structs.Job{}
+	for _, j := range v.queued {
+		byID[j.ID] = j
+	}
+	for name, a := range tab.Accounts {
+		if a.MaxGPUs == nil {
+			continue
+		}
+		used, placed := 0, 0
+		for _, r := range v.running {
+			if under(r.Spec.Account, name) {
+				used += jobGPUs(r)
+			}
+		}
+		for _, p := range plan.Placements {
+			if j := byID[p.JobID]; under(j.Spec.Account, name) {
+				placed += jobGPUs(j)
+			}
+		}
+		if placed > 0 && used+placed > *a.MaxGPUs {
+			t.Fatalf("account %s holds %d GPUs and got %d more, past its limit of %d", name, used, placed, *a.MaxGPUs)
+		}
+	}
+	if lim := tab.QoS["hi"].MaxGPUsPerUser; lim != nil {
+		used, placed := map[string]int{}, map[string]int{}
+		for _, r := range v.running {
+			if r.Spec.QoS == "hi" {
+				used[r.Owner] += jobGPUs(r)
+			}
+		}
+		for _, p := range plan.Placements {
+			if j := byID[p.JobID]; j.Spec.QoS == "hi" {
+				placed[j.Owner] += jobGPUs(j)
+			}
+		}
+		for owner, n := range placed {
+			if n > 0 && used[owner]+n > *lim {
+				t.Fatalf("user %q of QoS hi holds %d GPUs and got %d more, past its limit of %d", owner, used[owner], n, *lim)
+			}
 		}
 	}
 }
@@ -192,6 +302,7 @@ func copyView(v fakeView) fakeView {
 		states:    maps.Clone(v.states),
 		gpuLimits: maps.Clone(v.gpuLimits),
 		gpusInUse: maps.Clone(v.gpusInUse),
+		fairShare: structs.FairShare{Accounts: v.fairShare.Accounts.Copy(), Usage: slices.Clone(v.fairShare.Usage)},
 	}
 }
 
@@ -252,6 +363,7 @@ func checkDecision(t *rapid.T, v fakeView, in Inputs, d Decision) {
 	checkMasterPorts(t, v, d.Plan)
 	checkPreemptions(t, v, in, d.Plan)
 	checkOwnerGPULimits(t, v, d.Plan)
+	checkGroupLimits(t, v, d.Plan)
 }
 
 // checkOwnerGPULimits fails t if a plan places GPU jobs of an owner beyond
@@ -443,8 +555,8 @@ func checkPreemptions(t *rapid.T, v fakeView, in Inputs, plan structs.Plan) {
 					victim = r
 				}
 			}
-			if victim == nil || stopped[id] || !victim.Spec.Preemptible || victim.PreemptedBy != "" ||
-				victim.Spec.Priority >= job.Spec.Priority || p.Attempts[i] != victim.Attempts {
+			if victim == nil || stopped[id] || !structs.MayPreempt(v.fairShare.Accounts, job, victim) || victim.PreemptedBy != "" ||
+				p.Attempts[i] != victim.Attempts {
 				t.Fatalf("preemption %+v: victim %s is not a fair one (%+v), or stopped twice", p, id, victim)
 			}
 			stopped[id] = true

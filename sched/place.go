@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -43,8 +44,10 @@ type placer struct {
 	// this pass. Resources only shrink during a pass, so a later job of the
 	// same shape cannot fit either and gets the same reason without a scan.
 	blocked map[shape]string
-	// owners keeps each owner within its GPU limit; nil for none.
+	// owners keeps each owner within its GPU limit, groups each account
+	// and QoS within theirs; nil for none.
 	owners *ownerBudget
+	groups *groupBudget
 	// reference turns the index and the blocked-shape memory off, so every
 	// job checks every node: the slow, obvious pass the tests hold the
 	// fast one to.
@@ -97,7 +100,7 @@ func (p *placer) run(jobs []*structs.Job) structs.Plan {
 			continue
 		}
 		seen[j.ID] = true
-		if reason := p.owners.refuse(j); reason != "" {
+		if reason := cmp.Or(p.owners.refuse(j), p.groups.refuse(j)); reason != "" {
 			plan.Blocked = append(plan.Blocked, structs.JobBlocked{JobID: j.ID, Reason: reason})
 			continue
 		}
@@ -107,6 +110,7 @@ func (p *placer) run(jobs []*structs.Job) structs.Plan {
 			continue
 		}
 		p.owners.charge(j)
+		p.groups.charge(j)
 		plan.Placements = append(plan.Placements, structs.JobPlacement{JobID: j.ID, Allocations: allocs})
 	}
 	return plan

@@ -38,12 +38,36 @@ type Preemptor struct {
 	l *ledger
 	// cands are sorted cheapest first.
 	cands []*candidate
+	// qos, when some QoS preempts another, makes the running jobs of
+	// the preempted QoS candidates too (structs.MayPreempt).
+	qos *structs.AccountTable
 }
 
 // NewPreemptor builds the ledger of s and the candidates among running.
 func NewPreemptor(s State, running []*structs.Job) *Preemptor {
+	return newPreemptor(s, running, nil)
+}
+
+// newPreemptor is NewPreemptor with the QoS preemption rules of qos.
+func newPreemptor(s State, running []*structs.Job, qos *structs.AccountTable) *Preemptor {
+	if !qosPreempts(qos) {
+		qos = nil
+	}
 	l := newLedger(s.AllNodes(), s.AllLiveAllocs())
-	return &Preemptor{l: l, cands: candidates(l, s.AllLiveAllocs(), running)}
+	return &Preemptor{l: l, cands: candidates(l, s.AllLiveAllocs(), running, qos), qos: qos}
+}
+
+// qosPreempts reports whether any QoS of t preempts another.
+func qosPreempts(t *structs.AccountTable) bool {
+	if t == nil {
+		return false
+	}
+	for _, q := range t.QoS {
+		if len(q.Preempt) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Exclude makes jobs no longer candidates, such as victims the caller has
@@ -69,10 +93,10 @@ func (p *Preemptor) Victims(job *structs.Job) []string {
 	}
 	var eligible []*candidate
 	for _, c := range p.cands {
-		if c.job.Spec.Priority >= job.Spec.Priority {
+		if p.qos == nil && c.job.Spec.Priority >= job.Spec.Priority {
 			break // cheapest first: the rest are not lower either
 		}
-		if c.job.ID != job.ID && c.usableBy(r, l) {
+		if c.job.ID != job.ID && structs.MayPreempt(p.qos, job, c.job) && c.usableBy(r, l) {
 			eligible = append(eligible, c)
 		}
 	}
@@ -178,12 +202,13 @@ type nodeUse struct {
 
 // candidates returns the jobs of running that may be preempted at all,
 // with what each holds, cheapest first.
-func candidates(l *ledger, live []*structs.Allocation, running []*structs.Job) []*candidate {
+// With qos, running jobs of a QoS another preempts may be preempted too.
+func candidates(l *ledger, live []*structs.Allocation, running []*structs.Job, qos *structs.AccountTable) []*candidate {
 	byJob := make(map[string]*candidate, len(running))
 	var out []*candidate
 	for _, j := range running {
 		if j == nil || byJob[j.ID] != nil || j.State != structs.JobRunning ||
-			!j.Spec.Preemptible || j.StopRequested || j.PreemptedBy != "" {
+			!(j.Spec.Preemptible || qos.Preempted(j.Spec.QoS)) || j.StopRequested || j.PreemptedBy != "" {
 			continue
 		}
 		c := &candidate{job: j}

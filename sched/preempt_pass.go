@@ -32,7 +32,7 @@ func scheduleAndPreempt(s State, queued, ready, running []*structs.Job, silent b
 	plan := Schedule(s, ready, o)
 	n := len(plan.Blocked)
 	plan.Blocked = append(plan.Blocked, held...)
-	preempt(s, &plan, plan.Blocked[:n], ready, running, preempting, silent, o.OwnerGPUs)
+	preempt(s, &plan, plan.Blocked[:n], ready, running, preempting, silent, o)
 	return plan
 }
 
@@ -41,12 +41,22 @@ func scheduleAndPreempt(s State, queued, ready, running []*structs.Job, silent b
 // at most once, on the state with the plan's placements) for victims, and
 // adds each answer to plan.Preemptions with the blocked reason to match.
 // A victim chosen once is not a candidate again in the pass, and nothing
-// is stopped for a job whose owner is at its GPU limit.
+// is stopped for a job whose owner, account or QoS is at a limit. Jobs of
+// a QoS that preempts another may stop that QoS's running jobs whatever
+// their priorities.
 func preempt(s State, plan *structs.Plan, blocked []structs.JobBlocked, ready, running []*structs.Job,
-	preempting map[string]int, silent bool, owners OwnerGPUs) {
+	preempting map[string]int, silent bool, o Options) {
 	lowest, some := lowestPreemptible(running)
+	var qos *structs.AccountTable
+	if o.Multifactor != nil && qosPreempts(o.Multifactor.Accounts) {
+		qos = o.Multifactor.Accounts
+		for _, j := range running {
+			some = some || qos.Preempted(j.Spec.QoS)
+		}
+	}
 	var jobs map[string]*structs.Job
 	var budget *ownerBudget
+	var groups *groupBudget
 	budgeted := false
 	var p *Preemptor
 	checked := 0
@@ -66,17 +76,18 @@ func preempt(s State, plan *structs.Plan, blocked []structs.JobBlocked, ready, r
 			}
 		}
 		j := jobs[b.JobID]
-		if j == nil || j.Spec.Priority <= lowest {
+		if j == nil || (j.Spec.Priority <= lowest && !qosPreemptor(qos, j)) {
 			continue // no running job it may preempt
 		}
 		if !budgeted {
-			budget, budgeted = placedBudget(owners, plan, jobs), true
+			budget, budgeted = placedBudget(o.OwnerGPUs, plan, jobs), true
+			groups = placedGroups(o.Groups, plan, jobs)
 		}
-		if budget.refuse(j) != "" {
-			continue // its owner may not hold more GPUs
+		if budget.refuse(j) != "" || groups.refuse(j) != "" {
+			continue // its owner, account or QoS may not hold more
 		}
 		if p == nil {
-			p = NewPreemptor(withPlaced{State: s, live: withPlacements(s.AllLiveAllocs(), *plan)}, running)
+			p = newPreemptor(withPlaced{State: s, live: withPlacements(s.AllLiveAllocs(), *plan)}, running, qos)
 		}
 		checked++
 		victims := p.Victims(j)
@@ -99,6 +110,12 @@ func placedBudget(owners OwnerGPUs, plan *structs.Plan, jobs map[string]*structs
 		}
 	}
 	return b
+}
+
+// qosPreemptor reports whether j's QoS preempts some other QoS.
+func qosPreemptor(qos *structs.AccountTable, j *structs.Job) bool {
+	q := qos.QoSNamed(j.Spec.QoS)
+	return q != nil && len(q.Preempt) > 0
 }
 
 // waitingForVictims is the blocked reason of a job waiting for n victims.

@@ -24,6 +24,14 @@ type Options struct {
 	// would pass its limit stays queued, with the reason, and takes no
 	// reservation. The zero value limits nobody.
 	OwnerGPUs OwnerGPUs
+	// Multifactor, when set (the cluster has accounts or QoS), orders
+	// the queue by the multifactor priority instead of --priority and
+	// age, and carries the QoS preemption rules.
+	Multifactor *Multifactor
+	// Groups are the accounts' and QoS's limits with what the running
+	// jobs hold (nil: none); a job that would pass one stays queued, with
+	// the reason, and takes no reservation.
+	Groups *groupBudget
 }
 
 // Schedule plans the queued jobs the way the queue promises: highest
@@ -39,7 +47,10 @@ func Schedule(s State, jobs []*structs.Job, o Options) structs.Plan {
 	}
 	p := newPlacer(s, o.Now, true)
 	p.owners = newOwnerBudget(o.OwnerGPUs)
-	return p.run(queueOrder(jobs, o.Now, o.AgeStep))
+	// The pass charges its own copy: o.Groups stays as it came, for the
+	// preemptions after it.
+	p.groups = placedGroups(o.Groups, &structs.Plan{}, nil)
+	return p.run(queueOrder(jobs, o.Now, o.AgeStep, o.Multifactor))
 }
 
 // waitingSince is when a queued job started waiting for its turn: its
@@ -65,20 +76,49 @@ func effectivePriority(j *structs.Job, now time.Time, step time.Duration) int64 
 }
 
 // queueOrder returns the jobs in queue order: effective priority (highest
-// first), then waiting since (oldest first), then ID. Nil jobs are dropped.
-func queueOrder(jobs []*structs.Job, now time.Time, step time.Duration) []*structs.Job {
-	type entry struct {
-		job   *structs.Job
-		eff   int64
-		since time.Duration // since now; compares faster than a time.Time
+// first), then waiting since (oldest first), then ID. Nil jobs are
+// dropped. With m, the priority is the multifactor one, and each owner's
+// --priority orders its own jobs among the places they hold (reorder).
+func queueOrder(jobs []*structs.Job, now time.Time, step time.Duration, m *Multifactor) []*structs.Job {
+	entries := queueEntries(jobs, now, step, m)
+	out := make([]*structs.Job, len(entries))
+	for i, e := range entries {
+		out[i] = e.job
 	}
-	entries := make([]entry, 0, len(jobs))
+	return out
+}
+
+// queueEntry is a job's place in the queue: the priority and waiting
+// time that sort it, and the job's own --priority (reorder may give the
+// place to another job of the same owner, once sorted).
+type queueEntry struct {
+	job   *structs.Job
+	eff   int64
+	since time.Duration // since now; compares faster than a time.Time
+	own   int32
+	// owner numbers the job's owner within the pass (with m only).
+	owner int32
+}
+
+// queueEntries returns the jobs' places in queue order.
+func queueEntries(jobs []*structs.Job, now time.Time, step time.Duration, m *Multifactor) []queueEntry {
+	entries := make([]queueEntry, 0, len(jobs))
+	var owners ownerIndex
 	for _, j := range jobs {
-		if j != nil {
-			entries = append(entries, entry{j, effectivePriority(j, now, step), waitingSince(j).Sub(now)})
+		if j == nil {
+			continue
 		}
+		e := queueEntry{job: j, since: waitingSince(j).Sub(now), own: int32(j.Spec.Priority)}
+		if m == nil {
+			e.eff = effectivePriority(j, now, step)
+		} else {
+			var fs float64
+			e.owner, fs = owners.lookup(m, j)
+			e.eff = m.factors(j, now, fs).Priority
+		}
+		entries = append(entries, e)
 	}
-	slices.SortFunc(entries, func(a, b entry) int {
+	slices.SortFunc(entries, func(a, b queueEntry) int {
 		// Not cmp.Or: it would compare the IDs of every pair.
 		if a.eff != b.eff {
 			return cmp.Compare(b.eff, a.eff)
@@ -88,9 +128,8 @@ func queueOrder(jobs []*structs.Job, now time.Time, step time.Duration) []*struc
 		}
 		return cmp.Compare(a.job.ID, b.job.ID)
 	})
-	out := make([]*structs.Job, len(entries))
-	for i, e := range entries {
-		out[i] = e.job
+	if m != nil {
+		reorder(entries, len(owners.byName))
 	}
-	return out
+	return entries
 }

@@ -50,7 +50,7 @@ func TestSchedule_PropertyIndexPlacesLikeCheckingEveryNode(t *testing.T) {
 		nodes, allocs, jobs := genCluster(t)
 		st := fakeState{nodes: nodes, allocs: allocs, limits: genTimes(t, allocs, jobs)}
 		backfill := rapid.Bool().Draw(t, "backfill")
-		ordered := queueOrder(jobs, t0, 0)
+		ordered := queueOrder(jobs, t0, 0, nil)
 
 		fast := newPlacer(st, t0, backfill)
 		got := fast.run(ordered)
@@ -86,7 +86,7 @@ func TestSchedule_PropertyBackfillNeverDelaysTheHead(t *testing.T) {
 		nodes, allocs, jobs := genBusyCluster(t)
 		limits := genTimes(t, allocs, jobs)
 		p := newPlacer(fakeState{nodes: nodes, allocs: allocs, limits: limits}, t0, true)
-		plan := p.run(queueOrder(jobs, t0, 0))
+		plan := p.run(queueOrder(jobs, t0, 0, nil))
 		if p.res == nil {
 			return
 		}
@@ -276,7 +276,7 @@ func TestSchedule_BigJobIsNotStarvedBySmallOnes(t *testing.T) {
 		return js
 	}
 	greedy := func(st State, queued []*structs.Job, now time.Time) structs.Plan {
-		return Place(st, queueOrder(queued, now, time.Minute))
+		return Place(st, queueOrder(queued, now, time.Minute, nil))
 	}
 	if at, ok := simulate(nodes, arrivals, 120, greedy)["big"]; ok {
 		t.Fatalf("greedy backfill started the big job at minute %d; the scenario no longer shows starvation", at)
@@ -291,7 +291,7 @@ func TestSchedule_BigJobIsNotStarvedBySmallOnes(t *testing.T) {
 // goes through the index: 200 uniform nodes, 2,000 jobs of every shape.
 func TestSchedule_IndexPlacesLikeCheckingEveryNodeOnTheBenchmarkWorkload(t *testing.T) {
 	st, jobs, now := smallQueue()
-	ordered := queueOrder(jobs, now, 0)
+	ordered := queueOrder(jobs, now, 0, nil)
 	fast := newPlacer(st, now, true)
 	got := fast.run(ordered)
 	slow := newPlacer(st, now, true)

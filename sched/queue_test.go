@@ -89,7 +89,7 @@ func TestQueueOrder_PriorityThenWaitThenID(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ids(queueOrder(tc.jobs, tc.now, 0)); !slices.Equal(got, tc.want) {
+			if got := ids(queueOrder(tc.jobs, tc.now, 0, nil)); !slices.Equal(got, tc.want) {
 				t.Errorf("order %v, want %v", got, tc.want)
 			}
 		})
@@ -98,10 +98,10 @@ func TestQueueOrder_PriorityThenWaitThenID(t *testing.T) {
 
 func TestQueueOrder_AgeStepIsConfigurable(t *testing.T) {
 	jobs := []*structs.Job{queuedJob("p5", 5, 0), queuedJob("old", 0, -time.Hour)}
-	if got := ids(queueOrder(jobs, t0, time.Hour)); !slices.Equal(got, []string{"p5", "old"}) {
+	if got := ids(queueOrder(jobs, t0, time.Hour, nil)); !slices.Equal(got, []string{"p5", "old"}) {
 		t.Errorf("with an hour per point: %v, want p5 first", got)
 	}
-	if got := ids(queueOrder(jobs, t0, 10*time.Minute)); !slices.Equal(got, []string{"old", "p5"}) {
+	if got := ids(queueOrder(jobs, t0, 10*time.Minute, nil)); !slices.Equal(got, []string{"old", "p5"}) {
 		t.Errorf("with ten minutes per point: %v, want old first", got)
 	}
 }
@@ -125,7 +125,7 @@ func TestQueueOrder_PropertyWaitingJobsEndUpAheadOfLaterArrivals(t *testing.T) {
 			jobs = append(jobs, queuedJob(fmt.Sprintf("later%d", i), prio("priority"), after))
 		}
 		now := t0.Add(lead + time.Duration(rapid.Int64Range(0, int64(200*step)).Draw(t, "now")))
-		if got := queueOrder(jobs, now, step); got[0] != old {
+		if got := queueOrder(jobs, now, step, nil); got[0] != old {
 			t.Fatalf("at %v the job waiting since %v is behind %v", now, t0, ids(got))
 		}
 	})

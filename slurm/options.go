@@ -87,9 +87,9 @@ var options = []*option{
 	{long: "kill-on-invalid-dep", arg: argRequired, apply: (*builder).killOnInvalidDep},
 	{long: "mail-type", arg: argRequired, apply: (*builder).mailType},
 	{long: "mail-user", arg: argRequired, apply: (*builder).mailUser},
+	{long: "account", short: 'A', arg: argRequired, apply: (*builder).account},
+	{long: "qos", short: 'q', arg: argRequired, apply: (*builder).qos},
 
-	{long: "account", short: 'A', arg: argRequired, warn: "skein has no accounts yet: the job counts against its owner's limits"},
-	{long: "qos", short: 'q', arg: argRequired, warn: "skein has no QOS yet: the job has its own --priority and its owner's limits"},
 	{long: "comment", arg: argRequired, warn: "skein keeps no job comments"},
 	{long: "wckey", arg: argRequired, warn: "skein has no workload keys"},
 	{long: "acctg-freq", arg: argRequired, warn: "skein samples a job's usage at its own pace"},

@@ -19,8 +19,9 @@ func TestOptions_ListsEachOptionOnceWithItsLetterAndWhetherItIsRefused(t *testin
 		{Long: "gres"},
 		{Long: "wait", Short: "W"},
 		{Long: "wrap", CommandLine: true},
-		{Long: "account", Short: "A", Warning: "skein has no accounts yet: the job counts against its owner's limits"},
+		{Long: "account", Short: "A"},
 		{Long: "licenses", Short: "L", Refused: "skein has no licenses"},
+		{Long: "reservation", Refused: "skein has no reservations"},
 		{Long: "nodelist", Short: "w"},
 	} {
 		if got := byName[want.Long]; got != want {

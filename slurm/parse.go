@@ -571,6 +571,27 @@ func (b *builder) exclusive(v string) error {
 	return nil
 }
 
+// account reads --account: the account the job's use is charged to, one
+// the user is a member of (skein account).
+func (b *builder) account(v string) error {
+	if err := structs.ValidateAccountName("account", v); err != nil {
+		return badValue("%s", err)
+	}
+	b.batch.Spec.Account = v
+	b.setEnv("SLURM_JOB_ACCOUNT", v)
+	return nil
+}
+
+// qos reads --qos: the job's quality of service (skein qos).
+func (b *builder) qos(v string) error {
+	if err := structs.ValidateAccountName("qos", v); err != nil {
+		return badValue("%s", err)
+	}
+	b.batch.Spec.QoS = v
+	b.setEnv("SLURM_JOB_QOS", v)
+	return nil
+}
+
 func (b *builder) requeue(string) error {
 	b.batch.Spec.Restarts = requeueRestarts
 	b.warnf("--requeue: the job runs again up to %d times when its node is lost, and also when it fails", requeueRestarts)

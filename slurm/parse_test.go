@@ -93,6 +93,17 @@ func TestParse_DependencyOnAnArrayTaskTakesSlurmsSpelling(t *testing.T) {
 	}
 }
 
+func TestParse_AccountAndQoSGoToTheSpec(t *testing.T) {
+	b, err := parse(t, "#!/bin/sh\n#SBATCH -A ml\n#SBATCH --qos=high\n")
+	if err != nil || b.Spec.Account != "ml" || b.Spec.QoS != "high" || b.Spec.Env["SLURM_JOB_ACCOUNT"] != "ml" {
+		t.Fatalf("-A ml --qos=high: %+v, %v", b, err)
+	}
+	_, err = parse(t, "#!/bin/sh\n#SBATCH --account=ML!\n")
+	if err == nil || !strings.Contains(err.Error(), "account") {
+		t.Fatalf("a bad account name: %v", err)
+	}
+}
+
 func TestParse_DirectivesStopAtTheFirstCommand(t *testing.T) {
 	b, err := parse(t, "#!/bin/sh\n\n# setup\n#SBATCH -N 2\n  \t\nexport X=1\n#SBATCH -N 4\n#SBATCH --account=x\n")
 	if err != nil || b.Spec.Nodes != 2 {
@@ -182,7 +193,7 @@ func TestParse_UnsupportedRefusedOrWarnedWithIgnoreUnknown(t *testing.T) {
 }
 
 func TestParse_OptionsWithNoEffectHereAreAcceptedWithOneWarningEach(t *testing.T) {
-	script := "#!/bin/bash\n#SBATCH -A proj\n#SBATCH --qos=high\n#SBATCH --mail-type=END --mail-user=a@b\n#SBATCH --comment='nightly run'\n"
+	script := "#!/bin/bash\n#SBATCH --wckey=w1\n#SBATCH --hint=compute_bound\n#SBATCH --mail-type=END --mail-user=a@b\n#SBATCH --comment='nightly run'\n"
 	b, err := parse(t, script)
 	if err != nil {
 		t.Fatal(err)
@@ -191,8 +202,8 @@ func TestParse_OptionsWithNoEffectHereAreAcceptedWithOneWarningEach(t *testing.T
 		t.Errorf("mail %q to %q, want END to a@b: skein mails through the agents' --mail-prog", b.Spec.MailType, b.Spec.MailUser)
 	}
 	want := []string{
-		"job.sh: line 2: -A proj: accepted, no effect: skein has no accounts yet",
-		"job.sh: line 3: --qos=high: accepted, no effect: skein has no QOS yet",
+		"job.sh: line 2: --wckey=w1: accepted, no effect: skein has no workload keys",
+		"job.sh: line 3: --hint=compute_bound: accepted, no effect: skein does not bind CPUs",
 		"job.sh: line 5: --comment=nightly run: accepted, no effect: skein keeps no job comments",
 	}
 	if len(b.Warnings) != len(want) {

@@ -38,6 +38,11 @@ const (
 	// A new leader's first entry; written with IgnoreUnknownTypeFlag,
 	// since it changes nothing but the event log.
 	LeaderElectedType MessageType = 27
+	// Fair share: the account tree, QoS and the priority weights, and
+	// the leader's periodic usage charge.
+	AccountSetType  MessageType = 32
+	QoSSetType      MessageType = 33
+	UsageChargeType MessageType = 34
 
 	// JobUpdateType holds, releases or changes a queued job (Slurm's
 	// scontrol hold, release and update).
@@ -107,6 +112,12 @@ func (t MessageType) String() string {
 		return "service-rollout"
 	case LeaderElectedType:
 		return "leader-elected"
+	case AccountSetType:
+		return "account-set"
+	case QoSSetType:
+		return "qos-set"
+	case UsageChargeType:
+		return "usage-charge"
 	case JobUpdateType:
 		return "job-update"
 	case PartitionSetType:

@@ -345,6 +345,13 @@ type JobSpec struct {
 	// Capabilities spells them; --allow-cap): it has none but these, and
 	// is placed only on nodes that allow them all.
 	Caps []string `json:"caps,omitempty" yaml:"caps"`
+	// Account is the account the job's use is charged to (--account);
+	// "" is its owner's default account. The state stamps the account
+	// it resolved to.
+	Account string `json:"account,omitempty" yaml:"account"`
+	// QoS names the job's quality of service (--qos): its priority,
+	// limits and what it may preempt.
+	QoS string `json:"qos,omitempty" yaml:"qos"`
 }
 
 // PullPolicy says when a node pulls a job's image.

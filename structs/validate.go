@@ -157,6 +157,16 @@ func (s *JobSpec) Validate() error {
 	if s.Restarts < 0 || s.Restarts > MaxRestarts {
 		return fieldErr("restarts", "%d is out of range 0..%d", s.Restarts, MaxRestarts)
 	}
+	if s.Account != "" {
+		if err := ValidateAccountName("account", s.Account); err != nil {
+			return err
+		}
+	}
+	if s.QoS != "" {
+		if err := ValidateAccountName("qos", s.QoS); err != nil {
+			return err
+		}
+	}
 	if s.TimeLimit < 0 {
 		return fieldErr("time_limit", "must not be negative")
 	}

@@ -53,6 +53,8 @@ func fullJobSpec() JobSpec {
 		Mounts:       []Mount{{Source: "/data", Target: "/data", ReadOnly: true}, {Source: "/scratch", Target: "/s"}},
 		ShmSizeMiB:   64 * 1024,
 		Caps:         []string{"NET_BIND_SERVICE"},
+		Account:      "ml",
+		QoS:          "high",
 	}
 }
 
@@ -142,7 +144,9 @@ const fullJobSpecJSON = `{
   "shm_size_mib": 65536,
   "caps": [
     "NET_BIND_SERVICE"
-  ]
+  ],
+  "account": "ml",
+  "qos": "high"
 }`
 
 // checkWire checks that every field of v is set, that v encodes to want,

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"go.uber.org/goleak"
 )
 
 // helperEnv makes the test binary a small workload inside a group:
@@ -24,7 +26,9 @@ func TestMain(m *testing.M) {
 	if h := os.Getenv(helperEnv); h != "" {
 		os.Exit(helper(h))
 	}
-	os.Exit(m.Run())
+	// internal/testutil cleans cgroups up through this package, so the
+	// leak check is goleak's own here.
+	goleak.VerifyTestMain(m)
 }
 
 func helper(h string) int {

@@ -6,7 +6,9 @@
 // autoscaler (autoscale.go: the nodes' load reports, a sched decision per
 // autoscaled service, a scale entry with its reason) and the rollout loop
 // (rollout.go: each step of a service's rolling update, decided by
-// sched.NextRolloutStep and re-checked by the state). Everything it
+// sched.NextRolloutStep and re-checked by the state), and the usage
+// charges of fair share (usage.go: a UsageCharge entry stamped with its
+// time and half-life, every 30 s once the cluster has accounts). Everything it
 // decides is a Raft entry; it keeps no state a new leader would need,
 // only the heartbeats and load reports it has heard since it began to
 // lead.

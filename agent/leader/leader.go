@@ -53,6 +53,12 @@ type Config struct {
 	StaleLeader time.Duration
 	// JobRetention is how long a finished job stays in the state.
 	JobRetention time.Duration
+	// UsageInterval is how often the running allocations' use is
+	// charged to their accounts (DefaultUsageInterval when 0), and
+	// UsageHalfLife how long recorded usage takes to count for half
+	// (structs.DefaultUsageHalfLife when 0).
+	UsageInterval time.Duration
+	UsageHalfLife time.Duration
 	// AutoscaleInterval is how often autoscaled services are looked at
 	// (DefaultAutoscaleInterval when 0).
 	AutoscaleInterval time.Duration
@@ -202,7 +208,7 @@ func (l *Leader) lead(stop <-chan struct{}) {
 	since := l.silenceFrom(time.Now())
 	var duties sync.WaitGroup
 	defer duties.Wait()
-	duties.Add(5)
+	duties.Add(6)
 	go func() {
 		defer duties.Done()
 		l.mailLoop(stop)
@@ -222,6 +228,10 @@ func (l *Leader) lead(stop <-chan struct{}) {
 	go func() {
 		defer duties.Done()
 		l.gcLoop(stop)
+	}()
+	go func() {
+		defer duties.Done()
+		l.usageLoop(stop)
 	}()
 	l.scheduleLoop(stop)
 }

@@ -212,6 +212,7 @@ func everySeries(t *testing.T) map[string]*dto.MetricFamily {
 func everySeriesOn(t *testing.T, server bool) map[string]*dto.MetricFamily {
 	t.Helper()
 	w, _, cfg := newWorld(t)
+	w.apply(structs.AccountSetType, structs.AccountRequest{Op: structs.AccountCreate, Name: "ml"})
 	if !server {
 		cfg.FSM, cfg.HoldsState = fsm.New(nil), func() bool { return false }
 	}
@@ -456,6 +457,31 @@ func TestMetrics_StateAndRaftGauges(t *testing.T) {
 	}
 	if n := len(fams["skein_sched_queue_depth"].GetMetric()); n != len(queueReasons)*len(priorityBands) {
 		t.Errorf("%d queue depth series, want every reason and band: %d", n, len(queueReasons)*len(priorityBands))
+	}
+}
+
+func TestMetrics_PerAccount(t *testing.T) {
+	w, m, _ := newWorld(t)
+	shares := 70
+	w.apply(structs.AccountSetType, structs.AccountRequest{Op: structs.AccountCreate, Name: "ml", Shares: &shares})
+	w.apply(structs.JobSubmitType, structs.JobSubmitRequest{JobID: "job-c", SubmittedAt: time.Unix(1_700_000_000, 0),
+		Spec: structs.JobSpec{Command: []string{"true"}, Nodes: 1, GPUs: 1, Account: "ml"}})
+	fams := scrape(t, m)
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"skein_account_shares", map[string]string{"account": "ml"}, 70},
+		{"skein_account_jobs", map[string]string{"account": "ml", "state": "queued"}, 1},
+		{"skein_account_jobs", map[string]string{"account": "", "state": "running"}, 1},
+		{"skein_account_gpus_allocated", map[string]string{"account": ""}, 1},
+		{"skein_account_gpus_allocated", map[string]string{"account": "ml"}, 0},
+		{"skein_account_usage_gpu_seconds", map[string]string{"account": "ml"}, 0},
+	} {
+		if got := value(t, fams, c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
 	}
 }
 

@@ -20,6 +20,14 @@ var (
 	queueDesc    = prometheus.NewDesc("skein_sched_queue_depth",
 		"Queued jobs, by why they wait (a class of their reason) and priority band.", []string{"reason", "priority"}, nil)
 	indexDesc = prometheus.NewDesc("skein_fsm_index", "Raft index of the last entry this node's state machine applied.", nil, nil)
+
+	// Fair share, per account ("" for jobs outside every account); only
+	// in a cluster with accounts.
+	acctSharesDesc = prometheus.NewDesc("skein_account_shares", "An account's shares among its siblings.", []string{"account"}, nil)
+	acctUsageDesc  = prometheus.NewDesc("skein_account_usage_gpu_seconds",
+		"GPU-seconds charged to an account's users (not its sub-accounts'), decayed by the usage half-life.", []string{"account"}, nil)
+	acctGPUsDesc = prometheus.NewDesc("skein_account_gpus_allocated", "GPUs the live allocations of an account's jobs hold.", []string{"account"}, nil)
+	acctJobsDesc = prometheus.NewDesc("skein_account_jobs", "An account's jobs, running (holding an allocation) or queued.", []string{"account", "state"}, nil)
 )
 
 // The classes of a queued job's reason (queueReason), and the priority
@@ -39,7 +47,8 @@ type stateCollector struct {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{jobsDesc, allocsDesc, nodesDesc, gpusDesc, gpusHeldDesc, queueDesc, indexDesc} {
+	for _, d := range []*prometheus.Desc{jobsDesc, allocsDesc, nodesDesc, gpusDesc, gpusHeldDesc, queueDesc, indexDesc,
+		acctSharesDesc, acctUsageDesc, acctGPUsDesc, acctJobsDesc} {
 		ch <- d
 	}
 }
@@ -76,6 +85,45 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, b := range priorityBands {
 			gauge(queueDesc, depth[[2]string{r, b}], r, b)
 		}
+	}
+	c.collectAccounts(ch)
+}
+
+// collectAccounts reports each account's shares, decayed usage, GPUs and
+// jobs, every account of the tree at 0 when it has nothing, so a graph of
+// one never has gaps.
+func (c *stateCollector) collectAccounts(ch chan<- prometheus.Metric) {
+	fs := c.fsm.FairShare()
+	if len(fs.Accounts.Accounts) == 0 {
+		return
+	}
+	usage := map[string]float64{}
+	for _, r := range fs.Usage {
+		usage[r.Account] += r.GPUSeconds
+	}
+	counts := c.fsm.AccountCounts()
+	names := map[string]bool{}
+	for name := range fs.Accounts.Accounts {
+		names[name] = true
+	}
+	for name := range counts {
+		names[name] = true
+	}
+	for name := range usage {
+		names[name] = true
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for name := range names {
+		if a := fs.Accounts.Accounts[name]; a != nil {
+			gauge(acctSharesDesc, float64(a.Shares), name)
+		}
+		n := counts[name]
+		gauge(acctUsageDesc, usage[name], name)
+		gauge(acctGPUsDesc, float64(n.GPUs), name)
+		gauge(acctJobsDesc, float64(n.Running), name, "running")
+		gauge(acctJobsDesc, float64(n.Queued), name, "queued")
 	}
 }
 

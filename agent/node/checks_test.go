@@ -301,9 +301,7 @@ func TestWithCheckDefaults_FillsZerosAndBoundsTheInterval(t *testing.T) {
 func processReplica(t *testing.T, id string, env map[string]string) *runner.Runner {
 	t.Helper()
 	dir := testutil.JobDir(t)
-	os.Setenv(superviseEnv, "1") // inherited by the supervisors the runner starts
-	t.Cleanup(func() { os.Unsetenv(superviseEnv) })
-	r, err := runner.New(runner.Config{AllocDir: filepath.Join(dir, "allocs"), SupervisorCmd: []string{os.Args[0]}, AllowUnconfined: true,
+	r, err := runner.New(runner.Config{AllocDir: filepath.Join(dir, "allocs"), SupervisorCmd: []string{"/usr/bin/env", superviseEnv + "=1", os.Args[0]}, AllowUnconfined: true,
 		KillGrace: time.Second, AgentEnv: []string{}})
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/skein-dev/skein/agent/runner"
+
+	"github.com/skein-dev/skein/internal/testutil"
 )
 
 // superviseEnv makes the test binary act as an allocation's supervisor,
@@ -15,5 +17,5 @@ func TestMain(m *testing.M) {
 	if os.Getenv(superviseEnv) != "" {
 		os.Exit(runner.Supervise(os.Args[len(os.Args)-1]))
 	}
-	os.Exit(m.Run())
+	os.Exit(testutil.RunWithoutLeaks(m))
 }

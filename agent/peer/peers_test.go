@@ -167,10 +167,18 @@ func TestDialBound_ASlowServerIsWaitedForAndAnUnreachableOneGivenUpOn(t *testing
 		t.Fatalf("a server reached but slow: %v, want its answer", err)
 	}
 	// A dial that never completes, as to a dead host: given up on at the
-	// bound, long before the parent's deadline.
+	// bound, long before the parent's deadline. (net/http may go on
+	// dialling for its pool after the request gave up: the dial ends with
+	// the test.)
+	ended := make(chan struct{})
+	t.Cleanup(func() { close(ended) })
 	hang := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		<-ctx.Done()
-		return nil, ctx.Err()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-ended:
+			return nil, errors.New("the test ended")
+		}
 	}}}
 	start := time.Now()
 	err := call(hang, "http://10.255.255.1:7470/")

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(superviseEnv) != "" {
 		os.Exit(Supervise(os.Args[len(os.Args)-1]))
 	}
-	code := m.Run()
+	code := testutil.RunWithoutLeaks(m)
 	testutil.RemoveCgroups()
 	os.Exit(code)
 }

@@ -88,8 +88,13 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	if u, ok := s.fsm.ACLUser(id.User); ok && id.ACL {
 		sub.AllowRoot = u.AllowRoot
 	}
-	// A submit over a limit costs no log entry; Apply checks again.
+	// A submit over a limit, or to an account that is not the user's,
+	// costs no log entry; Apply checks again.
 	if err := s.fsm.CheckSubmitLimits(sub.Owner, sub.Spec); err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	if err := s.fsm.CheckSubmitAccount(sub.Owner, sub.Spec); err != nil {
 		writeError(w, statusOf(err), err)
 		return
 	}
@@ -153,6 +158,9 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := api.JobDetail{Job: *redact(identityOf(r), job, r.URL.Query().Get("secrets") == "true"), Allocations: []structs.Allocation{}, Nodes: map[string]string{}}
+	if job.State == structs.JobQueued {
+		d.Queue = s.queuePlace(job.ID)
+	}
 	for _, alloc := range s.fsm.Allocs(job.ID) {
 		d.Allocations = append(d.Allocations, *alloc)
 		if n, ok := s.fsm.Node(alloc.NodeID); ok {

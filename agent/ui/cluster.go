@@ -253,8 +253,7 @@ func (u *UI) handleOverview(w http.ResponseWriter, r *http.Request, v *view) {
 	for _, st := range structs.JobStates {
 		d.Jobs = append(d.Jobs, stateCount{st, counts[st]})
 	}
-	head, size := u.cfg.FSM.QueuePage(0, overviewHead)
-	d.Queue, d.QueueSize = u.queueRows(head, 0, v), size
+	d.Queue, d.QueueSize, _ = u.queuePage(0, overviewHead, v)
 	u.render(w, http.StatusOK, "overview", v, d)
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/structs"
 )
@@ -24,11 +25,13 @@ const (
 	logTailWait  = 2 * time.Second
 )
 
-// queueRow is one queued job, at its place in the queue.
+// queueRow is one queued job, at its place in the queue, with its
+// priority factors when the multifactor priority orders the queue.
 type queueRow struct {
 	Pos    int
 	Job    *structs.Job
 	Waited time.Duration
+	Prio   *api.JobPriority
 }
 
 func (u *UI) queueRows(jobs []*structs.Job, offset int, v *view) []queueRow {
@@ -39,9 +42,29 @@ func (u *UI) queueRows(jobs []*structs.Job, offset int, v *view) []queueRow {
 	return rows
 }
 
+// queuePage returns limit rows of the queue from offset and its size: in
+// the scheduler's order with the factors when the multifactor priority is
+// on, else in the order the state keeps. multifactor says which.
+func (u *UI) queuePage(offset, limit int, v *view) (rows []queueRow, size int, multifactor bool) {
+	if u.cfg.Priorities != nil {
+		if info := u.cfg.Priorities(); info != nil && info.Weights != nil {
+			for i := offset; i < len(info.Jobs) && len(rows) < limit; i++ {
+				p := info.Jobs[i]
+				if j, ok := u.cfg.FSM.Job(p.JobID); ok {
+					rows = append(rows, queueRow{Pos: p.Position, Job: j, Waited: v.Now.Sub(j.SubmittedAt), Prio: &p})
+				}
+			}
+			return rows, info.Total, true
+		}
+	}
+	jobs, size := u.cfg.FSM.QueuePage(offset, limit)
+	return u.queueRows(jobs, offset, v), size, false
+}
+
 type queueData struct {
 	Rows             []queueRow
 	Size             int
+	Multifactor      bool
 	Page, Pages      int
 	PrevURL, NextURL string
 }
@@ -58,12 +81,12 @@ func (u *UI) handleQueue(w http.ResponseWriter, r *http.Request, v *view) {
 		page = n
 	}
 	offset := (page - 1) * queuePage
-	jobs, size := u.cfg.FSM.QueuePage(offset, queuePage)
-	d := queueData{Rows: u.queueRows(jobs, offset, v), Size: size, Page: page, Pages: max(1, (size+queuePage-1)/queuePage)}
+	rows, size, multifactor := u.queuePage(offset, queuePage, v)
+	d := queueData{Rows: rows, Size: size, Multifactor: multifactor, Page: page, Pages: max(1, (size+queuePage-1)/queuePage)}
 	if page > 1 {
 		d.PrevURL = Prefix + "queue?page=" + strconv.Itoa(page-1)
 	}
-	if offset+len(jobs) < size {
+	if offset+len(rows) < size {
 		d.NextURL = Prefix + "queue?page=" + strconv.Itoa(page+1)
 	}
 	u.render(w, http.StatusOK, "queue", v, d)
@@ -149,6 +172,16 @@ type jobData struct {
 	LogURL   string
 	// Events are the job's latest events, oldest first.
 	Events []structs.Event
+	// Queue, on a queued job while the multifactor priority orders the
+	// queue, is its place and factors (nil: none, or past the jobs the
+	// UI orders).
+	Queue *queuePlace
+}
+
+// queuePlace is a queued job's place in the queue and its factors.
+type queuePlace struct {
+	api.JobPriority
+	Total int
 }
 
 func (u *UI) handleJob(w http.ResponseWriter, r *http.Request, v *view) {
@@ -164,6 +197,16 @@ func (u *UI) handleJob(w http.ResponseWriter, r *http.Request, v *view) {
 	d := jobData{Job: job, Command: shellJoin(job.Spec.Command), MayAct: v.Viewer.MayActFor(job.Owner),
 		Events: u.cfg.FSM.RecentEvents(job.ID, "", recentEvents)}
 	d.MayCancel = d.MayAct && !job.State.Terminal()
+	if job.State == structs.JobQueued && u.cfg.Priorities != nil {
+		if info := u.cfg.Priorities(); info != nil && info.Weights != nil {
+			for _, p := range info.Jobs {
+				if p.JobID == job.ID {
+					d.Queue = &queuePlace{JobPriority: p, Total: info.Total}
+					break
+				}
+			}
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(job.Spec.Env)) {
 		d.Env = append(d.Env, envVar{Name: k, Value: job.Spec.Env[k], Hidden: !d.MayAct})
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/gpu"
 	"github.com/skein-dev/skein/structs"
@@ -81,7 +82,12 @@ type Config struct {
 	// Telemetry reads this node's GPUs; nil shows no utilisation of
 	// them.
 	Telemetry gpu.Telemetry
-	Logger    hclog.Logger
+	// Priorities answers the queue in the scheduler's order with each
+	// job's priority factors (GET /v1/prio's answer); nil, or an answer
+	// without weights (no account or QoS), shows the queue the state
+	// keeps, by --priority and submission.
+	Priorities func() *api.PrioInfo
+	Logger     hclog.Logger
 }
 
 // Server is what the UI needs of the API server that mounts it.

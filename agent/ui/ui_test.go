@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/gpu"
 	"github.com/skein-dev/skein/structs"
 )
@@ -613,4 +614,30 @@ func TestUI_ARestartedJobShowsItsRunningAttempt(t *testing.T) {
 	page := h.client("operator-token").get("/ui/jobs/job-again", http.StatusOK)
 	contains(t, page, "a restarted job", "<p>Attempt 2, by rank:</p>", `href="/ui/nodes/n2">beta</a>`)
 	lacks(t, page, "a restarted job", "<p>Attempt 1, by rank:</p>")
+}
+
+func TestUI_Queue_WithFairShareShowsTheSchedulersOrderAndFactors(t *testing.T) {
+	st := newState(t)
+	st.node("n1", "alpha", 1)
+	for _, name := range []string{"ml", "cv"} {
+		st.apply(structs.AccountSetType, structs.AccountRequest{Op: structs.AccountCreate, Name: name})
+	}
+	st.apply(structs.QoSSetType, structs.QoSRequest{Op: structs.QoSSet, QoS: structs.QoS{Name: "high"}})
+	st.submit("q-alice", "alice", structs.JobSpec{GPUs: 1, Account: "ml"})
+	st.submit("q-bob", "bob", structs.JobSpec{GPUs: 1, Account: "cv", QoS: "high"})
+	h := newHarness(t, st, nil)
+	// What the agent wires: the scheduler's order, bob's job first.
+	h.ui.cfg.Priorities = func() *api.PrioInfo {
+		return &api.PrioInfo{Weights: &structs.DefaultPriorityWeights, Total: 2, Jobs: []api.JobPriority{
+			{JobID: "q-bob", Position: 1, Owner: "bob", Account: "cv", Priority: 10000, FairShare: 1},
+			{JobID: "q-alice", Position: 2, Owner: "alice", Account: "ml", Priority: 5000, FairShare: 0.5},
+		}}
+	}
+	body := h.client("reader-token").get("/ui/queue", http.StatusOK)
+	contains(t, body, "queue", "by priority from fair share", "cv (high)", ">10000</span> <span class=\"factors\">fair share 1.00", "fair share 0.50")
+	if strings.Index(body, "q-bob") > strings.Index(body, "q-alice") {
+		t.Fatal("the queue is not in the scheduler's order: bob's job comes first")
+	}
+	page := h.client("reader-token").get("/ui/jobs/q-alice", http.StatusOK)
+	contains(t, page, "queued job", "<dt>Account</dt><dd>ml</dd>", `id="job-queue">2 of 2, priority 5000: fair share 0.50`)
 }

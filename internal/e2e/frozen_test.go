@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -31,16 +32,18 @@ func startThree(t testing.TB, ips ...string) []*node {
 }
 
 // startNodes starts agents on ips with flags, each joining the one
-// before, and waits until all are ready.
+// before and labelled host=IP (for --constraint), and waits until all
+// are ready.
 func startNodes(t testing.TB, flags []string, ips ...string) []*node {
 	t.Helper()
 	nodes := newNodes(t, ips...)
 	want := map[string]structs.NodeStatus{}
 	for i, n := range nodes {
+		own := append(slices.Clip(flags), "--label", "host="+n.ip)
 		if i == 0 {
-			n.startWith(t, flags)
+			n.startWith(t, own)
 		} else {
-			n.startWith(t, flags, nodes[i-1].gossip())
+			n.startWith(t, own, nodes[i-1].gossip())
 		}
 		want["node-"+n.ip] = "ready"
 	}
@@ -174,33 +177,21 @@ func TestProcess_FollowedLogsGoOnThroughAnotherNodeWhenTheirsFreezes(t *testing.
 	lead := leaderOf(t, nodes)
 	// The job runs on a node that is not the leader, and the stream is
 	// read through the other one that is not, which is then frozen.
-	var runner, reader *node
-	gate := testutil.SharedDir(t) + "/gate"
-	var id string
-	for runner == nil {
-		out, _, err := cli(t, lead.proc, lead.proc.addr, "submit", "--", "sh", "-c",
-			fmt.Sprintf(`i=0; while [ $i -lt 400 ]; do echo line-$i; i=$((i+1)); if [ $i = 100 ]; then until [ -e %s ]; do sleep 0.05; done; fi; sleep 0.01; done`, gate))
-		if err != nil {
-			t.Fatal(err)
-		}
-		id = strings.TrimSpace(out)
-		d := lead.proc.waitJob(t, id, allocRunning)
-		for _, n := range nodes {
-			if n != lead && d.Nodes[d.Allocations[0].NodeID] == "node-"+n.ip {
-				runner = n
-			}
-		}
-		if runner == nil { // it landed on the leader: try again
-			if _, _, err := cli(t, lead.proc, lead.proc.addr, "cancel", id); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	var others []*node
 	for _, n := range nodes {
-		if n != lead && n != runner {
-			reader = n
+		if n != lead {
+			others = append(others, n)
 		}
 	}
+	runner, reader := others[0], others[1]
+	gate := testutil.SharedDir(t) + "/gate"
+	out, _, err := cli(t, lead.proc, lead.proc.addr, "submit", "--constraint", "host="+runner.ip, "--", "sh", "-c",
+		fmt.Sprintf(`i=0; while [ $i -lt 400 ]; do echo line-$i; i=$((i+1)); if [ $i = 100 ]; then until [ -e %s ]; do sleep 0.05; done; fi; sleep 0.01; done`, gate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimSpace(out)
+	lead.proc.waitJob(t, id, allocRunning)
 	addrs := strings.Join([]string{reader.proc.addr, runner.proc.addr, lead.proc.addr}, ",")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -155,8 +155,12 @@ func (tt tokenTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // token.
 func runAgent(t testing.TB, cmd *exec.Cmd, addr string, env []string) *agentProc {
 	t.Helper()
+	testutil.Long(t, "starts agent processes")
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
+	// A supervisor the agent started outlives it by design; it must not
+	// hold Wait up by its copy of the agent's output.
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +174,15 @@ func runAgent(t testing.TB, cmd *exec.Cmd, addr string, env []string) *agentProc
 		if p.cmd.ProcessState == nil {
 			_ = p.cmd.Process.Signal(syscall.SIGCONT) // in case a test froze it
 			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			// An agent that does not leave within a minute is killed, so
+			// that a stuck leave fails its test instead of hanging the
+			// package until its timeout.
+			stuck := time.AfterFunc(time.Minute, func() {
+				t.Errorf("agent %s did not exit within a minute of SIGTERM: killed", p.addr)
+				_ = p.cmd.Process.Kill()
+			})
 			_ = p.cmd.Wait()
+			stuck.Stop()
 		}
 		if t.Failed() {
 			t.Logf("agent %s output:\n%s", p.addr, p.log.String())

@@ -38,3 +38,12 @@ func Holds(t testing.TB, d time.Duration, cond func() error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// Long skips tb under `go test -short` (make test-short, the edit loop's
+// tier), saying what makes it long; make test runs it.
+func Long(tb testing.TB, what string) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skipf("%s: skipped with -short (make test runs it)", what)
+	}
+}
