@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -99,10 +100,13 @@ type Agent struct {
 	telemetry gpu.Telemetry
 	xids      *gpu.XIDCounter
 
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	leaving  sync.Once
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	leaving sync.Once
+	// leaveErr is why the leave was not clean; nil when it was, or has
+	// not happened.
+	leaveErr atomic.Pointer[error]
 	shutdown sync.Once
 }
 
@@ -182,7 +186,8 @@ func (a *Agent) start() error {
 		GossipAdvertise: a.advertise(a.cfg.GossipPort),
 		FSM:             a.raftFSM(),
 		Logger:          a.logger,
-		Bootstrap:       a.singleNode(),
+		Bootstrap:       a.singleNode() && !a.cfg.Recover,
+		Recover:         a.cfg.Recover,
 		BootstrapExpect: a.cfg.BootstrapExpect,
 		Voters:          a.cfg.Voters,
 		Servers:         a.cfg.Servers,
@@ -239,6 +244,8 @@ func (a *Agent) start() error {
 		JobRetention:            a.cfg.JobRetention,
 		UsageHalfLife:           a.cfg.UsageHalfLife,
 		UsageInterval:           a.cfg.UsageInterval,
+		NodeGC:                  a.cfg.NodeGC,
+		Forget:                  a.forgetNode,
 		AutoscaleInterval:       a.cfg.AutoscaleInterval,
 		Starved:                 a.starved,
 		Mail:                    a.mailFunc(),
@@ -273,6 +280,9 @@ func (a *Agent) start() error {
 		View:         a.node.View(),
 		Raft:         a.raft,
 		Apply:        a.apply,
+		Restore:      a.raft.Restore,
+		Forget:       a.forgetNode,
+		Depart:       a.departNode,
 		Peers:        a.peers,
 		Heartbeats:   a.leader,
 		Autoscaler:   a.leader,
@@ -308,6 +318,9 @@ func (a *Agent) start() error {
 	}
 	a.goLoop(func() { a.leader.Follow(a.ctx) })
 	a.goLoop(a.memberLoop)
+	if a.cfg.SnapshotEvery > 0 {
+		a.goLoop(a.snapshotLoop)
+	}
 	a.goLoop(a.metaLoop)
 	if len(a.joinAddrs()) > 0 {
 		a.goLoop(a.joinLoop)
@@ -589,6 +602,9 @@ func (a *Agent) Name() string { return a.cfg.Name }
 
 // apply writes one message through Raft and returns what the FSM returned.
 func (a *Agent) apply(t structs.MessageType, msg any) (any, error) {
+	if err := a.everyNodeApplies(t); err != nil {
+		return nil, err
+	}
 	buf, err := structs.Encode(t, msg)
 	if err != nil {
 		return nil, err
@@ -673,22 +689,6 @@ func (a *Agent) stopLaunching() {
 	if a.node != nil {
 		a.node.StopStarting()
 	}
-}
-
-// Leave stops local jobs, leaves the cluster gracefully and closes Done.
-// The node starts nothing new meanwhile; a leader goes on scheduling
-// until it has handed leadership over.
-func (a *Agent) Leave() {
-	a.leaving.Do(func() {
-		defer close(a.done)
-		a.logger.Info("leaving the cluster")
-		a.node.StopStarting()
-		a.node.StopAll("node leaving the cluster")
-		a.node.FlushReports(reportFlush)
-		if err := a.raft.Leave(leaveTimeout); err != nil {
-			a.logger.Warn("leave was not clean", "error", err)
-		}
-	})
 }
 
 // GenerateKey returns a new gossip encryption key for --encrypt.

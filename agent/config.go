@@ -99,6 +99,14 @@ const (
 	MinLogMaxMiB     = 1
 )
 
+// DefaultNodeGC is how long a node down or left stays listed before the
+// leader forgets it (--node-gc).
+const DefaultNodeGC = 72 * time.Hour
+
+// DefaultSnapshotKeep is how many periodic backups a server keeps
+// (--snapshot-keep).
+const DefaultSnapshotKeep = 24
+
 // DefaultJobRetention is how long a finished job, with its allocations and
 // their logs, stays in the cluster (--job-retention).
 const DefaultJobRetention = 24 * time.Hour
@@ -302,6 +310,20 @@ type Config struct {
 	// leader.DefaultUsageInterval. Tests shorten it.
 	UsageHalfLife time.Duration
 	UsageInterval time.Duration
+	// Recover rebuilds a cluster of this node alone from the Raft state in
+	// its data directory (cluster.Config.Recover): for a quorum lost for
+	// good.
+	Recover bool
+	// NodeGC is how long a node down or left stays in the state, once
+	// nothing live is on it, before the leader forgets it (and takes it
+	// out of Raft); 0 = DefaultNodeGC, negative = never.
+	NodeGC time.Duration
+	// SnapshotEvery, when set, has a server write a backup of its state
+	// (as skein snapshot save writes one) into SnapshotDir that often,
+	// keeping the newest SnapshotKeep (0 = DefaultSnapshotKeep).
+	SnapshotEvery time.Duration
+	SnapshotDir   string
+	SnapshotKeep  int
 	// AutoscaleInterval is how often nodes report the load of autoscaled
 	// services and the leader looks at it; 0 =
 	// leader.DefaultAutoscaleInterval. Tests shorten it.
@@ -491,6 +513,15 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.UsageHalfLife < time.Minute {
 		return cfg, fmt.Errorf("--usage-half-life %s: must be at least 1m", cfg.UsageHalfLife)
+	}
+	switch {
+	case cfg.NodeGC == 0:
+		cfg.NodeGC = DefaultNodeGC
+	case cfg.NodeGC < 0:
+		cfg.NodeGC = 0
+	}
+	if err := checkSnapshots(&cfg); err != nil {
+		return cfg, err
 	}
 	if cfg.Name == "" {
 		h, err := os.Hostname()

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
-	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,7 +29,7 @@ func testConfig(t testing.TB, dataDir string) Config {
 	t.Cleanup(func() { logs.done.Store(true) })
 	// Jobs outlive their agent by design; stop them before the data dir
 	// goes (cleanups run last-in first-out, after the agent's Shutdown).
-	t.Cleanup(func() { stopSupervisors(t, dataDir) })
+	t.Cleanup(func() { testutil.StopSupervisors(t, dataDir) })
 	// Jobs run as the job user (nobody): they must reach their work dirs.
 	testutil.LetJobsReach(t, dataDir)
 	return Config{
@@ -209,34 +206,3 @@ func logs(t *testing.T, c *api.Client, id, stream string) string {
 }
 
 func writeFile(path string) error { return os.WriteFile(path, nil, 0o600) }
-
-// stopSupervisors stops every supervisor working in dir, as the agent's
-// Shutdown deliberately does not, and waits for them to finish writing.
-func stopSupervisors(t testing.TB, dir string) {
-	find := func() []int {
-		var pids []int
-		entries, _ := os.ReadDir("/proc")
-		for _, e := range entries {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil || pid == os.Getpid() {
-				continue
-			}
-			cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-			if err == nil && bytes.Contains(cmd, []byte(dir+"/")) {
-				pids = append(pids, pid)
-			}
-		}
-		return pids
-	}
-	for _, pid := range find() {
-		_ = syscall.Kill(pid, syscall.SIGTERM) // the supervisor stops its job's group
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(find()) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	for _, pid := range find() {
-		t.Logf("supervisor %d did not stop; killing it", pid)
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-}

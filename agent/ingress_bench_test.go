@@ -219,7 +219,7 @@ func benchIngressNodeLoss(b *testing.B) {
 		tc.net.Heal()
 		for _, a := range tc.live() {
 			a.Shutdown()
-			stopSupervisors(b, a.dataDir)
+			testutil.StopSupervisors(b, a.dataDir)
 		}
 	}
 	var sum float64

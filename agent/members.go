@@ -1,12 +1,16 @@
 package agent
 
 import (
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/skein-dev/skein/agent/leader"
 	"github.com/skein-dev/skein/agent/peer"
 	"github.com/skein-dev/skein/agent/secure"
 	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/structs"
 )
 
 // joinLoop joins the cluster through the --join addresses, retrying with
@@ -138,4 +142,29 @@ func (a *Agent) gossip() leader.Gossip {
 		}
 	}
 	return g
+}
+
+// forgetNode removes a node down or left from Raft, where it is a server,
+// then from the state. This node must lead.
+func (a *Agent) forgetNode(id, reason string) error {
+	n, ok := a.fsm.Node(id)
+	switch {
+	case !ok:
+		return fmt.Errorf("node %s: %w", structs.ShortID(id), fsm.ErrNodeNotFound)
+	case n.Status != structs.NodeDown && n.Status != structs.NodeLeft:
+		return fmt.Errorf("node %s: %w: it is %s; only a node down or left is removed", n.Name, fsm.ErrInvalidRequest, n.Status)
+	case len(a.fsm.NodeLiveAllocs(id)) > 0:
+		return fmt.Errorf("node %s: %w: its allocations are not declared lost yet (wait --down-after)", n.Name, fsm.ErrInvalidRequest)
+	}
+	servers, err := a.raft.Servers()
+	if err != nil {
+		return err
+	}
+	if slices.ContainsFunc(servers, func(s cluster.Server) bool { return s.ID == id }) {
+		if err := a.raft.RemoveServer(id); err != nil {
+			return err
+		}
+	}
+	_, err = a.apply(structs.NodeRemoveType, structs.NodeRemoveRequest{NodeID: id, Reason: reason, At: time.Now().UTC()})
+	return err
 }

@@ -30,7 +30,7 @@ func busyDevAgent(tb testing.TB, queued int) (*Agent, string) {
 	}
 	tb.Cleanup(a.Shutdown)
 	// Before the Shutdown above: whatever a broken shutdown left running.
-	tb.Cleanup(func() { stopSupervisors(tb, a.DataDir()) })
+	tb.Cleanup(func() { testutil.StopSupervisors(tb, a.DataDir()) })
 	c := clientFor(tb, a, cfg.Token)
 	marks := testutil.SharedDir(tb)
 	for range running + queued {

@@ -538,6 +538,12 @@ func (c *Client) Register(ctx context.Context, n structs.Node) error {
 	return c.do(ctx, http.MethodPost, "/v1/internal/register", nil, RegisterRequest{Node: n}, &struct{}{})
 }
 
+// Depart asks the leader to take the node nodeID, which leaves, out of
+// the cluster: out of Raft where it is a server, and marked left.
+func (c *Client) Depart(ctx context.Context, nodeID string) error {
+	return c.do(ctx, http.MethodPost, "/v1/internal/depart", nil, DepartRequest{NodeID: nodeID}, &struct{}{})
+}
+
 // UpdateAllocs reports allocation progress to the leader.
 func (c *Client) UpdateAllocs(ctx context.Context, nodeID string, updates []structs.AllocUpdate) error {
 	return c.do(ctx, http.MethodPost, "/v1/internal/alloc-updates", nil, AllocUpdatesRequest{NodeID: nodeID, Updates: updates}, &struct{}{})
@@ -622,4 +628,22 @@ func (c *Client) CordonGPU(ctx context.Context, req GPURequest, cordon bool) (*G
 // had produced it.
 func (c *Client) InjectGPUFault(ctx context.Context, req GPUFaultRequest) error {
 	return c.do(ctx, http.MethodPost, "/v1/gpus/fault", nil, req, &struct{}{})
+}
+
+// DrainNode starts (drain) or ends (!drain) the drain of the node with
+// ID id and returns the node as the state then holds it.
+func (c *Client) DrainNode(ctx context.Context, id string, req NodeDrainRequest, drain bool) (*structs.Node, error) {
+	path := "/v1/nodes/" + url.PathEscape(id) + "/undrain"
+	if drain {
+		path = "/v1/nodes/" + url.PathEscape(id) + "/drain"
+	}
+	var n structs.Node
+	return &n, c.do(ctx, http.MethodPost, path, nil, req, &n)
+}
+
+// RemoveNode forgets the node with ID id, which must be down or have
+// left, and returns it as the state held it.
+func (c *Client) RemoveNode(ctx context.Context, id string, req NodeRemoveRequest) (*structs.Node, error) {
+	var n structs.Node
+	return &n, c.do(ctx, http.MethodPost, "/v1/nodes/"+url.PathEscape(id)+"/remove", nil, req, &n)
 }

@@ -5,6 +5,13 @@ import "github.com/skein-dev/skein/structs"
 // MaxBodyBytes caps every request body the API accepts.
 const MaxBodyBytes = 1 << 20
 
+// MaxSnapshotBytes caps the backup a restore accepts.
+const MaxSnapshotBytes = 1 << 30
+
+// SnapshotIndexHeader, on a saved snapshot, is the Raft index of the
+// state it holds.
+const SnapshotIndexHeader = "X-Skein-Snapshot-Index"
+
 // TokenHeader carries the API token. Bearer authorization is accepted too.
 const TokenHeader = "X-Skein-Token"
 
@@ -77,6 +84,9 @@ type NodeInfo struct {
 	GPUJobs map[string]string `json:"gpu_jobs,omitempty"`
 	// LiveAllocs counts allocations pending or running on the node.
 	LiveAllocs int `json:"live_allocs"`
+	// Protocol is what the node speaks, as gossip says; zero for a node
+	// gossip does not know now.
+	Protocol structs.Protocol `json:"protocol"`
 }
 
 // Status is GET /v1/status: the cluster at a glance, from the answering node.
@@ -92,6 +102,8 @@ type Status struct {
 	Jobs          map[structs.JobState]int `json:"jobs"`
 	RaftIndex     uint64                   `json:"raft_index"`
 	Version       string                   `json:"version"`
+	// Protocol is what the answering node speaks.
+	Protocol structs.Protocol `json:"protocol"`
 	// JobRetention is how long a finished job stays, as this node is
 	// configured (--job-retention; the leader's applies).
 	JobRetention structs.Duration `json:"job_retention"`
@@ -171,19 +183,21 @@ type LogOptions struct {
 
 // Member is one entry of GET /v1/members: a node as gossip sees it.
 type Member struct {
-	ID         string `json:"id"`
-	Name       string `json:"name"`
-	Addr       string `json:"addr"` // gossip host:port
-	Status     string `json:"status"`
-	Role       string `json:"role,omitempty"`
-	HTTP       string `json:"http,omitempty"`
-	GPUsFree   int    `json:"gpus_free"`
-	GPUsTotal  int    `json:"gpus_total"`
-	Unhealthy  uint64 `json:"unhealthy_gpus,omitempty"` // bit i set: GPU i unhealthy
-	Version    string `json:"version,omitempty"`
-	Keyring    uint64 `json:"keyring,omitempty"` // gossip keyring generation installed
-	Server     bool   `json:"server,omitempty"`  // in the Raft configuration, by its own gossip
-	IsThisNode bool   `json:"is_this_node,omitempty"`
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Addr      string `json:"addr"` // gossip host:port
+	Status    string `json:"status"`
+	Role      string `json:"role,omitempty"`
+	HTTP      string `json:"http,omitempty"`
+	GPUsFree  int    `json:"gpus_free"`
+	GPUsTotal int    `json:"gpus_total"`
+	Unhealthy uint64 `json:"unhealthy_gpus,omitempty"` // bit i set: GPU i unhealthy
+	Version   string `json:"version,omitempty"`
+	// Protocol is what the member speaks, as its gossip says.
+	Protocol   structs.Protocol `json:"protocol"`
+	Keyring    uint64           `json:"keyring,omitempty"` // gossip keyring generation installed
+	Server     bool             `json:"server,omitempty"`  // in the Raft configuration, by its own gossip
+	IsThisNode bool             `json:"is_this_node,omitempty"`
 }
 
 // RaftPeer is one entry of GET /v1/raft/peers: a server of the Raft
@@ -296,3 +310,24 @@ const BusyHeader = "X-Skein-Busy"
 // StaleHeader, on a scrape of a leader short of CPU, says how old the
 // metrics it answered with are (agent/server, shed.go).
 const StaleHeader = "X-Skein-Stale"
+
+// NodeDrainRequest is the body of POST /v1/nodes/{id}/drain: Deadline,
+// when set, is how long the jobs that cannot move may run out before they
+// are stopped; Force stops everything at once. POST
+// /v1/nodes/{id}/undrain takes only Reason.
+type NodeDrainRequest struct {
+	Deadline structs.Duration `json:"deadline,omitempty"`
+	Force    bool             `json:"force,omitempty"`
+	Reason   string           `json:"reason,omitempty"`
+}
+
+// NodeRemoveRequest is the body of POST /v1/nodes/{id}/remove.
+type NodeRemoveRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// DepartRequest is the body of POST /v1/internal/depart: the node that
+// leaves.
+type DepartRequest struct {
+	NodeID string `json:"node_id"`
+}

@@ -62,6 +62,11 @@ func agentCommand() *ucli.Command {
 			&ucli.StringFlag{Name: "in-container", Usage: "the agent itself runs in container `NAME` on its engine: image jobs' containers live inside it (its network, processes and cgroup), as its own processes do"},
 			&ucli.StringFlag{Name: "master-ports", Usage: "`MIN-MAX` ports to give gangs with rank 0 here as MASTER_PORT (default 29500-29999)"},
 			&ucli.DurationFlag{Name: "usage-half-life", Value: structs.DefaultUsageHalfLife, Usage: "fair share: how long the GPU time an account used takes to count for half (give every server the same)"},
+			&ucli.DurationFlag{Name: "node-gc", Value: agent.DefaultNodeGC, Usage: "forget a node down or left this long, with nothing running on it (the leader's applies; 0: never)"},
+			&ucli.BoolFlag{Name: "recover", Usage: "once, on a surviving server of a cluster that lost most of its voters for good: rebuild the cluster from this node's state, alone (see docs/operations.md)"},
+			&ucli.DurationFlag{Name: "snapshot-every", Usage: "on a server, write a backup of the state this often (like 1h; as skein snapshot save writes one; default: never)"},
+			&ucli.StringFlag{Name: "snapshot-dir", Usage: "where --snapshot-every writes its backups, mode 0600 (default: DATA-DIR/snapshots)"},
+			&ucli.IntFlag{Name: "snapshot-keep", Value: agent.DefaultSnapshotKeep, Usage: "how many of --snapshot-every's backups to keep, the newest"},
 			&ucli.DurationFlag{Name: "job-retention", Value: agent.DefaultJobRetention, Usage: "keep a finished job, its allocations and their logs this long, then remove them (give every node the same)"},
 			&ucli.DurationFlag{Name: "kill-grace", Value: 10 * time.Second, Usage: "time between SIGTERM and SIGKILL when stopping a job"},
 			&ucli.IntFlag{Name: "max-conns", Usage: "API connections to hold at once from clients that are not the cluster's nodes, which have a reserve of their own (default: sized from the file-descriptor limit)"},
@@ -247,6 +252,14 @@ func agentFlagsConfig(c *ucli.Context, origins configOrigins) (agent.Config, err
 	// Set apart so the literal above keeps its alignment.
 	cfg.JobRetention = c.Duration("job-retention")
 	cfg.UsageHalfLife = c.Duration("usage-half-life")
+	cfg.NodeGC = c.Duration("node-gc")
+	if cfg.NodeGC == 0 {
+		cfg.NodeGC = -1 // --node-gc 0: never
+	}
+	cfg.Recover = c.Bool("recover")
+	cfg.SnapshotEvery = c.Duration("snapshot-every")
+	cfg.SnapshotDir = c.String("snapshot-dir")
+	cfg.SnapshotKeep = c.Int("snapshot-keep")
 	cfg.AllowForeignGPUUse = c.Bool("allow-foreign-gpu-use")
 	cfg.Security = security
 	cfg.JoinToken = joinToken

@@ -24,9 +24,13 @@ import (
 func startRealAgent(t *testing.T, tune ...func(*agent.Config)) string {
 	t.Helper()
 	t.Setenv(superviseEnv, "1")
+	dataDir := testutil.JobDir(t)
+	// Jobs outlive their agent by design: stop them before the data dir
+	// goes (cleanups run last-in first-out, after the agent's Shutdown).
+	t.Cleanup(func() { testutil.StopSupervisors(t, dataDir) })
 	cfg := agent.Config{
 		Name:          "e2e",
-		DataDir:       testutil.JobDir(t),
+		DataDir:       dataDir,
 		BindAddr:      "127.0.0.1",
 		HTTPPort:      -1,
 		RaftPort:      -1,

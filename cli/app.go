@@ -145,6 +145,7 @@ func commands() []*ucli.Command {
 		caCommand(),
 		keyringCommand(),
 		nodeCommand(),
+		snapshotCommand(),
 		keygenCommand(),
 		versionCommand(),
 		superviseCommand(),

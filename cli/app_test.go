@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/skein-dev/skein/agent"
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/structs"
 )
@@ -111,8 +113,9 @@ func TestRun_AgentUnreachableIsError(t *testing.T) {
 
 func TestVersion_PrintsVersionAndPlatform(t *testing.T) {
 	r := runCLI(t, "version")
-	want := "skein " + structs.Version + "\n" + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + "\n"
-	if r.code != exitOK || r.stdout != want {
+	want := fmt.Sprintf("skein %s (api %d, log %d, snapshot %d)\n%s %s/%s\n", structs.Version, structs.APIVersion, structs.LogVersion(),
+		agent.SnapshotVersion, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if r.code != exitOK || !strings.HasPrefix(r.stdout, want) {
 		t.Fatalf("got code %d, stdout %q; want 0, %q", r.code, r.stdout, want)
 	}
 }

@@ -99,7 +99,8 @@ func jobSpecFromFlags(c *ucli.Context, spec *structs.JobSpec) error {
 		return usagef(c, "missing command: give the program and its arguments after the flags")
 	}
 	for name, dst := range map[string]*string{"workdir": &spec.Workdir, "gpu-model": &spec.GPUModel, "image": &spec.Image,
-		"partition": &spec.Partition, "mail-user": &spec.MailUser, "account": &spec.Account, "qos": &spec.QoS} {
+		"account": &spec.Account, "qos": &spec.QoS,
+		"partition": &spec.Partition, "mail-user": &spec.MailUser} {
 		if c.IsSet(name) {
 			*dst = c.String(name)
 		}

@@ -28,6 +28,44 @@ func nodeCommand() *ucli.Command {
 				&ucli.StringFlag{Name: "reason", Usage: "why, kept with the revocation"},
 			},
 			Action: nodeRevokeAction,
+		}, {
+			Name:  "drain",
+			Usage: "move the work off a node and place nothing new on it",
+			Description: "NODE is a node name, or its ID or a unique prefix of it. Nothing new is placed\n" +
+				"on the node. Each replica of a service there gets a replacement elsewhere and\n" +
+				"stops once that one is healthy. A job with a restart left, or preemptible, is\n" +
+				"stopped with its --signal (else SIGTERM) and its grace, and runs again elsewhere\n" +
+				"without using a restart. Other jobs run out, or are stopped at --deadline.\n" +
+				"--force stops everything at once. skein nodes shows the node draining, then\n" +
+				"drained; skein events -f says what moved. skein node undrain ends it.",
+			ArgsUsage: "NODE",
+			Flags: []ucli.Flag{
+				&ucli.StringFlag{Name: "deadline", Usage: "stop the jobs that cannot move once this long has passed (like 30m; default: none, they run out)"},
+				&ucli.BoolFlag{Name: "force", Usage: "stop everything on the node now, without waiting for replacements"},
+				&ucli.StringFlag{Name: "reason", Usage: "why, kept with the drain"},
+			},
+			Action: nodeDrainAction,
+		}, {
+			Name:        "undrain",
+			Usage:       "let a drained or draining node take work again",
+			Description: "NODE is a node name, or its ID or a unique prefix of it. Work already moved stays\nwhere it went.",
+			ArgsUsage:   "NODE",
+			Flags: []ucli.Flag{
+				&ucli.StringFlag{Name: "reason", Usage: "why"},
+			},
+			Action: nodeUndrainAction,
+		}, {
+			Name:  "remove",
+			Usage: "forget a node that is down or has left for good",
+			Description: "NODE is a node name, or its ID or a unique prefix of it. The node leaves the\n" +
+				"list of nodes, and Raft if it was a server; its finished work stays in its jobs'\n" +
+				"history. A node still running something (not yet declared lost) is refused.\n" +
+				"The leader does this by itself for nodes down or left past --node-gc.",
+			ArgsUsage: "NODE",
+			Flags: []ucli.Flag{
+				&ucli.StringFlag{Name: "reason", Usage: "why"},
+			},
+			Action: nodeRemoveAction,
 		}},
 	}
 }

@@ -57,10 +57,15 @@ func nodesAction(c *ucli.Context) error {
 				model += " (simulated)"
 			}
 		}
+		version := orDash(n.Version)
+		if n.Protocol.Release != "" {
+			version = fmt.Sprintf("%s (log %d)", n.Protocol.Release, n.Protocol.AppliesLog())
+		}
 		rows = append(rows, []string{
 			n.Name,
-			string(n.Status),
+			n.StatusText(),
 			orDash(string(n.Role)),
+			version,
 			gpus,
 			model,
 			gpuMem,
@@ -71,7 +76,7 @@ func nodesAction(c *ucli.Context) error {
 			orDash(n.Addresses.HTTP),
 		})
 	}
-	return printTable(c.App.Writer, []string{"NAME", "STATUS", "ROLE", "GPUS", "GPU MODEL", "GPU MEM", "CPUS", "MEMORY", "CONFINED", "ENGINE", "ADDRESS"}, rows)
+	return printTable(c.App.Writer, []string{"NAME", "STATUS", "ROLE", "VERSION", "GPUS", "GPU MODEL", "GPU MEM", "CPUS", "MEMORY", "CONFINED", "ENGINE", "ADDRESS"}, rows)
 }
 
 // confinedCell says how a node holds jobs to their limits: "cgroup v2" or

@@ -20,6 +20,7 @@ func testNodes() []api.NodeInfo {
 				Confinement: "cgroup v2",
 			},
 			GPUsTotal: 8, GPUsFree: 6, GPUsUnhealthy: 1,
+			Protocol: structs.Protocol{Release: "0.2.0", API: 1, Log: 30, Snapshot: 7},
 		},
 		{
 			Node: structs.Node{
@@ -30,6 +31,7 @@ func testNodes() []api.NodeInfo {
 				Confinement: "none: the agent is not root, and only root makes cgroups",
 			},
 			GPUsTotal: 1, GPUsFree: 1,
+			Protocol: structs.Protocol{Release: "0.1.0"},
 		},
 		{
 			Node: structs.Node{ID: "n3", Name: "cpu-01", Status: structs.NodeDown, CPUs: 4, MemoryMiB: 1536, GPUSource: "none",
@@ -48,10 +50,10 @@ func TestNodes_TableShowsGPUsAndResources(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	want := []string{
-		"NAME STATUS ROLE GPUS GPU MODEL GPU MEM CPUS MEMORY CONFINED ENGINE ADDRESS",
-		"gpu-01 ready leader 6/8, 1 unhealthy NVIDIA H100 80GB HBM3 80G 64 512G cgroup v2 docker 24.0.7 (API 1.43), NVIDIA GPUs 10.0.0.1:7470",
-		"dev ready voter 1/1 A100 (simulated) 40G 8 16G NO (--allow-unconfined) unreachable 127.0.0.1:7470",
-		"cpu-01 down - 0/0 - - 4 1.5G NO: takes no jobs - -",
+		"NAME STATUS ROLE VERSION GPUS GPU MODEL GPU MEM CPUS MEMORY CONFINED ENGINE ADDRESS",
+		"gpu-01 ready leader 0.2.0 (log 30) 6/8, 1 unhealthy NVIDIA H100 80GB HBM3 80G 64 512G cgroup v2 docker 24.0.7 (API 1.43), NVIDIA GPUs 10.0.0.1:7470",
+		"dev ready voter 0.1.0 (log 27) 1/1 A100 (simulated) 40G 8 16G NO (--allow-unconfined) unreachable 127.0.0.1:7470",
+		"cpu-01 down - - 0/0 - - 4 1.5G NO: takes no jobs - -",
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), r.stdout)

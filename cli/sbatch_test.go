@@ -49,25 +49,24 @@ func TestSbatch_UnsupportedDirectivesAreRefusedAndNothingIsSubmitted(t *testing.
 	acceptSubmit(f)
 	dir := t.TempDir()
 	t.Chdir(dir) // sbatch runs in the submit directory
-	writeTestFile(t, filepath.Join(dir, "old.sh"), "#!/bin/sh\n#SBATCH --licenses=matlab\n#SBATCH --tmp=10G\n#SBATCH --exclusive\n#SBATCH --comment=c\necho\n")
+	writeTestFile(t, filepath.Join(dir, "old.sh"), "#!/bin/sh\n#SBATCH --licenses=matlab\n#SBATCH --tmp=10G\n#SBATCH --exclusive\n#SBATCH --account=p1\necho\n")
 	r := runCLI(t, "--addr", f.URL, "sbatch", "old.sh")
 	if r.code != exitUsage || !strings.Contains(r.stderr, "old.sh: line 2: --licenses=matlab: skein has no licenses") ||
-		!strings.Contains(r.stderr, "old.sh: line 3: --tmp=10G: skein does not reserve disk") || strings.Contains(r.stderr, "--comment") || len(f.requests()) != 0 {
+		!strings.Contains(r.stderr, "old.sh: line 3: --tmp=10G: skein does not reserve disk") || strings.Contains(r.stderr, "--account") || len(f.requests()) != 0 {
 		t.Fatalf("exit %d, stderr %q, %d requests: want 2, both listed, nothing sent", r.code, r.stderr, len(f.requests()))
 	}
 	r = runCLI(t, "--addr", f.URL, "sbatch", "--ignore-unknown", "old.sh")
 	reqs := submitted(t, f)
-	if r.code != exitOK || len(reqs) != 1 || !reqs[0].Spec.Exclusive {
-		t.Fatalf("--ignore-unknown: exit %d, stderr %q, %d requests: want the job sent, --exclusive kept", r.code, r.stderr, len(reqs))
+	if r.code != exitOK || len(reqs) != 1 || !reqs[0].Spec.Exclusive || reqs[0].Spec.Account != "p1" {
+		t.Fatalf("--ignore-unknown: exit %d, stderr %q, %d requests: want the job sent, --exclusive and --account kept", r.code, r.stderr, len(reqs))
 	}
-	for _, want := range []string{"warning: left out: old.sh: line 2: --licenses=matlab", "warning: left out: old.sh: line 3: --tmp=10G",
-		"warning: old.sh: line 5: --comment=c: accepted, no effect: skein keeps no job comments"} {
+	for _, want := range []string{"warning: left out: old.sh: line 2: --licenses=matlab", "warning: left out: old.sh: line 3: --tmp=10G"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
 		}
 	}
-	if n := strings.Count(r.stderr, "warning:"); n != 3 {
-		t.Errorf("%d warnings, want the 2 left out and --account's:\n%s", n, r.stderr)
+	if n := strings.Count(r.stderr, "warning:"); n != 2 {
+		t.Errorf("%d warnings, want the 2 left out:\n%s", n, r.stderr)
 	}
 }
 

@@ -137,14 +137,15 @@ var (
 )
 
 // nodeStateOf maps a node to Slurm's state: down and left nodes are
-// down; a draining node is drng while work still runs on it, then drain;
+// down; a draining node (skein node drain) is drng while work still runs
+// on it, then drain;
 // a ready node is idle with nothing running, alloc with every GPU in use,
 // else mix.
 func nodeStateOf(n *api.NodeInfo) nodeState {
-	switch n.Status {
-	case structs.NodeDown, structs.NodeLeft:
+	switch {
+	case n.Status == structs.NodeDown || n.Status == structs.NodeLeft:
 		return nodeDown
-	case structs.NodeDraining:
+	case n.Status == structs.NodeDraining || n.Drain != nil:
 		if n.LiveAllocs > 0 {
 			return nodeDraining
 		}

@@ -710,8 +710,7 @@ qos: high
 		"--gpu-mem", "80G", "--cpus", "32", "--mem", "1.5T", "--pids-max", "2048", "--priority", "-7", "--restarts", "2",
 		"--time-limit", "2h", "--signal", "sigusr2@10m", "--env", "LR=3e-4", "--env", "SEED=1",
 		"--secret-env", "HF_TOKEN=hf_x", "--constraint", "zone=a", "--partition", "gpu", "--nodelist", "gpu[01-02]", "--exclude", "gpu03", "--hold", "--mail-type", "begin,END", "--mail-user", "alice@example.com", "--begin", "2030-01-02T03:04:00Z", "--deadline", "2030-01-03T00:00:00Z", "--after", "abc123", "--after", "def456:any", "--array", "0-99%8",
-		"--singleton", "--exclusive", "--spread", "--preemptible", "--preempt-grace", "45s", "--account", "ml", "--qos", "high",
-		"--", "torchrun", "train.py",
+		"--singleton", "--exclusive", "--spread", "--preemptible", "--preempt-grace", "45s", "--account", "ml", "--qos", "high", "--", "torchrun", "train.py",
 	}
 	// The file must say every key a job file has: a field added to
 	// JobSpec belongs in this test.

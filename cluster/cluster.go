@@ -85,9 +85,9 @@ func New(cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
-// Shutdown stops gossip (without a leave broadcast; see Leave), the raft
-// node, and closes the transport and store. It does not transfer
-// leadership; a leader leaving gracefully calls Leave first. Calls waiting
+// Shutdown stops gossip (without a leave broadcast; see AnnounceLeave),
+// the raft node, and closes the transport and store. It does not transfer
+// leadership; a leader leaving gracefully calls HandOver first. Calls waiting
 // on raft return ErrShutdown. Calling it again returns the first result.
 func (c *Cluster) Shutdown() error {
 	c.shutdownOnce.Do(func() {

@@ -33,6 +33,11 @@ type Config struct {
 	// directory holds no raft state yet. Existing state is never
 	// re-bootstrapped.
 	Bootstrap bool
+	// Recover rebuilds a cluster of this node alone from the Raft state in
+	// the data directory, for when most voters are gone for good (a lost
+	// quorum): the configuration becomes this node, a voter, and every
+	// entry the node holds is kept. See Recover in raft.go.
+	Recover bool
 	// Timing overrides raft's timeouts; zero fields take LAN defaults.
 	Timing Timing
 	// SnapshotThreshold is how many log entries since the last snapshot
@@ -240,7 +245,6 @@ const (
 	gossipTimeout    = 5 * time.Second        // broadcast waits (UpdateMeta)
 	maxRaftAddrLen   = 64                     // longest raft advertise address the meta header carries
 	rejoinSettle     = time.Second            // after a re-join that reached its peer, before the next
-	leavePoll        = 50 * time.Millisecond  // Leave polls the raft configuration this often
 	bootstrapPoll    = 500 * time.Millisecond // bootstrap-expect re-checks at least this often
 )
 
@@ -387,6 +391,8 @@ func (cfg Config) validateGossip() error {
 		return fmt.Errorf("%w: further gossip keys need a primary encrypt key", ErrInvalidConfig)
 	case cfg.BootstrapExpect < 0 || cfg.BootstrapExpect > maxBootstrapExpect:
 		return fmt.Errorf("%w: bootstrap expect %d is outside 0-%d", ErrInvalidConfig, cfg.BootstrapExpect, maxBootstrapExpect)
+	case cfg.Recover && (cfg.Bootstrap || cfg.BootstrapExpect > 0):
+		return fmt.Errorf("%w: recover rebuilds an existing cluster; it takes no bootstrap", ErrInvalidConfig)
 	case cfg.BootstrapExpect > 0 && cfg.Bootstrap:
 		return fmt.Errorf("%w: bootstrap and bootstrap expect are mutually exclusive", ErrInvalidConfig)
 	case cfg.BootstrapExpect > 0 && cfg.GossipBind == "":

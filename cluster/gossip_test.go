@@ -110,20 +110,23 @@ func TestGossip_FailedAndLeftMembersAreReported(t *testing.T) {
 		}
 		return nil
 	})
-	if err := b.c.Leave(10 * time.Second); err != nil {
+	if err := b.c.HandOver(); err != nil {
+		t.Fatalf("b hand over: %v", err)
+	}
+	if err := b.c.AnnounceLeave(10 * time.Second); err != nil {
 		t.Fatalf("b leave: %v", err)
 	}
 	waitEvent(t, a, EventLeft, "b", 10*time.Second)
 	if m, _ := memberStatus(a, "b"); m.Status != StatusLeft {
 		t.Fatalf("a sees b as %v after its leave, want left", m.Status)
 	}
-	_, non, err := raftView(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(strings.Join(non, ","), "b") {
-		t.Fatalf("b is still a raft server after leaving: %v", non)
-	}
+	waitFor(t, 10*time.Second, func() error {
+		_, non, err := raftView(a)
+		if err != nil || strings.Contains(strings.Join(non, ","), "b") {
+			return fmt.Errorf("b is still a raft server after leaving: %v %v", non, err)
+		}
+		return nil
+	})
 }
 
 func TestGossip_EncryptionKeysMustMatch(t *testing.T) {

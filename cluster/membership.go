@@ -187,6 +187,61 @@ func (c *Cluster) serverRoom(conf raft.Configuration) int {
 	return max(0, capacity-voters-held-len(standbys))
 }
 
+// HandOver makes a leader hand leadership to another voter, as the first
+// step of a leave; it does nothing on a node that does not lead. A sole
+// voter of a cluster of several servers cannot hand over (ErrLeave).
+func (c *Cluster) HandOver() error {
+	if !c.IsLeader() {
+		return nil
+	}
+	conf, err := c.configuration()
+	if err != nil {
+		return fmt.Errorf("leave: %w", err)
+	}
+	others := 0
+	for _, s := range conf.Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != c.cfg.NodeID {
+			others++
+		}
+	}
+	if others == 0 && len(conf.Servers) > 1 {
+		return fmt.Errorf("%w: this node is the only voter", ErrLeave)
+	}
+	if others > 0 {
+		if err := c.LeadershipTransfer(); err != nil {
+			return fmt.Errorf("leave: %w", err)
+		}
+	}
+	return nil
+}
+
+// AnnounceLeave tells the other members, by gossip, that this node
+// leaves (not fails), within timeout. Without gossip it does nothing.
+func (c *Cluster) AnnounceLeave(timeout time.Duration) error {
+	if c.gossip == nil {
+		return nil
+	}
+	deadline := time.Now().Add(timeout)
+	// memberlist reports a leave and a failure alike; the leaving flag in
+	// this node's meta, sent (and waited for) before the leave, tells the
+	// others which it is.
+	c.leaving.Store(true)
+	g := c.gossip
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c.isStopped() {
+		return fmt.Errorf("leave: %w", ErrShutdown)
+	}
+	err := g.ml.UpdateNode(max(time.Until(deadline), time.Millisecond))
+	if err == nil {
+		err = g.ml.Leave(max(time.Until(deadline), time.Millisecond))
+	}
+	if err != nil {
+		return fmt.Errorf("leave: broadcast: %w", err)
+	}
+	return nil
+}
+
 // configuration returns the latest raft configuration.
 func (c *Cluster) configuration() (raft.Configuration, error) {
 	var f raft.ConfigurationFuture
@@ -826,77 +881,6 @@ func (c *Cluster) markState() {
 	if c.hasState.CompareAndSwap(false, true) {
 		if err := c.gossip.ml.UpdateNode(gossipTimeout); err != nil {
 			c.gossip.logger.Warn("advertise raft state", "error", err)
-		}
-	}
-}
-
-// Leave takes this node out of the cluster gracefully: a leader first
-// hands leadership to another voter; then the node broadcasts a gossip
-// leave and waits (within timeout) until the leader has removed it from
-// the raft configuration. The caller then calls Shutdown. Without gossip
-// only the leadership transfer happens. A sole voter cannot leave: there
-// is nobody to hand the cluster to.
-func (c *Cluster) Leave(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	if c.IsLeader() {
-		conf, err := c.configuration()
-		if err != nil {
-			return fmt.Errorf("leave: %w", err)
-		}
-		others := 0
-		for _, s := range conf.Servers {
-			if s.Suffrage == raft.Voter && string(s.ID) != c.cfg.NodeID {
-				others++
-			}
-		}
-		if others == 0 && len(conf.Servers) > 1 {
-			return fmt.Errorf("%w: this node is the only voter", ErrLeave)
-		}
-		if others > 0 {
-			if err := c.LeadershipTransfer(); err != nil {
-				return fmt.Errorf("leave: %w", err)
-			}
-		}
-	}
-	if c.gossip == nil {
-		return nil
-	}
-	// memberlist reports a leave and a failure alike; the leaving flag in
-	// this node's meta, sent (and waited for) before the leave, tells the
-	// others which it is.
-	c.leaving.Store(true)
-	g := c.gossip
-	g.mu.Lock()
-	if c.isStopped() {
-		g.mu.Unlock()
-		return fmt.Errorf("leave: %w", ErrShutdown)
-	}
-	err := g.ml.UpdateNode(max(time.Until(deadline), time.Millisecond))
-	if err == nil {
-		err = g.ml.Leave(max(time.Until(deadline), time.Millisecond))
-	}
-	g.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("leave: broadcast: %w", err)
-	}
-	tick := time.NewTicker(leavePoll)
-	defer tick.Stop()
-	for {
-		conf, err := c.configuration()
-		if err != nil {
-			return fmt.Errorf("leave: %w", err)
-		}
-		if !slices.ContainsFunc(conf.Servers, func(s raft.Server) bool { return string(s.ID) == c.cfg.NodeID }) ||
-			len(conf.Servers) == 1 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("leave: %w: still in the raft configuration", ErrTimeout)
-		}
-		select {
-		case <-c.stopped:
-			return fmt.Errorf("leave: %w", ErrShutdown)
-		case <-tick.C:
 		}
 	}
 }

@@ -136,7 +136,10 @@ func TestMembership_LeaderLeaveMovesLeadershipAndRemovesIt(t *testing.T) {
 	mustJoin(t, c, a)
 	waitFor(t, 20*time.Second, func() error { return voterCheck(a, 3, ids(a, b, c), a, b, c) })
 
-	if err := a.c.Leave(10 * time.Second); err != nil {
+	if err := a.c.HandOver(); err != nil {
+		t.Fatalf("leader hand over: %v", err)
+	}
+	if err := a.c.AnnounceLeave(10 * time.Second); err != nil {
 		t.Fatalf("leader leave: %v", err)
 	}
 	if a.c.IsLeader() {

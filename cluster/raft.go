@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -87,6 +88,11 @@ func (c *Cluster) openRaft(conf *raft.Config, advertise net.Addr) error {
 		return fail(fmt.Errorf("check existing raft state: %w", err))
 	}
 	c.hasState.Store(existing)
+	if c.cfg.Recover {
+		if err := recoverAlone(conf, c.cfg.FSM, existing, dir, logs, store, snaps, trans); err != nil {
+			return fail(err)
+		}
+	}
 	if c.cfg.Bootstrap {
 		if err := bootstrap(conf, existing, logs, store, snaps, trans); err != nil {
 			return fail(err)
@@ -397,3 +403,32 @@ var (
 	_ raft.WithPreVote = (*raftTransport)(nil)
 	_ raft.WithClose   = (*raftTransport)(nil)
 )
+
+// restoreGap is how far past the log's last index a restored backup's
+// index is put: raft burns an index for it, and the FSM's index, which
+// nodes compare to tell newer state, must not fall behind an entry
+// appended while the restore was on its way.
+const restoreGap = 1 << 20
+
+// Restore replaces the state of the whole cluster with a backup, through
+// raft's user restore: this node (the leader) installs it, and every
+// follower gets it as a snapshot. reindex is handed the index the backup
+// will have and returns the backup's bytes with that index in them. The
+// Raft configuration stays as it is. Leader only. Raft cannot undo a
+// restore that fails halfway and stops this node's Raft: check the
+// backup fully first.
+func (c *Cluster) Restore(reindex func(index uint64) ([]byte, error), timeout time.Duration) (uint64, error) {
+	if !c.IsLeader() {
+		return 0, ErrNotLeader
+	}
+	meta := c.raft.LastIndex() + restoreGap
+	data, err := reindex(meta + 1)
+	if err != nil {
+		return 0, err
+	}
+	err = c.raft.Restore(&raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: meta, Size: int64(len(data))}, bytes.NewReader(data), timeout)
+	if err != nil {
+		return 0, fmt.Errorf("restore: %w", err)
+	}
+	return meta + 1, nil
+}

@@ -76,8 +76,8 @@ func (s *state) updateAlloc(nodeID string, u *structs.AllocUpdate, index uint64)
 }
 
 // emitStarted records that an allocation's process runs. Its node is in
-// the state: nodes are never removed, and an allocation is placed only on
-// a known one.
+// the state: a node with live allocations is never removed, and an
+// allocation is placed only on a known one.
 func (s *state) emitStarted(a *structs.Allocation, index uint64) {
 	j, n := s.jobs[a.JobID], s.nodes[a.NodeID]
 	reason := fmt.Sprintf("attempt %d running on %s", a.Attempt, nodeName(n))
@@ -150,11 +150,15 @@ func (s *state) decideJob(a *structs.Allocation, at time.Time, index uint64) {
 	if failed != nil {
 		j.ExitCode = failed.ExitCode
 	}
+	evicted := j.Evicted
+	j.Evicted = ""
 	switch {
 	case j.StopRequested:
 		s.finishJob(j, structs.JobCancelled, cancelReason(j), at, index)
 	case j.PreemptedBy != "":
 		s.requeuePreempted(j, at, index)
+	case evicted != "" && failed != nil:
+		s.requeueEvicted(j, evicted, at, index)
 	case s.wantsReplica(j):
 		if failed == nil {
 			failed = a

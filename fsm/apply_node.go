@@ -10,7 +10,7 @@ import (
 )
 
 // applyNodeRegister adds a node or replaces its inventory. The first
-// registration's time is kept, and so is the health of every GPU the state
+// registration's time is kept, and so is a drain (only NodeDrain sets it), and so is the health of every GPU the state
 // already knows (keepHealth); the role is never stored (the serving agent
 // fills it in from the Raft configuration). Work on a GPU registered
 // unhealthy is stopped, as for a health report.
@@ -25,8 +25,10 @@ func (s *state) applyNodeRegister(l *raft.Log) any {
 		n.Status = structs.NodeReady
 	}
 	n.Role = ""
+	n.Drain = nil
 	old, known := s.nodes[n.ID]
 	if known {
+		n.Drain = old.Drain.Copy()
 		n.RegisteredAt = old.RegisteredAt
 		keepHealth(old, n)
 	} else if !req.At.IsZero() {
@@ -156,4 +158,27 @@ func (s *state) applyNodeAllocsLost(l *raft.Log) any {
 		s.endAlloc(a, &u, l.Index)
 	}
 	return nil
+}
+
+// applyNodeRemove forgets a node that is down or has left
+// (structs.NodeRemoveRequest) and returns a copy of it. A ready node, or
+// one with live allocations, is refused.
+func (s *state) applyNodeRemove(l *raft.Log) any {
+	var req structs.NodeRemoveRequest
+	decode(l, &req)
+	n, ok := s.nodes[req.NodeID]
+	switch {
+	case !ok:
+		return fmt.Errorf("node %s: %w", structs.ShortID(req.NodeID), ErrNodeNotFound)
+	case n.Status != structs.NodeDown && n.Status != structs.NodeLeft:
+		return fmt.Errorf("node %s: %w: it is %s; only a node down or left is removed", nodeName(n), ErrInvalidRequest, n.Status)
+	case len(s.nodeLive[n.ID]) > 0:
+		return fmt.Errorf("node %s: %w: %d of its allocations are not declared lost yet (wait --down-after)", nodeName(n), ErrInvalidRequest, len(s.nodeLive[n.ID]))
+	}
+	delete(s.nodes, n.ID)
+	delete(s.draining, n.ID)
+	delete(s.nodeLive, n.ID)
+	delete(s.nodeUsed, n.ID)
+	s.emitNode(l.Index, structs.EventNodeRemoved, n, req.At, withReason("forgotten, was "+string(n.Status), req.Reason))
+	return n.Copy()
 }

@@ -119,6 +119,8 @@ func (s *state) checkAlloc(j *structs.Job, a *structs.Allocation, c *placementCh
 		return fmt.Sprintf("node %s not found", a.NodeID)
 	case n.Status != structs.NodeReady:
 		return fmt.Sprintf("node %s is %s, not ready", nodeName(n), n.Status)
+	case n.Drain != nil:
+		return fmt.Sprintf("node %s is draining", nodeName(n))
 	case c.nodes[n.ID]:
 		return fmt.Sprintf("node %s is used by two ranks", nodeName(n))
 	}

@@ -141,9 +141,6 @@ func (s *state) requeuePreempted(j *structs.Job, at time.Time, index uint64) {
 	s.emitJob(index, structs.EventJobRestarted, j, at, "requeued: "+j.PreemptReason)
 }
 
-// restartsUsed is how many of its restarts a job has used: its attempts
-// after the first, less those that ended in a preemption or in one of the
-// free GPU-fault restarts.
-func restartsUsed(j *structs.Job) int {
-	return max(j.Attempts-1-j.Preemptions-j.GPUFaults, 0)
-}
+// restartsUsed is how many of its restarts a job has used
+// (Job.RestartsUsed).
+func restartsUsed(j *structs.Job) int { return j.RestartsUsed() }

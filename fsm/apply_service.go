@@ -168,11 +168,11 @@ func (s *state) applyServiceDelete(l *raft.Log) any {
 	return svc.Copy()
 }
 
-// addReplica makes the service's next replica job, queued: the service's
+// addReplica makes the service's next replica job, queued, and returns it: the service's
 // job (of its current Version) on one node, its owner's, submitted at `at`. Its number is
 // NextReplica, skipping any whose ID the state holds, so no replica takes
 // the ID of another job.
-func (s *state) addReplica(svc *structs.Service, at time.Time, index uint64) {
+func (s *state) addReplica(svc *structs.Service, at time.Time, index uint64) *structs.Job {
 	id := structs.ReplicaJobID(svc.ID, svc.NextReplica)
 	for s.jobs[id] != nil {
 		svc.NextReplica++
@@ -196,6 +196,7 @@ func (s *state) addReplica(svc *structs.Service, at time.Time, index uint64) {
 	}
 	s.addJob(j)
 	s.emitJob(index, structs.EventJobSubmitted, j, at, submitReason(j))
+	return j
 }
 
 // checkReplicaLimits refuses n new replicas of a service that would pass

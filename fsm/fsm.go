@@ -50,6 +50,7 @@ var (
 	ErrServiceDeleted  = errors.New("service is being deleted")
 	ErrRolloutStale    = errors.New("rollout step no longer fits the state")
 	ErrAutoscalePaused = errors.New("autoscaling is paused")
+	ErrDrainStale      = errors.New("drain step no longer fits the state")
 )
 
 // FSM is skein's raft.FSM. Apply and Restore are called by Raft; the queries
@@ -158,6 +159,12 @@ func (f *FSM) Apply(l *raft.Log) any {
 		resp = f.st.applyQoSSet(l)
 	case structs.UsageChargeType:
 		resp = f.st.applyUsageCharge(l)
+	case structs.NodeDrainType:
+		resp = f.st.applyNodeDrain(l)
+	case structs.NodeDrainStepType:
+		resp = f.st.applyNodeDrainStep(l)
+	case structs.NodeRemoveType:
+		resp = f.st.applyNodeRemove(l)
 	default:
 		if !skippable {
 			panic(fmt.Sprintf("fsm: log entry %d has unknown type %d", l.Index, uint8(t)))

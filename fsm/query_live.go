@@ -3,6 +3,7 @@ package fsm
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/skein-dev/skein/structs"
 )
@@ -22,6 +23,7 @@ func (f *FSM) NodeLiveAllocs(nodeID string) []*structs.Allocation {
 type NodeLiveness struct {
 	ID, Name   string
 	Status     structs.NodeStatus
+	StatusAt   time.Time
 	LiveAllocs int
 }
 
@@ -35,8 +37,22 @@ func (f *FSM) NodesLiveness() []NodeLiveness {
 	defer f.mu.RUnlock()
 	out := make([]NodeLiveness, 0, len(f.st.nodes))
 	for id, n := range f.st.nodes {
-		out = append(out, NodeLiveness{ID: id, Name: n.Name, Status: n.Status, LiveAllocs: len(f.st.nodeLive[id])})
+		out = append(out, NodeLiveness{ID: id, Name: n.Name, Status: n.Status, StatusAt: n.StatusAt, LiveAllocs: len(f.st.nodeLive[id])})
 	}
 	slices.SortFunc(out, func(a, b NodeLiveness) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// DrainingNodes returns copies of the nodes that drain, by ID: the
+// leader's drain loop looks at them at every change, and going over
+// every node that often would make its cost grow with the cluster.
+func (f *FSM) DrainingNodes() []*structs.Node {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []*structs.Node
+	for id := range f.st.draining {
+		out = append(out, f.st.nodes[id].Copy())
+	}
+	slices.SortFunc(out, func(a, b *structs.Node) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }

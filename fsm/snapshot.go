@@ -20,9 +20,11 @@ import (
 // Versions of the snapshot format. Version 1 holds nodes, jobs and
 // allocations; version 2 adds the trust records; version 3 the limits;
 // version 4 the ACL records; version 5 the services; version 6 the
-// event log; version 8 the fair-share records (accounts, QoS and weights,
-// usage); version 9 the job number counter and the partitions' settings.
-// Version 7 is another line of work's, which this build does not write.
+// event log; version 7 the drains (a node's drain, a job evicted or
+// replaced by one, an allocation's stop signal: fields of existing
+// records, which an older binary would drop); version 8 the fair-share
+// records (accounts, QoS and weights, usage); version 9 the job number
+// counter and the partitions' settings.
 // Snapshot writes the oldest version that holds the state, so a binary that
 // predates a version still reads a cluster that uses none of its records;
 // Restore reads them all.
@@ -33,10 +35,15 @@ const (
 	aclSnapshotVersion       = 4
 	serviceSnapshotVersion   = 5
 	eventSnapshotVersion     = 6
+	drainSnapshotVersion     = 7
 	fairshareSnapshotVersion = 8
 	numberSnapshotVersion    = 9
 	snapshotVersion          = numberSnapshotVersion // the newest
 )
+
+// SnapshotVersion is the newest snapshot format this binary reads (and
+// writes, when the state needs it).
+const SnapshotVersion = snapshotVersion
 
 // Record types of a snapshot.
 const (
@@ -97,9 +104,8 @@ type record struct {
 	Accounts   *structs.AccountTable `json:"accounts,omitempty"`
 	UsageClock *usageClockRecord     `json:"usage_clock,omitempty"`
 	Usage      *structs.UsageRecord  `json:"usage,omitempty"`
-
-	JobNumbers *jobNumbersRecord  `json:"job_numbers,omitempty"`
-	Partition  *structs.Partition `json:"partition,omitempty"`
+	JobNumbers *jobNumbersRecord     `json:"job_numbers,omitempty"`
+	Partition  *structs.Partition    `json:"partition,omitempty"`
 }
 
 // usageClockRecord is when usage was last charged.
@@ -248,6 +254,9 @@ func (snap *snapshot) version() int {
 	if snap.accounts != nil || !snap.usageAt.IsZero() || len(snap.usage) > 0 {
 		return fairshareSnapshotVersion
 	}
+	if snap.hasDrain() {
+		return drainSnapshotVersion
+	}
 	if len(snap.events) > 0 || !snap.eventsDropped.IsZero() {
 		return eventSnapshotVersion
 	}
@@ -264,6 +273,15 @@ func (snap *snapshot) version() int {
 		return trustSnapshotVersion
 	}
 	return minSnapshotVersion
+}
+
+// hasDrain reports whether snap holds anything of a drain.
+func (snap *snapshot) hasDrain() bool {
+	return slices.ContainsFunc(snap.nodes, func(n *structs.Node) bool { return n.Drain != nil }) ||
+		slices.ContainsFunc(snap.jobs, func(j *structs.Job) bool {
+			return j.Evicted != "" || j.Evictions > 0 || j.ReplacedBy != ""
+		}) ||
+		slices.ContainsFunc(snap.allocs, func(a *structs.Allocation) bool { return a.StopSignal != "" })
 }
 
 // Persist writes the snapshot as newline-delimited JSON: the header, then one
@@ -426,13 +444,20 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 }
 
 func readSnapshot(r io.Reader) (*state, error) {
+	st, _, err := readSnapshotVersion(r)
+	return st, err
+}
+
+// readSnapshotVersion is readSnapshot that also returns the snapshot's
+// version.
+func readSnapshotVersion(r io.Reader) (*state, int, error) {
 	dec := json.NewDecoder(bufio.NewReader(r))
 	var h header
 	if err := dec.Decode(&h); err != nil {
-		return nil, fmt.Errorf("%w: header: %w", ErrBadSnapshot, err)
+		return nil, 0, fmt.Errorf("%w: header: %w", ErrBadSnapshot, err)
 	}
 	if h.Version < minSnapshotVersion || h.Version > snapshotVersion {
-		return nil, fmt.Errorf("%w: version %d, want %d to %d", ErrBadSnapshot, h.Version, minSnapshotVersion, snapshotVersion)
+		return nil, 0, fmt.Errorf("%w: version %d, want %d to %d", ErrBadSnapshot, h.Version, minSnapshotVersion, snapshotVersion)
 	}
 	st := newState()
 	st.index = h.Index
@@ -442,10 +467,10 @@ func readSnapshot(r io.Reader) (*state, error) {
 		var rec record
 		err := dec.Decode(&rec)
 		if errors.Is(err, io.EOF) {
-			return st, nil
+			return st, h.Version, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
+			return nil, 0, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
 		}
 		if (h.Version < trustSnapshotVersion && isTrustRecord(rec.Type)) ||
 			(h.Version < limitsSnapshotVersion && rec.Type == recordLimits) ||
@@ -454,10 +479,10 @@ func readSnapshot(r io.Reader) (*state, error) {
 			(h.Version < eventSnapshotVersion && isEventRecord(rec.Type)) ||
 			(h.Version < fairshareSnapshotVersion && isFairShareRecord(rec.Type)) ||
 			(h.Version < numberSnapshotVersion && (rec.Type == recordJobNumbers || rec.Type == recordPartition)) {
-			return nil, fmt.Errorf("%w: record %d: %s record in a version %d snapshot", ErrBadSnapshot, n, rec.Type, h.Version)
+			return nil, 0, fmt.Errorf("%w: record %d: %s record in a version %d snapshot", ErrBadSnapshot, n, rec.Type, h.Version)
 		}
 		if err := st.restoreRecord(&rec); err != nil {
-			return nil, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
+			return nil, 0, fmt.Errorf("%w: record %d: %w", ErrBadSnapshot, n, err)
 		}
 	}
 }
@@ -495,6 +520,9 @@ func (s *state) restoreRecord(rec *record) error {
 			return fmt.Errorf("node %s twice", n.ID)
 		}
 		s.nodes[n.ID] = n
+		if n.Drain != nil {
+			s.draining[n.ID] = true
+		}
 	case recordJob:
 		j := rec.Job
 		switch {

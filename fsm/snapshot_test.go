@@ -172,7 +172,7 @@ func TestFSM_Restore_RejectsBadSnapshotsAndKeepsState(t *testing.T) {
 	}{
 		{"empty", "", "header"},
 		{"garbage", "\x00\x01garbage", "header"},
-		{"unknown version", `{"version":10,"index":9}`, "version 10, want 1 to 9"},
+		{"unknown version", `{"version":99,"index":9}`, "version 99, want 1 to 9"},
 		{"missing version", `{"index":9}`, "version 0, want 1 to 9"},
 		{"unknown record type", hdr + `{"type":"volume"}`, `record 1: unknown record type "volume"`},
 		{"truncated record", hdr + node + `{"type":"job","job":{"id"`, "record 2"},
@@ -245,6 +245,11 @@ func (s *failingSink) Write([]byte) (int, error) { return 0, errDiskFull }
 // its nodes, jobs and allocations.
 func checkIndexes(s *state) error {
 	want := newState()
+	for id, n := range s.nodes {
+		if n.Drain != nil {
+			want.draining[id] = true
+		}
+	}
 	for _, j := range s.jobs {
 		want.addJob(j)
 	}
@@ -292,6 +297,8 @@ func checkIndexes(s *state) error {
 		return fmt.Errorf("owner queued counts %v, want %v", s.ownerQueued, want.ownerQueued)
 	case !maps.Equal(s.ownerGPUs, want.ownerGPUs):
 		return fmt.Errorf("owner GPU counts %v, want %v", s.ownerGPUs, want.ownerGPUs)
+	case !maps.Equal(s.draining, want.draining):
+		return fmt.Errorf("draining nodes %v, want %v", s.draining, want.draining)
 	}
 	return checkOwnerCounters(s)
 }

@@ -87,6 +87,7 @@ type state struct {
 	queued       jobSet                           // the jobs in state queued
 	ownerQueued  map[string]int                   // owner -> how many of its jobs are queued
 	ownerGPUs    map[string]int                   // owner -> GPUs its jobs' live allocations hold
+	draining     map[string]bool                  // IDs of the nodes with a Drain
 }
 
 // allocSet is a set of allocations by ID.
@@ -122,6 +123,7 @@ func newState() *state {
 		jobAllocs:    map[string][]*structs.Allocation{},
 		nodeAllocs:   map[string]allocSet{},
 		nodeLive:     map[string]allocSet{},
+		draining:     map[string]bool{},
 		live:         map[string]*structs.Allocation{},
 		gpuHolder:    map[string]string{},
 		nodeUsed:     map[string]usage{},

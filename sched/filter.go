@@ -275,6 +275,9 @@ func (r *request) sharing(ns *nodeState) reasonCode {
 // argument, or reasonNone.
 func (r *request) static(ns *nodeState) (reasonCode, string) {
 	if !ns.ready {
+		if ns.node.Status == structs.NodeReady && ns.node.Drain != nil {
+			return reasonStatus, "draining"
+		}
 		return reasonStatus, string(ns.node.Status)
 	}
 	if ns.node.JobsRefused != "" {

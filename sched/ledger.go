@@ -148,7 +148,7 @@ func buildLedger(nodes []*structs.Node, allocs []*structs.Allocation, end func(*
 		ns := &l.nodes[i]
 		*ns = nodeState{
 			node:       n,
-			ready:      n.Status == structs.NodeReady,
+			ready:      n.Status == structs.NodeReady && n.Drain == nil,
 			gpus:       make([]gpuSlot, len(n.GPUs)),
 			cpuTracked: n.CPUs > 0,
 			freeCPUs:   n.CPUs,

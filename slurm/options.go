@@ -74,6 +74,8 @@ var options = []*option{
 	{long: "wrap", arg: argRequired, cmdline: true, apply: func(*builder, string) error { return nil }},
 	{long: ignoreUnknown, arg: argNone, cmdline: true, apply: func(*builder, string) error { return nil }},
 
+	{long: "account", short: 'A', arg: argRequired, apply: (*builder).account},
+	{long: "qos", short: 'q', arg: argRequired, apply: (*builder).qos},
 	{long: "hold", short: 'H', arg: argNone, apply: (*builder).hold},
 	{long: "begin", short: 'b', arg: argRequired, apply: (*builder).begin},
 	{long: "deadline", arg: argRequired, apply: (*builder).deadline},
@@ -87,8 +89,6 @@ var options = []*option{
 	{long: "kill-on-invalid-dep", arg: argRequired, apply: (*builder).killOnInvalidDep},
 	{long: "mail-type", arg: argRequired, apply: (*builder).mailType},
 	{long: "mail-user", arg: argRequired, apply: (*builder).mailUser},
-	{long: "account", short: 'A', arg: argRequired, apply: (*builder).account},
-	{long: "qos", short: 'q', arg: argRequired, apply: (*builder).qos},
 
 	{long: "comment", arg: argRequired, warn: "skein keeps no job comments"},
 	{long: "wckey", arg: argRequired, warn: "skein has no workload keys"},

@@ -20,8 +20,8 @@ func TestOptions_ListsEachOptionOnceWithItsLetterAndWhetherItIsRefused(t *testin
 		{Long: "wait", Short: "W"},
 		{Long: "wrap", CommandLine: true},
 		{Long: "account", Short: "A"},
-		{Long: "licenses", Short: "L", Refused: "skein has no licenses"},
 		{Long: "reservation", Refused: "skein has no reservations"},
+		{Long: "licenses", Short: "L", Refused: "skein has no licenses"},
 		{Long: "nodelist", Short: "w"},
 	} {
 		if got := byName[want.Long]; got != want {

@@ -193,7 +193,7 @@ func TestParse_UnsupportedRefusedOrWarnedWithIgnoreUnknown(t *testing.T) {
 }
 
 func TestParse_OptionsWithNoEffectHereAreAcceptedWithOneWarningEach(t *testing.T) {
-	script := "#!/bin/bash\n#SBATCH --wckey=w1\n#SBATCH --hint=compute_bound\n#SBATCH --mail-type=END --mail-user=a@b\n#SBATCH --comment='nightly run'\n"
+	script := "#!/bin/bash\n#SBATCH -A proj --qos=high\n#SBATCH --wckey=w1\n#SBATCH --hint=compute_bound\n#SBATCH --mail-type=END --mail-user=a@b\n#SBATCH --comment='nightly run'\n"
 	b, err := parse(t, script)
 	if err != nil {
 		t.Fatal(err)
@@ -201,10 +201,13 @@ func TestParse_OptionsWithNoEffectHereAreAcceptedWithOneWarningEach(t *testing.T
 	if !slices.Equal(b.Spec.MailType, []string{"END"}) || b.Spec.MailUser != "a@b" {
 		t.Errorf("mail %q to %q, want END to a@b: skein mails through the agents' --mail-prog", b.Spec.MailType, b.Spec.MailUser)
 	}
+	if b.Spec.Account != "proj" || b.Spec.QoS != "high" {
+		t.Errorf("account %q, QoS %q: want proj and high, which fair share uses", b.Spec.Account, b.Spec.QoS)
+	}
 	want := []string{
-		"job.sh: line 2: --wckey=w1: accepted, no effect: skein has no workload keys",
-		"job.sh: line 3: --hint=compute_bound: accepted, no effect: skein does not bind CPUs",
-		"job.sh: line 5: --comment=nightly run: accepted, no effect: skein keeps no job comments",
+		"job.sh: line 3: --wckey=w1: accepted, no effect: skein has no workload keys",
+		"job.sh: line 4: --hint=compute_bound: accepted, no effect: skein does not bind CPUs",
+		"job.sh: line 6: --comment=nightly run: accepted, no effect: skein keeps no job comments",
 	}
 	if len(b.Warnings) != len(want) {
 		t.Fatalf("warnings %q, want %d", b.Warnings, len(want))

@@ -14,6 +14,7 @@ func (n *Node) Copy() *Node {
 	}
 	c := *n
 	c.Labels = maps.Clone(n.Labels)
+	c.Drain = n.Drain.Copy()
 	c.Partitions = slices.Clone(n.Partitions)
 	if n.Containers != nil {
 		e := *n.Containers

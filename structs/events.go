@@ -31,8 +31,16 @@ const (
 	EventNodeReady  EventKind = "node-ready"
 	EventNodeDown   EventKind = "node-down"
 	EventNodeDrain  EventKind = "node-draining"
-	EventNodeLeft   EventKind = "node-left"
-	EventNodeLost   EventKind = "node-allocs-lost"
+	// EventNodeDrained: nothing runs on a draining node any more;
+	// EventNodeUndrained: it takes work again; EventNodeDrainMoved: a
+	// drain step moved or stopped work, the event saying which.
+	EventNodeDrained    EventKind = "node-drained"
+	EventNodeUndrained  EventKind = "node-undrained"
+	EventNodeDrainMoved EventKind = "node-drain-moved"
+	EventNodeLeft       EventKind = "node-left"
+	EventNodeLost       EventKind = "node-allocs-lost"
+	// EventNodeRemoved: a node down or left was forgotten.
+	EventNodeRemoved EventKind = "node-removed"
 
 	EventLeaderElected EventKind = "leader-elected"
 

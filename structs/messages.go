@@ -38,6 +38,13 @@ const (
 	// A new leader's first entry; written with IgnoreUnknownTypeFlag,
 	// since it changes nothing but the event log.
 	LeaderElectedType MessageType = 27
+	// Draining a node: an operator's drain or undrain, and the leader's
+	// steps that move its work away.
+	NodeDrainType     MessageType = 28
+	NodeDrainStepType MessageType = 29
+	// A node down or left for good is forgotten (skein node remove, or
+	// the leader's --node-gc).
+	NodeRemoveType MessageType = 30
 	// Fair share: the account tree, QoS and the priority weights, and
 	// the leader's periodic usage charge.
 	AccountSetType  MessageType = 32
@@ -112,6 +119,12 @@ func (t MessageType) String() string {
 		return "service-rollout"
 	case LeaderElectedType:
 		return "leader-elected"
+	case NodeDrainType:
+		return "node-drain"
+	case NodeDrainStepType:
+		return "node-drain-step"
+	case NodeRemoveType:
+		return "node-remove"
 	case AccountSetType:
 		return "account-set"
 	case QoSSetType:

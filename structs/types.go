@@ -80,6 +80,11 @@ type Node struct {
 	JobPidsMax   int64      `json:"job_pids_max,omitempty"`
 	Status       NodeStatus `json:"status"`
 	StatusReason string     `json:"status_reason,omitempty"`
+	// Drain, while set, keeps new work off the node and has the leader
+	// move what runs there elsewhere (NodeDrain). It is apart from
+	// Status, which says whether the node answers: a draining node that
+	// dies is down and still draining.
+	Drain        *NodeDrain `json:"drain,omitempty"`
 	StatusAt     time.Time  `json:"status_at,omitzero"`
 	Role         NodeRole   `json:"role,omitempty"`
 	Version      string     `json:"version"`
@@ -478,6 +483,15 @@ type Job struct {
 	// PreemptReason says why the job was last preempted; it stays after
 	// the job runs again.
 	PreemptReason string `json:"preempt_reason,omitempty"`
+	// Evicted, while the job's allocations stop because a node of its
+	// drains, says so; the job goes back to the queue when they have
+	// stopped, without using a restart, and Evicted is cleared.
+	// Evictions counts such attempts.
+	Evicted   string `json:"evicted,omitempty"`
+	Evictions int    `json:"evictions,omitempty"`
+	// ReplacedBy, on a replica on a draining node, is the replica made to
+	// take its place; the replica stops once that one is available.
+	ReplacedBy string `json:"replaced_by,omitempty"`
 	// Reason says why the job is in its state: why a queued job waits, why a
 	// job failed or was cancelled.
 	Reason string `json:"reason,omitempty"`
@@ -572,7 +586,11 @@ type Allocation struct {
 	// StopGrace, when set on an allocation asked to stop, is the time its
 	// process gets between SIGTERM and SIGKILL instead of the node's kill
 	// grace (a preempted job's PreemptGrace).
-	StopGrace  Duration  `json:"stop_grace,omitempty"`
+	StopGrace Duration `json:"stop_grace,omitempty"`
+	// StopSignal, when set on an allocation asked to stop, is the signal
+	// sent first instead of SIGTERM (a drained job's --signal, for it to
+	// checkpoint); a name from TimeSignals.
+	StopSignal string    `json:"stop_signal,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`

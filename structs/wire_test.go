@@ -185,7 +185,8 @@ func TestJob_JSONIsPinned(t *testing.T) {
 		ID: "0123456789abcdef0123456789abcdef-7", RequestID: "req-1", Owner: "alice", AllowRoot: true, Spec: fullJobSpec(), State: JobQueued,
 		SubmittedAt: at, StartedAt: at.Add(time.Minute), FinishedAt: at.Add(time.Hour), Attempts: 3,
 		NotBefore: at.Add(2 * time.Hour), StopRequested: true, PreemptedBy: "fedcba98", Preemptions: 1,
-		PreemptReason: "preempted by job fedcba98 (priority 10)", Reason: "waiting", ExitCode: 3, GPUFaults: 1,
+		PreemptReason: "preempted by job fedcba98 (priority 10)", Evicted: "evicted: node gpu-01 drains", Evictions: 2,
+		ReplacedBy: "0123456789abcdef-r4", Reason: "waiting", ExitCode: 3, GPUFaults: 1,
 		ArrayID: "0123456789abcdef0123456789abcdef", ArrayIndex: 7, Number: 42, ArrayNumber: 35, Held: true, Service: "llama", ServiceVersion: 3, Crashes: 2, CreateIndex: 10, ModifyIndex: 12,
 		Usage: &AllocUsage{MemoryPeakBytes: 64 << 20, MemoryLimitBytes: 64 << 20, CPUTime: Duration(90 * time.Second),
 			CPUThrottled: Duration(time.Second), ThrottledPeriods: 10, OOMKills: 1},
@@ -207,6 +208,9 @@ func TestJob_JSONIsPinned(t *testing.T) {
   "preempted_by": "fedcba98",
   "preemptions": 1,
   "preempt_reason": "preempted by job fedcba98 (priority 10)",
+  "evicted": "evicted: node gpu-01 drains",
+  "evictions": 2,
+  "replaced_by": "0123456789abcdef-r4",
   "reason": "waiting",
   "exit_code": 3,
   "gpu_faults": 1,
@@ -338,6 +342,7 @@ func TestNode_JSONIsPinned(t *testing.T) {
 			Images: []string{"busybox:latest"}, AllowMounts: []string{"/data"}, AllowCaps: []string{"NET_RAW"}},
 		Confinement: "none: the agent is not root", JobsRefused: "this node cannot confine jobs", JobPidsMax: 16384,
 		Status: NodeReady, StatusReason: "joined",
+		Drain:    &NodeDrain{Deadline: at.Add(time.Hour), Force: true, Reason: "maintenance", StartedAt: at, DrainedAt: at.Add(time.Minute)},
 		StatusAt: at, Role: RoleVoter, Version: "0.1.0", RegisteredAt: at, ModifyIndex: 4,
 	}
 	want := `{
@@ -395,6 +400,13 @@ func TestNode_JSONIsPinned(t *testing.T) {
   "job_pids_max": 16384,
   "status": "ready",
   "status_reason": "joined",
+  "drain": {
+    "deadline": "2026-11-29T13:00:00Z",
+    "force": true,
+    "reason": "maintenance",
+    "started_at": "2026-11-29T12:00:00Z",
+    "drained_at": "2026-11-29T12:01:00Z"
+  },
   "status_at": "2026-11-29T12:00:00Z",
   "role": "voter",
   "version": "0.1.0",

@@ -59,6 +59,11 @@ type Config struct {
 	// (structs.DefaultUsageHalfLife when 0).
 	UsageInterval time.Duration
 	UsageHalfLife time.Duration
+	// NodeGC is how long a node stays in the state once it is down or
+	// has left, with nothing live on it (0: for ever); Forget removes it,
+	// from Raft too where it is a server.
+	NodeGC time.Duration
+	Forget func(nodeID, reason string) error
 	// AutoscaleInterval is how often autoscaled services are looked at
 	// (DefaultAutoscaleInterval when 0).
 	AutoscaleInterval time.Duration
@@ -189,7 +194,7 @@ func (l *Leader) Follow(ctx context.Context) {
 // lead runs the leader's duties until stop closes: a barrier so the FSM
 // holds every committed entry, then the node monitor, the removal of
 // expired jobs, the autoscaler, the rollouts of service updates, the
-// jobs' mail and the scheduling loop.
+// drains, the jobs' mail and the scheduling loop.
 func (l *Leader) lead(stop <-chan struct{}) {
 	for {
 		err := l.cfg.Raft.Barrier(barrierTimeout)
@@ -208,7 +213,7 @@ func (l *Leader) lead(stop <-chan struct{}) {
 	since := l.silenceFrom(time.Now())
 	var duties sync.WaitGroup
 	defer duties.Wait()
-	duties.Add(6)
+	duties.Add(7)
 	go func() {
 		defer duties.Done()
 		l.mailLoop(stop)
@@ -232,6 +237,10 @@ func (l *Leader) lead(stop <-chan struct{}) {
 	go func() {
 		defer duties.Done()
 		l.usageLoop(stop)
+	}()
+	go func() {
+		defer duties.Done()
+		l.drainLoop(stop)
 	}()
 	l.scheduleLoop(stop)
 }

@@ -116,6 +116,10 @@ func (l *Leader) checkNodes(since time.Time) {
 			// new leader's grace (silence counted from since) is for
 			// the nodes that were ready, not for one already down.
 			err = l.setNodeStatus(n.ID, n.Name, structs.NodeReady, "heartbeats resumed")
+		case (n.Status == structs.NodeDown || n.Status == structs.NodeLeft) && n.LiveAllocs == 0 && l.cfg.NodeGC > 0 &&
+			l.cfg.Forget != nil && !n.StatusAt.IsZero() && nowT.Sub(n.StatusAt) > l.cfg.NodeGC && silent > l.cfg.NodeGC:
+			l.log.Info("forgetting a node down or left past --node-gc", "node", n.Name, "status", n.Status, "since", n.StatusAt)
+			err = l.cfg.Forget(n.ID, fmt.Sprintf("%s for more than --node-gc %s", n.Status, l.cfg.NodeGC))
 		case (n.Status == structs.NodeDown || n.Status == structs.NodeLeft) && silent > l.cfg.DownAfter && n.LiveAllocs > 0:
 			l.log.Warn("node silent past down-after; its allocations are lost", "node", n.Name, "allocations", n.LiveAllocs)
 			_, err = l.cfg.Apply(structs.NodeAllocsLostType, structs.NodeAllocsLostRequest{

@@ -8,7 +8,8 @@ import (
 
 // stopTracked stops an allocation the state asks to stop. A job's is
 // stopped at once with the grace the state gave it (a preemption's), or
-// the configured kill grace. A service replica is drained first: the
+// the configured kill grace, and the signal it gave (a drain's: the job's
+// --signal) instead of SIGTERM. A service replica is drained first: the
 // ingress of every node already skips an allocation being stopped, so it
 // waits its service's DrainDelay for them all to have seen it, then gets
 // SIGTERM with its service's DrainTimeout (or the preemption's grace) as
@@ -17,7 +18,7 @@ func (n *Node) stopTracked(alloc *structs.Allocation) {
 	reason := stopReason(alloc)
 	job, ok := n.fsm.Job(alloc.JobID)
 	if !ok || job.Service == "" {
-		n.runner.StopAfter(alloc.ID, reason, time.Duration(alloc.StopGrace))
+		n.runner.StopSignalled(alloc.ID, reason, time.Duration(alloc.StopGrace), alloc.StopSignal)
 		return
 	}
 	delay, grace := time.Duration(structs.DefaultDrainDelay), time.Duration(structs.DefaultDrainTimeout)

@@ -68,15 +68,25 @@ func (n *Node) reconcileLocal() {
 	}
 	// What the runner tracks and the state no longer counts live was lost
 	// while this node was cut off: it is not ours any more. One the state
-	// does not know (yet: a re-adopted job before the log has replayed)
-	// is left alone.
+	// does not know yet (a re-adopted job before the log has replayed:
+	// it was placed at an index the state has not reached) is left alone;
+	// one the state does not know at an index past its placement was
+	// placed after the backup the state was restored from, and is not
+	// ours either.
 	for id := range tracked {
-		if isLive[id] {
+		if isLive[id] || n.stopping[id] {
 			continue
 		}
-		if alloc, ok := n.fsm.Alloc(id); ok && !alloc.Live() && !n.stopping[id] {
+		alloc, ok := n.fsm.Alloc(id)
+		switch {
+		case ok && !alloc.Live():
 			n.stopping[id] = true
 			n.runner.StopWithin(id, "no longer owned by this node: "+alloc.Reason, n.cfg.FenceGrace)
+		case !ok:
+			if placed, known := n.runner.CreateIndex(id); known && placed <= n.fsm.Index() {
+				n.stopping[id] = true
+				n.runner.StopWithin(id, "not in the cluster's state: it was restored from a backup taken before this allocation was placed", n.cfg.FenceGrace)
+			}
 		}
 	}
 	for _, alloc := range live {
@@ -90,8 +100,21 @@ func (n *Node) reconcileLocal() {
 				n.stopping[alloc.ID] = true
 				n.stopTracked(alloc)
 			}
-		case isTracked || n.hasAllocDir(alloc.ID):
+		case isTracked && alloc.State == structs.AllocPending:
+			// Its start is on its way from the runner, or was reported
+			// and lost: a state restored from a backup taken before the
+			// report. Reported again once the job has started.
+			if u, ok := n.runner.Started(alloc.ID); ok {
+				n.reports.add(u)
+			}
+		case isTracked:
 			// Running, or its outcome is on its way from the runner.
+		case n.hasAllocDir(alloc.ID):
+			// Over, and reported: a state restored from a backup taken
+			// before the report lost it. Reported again.
+			if u, ok := n.runner.Outcome(alloc.ID); ok {
+				n.reports.add(u)
+			}
 		case alloc.DesiredState == structs.DesiredStop:
 			n.reports.add(structs.AllocUpdate{AllocID: alloc.ID, State: structs.AllocKilled,
 				ExitCode: -1, Reason: "stopped before it started: " + stopReason(alloc), At: now()})

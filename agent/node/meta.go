@@ -2,6 +2,7 @@ package node
 
 import (
 	"github.com/skein-dev/skein/agent/peer"
+	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/gpu"
 	"github.com/skein-dev/skein/structs"
 )
@@ -10,7 +11,7 @@ import (
 // cluster: its name, API address and GPUs, every placeable one free.
 func InventoryMeta(name, httpAddr string, inv gpu.Inventory) peer.Meta {
 	return peer.Meta{Name: name, HTTP: httpAddr, GPUsTotal: len(inv.GPUs), Version: structs.Version,
-		GPUsFree: freeGPUs(inv.GPUs, nil, 0)}
+		GPUsFree: freeGPUs(inv.GPUs, nil, 0), API: structs.APIVersion, Log: structs.LogVersion(), Snapshot: fsm.SnapshotVersion}
 }
 
 // Meta describes this node for gossip from its inventory, the GPU health

@@ -8,6 +8,7 @@ import (
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/structs"
 )
 
 // Meta is what a node tells every other node by gossip, kept short:
@@ -27,6 +28,12 @@ type Meta struct {
 	// Server is set while the node is in the Raft configuration: it holds
 	// the state and answers other nodes' view watches.
 	Server bool `json:"s,omitempty"`
+	// API, Log and Snapshot are the versions the node speaks
+	// (structs.Protocol); zero from a node of a release before they were
+	// announced.
+	API      int `json:"a,omitempty"`
+	Log      int `json:"l,omitempty"`
+	Snapshot int `json:"sv,omitempty"`
 }
 
 // Announcer holds the encoded metadata this node announces and says when
@@ -120,6 +127,7 @@ func decodeMembers(members []cluster.Member, self string) []api.Member {
 			GPUsTotal:  meta.GPUsTotal,
 			Unhealthy:  meta.Unhealthy,
 			Version:    meta.Version,
+			Protocol:   structs.Protocol{Release: meta.Version, API: meta.API, Log: meta.Log, Snapshot: meta.Snapshot},
 			Keyring:    meta.Keyring,
 			Server:     meta.Server,
 			IsThisNode: m.ID == self,

@@ -221,6 +221,9 @@ type stopRequest struct {
 	// replaces it even when longer (a preempted job's own grace).
 	Grace structs.Duration `json:"grace,omitempty"`
 	Exact bool             `json:"exact,omitempty"`
+	// Signal, when set, is sent first instead of SIGTERM (a name from
+	// structs.TimeSignals: a drained job's --signal, to checkpoint).
+	Signal string `json:"signal,omitempty"`
 }
 
 // status is the outcome of an allocation, written once.

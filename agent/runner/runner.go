@@ -866,6 +866,13 @@ func (r *Runner) StopAfter(allocID, reason string, grace time.Duration) {
 	r.stop(allocID, stopRequest{Reason: reason, Grace: structs.Duration(grace), Exact: grace > 0})
 }
 
+// StopSignalled is StopAfter with signal (a name from
+// structs.TimeSignals; empty: SIGTERM) sent first: a job moved off a
+// draining node gets its --signal to checkpoint.
+func (r *Runner) StopSignalled(allocID, reason string, grace time.Duration, signal string) {
+	r.stop(allocID, stopRequest{Reason: reason, Grace: structs.Duration(grace), Exact: grace > 0, Signal: signal})
+}
+
 func (r *Runner) stop(allocID string, req stopRequest) {
 	if checkID(allocID) != nil {
 		return
@@ -1074,4 +1081,58 @@ func checkID(id string) error {
 		}
 	}
 	return nil
+}
+
+// CreateIndex returns the Raft index that created an allocation this
+// runner started (its spec's), and false when it holds no record of it.
+func (r *Runner) CreateIndex(allocID string) (uint64, bool) {
+	if checkID(allocID) != nil {
+		return 0, false
+	}
+	var sp spec
+	found, err := readJSON(filepath.Join(r.dir, allocID, specFile), &sp)
+	if !found || err != nil || sp.CreateIndex == 0 {
+		return 0, false
+	}
+	return sp.CreateIndex, true
+}
+
+// Outcome returns how an allocation that is no longer tracked ended, as
+// its supervisor recorded it, so that it can be reported again: the
+// state a backup restored holds it as live. False while it is tracked,
+// or without a record.
+func (r *Runner) Outcome(allocID string) (structs.AllocUpdate, bool) {
+	if checkID(allocID) != nil {
+		return structs.AllocUpdate{}, false
+	}
+	r.mu.Lock()
+	_, tracked := r.allocs[allocID]
+	r.mu.Unlock()
+	if tracked {
+		return structs.AllocUpdate{}, false
+	}
+	var st status
+	found, err := readJSON(filepath.Join(r.dir, allocID, statusFile), &st)
+	if !found || err != nil {
+		return structs.AllocUpdate{}, false
+	}
+	return st.update(allocID), true
+}
+
+// Started returns the running report of a tracked allocation whose job
+// has started, as its supervisor recorded it (job.pid), so that it can be
+// sent again: the state a backup restored holds it as still pending.
+// False while the job has not started, or for one not tracked.
+func (r *Runner) Started(allocID string) (structs.AllocUpdate, bool) {
+	r.mu.Lock()
+	a := r.allocs[allocID]
+	r.mu.Unlock()
+	if a == nil {
+		return structs.AllocUpdate{}, false
+	}
+	var job jobRecord
+	if found, err := readJSON(filepath.Join(a.dir, jobPIDFile), &job); !found || err != nil {
+		return structs.AllocUpdate{}, false
+	}
+	return structs.AllocUpdate{AllocID: allocID, State: structs.AllocRunning, At: job.StartedAt, RunAs: runsAs(a.dir)}, true
 }

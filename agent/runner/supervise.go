@@ -117,10 +117,10 @@ func (s *supervisor) run() int {
 	if err != nil {
 		return s.record(startFailed(exitNotFound, err))
 	}
-	if reason, _, _, ok := s.stopRequested(); ok {
+	if req, ok := s.stopRequested(); ok {
 		now := time.Now().UTC()
 		return s.record(status{State: structs.AllocKilled, ExitCode: exitUnknown,
-			Reason: "killed: " + reason, FinishedAt: now})
+			Reason: "killed: " + req.Reason, FinishedAt: now})
 	}
 	return s.record(s.runJob(sp, d))
 }
@@ -197,23 +197,24 @@ func (s *supervisor) checkLease(path string) (expired bool, again <-chan time.Ti
 	return false, time.After(min(left, leaseRecheck))
 }
 
-// stopRequested reads stop.json: why the job is to stop and the kill grace
-// the request asks for (0: the spec's), and whether that grace applies even
-// when longer than the spec's.
-func (s *supervisor) stopRequested() (string, time.Duration, bool, bool) {
+// stopRequested reads stop.json, and whether there is one: why the job is
+// to stop (never empty), the kill grace the request asks for (0: the
+// spec's), whether that grace applies even when longer than the spec's,
+// and the signal to send first (empty: SIGTERM).
+func (s *supervisor) stopRequested() (stopRequest, bool) {
 	var req stopRequest
 	found, err := readJSON(s.path(stopFile), &req)
 	if err != nil {
 		s.log.Warn("unreadable stop request", "error", err)
-		return "stop requested", 0, false, true
+		return stopRequest{Reason: "stop requested"}, true
 	}
 	if !found {
-		return "", 0, false, false
+		return stopRequest{}, false
 	}
 	if req.Reason == "" {
 		req.Reason = "stop requested"
 	}
-	return req.Reason, time.Duration(req.Grace), req.Exact, true
+	return req, true
 }
 
 func (s *supervisor) record(st status) int {
@@ -349,10 +350,8 @@ func (s *supervisor) start(d driver, sp spec, out *jobOutput, group *cgroup.Grou
 			case <-started:
 				return
 			case caught = <-s.sigs:
-				stopped, _, _, _ = s.stopRequested()
-				if stopped == "" {
-					stopped = "stop requested"
-				}
+				req, _ := s.stopRequested()
+				stopped = req.Reason
 				cancel()
 				return
 			case <-leaseCheck:
@@ -412,10 +411,10 @@ func (s *supervisor) wait(job jobHandle, sp spec) status {
 	var kill <-chan time.Time
 	var stopped, timedOut bool
 	var why string
-	terminate := func(reason string) {
+	terminate := func(reason string, first syscall.Signal) {
 		why = reason
-		s.log.Info("stopping job", "reason", reason, "grace", grace)
-		s.signal(job, syscall.SIGTERM)
+		s.log.Info("stopping job", "reason", reason, "signal", signalName(first), "grace", grace)
+		s.signal(job, first)
 		t := time.NewTimer(grace)
 		kill = t.C
 	}
@@ -426,7 +425,7 @@ func (s *supervisor) wait(job jobHandle, sp spec) status {
 		if g := time.Duration(sp.FenceGrace); g > 0 && g < grace {
 			grace = g
 		}
-		terminate("killed: " + fencedReason)
+		terminate("killed: "+fencedReason, syscall.SIGTERM)
 	}
 	var leaseCheck <-chan time.Time
 	if sp.LeasePath != "" {
@@ -441,15 +440,16 @@ func (s *supervisor) wait(job jobHandle, sp spec) status {
 			done = true
 		case <-s.sigs:
 			if why == "" {
-				reason, g, exact, _ := s.stopRequested()
-				if reason == "" {
-					reason = "stop requested"
-				}
-				if g > 0 && (g < grace || exact) {
+				req, _ := s.stopRequested()
+				if g := time.Duration(req.Grace); g > 0 && (g < grace || req.Exact) {
 					grace = g
 				}
+				first, ok := timeSignals[req.Signal]
+				if !ok {
+					first = syscall.SIGTERM
+				}
 				stopped = true
-				terminate("killed: " + reason)
+				terminate("killed: "+req.Reason, first)
 			}
 		case <-leaseCheck:
 			var expired bool
@@ -465,7 +465,7 @@ func (s *supervisor) wait(job jobHandle, sp spec) status {
 		case <-limit:
 			if why == "" {
 				timedOut = true
-				terminate(fmt.Sprintf("time limit %s exceeded", sp.TimeLimit))
+				terminate(fmt.Sprintf("time limit %s exceeded", sp.TimeLimit), syscall.SIGTERM)
 			}
 		case <-kill:
 			s.log.Info("kill grace over; killing the job")

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -22,10 +23,12 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	roles := s.roles()
+	protocols := s.protocols()
 	out := make([]api.NodeInfo, 0, len(view.Nodes))
 	for _, n := range view.Nodes {
 		info := api.NodeInfo{Node: *n, GPUsTotal: len(n.GPUs), LiveAllocs: live[n.ID]}
 		info.Role = roleOf(roles, n.ID)
+		info.Protocol = protocols[n.ID]
 		for _, g := range n.GPUs {
 			switch job, used := inUse[g.UUID]; {
 			case used:
@@ -44,6 +47,18 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request) {
 		out = append(out, info)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// protocols maps the IDs of the nodes gossip knows to what each speaks.
+func (s *Server) protocols() map[string]structs.Protocol {
+	out := map[string]structs.Protocol{}
+	if s.cfg.Peers == nil {
+		return out
+	}
+	for _, m := range s.cfg.Peers.Members() {
+		out[m.ID] = m.Protocol
+	}
+	return out
 }
 
 // roles maps node IDs to their place in the Raft configuration.
@@ -85,6 +100,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	st := api.Status{Node: s.cfg.NodeName, Jobs: map[structs.JobState]int{}, RaftIndex: view.Index, Version: structs.Version,
+		Protocol:     structs.Protocol{Release: structs.Version, API: structs.APIVersion, Log: structs.LogVersion(), Snapshot: fsm.SnapshotVersion},
 		JobRetention: structs.Duration(s.cfg.JobRetention), Mail: s.cfg.Mail}
 	_, st.LeaderID = s.cfg.Raft.Leader()
 	for _, n := range view.Nodes {
@@ -197,7 +213,7 @@ func (s *Server) canLeave() error {
 			selfVoter = selfVoter || sv.ID == s.cfg.NodeID
 		}
 	}
-	if selfVoter && voters == 1 && len(servers) > 1 {
+	if selfVoter && voters == 1 && (len(servers) > 1 || !s.cfg.Peers.Alone()) {
 		return errors.New("this node is the cluster's only Raft voter; leaving now would stop the cluster: wait until others are promoted (skein raft peers)")
 	}
 	return nil

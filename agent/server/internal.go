@@ -88,3 +88,24 @@ func (s *Server) handleLoads(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, struct{}{})
 }
+
+// handleDepart takes a leaving node out of the cluster (POST
+// /v1/internal/depart): out of Raft where it is a server, and marked
+// left. The leaving node asks the leader, and waits for the answer
+// before it stops, since a node the leader took out of Raft may never
+// hear of it. Leader only; a node departs for itself alone.
+func (s *Server) handleDepart(w http.ResponseWriter, r *http.Request) {
+	var req api.DepartRequest
+	if !s.leaderRequest(w, r, &req) || !reportsFor(w, r, req.NodeID) {
+		return
+	}
+	if s.cfg.Depart == nil {
+		writeError(w, http.StatusServiceUnavailable, errors.New("this node cannot take nodes out of the cluster"))
+		return
+	}
+	if err := s.cfg.Depart(req.NodeID); err != nil {
+		writeError(w, statusOf(err), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}

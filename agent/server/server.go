@@ -91,7 +91,17 @@ type Config struct {
 	// Apply writes one entry through Raft (this node must lead) and
 	// returns what the FSM returned.
 	Apply func(structs.MessageType, any) (any, error)
-	Peers *peer.Peers
+	// Restore replaces the cluster's state with a backup (this node
+	// must lead): reindex gives the backup's bytes at the index Raft
+	// will install it at (cluster.Cluster.Restore). nil: never.
+	Restore func(reindex func(index uint64) ([]byte, error), timeout time.Duration) (uint64, error)
+	// Forget removes a node down or left from the state, and from Raft
+	// where it is a server (this node must lead). nil: never.
+	Forget func(nodeID, reason string) error
+	// Depart takes a leaving node out of Raft, where it is a server, and
+	// marks it left (this node must lead). nil: never.
+	Depart func(nodeID string) error
+	Peers  *peer.Peers
 	// Heartbeats records the heartbeats that reach this node; only the
 	// leader's record counts (agent/leader).
 	Heartbeats interface {
@@ -293,6 +303,11 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("GET /v1/keyring", need(nodes, "see the keyring", s.handleKeyring))
 	mux.HandleFunc("POST /v1/keyring/rotate", need(nodes, "rotate the keyring", s.handleKeyringRotate))
 	mux.HandleFunc("POST /v1/nodes/{id}/revoke", need(nodes, "revoke nodes", s.handleNodeRevoke))
+	mux.HandleFunc("POST /v1/nodes/{id}/drain", need(nodes, "drain nodes", s.handleNodeDrain))
+	mux.HandleFunc("POST /v1/nodes/{id}/undrain", need(nodes, "undrain nodes", s.handleNodeDrain))
+	mux.HandleFunc("POST /v1/nodes/{id}/remove", need(nodes, "remove nodes", s.handleNodeRemove))
+	mux.HandleFunc("GET /v1/snapshot", need(acl, "save snapshots", s.handleSnapshotSave))
+	mux.HandleFunc("POST /v1/snapshot/restore", need(acl, "restore snapshots", s.handleSnapshotRestore))
 	mux.HandleFunc("GET /v1/limits", need(read, "see limits", s.handleLimits))
 	mux.HandleFunc("GET /v1/limits/{user}", need(read, "see limits", s.handleUserLimits))
 	mux.HandleFunc("POST /v1/limits", need(acl, "set limits", s.handleLimitsSet))
@@ -322,6 +337,7 @@ func (s *Server) internalRoutes() http.Handler {
 	mux.HandleFunc("POST "+internalPrefix+"heartbeat", s.handleHeartbeat)
 	mux.HandleFunc("POST "+internalPrefix+"heartbeats", s.handleRelayedHeartbeats)
 	mux.HandleFunc("POST "+internalPrefix+"register", s.handleRegister)
+	mux.HandleFunc("POST "+internalPrefix+"depart", s.handleDepart)
 	mux.HandleFunc("POST "+internalPrefix+"alloc-updates", s.handleAllocUpdates)
 	mux.HandleFunc("POST "+internalPrefix+"gpu-health", s.handleGPUHealth)
 	mux.HandleFunc("POST "+internalPrefix+"loads", s.handleLoads)

@@ -76,7 +76,7 @@ func statusOf(err error) int {
 	case errors.Is(err, fsm.ErrServiceNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, fsm.ErrServiceExists), errors.Is(err, fsm.ErrServiceDeleted), errors.Is(err, errAutoscaled),
-		errors.Is(err, fsm.ErrAutoscalePaused):
+		errors.Is(err, fsm.ErrAutoscalePaused), errors.Is(err, fsm.ErrDrainStale), errors.Is(err, structs.ErrUpgradeFirst):
 		return http.StatusConflict
 	case errors.Is(err, errTooLarge):
 		return http.StatusRequestEntityTooLarge

@@ -41,7 +41,7 @@ var allowed = map[string][]string{
 	"agent/overload": {},
 	"agent": {"structs", "fsm", "sched", "cluster", "gpu", "api",
 		"agent/runner", "agent/engine", "agent/cgroup", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "agent/ui", "agent/metrics", "agent/overload", "trust"},
-	"cli": {"api", "structs", "slurm", "agent", "agent/runner", "agent/cgroup"}, // agent only for the agent and supervise commands
+	"cli": {"api", "structs", "slurm", "agent", "agent/runner", "agent/cgroup"}, // agent only for the agent and supervise commands, and to read a backup file (snapshot inspect)
 	"internal": {"structs", "fsm", "sched", "cluster", "gpu", "api", "slurm", "agent", "cli",
 		"agent/runner", "agent/engine", "agent/cgroup", "agent/peer", "agent/leader", "agent/node", "agent/server", "agent/secure", "agent/ingress", "agent/ui", "agent/metrics", "agent/overload", "trust"},
 	"chaos": {"structs"}, // the container demo's test reads job states; the workload imports nothing
