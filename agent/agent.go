@@ -287,6 +287,7 @@ func (a *Agent) start() error {
 		Heartbeats:   a.leader,
 		Autoscaler:   a.leader,
 		Logs:         a.runner,
+		Exec:         a.execInJob,
 		Faults:       a.node,
 		Telemetry:    a.telemetry,
 		Leave:        a.Leave,

@@ -217,6 +217,13 @@ func (c *Client) UpdateJob(ctx context.Context, id string, u JobUpdate) ([]struc
 	return jobs, c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/update", nil, u, &jobs)
 }
 
+// Exec runs a command beside one rank of a running job and returns how
+// it ended.
+func (c *Client) Exec(ctx context.Context, id string, req ExecRequest) (*ExecResult, error) {
+	var res ExecResult
+	return &res, c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/exec", nil, req, &res)
+}
+
 // Cancel stops a job, or every task of a job array that has not ended,
 // and returns each as the cancel left it, tasks in index order.
 func (c *Client) Cancel(ctx context.Context, id string) ([]structs.Job, error) {

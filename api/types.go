@@ -33,6 +33,23 @@ type JobUpdate struct {
 	Priority  *int              `json:"priority,omitempty"`
 }
 
+// ExecRequest is the body of POST /v1/jobs/{id}/exec: run Command beside
+// the job's rank Rank (0 when unset), as the job's account, in its
+// environment and working directory (or its container), and answer how
+// it ended (ExecResult).
+type ExecRequest struct {
+	Rank    int      `json:"rank,omitempty"`
+	Command []string `json:"command"`
+}
+
+// ExecResult is how a command exec ran ended: its exit code and the end
+// of its output, stdout and stderr interleaved (at most the runner's
+// MaxExecOutput, 4 KiB).
+type ExecResult struct {
+	ExitCode int    `json:"exit_code"`
+	Output   string `json:"output"`
+}
+
 // PartitionInfo is one partition in GET /v1/partitions: its settings
 // (zero without any), whether it is the default one, and its nodes'
 // names, sorted.

@@ -154,6 +154,8 @@ func commands() []*ucli.Command {
 		sinfoCommand(),
 		sacctCommand(),
 		scontrolCommand(),
+		execCommand(),
+		sallocCommand(),
 		partitionCommand(),
 		completionCommand(),
 	}

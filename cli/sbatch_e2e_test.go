@@ -381,6 +381,9 @@ func TestSbatch_OneNumericJobIDEverywhere(t *testing.T) {
 	if r := runCLI(t, "job", id); r.code != exitOK || !regexp.MustCompile(`(?m)^Job ID: +`+id+`$`).MatchString(r.stdout) {
 		t.Fatalf("skein job %s: %d %q %q", id, r.code, r.stdout, r.stderr)
 	}
+	if r := runCLI(t, "logs", id); r.code != exitOK || r.stdout != "id "+id+"\n" {
+		t.Fatalf("skein logs %s: %d %q %q", id, r.code, r.stdout, r.stderr)
+	}
 	if r := runCLI(t, "sacct", "-j", id, "-n", "-P", "-o", "JobID,State"); r.code != exitOK || r.stdout != id+"|COMPLETED\n" {
 		t.Fatalf("sacct -j %s: %d %q %q", id, r.code, r.stdout, r.stderr)
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -115,4 +116,72 @@ func TestSbatch_MailGoesThroughTheAgentsMailProgram(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestExec_RunsACommandBesideARunningJob: skein exec runs a command in
+// a running job's environment, as its account, and exits as the command
+// did; a job that is not running, an empty command and a rank the job
+// lacks are refused.
+func TestExec_RunsACommandBesideARunningJob(t *testing.T) {
+	startRealAgent(t)
+	dir := testutil.SharedDir(t)
+	t.Chdir(dir)
+	writeTestFile(t, filepath.Join(dir, "hold.sh"), "#!/bin/sh\nwhile [ ! -e go ]; do sleep 0.05; done\n")
+	r := runCLI(t, "sbatch", "--parsable", "--export=ALL,MARK", "hold.sh")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != exitOK {
+		t.Fatalf("sbatch: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	waitJobState(t, id, structs.JobRunning)
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		r := runCLI(t, "exec", id, "--", "sh", "-c", `echo "$SLURM_JOB_ID in $(pwd) as $(id -u)"; exit 3`)
+		if r.code != 3 || !strings.HasPrefix(r.stdout, id+" in "+dir+" as ") {
+			return fmt.Errorf("exec: %d %q %q; want exit 3 and the job's number and directory", r.code, r.stdout, r.stderr)
+		}
+		return nil
+	})
+	// Another user may not run a command as the job's owner.
+	mallory := filepath.Join(t.TempDir(), "mallory.token")
+	writeTestFile(t, mallory, runCLI(t, "acl", "token", "create", "--user", "mallory", "--role", "submitter").stdout)
+	if r := runCLI(t, "--token-file", mallory, "exec", id, "--", "touch", filepath.Join(dir, "pwned")); r.code == exitOK ||
+		!strings.Contains(r.stderr, "permission denied") {
+		t.Fatalf("another user's exec: %d %q %q; want it refused", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "pwned")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("another user's command ran: %v", err)
+	}
+	if r := runCLI(t, "exec", "--rank", "1", id, "--", "true"); r.code == exitOK || !strings.Contains(r.stderr, "rank: 1: job "+id+" has ranks 0..0") {
+		t.Fatalf("exec on a rank the job lacks: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runCLI(t, "exec", id); r.code != exitUsage {
+		t.Fatalf("exec without a command: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	writeTestFile(t, filepath.Join(dir, "go"), "")
+	waitJobState(t, id, structs.JobSucceeded)
+	if r := runCLI(t, "exec", id, "--", "true"); r.code == exitOK || !strings.Contains(r.stderr, "commands run only beside a running job") {
+		t.Fatalf("exec beside a finished job: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestSalloc_HoldsNodesWhileItsCommandRunsThenLetsThemGo: salloc submits
+// a job holding what its options ask for, runs its command here with the
+// allocation's variables once the job runs (skein exec reaches it), and
+// cancels the job when the command ends, exiting as the command did.
+func TestSalloc_HoldsNodesWhileItsCommandRunsThenLetsThemGo(t *testing.T) {
+	startRealAgent(t)
+	t.Chdir(testutil.SharedDir(t))
+	r := runCLI(t, "salloc", "-N", "1", "--gres=gpu:1", "--", "sh", "-c",
+		`echo "job $SLURM_JOB_ID on $SLURM_JOB_NODELIST ($SLURM_NNODES)"; exit 4`)
+	if r.code != 4 || r.stdout != "job 1 on e2e (1)\n" {
+		t.Fatalf("salloc: exit %d, stdout %q, stderr %q; want 4 and the allocation's variables", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"salloc: Granted job allocation 1\n", "salloc: Nodes e2e are ready for job\n", "salloc: Relinquishing job allocation 1\n"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("salloc's stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	d := waitJobState(t, "1", structs.JobCancelled)
+	if d.Job.Spec.GPUs != 1 || d.Job.Spec.Name != "sh" {
+		t.Errorf("the allocation's job: %d GPUs, name %q; want 1 and the command's name", d.Job.Spec.GPUs, d.Job.Spec.Name)
+	}
 }

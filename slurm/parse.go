@@ -223,7 +223,9 @@ type builder struct {
 	// gpusPerTasks is --gpus-per-task, cpusPerGPUs --cpus-per-gpu and
 	// minCPUsPerNode --mincpus (0: not given).
 	gpusPerTasks, cpusPerGPUs, minCPUsPerNode int
-	env                                       map[string]string
+	// wholeMemory is --mem=0: all of each node's memory.
+	wholeMemory bool
+	env         map[string]string
 	// exported is what --export=ALL passes of the submitter's
 	// environment, the job's secret env.
 	exported map[string]string
@@ -388,9 +390,7 @@ func size(v string) (structs.SizeMiB, error) {
 
 func (b *builder) mem(v string) (err error) {
 	b.batch.Spec.MemoryMiB, err = size(v)
-	if err == nil && b.batch.Spec.MemoryMiB == 0 {
-		b.warnf("--mem=0 asks Slurm for all of a node's memory; skein reserves none for the job")
-	}
+	b.wholeMemory = err == nil && b.batch.Spec.MemoryMiB == 0
 	return err
 }
 
@@ -796,6 +796,14 @@ func (b *builder) finish() error {
 	if mem > 0 {
 		spec.MemoryMiB = mem
 	}
+	if b.wholeMemory && mem == 0 {
+		// All of each node's memory: no other job may hold any of it, so
+		// the job has its nodes to itself, with no memory limit.
+		if !spec.Exclusive {
+			b.warnf("%s: all of each node's memory: the job has its nodes to itself (--exclusive), with no memory limit", b.at["mem"])
+		}
+		spec.Exclusive = true
+	}
 	if spec.Signal != nil {
 		if spec.TimeLimit == 0 {
 			return b.badAt("signal", "", "the signal is sent before the time limit, but no --time is given")
@@ -816,4 +824,23 @@ func (b *builder) finish() error {
 		spec.SecretEnv = b.exported // none of env's: exportAll left them out
 	}
 	return nil
+}
+
+// SplitAllocArgs splits salloc's arguments into sbatch's options and the
+// command to run in the allocation (empty: none given), at the first
+// word that is neither an option nor an option's value, or after "--".
+func SplitAllocArgs(args []string) (opts, command []string, err error) {
+	words := make([]word, len(args))
+	for i, a := range args {
+		words[i] = word{text: a, where: onCommandLine}
+	}
+	_, n, err := parseOptions(words, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts = args[:n:n] // an append to opts must not write over command
+	if n > 0 && args[n-1] == "--" {
+		opts = args[: n-1 : n-1]
+	}
+	return opts, args[n:], nil
 }

@@ -193,7 +193,7 @@ func TestParse_UnsupportedRefusedOrWarnedWithIgnoreUnknown(t *testing.T) {
 }
 
 func TestParse_OptionsWithNoEffectHereAreAcceptedWithOneWarningEach(t *testing.T) {
-	script := "#!/bin/bash\n#SBATCH -A proj\n#SBATCH --qos=high\n#SBATCH --mail-type=END --mail-user=a@b\n#SBATCH --comment='nightly run'\n"
+	script := "#!/bin/bash\n#SBATCH -A proj --qos=high\n#SBATCH --wckey=w1\n#SBATCH --hint=compute_bound\n#SBATCH --mail-type=END --mail-user=a@b\n#SBATCH --comment='nightly run'\n"
 	b, err := parse(t, script)
 	if err != nil {
 		t.Fatal(err)
@@ -205,7 +205,9 @@ func TestParse_OptionsWithNoEffectHereAreAcceptedWithOneWarningEach(t *testing.T
 		t.Errorf("account %q, QoS %q: want proj and high, which fair share uses", b.Spec.Account, b.Spec.QoS)
 	}
 	want := []string{
-		"job.sh: line 5: --comment=nightly run: accepted, no effect: skein keeps no job comments",
+		"job.sh: line 3: --wckey=w1: accepted, no effect: skein has no workload keys",
+		"job.sh: line 4: --hint=compute_bound: accepted, no effect: skein does not bind CPUs",
+		"job.sh: line 6: --comment=nightly run: accepted, no effect: skein keeps no job comments",
 	}
 	if len(b.Warnings) != len(want) {
 		t.Fatalf("warnings %q, want %d", b.Warnings, len(want))
@@ -318,5 +320,20 @@ func TestParse_ExportAllPassesTheSubmittersEnvironmentAsSecretEnv(t *testing.T) 
 				t.Errorf("the spec is refused: %v", err)
 			}
 		})
+	}
+}
+
+func TestSplitAllocArgs_OptionsThenTheCommand(t *testing.T) {
+	args := []string{"-N", "2", "--gres=gpu:1", "--", "sh", "-c", "echo hi"}
+	opts, cmd, err := SplitAllocArgs(args)
+	if err != nil || strings.Join(opts, " ") != "-N 2 --gres=gpu:1" || strings.Join(cmd, " ") != "sh -c echo hi" {
+		t.Fatalf("opts %q command %q err %v", opts, cmd, err)
+	}
+	_ = append(opts, "--wrap", "x") // an append to opts leaves the command as it was
+	if cmd[0] != "sh" {
+		t.Fatalf("appending to the options changed the command: %q", cmd)
+	}
+	if opts, cmd, err = SplitAllocArgs([]string{"-t", "10"}); err != nil || len(opts) != 2 || len(cmd) != 0 {
+		t.Fatalf("no command: opts %q command %q err %v", opts, cmd, err)
 	}
 }

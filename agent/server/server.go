@@ -17,6 +17,7 @@ import (
 	"github.com/skein-dev/skein/agent/peer"
 	"github.com/skein-dev/skein/agent/secure"
 	"github.com/skein-dev/skein/agent/ui"
+	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/gpu"
@@ -123,6 +124,10 @@ type Config struct {
 		OpenLogTail(allocID, stream string, follow bool, maxBytes int64, lines int) (io.ReadCloser, error)
 		LogDropped(allocID, stream string) (dropped, logMax int64, err error)
 	}
+	// Exec runs a command beside one of this node's running allocations,
+	// as its job would (agent/runner's Exec): its exit code and the end
+	// of its output. Nil: this node runs none.
+	Exec func(ctx context.Context, allocID string, argv []string) (api.ExecResult, error)
 	// Faults injects health events into this node's simulated GPUs.
 	Faults interface {
 		InjectFault(gpu.Event) error
@@ -270,6 +275,7 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("GET /v1/jobs/{id}", need(read, "see jobs", s.handleJob))
 	mux.HandleFunc("DELETE /v1/jobs/{id}", need(submit, "cancel jobs", s.bounded(s.handleCancel)))
 	mux.HandleFunc("POST /v1/jobs/{id}/update", need(submit, "hold, release or change jobs", s.bounded(s.handleJobUpdate)))
+	mux.HandleFunc("POST /v1/jobs/{id}/exec", need(submit, "run commands in jobs", s.handleExec))
 	mux.HandleFunc("GET /v1/jobs/{id}/logs", need(submit, "read logs", s.handleLogs))
 	mux.HandleFunc("POST /v1/services", need(submit, "create services", s.bounded(s.handleServiceCreate)))
 	mux.HandleFunc("GET /v1/services", need(read, "list services", s.handleServices))

@@ -10,7 +10,7 @@ import (
 )
 
 // slurmLinks are the Slurm command names `make install SLURM_LINKS=1` adds.
-var slurmLinks = []string{"squeue", "scancel", "sinfo", "sacct", "sbatch", "scontrol"}
+var slurmLinks = []string{"squeue", "scancel", "sinfo", "sacct", "sbatch", "scontrol", "salloc"}
 
 // makeCmd is `make -C ROOT args...` in the repository root; it skips the
 // test where there is no make.
@@ -67,7 +67,7 @@ func TestMakeInstall_InstallsSkeinAlone(t *testing.T) {
 	}
 }
 
-func TestMakeInstall_WithSlurmLinksAddsTheFiveSlurmNamesAsLinksToSkein(t *testing.T) {
+func TestMakeInstall_WithSlurmLinksAddsTheSlurmNamesAsLinksToSkein(t *testing.T) {
 	dest := makeInstall(t, "SLURM_LINKS=1")
 	want := append([]string{"skein"}, slurmLinks...)
 	slices.Sort(want)
