@@ -288,6 +288,7 @@ func (a *Agent) start() error {
 		Autoscaler:   a.leader,
 		Logs:         a.runner,
 		Exec:         a.execInJob,
+		ExecPTY:      a.execPTYInJob,
 		Faults:       a.node,
 		Telemetry:    a.telemetry,
 		Leave:        a.Leave,

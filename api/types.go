@@ -40,6 +40,14 @@ type JobUpdate struct {
 type ExecRequest struct {
 	Rank    int      `json:"rank,omitempty"`
 	Command []string `json:"command"`
+	// TTY runs Command under a terminal of Rows by Cols, with TERM Term
+	// (the job's own TERM, or none, when empty), on a connection the
+	// request upgrades (PTYUpgrade) to a stream of frames (pty.go). It
+	// is asked with Client.ExecPTY.
+	TTY  bool   `json:"tty,omitempty"`
+	Rows uint16 `json:"rows,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
+	Term string `json:"term,omitempty"`
 }
 
 // ExecResult is how a command exec ran ended: its exit code and the end

@@ -128,31 +128,13 @@ func (processDriver) killOrphan(sp spec, _ string, rec jobRecord) error {
 // process group of its own: killed, group and all, when ctx ends, and
 // whatever it left in the group when it exits.
 func (processDriver) exec(ctx context.Context, sp spec, dir string, _ jobRecord, argv []string, out io.Writer) (int, error) {
-	asRoot := os.Geteuid() == 0
-	if asRoot && sp.User == nil {
-		return 0, errNoAccount
-	}
-	workdir := sp.Workdir
-	if !filepath.IsAbs(workdir) {
-		workdir = filepath.Join(dir, workdir)
-	}
-	path, _ := lookupEnv(sp.Env, "PATH")
-	prog, err := lookPathIn(argv[0], path)
+	cmd, err := jobCommand(ctx, sp, dir, argv)
 	if err != nil {
 		return 0, err
 	}
-	cmd := exec.CommandContext(ctx, prog, argv[1:]...)
-	cmd.Args[0] = argv[0]
-	cmd.Env = append([]string{}, sp.Env...)
-	cmd.Dir = workdir
 	cmd.Stdout = out
 	cmd.Stderr = out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if asRoot {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: sp.User.UID, Gid: sp.User.GID, Groups: sp.User.Groups}
-	}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = execWaitDelay
+	cmd.SysProcAttr.Setpgid = true
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
@@ -161,10 +143,47 @@ func (processDriver) exec(ctx context.Context, sp spec, dir string, _ jobRecord,
 	if ctx.Err() != nil {
 		return 0, ctx.Err()
 	}
+	return exitCodeOf(cmd, argv[0], err)
+}
+
+// jobCommand is argv as the job would run it: as the job's account,
+// with its environment, in its working directory, the program looked up
+// in the job's PATH; killed, with the process group it leads, when ctx
+// ends. The caller sets its input and output and how it groups.
+func jobCommand(ctx context.Context, sp spec, dir string, argv []string) (*exec.Cmd, error) {
+	asRoot := os.Geteuid() == 0
+	if asRoot && sp.User == nil {
+		return nil, errNoAccount
+	}
+	workdir := sp.Workdir
+	if !filepath.IsAbs(workdir) {
+		workdir = filepath.Join(dir, workdir)
+	}
+	path, _ := lookupEnv(sp.Env, "PATH")
+	prog, err := lookPathIn(argv[0], path)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, prog, argv[1:]...)
+	cmd.Args[0] = argv[0]
+	cmd.Env = append([]string{}, sp.Env...)
+	cmd.Dir = workdir
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	if asRoot {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: sp.User.UID, Gid: sp.User.GID, Groups: sp.User.Groups}
+	}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = execWaitDelay
+	return cmd, nil
+}
+
+// exitCodeOf is how a command that was waited for ended, as a shell
+// says it: its exit code, or 128+N when signal N killed it.
+func exitCodeOf(cmd *exec.Cmd, name string, waitErr error) (int, error) {
 	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
 	switch {
 	case !ok:
-		return 0, fmt.Errorf("wait for %s: %w", argv[0], err)
+		return 0, fmt.Errorf("wait for %s: %w", name, waitErr)
 	case ws.Signaled():
 		return 128 + int(ws.Signal()), nil
 	}

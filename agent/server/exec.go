@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/skein-dev/skein/api"
@@ -17,7 +18,13 @@ const (
 	maxExecArgs  = 256
 	maxExecBytes = 64 << 10
 	execTimeout  = 10 * time.Minute
+	maxTermBytes = 64
 )
+
+// termChar reports whether c may be in a terminal's name (TERM).
+func termChar(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._+-", c)
+}
 
 // handleExec runs a command beside one rank of a running job (skein
 // exec), on the node that runs that rank: here, or relayed to it. Only
@@ -31,6 +38,9 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	}
 	if err == nil {
 		err = checkExec(req)
+	}
+	if err == nil && req.TTY && !strings.EqualFold(r.Header.Get("Upgrade"), api.PTYUpgrade) {
+		err = &structs.FieldError{Field: "tty", Msg: "a terminal is asked on a connection upgraded to " + api.PTYUpgrade + " (skein exec -it)"}
 	}
 	if err != nil {
 		writeError(w, statusOf(err), err)
@@ -68,7 +78,15 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadGateway, fmt.Errorf("rank %d of job %s runs on node %s, whose address is unknown", req.Rank, job.SlurmID(), structs.ShortID(alloc.NodeID)))
 			return
 		}
+		if req.TTY {
+			s.relayUpgrade(w, r, addr, body)
+			return
+		}
 		s.proxy(w, r, addr, body)
+		return
+	}
+	if req.TTY {
+		s.servePTY(w, alloc.ID, req)
 		return
 	}
 	if s.cfg.Exec == nil {
@@ -99,6 +117,10 @@ func checkExec(req api.ExecRequest) error {
 		return &structs.FieldError{Field: "command", Msg: fmt.Sprintf("%d words, more than the limit of %d", len(req.Command), maxExecArgs)}
 	case n > maxExecBytes:
 		return &structs.FieldError{Field: "command", Msg: fmt.Sprintf("%d bytes, more than the limit of %d", n, maxExecBytes)}
+	case len(req.Term) > maxTermBytes:
+		return &structs.FieldError{Field: "term", Msg: fmt.Sprintf("%d bytes, more than the limit of %d", len(req.Term), maxTermBytes)}
+	case strings.IndexFunc(req.Term, func(c rune) bool { return !termChar(c) }) >= 0:
+		return &structs.FieldError{Field: "term", Msg: fmt.Sprintf("%q: only letters, digits and . _ + - make a terminal's name", req.Term)}
 	}
 	return nil
 }

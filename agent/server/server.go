@@ -128,6 +128,11 @@ type Config struct {
 	// as its job would (agent/runner's Exec): its exit code and the end
 	// of its output. Nil: this node runs none.
 	Exec func(ctx context.Context, allocID string, argv []string) (api.ExecResult, error)
+	// ExecPTY runs a command under a terminal of rows by cols (TERM term)
+	// beside one of this node's running allocations, as Exec does, until
+	// it ends or ctx does (agent/runner's ExecPTY). Nil: this node runs
+	// none.
+	ExecPTY func(ctx context.Context, allocID string, argv []string, term string, rows, cols uint16) (PTYProcess, error)
 	// Faults injects health events into this node's simulated GPUs.
 	Faults interface {
 		InjectFault(gpu.Event) error

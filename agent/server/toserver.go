@@ -73,7 +73,11 @@ func (s *Server) toServer(next http.Handler) http.Handler {
 				writeError(w, http.StatusBadGateway, fmt.Errorf("pass the request on to a server: %w", err))
 			},
 		}
-		s.holdWrite(w)
+		if r.Header.Get("Upgrade") != "" {
+			unbound(w) // a terminal: it lasts as long as its user types
+		} else {
+			s.holdWrite(w)
+		}
 		proxy.ServeHTTP(w, r)
 	})
 }
