@@ -156,6 +156,8 @@ func commands() []*ucli.Command {
 		scontrolCommand(),
 		execCommand(),
 		sallocCommand(),
+		runCommand(),
+		srunCommand(),
 		partitionCommand(),
 		completionCommand(),
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -38,4 +39,27 @@ func TestExecTTY_KeysGoInAndTheExitCodeComesOut(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRunIT_HoldsANodeForATerminalSessionThenLetsItGo: skein run -it and
+// srun --pty outside a job submit a job that holds a node, run the
+// command there under a terminal, exit with its exit code and cancel the
+// job.
+func TestRunIT_HoldsANodeForATerminalSessionThenLetsItGo(t *testing.T) {
+	startRealAgent(t)
+	t.Chdir(testutil.SharedDir(t))
+	for _, args := range [][]string{{"run", "-it", "--gpus=1", "--"}, {"srun", "--pty", "-G", "1"}} {
+		var out, errb bytes.Buffer
+		app := NewApp(&out, &errb)
+		app.Reader = strings.NewReader("abc\n")
+		code := run(app, append(append([]string{"skein"}, args...), "sh", "-c", `read x; echo "got $x in $SLURM_JOB_ID on $(tty)"; exit 5`))
+		m := regexp.MustCompile(`Relinquishing job allocation (\S+)`).FindStringSubmatch(errb.String())
+		if code != 5 || !strings.Contains(out.String(), "got abc in ") || !strings.Contains(out.String(), " on /dev/pts/") || m == nil {
+			t.Fatalf("%s: %d %q %q; want exit 5, the line read back on a terminal, the job let go", args[0], code, out.String(), errb.String())
+		}
+		waitJobState(t, m[1], structs.JobCancelled)
+	}
+	if r := runCLI(t, "run", "--", "true"); r.code != exitUsage {
+		t.Errorf("skein run without -it: %d %q", r.code, r.stderr)
+	}
 }

@@ -371,7 +371,7 @@ var notReads = []string{
 	"skein agent", "skein sbatch", "skein cancel", "skein scancel", "skein gpu fault", "skein join", "skein leave",
 	"skein node revoke", "skein keygen", "skein version", "skein supervise", "skein completion", "skein ca export",
 	"skein scontrol", // Slurm's key=value records, as scripts parse them
-	"skein partition set", "skein partition unset", "skein exec", "skein salloc",
+	"skein partition set", "skein partition unset", "skein exec", "skein salloc", "skein run", "skein srun",
 	"skein node drain", "skein node undrain", "skein node remove", "skein snapshot save",
 }
 

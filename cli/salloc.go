@@ -48,65 +48,12 @@ func sallocAction(c *ucli.Context) error {
 	if len(command) == 0 {
 		command = []string{cmp.Or(os.Getenv("SHELL"), "/bin/sh")}
 	}
-	// The job runs sallocHold; its output goes nowhere.
-	in := slurm.Input{Options: append([]string{"--output=/dev/null", "--job-name=" + filepath.Base(command[0])}, append(opts, "--wrap", sallocHold)...),
-		LookupEnv: os.LookupEnv, Environ: os.Environ}
-	if in.SubmitDir, err = os.Getwd(); err != nil {
-		return fmt.Errorf("find the current directory: %w", err)
-	}
-	in.SubmitHost, _ = os.Hostname()
-	batch, err := slurm.Parse(in)
-	if err != nil {
-		return usagef(c, "%v", err)
-	}
-	for _, w := range batch.Warnings {
-		fmt.Fprintf(c.App.ErrWriter, "salloc: warning: %s\n", printable(w))
-	}
-	spec := batch.Spec
-	spec.Normalize()
-	if err := spec.Validate(); err != nil {
-		return usagef(c, "%v", err)
-	}
-	cl, err := newClient(c)
+	al, release, err := holdNodes(c, "salloc", filepath.Base(command[0]), opts)
 	if err != nil {
 		return err
 	}
-	job, err := submitJob(c.Context, cl, api.SubmitRequest{RequestID: structs.NewID(), Spec: spec})
-	if err != nil {
-		return err
-	}
-	id := job.SlurmID()
-	fmt.Fprintf(c.App.ErrWriter, "salloc: Granted job allocation %s\n", id)
-	defer func() {
-		// Let the nodes go, whatever happened here.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := cl.CancelJob(ctx, job.ID); err != nil {
-			fmt.Fprintf(c.App.ErrWriter, "salloc: error: relinquish job allocation %s: %v\n", id, err)
-			return
-		}
-		fmt.Fprintf(c.App.ErrWriter, "salloc: Relinquishing job allocation %s\n", id)
-	}()
-	fmt.Fprintln(c.App.ErrWriter, "salloc: Waiting for resource configuration")
-	jw := newJobWatch(cl, job.ID, c.App.ErrWriter)
-	d, err := jw.until(c.Context, func(d *api.JobDetail) bool {
-		return d.Job.State == structs.JobRunning && len(d.Allocations) > 0 || d.Job.State.Terminal()
-	})
-	if err != nil {
-		return err
-	}
-	if d.Job.State != structs.JobRunning {
-		return fmt.Errorf("job allocation %s ended before it could be used: %s", id, printable(endLine(&d.Job)))
-	}
-	var names []string
-	for _, a := range d.Allocations {
-		if a.Attempt == d.Job.Attempts {
-			names = append(names, cmp.Or(d.Nodes[a.NodeID], a.NodeID))
-		}
-	}
-	nodes := structs.HostList(names)
-	fmt.Fprintf(c.App.ErrWriter, "salloc: Nodes %s are ready for job\n", nodes)
-
+	defer release()
+	id, nodes, names, d := al.id, al.nodes, al.names, al.detail
 	cmd := exec.CommandContext(c.Context, command[0], command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.App.Reader, c.App.Writer, c.App.ErrWriter
 	cmd.Env = append(os.Environ(), "SLURM_JOB_ID="+id, "SLURM_JOBID="+id, "SLURM_JOB_NODELIST="+nodes, "SLURM_NODELIST="+nodes,
@@ -123,4 +70,84 @@ func sallocAction(c *ucli.Context) error {
 		return fmt.Errorf("run %s: %w", command[0], err)
 	}
 	return nil
+}
+
+// allocation is a job that holds nodes while a command uses them
+// (salloc, skein run -it), once it runs.
+type allocation struct {
+	cl     *api.Client
+	detail *api.JobDetail
+	// id is the job's number as Slurm shows it; names its nodes' names
+	// and nodes those as a Slurm host list.
+	id    string
+	names []string
+	nodes string
+}
+
+// holdNodes submits a job named name that holds what sbatch's options
+// opts ask for, running sallocHold, and waits until it runs; release
+// cancels it. who prefixes what it says on the app's error writer, as
+// Slurm's salloc and srun do.
+func holdNodes(c *ucli.Context, who, name string, opts []string) (al *allocation, release func(), err error) {
+	// The job runs sallocHold; its output goes nowhere.
+	in := slurm.Input{Options: append([]string{"--output=/dev/null", "--job-name=" + name}, append(opts, "--wrap", sallocHold)...),
+		LookupEnv: os.LookupEnv, Environ: os.Environ}
+	if in.SubmitDir, err = os.Getwd(); err != nil {
+		return nil, nil, fmt.Errorf("find the current directory: %w", err)
+	}
+	in.SubmitHost, _ = os.Hostname()
+	batch, err := slurm.Parse(in)
+	if err != nil {
+		return nil, nil, usagef(c, "%v", err)
+	}
+	for _, w := range batch.Warnings {
+		fmt.Fprintf(c.App.ErrWriter, "%s: warning: %s\n", who, printable(w))
+	}
+	spec := batch.Spec
+	spec.Normalize()
+	if err := spec.Validate(); err != nil {
+		return nil, nil, usagef(c, "%v", err)
+	}
+	cl, err := newClient(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	job, err := submitJob(c.Context, cl, api.SubmitRequest{RequestID: structs.NewID(), Spec: spec})
+	if err != nil {
+		return nil, nil, err
+	}
+	id := job.SlurmID()
+	fmt.Fprintf(c.App.ErrWriter, "%s: Granted job allocation %s\n", who, id)
+	release = func() {
+		// Let the nodes go, whatever happened here.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := cl.CancelJob(ctx, job.ID); err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "%s: error: relinquish job allocation %s: %v\n", who, id, err)
+			return
+		}
+		fmt.Fprintf(c.App.ErrWriter, "%s: Relinquishing job allocation %s\n", who, id)
+	}
+	fmt.Fprintf(c.App.ErrWriter, "%s: Waiting for resource configuration\n", who)
+	jw := newJobWatch(cl, job.ID, c.App.ErrWriter)
+	d, err := jw.until(c.Context, func(d *api.JobDetail) bool {
+		return d.Job.State == structs.JobRunning && len(d.Allocations) > 0 || d.Job.State.Terminal()
+	})
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	if d.Job.State != structs.JobRunning {
+		release()
+		return nil, nil, fmt.Errorf("job allocation %s ended before it could be used: %s", id, printable(endLine(&d.Job)))
+	}
+	al = &allocation{cl: cl, detail: d, id: id}
+	for _, a := range d.Allocations {
+		if a.Attempt == d.Job.Attempts {
+			al.names = append(al.names, cmp.Or(d.Nodes[a.NodeID], a.NodeID))
+		}
+	}
+	al.nodes = structs.HostList(al.names)
+	fmt.Fprintf(c.App.ErrWriter, "%s: Nodes %s are ready for job\n", who, al.nodes)
+	return al, release, nil
 }
