@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -27,7 +28,6 @@ func TestExecTTY_KeysGoInAndTheExitCodeComesOut(t *testing.T) {
 	if r.code != exitOK {
 		t.Fatalf("sbatch: %d %q %q", r.code, r.stdout, r.stderr)
 	}
-	t.Cleanup(func() { writeTestFile(t, filepath.Join(dir, "go"), ""); waitJobState(t, id, structs.JobSucceeded) })
 	waitJobState(t, id, structs.JobRunning)
 	testutil.WaitFor(t, 15*time.Second, func() error {
 		var out, errb bytes.Buffer
@@ -39,6 +39,32 @@ func TestExecTTY_KeysGoInAndTheExitCodeComesOut(t *testing.T) {
 		}
 		return nil
 	})
+	// A session beside a job that ends is killed with the job.
+	keys, _ := io.Pipe()
+	defer keys.Close()
+	screen := &syncBuffer{}
+	ended := make(chan int, 1)
+	go func() {
+		app := NewApp(screen, io.Discard)
+		app.Reader = keys
+		ended <- run(app, []string{"skein", "exec", "-it", id, "--", "sh", "-c", "echo started; exec sleep 300"})
+	}()
+	testutil.WaitFor(t, 15*time.Second, func() error {
+		if !strings.Contains(screen.String(), "started") {
+			return fmt.Errorf("the session has not started: %q", screen.String())
+		}
+		return nil
+	})
+	writeTestFile(t, filepath.Join(dir, "go"), "")
+	waitJobState(t, id, structs.JobSucceeded)
+	select {
+	case code := <-ended:
+		if code != 128+9 {
+			t.Errorf("a session killed with its job exited %d, want 137 (SIGKILL)", code)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a session beside a job that ended still runs")
+	}
 }
 
 // TestRunIT_HoldsANodeForATerminalSessionThenLetsItGo: skein run -it and
