@@ -288,7 +288,7 @@ func synopsisProblems(app *ucli.App, synopsis string) []string {
 		if flag == "h" && slices.Contains(noHeaderCommands, cmd.Name) {
 			flag = "noheader" // as commandArgs reads it
 		}
-		if commandFlagOf(cmd.Flags, flag) == nil {
+		if commandFlagOf(cmd.Flags, flag) == nil && !shortFlagsOf(cmd, m[1]) {
 			problems = append(problems, name+" has no flag "+m[1])
 		}
 	}
@@ -326,6 +326,21 @@ func readmeParagraphs(t *testing.T) []readmeLine {
 	return out
 }
 
+// shortFlagsOf reports whether word is one-letter flags of cmd run
+// together (-it), as a command with UseShortOptionHandling takes them.
+func shortFlagsOf(cmd *ucli.Command, word string) bool {
+	letters, ok := strings.CutPrefix(word, "-")
+	if !cmd.UseShortOptionHandling || !ok || strings.HasPrefix(letters, "-") || len(letters) < 2 {
+		return false
+	}
+	for _, l := range letters {
+		if commandFlagOf(cmd.Flags, string(l)) == nil {
+			return false
+		}
+	}
+	return true
+}
+
 func TestREADME_EveryCommandAndFlagItsProseAndTablesNameExists(t *testing.T) {
 	app := NewApp(io.Discard, io.Discard)
 	checked := 0
@@ -350,6 +365,8 @@ func TestSynopsisProblems_FindsWhatIsNotThere(t *testing.T) {
 		{`skein limits set USER\|--default\|--cluster [--max-queued N]`, ""},
 		{"skein submit [flags] --gpus 2 -- python train.py --epochs 3", ""},
 		{"skein jobz", "skein has no command jobz"},
+		{"skein exec -it JOB -- bash", ""},
+		{"skein exec -ix JOB -- bash", "skein exec has no flag -ix"},
 		{"skein acl", ""},
 		{"skein acl tokn create", "skein acl has no command tokn"},
 		{"skein squeue -h", ""},
