@@ -46,7 +46,15 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusOf(err), err)
 		return
 	}
-	job, err := s.fsm.FindJob(r.PathValue("id"))
+	st := s.fsm
+	job, err := st.FindJob(r.PathValue("id"))
+	if err != nil && s.cfg.View != nil && r.Header.Get(api.ForwardedHeader) != "" {
+		// A worker that runs the job, asked by a server: it holds no
+		// state but its own view, which holds the jobs it runs.
+		if j, verr := s.cfg.View.FindJob(r.PathValue("id")); verr == nil {
+			st, job, err = s.cfg.View, j, nil
+		}
+	}
 	if err != nil {
 		writeError(w, statusOf(err), err)
 		return
@@ -63,7 +71,7 @@ func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var alloc *structs.Allocation
-	for _, a := range s.fsm.Allocs(job.ID) {
+	for _, a := range st.Allocs(job.ID) {
 		if a.Rank == req.Rank && a.Live() && (alloc == nil || a.Attempt > alloc.Attempt) {
 			alloc = a
 		}

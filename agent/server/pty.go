@@ -45,20 +45,10 @@ var ptySignals = map[byte]syscall.Signal{
 // command has ended (something it started may still hold the terminal).
 const ptyDrain = time.Second
 
-// unbound lifts the server's read and write bounds off a request's
-// connection, before it is taken over for a session that lasts as long
-// as its user types (a terminal): the bounds would cut it off a minute
-// in. The handler runs for as long as the session does, so the
-// connection counts as busy, never idle, meanwhile (Serving).
-func unbound(w http.ResponseWriter) {
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
-	_ = rc.SetWriteDeadline(time.Time{})
-}
-
 // relayUpgrade passes a request that upgrades its connection (a
 // terminal) to the node at addr that runs the job, with body, and relays
-// the stream both ways until either end closes it. As proxy does, it
+// the stream both ways until either end closes it (net/http lifts the
+// server's bounds off the connection it hands over). As proxy does, it
 // never passes on a request that was forwarded to it.
 func (s *Server) relayUpgrade(w http.ResponseWriter, r *http.Request, addr string, body []byte) {
 	if r.Header.Get(api.ForwardedHeader) != "" {
@@ -82,7 +72,6 @@ func (s *Server) relayUpgrade(w http.ResponseWriter, r *http.Request, addr strin
 			writeError(w, http.StatusBadGateway, fmt.Errorf("reach the node at %s: %w", addr, err))
 		},
 	}
-	unbound(w)
 	proxy.ServeHTTP(w, r)
 }
 
@@ -104,7 +93,10 @@ func (s *Server) servePTY(w http.ResponseWriter, allocID string, req api.ExecReq
 		return
 	}
 	defer p.Close()
-	unbound(w)
+	// net/http lifts the server's read and write bounds off a connection
+	// it hands over: a session lasts as long as its user types. The
+	// handler runs as long as the session, so the connection counts as
+	// busy, never idle, meanwhile (Serving).
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, fmt.Errorf("take over the connection for a terminal: %w", err))

@@ -73,11 +73,7 @@ func (s *Server) toServer(next http.Handler) http.Handler {
 				writeError(w, http.StatusBadGateway, fmt.Errorf("pass the request on to a server: %w", err))
 			},
 		}
-		if r.Header.Get("Upgrade") != "" {
-			unbound(w) // a terminal: it lasts as long as its user types
-		} else {
-			s.holdWrite(w)
-		}
+		s.holdWrite(w)
 		proxy.ServeHTTP(w, r)
 	})
 }
