@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -152,6 +153,30 @@ func typeIntoAShell(t *testing.T, via *Agent, jobID, alice, bob string) {
 	}
 	if s.ExitCode() != 3 {
 		t.Errorf("exit code %d, want 3", s.ExitCode())
+	}
+
+	// A signal reaches the command; one a terminal does not send
+	// (SIGSTOP) is dropped.
+	s, err = c.ExecPTY(ctx, jobID, api.ExecRequest{Command: []string{"sh", "-c", "echo ready; exec sleep 300"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sc = readScreen(s)
+	sc.waitFor(t, "ready")
+	if err := s.Signal(int(syscall.SIGSTOP)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Signal(int(syscall.SIGINT)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-sc.done:
+		if !errors.Is(err, io.EOF) || s.ExitCode() != 128+int(syscall.SIGINT) {
+			t.Errorf("an interrupted command: %v, exit code %d; want 130", err, s.ExitCode())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("an interrupted command still runs; the screen's end: %q", sc.tail())
 	}
 }
 

@@ -80,6 +80,11 @@ func interact(ctx context.Context, s *api.PTYSession, in io.Reader, out io.Write
 			}
 		}()
 	}
+	// Told to end (kill, a hangup of the local terminal), skein passes
+	// the signal on, then ends with the session, the terminal restored.
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(stop)
 	go func() {
 		// Keys until the local input ends; the session ends by itself.
 		_, _ = io.Copy(s, in)
@@ -89,13 +94,17 @@ func interact(ctx context.Context, s *api.PTYSession, in io.Reader, out io.Write
 		_, err := io.Copy(out, s)
 		done <- err
 	}()
-	select {
-	case err := <-done:
-		if err != nil && !errors.Is(err, io.EOF) {
-			return 0, err
+	for {
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, io.EOF) {
+				return 0, err
+			}
+			return s.ExitCode(), nil
+		case sig := <-stop:
+			_ = s.Signal(int(sig.(syscall.Signal)))
+		case <-ctx.Done():
+			return 0, ctx.Err()
 		}
-		return s.ExitCode(), nil
-	case <-ctx.Done():
-		return 0, ctx.Err()
 	}
 }
