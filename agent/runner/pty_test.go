@@ -2,6 +2,7 @@ package runner
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -58,5 +59,22 @@ func TestExecPTY_RunsAsTheJobOnATerminalItOwnsAndTakesSignals(t *testing.T) {
 	code, err := p.Wait()
 	if err != nil || code != 128+int(syscall.SIGINT) {
 		t.Errorf("a command interrupted: code %d, %v; want 130", code, err)
+	}
+}
+
+// An image job gives no terminal yet: it says so, and runs nothing.
+func TestExecPTY_AnImageJobIsRefusedSayingWhy(t *testing.T) {
+	t.Parallel()
+	e := newContainerEnv(t)
+	r, rec := e.runner(t)
+	tk := e.sh("sleep 3600")
+	mustStart(t, r, tk)
+	waitState(t, rec, tk.Alloc.ID, structs.AllocRunning)
+	waitExec(t, r, tk.Alloc.ID, "true")
+	if p, err := r.ExecPTY(execCtx(t), tk.Alloc.ID, []string{"sh"}, "", 24, 80); !errors.Is(err, ErrNoTTY) {
+		if p != nil {
+			_ = p.Close()
+		}
+		t.Fatalf("a terminal in an image job: %v, want ErrNoTTY", err)
 	}
 }
