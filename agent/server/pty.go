@@ -45,6 +45,10 @@ var ptySignals = map[byte]syscall.Signal{
 // command has ended (something it started may still hold the terminal).
 const ptyDrain = time.Second
 
+// ptyLastWrite bounds the writes of a session once its command has
+// ended: its last output and its exit code.
+const ptyLastWrite = 10 * time.Second
+
 // relayUpgrade passes a request that upgrades its connection (a
 // terminal) to the node at addr that runs the job, with body, and relays
 // the stream both ways until either end closes it (net/http lifts the
@@ -159,6 +163,8 @@ func (s *Server) servePTY(w http.ResponseWriter, allocID string, req api.ExecReq
 	case <-ctx.Done():
 		_ = p.Close()
 	}
+	// A client that stops reading does not hold the session past its end.
+	_ = conn.SetWriteDeadline(time.Now().Add(ptyLastWrite))
 	select {
 	case <-outDone:
 	case <-time.After(ptyDrain):
