@@ -160,7 +160,7 @@ func (a *Agent) forgetNode(id, reason string) error {
 	if err != nil {
 		return err
 	}
-	if slices.ContainsFunc(servers, func(s cluster.Server) bool { return s.ID == id }) {
+	if slices.ContainsFunc(servers, func(s cluster.RaftServer) bool { return s.ID == id }) {
 		if err := a.raft.RemoveServer(id); err != nil {
 			return err
 		}

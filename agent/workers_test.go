@@ -442,7 +442,7 @@ func watchServers(t *testing.T, agents []*Agent, dead string, max int) (check fu
 			}
 			if l := leaderAmong(agents); l != nil {
 				conf, err := l.raft.Servers()
-				alive := slices.DeleteFunc(conf, func(s cluster.Server) bool { return s.ID == dead })
+				alive := slices.DeleteFunc(conf, func(s cluster.RaftServer) bool { return s.ID == dead })
 				if err == nil && len(alive) > max {
 					breach = fmt.Errorf("the leader %s holds %d alive servers, more than the %d kept: %+v", l.Name(), len(alive), max, alive)
 				}

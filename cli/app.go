@@ -230,6 +230,9 @@ func rootAction(c *ucli.Context) error {
 // run runs app with args and turns the outcome into an exit code, printing
 // errors on app.ErrWriter.
 func run(app *ucli.App, args []string) int {
+	if completingAfterDoubleDash(args) {
+		return exitOK // the shell offers file names
+	}
 	err := app.Run(commandArgs(app, args))
 	closeClients(app)
 	if err == nil {

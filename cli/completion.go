@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 
 	ucli "github.com/urfave/cli/v2"
 )
@@ -16,7 +17,10 @@ const (
 # or install it as /etc/bash_completion.d/skein.
 _skein() {
 	local cur=${COMP_WORDS[COMP_CWORD]}
-	local words=("${COMP_WORDS[@]:1:COMP_CWORD-1}")
+	local words=("${COMP_WORDS[@]:1:COMP_CWORD-1}") w
+	for w in "${words[@]}"; do
+		[[ $w == "--" ]] && return # the job's command: file names
+	done
 	if [[ $cur == -* ]]; then
 		words+=("$cur")
 	fi
@@ -33,6 +37,10 @@ _skein() {
 	local -a next
 	local cur=${words[CURRENT]}
 	local -a before=("${(@)words[2,CURRENT-1]}")
+	if (( ${before[(Ie)--]} )); then
+		_files # the job's command
+		return
+	fi
 	if [[ $cur == -* ]]; then
 		before+=("$cur")
 	fi
@@ -46,6 +54,15 @@ _skein() {
 compdef _skein skein
 `
 )
+
+// completingAfterDoubleDash says whether args ask for completions of a
+// word after `--`: urfave would take --generate-bash-completion there for
+// an argument and run the command (TAB in `skein submit -- trai` would
+// submit a job), and only the shell knows what may come there.
+func completingAfterDoubleDash(args []string) bool {
+	n := len(args)
+	return n > 0 && args[n-1] == "--generate-bash-completion" && slices.Contains(args[:n-1], "--")
+}
 
 func completionCommand() *ucli.Command {
 	return &ucli.Command{

@@ -60,6 +60,9 @@ func TestCompletion_BashScriptCompletesCommandsAndFlags(t *testing.T) {
 	if got := complete("sq"); got != "squeue" {
 		t.Errorf("skein sq<TAB> = %q, want squeue", got)
 	}
+	if got := complete("submit", "--", "trai"); got != "" {
+		t.Errorf("skein submit -- trai<TAB> = %q, want nothing (bash offers file names)", got)
+	}
 	if got := complete("s"); !strings.Contains(got, "sacct") || !strings.Contains(got, "submit") || strings.Contains(got, "nodes") {
 		t.Errorf("skein s<TAB> = %q", got)
 	}
@@ -137,5 +140,32 @@ func TestCompletion_FishScriptCompletesCommandsAndFlags(t *testing.T) {
 	}
 	if got := complete("skein agent --print"); !strings.HasPrefix(got, "--print-config\t") {
 		t.Errorf("skein agent --print<TAB> = %q, want --print-config", got)
+	}
+}
+
+// TestCompletion_AfterDoubleDashNothingRuns: a completion request whose
+// words hold `--` (the job's own command follows it) must not run the
+// command: urfave reads --generate-bash-completion after `--` as an
+// argument, and TAB in `skein submit -- trai` submitted a job. Nothing
+// reaches the agent, nothing is printed (the shell offers file names),
+// and the exit is clean; the scripts do not ask skein there at all.
+func TestCompletion_AfterDoubleDashNothingRuns(t *testing.T) {
+	f := newFakeAgent(t)
+	acceptSubmit(f)
+	for _, words := range [][]string{
+		{"submit", "--", "trai"},
+		{"submit", "--gpus", "2", "--", "python3", "train.py"},
+		{"sbatch", "--", "job.sh"},
+	} {
+		args := append([]string{"--addr", f.URL}, words...)
+		r := runCLI(t, append(args, "--generate-bash-completion")...)
+		if r.code != exitOK || r.stdout != "" || len(f.requests()) != 0 {
+			t.Fatalf("completing %q: exit %d, printed %q, %d requests: want nothing run", words, r.code, r.stdout, len(f.requests()))
+		}
+	}
+	for shell, check := range map[string]string{"bash": `[[ $w == "--" ]] && return`, "zsh": `(( ${before[(Ie)--]} ))`} {
+		if script := runCLI(t, "completion", shell).stdout; !strings.Contains(script, check) {
+			t.Errorf("the %s script asks skein after -- (it lacks %q)", shell, check)
+		}
 	}
 }

@@ -231,8 +231,8 @@ func sacctAction(c *ucli.Context) error {
 	ids := splitList(c.String("jobs"))
 	var from, to time.Time
 	if len(ids) == 0 {
-		y, m, d := now.Date()
-		from = time.Date(y, m, d, 0, 0, 0, 0, time.Local)
+		y, m, d := now.In(slurmZone).Date()
+		from = time.Date(y, m, d, 0, 0, 0, 0, slurmZone)
 	}
 	if c.IsSet("starttime") {
 		if from, err = slurm.ParseDate(c.String("starttime"), now); err != nil {

@@ -138,8 +138,13 @@ func slurmTimestamp(t time.Time) string {
 	if t.IsZero() {
 		return "Unknown"
 	}
-	return t.Local().Format("2006-01-02T15:04:05")
+	return t.In(slurmZone).Format("2006-01-02T15:04:05")
 }
+
+// slurmZone is the time zone the Slurm look-alikes show and read times
+// in: the local one, as Slurm's (the golden tests fix it without
+// changing time.Local, which other goroutines read).
+var slurmZone = time.Local
 
 // elapsed is how long a job has run: until it finished, or until now.
 func elapsed(j *structs.Job, now time.Time) time.Duration {

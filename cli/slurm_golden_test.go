@@ -54,9 +54,9 @@ func goldenJobs(now time.Time) []structs.Job {
 // compares each with its file in testdata/slurm (rewritten with
 // -update-golden).
 func TestSlurmCommands_GoldenOutput(t *testing.T) {
-	was, local := timeNow, time.Local
-	timeNow, time.Local = func() time.Time { return goldenNow }, time.UTC
-	t.Cleanup(func() { timeNow, time.Local = was, local })
+	was, zone := timeNow, slurmZone
+	timeNow, slurmZone = func() time.Time { return goldenNow }, time.UTC
+	t.Cleanup(func() { timeNow, slurmZone = was, zone })
 	cases := []struct {
 		name string
 		args []string

@@ -17,8 +17,8 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// Server is one member of the raft configuration.
-type Server struct {
+// RaftServer is one member of the Raft configuration.
+type RaftServer struct {
 	ID      string
 	Address string
 	Voter   bool
@@ -242,7 +242,7 @@ func (c *Cluster) Snapshot() error {
 }
 
 // Servers returns the latest raft configuration, committed or not.
-func (c *Cluster) Servers() ([]Server, error) {
+func (c *Cluster) Servers() ([]RaftServer, error) {
 	var f raft.ConfigurationFuture
 	err := c.wait(func() raft.Future {
 		f = c.raft.GetConfiguration()
@@ -252,9 +252,9 @@ func (c *Cluster) Servers() ([]Server, error) {
 		return nil, fmt.Errorf("get raft configuration: %w", err)
 	}
 	conf := f.Configuration()
-	out := make([]Server, 0, len(conf.Servers))
+	out := make([]RaftServer, 0, len(conf.Servers))
 	for _, s := range conf.Servers {
-		out = append(out, Server{ID: string(s.ID), Address: string(s.Address), Voter: s.Suffrage == raft.Voter})
+		out = append(out, RaftServer{ID: string(s.ID), Address: string(s.Address), Voter: s.Suffrage == raft.Voter})
 	}
 	return out, nil
 }
@@ -262,8 +262,8 @@ func (c *Cluster) Servers() ([]Server, error) {
 // HoldsState reports whether id is a server of the configuration that
 // servers (Servers' answer) and err describe: one whose FSM holds the
 // cluster's state. An unread configuration counts as not.
-func HoldsState(servers []Server, err error, id string) bool {
-	return err == nil && slices.ContainsFunc(servers, func(s Server) bool { return s.ID == id })
+func HoldsState(servers []RaftServer, err error, id string) bool {
+	return err == nil && slices.ContainsFunc(servers, func(s RaftServer) bool { return s.ID == id })
 }
 
 // AddNonvoter adds a member that replicates the full log but does not vote,

@@ -54,7 +54,7 @@ func TestCluster_SingleNodeBootstrapsAndApplies(t *testing.T) {
 	if err != nil {
 		t.Fatalf("servers: %v", err)
 	}
-	want := []Server{{ID: "n1", Address: n.c.Addr(), Voter: true}}
+	want := []RaftServer{{ID: "n1", Address: n.c.Addr(), Voter: true}}
 	if fmt.Sprint(servers) != fmt.Sprint(want) {
 		t.Fatalf("servers = %v, want %v", servers, want)
 	}

@@ -185,7 +185,7 @@ func (c *Cluster) standIfLeaderGone(gone func(id, addr string) bool, why string)
 
 // survivorRank is self's place among the voters of servers other than
 // leader, in the order of their IDs; ok is false when self is not one.
-func survivorRank(servers []Server, self, leader string) (rank int, ok bool) {
+func survivorRank(servers []RaftServer, self, leader string) (rank int, ok bool) {
 	var ids []string
 	for _, s := range servers {
 		if s.Voter && s.ID != leader {

@@ -171,7 +171,7 @@ func TestCluster_ALeaderCutOffFromOneVoterOnlyKeepsItsPlace(t *testing.T) {
 }
 
 func TestSurvivorRank_OrdersTheVotersLeftByID(t *testing.T) {
-	servers := []Server{
+	servers := []RaftServer{
 		{ID: "c", Voter: true}, {ID: "a", Voter: true}, {ID: "s", Voter: false}, {ID: "b", Voter: true},
 	}
 	for _, tc := range []struct {

@@ -51,7 +51,7 @@ func startTLSCluster(t *testing.T, ca *testutil.CA, network *Partitioner, timing
 // raftState is what a rogue peer must not change: term and configuration.
 type raftState struct {
 	term    uint64
-	servers []Server
+	servers []RaftServer
 }
 
 func stateOf(t *testing.T, n *testNode) raftState {
@@ -60,7 +60,7 @@ func stateOf(t *testing.T, n *testNode) raftState {
 	if err != nil {
 		t.Fatalf("%s: %v", n.id, err)
 	}
-	slices.SortFunc(servers, func(x, y Server) int {
+	slices.SortFunc(servers, func(x, y RaftServer) int {
 		if x.ID < y.ID {
 			return -1
 		}

@@ -19,20 +19,7 @@ const drainTick = time.Second
 // commits it as a NodeDrainStep entry. The state re-checks each step; after a
 // refusal the loop waits for the tick rather than the next change.
 func (l *Leader) drainLoop(stop <-chan struct{}) {
-	tick := time.NewTicker(drainTick)
-	defer tick.Stop()
-	for {
-		_, changed := l.fsm.Watch()
-		if l.drainPass() {
-			changed = nil
-		}
-		select {
-		case <-stop:
-			return
-		case <-changed:
-		case <-tick.C:
-		}
-	}
+	l.stepLoop(stop, drainTick, l.drainPass)
 }
 
 // drainPass commits the next step of every draining node that has one.

@@ -23,11 +23,18 @@ const rolloutTick = time.Second
 // waits for the tick rather than the next change (a refused entry is a
 // change too).
 func (l *Leader) rolloutLoop(stop <-chan struct{}) {
-	tick := time.NewTicker(rolloutTick)
+	l.stepLoop(stop, rolloutTick, l.rolloutPass)
+}
+
+// stepLoop runs pass whenever the state changes and every every, until
+// stop closes; after a pass that reports a refusal it waits for the tick
+// rather than the next change (a refused entry is a change too).
+func (l *Leader) stepLoop(stop <-chan struct{}, every time.Duration, pass func() (refused bool)) {
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		_, changed := l.fsm.Watch()
-		if l.rolloutPass() {
+		if pass() {
 			changed = nil
 		}
 		select {

@@ -44,7 +44,7 @@ func (n *Node) replicaCheckLoop() {
 	// allocation that is no replica or has no health check.
 	targets := map[string]*checkTarget{}
 	for {
-		_, changed := n.fsm.Watch()
+		_, changed := n.view.Watch()
 		n.checks.sync(n.ctx, n.checkTargets(targets))
 		select {
 		case <-n.ctx.Done():
@@ -58,7 +58,7 @@ func (n *Node) replicaCheckLoop() {
 // allocation: running, not asked to stop, of a service with a health
 // check. It updates the cache of what each live allocation needs.
 func (n *Node) checkTargets(cache map[string]*checkTarget) map[string]checkTarget {
-	live := n.fsm.NodeLiveAllocs(n.cfg.NodeID)
+	live := n.view.NodeLiveAllocs(n.cfg.NodeID)
 	isLive := make(map[string]bool, len(live))
 	out := map[string]checkTarget{}
 	for _, alloc := range live {
@@ -90,11 +90,11 @@ func (n *Node) checkTargets(cache map[string]*checkTarget) map[string]checkTarge
 // no replica or its service has no health check; false when its service
 // cannot be found.
 func (n *Node) checkTarget(alloc *structs.Allocation) (*checkTarget, bool) {
-	job, ok := n.fsm.Job(alloc.JobID)
+	job, ok := n.view.Job(alloc.JobID)
 	if !ok || job.Service == "" {
 		return nil, true
 	}
-	svc, ok := n.fsm.Service(job.Service)
+	svc, ok := n.view.Service(job.Service)
 	if !ok {
 		return nil, false
 	}
@@ -132,7 +132,7 @@ func withCheckDefaults(h structs.HealthCheck) structs.HealthCheck {
 // replicas at (agent/ingress's endpointAddr): the host of its advertised
 // address; "" when it has none yet.
 func (n *Node) ingressHost() string {
-	self, ok := n.fsm.Node(n.cfg.NodeID)
+	self, ok := n.view.Node(n.cfg.NodeID)
 	if !ok {
 		return ""
 	}

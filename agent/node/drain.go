@@ -16,13 +16,13 @@ import (
 // its kill grace, for the requests in flight to finish.
 func (n *Node) stopTracked(alloc *structs.Allocation) {
 	reason := stopReason(alloc)
-	job, ok := n.fsm.Job(alloc.JobID)
+	job, ok := n.view.Job(alloc.JobID)
 	if !ok || job.Service == "" {
 		n.runner.StopSignalled(alloc.ID, reason, time.Duration(alloc.StopGrace), alloc.StopSignal)
 		return
 	}
 	delay, grace := time.Duration(structs.DefaultDrainDelay), time.Duration(structs.DefaultDrainTimeout)
-	if svc, ok := n.fsm.Service(job.Service); ok {
+	if svc, ok := n.view.Service(job.Service); ok {
 		if svc.Spec.DrainDelay > 0 {
 			delay = time.Duration(svc.Spec.DrainDelay)
 		}

@@ -184,9 +184,9 @@ func (n *Node) healthLoop(events chan gpu.Event) {
 	// quarantined before a restart) a moment after the registration
 	// committed: seed from it, not from an empty view.
 	for seeded := false; !seeded; {
-		_, changed := n.fsm.Watch()
+		_, changed := n.view.Watch()
 		var self *structs.Node
-		if self, seeded = n.fsm.Node(n.cfg.NodeID); seeded {
+		if self, seeded = n.view.Node(n.cfg.NodeID); seeded {
 			n.health.seed(self)
 			break
 		}
@@ -227,12 +227,12 @@ func (n *Node) healthLoop(events chan gpu.Event) {
 // first: the leader reads the unhealthy mask and stops placing on a failed
 // GPU before the report has committed.
 func (n *Node) reportHealth(nowT time.Time) error {
-	self, ok := n.fsm.Node(n.cfg.NodeID)
+	self, ok := n.view.Node(n.cfg.NodeID)
 	if !ok {
 		return nil
 	}
 	held := map[string]bool{}
-	for _, alloc := range n.fsm.NodeLiveAllocs(n.cfg.NodeID) {
+	for _, alloc := range n.view.NodeLiveAllocs(n.cfg.NodeID) {
 		for _, g := range alloc.GPUs {
 			held[g] = true
 		}

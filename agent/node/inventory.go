@@ -45,7 +45,7 @@ func (n *Node) register() error {
 		Version:     structs.Version,
 	}
 	// Registering again (the container engine changed) keeps a drain.
-	if old, ok := n.fsm.Node(n.cfg.NodeID); ok && isClosed(n.registered) && old.Status == structs.NodeDraining {
+	if old, ok := n.view.Node(n.cfg.NodeID); ok && isClosed(n.registered) && old.Status == structs.NodeDraining {
 		node.Status, node.StatusReason = old.Status, old.StatusReason
 	}
 	if err := n.writeRegister(node); err != nil {

@@ -94,7 +94,7 @@ func (n *Node) renewLease(sent time.Time) {
 // node's FSM may not have replayed the log yet, and a node that took
 // itself for alone would write a lease that never runs out and keep its
 // jobs through a partition that got them replaced elsewhere.
-func leaseUntil(sent time.Time, stopAfter time.Duration, servers []cluster.Server, self string) time.Time {
+func leaseUntil(sent time.Time, stopAfter time.Duration, servers []cluster.RaftServer, self string) time.Time {
 	if soleServer(servers, self) {
 		return time.Time{}
 	}
@@ -110,7 +110,7 @@ func (n *Node) Alone() bool {
 
 // soleServer reports whether self is the only server of a Raft
 // configuration.
-func soleServer(servers []cluster.Server, self string) bool {
+func soleServer(servers []cluster.RaftServer, self string) bool {
 	return len(servers) == 1 && servers[0].ID == self
 }
 

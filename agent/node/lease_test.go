@@ -16,15 +16,15 @@ func TestLeaseUntil_NeverExpiresOnlyForTheSoleRaftServer(t *testing.T) {
 	expires := sent.Add(stop)
 	tests := []struct {
 		name    string
-		servers []cluster.Server
+		servers []cluster.RaftServer
 		want    time.Time
 	}{
-		{"alone in the configuration", []cluster.Server{{ID: "me"}}, time.Time{}},
+		{"alone in the configuration", []cluster.RaftServer{{ID: "me"}}, time.Time{}},
 		// A restarted node whose FSM has not replayed the log yet knows no
 		// other node, but Raft already lists them: the lease must expire.
-		{"one of three servers", []cluster.Server{{ID: "me"}, {ID: "b"}, {ID: "c"}}, expires},
-		{"a non-voter of a bigger cluster", []cluster.Server{{ID: "a", Voter: true}, {ID: "me"}}, expires},
-		{"the configuration names another node only", []cluster.Server{{ID: "other"}}, expires},
+		{"one of three servers", []cluster.RaftServer{{ID: "me"}, {ID: "b"}, {ID: "c"}}, expires},
+		{"a non-voter of a bigger cluster", []cluster.RaftServer{{ID: "a", Voter: true}, {ID: "me"}}, expires},
+		{"the configuration names another node only", []cluster.RaftServer{{ID: "other"}}, expires},
 		{"configuration unknown", nil, expires},
 	}
 	for _, tc := range tests {
@@ -37,10 +37,10 @@ func TestLeaseUntil_NeverExpiresOnlyForTheSoleRaftServer(t *testing.T) {
 }
 
 // servers is a Raft configuration that never changes.
-type servers []cluster.Server
+type servers []cluster.RaftServer
 
-func (servers) IsLeader() bool                       { return false }
-func (s servers) Servers() ([]cluster.Server, error) { return s, nil }
+func (servers) IsLeader() bool                           { return false }
+func (s servers) Servers() ([]cluster.RaftServer, error) { return s, nil }
 
 // TestRenewEvery_AWorkerRenewsAtItsOwnLowerRate: a server renews its lease
 // every heartbeat interval, a worker (a node Raft's configuration does not

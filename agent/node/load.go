@@ -50,7 +50,7 @@ func (n *Node) loadLoop() {
 func (n *Node) serviceLoads(client *http.Client) []structs.ServiceLoad {
 	byName := map[string]*structs.ServiceLoad{}
 	var order []string
-	for _, svc := range n.fsm.Services() {
+	for _, svc := range n.view.Services() {
 		if svc.Autoscale == nil || svc.Deleted {
 			continue
 		}
@@ -70,15 +70,15 @@ func (n *Node) serviceLoads(client *http.Client) []structs.ServiceLoad {
 		return nil
 	}
 	var util map[string]float64 // by GPU UUID, read once when first needed
-	for _, alloc := range n.fsm.NodeLiveAllocs(n.cfg.NodeID) {
+	for _, alloc := range n.view.NodeLiveAllocs(n.cfg.NodeID) {
 		if alloc.State != structs.AllocRunning || alloc.DesiredState == structs.DesiredStop {
 			continue
 		}
-		job, ok := n.fsm.Job(alloc.JobID)
+		job, ok := n.view.Job(alloc.JobID)
 		if !ok || byName[job.Service] == nil {
 			continue
 		}
-		svc, ok := n.fsm.Service(job.Service)
+		svc, ok := n.view.Service(job.Service)
 		if !ok || svc.Autoscale == nil {
 			continue
 		}

@@ -19,7 +19,7 @@ func (n *Node) localLoop() {
 	n.stopping = make(map[string]bool)
 	n.portBusy = make(map[string]int)
 	for {
-		_, changed := n.fsm.Watch()
+		_, changed := n.view.Watch()
 		n.reconcileLocal()
 		n.refreshMeta()
 		select {
@@ -56,7 +56,7 @@ func (n *Node) reconcileLocal() {
 			delete(n.stopping, id)
 		}
 	}
-	live := n.fsm.NodeLiveAllocs(n.cfg.NodeID)
+	live := n.view.NodeLiveAllocs(n.cfg.NodeID)
 	isLive := make(map[string]bool, len(live))
 	for _, alloc := range live {
 		isLive[alloc.ID] = true
@@ -77,13 +77,13 @@ func (n *Node) reconcileLocal() {
 		if isLive[id] || n.stopping[id] {
 			continue
 		}
-		alloc, ok := n.fsm.Alloc(id)
+		alloc, ok := n.view.Alloc(id)
 		switch {
 		case ok && !alloc.Live():
 			n.stopping[id] = true
 			n.runner.StopWithin(id, "no longer owned by this node: "+alloc.Reason, n.cfg.FenceGrace)
 		case !ok:
-			if placed, known := n.runner.CreateIndex(id); known && placed <= n.fsm.Index() {
+			if placed, known := n.runner.CreateIndex(id); known && placed <= n.view.Index() {
 				n.stopping[id] = true
 				n.runner.StopWithin(id, "not in the cluster's state: it was restored from a backup taken before this allocation was placed", n.cfg.FenceGrace)
 			}
@@ -138,7 +138,7 @@ func (n *Node) reconcileLocal() {
 // runs, a rank 0 whose port another program holds until the leader has
 // moved it.
 func (n *Node) startAlloc(alloc *structs.Allocation) {
-	job, ok := n.fsm.Job(alloc.JobID)
+	job, ok := n.view.Job(alloc.JobID)
 	if !ok {
 		return
 	}
@@ -168,7 +168,7 @@ func (n *Node) startAlloc(alloc *structs.Allocation) {
 			Peers: n.peers(alloc), MasterPort: port,
 			PortEnv: n.portEnv(job),
 		}
-		if self, ok := n.fsm.Node(n.cfg.NodeID); ok {
+		if self, ok := n.view.Node(n.cfg.NodeID); ok {
 			task.NodeCPUs = self.CPUs
 			for _, g := range alloc.GPUs {
 				if i := slices.IndexFunc(self.GPUs, func(x structs.GPU) bool { return x.UUID == g }); i >= 0 {
@@ -191,7 +191,7 @@ func (n *Node) portEnv(job *structs.Job) string {
 	if job.Service == "" {
 		return ""
 	}
-	if svc, ok := n.fsm.Service(job.Service); ok && svc.Spec.PortEnv != "" {
+	if svc, ok := n.view.Service(job.Service); ok && svc.Spec.PortEnv != "" {
 		return svc.Spec.PortEnv
 	}
 	return structs.DefaultPortEnv
@@ -201,12 +201,12 @@ func (n *Node) portEnv(job *structs.Job) string {
 // and address, for the launch environment.
 func (n *Node) peers(alloc *structs.Allocation) []runner.Peer {
 	var ps []runner.Peer
-	for _, o := range n.fsm.Allocs(alloc.JobID) {
+	for _, o := range n.view.Allocs(alloc.JobID) {
 		if o.Attempt != alloc.Attempt {
 			continue
 		}
 		p := runner.Peer{Rank: o.Rank, Node: o.NodeID}
-		if n, ok := n.fsm.Node(o.NodeID); ok {
+		if n, ok := n.view.Node(o.NodeID); ok {
 			p.Node = n.Name
 			if host, _, err := net.SplitHostPort(n.Addresses.Raft); err == nil {
 				p.Addr = host

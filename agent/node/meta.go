@@ -19,13 +19,13 @@ func InventoryMeta(name, httpAddr string, inv gpu.Inventory) peer.Meta {
 // server.
 func (n *Node) Meta() peer.Meta {
 	used := map[string]bool{}
-	for _, alloc := range n.fsm.NodeLiveAllocs(n.cfg.NodeID) {
+	for _, alloc := range n.view.NodeLiveAllocs(n.cfg.NodeID) {
 		for _, g := range alloc.GPUs {
 			used[g] = true
 		}
 	}
 	gpus := n.cfg.Inventory.GPUs
-	if self, ok := n.fsm.Node(n.cfg.NodeID); ok {
+	if self, ok := n.view.Node(n.cfg.NodeID); ok {
 		gpus = self.GPUs
 	}
 	m := InventoryMeta(n.cfg.Name, n.cfg.HTTPAddr, n.cfg.Inventory)

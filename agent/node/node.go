@@ -20,7 +20,7 @@ import (
 // Raft is what a node needs of Raft.
 type Raft interface {
 	IsLeader() bool
-	Servers() ([]cluster.Server, error)
+	Servers() ([]cluster.RaftServer, error)
 }
 
 // Config configures a Node.
@@ -109,9 +109,9 @@ type LoadSink interface {
 type Node struct {
 	cfg Config
 	log hclog.Logger
-	// fsm is this node's view, which every loop reads (view.go); server
-	// says whether it comes from the local state.
-	fsm     *fsm.FSM
+	// view is this node's view of the state, which every loop reads
+	// (view.go); server says whether it is the local Raft state itself.
+	view    *fsm.FSM
 	server  atomic.Bool
 	runner  *runner.Runner
 	reports *reporter
@@ -157,7 +157,7 @@ func New(cfg Config) *Node {
 	n := &Node{
 		cfg:        cfg,
 		log:        cfg.Logger,
-		fsm:        cfg.View,
+		view:       cfg.View,
 		runner:     cfg.Runner,
 		health:     newHealthTracker(cfg.Inventory.GPUs, cfg.GPUCleanPeriod, cfg.AllowForeignGPUUse, now()),
 		registered: make(chan struct{}),

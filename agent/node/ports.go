@@ -51,7 +51,7 @@ func freeLocalPort() (int, error) {
 // move. A rank 0 that ran and ended counts (it may have succeeded before
 // this node looked); one that failed has the gang stopped anyway.
 func (n *Node) rankZeroRuns(alloc *structs.Allocation) bool {
-	for _, o := range n.fsm.Allocs(alloc.JobID) {
+	for _, o := range n.view.Allocs(alloc.JobID) {
 		if o.Attempt == alloc.Attempt && o.Rank == 0 {
 			return o.State != structs.AllocPending
 		}

@@ -26,7 +26,7 @@ func (n *Node) sweepLoop() {
 			return
 		case <-tick.C:
 		}
-		removed, err := n.runner.Sweep(n.fsm.HasAlloc, n.fsm.Index())
+		removed, err := n.runner.Sweep(n.view.HasAlloc, n.view.Index())
 		if removed > 0 {
 			n.log.Debug("removed the directories of allocations the state dropped", "count", removed)
 		}

@@ -28,7 +28,7 @@ const (
 
 // View is the node's view of the state: what it runs and what it needs
 // to run it (a server's or a worker's alike).
-func (n *Node) View() *fsm.FSM { return n.fsm }
+func (n *Node) View() *fsm.FSM { return n.view }
 
 // viewLoop keeps the node's view, whose hash is hash, current until the
 // node stops.
@@ -90,7 +90,7 @@ func (n *Node) watchRemote(hash string) string {
 	c, err := n.cfg.Peers.ServerClient()
 	if err == nil {
 		ctx, cancel := context.WithTimeout(n.ctx, viewWait+n.cfg.StopAfter)
-		v, werr := c.NodeView(ctx, n.cfg.NodeID, hash, n.fsm.Index(), n.cfg.Peers.LeaderHint(), viewWait)
+		v, werr := c.NodeView(ctx, n.cfg.NodeID, hash, n.view.Index(), n.cfg.Peers.LeaderHint(), viewWait)
 		cancel()
 		if werr == nil {
 			n.cfg.Peers.SetLeaderHint(v.Leader)
@@ -117,7 +117,7 @@ func (n *Node) loadView(v fsm.NodeView, held string) string {
 	if v.Hash == held {
 		return held
 	}
-	if err := n.fsm.LoadView(bytes.NewReader(v.Data)); err != nil {
+	if err := n.view.LoadView(bytes.NewReader(v.Data)); err != nil {
 		n.log.Error("load this node's view", "index", v.Index, "error", err)
 		return held
 	}

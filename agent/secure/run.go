@@ -38,7 +38,7 @@ type Raft interface {
 	Leader() (addr, id string)
 	Barrier(timeout time.Duration) error
 	Members() []cluster.Member
-	Servers() ([]cluster.Server, error)
+	Servers() ([]cluster.RaftServer, error)
 	SetKeyring(primary []byte, others [][]byte) error
 	UpdateMeta() error
 }

@@ -35,10 +35,10 @@ type raftRole struct {
 
 func (r raftRole) IsLeader() bool            { return r.leads }
 func (r raftRole) Leader() (addr, id string) { return "", r.leaderID }
-func (r raftRole) Servers() ([]cluster.Server, error) {
-	servers := []cluster.Server{{ID: r.self, Voter: true}, {ID: r.leaderID, Voter: true}}
+func (r raftRole) Servers() ([]cluster.RaftServer, error) {
+	servers := []cluster.RaftServer{{ID: r.self, Voter: true}, {ID: r.leaderID, Voter: true}}
 	for _, id := range r.others {
-		servers = append(servers, cluster.Server{ID: id, Voter: true})
+		servers = append(servers, cluster.RaftServer{ID: id, Voter: true})
 	}
 	return servers, nil
 }

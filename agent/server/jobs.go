@@ -170,21 +170,29 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, d)
 }
 
-func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+// jobOrArray finds the job or the array the request's {id} names (a job
+// first) and checks the caller may act on it (verb says how): the job's
+// ID, or the array's, and true; or false once it answered the request.
+// An array's tasks have one owner, so its first task answers for all.
+func (s *Server) jobOrArray(w http.ResponseWriter, r *http.Request, verb string) (jobID, arrayID string, ok bool) {
 	id := r.PathValue("id")
-	var req structs.JobCancelRequest
 	var job *structs.Job
 	if j, err := s.fsm.FindJob(id); err == nil {
-		req.JobID, job = j.ID, j
+		jobID, job = j.ID, j
 	} else if tasks, aerr := s.fsm.ArrayTasks(id); aerr == nil {
-		// One entry cancels every task of the array still going; an
-		// array's tasks have one owner.
-		req.ArrayID, job = tasks[0].ArrayID, tasks[0]
+		arrayID, job = tasks[0].ArrayID, tasks[0]
 	} else {
 		writeError(w, statusOf(err), err)
-		return
+		return "", "", false
 	}
-	if !mayActOn(w, r, job, "cancel") {
+	return jobID, arrayID, mayActOn(w, r, job, verb)
+}
+
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	// One entry cancels every task of an array still going.
+	var req structs.JobCancelRequest
+	var ok bool
+	if req.JobID, req.ArrayID, ok = s.jobOrArray(w, r, "cancel"); !ok {
 		return
 	}
 	if !s.cfg.Raft.IsLeader() && s.forward(w, r, nil) {

@@ -26,17 +26,8 @@ func (s *Server) handleJobUpdate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Errorf("%w: nothing to change: give hold, name, time_limit or priority", errBadRequest))
 		return
 	}
-	var job *structs.Job
-	id := r.PathValue("id")
-	if j, err := s.fsm.FindJob(id); err == nil {
-		req.JobID, job = j.ID, j
-	} else if tasks, aerr := s.fsm.ArrayTasks(id); aerr == nil {
-		req.ArrayID, job = tasks[0].ArrayID, tasks[0]
-	} else {
-		writeError(w, statusOf(err), err)
-		return
-	}
-	if !mayActOn(w, r, job, "update") {
+	var ok bool
+	if req.JobID, req.ArrayID, ok = s.jobOrArray(w, r, "update"); !ok {
 		return
 	}
 	if !s.cfg.Raft.IsLeader() && s.forward(w, r, body) {

@@ -74,7 +74,7 @@ const internalPrefix = "/v1/internal/"
 type Raft interface {
 	IsLeader() bool
 	Leader() (addr, id string)
-	Servers() ([]cluster.Server, error)
+	Servers() ([]cluster.RaftServer, error)
 	Join(addrs []string) (int, error)
 }
 

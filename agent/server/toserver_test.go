@@ -23,7 +23,7 @@ type workerRaft struct {
 	servers []string
 }
 
-func (r workerRaft) Servers() ([]cluster.Server, error) { return nil, nil }
+func (r workerRaft) Servers() ([]cluster.RaftServer, error) { return nil, nil }
 func (r workerRaft) Members() []cluster.Member {
 	var ms []cluster.Member
 	for i, addr := range r.servers {

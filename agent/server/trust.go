@@ -182,7 +182,7 @@ func (s *Server) waitCutOff(ctx context.Context, id string) api.NodeRevokeResult
 func (s *Server) cutOff(id string) api.NodeRevokeResult {
 	res := api.NodeRevokeResult{NodeID: id, OutOfRaft: true, Refused: true}
 	var waiting []string
-	if servers, err := s.cfg.Raft.Servers(); err != nil || slices.ContainsFunc(servers, func(sv cluster.Server) bool { return sv.ID == id }) {
+	if servers, err := s.cfg.Raft.Servers(); err != nil || slices.ContainsFunc(servers, func(sv cluster.RaftServer) bool { return sv.ID == id }) {
 		res.OutOfRaft = false
 		waiting = append(waiting, "its removal from Raft")
 	}

@@ -14,7 +14,7 @@ import (
 // header. The cookie is read on these routes only; the user API never
 // takes it, so no other site's page can use it against the API.
 func (s *Server) mountUI(top *http.ServeMux, user http.Handler) {
-	h := ui.New(*s.cfg.UI, ui.Server{
+	h := ui.New(*s.cfg.UI, ui.Host{
 		API:          user,
 		Authenticate: s.uiAuthenticate,
 		Leader: func() string {

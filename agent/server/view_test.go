@@ -23,12 +23,12 @@ import (
 // is leader; nothing else of it is asked.
 type configRaft struct {
 	Raft
-	servers []cluster.Server
+	servers []cluster.RaftServer
 	leader  *atomic.Value // string
 }
 
-func (r configRaft) Servers() ([]cluster.Server, error) { return r.servers, nil }
-func (r configRaft) Leader() (string, string)           { return "", r.leader.Load().(string) }
+func (r configRaft) Servers() ([]cluster.RaftServer, error) { return r.servers, nil }
+func (r configRaft) Leader() (string, string)               { return "", r.leader.Load().(string) }
 
 // viewServer serves node views from st's FSM as node "s1", a server
 // when server is set, to every caller.
@@ -43,7 +43,7 @@ func viewServerWith(t *testing.T, st *states, server bool, nodes Authenticator) 
 	r := configRaft{leader: &atomic.Value{}}
 	r.leader.Store("s1")
 	if server {
-		r.servers = []cluster.Server{{ID: "s1", Voter: true}}
+		r.servers = []cluster.RaftServer{{ID: "s1", Voter: true}}
 	}
 	s := &Server{cfg: Config{NodeID: "s1", Raft: r, NodeAuth: nodes}, fsm: st.f, log: hclog.NewNullLogger(), timeouts: Timeouts{}.withDefaults()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -14,7 +14,7 @@
 // write. The log tail is read through the API too (its last 16 KiB, which
 // the node that ran the job reads from the end of its files). A node's or
 // a GPU's page of another node shows the utilisation that node read, asked
-// of it through the server (Server.NodeTelemetry) within a second.
+// of it through the server (Host.NodeTelemetry) within a second.
 //
 // The cluster's services share the UI's host: the ingress serves them on
 // every node, at another port, and browsers keep cookies per host, not

@@ -195,7 +195,7 @@ type harness struct {
 
 func newHarness(t testing.TB, st *state, tel gpu.Telemetry) *harness {
 	h := &harness{t: t, st: st, api: &fakeAPI{answers: map[string]fakeAnswer{}}, remote: map[string]func(context.Context) ([]gpu.Sample, error){}}
-	h.ui = New(Config{FSM: st.f, NodeID: "n1", NodeName: "alpha", Telemetry: tel}, Server{
+	h.ui = New(Config{FSM: st.f, NodeID: "n1", NodeName: "alpha", Telemetry: tel}, Host{
 		API:           h.api,
 		Authenticate:  h.authenticate,
 		Leader:        func() string { return "n1" },

@@ -90,8 +90,8 @@ type Config struct {
 	Logger     hclog.Logger
 }
 
-// Server is what the UI needs of the API server that mounts it.
-type Server struct {
+// Host is what the UI needs of the API server that mounts it.
+type Host struct {
 	// API serves the user API to a request Authenticate let through,
 	// whose identity is in its context; the UI's actions and log tails
 	// go through it.
@@ -127,7 +127,7 @@ func (v Viewer) MayActFor(owner string) bool { return v.Role.MayActFor(v.User, o
 // UI serves the pages.
 type UI struct {
 	cfg Config
-	srv Server
+	srv Host
 	log hclog.Logger
 	mux *http.ServeMux
 	// csrfKey signs session IDs into CSRF tokens; it is made at start, so
@@ -168,7 +168,7 @@ var static = func() fs.FS {
 }()
 
 // New returns the UI's handler for Prefix.
-func New(cfg Config, srv Server) *UI {
+func New(cfg Config, srv Host) *UI {
 	u := &UI{cfg: cfg, srv: srv, log: cfg.Logger, now: time.Now, csrfKey: make([]byte, 32), logWait: logTailWait,
 		telemetryWait: nodeTelemetryWait}
 	if u.log == nil {
