@@ -98,8 +98,9 @@ type PTYSession struct {
 }
 
 // ExecPTY runs a command under a terminal beside one rank of a running
-// job (req.TTY is set for it), through the first agent the client names:
-// an interactive session is never sent twice. A refusal (not the owner,
+// job (req.TTY is set for it), through one agent the client names (the
+// one that answered last, the first at the start): an interactive
+// session is never sent twice. A refusal (not the owner,
 // the job not running) is an *Error, as for Exec.
 func (c *Client) ExecPTY(ctx context.Context, id string, req ExecRequest) (*PTYSession, error) {
 	req.TTY = true
