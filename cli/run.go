@@ -3,8 +3,10 @@ package cli
 import (
 	"cmp"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
+	"syscall"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -69,6 +71,11 @@ func interactiveJob(c *ucli.Context, who string, args []string) error {
 	if len(command) == 0 {
 		command = []string{cmp.Or(os.Getenv("SHELL"), "/bin/sh")}
 	}
+	// Ctrl-C while the job waits (the terminal is not raw yet), or a
+	// kill, ends the wait or the session, and the job is let go.
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	c.Context = ctx
 	al, release, err := holdNodes(c, who, filepath.Base(command[0]), append([]string{"--nodes=1"}, opts...))
 	if err != nil {
 		return err

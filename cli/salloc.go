@@ -131,7 +131,7 @@ func holdNodes(c *ucli.Context, who, name string, opts []string) (al *allocation
 	fmt.Fprintf(c.App.ErrWriter, "%s: Waiting for resource configuration\n", who)
 	jw := newJobWatch(cl, job.ID, c.App.ErrWriter)
 	d, err := jw.until(c.Context, func(d *api.JobDetail) bool {
-		return d.Job.State == structs.JobRunning && len(d.Allocations) > 0 || d.Job.State.Terminal()
+		return d.Job.State == structs.JobRunning && allocsRunning(d) || d.Job.State.Terminal()
 	})
 	if err != nil {
 		release()
@@ -150,4 +150,22 @@ func holdNodes(c *ucli.Context, who, name string, opts []string) (al *allocation
 	al.nodes = structs.HostList(al.names)
 	fmt.Fprintf(c.App.ErrWriter, "%s: Nodes %s are ready for job\n", who, al.nodes)
 	return al, release, nil
+}
+
+// allocsRunning reports whether every allocation of the job's current
+// attempt runs: the job may run, as the leader sees it, before each node
+// has started its share, and a command beside it (skein exec) needs it
+// started.
+func allocsRunning(d *api.JobDetail) bool {
+	n := 0
+	for _, a := range d.Allocations {
+		if a.Attempt != d.Job.Attempts {
+			continue
+		}
+		if a.State != structs.AllocRunning {
+			return false
+		}
+		n++
+	}
+	return n > 0
 }

@@ -32,6 +32,12 @@ func terminalSize(f *os.File) (rows, cols uint16, ok bool) {
 	return ws.Row, ws.Col, true
 }
 
+// isTerminal reports whether f is a terminal (its size may be unset).
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
 // makeRaw puts the terminal f is into raw mode, as a remote shell needs
 // it (every key goes through as typed, nothing is echoed here), and
 // returns what restores it.
@@ -62,8 +68,7 @@ func makeRaw(f *os.File) (restore func(), err error) {
 // returns the command's exit code.
 func interact(ctx context.Context, s *api.PTYSession, in io.Reader, out io.Writer) (int, error) {
 	defer s.Close()
-	inFile, _ := in.(*os.File)
-	if _, _, ok := terminalSize(inFile); ok {
+	if inFile, ok := in.(*os.File); ok && isTerminal(inFile) {
 		restore, err := makeRaw(inFile)
 		if err != nil {
 			return 0, err
