@@ -346,6 +346,33 @@ func (h *Hierarchy) Group(name string) (*Group, error) {
 	return g, nil
 }
 
+// Open is the group name as Create made it, for a process to join: in a
+// v1 hierarchy, only the controllers it was made in (cpuset only where
+// its CPUs are pinned). A group that is not there is an error.
+func (h *Hierarchy) Open(name string) (*Group, error) {
+	g, err := h.Group(name)
+	if err != nil {
+		return nil, err
+	}
+	if g.version == V2 {
+		if _, err := os.Stat(g.dir); err != nil {
+			return nil, fmt.Errorf("cgroup %s: %w", name, err)
+		}
+		return g, nil
+	}
+	for c, d := range g.dirs {
+		if _, err := os.Stat(d); errors.Is(err, fs.ErrNotExist) {
+			delete(g.dirs, c)
+		} else if err != nil {
+			return nil, fmt.Errorf("cgroup %s: %w", name, err)
+		}
+	}
+	if len(g.dirs) == 0 {
+		return nil, fmt.Errorf("cgroup %s: %w", name, fs.ErrNotExist)
+	}
+	return g, nil
+}
+
 // Create makes the group name under the parent with the given limits. A
 // group of that name left from before is emptied and taken over.
 func (h *Hierarchy) Create(name string, l Limits) (*Group, error) {

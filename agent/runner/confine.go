@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -218,6 +219,21 @@ func (l *limits) cgroupLimits() cgroup.Limits {
 		cl.DenyDevices = append(cl.DenyDevices, cgroup.Device{Major: cgroup.NVIDIAMajor, Minor: m})
 	}
 	return cl
+}
+
+// startBeside starts cmd, a command run beside a running job (skein
+// exec, a terminal), inside the job's cgroup where it has one: the job's
+// limits and GPU device filter hold it as they hold the job, and it ends
+// with the job's group.
+func startBeside(sp spec, cmd *exec.Cmd) error {
+	if sp.Cgroup == nil {
+		return cmd.Start()
+	}
+	g, err := sp.Cgroup.Open(sp.AllocID)
+	if err != nil {
+		return fmt.Errorf("the job's cgroup: %w", err)
+	}
+	return g.Start(cmd)
 }
 
 // specGroup is the group of an allocation whose spec names a hierarchy,

@@ -152,6 +152,39 @@ done`, dev))
 	}
 }
 
+// TestConfine_ACommandExecutedBesideAJobIsHeldAsTheJobIs: skein exec
+// (and a terminal) runs its command in the job's cgroup, so it opens only
+// the job's GPU and counts against the job's limits; outside it, it
+// would open every GPU of the node.
+func TestConfine_ACommandExecutedBesideAJobIsHeldAsTheJobIs(t *testing.T) {
+	t.Parallel()
+	confinedHierarchy(t)
+	dev := testutil.JobDir(t)
+	minors := make(map[string]uint32)
+	for i := range 4 {
+		p := filepath.Join(dev, fmt.Sprintf("nvidia%d", i))
+		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(cgroup.NVIDIAMajor, uint32(i)))); err != nil {
+			t.Skipf("mknod %s: %v", p, err)
+		}
+		if err := os.Chmod(p, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		minors[fmt.Sprintf("GPU-%d", i)] = uint32(i)
+	}
+	e := newEnv(t)
+	r, rec := e.runner(t, func(c *Config) { c.GPUMinors = minors })
+	tk := sh("sleep 3600")
+	tk.Alloc.GPUs = []string{"GPU-2"}
+	mustStart(t, r, tk)
+	waitState(t, rec, tk.Alloc.ID, structs.AllocRunning)
+	res := waitExec(t, r, tk.Alloc.ID, "sh", "-c", fmt.Sprintf(`for i in 0 1 2 3; do
+  if (: <> %s/nvidia$i) 2>&1 | grep -q 'not permitted'; then echo "$i refused"; else echo "$i let through"; fi
+done`, dev))
+	if want := "0 refused\n1 refused\n2 let through\n3 refused\n"; res.Output != want {
+		t.Errorf("a command run beside a job holding GPU 2 of 4 opened:\n%s\nwant:\n%s", res.Output, want)
+	}
+}
+
 // gone reports whether a process has ended (or is a zombie).
 func gone(pid int) bool {
 	state, _, err := procStat(pid)

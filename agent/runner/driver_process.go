@@ -135,7 +135,7 @@ func (processDriver) exec(ctx context.Context, sp spec, dir string, _ jobRecord,
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.SysProcAttr.Setpgid = true
-	if err := cmd.Start(); err != nil {
+	if err := startBeside(sp, cmd); err != nil {
 		return 0, err
 	}
 	err = cmd.Wait()

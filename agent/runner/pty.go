@@ -99,7 +99,7 @@ func (r *Runner) ExecPTY(ctx context.Context, allocID string, argv []string, ter
 	cmd.SysProcAttr.Setsid = true
 	cmd.SysProcAttr.Setctty = true
 	cmd.SysProcAttr.Ctty = 0
-	if err := cmd.Start(); err != nil {
+	if err := startBeside(sp, cmd); err != nil {
 		master.Close()
 		stop()
 		return nil, fmt.Errorf("exec %s for allocation %s: %w", argv[0], allocID, err)
