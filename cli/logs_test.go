@@ -567,13 +567,17 @@ func TestLogs_FollowGoesOnThroughTheRestarts(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("logs -f did not end with the job")
 	}
-	// While the job waited for its restart, -f said so; then it named
-	// the attempt that followed (as it stood then), then the end.
+	// While the job waited for its restart, -f said so (unless a slow
+	// machine's poll came only after the second second, when it ran
+	// again); then it named the attempt that followed (as it stood
+	// then), then the end.
 	lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
-	if len(lines) != 3 ||
-		lines[0] != "job "+short+" queued: restarting in 1s after failure: exited with code 7 (attempt 2 of 2)" ||
-		!strings.HasPrefix(lines[1], "skein: attempt 2 on e2e: ") ||
-		lines[2] != "job "+short+" failed: exited with code 7" {
-		t.Errorf("logs -f said %q; want the restart, the second attempt and the end", lines)
+	if len(lines) == 3 && lines[0] == "job "+short+" queued: restarting in 1s after failure: exited with code 7 (attempt 2 of 2)" {
+		lines = lines[1:]
+	}
+	if len(lines) != 2 ||
+		!strings.HasPrefix(lines[0], "skein: attempt 2 on e2e: ") ||
+		lines[1] != "job "+short+" failed: exited with code 7" {
+		t.Errorf("logs -f said %q; want the restart, the second attempt and the end", errb.String())
 	}
 }
