@@ -120,18 +120,7 @@ func TestConfine_AJobWithinItsMemorySucceedsWithItsUsage(t *testing.T) {
 func TestConfine_AOneGPUJobOpensOnlyItsOwnGPU(t *testing.T) {
 	t.Parallel()
 	confinedHierarchy(t)
-	dev := testutil.JobDir(t)
-	minors := make(map[string]uint32)
-	for i := range 8 {
-		p := filepath.Join(dev, fmt.Sprintf("nvidia%d", i))
-		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(cgroup.NVIDIAMajor, uint32(i)))); err != nil {
-			t.Skipf("mknod %s: %v", p, err)
-		}
-		if err := os.Chmod(p, 0o666); err != nil {
-			t.Fatal(err)
-		}
-		minors[fmt.Sprintf("GPU-%d", i)] = uint32(i)
-	}
+	dev, minors := gpuDeviceNodes(t, 8)
 	e := newEnv(t)
 	r, rec := e.runner(t, func(c *Config) { c.GPUMinors = minors })
 	tk := sh(fmt.Sprintf(`for i in 0 1 2 3 4 5 6 7; do
@@ -159,18 +148,7 @@ done`, dev))
 func TestConfine_ACommandExecutedBesideAJobIsHeldAsTheJobIs(t *testing.T) {
 	t.Parallel()
 	confinedHierarchy(t)
-	dev := testutil.JobDir(t)
-	minors := make(map[string]uint32)
-	for i := range 4 {
-		p := filepath.Join(dev, fmt.Sprintf("nvidia%d", i))
-		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(cgroup.NVIDIAMajor, uint32(i)))); err != nil {
-			t.Skipf("mknod %s: %v", p, err)
-		}
-		if err := os.Chmod(p, 0o666); err != nil {
-			t.Fatal(err)
-		}
-		minors[fmt.Sprintf("GPU-%d", i)] = uint32(i)
-	}
+	dev, minors := gpuDeviceNodes(t, 4)
 	e := newEnv(t)
 	r, rec := e.runner(t, func(c *Config) { c.GPUMinors = minors })
 	tk := sh("sleep 3600")
@@ -183,6 +161,26 @@ done`, dev))
 	if want := "0 refused\n1 refused\n2 let through\n3 refused\n"; res.Output != want {
 		t.Errorf("a command run beside a job holding GPU 2 of 4 opened:\n%s\nwant:\n%s", res.Output, want)
 	}
+}
+
+// gpuDeviceNodes makes n device nodes nvidia0..n-1 of NVIDIA's major,
+// open to every user, in a directory jobs reach, and returns it with the
+// minors of the simulated GPUs GPU-0..GPU-n-1.
+func gpuDeviceNodes(t *testing.T, n int) (string, map[string]uint32) {
+	t.Helper()
+	dev := testutil.JobDir(t)
+	minors := make(map[string]uint32)
+	for i := range n {
+		p := filepath.Join(dev, fmt.Sprintf("nvidia%d", i))
+		if err := unix.Mknod(p, unix.S_IFCHR|0o666, int(unix.Mkdev(cgroup.NVIDIAMajor, uint32(i)))); err != nil {
+			t.Skipf("mknod %s: %v", p, err)
+		}
+		if err := os.Chmod(p, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		minors[fmt.Sprintf("GPU-%d", i)] = uint32(i)
+	}
+	return dev, minors
 }
 
 // gone reports whether a process has ended (or is a zombie).
