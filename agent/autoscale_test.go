@@ -171,7 +171,7 @@ func TestServiceRoutes_AutoscaleSetRefusesManualScaleOff(t *testing.T) {
 	_, err := bob.AutoscaleService(ctx, "web", as)
 	wantStatus(t, err, http.StatusForbidden, "role submitter lacks jobs:any to autoscale another user's service")
 	_, err = alice.AutoscaleService(ctx, "web", &structs.Autoscale{Min: 2, Max: 4, Metric: structs.AutoscaleGPU, Target: 80})
-	wantStatus(t, err, http.StatusBadRequest, "autoscale.metric: gpu: the replicas hold no GPUs (--target gpu=N needs --gpus)")
+	wantStatus(t, err, http.StatusBadRequest, "autoscale.metric: gpu: the replicas hold no GPUs (the gpu metric needs replicas with gpus)")
 	d, err := alice.AutoscaleService(ctx, "web", as)
 	if err != nil || d.Service.Replicas != 2 || d.Service.Autoscale == nil || d.Service.Reason != "scaled 1→2: autoscale is 2-4" {
 		t.Fatalf("autoscale: %+v, %v", d, err)

@@ -41,7 +41,7 @@ func TestAgent_AJobOverItsMemoryEndsOutOfMemory(t *testing.T) {
 	}
 	job := submitSpec(t, c, structs.JobSpec{Command: []string{"tail", "/dev/zero"}, MemoryMiB: 32})
 	d := waitJobState(t, c, job.ID, structs.JobFailed)
-	const reason = "out of memory: used 32M of 32M (--mem)"
+	const reason = "out of memory: used 32M of its 32M limit"
 	a := d.Allocations[0]
 	if d.Job.Reason != reason || d.Job.ExitCode != 137 || a.Reason != reason {
 		t.Errorf("job %q (exit %d), allocation %q; want %q, exit 137", d.Job.Reason, d.Job.ExitCode, a.Reason, reason)

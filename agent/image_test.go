@@ -96,7 +96,7 @@ func TestAgent_ImageJobsAreRefusedWhereNoNodeCanRunThem(t *testing.T) {
 		Image: image, Command: []string{"true"}, Caps: []string{"NET_ADMIN"},
 	}})
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 ||
-		!strings.Contains(err.Error(), "allows capability NET_ADMIN (skein agent --allow-cap): they allow none") {
+		!strings.Contains(err.Error(), "allows capability NET_ADMIN in its allow_caps: they allow none") {
 		t.Errorf("submit with a capability no node allows: %v, want a refusal naming it and what nodes allow", err)
 	}
 

@@ -154,7 +154,7 @@ func (a *Agent) forgetNode(id, reason string) error {
 	case n.Status != structs.NodeDown && n.Status != structs.NodeLeft:
 		return fmt.Errorf("node %s: %w: it is %s; only a node down or left is removed", n.Name, fsm.ErrInvalidRequest, n.Status)
 	case len(a.fsm.NodeLiveAllocs(id)) > 0:
-		return fmt.Errorf("node %s: %w: its allocations are not declared lost yet (wait --down-after)", n.Name, fsm.ErrInvalidRequest)
+		return fmt.Errorf("node %s: %w: its allocations are not declared lost yet: wait until it has been down for the cluster's down-after", n.Name, fsm.ErrInvalidRequest)
 	}
 	servers, err := a.raft.Servers()
 	if err != nil {

@@ -26,6 +26,9 @@ const DefaultAddr = "http://127.0.0.1:7470"
 type Error struct {
 	StatusCode int
 	Message    string
+	// Field is the request's field the answer is about (ErrorBody.Field);
+	// "" where none.
+	Field string
 	// RetryAfter is, for the leader's back-pressure (a 429 with
 	// BusyHeader), how long it asked the client to wait before sending
 	// the request again; 0 for any other answer.
@@ -447,7 +450,7 @@ func ReadError(resp *http.Response) error {
 			eb.Error = resp.Status
 		}
 	}
-	e := &Error{StatusCode: resp.StatusCode, Message: eb.Error}
+	e := &Error{StatusCode: resp.StatusCode, Message: eb.Error, Field: eb.Field}
 	if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get(BusyHeader) != "" {
 		e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"))
 	}

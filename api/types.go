@@ -128,6 +128,10 @@ type Status struct {
 // ErrorBody is the JSON body of every error response.
 type ErrorBody struct {
 	Error string `json:"error"`
+	// Field is the request's field the error is about, by its JSON name
+	// ("gpus", "mounts", "job.memory_mib"), where it is about one: the
+	// CLI tells its flag.
+	Field string `json:"field,omitempty"`
 }
 
 // Log streams of an allocation.

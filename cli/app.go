@@ -264,6 +264,9 @@ func run(app *ucli.App, args []string) int {
 		// caller may not know which token is in use.
 		fmt.Fprintf(app.ErrWriter, "Error: %s\n(skein acl whoami shows the user and role of your token)\n", err)
 		return exitError
+	case errors.As(err, &apiErr) && flagAdvice(apiErr.Field) != "":
+		fmt.Fprintf(app.ErrWriter, "Error: %s\n(%s)\n", err, flagAdvice(apiErr.Field))
+		return exitError
 	}
 	fmt.Fprintf(app.ErrWriter, "Error: %s\n", err)
 	return exitError

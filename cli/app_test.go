@@ -132,3 +132,30 @@ func TestRun_DefaultAddressIsLocalAgent(t *testing.T) {
 	}
 	t.Fatal("no --addr flag")
 }
+
+// An agent's answer that names a request field (one only the cluster can
+// judge: no node could ever give it) gets the flag that sets it.
+func TestRun_AnAgentsFieldGetsItsFlag(t *testing.T) {
+	for _, tc := range []struct {
+		name, field, want string
+	}{
+		{"a job field", "gpus", "(set with --gpus)"},
+		{"a service's job field", "job.memory_mib", "(set with --mem)"},
+		{"mounts the nodes allow", "mounts", "(a job asks with --mount; a node allows directories with skein agent --allow-mount)"},
+		{"a field without a flag", "spec", ""},
+		{"no field", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeAgent(t)
+			f.reply("POST /v1/jobs", http.StatusBadRequest, api.ErrorBody{Error: "no node could ever give it", Field: tc.field})
+			r := runCLI(t, "--addr", f.URL, "submit", "true")
+			want := "Error: no node could ever give it\n" + tc.want
+			if tc.want != "" {
+				want += "\n"
+			}
+			if r.code != exitError || r.stderr != want {
+				t.Fatalf("exit %d, stderr %q; want %d, %q", r.code, r.stderr, exitError, want)
+			}
+		})
+	}
+}

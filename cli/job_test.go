@@ -264,12 +264,12 @@ func TestJob_AnOutOfMemoryJobShowsWhatItUsed(t *testing.T) {
 	f := newFakeAgent(t)
 	f.reply("GET /v1/jobs/{id}", http.StatusOK, api.JobDetail{
 		Job: structs.Job{
-			ID: testJobID, State: structs.JobFailed, Reason: "out of memory: used 64M of 64M (--mem)", ExitCode: 137, Attempts: 1,
+			ID: testJobID, State: structs.JobFailed, Reason: "out of memory: used 64M of its 64M limit", ExitCode: 137, Attempts: 1,
 			Spec: structs.JobSpec{Command: []string{"train"}, Nodes: 1, MemoryMiB: 64, CPUs: 1},
 		},
 		Allocations: []structs.Allocation{
 			{ID: "a0a0a0a0ffff", NodeID: "n1", Attempt: 1, State: structs.AllocFailed, ExitCode: 137,
-				Reason: "out of memory: used 64M of 64M (--mem)",
+				Reason: "out of memory: used 64M of its 64M limit",
 				Usage: &structs.AllocUsage{MemoryPeakBytes: 64 << 20, MemoryLimitBytes: 64 << 20, OOMKills: 1,
 					CPUTime: structs.Duration(2500 * time.Millisecond), CPUThrottled: structs.Duration(400 * time.Millisecond), ThrottledPeriods: 9}},
 			{ID: "b0b0b0b0ffff", NodeID: "n1", Attempt: 1, State: structs.AllocKilled, ExitCode: 137, Reason: "killed",
@@ -281,7 +281,7 @@ func TestJob_AnOutOfMemoryJobShowsWhatItUsed(t *testing.T) {
 		t.Fatalf("exit code %d: %s", r.code, r.stderr)
 	}
 	for _, want := range []string{
-		`Reason:\s+out of memory: used 64M of 64M \(--mem\)\n`,
+		`Reason:\s+out of memory: used 64M of its 64M limit\n`,
 		`Usage:\n\s*ALLOC\s+MAX MEMORY\s+MEM LIMIT\s+CPU TIME\s+THROTTLED\s+OOM KILLS\n`,
 		`a0a0a0a0\s+64M\s+64M\s+2.5s\s+400ms in 9 periods\s+1\n`,
 		`b0b0b0b0\s+3G\s+none\s+1s\s+-\s+0\n`,

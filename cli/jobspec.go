@@ -216,6 +216,25 @@ func flagError(err error) error {
 	return err
 }
 
+// flagAdvice tells which flags set a request's field that an agent's
+// answer names (api.Error.Field: a field that does not validate there,
+// or that no node could ever give); "" where the CLI knows none.
+func flagAdvice(field string) string {
+	switch field {
+	case "mounts":
+		return "a job asks with --mount; a node allows directories with skein agent --allow-mount"
+	case "caps":
+		return "a job asks with --allow-cap; a node allows capabilities with skein agent --allow-cap"
+	}
+	if name, ok := serviceFlags[field]; ok {
+		return "set with " + name
+	}
+	if name, ok := specFlags[strings.TrimPrefix(field, "job.")]; ok {
+		return "set with " + name
+	}
+	return ""
+}
+
 // envFlag collects --env K=V, and --env K copied from the caller, or the
 // same of --secret-env: the flag called name.
 func envFlag(c *ucli.Context, name string) (map[string]string, error) {

@@ -255,7 +255,7 @@ func TestSbatch_ExclusiveSingletonAndAfternotokOnARealAgent(t *testing.T) {
 	ex := sbatch("--exclusive", "--gres=gpu:1", "hold.sh", "ex.go")
 	waitJobState(t, ex, structs.JobRunning)
 	plain := sbatch("--gres=gpu:1", "hold.sh", "plain.go")
-	waitReason(plain, "first in line: 1 GPU on 1 node reserved for when running jobs without a time limit end; 1 node: held by an --exclusive job")
+	waitReason(plain, "first in line: 1 GPU on 1 node reserved for when running jobs without a time limit end; 1 node: held by an exclusive job")
 	release("ex.go")
 	waitJobState(t, ex, structs.JobSucceeded)
 	waitJobState(t, plain, structs.JobRunning)

@@ -38,8 +38,8 @@ var reasonCodes = []struct {
 	{contains: "reserved for higher-priority job", code: reasonCodePriority},
 	{contains: "is preempting lower-priority jobs", code: reasonCodePriority},
 	{contains: "not in partition", code: reasonCodePartition},
-	{contains: "--nodelist", code: reasonCodeNodeList},
-	{contains: "--exclude", code: reasonCodeNodeList},
+	{contains: "the job's nodelist", code: reasonCodeNodeList},
+	{contains: "the job's exclude list", code: reasonCodeNodeList},
 }
 
 // slurmReason is the Slurm reason code of a pending job: why it waits,

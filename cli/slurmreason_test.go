@@ -24,7 +24,8 @@ func TestSlurmReason_SkeinsSentencesAsSlurmsCodes(t *testing.T) {
 		{structs.Job{Reason: "array dcbb runs its limit of 4 tasks"}, "JobArrayTaskLimit"},
 		{structs.Job{Reason: "waiting: alice's GPU limit (8) is in use"}, "QOSMaxGRESPerUser"},
 		{structs.Job{Reason: "3 nodes: not in partition long"}, "PartitionConfig"},
-		{structs.Job{Reason: "2 nodes: not in the job's --nodelist"}, "ReqNodeNotAvail"},
+		{structs.Job{Reason: "2 nodes: not in the job's nodelist"}, "ReqNodeNotAvail"},
+		{structs.Job{Reason: "1 node: excluded by the job's exclude list"}, "ReqNodeNotAvail"},
 		{structs.Job{Held: true, Reason: "anything"}, "JobHeldUser"},
 		{structs.Job{NotBefore: now.Add(time.Hour), Reason: "waiting for its begin time"}, "BeginTime"},
 	} {

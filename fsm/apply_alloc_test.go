@@ -346,7 +346,7 @@ func TestFSM_AllocUpdate_TheEndRecordsWhatTheJobUsed(t *testing.T) {
 	end := func(u structs.AllocUsage) {
 		h.apply(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: "n1", Updates: []structs.AllocUpdate{
 			{AllocID: "a0", State: structs.AllocFailed, ExitCode: 137, At: h.at(),
-				Reason: "out of memory: used 64M of 64M (--mem)", Usage: &u},
+				Reason: "out of memory: used 64M of its 64M limit", Usage: &u},
 		}})
 	}
 	end(structs.AllocUsage{MemoryPeakBytes: 64 << 20, OOMKills: 1,

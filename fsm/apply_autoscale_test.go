@@ -77,11 +77,11 @@ func TestFSM_ServiceAutoscale_RefusesBadRequests(t *testing.T) {
 	}{
 		{"unknown service", "nope", nil, "no such service"},
 		{"min below zero", "web", &structs.Autoscale{Min: -1, Max: 2, Metric: "inflight", Target: 1}, "autoscale.min"},
-		{"scale to zero on a gauge", "web", &structs.Autoscale{Min: 0, Max: 2, Metric: "gauge:q", Target: 1}, "needs --target inflight=N"},
+		{"scale to zero on a gauge", "web", &structs.Autoscale{Min: 0, Max: 2, Metric: "gauge:q", Target: 1}, "needs the inflight metric"},
 		{"max zero", "web", &structs.Autoscale{Min: 0, Max: 0, Metric: "inflight", Target: 1}, "autoscale.max"},
 		{"max below min", "web", &structs.Autoscale{Min: 3, Max: 2, Metric: "inflight", Target: 1}, "autoscale.max"},
 		{"too many", "web", &structs.Autoscale{Min: 1, Max: structs.MaxReplicas + 1, Metric: "inflight", Target: 1}, "autoscale.max"},
-		{"gpu without GPUs", "web", &structs.Autoscale{Min: 1, Max: 2, Metric: "gpu", Target: 80}, "--target gpu=N needs --gpus"},
+		{"gpu without GPUs", "web", &structs.Autoscale{Min: 1, Max: 2, Metric: "gpu", Target: 80}, "the gpu metric needs replicas with gpus"},
 		{"bad gauge", "web", &structs.Autoscale{Min: 1, Max: 2, Metric: "gauge:9x", Target: 1}, "autoscale.metric"},
 		{"other metric", "web", &structs.Autoscale{Min: 1, Max: 2, Metric: "cpu", Target: 1}, "autoscale.metric"},
 		{"zero target", "web", &structs.Autoscale{Min: 1, Max: 2, Metric: "inflight"}, "autoscale.target"},

@@ -66,7 +66,7 @@ func (s *state) applyJobSubmit(l *raft.Log) any {
 		}
 		if b := req.Spec.Begin; b.After(req.SubmittedAt) {
 			j.NotBefore = b
-			j.Reason = "waiting for its begin time " + b.UTC().Format(time.RFC3339) + " (--begin)"
+			j.Reason = "waiting for its begin time " + b.UTC().Format(time.RFC3339)
 		}
 		if j.Held {
 			j.Reason = reasonSubmittedHeld

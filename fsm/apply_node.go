@@ -173,7 +173,7 @@ func (s *state) applyNodeRemove(l *raft.Log) any {
 	case n.Status != structs.NodeDown && n.Status != structs.NodeLeft:
 		return fmt.Errorf("node %s: %w: it is %s; only a node down or left is removed", nodeName(n), ErrInvalidRequest, n.Status)
 	case len(s.nodeLive[n.ID]) > 0:
-		return fmt.Errorf("node %s: %w: %d of its allocations are not declared lost yet (wait --down-after)", nodeName(n), ErrInvalidRequest, len(s.nodeLive[n.ID]))
+		return fmt.Errorf("node %s: %w: %d of its allocations are not declared lost yet: wait until it has been down for the cluster's down-after", nodeName(n), ErrInvalidRequest, len(s.nodeLive[n.ID]))
 	}
 	delete(s.nodes, n.ID)
 	delete(s.draining, n.ID)

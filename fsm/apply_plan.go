@@ -162,9 +162,9 @@ func (s *state) checkExclusive(j *structs.Job, n *structs.Node) string {
 	case in == "":
 		return ""
 	case j.Spec.Exclusive:
-		return fmt.Sprintf("node %s runs job %s, and the job is --exclusive", nodeName(n), structs.ShortID(s.allocs[in].JobID))
+		return fmt.Sprintf("node %s runs job %s, and the job is exclusive", nodeName(n), structs.ShortID(s.allocs[in].JobID))
 	}
-	return fmt.Sprintf("node %s is held by --exclusive job %s", nodeName(n), structs.ShortID(s.allocs[in].JobID))
+	return fmt.Sprintf("node %s is held by exclusive job %s", nodeName(n), structs.ShortID(s.allocs[in].JobID))
 }
 
 // checkGPU checks that one GPU of an allocation exists on its node, is

@@ -355,8 +355,8 @@ func TestFSM_Plan_KeepsExclusiveJobsAlone(t *testing.T) {
 		{JobID: "ex2", Allocations: []structs.Allocation{alloc("a-ex2", "n2", 0, gpuID("n2", 1))}},
 	}})
 	want := []structs.JobBlocked{
-		{JobID: "plain", Reason: "allocation 0: node name-n1 is held by --exclusive job ex"},
-		{JobID: "ex2", Reason: "allocation 0: node name-n2 runs job plain, and the job is --exclusive"},
+		{JobID: "plain", Reason: "allocation 0: node name-n1 is held by exclusive job ex"},
+		{JobID: "ex2", Reason: "allocation 0: node name-n2 runs job plain, and the job is exclusive"},
 	}
 	if len(res.Rejected) != len(want) || res.Rejected[0] != want[0] || res.Rejected[1] != want[1] {
 		t.Fatalf("rejected %+v, want %+v", res.Rejected, want)

@@ -11,7 +11,7 @@ import (
 // Reasons a held job carries (Slurm's JobHeldUser).
 const (
 	reasonHeld          = "held: scontrol release lets it run"
-	reasonSubmittedHeld = "held since submitted (--hold): scontrol release lets it run"
+	reasonSubmittedHeld = "held since submitted (hold): scontrol release lets it run"
 )
 
 // applyJobUpdate holds, releases or changes a queued job, or every queued

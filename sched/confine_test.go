@@ -26,7 +26,7 @@ func TestPlace_ConfinementDecidesWhereAJobMayRun(t *testing.T) {
 		why   string
 	}{
 		{"a node that refuses jobs", []*structs.Node{gpuNode("n1", 8, "A100", 80, refusingJobs)}, job("j", 1),
-			"", "1 node: cannot confine jobs and takes none (its agent runs them unconfined only with --allow-unconfined)"},
+			"", "1 node: cannot confine jobs and takes none (its agent does not allow unconfined jobs)"},
 		{"the node that confines", []*structs.Node{gpuNode("n1", 8, "A100", 80, refusingJobs), gpuNode("n2", 8, "A100", 80)},
 			job("j", 1), "n2", ""},
 		{"a process limit below the job's", []*structs.Node{gpuNode("n1", 8, "A100", 80, withPidsMax(1024))},

@@ -69,13 +69,13 @@ func TestPlace_ImageJobRunsOnlyWhereItsContainerCan(t *testing.T) {
 		{"simulated GPUs need nothing of the engine", []*structs.Node{gpuNode("n1", 8, "A100", 80, simulated, withEngine(false, nil))},
 			job("j", 2, image("busybox")), "n1", ""},
 		{"mount not allowed", []*structs.Node{gpuNode("n1", 8, "A100", 80, withEngine(true, data))},
-			job("j", 1, image("busybox", "/data:/d", "/database:/db:ro")), "", "1 node: mount /database not allowed (--allow-mount)"},
+			job("j", 1, image("busybox", "/data:/d", "/database:/db:ro")), "", "1 node: mount /database not under the node's allow_mounts"},
 		{"mount allowed below a directory", []*structs.Node{gpuNode("n1", 8, "A100", 80, withEngine(true, data))},
 			job("j", 1, image("busybox", "/data/team/x:/x:ro", "/data:/data")), "n1", ""},
 		{"a job without an image needs no engine", []*structs.Node{gpuNode("n1", 8, "A100", 80)}, job("j", 1),
 			"n1", ""},
 		{"a capability not allowed", []*structs.Node{gpuNode("n1", 8, "A100", 80, withEngine(true, nil), allowingCaps("CHOWN"))},
-			job("j", 1, image("busybox"), withCaps("CHOWN", "NET_ADMIN")), "", "1 node: capability NET_ADMIN not allowed (--allow-cap)"},
+			job("j", 1, image("busybox"), withCaps("CHOWN", "NET_ADMIN")), "", "1 node: capability NET_ADMIN not in the node's allow_caps"},
 		{"only where the capabilities are allowed", []*structs.Node{
 			gpuNode("n1", 8, "A100", 80, withEngine(true, nil)),
 			gpuNode("n2", 8, "A100", 80, withEngine(true, nil), allowingCaps("NET_ADMIN")),
@@ -97,7 +97,7 @@ func TestPlace_ImageJobRunsOnlyWhereItsContainerCan(t *testing.T) {
 			gpuNode("n6", 8, "A100", 80, withEngine(true, []string{"/scratch"}), withStatus(structs.NodeDown)),
 		}, job("j", 4, image("busybox", "/data/x:/x")), "",
 			"2 nodes: no container engine; 1 node: container engine cannot hand out NVIDIA GPUs; " +
-				"1 node: container engine not answering; 1 node: mount /data/x not allowed (--allow-mount); 1 node: node down"},
+				"1 node: container engine not answering; 1 node: mount /data/x not under the node's allow_mounts; 1 node: node down"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -182,7 +182,7 @@ func TestPlace_ImageJobsOfOneShapeWithOtherMountsAreJudgedApart(t *testing.T) {
 		job("a", 1, image("busybox", "/etc:/etc")),
 		job("b", 1, image("busybox", "/data:/data")),
 	})
-	if got := blockedReason(p, "a"); got != "1 node: mount /etc not allowed (--allow-mount)" {
+	if got := blockedReason(p, "a"); got != "1 node: mount /etc not under the node's allow_mounts" {
 		t.Errorf("job a blocked with %q", got)
 	}
 	if got := placedOn(p, "b"); len(got) != 1 {
@@ -251,26 +251,26 @@ func TestCheckFits_ImageJobNeedsAnEngineGPUsMountsAndCaps(t *testing.T) {
 			want: "no node can give the container GPUs: no node's container engine has the nvidia runtime or CDI", wantField: "gpus"},
 		{name: "a mount no node allows", nodes: []*structs.Node{small, noGPUs},
 			spec: structs.JobSpec{Image: "busybox", Mounts: []structs.Mount{{Source: "/data/x", Target: "/x"}, {Source: "/database", Target: "/db"}}},
-			want: "no node with a container engine allows mount /database (skein agent --allow-mount)", wantField: "mounts"},
+			want: "no node with a container engine allows mount /database in its allow_mounts", wantField: "mounts"},
 		{name: "mounts no node allows together", nodes: []*structs.Node{small, sim},
 			spec: structs.JobSpec{Image: "busybox", Mounts: []structs.Mount{{Source: "/data", Target: "/d"}, {Source: "/scratch", Target: "/s"}}},
-			want: "no node with a container engine allows all of the mounts /data, /scratch (skein agent --allow-mount)", wantField: "mounts"},
+			want: "no node with a container engine allows all of the mounts /data, /scratch in its allow_mounts", wantField: "mounts"},
 		{name: "a mount allowed only where GPUs are not", nodes: []*structs.Node{small, noGPUs},
 			spec: structs.JobSpec{Image: "busybox", GPUs: 1, Mounts: []structs.Mount{{Source: "/etc", Target: "/e"}}},
-			want: "no node whose container engine can hand out GPUs allows mount /etc (skein agent --allow-mount)", wantField: "mounts"},
+			want: "no node whose container engine can hand out GPUs allows mount /etc in its allow_mounts", wantField: "mounts"},
 		{name: "a capability no node allows", nodes: []*structs.Node{capsNode("a", "NET_RAW", "CHOWN"), capsNode("b", "NET_RAW"), noGPUs},
 			spec: structs.JobSpec{Image: "busybox", Caps: []string{"NET_RAW", "SYS_ADMIN"}},
-			want: "no node with a container engine allows capability SYS_ADMIN (skein agent --allow-cap): they allow CHOWN, NET_RAW", wantField: "caps"},
+			want: "no node with a container engine allows capability SYS_ADMIN in its allow_caps: they allow CHOWN, NET_RAW", wantField: "caps"},
 		{name: "a capability where no node allows any", nodes: []*structs.Node{small},
 			spec: structs.JobSpec{Image: "busybox", Caps: []string{"NET_BIND_SERVICE"}},
-			want: "no node with a container engine allows capability NET_BIND_SERVICE (skein agent --allow-cap): they allow none", wantField: "caps"},
+			want: "no node with a container engine allows capability NET_BIND_SERVICE in its allow_caps: they allow none", wantField: "caps"},
 		{name: "capabilities no node allows together", nodes: []*structs.Node{capsNode("a", "NET_RAW"), capsNode("b", "CHOWN")},
 			spec:      structs.JobSpec{Image: "busybox", Caps: []string{"NET_RAW", "CHOWN"}},
-			want:      "no node with a container engine allows all of the capabilities NET_RAW, CHOWN (skein agent --allow-cap): they allow CHOWN, NET_RAW",
+			want:      "no node with a container engine allows all of the capabilities NET_RAW, CHOWN in its allow_caps: they allow CHOWN, NET_RAW",
 			wantField: "caps"},
 		{name: "a capability allowed only where the mounts are not", nodes: []*structs.Node{small, capsNode("a", "NET_RAW")},
 			spec:      structs.JobSpec{Image: "busybox", Caps: []string{"NET_RAW"}, Mounts: []structs.Mount{{Source: "/data", Target: "/d"}}},
-			want:      "no node with a container engine that allows the mounts allows capability NET_RAW (skein agent --allow-cap): they allow none",
+			want:      "no node with a container engine that allows the mounts allows capability NET_RAW in its allow_caps: they allow none",
 			wantField: "caps"},
 		{name: "a node allowing the capability", nodes: []*structs.Node{small, capsNode("a", "NET_RAW")},
 			spec: structs.JobSpec{Image: "busybox", Caps: []string{"NET_RAW"}}},

@@ -35,20 +35,20 @@ func TestPlace_Exclusive(t *testing.T) {
 		{name: "an exclusive job waits while every node runs something",
 			allocs: []*structs.Allocation{busy, running("r2", "n2", 0, 0, "n2-g0"), running("r3", "n3", 0, 0)},
 			jobs:   []*structs.Job{job("x", 1, exclusive)},
-			want:   []outcome{{"x", "", "3 nodes: runs other jobs (this job is --exclusive)"}}},
+			want:   []outcome{{"x", "", "3 nodes: runs other jobs (this job is exclusive)"}}},
 		{name: "no job joins a node an exclusive job holds, even one without GPUs",
 			allocs: []*structs.Allocation{exclusiveAlloc(running("ex", "n1", 0, 0, "n1-g0")),
 				exclusiveAlloc(running("ex2", "n2", 0, 0, "n2-g0")), exclusiveAlloc(running("ex3", "n3", 0, 0))},
 			jobs: []*structs.Job{job("plain", 1), job("cpu-only", 0)},
-			want: []outcome{{"plain", "", "3 nodes: held by an --exclusive job"},
-				{"cpu-only", "", "3 nodes: held by an --exclusive job"}}},
+			want: []outcome{{"plain", "", "3 nodes: held by an exclusive job"},
+				{"cpu-only", "", "3 nodes: held by an exclusive job"}}},
 		{name: "in one pass, the nodes an exclusive gang takes are closed to later jobs",
 			jobs: []*structs.Job{job("gang", 1, gang(2), exclusive), job("next", 1), job("another", 1)},
 			want: []outcome{{"gang", "n1,n2", ""}, {"next", "n3", ""}, {"another", "n3", ""}}},
 		{name: "in one pass, an exclusive job does not join a node placed on before it",
 			jobs: []*structs.Job{job("a", 1), job("b", 1, exclusive), job("c", 1, exclusive), job("d", 1, exclusive)},
 			want: []outcome{{"a", "n1", ""}, {"b", "n2", ""}, {"c", "n3", ""},
-				{"d", "", "2 nodes: held by an --exclusive job; 1 node: runs other jobs (this job is --exclusive)"}}},
+				{"d", "", "2 nodes: held by an exclusive job; 1 node: runs other jobs (this job is exclusive)"}}},
 		{name: "a node given up by a stopped allocation is idle again",
 			allocs: []*structs.Allocation{func() *structs.Allocation {
 				a := exclusiveAlloc(running("done", "n1", 0, 0, "n1-g0"))
@@ -87,7 +87,7 @@ func TestSchedule_ExclusiveHeadReservesWholeNodes(t *testing.T) {
 	}
 	jobs := queue(job("head", 2, prio(1), exclusive), job("short", 1, limited(30*time.Minute)), job("long", 1, limited(2*time.Hour)))
 	checkOutcomes(t, Schedule(st, jobs, Options{Now: t0}), []outcome{
-		{"head", "", "first in line: 2 GPUs on 1 node reserved from ~13:00 UTC; 1 node: runs other jobs (this job is --exclusive)"},
+		{"head", "", "first in line: 2 GPUs on 1 node reserved from ~13:00 UTC; 1 node: runs other jobs (this job is exclusive)"},
 		{"short", "n1", ""},
 		{"long", "", "1 node: reserved for higher-priority job head from ~13:00 UTC (this job's time limit ends later)"},
 	})
@@ -108,7 +108,7 @@ func TestSchedule_ExclusiveJobCannotBackfillOntoAReservedNode(t *testing.T) {
 	checkOutcomes(t, Schedule(st, jobs, Options{Now: t0}), []outcome{
 		{"head", "", "first in line: 12 GPUs on 2 nodes reserved from ~13:00 UTC; needs 2 nodes, 1 feasible; 1 node: not enough free GPUs"},
 		{"ex-long", "", "1 node: reserved for higher-priority job head from ~13:00 UTC (this job's time limit ends later); " +
-			"1 node: runs other jobs (this job is --exclusive)"},
+			"1 node: runs other jobs (this job is exclusive)"},
 		// Ending when the head starts, it may.
 		{"ex-short", "n2", ""},
 	})

@@ -388,15 +388,15 @@ func reasonText(r *request, code reasonCode, arg string) string {
 		}
 		return "node " + arg
 	case reasonUnconfined:
-		return "cannot confine jobs and takes none (its agent runs them unconfined only with --allow-unconfined)"
+		return "cannot confine jobs and takes none (its agent does not allow unconfined jobs)"
 	case reasonPids:
 		return fmt.Sprintf("lets a job hold fewer processes than pids_max %d", r.job.Spec.PidsMax)
 	case reasonPartition:
 		return "not in partition " + r.job.Spec.Partition
 	case reasonExcluded:
-		return "excluded by the job (--exclude)"
+		return "excluded by the job's exclude list"
 	case reasonNotListed:
-		return "not in the job's --nodelist"
+		return "not in the job's nodelist"
 	case reasonConstraint:
 		return "missing constraint " + arg + "=" + r.job.Spec.Constraints[arg]
 	case reasonNoEngine:
@@ -406,17 +406,17 @@ func reasonText(r *request, code reasonCode, arg string) string {
 	case reasonEngineGPUs:
 		return "container engine cannot hand out NVIDIA GPUs"
 	case reasonMount:
-		return "mount " + arg + " not allowed (--allow-mount)"
+		return "mount " + arg + " not under the node's allow_mounts"
 	case reasonCap:
-		return "capability " + arg + " not allowed (--allow-cap)"
+		return "capability " + arg + " not in the node's allow_caps"
 	case reasonModel:
 		return "gpu_model " + r.job.Spec.GPUModel + " required"
 	case reasonGPUMem:
 		return "gpu memory < " + structs.FormatMiB(r.gpuMem)
 	case reasonHeldExclusive:
-		return "held by an --exclusive job"
+		return "held by an exclusive job"
 	case reasonNotIdle:
-		return "runs other jobs (this job is --exclusive)"
+		return "runs other jobs (this job is exclusive)"
 	case reasonGPUs:
 		return "not enough free GPUs"
 	case reasonCPUs:

@@ -173,10 +173,10 @@ func mountsFitError(who string, nodes []*structs.Node, mounts []structs.Mount) e
 		if !slices.ContainsFunc(nodes, func(n *structs.Node) bool {
 			return structs.MountAllowed(m.Source, n.Containers.AllowMounts)
 		}) {
-			return &FitError{Field: "mounts", Msg: fmt.Sprintf("no %s allows mount %s (skein agent --allow-mount)", who, m.Source)}
+			return &FitError{Field: "mounts", Msg: fmt.Sprintf("no %s allows mount %s in its allow_mounts", who, m.Source)}
 		}
 	}
-	return &FitError{Field: "mounts", Msg: fmt.Sprintf("no %s allows all of the mounts %s (skein agent --allow-mount)",
+	return &FitError{Field: "mounts", Msg: fmt.Sprintf("no %s allows all of the mounts %s in its allow_mounts",
 		who, mountSources(mounts))}
 }
 
@@ -198,10 +198,10 @@ func capsFitError(who string, nodes []*structs.Node, caps []string) error {
 	}
 	for _, c := range caps {
 		if !slices.Contains(allowed, c) {
-			return &FitError{Field: "caps", Msg: fmt.Sprintf("no %s allows capability %s (skein agent --allow-cap): %s", who, c, what)}
+			return &FitError{Field: "caps", Msg: fmt.Sprintf("no %s allows capability %s in its allow_caps: %s", who, c, what)}
 		}
 	}
-	return &FitError{Field: "caps", Msg: fmt.Sprintf("no %s allows all of the capabilities %s (skein agent --allow-cap): %s",
+	return &FitError{Field: "caps", Msg: fmt.Sprintf("no %s allows all of the capabilities %s in its allow_caps: %s",
 		who, strings.Join(caps, ", "), what)}
 }
 

@@ -57,7 +57,7 @@ func (a *Autoscale) Validate() error {
 	case a.Max < max(a.Min, 1) || a.Max > MaxReplicas:
 		return fieldErr("autoscale.max", "%d: want %d to %d", a.Max, max(a.Min, 1), MaxReplicas)
 	case a.Min == 0 && a.Metric != AutoscaleInFlight:
-		return fieldErr("autoscale.min", "0 (scale to zero) needs --target inflight=N: with no replica, only the ingress sees the demand")
+		return fieldErr("autoscale.min", "0 (scale to zero) needs the inflight metric: with no replica, only the ingress sees the demand")
 	}
 	if err := validateAutoscaleMetric(a.Metric); err != nil {
 		return err
@@ -96,7 +96,7 @@ func validateAutoscaleMetric(m string) error {
 // spec: the gpu metric needs replicas that hold GPUs.
 func (a *Autoscale) ValidateFor(spec *ServiceSpec) error {
 	if a.Metric == AutoscaleGPU && spec.Job.GPUs == 0 {
-		return fieldErr("autoscale.metric", "gpu: the replicas hold no GPUs (--target gpu=N needs --gpus)")
+		return fieldErr("autoscale.metric", "gpu: the replicas hold no GPUs (the gpu metric needs replicas with gpus)")
 	}
 	return nil
 }

@@ -97,7 +97,7 @@ func TestService_Validate(t *testing.T) {
 		{"gpu target without GPUs", func(s *Service) {
 			s.Spec.Job.GPUs = 0
 			s.Autoscale = &Autoscale{Min: 1, Max: 4, Metric: AutoscaleGPU, Target: 80}
-		}, "autoscale.metric", "--target gpu=N needs --gpus"},
+		}, "autoscale.metric", "the gpu metric needs replicas with gpus"},
 		{"unknown metric", func(s *Service) {
 			s.Autoscale = &Autoscale{Min: 1, Max: 4, Metric: "cpu", Target: 80}
 		}, "autoscale.metric", "want inflight, gpu or gauge:NAME"},

@@ -82,8 +82,8 @@ func TestConfine_AJobOverItsMemoryFailsOutOfMemory(t *testing.T) {
 	tk.Alloc.MemoryMiB = 32
 	mustStart(t, r, tk)
 	u := waitTerminal(t, rec, tk.Alloc.ID)
-	if u.State != structs.AllocFailed || u.Reason != "out of memory: used 32M of 32M (--mem)" || u.ExitCode != 128+9 {
-		t.Fatalf("job over its memory ended %s (exit %d): %q; want failed (exit 137): out of memory: used 32M of 32M (--mem)",
+	if u.State != structs.AllocFailed || u.Reason != "out of memory: used 32M of its 32M limit" || u.ExitCode != 128+9 {
+		t.Fatalf("job over its memory ended %s (exit %d): %q; want failed (exit 137): out of memory: used 32M of its 32M limit",
 			u.State, u.ExitCode, u.Reason)
 	}
 	if u.Usage == nil || u.Usage.OOMKills < 1 || u.Usage.MemoryLimitBytes != 32<<20 || u.Usage.MemoryPeakBytes > 32<<20+64<<10 {

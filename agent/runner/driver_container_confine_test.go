@@ -653,7 +653,7 @@ func TestContainer_KilledForMemoryIsOutOfMemory(t *testing.T) {
 	tk.Alloc.MemoryMiB = 16
 	mustStart(t, r, tk)
 	u := waitTerminalWithin(t, rec, tk.Alloc.ID, time.Minute)
-	if u.State != structs.AllocFailed || u.ExitCode != 137 || u.Reason != "out of memory: used 16M of 16M (--mem)" {
+	if u.State != structs.AllocFailed || u.ExitCode != 137 || u.Reason != "out of memory: used 16M of its 16M limit" {
 		t.Errorf("ended %+v, want failed, out of memory at 16M", u)
 	}
 }

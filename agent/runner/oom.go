@@ -7,8 +7,8 @@ import (
 )
 
 // oomReason is the outcome's reason for a job the kernel killed for want
-// of memory, in the units of --mem: "out of memory: used 1.5G of 1.5G
-// (--mem)". peak is the most memory the job used and limit its memory
+// of memory, in the units of --mem: "out of memory: used 1.5G of its
+// 1.5G limit". peak is the most memory the job used and limit its memory
 // limit; 0 for either is not known, or no limit.
 func oomReason(peak, limit int64) string {
 	if limit > 0 && peak > limit {
@@ -18,9 +18,9 @@ func oomReason(peak, limit int64) string {
 	}
 	switch {
 	case limit > 0 && peak > 0:
-		return fmt.Sprintf("out of memory: used %s of %s (--mem)", formatBytes(peak), formatBytes(limit))
+		return fmt.Sprintf("out of memory: used %s of its %s limit", formatBytes(peak), formatBytes(limit))
 	case limit > 0:
-		return fmt.Sprintf("out of memory: the limit is %s (--mem)", formatBytes(limit))
+		return fmt.Sprintf("out of memory: its limit is %s", formatBytes(limit))
 	case peak > 0:
 		return fmt.Sprintf("out of memory: used %s, and the node had no more", formatBytes(peak))
 	}

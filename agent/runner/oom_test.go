@@ -8,12 +8,12 @@ func TestOOMReason_SaysHowMuchInTheUnitsOfMem(t *testing.T) {
 		peak, limit int64
 		want        string
 	}{
-		{64 * mib, 64 * mib, "out of memory: used 64M of 64M (--mem)"},
-		{64*mib + 4096, 64 * mib, "out of memory: used 64M of 64M (--mem)"},
-		{1536 * mib, 1536 * mib, "out of memory: used 1.5G of 1.5G (--mem)"},
-		{2048*mib - 10, 2048 * mib, "out of memory: used 2G of 2G (--mem)"},
-		{mib + 1, 80 << 30, "out of memory: used 2M of 80G (--mem)"},
-		{0, 512 * mib, "out of memory: the limit is 512M (--mem)"},
+		{64 * mib, 64 * mib, "out of memory: used 64M of its 64M limit"},
+		{64*mib + 4096, 64 * mib, "out of memory: used 64M of its 64M limit"},
+		{1536 * mib, 1536 * mib, "out of memory: used 1.5G of its 1.5G limit"},
+		{2048*mib - 10, 2048 * mib, "out of memory: used 2G of its 2G limit"},
+		{mib + 1, 80 << 30, "out of memory: used 2M of its 80G limit"},
+		{0, 512 * mib, "out of memory: its limit is 512M"},
 		{3 << 30, 0, "out of memory: used 3G, and the node had no more"},
 		{0, 0, "out of memory: the node had no more"},
 	} {

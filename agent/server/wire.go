@@ -107,5 +107,19 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeError(w http.ResponseWriter, code int, err error) {
-	writeJSON(w, code, api.ErrorBody{Error: err.Error()})
+	writeJSON(w, code, api.ErrorBody{Error: err.Error(), Field: errorField(err)})
+}
+
+// errorField names the request's field err is about: a field that does
+// not validate, or that no node could ever give. "" where none.
+func errorField(err error) string {
+	var fe *structs.FieldError
+	if errors.As(err, &fe) {
+		return fe.Field
+	}
+	var fit *sched.FitError
+	if errors.As(err, &fit) {
+		return fit.Field
+	}
+	return ""
 }
