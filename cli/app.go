@@ -58,8 +58,8 @@ type exitStatus int
 func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 // Run runs the skein command line with os.Args-style args and returns the
-// process exit code. Called through a link named squeue, scancel, sinfo,
-// sacct or sbatch, it runs that command.
+// process exit code. Called through a link named like one of Slurm's
+// commands (slurmNames), it runs that command.
 func Run(args []string) int {
 	return run(NewApp(os.Stdout, os.Stderr), args)
 }

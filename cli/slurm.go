@@ -363,8 +363,9 @@ func runningNodes(ctx context.Context, cl *api.Client, jobs []structs.Job) (map[
 }
 
 // slurmNames are the commands skein runs when called by their name,
-// through the links `make install SLURM_LINKS=1` makes.
-var slurmNames = []string{"squeue", "scancel", "sinfo", "sacct", "sbatch", "scontrol", "salloc"}
+// through the links `make install SLURM_LINKS=1` makes. Inside a job, the
+// job's own srun and scontrol come first on its PATH (package slurm).
+var slurmNames = []string{"squeue", "scancel", "sinfo", "sacct", "sbatch", "scontrol", "salloc", "srun"}
 
 // noHeaderCommands are the commands whose -h is Slurm's --noheader.
 var noHeaderCommands = []string{"squeue", "sinfo"}

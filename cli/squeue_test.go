@@ -214,6 +214,7 @@ func TestCommandArgs_LinksAndSlurmsDashH(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"/usr/bin/squeue -h -u alice", "skein squeue --noheader -u alice"},
 		{"sacct -j 3f2a", "skein sacct -j 3f2a"},
+		{"/usr/local/bin/srun --pty bash", "skein srun --pty bash"},
 		{"skein --addr http://x:7470 sinfo -N -h", "skein --addr http://x:7470 sinfo -N --noheader"},
 		{"skein --addr=http://x:7470 --token-file f squeue -o %i -h", "skein --addr=http://x:7470 --token-file f squeue -o %i --noheader"},
 		{"skein squeue -- -h", "skein squeue -- -h"},
