@@ -79,7 +79,10 @@ func previousBinary(t *testing.T) string {
 // joining join.
 func (n *node) startAs(t *testing.T, bin string, join ...string) {
 	t.Helper()
-	extra := []string{"--gossip-port", fmt.Sprint(n.gossipPort), "--stop-after", "10s", "--down-after", "15s"}
+	// A node's restart (stop, start, rejoin, its first heartbeat) must
+	// fit in --stop-after, or its jobs' supervisors stop them: on a
+	// machine busy with other suites, 10 s was too short once.
+	extra := []string{"--gossip-port", fmt.Sprint(n.gossipPort), "--stop-after", "40s", "--down-after", "50s"}
 	for _, j := range join {
 		extra = append(extra, "--join", j)
 	}
