@@ -38,7 +38,7 @@ func (s *Server) handleWhoAmI(w http.ResponseWriter, r *http.Request) {
 	id := identityOf(r)
 	out := api.WhoAmI{ACL: id.ACL, User: id.User, Role: id.Role, TokenID: id.TokenID, Permissions: []structs.Permission{}}
 	for _, p := range structs.Permissions {
-		if id.can(p) {
+		if id.Can(p) {
 			out.Permissions = append(out.Permissions, p)
 		}
 	}

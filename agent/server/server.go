@@ -17,6 +17,7 @@ import (
 	"github.com/skein-dev/skein/agent/leader"
 	"github.com/skein-dev/skein/agent/peer"
 	"github.com/skein-dev/skein/agent/secure"
+	"github.com/skein-dev/skein/agent/server/endpoint"
 	"github.com/skein-dev/skein/agent/ui"
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/cluster"
@@ -210,6 +211,8 @@ type Server struct {
 	// leader while it does not lead (agent/leader/relay.go; the handlers
 	// in lease.go).
 	leases *leader.LeaseRelay
+	// jobs are the jobs' write endpoints.
+	jobs endpoint.Jobs
 	// role is the last answer to whether this node is a server
 	// (toserver.go).
 	role atomic.Pointer[roleCheck]
@@ -224,6 +227,7 @@ func New(cfg Config) *Server {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.authFails = newFailLimiter(s.sentByNode, cfg.Logger)
 	s.writes = newWriteGate(cfg.MaxWrites, cfg.Logger)
+	s.jobs = endpoint.Jobs{State: cfg.FSM}
 	s.leases = leader.NewLeaseRelay(s.passRenewals)
 	go s.leases.Run(s.ctx)
 	top := http.NewServeMux()

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/skein-dev/skein/agent/server/endpoint"
 	"net"
 	"net/http"
 	"net/url"
@@ -50,7 +51,7 @@ func (s *Server) checkServiceCreate(id Identity, req *api.ServiceCreateRequest) 
 	if err := svc.Validate(); err != nil {
 		return err
 	}
-	if err := checkLoaderEnv(id, &req.Spec.Job); err != nil {
+	if err := endpoint.CheckLoaderEnv(id, &req.Spec.Job); err != nil {
 		return err
 	}
 	if _, ok := s.fsm.Service(req.Name); ok {
@@ -67,7 +68,7 @@ func (s *Server) handleServices(w http.ResponseWriter, r *http.Request) {
 	id := identityOf(r)
 	out := []api.ServiceInfo{}
 	for _, svc := range s.fsm.Services() {
-		out = append(out, s.serviceInfo(redactService(id, svc, false), s.replicas(svc)))
+		out = append(out, s.serviceInfo(endpoint.RedactService(id, svc, false), s.replicas(svc)))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -177,7 +178,7 @@ func (s *Server) findService(w http.ResponseWriter, r *http.Request) (*structs.S
 func (s *Server) serviceDetail(id Identity, svc *structs.Service, secrets bool) api.ServiceDetail {
 	reps := s.replicas(svc)
 	d := api.ServiceDetail{
-		ServiceInfo: s.serviceInfo(redactService(id, svc, secrets), reps),
+		ServiceInfo: s.serviceInfo(endpoint.RedactService(id, svc, secrets), reps),
 		Replicas:    make([]api.Replica, len(reps)),
 		Endpoints:   s.endpoints(svc.Name),
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"github.com/skein-dev/skein/agent/server/endpoint"
 	"net/http"
 
 	"github.com/skein-dev/skein/api"
@@ -36,7 +37,7 @@ func (s *Server) handleServiceUpdate(w http.ResponseWriter, r *http.Request) {
 		if err := upd.Validate(); err != nil {
 			return err
 		}
-		if err := checkLoaderEnv(id, &upd.Spec.Job); err != nil {
+		if err := endpoint.CheckLoaderEnv(id, &upd.Spec.Job); err != nil {
 			return err
 		}
 		if err := sched.CheckFits(s.fsm.Nodes(), upd.Spec.Job); err != nil && !errors.Is(err, sched.ErrNoNodes) {

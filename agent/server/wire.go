@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/skein-dev/skein/agent/peer"
+	"github.com/skein-dev/skein/agent/server/endpoint"
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/fsm"
@@ -67,9 +68,12 @@ var (
 func statusOf(err error) int {
 	var fe *structs.FieldError
 	var remote *api.Error
+	var bad *endpoint.BadRequest
 	switch {
 	case errors.As(err, &remote):
 		return remote.StatusCode
+	case errors.As(err, &bad), errors.Is(err, endpoint.ErrInvalid):
+		return http.StatusBadRequest
 	case errors.As(err, &fe), errors.Is(err, errBadRequest), errors.Is(err, fsm.ErrAmbiguousID),
 		errors.Is(err, fsm.ErrInvalidRequest), errors.Is(err, sched.ErrNeverFits):
 		return http.StatusBadRequest
