@@ -163,12 +163,6 @@ func mayActOn(w http.ResponseWriter, r *http.Request, job *structs.Job, what str
 	return mayActFor(w, r, job.Owner, what+" of another user's job")
 }
 
-// mayActOnService answers 403 and returns false unless the caller may
-// act on svc (what says how: "scale").
-func mayActOnService(w http.ResponseWriter, r *http.Request, svc *structs.Service, what string) bool {
-	return mayActFor(w, r, svc.Owner, what+" another user's service")
-}
-
 // mayActFor answers 403 and returns false unless the caller may act on
 // what owner owns (what, for the message, says what was refused).
 func mayActFor(w http.ResponseWriter, r *http.Request, owner, what string) bool {

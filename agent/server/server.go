@@ -211,8 +211,10 @@ type Server struct {
 	// leader while it does not lead (agent/leader/relay.go; the handlers
 	// in lease.go).
 	leases *leader.LeaseRelay
-	// jobs are the jobs' write endpoints.
-	jobs endpoint.Jobs
+	// jobs and services are the endpoints of the user API's writes
+	// (agent/server/endpoint).
+	jobs     endpoint.Jobs
+	services endpoint.Services
 	// role is the last answer to whether this node is a server
 	// (toserver.go).
 	role atomic.Pointer[roleCheck]
@@ -228,6 +230,7 @@ func New(cfg Config) *Server {
 	s.authFails = newFailLimiter(s.sentByNode, cfg.Logger)
 	s.writes = newWriteGate(cfg.MaxWrites, cfg.Logger)
 	s.jobs = endpoint.Jobs{State: cfg.FSM}
+	s.services = endpoint.Services{State: cfg.FSM, IngressPort: cfg.IngressPort}
 	s.leases = leader.NewLeaseRelay(s.passRenewals)
 	go s.leases.Run(s.ctx)
 	top := http.NewServeMux()

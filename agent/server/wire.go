@@ -79,7 +79,7 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, fsm.ErrServiceNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, fsm.ErrServiceExists), errors.Is(err, fsm.ErrServiceDeleted), errors.Is(err, errAutoscaled),
+	case errors.Is(err, fsm.ErrServiceExists), errors.Is(err, fsm.ErrServiceDeleted), errors.Is(err, endpoint.ErrAutoscaled),
 		errors.Is(err, fsm.ErrAutoscalePaused), errors.Is(err, fsm.ErrDrainStale), errors.Is(err, structs.ErrUpgradeFirst):
 		return http.StatusConflict
 	case errors.Is(err, errTooLarge):

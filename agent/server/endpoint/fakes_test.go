@@ -150,3 +150,27 @@ func (s *fakeState) CheckSubmitLimits(string, structs.JobSpec) error {
 }
 
 func (s *fakeState) CheckSubmitAccount(string, structs.JobSpec) error { return nil }
+
+func (s *fakeState) Service(name string) (*structs.Service, bool) {
+	svc, ok := s.services[name]
+	if !ok {
+		return nil, false
+	}
+	c := *svc
+	return &c, true
+}
+
+func (s *fakeState) Services() []*structs.Service {
+	var out []*structs.Service
+	for name := range s.services {
+		svc, _ := s.Service(name)
+		out = append(out, svc)
+	}
+	return out
+}
+
+// ServiceReplicas, Allocs and Node find none: the fake state holds no
+// replica.
+func (s *fakeState) ServiceReplicas(string) []*structs.Job { return nil }
+func (s *fakeState) Allocs(string) []*structs.Allocation   { return nil }
+func (s *fakeState) Node(string) (*structs.Node, bool)     { return nil, false }
