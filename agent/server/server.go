@@ -211,10 +211,12 @@ type Server struct {
 	// leader while it does not lead (agent/leader/relay.go; the handlers
 	// in lease.go).
 	leases *leader.LeaseRelay
-	// jobs and services are the endpoints of the user API's writes
+	// jobs, services, nodes and policy are the endpoints of the user API's writes
 	// (agent/server/endpoint).
 	jobs     endpoint.Jobs
 	services endpoint.Services
+	nodes    endpoint.Nodes
+	policy   endpoint.Policy
 	// role is the last answer to whether this node is a server
 	// (toserver.go).
 	role atomic.Pointer[roleCheck]
@@ -231,6 +233,8 @@ func New(cfg Config) *Server {
 	s.writes = newWriteGate(cfg.MaxWrites, cfg.Logger)
 	s.jobs = endpoint.Jobs{State: cfg.FSM}
 	s.services = endpoint.Services{State: cfg.FSM, IngressPort: cfg.IngressPort}
+	s.nodes = endpoint.Nodes{State: cfg.FSM, Forget: cfg.Forget}
+	s.policy = endpoint.Policy{State: cfg.FSM}
 	s.leases = leader.NewLeaseRelay(s.passRenewals)
 	go s.leases.Run(s.ctx)
 	top := http.NewServeMux()

@@ -96,7 +96,7 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, fsm.ErrJobFinished), errors.Is(err, fsm.ErrJobExists), errors.Is(err, fsm.ErrWrongNode):
 		return http.StatusConflict
-	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, peer.ErrNoLeader), errors.Is(err, cluster.ErrLeadershipLost):
+	case errors.Is(err, endpoint.ErrCannotRemove), errors.Is(err, cluster.ErrNotLeader), errors.Is(err, peer.ErrNoLeader), errors.Is(err, cluster.ErrLeadershipLost):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

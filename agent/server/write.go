@@ -29,6 +29,16 @@ func (s *Server) writer(w http.ResponseWriter, r *http.Request, body []byte) req
 func (rw requestWriter) Leads() bool { return rw.s.cfg.Raft.IsLeader() }
 
 func (rw requestWriter) Write(typ structs.MessageType, forward any, entry func() (any, error)) (any, error) {
+	return rw.Lead(forward, func() (any, error) {
+		e, err := entry()
+		if err != nil {
+			return nil, err
+		}
+		return rw.s.cfg.Apply(typ, e)
+	})
+}
+
+func (rw requestWriter) Lead(forward any, do func() (any, error)) (any, error) {
 	if !rw.Leads() {
 		body := rw.body
 		if forward != nil {
@@ -41,11 +51,7 @@ func (rw requestWriter) Write(typ structs.MessageType, forward any, entry func()
 			return nil, endpoint.ErrForwarded
 		}
 	}
-	e, err := entry()
-	if err != nil {
-		return nil, err
-	}
-	return rw.s.cfg.Apply(typ, e)
+	return do()
 }
 
 // bodyRule says whether a write's body may be empty.

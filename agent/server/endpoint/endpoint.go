@@ -25,6 +25,10 @@ type Writer interface {
 	// with forward as its body (nil: the body as it came), never calls
 	// entry, and answers ErrForwarded.
 	Write(typ structs.MessageType, forward any, entry func() (any, error)) (any, error)
+	// Lead is Write for a write that is not one entry (a node's removal
+	// changes Raft's configuration too): on the leader it answers what
+	// do does, elsewhere it passes the request on as Write does.
+	Lead(forward any, do func() (any, error)) (any, error)
 }
 
 // Errors of the endpoints. Domain refusals come from fsm, sched and
@@ -39,6 +43,9 @@ var (
 	// ErrInvalid is a request that asks nothing, or something no field
 	// error describes.
 	ErrInvalid = errors.New("bad request")
+	// ErrCannotRemove: this node leads but was given no way to remove
+	// nodes.
+	ErrCannotRemove = errors.New("this node cannot remove nodes")
 )
 
 // BadRequest is a request refused for what it asks, whatever Err (which

@@ -29,6 +29,20 @@ type fakeWriter struct {
 func (f *fakeWriter) Leads() bool { return f.leads }
 
 func (f *fakeWriter) Write(typ structs.MessageType, forward any, entry func() (any, error)) (any, error) {
+	return f.Lead(forward, func() (any, error) {
+		e, err := entry()
+		if err != nil {
+			return nil, err
+		}
+		f.applied = append(f.applied, written{typ, e})
+		if f.answer == nil {
+			return nil, fmt.Errorf("fake writer: no answer for %v", typ)
+		}
+		return f.answer(typ, e)
+	})
+}
+
+func (f *fakeWriter) Lead(forward any, do func() (any, error)) (any, error) {
 	if !f.leads {
 		body := ""
 		if forward != nil {
@@ -41,15 +55,7 @@ func (f *fakeWriter) Write(typ structs.MessageType, forward any, entry func() (a
 		f.forwarded = append(f.forwarded, body)
 		return nil, ErrForwarded
 	}
-	e, err := entry()
-	if err != nil {
-		return nil, err
-	}
-	f.applied = append(f.applied, written{typ, e})
-	if f.answer == nil {
-		return nil, fmt.Errorf("fake writer: no answer for %v", typ)
-	}
-	return f.answer(typ, e)
+	return do()
 }
 
 // only is the one entry f applied, of type typ.
@@ -174,3 +180,28 @@ func (s *fakeState) Services() []*structs.Service {
 func (s *fakeState) ServiceReplicas(string) []*structs.Job { return nil }
 func (s *fakeState) Allocs(string) []*structs.Allocation   { return nil }
 func (s *fakeState) Node(string) (*structs.Node, bool)     { return nil, false }
+
+// NodeLiveAllocs finds none: the fake state holds no allocation.
+func (s *fakeState) NodeLiveAllocs(string) []*structs.Allocation { return nil }
+
+// The policy's reads: an empty account table, limits and usage as set.
+
+func (s *fakeState) FairShare() fsm.FairShare {
+	return fsm.FairShare{Accounts: &structs.AccountTable{}}
+}
+
+func (s *fakeState) Limits() *structs.LimitTable { return &structs.LimitTable{} }
+
+func (s *fakeState) LimitUsage(string) fsm.LimitUsage { return fsm.LimitUsage{} }
+
+func (s *fakeState) LimitUsages() (map[string]fsm.LimitUsage, int) {
+	return map[string]fsm.LimitUsage{}, 0
+}
+
+func (s *fakeState) Partitions() []structs.Partition {
+	var out []structs.Partition
+	for _, p := range s.partitions {
+		out = append(out, p)
+	}
+	return out
+}
