@@ -211,12 +211,13 @@ type Server struct {
 	// leader while it does not lead (agent/leader/relay.go; the handlers
 	// in lease.go).
 	leases *leader.LeaseRelay
-	// jobs, services, nodes and policy are the endpoints of the user API's writes
+	// jobs, services, nodes, policy and acl are the endpoints of the user API's writes
 	// (agent/server/endpoint).
 	jobs     endpoint.Jobs
 	services endpoint.Services
 	nodes    endpoint.Nodes
 	policy   endpoint.Policy
+	acl      endpoint.ACL
 	// role is the last answer to whether this node is a server
 	// (toserver.go).
 	role atomic.Pointer[roleCheck]
@@ -235,6 +236,7 @@ func New(cfg Config) *Server {
 	s.services = endpoint.Services{State: cfg.FSM, IngressPort: cfg.IngressPort}
 	s.nodes = endpoint.Nodes{State: cfg.FSM, Forget: cfg.Forget}
 	s.policy = endpoint.Policy{State: cfg.FSM}
+	s.acl = endpoint.ACL{State: cfg.FSM}
 	s.leases = leader.NewLeaseRelay(s.passRenewals)
 	go s.leases.Run(s.ctx)
 	top := http.NewServeMux()

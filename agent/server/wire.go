@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/skein-dev/skein/agent/peer"
+	"github.com/skein-dev/skein/agent/secure"
 	"github.com/skein-dev/skein/agent/server/endpoint"
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/cluster"
@@ -70,6 +71,16 @@ func statusOf(err error) int {
 	var remote *api.Error
 	var bad *endpoint.BadRequest
 	switch {
+	// The trust API's refusals (agent/secure) first: what they wrap is
+	// not what they mean.
+	case errors.Is(err, secure.ErrForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, secure.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, secure.ErrRotating):
+		return http.StatusConflict
+	case errors.Is(err, secure.ErrNoTrust), errors.Is(err, secure.ErrNoCAKey):
+		return http.StatusServiceUnavailable
 	case errors.As(err, &remote):
 		return remote.StatusCode
 	case errors.As(err, &bad), errors.Is(err, endpoint.ErrInvalid):
@@ -96,7 +107,7 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, fsm.ErrJobFinished), errors.Is(err, fsm.ErrJobExists), errors.Is(err, fsm.ErrWrongNode):
 		return http.StatusConflict
-	case errors.Is(err, endpoint.ErrCannotRemove), errors.Is(err, cluster.ErrNotLeader), errors.Is(err, peer.ErrNoLeader), errors.Is(err, cluster.ErrLeadershipLost):
+	case errors.Is(err, endpoint.ErrCannotRemove), errors.Is(err, errCannotRestore), errors.Is(err, cluster.ErrNotLeader), errors.Is(err, peer.ErrNoLeader), errors.Is(err, cluster.ErrLeadershipLost):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

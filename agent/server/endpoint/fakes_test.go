@@ -205,3 +205,12 @@ func (s *fakeState) Partitions() []structs.Partition {
 	}
 	return out
 }
+
+// aclState holds tokens and users, for the ACL endpoints.
+type aclState struct {
+	tokens []structs.ACLToken
+	users  []structs.ACLUser
+}
+
+func (s aclState) ACLTokens() []structs.ACLToken { return s.tokens }
+func (s aclState) ACLUsers() []structs.ACLUser   { return s.users }
