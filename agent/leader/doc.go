@@ -12,4 +12,11 @@
 // decides is a Raft entry; it keeps no state a new leader would need,
 // only the heartbeats and load reports it has heard since it began to
 // lead.
+//
+// One part runs on the servers that do not lead, as the leader's other
+// end: the lease relay (relay.go), which gathers the workers' renewals
+// reaching a server into rounds passed to the leader, and answers each
+// only once the leader recorded it. It lives beside the node monitor
+// because fencing rests on both: the monitor must never hear of a
+// renewal before the worker sent it.
 package leader

@@ -116,7 +116,7 @@ func soleServer(servers []cluster.RaftServer, self string) bool {
 
 // heartbeat renews the lease once: at once on the leader; by asking it
 // on another server; on a worker, through a server other than the
-// leader, which passes the renewal on (agent/server/lease.go), and from
+// leader, which passes the renewal on (agent/leader/relay.go), and from
 // the leader itself when that server answers that it could not, or
 // cannot be reached (it may be dead and gossip not say so yet).
 //

@@ -4,38 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"time"
 
-	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/agent/server/endpoint"
 	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/structs"
 	"github.com/skein-dev/skein/trust"
 )
 
-// Identity is who a user request comes from.
-type Identity struct {
-	// ACL is whether the cluster has ACLs. Without them the caller holds
-	// the cluster's API token (or none, on loopback), every permission,
-	// and no user: its jobs have the owner "".
-	ACL     bool
-	User    string
-	Role    structs.Role
-	TokenID string
-}
-
-// can reports whether the caller holds p.
-func (id Identity) can(p structs.Permission) bool { return id.Role.Can(p) }
-
-// mayActFor reports whether the caller may act on what owner owns: as
-// that owner, or as one who may act on every user's jobs.
-func (id Identity) mayActFor(owner string) bool { return id.Role.MayActFor(id.User, owner) }
-
-// mayActOn reports whether the caller may cancel job, read its logs and
-// see its environment.
-func (id Identity) mayActOn(job *structs.Job) bool { return id.mayActFor(job.Owner) }
+// Identity is who a user request comes from (the endpoints take it as
+// it is).
+type Identity = endpoint.Identity
 
 // identityKey is the context key of a user request's Identity.
 type identityKey struct{}
@@ -169,7 +149,7 @@ func (a ACLAuth) token(ctx context.Context, id string) (structs.ACLToken, bool) 
 // need serves h only to callers holding p; others get 403 naming it.
 func need(p structs.Permission, what string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if id := identityOf(r); !id.can(p) {
+		if id := identityOf(r); !id.Can(p) {
 			writeError(w, http.StatusForbidden, &structs.PermissionError{Role: id.Role, Need: p, What: what})
 			return
 		}
@@ -183,75 +163,12 @@ func mayActOn(w http.ResponseWriter, r *http.Request, job *structs.Job, what str
 	return mayActFor(w, r, job.Owner, what+" of another user's job")
 }
 
-// mayActOnService answers 403 and returns false unless the caller may
-// act on svc (what says how: "scale").
-func mayActOnService(w http.ResponseWriter, r *http.Request, svc *structs.Service, what string) bool {
-	return mayActFor(w, r, svc.Owner, what+" another user's service")
-}
-
 // mayActFor answers 403 and returns false unless the caller may act on
 // what owner owns (what, for the message, says what was refused).
 func mayActFor(w http.ResponseWriter, r *http.Request, owner, what string) bool {
-	id := identityOf(r)
-	if id.mayActFor(owner) {
-		return true
+	if err := endpoint.CheckActFor(identityOf(r), owner, what); err != nil {
+		writeError(w, http.StatusForbidden, err)
+		return false
 	}
-	need := structs.PermAnyJob
-	if owner == id.User {
-		need = structs.PermSubmit
-	}
-	writeError(w, http.StatusForbidden, &structs.PermissionError{Role: id.Role, Need: need, What: what})
-	return false
-}
-
-// checkLoaderEnv refuses a spec that sets the dynamic loader's variables
-// unless the caller may.
-func checkLoaderEnv(id Identity, spec *structs.JobSpec) error {
-	if id.can(structs.PermLoaderEnv) {
-		return nil
-	}
-	for _, env := range []map[string]string{spec.Env, spec.SecretEnv} {
-		for _, k := range slices.Sorted(maps.Keys(env)) {
-			if structs.IsLoaderEnv(k) {
-				return &structs.PermissionError{Role: id.Role, Need: structs.PermLoaderEnv, What: "set " + k}
-			}
-		}
-	}
-	return nil
-}
-
-// redact hides what the caller may not see of a job: the values of its
-// env unless the caller may act on it, and of its secret_env unless
-// secrets were asked for too. It changes job, which must be a copy.
-func redact(id Identity, job *structs.Job, secrets bool) *structs.Job {
-	redactSpec(id.mayActOn(job), &job.Spec, secrets)
-	return job
-}
-
-// redactService hides what the caller may not see of a service's
-// replicas' job, as redact does of a job's. It changes svc, which must be
-// a copy.
-func redactService(id Identity, svc *structs.Service, secrets bool) *structs.Service {
-	redactSpec(id.mayActFor(svc.Owner), &svc.Spec.Job, secrets)
-	if svc.PrevSpec != nil { // the spec a rollback would return to
-		redactSpec(id.mayActFor(svc.Owner), &svc.PrevSpec.Job, secrets)
-	}
-	return svc
-}
-
-// redactSpec hides the values of spec's env unless mine, and of its
-// secret_env unless mine and secrets.
-func redactSpec(mine bool, spec *structs.JobSpec, secrets bool) {
-	if !mine {
-		hide(spec.Env)
-	}
-	if !mine || !secrets {
-		hide(spec.SecretEnv)
-	}
-}
-
-func hide(env map[string]string) {
-	for k := range env {
-		env[k] = api.HiddenValue
-	}
+	return true
 }

@@ -124,7 +124,7 @@ func (s *Server) eventQuery(r *http.Request) (fsm.EventQuery, error) {
 		}
 	}
 	if name := v.Get("node"); name != "" {
-		n, err := s.resolveNode(name)
+		n, err := s.nodes.Resolve(name)
 		if err != nil {
 			return fsm.EventQuery{}, err
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/skein-dev/skein/agent/server/endpoint"
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/structs"
@@ -18,7 +19,7 @@ import (
 // eventServer serves GET /v1/events from st's FSM with a read bound of
 // readTimeout, as the agent's server bounds requests.
 func eventServer(t *testing.T, st *states, readTimeout time.Duration) (*httptest.Server, *api.Client) {
-	s := &Server{fsm: st.f, log: hclog.NewNullLogger(), timeouts: Timeouts{}.withDefaults()}
+	s := &Server{fsm: st.f, nodes: endpoint.Nodes{State: st.f}, log: hclog.NewNullLogger(), timeouts: Timeouts{}.withDefaults()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	t.Cleanup(s.cancel)
 	mux := http.NewServeMux()

@@ -2,13 +2,11 @@ package server
 
 import (
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"strconv"
 
+	"github.com/skein-dev/skein/agent/server/endpoint"
 	"github.com/skein-dev/skein/api"
-	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -17,74 +15,20 @@ import (
 
 // handleLimits answers the cluster's limits, the defaults and every user
 // that has limits of its own or holds something.
-func (s *Server) handleLimits(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.limitsInfo())
+func (s *Server) handleLimits(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.policy.Limits())
 }
 
 // handleUserLimits answers one user's limits and usage.
 func (s *Server) handleUserLimits(w http.ResponseWriter, r *http.Request) {
-	user := r.PathValue("user")
-	if err := structs.ValidateUserName(user); err != nil {
-		writeError(w, http.StatusBadRequest, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, userLimitsInfo(s.fsm.Limits(), user, s.fsm.LimitUsage(user)))
+	info, err := s.policy.UserLimits(r.PathValue("user"))
+	answer(w, http.StatusOK, info, err)
 }
 
-// handleLimitsSet changes a user's limits, the defaults or the cluster's; a
-// write, so it is served by the leader.
+// handleLimitsSet changes a user's limits, the defaults or the cluster's.
 func (s *Server) handleLimitsSet(w http.ResponseWriter, r *http.Request) {
 	var req structs.LimitsSetRequest
-	body, err := readBody(w, r)
-	if err == nil {
-		err = decodeStrict(body, &req)
-	}
-	if err == nil {
-		err = req.Validate()
-	}
-	if err != nil {
-		writeError(w, statusOf(err), err)
-		return
-	}
-	if !s.cfg.Raft.IsLeader() && s.forward(w, r, body) {
-		return
-	}
-	resp, err := s.cfg.Apply(structs.LimitsSetType, req)
-	if err != nil {
-		writeError(w, statusOf(err), err)
-		return
-	}
-	if _, ok := resp.(*structs.LimitTable); !ok {
-		writeError(w, http.StatusInternalServerError, fmt.Errorf("limits: unexpected answer %T from the state machine", resp))
-		return
-	}
-	writeJSON(w, http.StatusOK, s.limitsInfo())
-}
-
-// limitsInfo is the whole limits picture from the local state.
-func (s *Server) limitsInfo() api.LimitsInfo {
-	tab := s.fsm.Limits()
-	usage, queued := s.fsm.LimitUsages()
-	info := api.LimitsInfo{
-		Cluster: api.ClusterLimitsInfo{MaxQueued: tab.ClusterMaxQueued(), Queued: queued},
-		// The owner "" never has limits of its own (ValidateUserName):
-		// it has the defaults.
-		Default:    tab.For(""),
-		DefaultSet: tab.Default,
-		Users:      []api.UserLimitsInfo{},
-	}
-	users := maps.Clone(usage)
-	for u := range tab.Users {
-		users[u] = usage[u]
-	}
-	for _, u := range slices.Sorted(maps.Keys(users)) {
-		info.Users = append(info.Users, userLimitsInfo(tab, u, users[u]))
-	}
-	return info
-}
-
-func userLimitsInfo(tab *structs.LimitTable, user string, use fsm.LimitUsage) api.UserLimitsInfo {
-	return api.UserLimitsInfo{User: user, Limits: tab.For(user), Set: tab.Users[user], Queued: use.Queued, GPUs: use.GPUs}
+	s.write(w, r, &req, bodyRequired, func(wr endpoint.Writer) (any, error) { return s.policy.SetLimits(wr, req) })
 }
 
 // pageLimit reads the limit parameter of a paged listing.

@@ -14,8 +14,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/skein-dev/skein/agent/leader"
 	"github.com/skein-dev/skein/agent/peer"
 	"github.com/skein-dev/skein/agent/secure"
+	"github.com/skein-dev/skein/agent/server/endpoint"
 	"github.com/skein-dev/skein/agent/ui"
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/cluster"
@@ -206,8 +208,16 @@ type Server struct {
 	// scrapes is the leader's last answer to a scrape (shed.go).
 	scrapes scrapeCache
 	// leases passes the lease renewals that reach this server to the
-	// leader while it does not lead (lease.go).
-	leases *leaseRelay
+	// leader while it does not lead (agent/leader/relay.go; the handlers
+	// in lease.go).
+	leases *leader.LeaseRelay
+	// jobs, services, nodes, policy and acl are the endpoints of the user API's writes
+	// (agent/server/endpoint).
+	jobs     endpoint.Jobs
+	services endpoint.Services
+	nodes    endpoint.Nodes
+	policy   endpoint.Policy
+	acl      endpoint.ACL
 	// role is the last answer to whether this node is a server
 	// (toserver.go).
 	role atomic.Pointer[roleCheck]
@@ -222,8 +232,13 @@ func New(cfg Config) *Server {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.authFails = newFailLimiter(s.sentByNode, cfg.Logger)
 	s.writes = newWriteGate(cfg.MaxWrites, cfg.Logger)
-	s.leases = newLeaseRelay(s.passRenewals)
-	go s.leases.run(s.ctx)
+	s.jobs = endpoint.Jobs{State: cfg.FSM}
+	s.services = endpoint.Services{State: cfg.FSM, IngressPort: cfg.IngressPort}
+	s.nodes = endpoint.Nodes{State: cfg.FSM, Forget: cfg.Forget}
+	s.policy = endpoint.Policy{State: cfg.FSM}
+	s.acl = endpoint.ACL{State: cfg.FSM}
+	s.leases = leader.NewLeaseRelay(s.passRenewals)
+	go s.leases.Run(s.ctx)
 	top := http.NewServeMux()
 	top.Handle(internalPrefix, guard(cfg.NodeAuth, s.authFails, s.failedAt(viaInternal), tagCaller(s.internalRoutes())))
 	// A joining node's credential is its join token, and the CA

@@ -14,13 +14,17 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
+// errCannotRestore: this node leads but was given no way to restore.
+var errCannotRestore = errors.New("this node cannot restore a snapshot")
+
 // restoreTimeout bounds how long a restore waits for Raft to take the
 // backup and for the followers to have it.
 const restoreTimeout = 2 * time.Minute
 
 // handleSnapshotSave answers GET /v1/snapshot with a backup of the whole
 // state, from the leader (other nodes pass the request on), so that it
-// holds every write acknowledged before it.
+// holds every write acknowledged before it. It is a read: it writes
+// nothing, and answers the backup as it is, not as JSON.
 func (s *Server) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
 	if !s.cfg.Raft.IsLeader() && s.forward(w, r, nil) {
 		return
@@ -65,20 +69,20 @@ func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
 			errBadRequest, structs.ShortID(sum.Founder), structs.ShortID(t.Founder)))
 		return
 	}
-	if !s.cfg.Raft.IsLeader() && s.forward(w, r, body) {
-		return
+	resp, err := s.writer(w, r, body).Lead(nil, func() (any, error) {
+		if s.cfg.Restore == nil {
+			return nil, errCannotRestore
+		}
+		index, err := s.cfg.Restore(func(index uint64) ([]byte, error) { return fsm.Reindex(body, index) }, restoreTimeout)
+		if err != nil {
+			return nil, err
+		}
+		s.log.Warn("the cluster's state was replaced by a snapshot", "index", index, "backup_index", sum.Index, "jobs", len(sum.Jobs))
+		sum.Index = index
+		return sum, nil
+	})
+	if err == nil {
+		s.holdWrite(w)
 	}
-	if s.cfg.Restore == nil {
-		writeError(w, http.StatusServiceUnavailable, errors.New("this node cannot restore a snapshot"))
-		return
-	}
-	index, err := s.cfg.Restore(func(index uint64) ([]byte, error) { return fsm.Reindex(body, index) }, restoreTimeout)
-	if err != nil {
-		writeError(w, statusOf(err), err)
-		return
-	}
-	s.log.Warn("the cluster's state was replaced by a snapshot", "index", index, "backup_index", sum.Index, "jobs", len(sum.Jobs))
-	sum.Index = index
-	s.holdWrite(w)
-	writeJSON(w, http.StatusOK, sum)
+	answer(w, http.StatusOK, resp, err)
 }

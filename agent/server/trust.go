@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skein-dev/skein/agent/secure"
+	"github.com/skein-dev/skein/agent/server/endpoint"
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/fsm"
@@ -33,29 +34,22 @@ func (s *Server) trustOrFail(w http.ResponseWriter) *secure.Secure {
 	return s.cfg.Trust
 }
 
-// trustStatus maps the trust errors on top of statusOf.
-func trustStatus(err error) int {
-	switch {
-	case errors.Is(err, secure.ErrForbidden):
-		return http.StatusForbidden
-	case errors.Is(err, secure.ErrInvalid):
-		return http.StatusBadRequest
-	case errors.Is(err, secure.ErrRotating):
-		return http.StatusConflict
-	case errors.Is(err, secure.ErrNoTrust), errors.Is(err, secure.ErrNoCAKey):
-		return http.StatusServiceUnavailable
-	}
-	return statusOf(err)
-}
-
-// trustWrite serves a write of the trust API with leaderWrite, refused in
-// a plaintext cluster.
+// trustWrite serves a write of the trust API, refused in a plaintext
+// cluster: it reads the body into req (nil: none), checks it with valid
+// (nil: none), and has the leader do it (the request's Writer).
 func (s *Server) trustWrite(w http.ResponseWriter, r *http.Request, req any, valid func() error, do func(*secure.Secure) (any, error)) {
 	t := s.trustOrFail(w)
 	if t == nil {
 		return
 	}
-	s.leaderWrite(w, r, req, valid, trustStatus, func() (any, error) { return do(t) })
+	s.write(w, r, req, bodyOptional, func(wr endpoint.Writer) (any, error) {
+		if valid != nil {
+			if err := valid(); err != nil {
+				return nil, err
+			}
+		}
+		return wr.Lead(nil, func() (any, error) { return do(t) })
+	})
 }
 
 // handleAdmit admits a node with a join token. It needs no API token: the
@@ -235,7 +229,7 @@ func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request) {
 	}
 	cert, err := t.Renew(callerNode(r), []byte(req.CSR))
 	if err != nil {
-		writeError(w, trustStatus(err), err)
+		writeError(w, statusOf(err), err)
 		return
 	}
 	writeJSON(w, http.StatusOK, api.RenewResponse{Cert: string(cert)})
@@ -254,7 +248,7 @@ func (s *Server) handleCAKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := t.AcceptCAKey(callerNode(r), []byte(req.Key)); err != nil {
-		writeError(w, trustStatus(err), err)
+		writeError(w, statusOf(err), err)
 		return
 	}
 	writeJSON(w, http.StatusOK, struct{}{})

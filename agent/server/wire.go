@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/skein-dev/skein/agent/peer"
+	"github.com/skein-dev/skein/agent/secure"
+	"github.com/skein-dev/skein/agent/server/endpoint"
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/fsm"
@@ -67,15 +69,28 @@ var (
 func statusOf(err error) int {
 	var fe *structs.FieldError
 	var remote *api.Error
+	var bad *endpoint.BadRequest
 	switch {
+	// The trust API's refusals (agent/secure) first: what they wrap is
+	// not what they mean.
+	case errors.Is(err, secure.ErrForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, secure.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, secure.ErrRotating):
+		return http.StatusConflict
+	case errors.Is(err, secure.ErrNoTrust), errors.Is(err, secure.ErrNoCAKey):
+		return http.StatusServiceUnavailable
 	case errors.As(err, &remote):
 		return remote.StatusCode
+	case errors.As(err, &bad), errors.Is(err, endpoint.ErrInvalid):
+		return http.StatusBadRequest
 	case errors.As(err, &fe), errors.Is(err, errBadRequest), errors.Is(err, fsm.ErrAmbiguousID),
 		errors.Is(err, fsm.ErrInvalidRequest), errors.Is(err, sched.ErrNeverFits):
 		return http.StatusBadRequest
 	case errors.Is(err, fsm.ErrServiceNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, fsm.ErrServiceExists), errors.Is(err, fsm.ErrServiceDeleted), errors.Is(err, errAutoscaled),
+	case errors.Is(err, fsm.ErrServiceExists), errors.Is(err, fsm.ErrServiceDeleted), errors.Is(err, endpoint.ErrAutoscaled),
 		errors.Is(err, fsm.ErrAutoscalePaused), errors.Is(err, fsm.ErrDrainStale), errors.Is(err, structs.ErrUpgradeFirst):
 		return http.StatusConflict
 	case errors.Is(err, errTooLarge):
@@ -92,7 +107,7 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, fsm.ErrJobFinished), errors.Is(err, fsm.ErrJobExists), errors.Is(err, fsm.ErrWrongNode):
 		return http.StatusConflict
-	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, peer.ErrNoLeader), errors.Is(err, cluster.ErrLeadershipLost):
+	case errors.Is(err, endpoint.ErrCannotRemove), errors.Is(err, errCannotRestore), errors.Is(err, cluster.ErrNotLeader), errors.Is(err, peer.ErrNoLeader), errors.Is(err, cluster.ErrLeadershipLost):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

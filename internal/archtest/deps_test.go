@@ -34,7 +34,7 @@ var allowed = map[string][]string{
 	"agent/leader":   {"structs", "fsm", "sched", "cluster"},
 	"agent/node":     {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/runner", "agent/engine", "agent/cgroup"},
 	"agent/secure":   {"structs", "fsm", "cluster", "api", "agent/peer", "trust"},
-	"agent/server":   {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/secure", "agent/ui", "trust"},
+	"agent/server":   {"structs", "fsm", "sched", "cluster", "gpu", "api", "agent/peer", "agent/leader", "agent/secure", "agent/ui", "trust"},
 	"agent/ingress":  {"structs", "api"},
 	"agent/ui":       {"structs", "fsm", "gpu", "api"},
 	"agent/metrics":  {"structs", "fsm", "cluster", "gpu"},

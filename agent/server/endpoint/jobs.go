@@ -1,0 +1,180 @@
+package endpoint
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/sched"
+	"github.com/skein-dev/skein/structs"
+)
+
+// JobsState is what the jobs' writes read of the state (fsm.FSM).
+type JobsState interface {
+	FindJob(idOrPrefix string) (*structs.Job, error)
+	ArrayTasks(arrayID string) ([]*structs.Job, error)
+	JobByRequestID(requestID string) (*structs.Job, bool)
+	Partition(name string) (structs.Partition, bool)
+	Nodes() []*structs.Node
+	ACLUser(name string) (structs.ACLUser, bool)
+	CheckSubmitLimits(owner string, spec structs.JobSpec) error
+	CheckSubmitAccount(owner string, spec structs.JobSpec) error
+}
+
+// Jobs submits, cancels and changes jobs.
+type Jobs struct {
+	State JobsState
+}
+
+// Submit checks a submission and has the leader commit it: the job, and
+// whether it is new (false: an earlier request with its request ID made
+// it). Every node checks what it can (the spec, the loader variables the
+// caller may set, the jobs it waits for, its partition's limits, some
+// node able to run it); the leader stamps the job's ID, owner and time
+// and checks the caller's limits and account first, so that a refused
+// submission costs no log entry. A submission passed on to the leader
+// gets a request ID, so that the retries of a forward make one job.
+func (j Jobs) Submit(w Writer, id Identity, req api.SubmitRequest) (*structs.Job, bool, error) {
+	if err := structs.ValidateRequestID(req.RequestID); err != nil {
+		return nil, false, badRequest(err)
+	}
+	req.Spec.Normalize()
+	if err := req.Spec.Validate(); err != nil {
+		return nil, false, badRequest(err)
+	}
+	if err := CheckLoaderEnv(id, &req.Spec); err != nil {
+		return nil, false, err
+	}
+	for i, d := range req.Spec.After {
+		dep, err := j.State.FindJob(d.JobID)
+		if errors.Is(err, fsm.ErrJobNotFound) && !w.Leads() {
+			// Submitted a moment ago through another node, perhaps, and
+			// not applied here yet: the leader, which committed it, says.
+			continue
+		}
+		if err != nil {
+			return nil, false, &structs.FieldError{Field: "after", Msg: err.Error()}
+		}
+		req.Spec.After[i].JobID = dep.ID // prefixes resolved once, here
+	}
+	if p, ok := j.State.Partition(structs.PartitionOf(&req.Spec)); ok {
+		if err := p.Fit(&req.Spec); err != nil { // its limits, its default time limit
+			return nil, false, badRequest(err)
+		}
+	}
+	// With no node registered yet (a cluster still forming) the job waits.
+	if err := sched.CheckFits(j.State.Nodes(), req.Spec); err != nil && !errors.Is(err, sched.ErrNoNodes) {
+		return nil, false, badRequest(err)
+	}
+	if req.RequestID != "" {
+		if job, ok := j.State.JobByRequestID(req.RequestID); ok {
+			return Redact(id, job, false), false, nil
+		}
+	}
+	forward := req
+	if forward.RequestID == "" {
+		// Forwarding may be retried; a request ID keeps it to one job.
+		forward.RequestID = structs.NewID()
+	}
+	jobID := structs.NewID()
+	resp, err := w.Write(structs.JobSubmitType, forward, func() (any, error) {
+		sub := structs.JobSubmitRequest{RequestID: req.RequestID, JobID: jobID, Spec: req.Spec, SubmittedAt: now(), Owner: id.User}
+		if u, ok := j.State.ACLUser(id.User); ok && id.ACL {
+			sub.AllowRoot = u.AllowRoot
+		}
+		// A submit over a limit, or to an account that is not the
+		// user's, costs no log entry; Apply checks again.
+		if err := j.State.CheckSubmitLimits(sub.Owner, sub.Spec); err != nil {
+			return nil, err
+		}
+		if err := j.State.CheckSubmitAccount(sub.Owner, sub.Spec); err != nil {
+			return nil, err
+		}
+		return sub, nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	job, ok := resp.(*structs.Job)
+	if !ok {
+		return nil, false, fmt.Errorf("submit: unexpected answer %T from the state machine", resp)
+	}
+	// Another job ID: an earlier request with this request ID won.
+	return Redact(id, job, false), job.ID == jobID, nil
+}
+
+// jobOrArray finds the job or the array ref names (a job first) and
+// checks the caller may act on it (verb says how): the job's ID, or the
+// array's. An array's tasks have one owner, so its first task answers
+// for all.
+func (j Jobs) jobOrArray(id Identity, ref, verb string) (jobID, arrayID string, err error) {
+	var job *structs.Job
+	if found, err := j.State.FindJob(ref); err == nil {
+		jobID, job = found.ID, found
+	} else if tasks, aerr := j.State.ArrayTasks(ref); aerr == nil {
+		arrayID, job = tasks[0].ArrayID, tasks[0]
+	} else {
+		return "", "", err
+	}
+	return jobID, arrayID, CheckActFor(id, job.Owner, verb+" of another user's job")
+}
+
+// Cancel cancels the job ref names (its number, ID or a prefix), or
+// every task of the array it names still going, in one entry: the job,
+// or the array's tasks.
+func (j Jobs) Cancel(w Writer, id Identity, ref string) (any, error) {
+	var req structs.JobCancelRequest
+	var err error
+	if req.JobID, req.ArrayID, err = j.jobOrArray(id, ref, "cancel"); err != nil {
+		return nil, err
+	}
+	resp, err := w.Write(structs.JobCancelType, nil, func() (any, error) {
+		req.At = now()
+		return req, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	switch v := resp.(type) {
+	case *structs.Job:
+		return Redact(id, v, false), nil
+	case []*structs.Job: // an array's tasks
+		tasks := make([]*structs.Job, len(v))
+		for i, job := range v {
+			tasks[i] = Redact(id, job, false)
+		}
+		return tasks, nil
+	}
+	return resp, nil
+}
+
+// Update holds, releases or changes a queued job, or every queued task
+// of an array (scontrol hold, release and update): the job by its
+// number, ID or prefix, as Cancel finds it. It answers the jobs changed.
+func (j Jobs) Update(w Writer, id Identity, ref string, u api.JobUpdate) ([]*structs.Job, error) {
+	req := structs.JobUpdateRequest{Hold: u.Hold, Name: u.Name, TimeLimit: u.TimeLimit, Priority: u.Priority}
+	if req.Empty() {
+		return nil, fmt.Errorf("%w: nothing to change: give hold, name, time_limit or priority", ErrInvalid)
+	}
+	var err error
+	if req.JobID, req.ArrayID, err = j.jobOrArray(id, ref, "update"); err != nil {
+		return nil, err
+	}
+	resp, err := w.Write(structs.JobUpdateType, nil, func() (any, error) {
+		req.At = now()
+		return req, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	jobs, ok := resp.([]*structs.Job)
+	if !ok {
+		return nil, fmt.Errorf("update: unexpected answer %T from the state machine", resp)
+	}
+	out := make([]*structs.Job, len(jobs))
+	for i, job := range jobs {
+		out[i] = Redact(id, job, false)
+	}
+	return out, nil
+}
