@@ -193,7 +193,9 @@ func TestProcess_FollowedLogsGoOnThroughAnotherNodeWhenTheirsFreezes(t *testing.
 	id := strings.TrimSpace(out)
 	lead.proc.waitJob(t, id, allocRunning)
 	addrs := strings.Join([]string{reader.proc.addr, runner.proc.addr, lead.proc.addr}, ",")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// The job's 400 lines fork 400 sleeps: on a busy machine that alone
+	// has taken most of a minute, so a hang is what outlasts three.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, skeinBin, "logs", "-f", id)
 	cmd.Env = append(append(os.Environ(), reader.proc.env...), "SKEIN_ADDR="+addrs)
