@@ -15,7 +15,7 @@ const recentWindow = time.Hour
 
 // handleSubmit submits a job (endpoint.Jobs.Submit): 201 with a new
 // job, 200 with the one an earlier request with its request ID made.
-func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
+func (s *jobRoutes) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	var req api.SubmitRequest
 	body, err := readBody(w, r)
 	if err == nil {
@@ -36,7 +36,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 // handleJobs answers one page of jobs, oldest first (see api.JobsQuery):
 // at most limit, after the cursor, with the next page's cursor in a header
 // when more follow.
-func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
+func (s *jobRoutes) handleJobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	limit, err := pageLimit(q.Get("limit"))
 	var after fsm.JobCursor
@@ -69,7 +69,7 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, jobs)
 }
 
-func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
+func (s *jobRoutes) handleJob(w http.ResponseWriter, r *http.Request) {
 	job, err := s.fsm.FindJob(r.PathValue("id"))
 	if err != nil {
 		writeError(w, statusOf(err), err)
@@ -90,7 +90,7 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 
 // handleCancel cancels a job, or an array's tasks still going
 // (endpoint.Jobs.Cancel).
-func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+func (s *jobRoutes) handleCancel(w http.ResponseWriter, r *http.Request) {
 	s.write(w, r, nil, bodyRequired, func(wr endpoint.Writer) (any, error) {
 		return s.jobs.Cancel(wr, identityOf(r), r.PathValue("id"))
 	})
@@ -98,7 +98,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 
 // handleJobUpdate holds, releases or changes a queued job, or every
 // queued task of an array (endpoint.Jobs.Update).
-func (s *Server) handleJobUpdate(w http.ResponseWriter, r *http.Request) {
+func (s *jobRoutes) handleJobUpdate(w http.ResponseWriter, r *http.Request) {
 	var u api.JobUpdate
 	s.write(w, r, &u, bodyRequired, func(wr endpoint.Writer) (any, error) {
 		return s.jobs.Update(wr, identityOf(r), r.PathValue("id"), u)
