@@ -83,11 +83,11 @@ func apiPriority(p sched.JobPriority, pos int) api.JobPriority {
 		Age: p.Age, FairShare: p.FairShare, JobSize: p.JobSize, QoSFactor: p.Factors.QoS, Own: p.Own}
 }
 
-// queuePlace says where a queued job stands: its place, its factors, the
-// job ahead of it and what puts that one first. nil when the job is not
-// in the queue.
-func (s *jobRoutes) queuePlace(jobID string) *api.QueuePlace {
-	m, prios := priorities(s.fsm.State(), now())
+// queuePlace says where a queued job stands in f's queue: its place, its
+// factors, the job ahead of it and what puts that one first. nil when the
+// job is not in the queue.
+func queuePlace(f *fsm.FSM, jobID string) *api.QueuePlace {
+	m, prios := priorities(f.State(), now())
 	for i, p := range prios {
 		if p.JobID != jobID {
 			continue

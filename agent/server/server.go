@@ -222,7 +222,8 @@ func New(cfg Config) *Server {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.authFails = newFailLimiter(s.sentByNode, cfg.Logger)
 	s.writes = newWriteGate(cfg.MaxWrites, cfg.Logger)
-	s.jobs = &jobRoutes{shared: sh, jobs: endpoint.Jobs{State: cfg.FSM}}
+	s.jobs = &jobRoutes{shared: sh, jobs: endpoint.Jobs{State: cfg.FSM,
+		QueuePlace: func(jobID string) *api.QueuePlace { return queuePlace(cfg.FSM, jobID) }}}
 	s.services = &serviceRoutes{shared: sh, services: endpoint.Services{State: cfg.FSM, IngressPort: cfg.IngressPort}}
 	s.cluster = &clusterRoutes{shared: sh, nodes: endpoint.Nodes{State: cfg.FSM, Forget: cfg.Forget}}
 	s.admin = &adminRoutes{shared: sh, policy: endpoint.Policy{State: cfg.FSM}, acl: endpoint.ACL{State: cfg.FSM}}
