@@ -130,13 +130,12 @@ func (j Jobs) Submit(w Writer, id Identity, req api.SubmitRequest) (*structs.Job
 			return Redact(id, job, false), false, nil
 		}
 	}
-	forward := req
-	if forward.RequestID == "" {
+	if req.RequestID == "" && !w.Leads() {
 		// Forwarding may be retried; a request ID keeps it to one job.
-		forward.RequestID = structs.NewID()
+		req.RequestID = structs.NewID()
 	}
 	jobID := structs.NewID()
-	resp, err := w.Write(structs.JobSubmitType, forward, func() (any, error) {
+	resp, err := w.Write(structs.JobSubmitType, req, func() (any, error) {
 		sub := structs.JobSubmitRequest{RequestID: req.RequestID, JobID: jobID, Spec: req.Spec, SubmittedAt: now(), Owner: id.User}
 		if u, ok := j.State.ACLUser(id.User); ok && id.ACL {
 			sub.AllowRoot = u.AllowRoot

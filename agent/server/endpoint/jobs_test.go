@@ -39,6 +39,9 @@ func TestJobs_Submit_TheLeaderWritesTheEntryStampedWithTheCaller(t *testing.T) {
 	if sub.Owner != "alice" || !sub.AllowRoot || sub.JobID == "" || sub.SubmittedAt.IsZero() || job.ID != sub.JobID {
 		t.Errorf("entry %+v, job %s: want alice's, allowed root, with an ID and a time", sub, job.ID)
 	}
+	if sub.RequestID != "" {
+		t.Errorf("entry's request ID %q, want none: only a forwarded submission needs one", sub.RequestID)
+	}
 	if sub.Spec.Nodes != 1 {
 		t.Errorf("entry's spec asks %d nodes, want the normalized 1", sub.Spec.Nodes)
 	}
