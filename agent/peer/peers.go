@@ -256,7 +256,7 @@ func (p *Peers) LeaderClient(ctx context.Context) (*api.Client, error) {
 
 // LeaseClient returns a client for the server a worker renews its lease
 // with, as ServerAddr picks it, so that the leader hears the workers'
-// renewals in one round per server (agent/server/lease.go); failing
+// renewals in one round per server (agent/leader/relay.go); failing
 // that, the leader (nil when this node leads).
 func (p *Peers) LeaseClient(ctx context.Context) (*api.Client, error) {
 	if addr, err := p.ServerAddr(); err == nil {

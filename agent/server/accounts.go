@@ -14,18 +14,18 @@ import (
 
 // handleAccounts answers the account table: accounts, QoS, each user's
 // default account and the priority weights in force.
-func (s *Server) handleAccounts(w http.ResponseWriter, _ *http.Request) {
+func (s *adminRoutes) handleAccounts(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.policy.Accounts())
 }
 
 // handleAccountSet changes the account tree, a membership or the weights.
-func (s *Server) handleAccountSet(w http.ResponseWriter, r *http.Request) {
+func (s *adminRoutes) handleAccountSet(w http.ResponseWriter, r *http.Request) {
 	var req structs.AccountRequest
 	s.write(w, r, &req, bodyRequired, func(wr endpoint.Writer) (any, error) { return s.policy.SetAccounts(wr, &req) })
 }
 
 // handleQoSSet creates, changes or deletes a QoS.
-func (s *Server) handleQoSSet(w http.ResponseWriter, r *http.Request) {
+func (s *adminRoutes) handleQoSSet(w http.ResponseWriter, r *http.Request) {
 	var req structs.QoSRequest
 	s.write(w, r, &req, bodyRequired, func(wr endpoint.Writer) (any, error) { return s.policy.SetQoS(wr, &req) })
 }

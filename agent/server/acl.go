@@ -160,13 +160,7 @@ func need(p structs.Permission, what string, h http.HandlerFunc) http.HandlerFun
 // mayActOn answers 403 and returns false unless the caller may act on job
 // (what says how, for the message).
 func mayActOn(w http.ResponseWriter, r *http.Request, job *structs.Job, what string) bool {
-	return mayActFor(w, r, job.Owner, what+" of another user's job")
-}
-
-// mayActFor answers 403 and returns false unless the caller may act on
-// what owner owns (what, for the message, says what was refused).
-func mayActFor(w http.ResponseWriter, r *http.Request, owner, what string) bool {
-	if err := endpoint.CheckActFor(identityOf(r), owner, what); err != nil {
+	if err := endpoint.CheckActFor(identityOf(r), job.Owner, what+" of another user's job"); err != nil {
 		writeError(w, http.StatusForbidden, err)
 		return false
 	}

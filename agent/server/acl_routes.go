@@ -10,33 +10,33 @@ import (
 // The ACL API (api/acl.go): bootstrap, who the caller is, tokens and
 // users; endpoint.ACL does each.
 
-func (s *Server) handleACLBootstrap(w http.ResponseWriter, r *http.Request) {
+func (s *adminRoutes) handleACLBootstrap(w http.ResponseWriter, r *http.Request) {
 	var req api.ACLBootstrapRequest
 	s.write(w, r, &req, bodyOptional, func(wr endpoint.Writer) (any, error) { return s.acl.Bootstrap(wr, req) })
 }
 
-func (s *Server) handleWhoAmI(w http.ResponseWriter, r *http.Request) {
+func (s *adminRoutes) handleWhoAmI(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, endpoint.WhoAmI(identityOf(r)))
 }
 
-func (s *Server) handleACLTokenCreate(w http.ResponseWriter, r *http.Request) {
+func (s *adminRoutes) handleACLTokenCreate(w http.ResponseWriter, r *http.Request) {
 	var req api.ACLTokenCreateRequest
 	s.write(w, r, &req, bodyOptional, func(wr endpoint.Writer) (any, error) { return s.acl.CreateToken(wr, identityOf(r), req) })
 }
 
-func (s *Server) handleACLTokens(w http.ResponseWriter, _ *http.Request) {
+func (s *adminRoutes) handleACLTokens(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.acl.Tokens())
 }
 
-func (s *Server) handleACLTokenRevoke(w http.ResponseWriter, r *http.Request) {
+func (s *adminRoutes) handleACLTokenRevoke(w http.ResponseWriter, r *http.Request) {
 	s.write(w, r, nil, bodyOptional, func(wr endpoint.Writer) (any, error) { return s.acl.RevokeToken(wr, r.PathValue("id")) })
 }
 
-func (s *Server) handleACLUsers(w http.ResponseWriter, _ *http.Request) {
+func (s *adminRoutes) handleACLUsers(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.acl.Users())
 }
 
-func (s *Server) handleACLUserSet(w http.ResponseWriter, r *http.Request) {
+func (s *adminRoutes) handleACLUserSet(w http.ResponseWriter, r *http.Request) {
 	var req api.ACLUserSetRequest
 	s.write(w, r, &req, bodyOptional, func(wr endpoint.Writer) (any, error) { return s.acl.SetUser(wr, identityOf(r), req) })
 }

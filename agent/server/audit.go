@@ -142,7 +142,7 @@ const maxDetail = 256
 
 // record appends rec to this node's audit log, stamped now and with this
 // node's name.
-func (s *Server) record(rec api.AuditRecord) {
+func (s *shared) record(rec api.AuditRecord) {
 	if s.cfg.Audit == nil {
 		return
 	}
@@ -168,7 +168,7 @@ func requestRecord(r *http.Request, event, via string, status int) api.AuditReco
 
 // remoteOf is the client r came from: its address, or, for a request a
 // worker passed on, the user's address the worker names, and the worker's.
-func (s *Server) remoteOf(r *http.Request) string {
+func (s *shared) remoteOf(r *http.Request) string {
 	if r.Header.Get(ProxiedHeader) != "" && s.sentByNode(r) {
 		return s.authFails.clientOf(r).String() + " via " + r.RemoteAddr
 	}
@@ -272,7 +272,7 @@ func (w *captureWriter) errorText() string {
 // cluster, proven by its node certificate (a secure cluster): the node
 // the user sent it to recorded it. In a plaintext cluster the header
 // alone proves nothing, and the write is recorded again here.
-func (s *Server) forwardedByNode(r *http.Request) bool {
+func (s *shared) forwardedByNode(r *http.Request) bool {
 	return r.Header.Get(api.ForwardedHeader) != "" && s.cfg.Trust != nil && s.sentByNode(r)
 }
 
@@ -419,7 +419,7 @@ func (s *Server) remoteAudit(r *http.Request, nodeID string, limit int, sel audi
 	copyHeaders(req.Header, r.Header, api.TokenHeader, "Authorization")
 	req.Header.Set(api.ForwardedHeader, s.cfg.NodeName)
 	var recs []api.AuditRecord
-	if err := s.callNode(req, 64<<20, &recs); err != nil {
+	if err := s.internal.callNode(req, 64<<20, &recs); err != nil {
 		return nil, err
 	}
 	return recs, nil

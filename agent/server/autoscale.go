@@ -21,7 +21,7 @@ const observedWait = 2 * time.Second
 // observed is the leader's latest observation of an autoscaled service's
 // load: its own when this node leads, else asked of the leader; nil when
 // it has none or does not answer in time.
-func (s *Server) observed(ctx context.Context, name string) *structs.AutoscaleObservation {
+func (s *serviceRoutes) observed(ctx context.Context, name string) *structs.AutoscaleObservation {
 	if s.cfg.Raft.IsLeader() {
 		if s.cfg.Autoscaler == nil {
 			return nil
@@ -49,7 +49,7 @@ func (s *Server) observed(ctx context.Context, name string) *structs.AutoscaleOb
 
 // handleObserved answers the leader's latest observation of a service's
 // load. Leader only; 404 when it has none.
-func (s *Server) handleObserved(w http.ResponseWriter, r *http.Request) {
+func (s *serviceRoutes) handleObserved(w http.ResponseWriter, r *http.Request) {
 	if !s.cfg.Raft.IsLeader() {
 		writeError(w, http.StatusServiceUnavailable, errNotLeaderHere)
 		return

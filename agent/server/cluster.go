@@ -12,7 +12,7 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request) {
+func (s *clusterRoutes) handleNodes(w http.ResponseWriter, r *http.Request) {
 	view := s.fsm.State()
 	inUse := map[string]string{} // GPU UUID -> job ID
 	live := map[string]int{}     // node ID -> live allocations
@@ -50,7 +50,7 @@ func (s *Server) handleNodes(w http.ResponseWriter, r *http.Request) {
 }
 
 // protocols maps the IDs of the nodes gossip knows to what each speaks.
-func (s *Server) protocols() map[string]structs.Protocol {
+func (s *clusterRoutes) protocols() map[string]structs.Protocol {
 	out := map[string]structs.Protocol{}
 	if s.cfg.Peers == nil {
 		return out
@@ -62,7 +62,7 @@ func (s *Server) protocols() map[string]structs.Protocol {
 }
 
 // roles maps node IDs to their place in the Raft configuration.
-func (s *Server) roles() map[string]structs.NodeRole {
+func (s *clusterRoutes) roles() map[string]structs.NodeRole {
 	roles := map[string]structs.NodeRole{}
 	servers, err := s.cfg.Raft.Servers()
 	if err != nil {
@@ -91,7 +91,7 @@ func roleOf(roles map[string]structs.NodeRole, id string) structs.NodeRole {
 	return structs.RoleWorker
 }
 
-func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+func (s *clusterRoutes) handleStatus(w http.ResponseWriter, r *http.Request) {
 	view := s.fsm.State()
 	used := map[string]bool{}
 	for _, alloc := range view.LiveAllocs {
@@ -133,7 +133,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-func (s *Server) handleMembers(w http.ResponseWriter, r *http.Request) {
+func (s *clusterRoutes) handleMembers(w http.ResponseWriter, r *http.Request) {
 	roles := s.roles()
 	ms := s.cfg.Peers.Members()
 	for i := range ms {
@@ -148,7 +148,7 @@ func (s *Server) handleMembers(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ms)
 }
 
-func (s *Server) handleRaftPeers(w http.ResponseWriter, r *http.Request) {
+func (s *clusterRoutes) handleRaftPeers(w http.ResponseWriter, r *http.Request) {
 	servers, err := s.cfg.Raft.Servers()
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, err)
@@ -166,7 +166,7 @@ func (s *Server) handleRaftPeers(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, peers)
 }
 
-func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
+func (s *clusterRoutes) handleJoin(w http.ResponseWriter, r *http.Request) {
 	var req api.JoinRequest
 	if err := decodeBody(w, r, &req); err != nil {
 		writeError(w, statusOf(err), err)
@@ -190,7 +190,7 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) {
 // handleLeave answers, then leaves in the background: local jobs stop,
 // leadership moves if this node leads, the node leaves gossip and Raft, and
 // Done closes so the process can exit.
-func (s *Server) handleLeave(w http.ResponseWriter, r *http.Request) {
+func (s *clusterRoutes) handleLeave(w http.ResponseWriter, r *http.Request) {
 	if err := s.canLeave(); err != nil {
 		writeError(w, http.StatusConflict, err)
 		return
@@ -201,7 +201,7 @@ func (s *Server) handleLeave(w http.ResponseWriter, r *http.Request) {
 
 // canLeave refuses a leave that would take the cluster's last voter away
 // while other nodes still depend on it.
-func (s *Server) canLeave() error {
+func (s *clusterRoutes) canLeave() error {
 	servers, err := s.cfg.Raft.Servers()
 	if err != nil {
 		return err

@@ -10,7 +10,7 @@ import (
 
 // handleNodeDrain starts or ends a node's drain (POST
 // /v1/nodes/{id}/drain and /undrain; endpoint.Nodes.Drain).
-func (s *Server) handleNodeDrain(w http.ResponseWriter, r *http.Request) {
+func (s *clusterRoutes) handleNodeDrain(w http.ResponseWriter, r *http.Request) {
 	var req api.NodeDrainRequest
 	drain := strings.HasSuffix(r.URL.Path, "/drain")
 	s.write(w, r, &req, bodyRequired, func(wr endpoint.Writer) (any, error) {
@@ -20,7 +20,7 @@ func (s *Server) handleNodeDrain(w http.ResponseWriter, r *http.Request) {
 
 // handleNodeRemove forgets a node down or left (POST
 // /v1/nodes/{id}/remove; endpoint.Nodes.Remove).
-func (s *Server) handleNodeRemove(w http.ResponseWriter, r *http.Request) {
+func (s *clusterRoutes) handleNodeRemove(w http.ResponseWriter, r *http.Request) {
 	var req api.NodeRemoveRequest
 	s.write(w, r, &req, bodyRequired, func(wr endpoint.Writer) (any, error) {
 		return s.nodes.Remove(wr, r.PathValue("id"), req)

@@ -26,7 +26,7 @@ import (
 //
 // Every caller that may read the cluster sees every event: a reader
 // already sees every job and node, and no event tells an env value.
-func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+func (s *clusterRoutes) handleEvents(w http.ResponseWriter, r *http.Request) {
 	q, err := s.eventQuery(r)
 	if err != nil {
 		writeError(w, statusOf(err), err)
@@ -77,7 +77,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 // waitEvents waits for changed to close, writing an empty line at each
 // keep-alive tick, and reports false when the stream is to end: the
 // client went away, the server is shutting down, or a write failed.
-func (s *Server) waitEvents(w http.ResponseWriter, r *http.Request, changed <-chan struct{}, keepAlive <-chan time.Time) bool {
+func (s *clusterRoutes) waitEvents(w http.ResponseWriter, r *http.Request, changed <-chan struct{}, keepAlive <-chan time.Time) bool {
 	rc := http.NewResponseController(w)
 	for {
 		select {
@@ -98,7 +98,7 @@ func (s *Server) waitEvents(w http.ResponseWriter, r *http.Request, changed <-ch
 
 // eventQuery reads GET /v1/events' query, with the job and node named as
 // the state has them.
-func (s *Server) eventQuery(r *http.Request) (fsm.EventQuery, error) {
+func (s *clusterRoutes) eventQuery(r *http.Request) (fsm.EventQuery, error) {
 	v := r.URL.Query()
 	after, err := structs.ParseEventCursor(v.Get("after"))
 	if err != nil {

@@ -19,9 +19,10 @@ import (
 // eventServer serves GET /v1/events from st's FSM with a read bound of
 // readTimeout, as the agent's server bounds requests.
 func eventServer(t *testing.T, st *states, readTimeout time.Duration) (*httptest.Server, *api.Client) {
-	s := &Server{fsm: st.f, nodes: endpoint.Nodes{State: st.f}, log: hclog.NewNullLogger(), timeouts: Timeouts{}.withDefaults()}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	t.Cleanup(s.cancel)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s := &clusterRoutes{shared: &shared{fsm: st.f, log: hclog.NewNullLogger(), timeouts: Timeouts{}.withDefaults(), ctx: ctx},
+		nodes: endpoint.Nodes{State: st.f}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/events", s.handleEvents)
 	srv := httptest.NewUnstartedServer(mux)
@@ -199,9 +200,9 @@ func TestEvents_AFollowerBehindTheRingIsToldWhatWasDropped(t *testing.T) {
 // TestEvents_AQuietFollowGetsKeepAlives: while no event comes, each tick
 // writes an empty line (flushed); an event ends the wait.
 func TestEvents_AQuietFollowGetsKeepAlives(t *testing.T) {
-	s := &Server{fsm: fsm.New(nil), log: hclog.NewNullLogger(), timeouts: Timeouts{}.withDefaults()}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	defer s.cancel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := &clusterRoutes{shared: &shared{fsm: fsm.New(nil), log: hclog.NewNullLogger(), timeouts: Timeouts{}.withDefaults(), ctx: ctx}}
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest(http.MethodGet, "/v1/events?follow=true", nil)
 	changed, tick := make(chan struct{}), make(chan time.Time)
@@ -216,7 +217,7 @@ func TestEvents_AQuietFollowGetsKeepAlives(t *testing.T) {
 	if got := w.Body.String(); got != "\n\n" || !w.Flushed {
 		t.Fatalf("wrote %q (flushed %v), want two flushed empty lines", got, w.Flushed)
 	}
-	s.cancel()
+	cancel()
 	if s.waitEvents(w, r, make(chan struct{}), tick) {
 		t.Fatal("the wait went on after the server shut down")
 	}

@@ -30,7 +30,7 @@ func termChar(c rune) bool {
 // exec), on the node that runs that rank: here, or relayed to it. Only
 // the job's owner, or one who may act on any job, may: the command runs
 // as the job's account.
-func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
+func (s *allocRoutes) handleExec(w http.ResponseWriter, r *http.Request) {
 	var req api.ExecRequest
 	body, err := readBody(w, r)
 	if err == nil {

@@ -21,7 +21,7 @@ import (
 // maxPrioJobs bounds the jobs GET /v1/prio answers.
 const maxPrioJobs = 50000
 
-func (s *Server) handleShare(w http.ResponseWriter, r *http.Request) {
+func (s *jobRoutes) handleShare(w http.ResponseWriter, r *http.Request) {
 	fs := s.fsm.FairShare()
 	info := api.ShareInfo{On: fs.Accounts.On(), ChargedAt: fs.At, Rows: []api.ShareRow{}}
 	for _, row := range sched.FairTree(structs.FairShare{Accounts: fs.Accounts, Usage: fs.Usage}) {
@@ -36,7 +36,7 @@ func (s *Server) handleShare(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, info)
 }
 
-func (s *Server) handlePrio(w http.ResponseWriter, r *http.Request) {
+func (s *jobRoutes) handlePrio(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	limit := maxPrioJobs
 	if v := q.Get("limit"); v != "" {
@@ -83,11 +83,11 @@ func apiPriority(p sched.JobPriority, pos int) api.JobPriority {
 		Age: p.Age, FairShare: p.FairShare, JobSize: p.JobSize, QoSFactor: p.Factors.QoS, Own: p.Own}
 }
 
-// queuePlace says where a queued job stands: its place, its factors, the
-// job ahead of it and what puts that one first. nil when the job is not
-// in the queue.
-func (s *Server) queuePlace(jobID string) *api.QueuePlace {
-	m, prios := priorities(s.fsm.State(), now())
+// queuePlace says where a queued job stands in f's queue: its place, its
+// factors, the job ahead of it and what puts that one first. nil when the
+// job is not in the queue.
+func queuePlace(f *fsm.FSM, jobID string) *api.QueuePlace {
+	m, prios := priorities(f.State(), now())
 	for i, p := range prios {
 		if p.JobID != jobID {
 			continue

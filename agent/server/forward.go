@@ -24,7 +24,7 @@ const forwardRetry = 50 * time.Millisecond
 // waits up to peer.LeaderWait for a leader that answers. It returns false,
 // having written nothing, when this node became the leader meanwhile: the
 // caller then serves the write itself.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte) bool {
+func (s *shared) forward(w http.ResponseWriter, r *http.Request, body []byte) bool {
 	if r.Header.Get(api.ForwardedHeader) != "" {
 		writeError(w, http.StatusServiceUnavailable, fmt.Errorf("%w: leadership moved while the request was forwarded; try again", cluster.ErrNotLeader))
 		return true
@@ -87,7 +87,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, body []byte) bo
 // proxy passes a request that only another node can answer (its logs, a
 // fault injected into its simulated GPUs) to that node, with body, and
 // streams the answer back.
-func (s *Server) proxy(w http.ResponseWriter, r *http.Request, addr string, body []byte) {
+func (s *shared) proxy(w http.ResponseWriter, r *http.Request, addr string, body []byte) {
 	if r.Header.Get(api.ForwardedHeader) != "" {
 		writeError(w, http.StatusMisdirectedRequest, errors.New("the request was forwarded to a node that does not hold the data"))
 		return
@@ -103,7 +103,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, addr string, body
 }
 
 // relayFrom sends req to the node at addr and relays its answer.
-func (s *Server) relayFrom(w http.ResponseWriter, req *http.Request, addr string) {
+func (s *shared) relayFrom(w http.ResponseWriter, req *http.Request, addr string) {
 	resp, err := s.cfg.Peers.Streams().Do(req)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, fmt.Errorf("reach the node at %s: %w", addr, err))
@@ -127,7 +127,7 @@ func copyHeaders(dst, src http.Header, names ...string) {
 // that breaks off (its node died or was cut off) is broken off here too,
 // never ended as if it were whole: a client that follows a stream then
 // resumes it, where a clean end would have it believe it had everything.
-func (s *Server) relay(w http.ResponseWriter, resp *http.Response) {
+func (s *shared) relay(w http.ResponseWriter, resp *http.Response) {
 	copyHeaders(w.Header(), resp.Header, "Content-Type", "Retry-After", api.BusyHeader,
 		api.LogDroppedHeader, api.LogMaxHeader, api.LogAttemptHeader, api.LogOffsetHeader)
 	w.WriteHeader(resp.StatusCode)

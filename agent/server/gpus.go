@@ -13,7 +13,7 @@ import (
 )
 
 // handleGPUs lists every GPU of every node, by node name and GPU index.
-func (s *Server) handleGPUs(w http.ResponseWriter, r *http.Request) {
+func (s *clusterRoutes) handleGPUs(w http.ResponseWriter, r *http.Request) {
 	view := s.fsm.State()
 	jobs := map[string]string{} // GPU UUID -> job ID
 	for _, alloc := range view.LiveAllocs {
@@ -32,7 +32,7 @@ func (s *Server) handleGPUs(w http.ResponseWriter, r *http.Request) {
 
 // handleGPUCordon takes a GPU out of service by hand or returns it
 // (endpoint.Nodes.CordonGPU).
-func (s *Server) handleGPUCordon(w http.ResponseWriter, r *http.Request) {
+func (s *clusterRoutes) handleGPUCordon(w http.ResponseWriter, r *http.Request) {
 	var req api.GPURequest
 	cordon := strings.HasSuffix(r.URL.Path, "/cordon")
 	s.write(w, r, &req, bodyRequired, func(wr endpoint.Writer) (any, error) {
@@ -42,7 +42,7 @@ func (s *Server) handleGPUCordon(w http.ResponseWriter, r *http.Request) {
 
 // handleGPUFault injects a health event into a simulated GPU, on the node
 // that owns it (other nodes pass the request on). Real GPUs refuse it.
-func (s *Server) handleGPUFault(w http.ResponseWriter, r *http.Request) {
+func (s *clusterRoutes) handleGPUFault(w http.ResponseWriter, r *http.Request) {
 	var req api.GPUFaultRequest
 	body, err := readBody(w, r)
 	if err == nil {

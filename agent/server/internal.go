@@ -16,7 +16,7 @@ var errNotLeaderHere = errors.Join(cluster.ErrNotLeader, errors.New("this node i
 
 // leaderRequest decodes an agent-to-agent request that only the leader
 // serves; on false it has answered already.
-func (s *Server) leaderRequest(w http.ResponseWriter, r *http.Request, req any) bool {
+func (s *shared) leaderRequest(w http.ResponseWriter, r *http.Request, req any) bool {
 	if err := decodeBody(w, r, req); err != nil {
 		writeError(w, statusOf(err), err)
 		return false
@@ -29,7 +29,7 @@ func (s *Server) leaderRequest(w http.ResponseWriter, r *http.Request, req any) 
 }
 
 // handleRegister commits another node's inventory. Leader only.
-func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
+func (s *nodeRoutes) handleRegister(w http.ResponseWriter, r *http.Request) {
 	var req api.RegisterRequest
 	if !s.leaderRequest(w, r, &req) || !reportsFor(w, r, req.Node.ID) {
 		return
@@ -45,7 +45,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) {
 
 // handleAllocUpdates commits another node's allocation reports. Leader only;
 // the FSM accepts a node's reports only for its own allocations.
-func (s *Server) handleAllocUpdates(w http.ResponseWriter, r *http.Request) {
+func (s *nodeRoutes) handleAllocUpdates(w http.ResponseWriter, r *http.Request) {
 	var req api.AllocUpdatesRequest
 	if !s.leaderRequest(w, r, &req) || !reportsFor(w, r, req.NodeID) {
 		return
@@ -60,7 +60,7 @@ func (s *Server) handleAllocUpdates(w http.ResponseWriter, r *http.Request) {
 
 // handleGPUHealth commits another node's GPU health. Leader only; the FSM
 // accepts a node's report only for its own GPUs.
-func (s *Server) handleGPUHealth(w http.ResponseWriter, r *http.Request) {
+func (s *nodeRoutes) handleGPUHealth(w http.ResponseWriter, r *http.Request) {
 	var req structs.NodeGPUHealthRequest
 	if !s.leaderRequest(w, r, &req) || !reportsFor(w, r, req.NodeID) {
 		return
@@ -74,7 +74,7 @@ func (s *Server) handleGPUHealth(w http.ResponseWriter, r *http.Request) {
 
 // handleLoads hands another node's view of the autoscaled services' load
 // to the leader's autoscaler. Leader only; nothing is written.
-func (s *Server) handleLoads(w http.ResponseWriter, r *http.Request) {
+func (s *nodeRoutes) handleLoads(w http.ResponseWriter, r *http.Request) {
 	var req api.LoadsRequest
 	if !s.leaderRequest(w, r, &req) || !reportsFor(w, r, req.NodeID) {
 		return
@@ -94,7 +94,7 @@ func (s *Server) handleLoads(w http.ResponseWriter, r *http.Request) {
 // left. The leaving node asks the leader, and waits for the answer
 // before it stops, since a node the leader took out of Raft may never
 // hear of it. Leader only; a node departs for itself alone.
-func (s *Server) handleDepart(w http.ResponseWriter, r *http.Request) {
+func (s *nodeRoutes) handleDepart(w http.ResponseWriter, r *http.Request) {
 	var req api.DepartRequest
 	if !s.leaderRequest(w, r, &req) || !reportsFor(w, r, req.NodeID) {
 		return

@@ -3,19 +3,15 @@ package server
 import (
 	"github.com/skein-dev/skein/agent/server/endpoint"
 	"net/http"
-	"time"
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/fsm"
 	"github.com/skein-dev/skein/structs"
 )
 
-// recentWindow is how long a finished job stays in `skein jobs` without --all.
-const recentWindow = time.Hour
-
 // handleSubmit submits a job (endpoint.Jobs.Submit): 201 with a new
 // job, 200 with the one an earlier request with its request ID made.
-func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
+func (s *jobRoutes) handleSubmit(w http.ResponseWriter, r *http.Request) {
 	var req api.SubmitRequest
 	body, err := readBody(w, r)
 	if err == nil {
@@ -36,7 +32,7 @@ func (s *Server) handleSubmit(w http.ResponseWriter, r *http.Request) {
 // handleJobs answers one page of jobs, oldest first (see api.JobsQuery):
 // at most limit, after the cursor, with the next page's cursor in a header
 // when more follow.
-func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
+func (s *jobRoutes) handleJobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	limit, err := pageLimit(q.Get("limit"))
 	var after fsm.JobCursor
@@ -47,19 +43,12 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, statusOf(err), err)
 		return
 	}
-	all := q.Get("all") == "true"
 	id := identityOf(r)
-	owner, byOwner := q.Get("owner"), q.Has("owner")
+	sel := endpoint.JobsQuery{After: after, Limit: limit, All: q.Get("all") == "true", Owner: q.Get("owner"), ByOwner: q.Has("owner")}
 	if q.Get("mine") == "true" {
-		owner, byOwner = id.User, true
+		sel.Owner, sel.ByOwner = id.User, true
 	}
-	cutoff := now().Add(-recentWindow)
-	jobs, more := s.fsm.JobsPage(after, limit, func(j *structs.Job) bool {
-		return (!byOwner || j.Owner == owner) && (all || !j.State.Terminal() || j.FinishedAt.After(cutoff))
-	})
-	for _, j := range jobs {
-		endpoint.Redact(id, j, false)
-	}
+	jobs, more := s.jobs.List(id, sel)
 	if more {
 		w.Header().Set(api.NextCursorHeader, fsm.CursorOf(jobs[len(jobs)-1]).String())
 	}
@@ -69,28 +58,16 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, jobs)
 }
 
-func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
-	job, err := s.fsm.FindJob(r.PathValue("id"))
-	if err != nil {
-		writeError(w, statusOf(err), err)
-		return
-	}
-	d := api.JobDetail{Job: *endpoint.Redact(identityOf(r), job, r.URL.Query().Get("secrets") == "true"), Allocations: []structs.Allocation{}, Nodes: map[string]string{}}
-	if job.State == structs.JobQueued {
-		d.Queue = s.queuePlace(job.ID)
-	}
-	for _, alloc := range s.fsm.Allocs(job.ID) {
-		d.Allocations = append(d.Allocations, *alloc)
-		if n, ok := s.fsm.Node(alloc.NodeID); ok {
-			d.Nodes[alloc.NodeID] = n.Name
-		}
-	}
-	writeJSON(w, http.StatusOK, d)
+// handleJob answers a job, its allocations and, while it is queued, its
+// place in the queue.
+func (s *jobRoutes) handleJob(w http.ResponseWriter, r *http.Request) {
+	d, err := s.jobs.Detail(identityOf(r), r.PathValue("id"), r.URL.Query().Get("secrets") == "true")
+	answer(w, http.StatusOK, d, err)
 }
 
 // handleCancel cancels a job, or an array's tasks still going
 // (endpoint.Jobs.Cancel).
-func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+func (s *jobRoutes) handleCancel(w http.ResponseWriter, r *http.Request) {
 	s.write(w, r, nil, bodyRequired, func(wr endpoint.Writer) (any, error) {
 		return s.jobs.Cancel(wr, identityOf(r), r.PathValue("id"))
 	})
@@ -98,7 +75,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 
 // handleJobUpdate holds, releases or changes a queued job, or every
 // queued task of an array (endpoint.Jobs.Update).
-func (s *Server) handleJobUpdate(w http.ResponseWriter, r *http.Request) {
+func (s *jobRoutes) handleJobUpdate(w http.ResponseWriter, r *http.Request) {
 	var u api.JobUpdate
 	s.write(w, r, &u, bodyRequired, func(wr endpoint.Writer) (any, error) {
 		return s.jobs.Update(wr, identityOf(r), r.PathValue("id"), u)

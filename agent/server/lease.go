@@ -13,7 +13,7 @@ import (
 
 // passRenewals hands a round to the leader, or records it when this node
 // has come to lead.
-func (s *Server) passRenewals(ctx context.Context, nodes []string) (string, error) {
+func (s *nodeRoutes) passRenewals(ctx context.Context, nodes []string) (string, error) {
 	c, err := s.cfg.Peers.LeaderClient(ctx)
 	if err != nil {
 		return "", err
@@ -30,7 +30,7 @@ func (s *Server) passRenewals(ctx context.Context, nodes []string) (string, erro
 }
 
 // heardFrom records that the leader heard from nodes now.
-func (s *Server) heardFrom(nodes []string) {
+func (s *nodeRoutes) heardFrom(nodes []string) {
 	at := time.Now()
 	for _, id := range nodes {
 		s.cfg.Heartbeats.HeardFrom(id, at)
@@ -41,7 +41,7 @@ func (s *Server) heardFrom(nodes []string) {
 // leader's monitor, agent/leader), another server passes it on in its
 // next round; a worker, which cannot, answers 503 and the node asks
 // another.
-func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
+func (s *nodeRoutes) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 	var req api.HeartbeatRequest
 	if err := decodeBody(w, r, &req); err != nil {
 		writeError(w, statusOf(err), err)
@@ -70,7 +70,7 @@ func (s *Server) handleHeartbeat(w http.ResponseWriter, r *http.Request) {
 // handleRelayedHeartbeats records a round of renewals a server passed on.
 // Leader only; the sender must be a server, which checked each node's
 // credentials as the leader would have.
-func (s *Server) handleRelayedHeartbeats(w http.ResponseWriter, r *http.Request) {
+func (s *nodeRoutes) handleRelayedHeartbeats(w http.ResponseWriter, r *http.Request) {
 	var req api.RelayedHeartbeatsRequest
 	if !s.leaderRequest(w, r, &req) || !reportsFor(w, r, req.From) {
 		return

@@ -15,18 +15,18 @@ import (
 
 // handleLimits answers the cluster's limits, the defaults and every user
 // that has limits of its own or holds something.
-func (s *Server) handleLimits(w http.ResponseWriter, _ *http.Request) {
+func (s *adminRoutes) handleLimits(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.policy.Limits())
 }
 
 // handleUserLimits answers one user's limits and usage.
-func (s *Server) handleUserLimits(w http.ResponseWriter, r *http.Request) {
+func (s *adminRoutes) handleUserLimits(w http.ResponseWriter, r *http.Request) {
 	info, err := s.policy.UserLimits(r.PathValue("user"))
 	answer(w, http.StatusOK, info, err)
 }
 
 // handleLimitsSet changes a user's limits, the defaults or the cluster's.
-func (s *Server) handleLimitsSet(w http.ResponseWriter, r *http.Request) {
+func (s *adminRoutes) handleLimitsSet(w http.ResponseWriter, r *http.Request) {
 	var req structs.LimitsSetRequest
 	s.write(w, r, &req, bodyRequired, func(wr endpoint.Writer) (any, error) { return s.policy.SetLimits(wr, req) })
 }

@@ -21,7 +21,7 @@ const logPoll = 200 * time.Millisecond
 
 // handleLogs streams one stream of one rank of one of a job's attempts
 // (?attempt, the newest by default), or its end (?tail, ?lines).
-func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
+func (s *allocRoutes) handleLogs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	rank := 0
 	if s := q.Get("rank"); s != "" {
@@ -79,7 +79,7 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 
 // serveLog streams one of this node's allocations' output, following it
 // while st says the allocation is live.
-func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, st *fsm.FSM, alloc *structs.Allocation, lq logQuery) {
+func (s *allocRoutes) serveLog(w http.ResponseWriter, r *http.Request, st *fsm.FSM, alloc *structs.Allocation, lq logQuery) {
 	rd, offset := s.openStream(alloc.ID, lq)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set(api.LogAttemptHeader, strconv.Itoa(alloc.Attempt))
@@ -104,7 +104,7 @@ func (s *Server) serveLog(w http.ResponseWriter, r *http.Request, st *fsm.FSM, a
 // asks. It returns the reader, nil when the stream has no output yet (a
 // follower opens it once it has), and where in the stream it begins: -1
 // for an end without follow, which says nothing of where it is.
-func (s *Server) openStream(allocID string, lq logQuery) (io.ReadCloser, int64) {
+func (s *allocRoutes) openStream(allocID string, lq logQuery) (io.ReadCloser, int64) {
 	if lq.tail != nil && !lq.follow {
 		rd, err := s.cfg.Logs.OpenLogTail(allocID, lq.stream, false, lq.tail.bytes, lq.tail.lines)
 		if err != nil {
@@ -139,7 +139,7 @@ func (s *Server) openStream(allocID string, lq logQuery) (io.ReadCloser, int64) 
 // and says where in the stream it begins: after the bytes dropped. The
 // count is read before and after the open, so that a rotation between
 // the two is not miscounted.
-func (s *Server) openKept(allocID, stream string) (io.ReadCloser, int64, error) {
+func (s *allocRoutes) openKept(allocID, stream string) (io.ReadCloser, int64, error) {
 	for try := 0; ; try++ {
 		before, _, err := s.cfg.Logs.LogDropped(allocID, stream)
 		if err != nil {
@@ -224,7 +224,7 @@ func lastLines(b []byte, n int) []byte {
 // The node has logProxyWait to begin its answer (it may first wait for its
 // view to hear of the allocation, viewCatchUp), so that a frozen node is
 // reported as one, not waited on for as long as the client waits.
-func (s *Server) proxyLogs(w http.ResponseWriter, r *http.Request, addr, allocID string) {
+func (s *allocRoutes) proxyLogs(w http.ResponseWriter, r *http.Request, addr, allocID string) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	req, err := s.cfg.Peers.NewRequest(ctx, http.MethodGet,
@@ -254,7 +254,7 @@ const logProxyWait = viewCatchUp + 5*time.Second
 // that a user asked for the logs (handleLogs): the output of one of this
 // node's allocations, as this node's view knows it, with the user API's
 // stream, follow, tail and lines.
-func (s *Server) handleAllocLogs(w http.ResponseWriter, r *http.Request) {
+func (s *allocRoutes) handleAllocLogs(w http.ResponseWriter, r *http.Request) {
 	lq, err := parseLogQuery(r.URL.Query())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err)
@@ -279,7 +279,7 @@ const viewCatchUp = 10 * time.Second
 // asks found it in its own copy of the state, which may be ahead of this
 // node's view (just placed, as when a job's logs are followed the moment
 // it was submitted).
-func (s *Server) waitForView(r *http.Request, view *fsm.FSM, id string) (*structs.Allocation, error) {
+func (s *allocRoutes) waitForView(r *http.Request, view *fsm.FSM, id string) (*structs.Allocation, error) {
 	timeout := time.NewTimer(viewCatchUp)
 	defer timeout.Stop()
 	for {
@@ -304,7 +304,7 @@ func (s *Server) waitForView(r *http.Request, view *fsm.FSM, id string) (*struct
 
 // view is this node's view of the state (Config.View), or the state
 // where none was given.
-func (s *Server) view() *fsm.FSM {
+func (s *allocRoutes) view() *fsm.FSM {
 	if s.cfg.View != nil {
 		return s.cfg.View
 	}
@@ -380,7 +380,7 @@ func parseLogTail(q url.Values) (*logTail, error) {
 // waitForAlloc finds the allocation of a rank in an attempt (0: the
 // newest); when following a job that is still going it waits for one to
 // be placed.
-func (s *Server) waitForAlloc(r *http.Request, jobID string, rank, attempt int, follow bool) (*structs.Allocation, error) {
+func (s *allocRoutes) waitForAlloc(r *http.Request, jobID string, rank, attempt int, follow bool) (*structs.Allocation, error) {
 	for {
 		_, changed := s.fsm.Watch()
 		var found *structs.Allocation
@@ -415,7 +415,7 @@ func (s *Server) waitForAlloc(r *http.Request, jobID string, rank, attempt int, 
 // setLogDropped tells the client, in headers, how much of the stream the
 // log cap dropped before the answer began (what follows is what is kept:
 // the rotated file, then the current one).
-func (s *Server) setLogDropped(w http.ResponseWriter, allocID, stream string) {
+func (s *allocRoutes) setLogDropped(w http.ResponseWriter, allocID, stream string) {
 	dropped, logMax, err := s.cfg.Logs.LogDropped(allocID, stream)
 	if err != nil {
 		s.log.Warn("cannot tell how much output was dropped", "alloc", structs.ShortID(allocID), "stream", stream, "error", err)
@@ -430,7 +430,7 @@ func (s *Server) setLogDropped(w http.ResponseWriter, allocID, stream string) {
 // copyLog writes the stream from f (nil: it had no output when asked) to
 // w; when following it keeps writing new output, across rotations, until
 // the allocation is over and everything was sent.
-func (s *Server) copyLog(w http.ResponseWriter, r *http.Request, st *fsm.FSM, allocID string, lq logQuery, f io.ReadCloser) error {
+func (s *allocRoutes) copyLog(w http.ResponseWriter, r *http.Request, st *fsm.FSM, allocID string, lq logQuery, f io.ReadCloser) error {
 	flusher, _ := w.(http.Flusher)
 	defer func() {
 		if f != nil {

@@ -9,13 +9,13 @@ import (
 
 // handlePartitions lists the partitions the nodes declare and those
 // with settings, by name, each with its nodes.
-func (s *Server) handlePartitions(w http.ResponseWriter, _ *http.Request) {
+func (s *adminRoutes) handlePartitions(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.policy.Partitions())
 }
 
 // handlePartitionSet sets or drops a partition's limits (skein partition
 // set, unset); operators only.
-func (s *Server) handlePartitionSet(w http.ResponseWriter, r *http.Request) {
+func (s *adminRoutes) handlePartitionSet(w http.ResponseWriter, r *http.Request) {
 	var req structs.PartitionSetRequest
 	s.write(w, r, &req, bodyRequired, func(wr endpoint.Writer) (any, error) { return s.policy.SetPartition(wr, req) })
 }

@@ -54,7 +54,7 @@ const ptyLastWrite = 10 * time.Second
 // the stream both ways until either end closes it (net/http lifts the
 // server's bounds off the connection it hands over). As proxy does, it
 // never passes on a request that was forwarded to it.
-func (s *Server) relayUpgrade(w http.ResponseWriter, r *http.Request, addr string, body []byte) {
+func (s *allocRoutes) relayUpgrade(w http.ResponseWriter, r *http.Request, addr string, body []byte) {
 	if r.Header.Get(api.ForwardedHeader) != "" {
 		writeError(w, http.StatusMisdirectedRequest, fmt.Errorf("the request was forwarded to a node that does not run the job"))
 		return
@@ -84,7 +84,7 @@ func (s *Server) relayUpgrade(w http.ResponseWriter, r *http.Request, addr strin
 // api.PTYUpgrade: frames of keys, resizes and signals in; of output, then
 // the exit code, out. The session ends when the command does, when the
 // client goes (the command is hung up on) or when the agent shuts down.
-func (s *Server) servePTY(w http.ResponseWriter, allocID string, req api.ExecRequest) {
+func (s *allocRoutes) servePTY(w http.ResponseWriter, allocID string, req api.ExecRequest) {
 	if s.cfg.ExecPTY == nil {
 		writeError(w, http.StatusNotImplemented, fmt.Errorf("this node runs no jobs"))
 		return

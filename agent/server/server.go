@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -191,60 +190,54 @@ type Metrics interface {
 	ObserveRequest(api, route string, code int, took time.Duration)
 }
 
-// Server serves a node's two APIs.
+// Server serves a node's two APIs. It holds the listener, the routes
+// and what every request passes through (authentication, limits, audit,
+// timing, shedding); the handlers are its parts', one per resource
+// (routes.go), each over the endpoints it calls (agent/server/endpoint)
+// and what they all share.
 type Server struct {
-	cfg  Config
-	log  hclog.Logger
-	fsm  *fsm.FSM
+	*shared
 	http *http.Server
-	// authFails limits failed authentications per token and per client
-	// address.
-	authFails *failLimiter
 	// writes bounds the submitters' writes in flight while this node
 	// leads.
 	writes *writeGate
-	// timeouts are cfg.Timeouts with their defaults.
-	timeouts Timeouts
 	// scrapes is the leader's last answer to a scrape (shed.go).
 	scrapes scrapeCache
-	// leases passes the lease renewals that reach this server to the
-	// leader while it does not lead (agent/leader/relay.go; the handlers
-	// in lease.go).
-	leases *leader.LeaseRelay
-	// jobs, services, nodes, policy and acl are the endpoints of the user API's writes
-	// (agent/server/endpoint).
-	jobs     endpoint.Jobs
-	services endpoint.Services
-	nodes    endpoint.Nodes
-	policy   endpoint.Policy
-	acl      endpoint.ACL
-	// role is the last answer to whether this node is a server
-	// (toserver.go).
-	role atomic.Pointer[roleCheck]
-	// ctx ends with Shutdown; followed log streams stop with it.
-	ctx    context.Context
+	// The API's parts, whose handlers the route tables name.
+	jobs     *jobRoutes
+	services *serviceRoutes
+	cluster  *clusterRoutes
+	admin    *adminRoutes
+	allocs   *allocRoutes
+	trustAPI *trustRoutes
+	internal *nodeRoutes
+	// cancel ends ctx, with Shutdown.
 	cancel context.CancelFunc
 }
 
 // New returns a Server for cfg.Listener; Serve serves it.
 func New(cfg Config) *Server {
-	s := &Server{cfg: cfg, log: cfg.Logger, fsm: cfg.FSM, timeouts: cfg.Timeouts.withDefaults()}
+	sh := &shared{cfg: cfg, log: cfg.Logger, fsm: cfg.FSM, timeouts: cfg.Timeouts.withDefaults()}
+	s := &Server{shared: sh}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.authFails = newFailLimiter(s.sentByNode, cfg.Logger)
 	s.writes = newWriteGate(cfg.MaxWrites, cfg.Logger)
-	s.jobs = endpoint.Jobs{State: cfg.FSM}
-	s.services = endpoint.Services{State: cfg.FSM, IngressPort: cfg.IngressPort}
-	s.nodes = endpoint.Nodes{State: cfg.FSM, Forget: cfg.Forget}
-	s.policy = endpoint.Policy{State: cfg.FSM}
-	s.acl = endpoint.ACL{State: cfg.FSM}
-	s.leases = leader.NewLeaseRelay(s.passRenewals)
-	go s.leases.Run(s.ctx)
+	s.jobs = &jobRoutes{shared: sh, jobs: endpoint.Jobs{State: cfg.FSM,
+		QueuePlace: func(jobID string) *api.QueuePlace { return queuePlace(cfg.FSM, jobID) }}}
+	s.services = &serviceRoutes{shared: sh, services: endpoint.Services{State: cfg.FSM, IngressPort: cfg.IngressPort}}
+	s.cluster = &clusterRoutes{shared: sh, nodes: endpoint.Nodes{State: cfg.FSM, Forget: cfg.Forget}}
+	s.admin = &adminRoutes{shared: sh, policy: endpoint.Policy{State: cfg.FSM}, acl: endpoint.ACL{State: cfg.FSM}}
+	s.allocs = &allocRoutes{shared: sh}
+	s.trustAPI = &trustRoutes{shared: sh}
+	s.internal = &nodeRoutes{shared: sh}
+	s.internal.leases = leader.NewLeaseRelay(s.internal.passRenewals)
+	go s.internal.leases.Run(s.ctx)
 	top := http.NewServeMux()
 	top.Handle(internalPrefix, guard(cfg.NodeAuth, s.authFails, s.failedAt(viaInternal), tagCaller(s.internalRoutes())))
 	// A joining node's credential is its join token, and the CA
 	// certificate is public: neither needs an API token.
-	top.HandleFunc("POST /v1/admit", s.handleAdmit)
-	top.HandleFunc("GET /v1/ca", s.handleCA)
+	top.HandleFunc("POST /v1/admit", s.trustAPI.handleAdmit)
+	top.HandleFunc("GET /v1/ca", s.trustAPI.handleCA)
 	user := s.userRoutes()
 	top.Handle("/", s.sheddingReads(guard(workerAuth{s: s}, s.authFails, s.failedAt(viaAPI), user)))
 	if cfg.UI != nil {
@@ -267,7 +260,7 @@ func New(cfg Config) *Server {
 // nodes: in a secure cluster it carries a node certificate (checked in
 // the TLS handshake, no secret is compared here), in a plaintext one it
 // comes from a node's address.
-func (s *Server) sentByNode(r *http.Request) bool {
+func (s *shared) sentByNode(r *http.Request) bool {
 	if s.cfg.Trust != nil {
 		_, err := s.cfg.NodeAuth.Authenticate(r)
 		return err == nil
@@ -279,7 +272,7 @@ func (s *Server) sentByNode(r *http.Request) bool {
 // A handler that streams, or waits longer than the write timeout before
 // it answers, calls it before each write: the server's own bound runs
 // from the request's arrival.
-func (s *Server) holdWrite(w http.ResponseWriter) {
+func (s *shared) holdWrite(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.timeouts.Write))
 }
 
@@ -290,59 +283,59 @@ func (s *Server) holdWrite(w http.ResponseWriter) {
 func (s *Server) userRoutes() http.Handler {
 	read, submit, nodes, acl := structs.PermRead, structs.PermSubmit, structs.PermNodes, structs.PermACL
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/jobs", need(submit, "submit jobs", s.bounded(s.handleSubmit)))
-	mux.HandleFunc("GET /v1/jobs", need(read, "list jobs", s.handleJobs))
-	mux.HandleFunc("GET /v1/jobs/{id}", need(read, "see jobs", s.handleJob))
-	mux.HandleFunc("DELETE /v1/jobs/{id}", need(submit, "cancel jobs", s.bounded(s.handleCancel)))
-	mux.HandleFunc("POST /v1/jobs/{id}/update", need(submit, "hold, release or change jobs", s.bounded(s.handleJobUpdate)))
-	mux.HandleFunc("POST /v1/jobs/{id}/exec", need(submit, "run commands in jobs", s.handleExec))
-	mux.HandleFunc("GET /v1/jobs/{id}/logs", need(submit, "read logs", s.handleLogs))
-	mux.HandleFunc("POST /v1/services", need(submit, "create services", s.bounded(s.handleServiceCreate)))
-	mux.HandleFunc("GET /v1/services", need(read, "list services", s.handleServices))
-	mux.HandleFunc("GET /v1/services/{name}", need(read, "see services", s.handleService))
-	mux.HandleFunc("POST /v1/services/{name}/scale", need(submit, "scale services", s.bounded(s.handleServiceScale)))
-	mux.HandleFunc("POST /v1/services/{name}/autoscale", need(submit, "autoscale services", s.bounded(s.handleServiceAutoscale)))
-	mux.HandleFunc("POST /v1/services/{name}/update", need(submit, "update services", s.bounded(s.handleServiceUpdate)))
-	mux.HandleFunc("DELETE /v1/services/{name}", need(submit, "delete services", s.bounded(s.handleServiceDelete)))
-	mux.HandleFunc("GET /v1/nodes", need(read, "list nodes", s.handleNodes))
-	mux.HandleFunc("GET /v1/status", need(read, "see the status", s.handleStatus))
-	mux.HandleFunc("GET /v1/events", need(read, "read events", s.handleEvents))
-	mux.HandleFunc("GET /v1/members", need(read, "list members", s.handleMembers))
-	mux.HandleFunc("GET /v1/raft/peers", need(read, "list Raft peers", s.handleRaftPeers))
-	mux.HandleFunc("POST /v1/join", need(nodes, "join a cluster", s.handleJoin))
-	mux.HandleFunc("POST /v1/leave", need(nodes, "make a node leave", s.handleLeave))
-	mux.HandleFunc("GET /v1/gpus", need(read, "list GPUs", s.handleGPUs))
-	mux.HandleFunc("GET /v1/partitions", need(read, "list partitions", s.handlePartitions))
-	mux.HandleFunc("POST /v1/partitions", need(nodes, "set partitions' limits", s.handlePartitionSet))
-	mux.HandleFunc("POST /v1/gpus/cordon", need(nodes, "cordon a GPU", s.handleGPUCordon))
-	mux.HandleFunc("POST /v1/gpus/uncordon", need(nodes, "uncordon a GPU", s.handleGPUCordon))
-	mux.HandleFunc("POST /v1/gpus/fault", need(nodes, "inject a GPU fault", s.handleGPUFault))
-	mux.HandleFunc("POST /v1/join-tokens", need(nodes, "create join tokens", s.handleJoinTokenCreate))
-	mux.HandleFunc("GET /v1/join-tokens", need(nodes, "list join tokens", s.handleJoinTokens))
-	mux.HandleFunc("DELETE /v1/join-tokens/{id}", need(nodes, "revoke join tokens", s.handleJoinTokenRevoke))
-	mux.HandleFunc("GET /v1/keyring", need(nodes, "see the keyring", s.handleKeyring))
-	mux.HandleFunc("POST /v1/keyring/rotate", need(nodes, "rotate the keyring", s.handleKeyringRotate))
-	mux.HandleFunc("POST /v1/nodes/{id}/revoke", need(nodes, "revoke nodes", s.handleNodeRevoke))
-	mux.HandleFunc("POST /v1/nodes/{id}/drain", need(nodes, "drain nodes", s.handleNodeDrain))
-	mux.HandleFunc("POST /v1/nodes/{id}/undrain", need(nodes, "undrain nodes", s.handleNodeDrain))
-	mux.HandleFunc("POST /v1/nodes/{id}/remove", need(nodes, "remove nodes", s.handleNodeRemove))
-	mux.HandleFunc("GET /v1/snapshot", need(acl, "save snapshots", s.handleSnapshotSave))
-	mux.HandleFunc("POST /v1/snapshot/restore", need(acl, "restore snapshots", s.handleSnapshotRestore))
-	mux.HandleFunc("GET /v1/limits", need(read, "see limits", s.handleLimits))
-	mux.HandleFunc("GET /v1/limits/{user}", need(read, "see limits", s.handleUserLimits))
-	mux.HandleFunc("POST /v1/limits", need(acl, "set limits", s.handleLimitsSet))
-	mux.HandleFunc("GET /v1/accounts", need(read, "see accounts", s.handleAccounts))
-	mux.HandleFunc("POST /v1/accounts", need(acl, "change accounts", s.handleAccountSet))
-	mux.HandleFunc("POST /v1/qos", need(acl, "change QoS", s.handleQoSSet))
-	mux.HandleFunc("GET /v1/share", need(read, "see fair share", s.handleShare))
-	mux.HandleFunc("GET /v1/prio", need(read, "see the queue's priorities", s.handlePrio))
-	mux.HandleFunc("POST /v1/acl/bootstrap", need(acl, "bootstrap ACLs", s.handleACLBootstrap))
-	mux.HandleFunc("GET /v1/acl/whoami", s.handleWhoAmI)
-	mux.HandleFunc("POST /v1/acl/tokens", need(acl, "create ACL tokens", s.handleACLTokenCreate))
-	mux.HandleFunc("GET /v1/acl/tokens", need(acl, "list ACL tokens", s.handleACLTokens))
-	mux.HandleFunc("DELETE /v1/acl/tokens/{id}", need(acl, "revoke ACL tokens", s.handleACLTokenRevoke))
-	mux.HandleFunc("GET /v1/acl/users", need(acl, "list ACL users", s.handleACLUsers))
-	mux.HandleFunc("POST /v1/acl/users", need(acl, "set what a user may", s.handleACLUserSet))
+	mux.HandleFunc("POST /v1/jobs", need(submit, "submit jobs", s.bounded(s.jobs.handleSubmit)))
+	mux.HandleFunc("GET /v1/jobs", need(read, "list jobs", s.jobs.handleJobs))
+	mux.HandleFunc("GET /v1/jobs/{id}", need(read, "see jobs", s.jobs.handleJob))
+	mux.HandleFunc("DELETE /v1/jobs/{id}", need(submit, "cancel jobs", s.bounded(s.jobs.handleCancel)))
+	mux.HandleFunc("POST /v1/jobs/{id}/update", need(submit, "hold, release or change jobs", s.bounded(s.jobs.handleJobUpdate)))
+	mux.HandleFunc("POST /v1/jobs/{id}/exec", need(submit, "run commands in jobs", s.allocs.handleExec))
+	mux.HandleFunc("GET /v1/jobs/{id}/logs", need(submit, "read logs", s.allocs.handleLogs))
+	mux.HandleFunc("POST /v1/services", need(submit, "create services", s.bounded(s.services.handleServiceCreate)))
+	mux.HandleFunc("GET /v1/services", need(read, "list services", s.services.handleServices))
+	mux.HandleFunc("GET /v1/services/{name}", need(read, "see services", s.services.handleService))
+	mux.HandleFunc("POST /v1/services/{name}/scale", need(submit, "scale services", s.bounded(s.services.handleServiceScale)))
+	mux.HandleFunc("POST /v1/services/{name}/autoscale", need(submit, "autoscale services", s.bounded(s.services.handleServiceAutoscale)))
+	mux.HandleFunc("POST /v1/services/{name}/update", need(submit, "update services", s.bounded(s.services.handleServiceUpdate)))
+	mux.HandleFunc("DELETE /v1/services/{name}", need(submit, "delete services", s.bounded(s.services.handleServiceDelete)))
+	mux.HandleFunc("GET /v1/nodes", need(read, "list nodes", s.cluster.handleNodes))
+	mux.HandleFunc("GET /v1/status", need(read, "see the status", s.cluster.handleStatus))
+	mux.HandleFunc("GET /v1/events", need(read, "read events", s.cluster.handleEvents))
+	mux.HandleFunc("GET /v1/members", need(read, "list members", s.cluster.handleMembers))
+	mux.HandleFunc("GET /v1/raft/peers", need(read, "list Raft peers", s.cluster.handleRaftPeers))
+	mux.HandleFunc("POST /v1/join", need(nodes, "join a cluster", s.cluster.handleJoin))
+	mux.HandleFunc("POST /v1/leave", need(nodes, "make a node leave", s.cluster.handleLeave))
+	mux.HandleFunc("GET /v1/gpus", need(read, "list GPUs", s.cluster.handleGPUs))
+	mux.HandleFunc("GET /v1/partitions", need(read, "list partitions", s.admin.handlePartitions))
+	mux.HandleFunc("POST /v1/partitions", need(nodes, "set partitions' limits", s.admin.handlePartitionSet))
+	mux.HandleFunc("POST /v1/gpus/cordon", need(nodes, "cordon a GPU", s.cluster.handleGPUCordon))
+	mux.HandleFunc("POST /v1/gpus/uncordon", need(nodes, "uncordon a GPU", s.cluster.handleGPUCordon))
+	mux.HandleFunc("POST /v1/gpus/fault", need(nodes, "inject a GPU fault", s.cluster.handleGPUFault))
+	mux.HandleFunc("POST /v1/join-tokens", need(nodes, "create join tokens", s.trustAPI.handleJoinTokenCreate))
+	mux.HandleFunc("GET /v1/join-tokens", need(nodes, "list join tokens", s.trustAPI.handleJoinTokens))
+	mux.HandleFunc("DELETE /v1/join-tokens/{id}", need(nodes, "revoke join tokens", s.trustAPI.handleJoinTokenRevoke))
+	mux.HandleFunc("GET /v1/keyring", need(nodes, "see the keyring", s.trustAPI.handleKeyring))
+	mux.HandleFunc("POST /v1/keyring/rotate", need(nodes, "rotate the keyring", s.trustAPI.handleKeyringRotate))
+	mux.HandleFunc("POST /v1/nodes/{id}/revoke", need(nodes, "revoke nodes", s.trustAPI.handleNodeRevoke))
+	mux.HandleFunc("POST /v1/nodes/{id}/drain", need(nodes, "drain nodes", s.cluster.handleNodeDrain))
+	mux.HandleFunc("POST /v1/nodes/{id}/undrain", need(nodes, "undrain nodes", s.cluster.handleNodeDrain))
+	mux.HandleFunc("POST /v1/nodes/{id}/remove", need(nodes, "remove nodes", s.cluster.handleNodeRemove))
+	mux.HandleFunc("GET /v1/snapshot", need(acl, "save snapshots", s.admin.handleSnapshotSave))
+	mux.HandleFunc("POST /v1/snapshot/restore", need(acl, "restore snapshots", s.admin.handleSnapshotRestore))
+	mux.HandleFunc("GET /v1/limits", need(read, "see limits", s.admin.handleLimits))
+	mux.HandleFunc("GET /v1/limits/{user}", need(read, "see limits", s.admin.handleUserLimits))
+	mux.HandleFunc("POST /v1/limits", need(acl, "set limits", s.admin.handleLimitsSet))
+	mux.HandleFunc("GET /v1/accounts", need(read, "see accounts", s.admin.handleAccounts))
+	mux.HandleFunc("POST /v1/accounts", need(acl, "change accounts", s.admin.handleAccountSet))
+	mux.HandleFunc("POST /v1/qos", need(acl, "change QoS", s.admin.handleQoSSet))
+	mux.HandleFunc("GET /v1/share", need(read, "see fair share", s.jobs.handleShare))
+	mux.HandleFunc("GET /v1/prio", need(read, "see the queue's priorities", s.jobs.handlePrio))
+	mux.HandleFunc("POST /v1/acl/bootstrap", need(acl, "bootstrap ACLs", s.admin.handleACLBootstrap))
+	mux.HandleFunc("GET /v1/acl/whoami", s.admin.handleWhoAmI)
+	mux.HandleFunc("POST /v1/acl/tokens", need(acl, "create ACL tokens", s.admin.handleACLTokenCreate))
+	mux.HandleFunc("GET /v1/acl/tokens", need(acl, "list ACL tokens", s.admin.handleACLTokens))
+	mux.HandleFunc("DELETE /v1/acl/tokens/{id}", need(acl, "revoke ACL tokens", s.admin.handleACLTokenRevoke))
+	mux.HandleFunc("GET /v1/acl/users", need(acl, "list ACL users", s.admin.handleACLUsers))
+	mux.HandleFunc("POST /v1/acl/users", need(acl, "set what a user may", s.admin.handleACLUserSet))
 	mux.HandleFunc("GET /v1/audit", need(acl, "read the audit log", s.handleAudit))
 	if s.cfg.Metrics != nil {
 		mux.HandleFunc("GET /metrics", need(read, "read metrics", s.serveMetrics))
@@ -354,19 +347,19 @@ func (s *Server) userRoutes() http.Handler {
 // internalRoutes is the node-to-node API.
 func (s *Server) internalRoutes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+internalPrefix+"heartbeat", s.handleHeartbeat)
-	mux.HandleFunc("POST "+internalPrefix+"heartbeats", s.handleRelayedHeartbeats)
-	mux.HandleFunc("POST "+internalPrefix+"register", s.handleRegister)
-	mux.HandleFunc("POST "+internalPrefix+"depart", s.handleDepart)
-	mux.HandleFunc("POST "+internalPrefix+"alloc-updates", s.handleAllocUpdates)
-	mux.HandleFunc("POST "+internalPrefix+"gpu-health", s.handleGPUHealth)
-	mux.HandleFunc("POST "+internalPrefix+"loads", s.handleLoads)
-	mux.HandleFunc("GET "+internalPrefix+"autoscale/{name}", s.handleObserved)
-	mux.HandleFunc("POST "+internalPrefix+"renew", s.handleRenew)
-	mux.HandleFunc("POST "+internalPrefix+"ca-key", s.handleCAKey)
-	mux.HandleFunc("GET "+internalPrefix+"nodes/{id}/view", s.handleNodeView)
-	mux.HandleFunc("GET "+internalPrefix+"allocs/{id}/logs", s.handleAllocLogs)
-	mux.HandleFunc("GET "+internalPrefix+"nodes/{id}/telemetry", s.handleNodeTelemetry)
+	mux.HandleFunc("POST "+internalPrefix+"heartbeat", s.internal.handleHeartbeat)
+	mux.HandleFunc("POST "+internalPrefix+"heartbeats", s.internal.handleRelayedHeartbeats)
+	mux.HandleFunc("POST "+internalPrefix+"register", s.internal.handleRegister)
+	mux.HandleFunc("POST "+internalPrefix+"depart", s.internal.handleDepart)
+	mux.HandleFunc("POST "+internalPrefix+"alloc-updates", s.internal.handleAllocUpdates)
+	mux.HandleFunc("POST "+internalPrefix+"gpu-health", s.internal.handleGPUHealth)
+	mux.HandleFunc("POST "+internalPrefix+"loads", s.internal.handleLoads)
+	mux.HandleFunc("GET "+internalPrefix+"autoscale/{name}", s.services.handleObserved)
+	mux.HandleFunc("POST "+internalPrefix+"renew", s.trustAPI.handleRenew)
+	mux.HandleFunc("POST "+internalPrefix+"ca-key", s.trustAPI.handleCAKey)
+	mux.HandleFunc("GET "+internalPrefix+"nodes/{id}/view", s.internal.handleNodeView)
+	mux.HandleFunc("GET "+internalPrefix+"allocs/{id}/logs", s.allocs.handleAllocLogs)
+	mux.HandleFunc("GET "+internalPrefix+"nodes/{id}/telemetry", s.internal.handleNodeTelemetry)
 	mux.HandleFunc(internalPrefix, notFound)
 	return s.timed("internal", mux)
 }

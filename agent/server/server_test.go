@@ -24,7 +24,7 @@ func TestRelay_AStreamOutlastsTheServersWriteTimeout(t *testing.T) {
 		}
 	}))
 	t.Cleanup(upstream.Close)
-	s := &Server{timeouts: Timeouts{}.withDefaults()} // holdWrite renews the bound by the default, a minute
+	s := &shared{timeouts: Timeouts{}.withDefaults()} // holdWrite renews the bound by the default, a minute
 	relaying := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		resp, err := http.Get(upstream.URL)
 		if err != nil {

@@ -77,7 +77,7 @@ func TestShed_AStarvedLeaderAnswersAScrapeWithTheLastOne(t *testing.T) {
 	var starved atomic.Bool
 	m := &countedMetrics{}
 	role := raftRole{self: "a", leads: true, leaderID: "a", others: []string{"b"}}
-	s := &Server{cfg: Config{Raft: role, Peers: peer.New(peer.Config{NodeID: "a", Raft: role}), Metrics: m, Starved: starved.Load}}
+	s := &Server{shared: &shared{cfg: Config{Raft: role, Peers: peer.New(peer.Config{NodeID: "a", Raft: role}), Metrics: m, Starved: starved.Load}}}
 	scrape := func(encoding string) (string, http.Header) {
 		r := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 		r.Header.Set("Accept-Encoding", encoding)

@@ -25,7 +25,7 @@ const restoreTimeout = 2 * time.Minute
 // state, from the leader (other nodes pass the request on), so that it
 // holds every write acknowledged before it. It is a read: it writes
 // nothing, and answers the backup as it is, not as JSON.
-func (s *Server) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
+func (s *adminRoutes) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
 	if !s.cfg.Raft.IsLeader() && s.forward(w, r, nil) {
 		return
 	}
@@ -47,7 +47,7 @@ func (s *Server) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
 // backup in the body (POST /v1/snapshot/restore). The backup is read and
 // checked whole first; the leader (other nodes pass it on) then has Raft
 // install it on every server. It answers what the backup held.
-func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
+func (s *adminRoutes) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(restoreTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxSnapshotBytes))
 	var tooBig *http.MaxBytesError

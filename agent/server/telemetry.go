@@ -25,7 +25,7 @@ const maxTelemetryBytes = 1 << 20
 // server whose web UI shows this node's page (nodeTelemetry): the latest
 // readings of this node's GPUs, the last its telemetry took (never a
 // call into the driver). An empty list when it reads none.
-func (s *Server) handleNodeTelemetry(w http.ResponseWriter, r *http.Request) {
+func (s *nodeRoutes) handleNodeTelemetry(w http.ResponseWriter, r *http.Request) {
 	if id := r.PathValue("id"); id != s.cfg.NodeID {
 		writeError(w, http.StatusNotFound, fmt.Errorf("node %s: this is node %s", structs.ShortID(id), structs.ShortID(s.cfg.NodeID)))
 		return
@@ -44,7 +44,7 @@ func (s *Server) handleNodeTelemetry(w http.ResponseWriter, r *http.Request) {
 // job that ran there are read: a worker holds no ACLs to check a
 // user's token with, and this node's UI has checked the user. ctx bounds
 // the call (the UI's wait); Calls bounds it besides.
-func (s *Server) nodeTelemetry(ctx context.Context, nodeID string) ([]gpu.Sample, error) {
+func (s *nodeRoutes) nodeTelemetry(ctx context.Context, nodeID string) ([]gpu.Sample, error) {
 	addr := s.cfg.Peers.HTTPAddrOf(nodeID)
 	if addr == "" {
 		return nil, errNodeAddrUnknown
@@ -63,7 +63,7 @@ func (s *Server) nodeTelemetry(ctx context.Context, nodeID string) ([]gpu.Sample
 // callNode makes a bounded call to another node and decodes its answer,
 // at most limit bytes of JSON, into out; an answer other than 200 OK is
 // the error it carries.
-func (s *Server) callNode(req *http.Request, limit int64, out any) error {
+func (s *nodeRoutes) callNode(req *http.Request, limit int64, out any) error {
 	resp, err := s.cfg.Peers.Calls().Do(req)
 	if err != nil {
 		return err

@@ -144,7 +144,7 @@ func (s *Server) localOnly(r *http.Request) bool {
 }
 
 // isServer is holdsState, asked at most once per serverCheck.
-func (s *Server) isServer() bool {
+func (s *shared) isServer() bool {
 	now := time.Now().UnixNano()
 	if c := s.role.Load(); c != nil && now-c.at < int64(serverCheck) {
 		return c.server

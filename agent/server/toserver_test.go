@@ -55,8 +55,8 @@ func TestToServer_AWorkerPassesRequestsOnAndSkipsAServerItCannotReach(t *testing
 	t.Cleanup(live.Close)
 
 	r := workerRaft{raftRole: raftRole{self: "w1"}, servers: []string{dead, live.URL}}
-	s := &Server{cfg: Config{NodeID: "w1", NodeName: "worker-1", Raft: r,
-		Peers: peer.New(peer.Config{NodeID: "w1", Raft: r})}, log: hclog.NewNullLogger(), timeouts: Timeouts{}.withDefaults()}
+	s := &Server{shared: &shared{cfg: Config{NodeID: "w1", NodeName: "worker-1", Raft: r,
+		Peers: peer.New(peer.Config{NodeID: "w1", Raft: r})}, log: hclog.NewNullLogger(), timeouts: Timeouts{}.withDefaults()}}
 	local := 0
 	h := s.toServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { local++ }))
 	// Either server may be picked first; each request reaches the live one.

@@ -27,7 +27,7 @@ import (
 var errPlaintext = errors.New("this cluster runs without TLS (dev mode, loopback or --insecure-cluster): it has no CA, join tokens or keyring")
 
 // trustOrFail answers 400 when the cluster is plaintext.
-func (s *Server) trustOrFail(w http.ResponseWriter) *secure.Secure {
+func (s *trustRoutes) trustOrFail(w http.ResponseWriter) *secure.Secure {
 	if s.cfg.Trust == nil {
 		writeError(w, http.StatusBadRequest, errPlaintext)
 	}
@@ -37,7 +37,7 @@ func (s *Server) trustOrFail(w http.ResponseWriter) *secure.Secure {
 // trustWrite serves a write of the trust API, refused in a plaintext
 // cluster: it reads the body into req (nil: none), checks it with valid
 // (nil: none), and has the leader do it (the request's Writer).
-func (s *Server) trustWrite(w http.ResponseWriter, r *http.Request, req any, valid func() error, do func(*secure.Secure) (any, error)) {
+func (s *trustRoutes) trustWrite(w http.ResponseWriter, r *http.Request, req any, valid func() error, do func(*secure.Secure) (any, error)) {
 	t := s.trustOrFail(w)
 	if t == nil {
 		return
@@ -56,7 +56,7 @@ func (s *Server) trustWrite(w http.ResponseWriter, r *http.Request, req any, val
 // join token is the credential. The leader signs; others forward.
 // The node that took the request from the joining node records the
 // admission, or its refusal, in the audit log.
-func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
+func (s *trustRoutes) handleAdmit(w http.ResponseWriter, r *http.Request) {
 	var req api.AdmitRequest
 	cw := &captureWriter{ResponseWriter: w, status: http.StatusOK}
 	// A refused join token (403) counts as a failed authentication.
@@ -77,18 +77,18 @@ func (s *Server) handleAdmit(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleCA answers the CA bundle; it is public.
-func (s *Server) handleCA(w http.ResponseWriter, r *http.Request) {
+func (s *trustRoutes) handleCA(w http.ResponseWriter, r *http.Request) {
 	if t := s.trustOrFail(w); t != nil {
 		writeJSON(w, http.StatusOK, t.CA())
 	}
 }
 
-func (s *Server) handleJoinTokenCreate(w http.ResponseWriter, r *http.Request) {
+func (s *trustRoutes) handleJoinTokenCreate(w http.ResponseWriter, r *http.Request) {
 	var req api.JoinTokenCreateRequest
 	s.trustWrite(w, r, &req, nil, func(t *secure.Secure) (any, error) { return t.CreateJoinToken(req) })
 }
 
-func (s *Server) handleJoinTokens(w http.ResponseWriter, r *http.Request) {
+func (s *trustRoutes) handleJoinTokens(w http.ResponseWriter, r *http.Request) {
 	if t := s.trustOrFail(w); t != nil {
 		tokens := t.JoinTokens()
 		if tokens == nil {
@@ -98,17 +98,17 @@ func (s *Server) handleJoinTokens(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) handleJoinTokenRevoke(w http.ResponseWriter, r *http.Request) {
+func (s *trustRoutes) handleJoinTokenRevoke(w http.ResponseWriter, r *http.Request) {
 	s.trustWrite(w, r, nil, nil, func(t *secure.Secure) (any, error) { return t.RevokeJoinToken(r.PathValue("id")) })
 }
 
-func (s *Server) handleKeyring(w http.ResponseWriter, r *http.Request) {
+func (s *trustRoutes) handleKeyring(w http.ResponseWriter, r *http.Request) {
 	if t := s.trustOrFail(w); t != nil {
 		writeJSON(w, http.StatusOK, t.KeyringStatus())
 	}
 }
 
-func (s *Server) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
+func (s *trustRoutes) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
 	s.trustWrite(w, r, nil, nil, func(t *secure.Secure) (any, error) {
 		if err := t.RotateKeyring(); err != nil {
 			return nil, err
@@ -117,7 +117,7 @@ func (s *Server) handleKeyringRotate(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (s *Server) handleNodeRevoke(w http.ResponseWriter, r *http.Request) {
+func (s *trustRoutes) handleNodeRevoke(w http.ResponseWriter, r *http.Request) {
 	var req api.NodeRevokeRequest
 	id := r.PathValue("id")
 	valid := func() error {
@@ -149,7 +149,7 @@ const revokeWait = 30 * time.Second
 
 // waitCutOff waits, up to revokeWait, until the revoked node id is cut
 // off as far as this node can tell (cutOff), and returns how far it came.
-func (s *Server) waitCutOff(ctx context.Context, id string) api.NodeRevokeResult {
+func (s *trustRoutes) waitCutOff(ctx context.Context, id string) api.NodeRevokeResult {
 	deadline := time.NewTimer(revokeWait)
 	defer deadline.Stop()
 	for {
@@ -173,7 +173,7 @@ func (s *Server) waitCutOff(ctx context.Context, id string) api.NodeRevokeResult
 // the Raft configuration; the keyring rotated without it (its revocation
 // applied here, and the rotation it made due begun and over, entries that
 // come after it); no member of this node's gossip holding it alive.
-func (s *Server) cutOff(id string) api.NodeRevokeResult {
+func (s *trustRoutes) cutOff(id string) api.NodeRevokeResult {
 	res := api.NodeRevokeResult{NodeID: id, OutOfRaft: true, Refused: true}
 	var waiting []string
 	if servers, err := s.cfg.Raft.Servers(); err != nil || slices.ContainsFunc(servers, func(sv cluster.RaftServer) bool { return sv.ID == id }) {
@@ -218,7 +218,7 @@ func (b *bufferWriter) copyTo(w http.ResponseWriter) {
 }
 
 // handleRenew signs a new certificate for the calling node. Leader only.
-func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request) {
+func (s *trustRoutes) handleRenew(w http.ResponseWriter, r *http.Request) {
 	t := s.trustOrFail(w)
 	if t == nil {
 		return
@@ -237,7 +237,7 @@ func (s *Server) handleRenew(w http.ResponseWriter, r *http.Request) {
 
 // handleCAKey takes the CA key from the leader, before this node's
 // promotion to voter.
-func (s *Server) handleCAKey(w http.ResponseWriter, r *http.Request) {
+func (s *trustRoutes) handleCAKey(w http.ResponseWriter, r *http.Request) {
 	t := s.trustOrFail(w)
 	if t == nil {
 		return

@@ -21,7 +21,7 @@ func (s *Server) mountUI(top *http.ServeMux, user http.Handler) {
 			_, id := s.cfg.Raft.Leader()
 			return id
 		},
-		NodeTelemetry: s.nodeTelemetry,
+		NodeTelemetry: s.internal.nodeTelemetry,
 	})
 	top.Handle(ui.Prefix, s.asTheUserSentIt(h))
 	top.Handle("GET /ui", http.RedirectHandler(ui.Prefix, http.StatusMovedPermanently))

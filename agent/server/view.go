@@ -40,7 +40,7 @@ var errNotServer = errors.New("this node holds no copy of the state: ask a serve
 // answers no view until it has caught up: a view from it would take the
 // node back, or make it forget what it runs, whom it refuses and where
 // the services are.
-func (s *Server) handleNodeView(w http.ResponseWriter, r *http.Request) {
+func (s *nodeRoutes) handleNodeView(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !reportsFor(w, r, id) {
 		return
@@ -128,7 +128,7 @@ func setViewHeaders(w http.ResponseWriter, hash string, index uint64, leader str
 
 // holdsState reports whether this node is a server of the Raft
 // configuration, whose state is the cluster's.
-func (s *Server) holdsState() bool {
+func (s *shared) holdsState() bool {
 	servers, err := s.cfg.Raft.Servers()
 	return cluster.HoldsState(servers, err, s.cfg.NodeID)
 }

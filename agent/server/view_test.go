@@ -45,9 +45,10 @@ func viewServerWith(t *testing.T, st *states, server bool, nodes Authenticator) 
 	if server {
 		r.servers = []cluster.RaftServer{{ID: "s1", Voter: true}}
 	}
-	s := &Server{cfg: Config{NodeID: "s1", Raft: r, NodeAuth: nodes}, fsm: st.f, log: hclog.NewNullLogger(), timeouts: Timeouts{}.withDefaults()}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	t.Cleanup(s.cancel)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s := &nodeRoutes{shared: &shared{cfg: Config{NodeID: "s1", Raft: r, NodeAuth: nodes}, fsm: st.f, log: hclog.NewNullLogger(),
+		timeouts: Timeouts{}.withDefaults(), ctx: ctx}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+internalPrefix+"nodes/{id}/view", s.handleNodeView)
 	srv := httptest.NewServer(mux)

@@ -15,14 +15,14 @@ import (
 // leader (forward) and relays its answer, unless this node came to lead
 // meanwhile.
 type requestWriter struct {
-	s    *Server
+	s    *shared
 	w    http.ResponseWriter
 	r    *http.Request
 	body []byte // the request's body as read, passed on as it came
 }
 
 // writer is r's Writer; body is what the handler read of r's body.
-func (s *Server) writer(w http.ResponseWriter, r *http.Request, body []byte) requestWriter {
+func (s *shared) writer(w http.ResponseWriter, r *http.Request, body []byte) requestWriter {
 	return requestWriter{s: s, w: w, r: r, body: body}
 }
 
@@ -69,7 +69,7 @@ const (
 // request's Writer, returns: 200 with it, or the error with the status
 // statusOf maps it to, or nothing more once the leader's answer was
 // relayed.
-func (s *Server) write(w http.ResponseWriter, r *http.Request, req any, rule bodyRule, do func(endpoint.Writer) (any, error)) {
+func (s *shared) write(w http.ResponseWriter, r *http.Request, req any, rule bodyRule, do func(endpoint.Writer) (any, error)) {
 	var body []byte
 	if req != nil {
 		var err error

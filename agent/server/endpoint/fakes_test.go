@@ -3,6 +3,8 @@ package endpoint
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -214,3 +216,20 @@ type aclState struct {
 
 func (s aclState) ACLTokens() []structs.ACLToken { return s.tokens }
 func (s aclState) ACLUsers() []structs.ACLUser   { return s.users }
+
+// JobsPage pages the jobs by ID (the FSM's order is by submission; the
+// fake's jobs are named in that order).
+func (s *fakeState) JobsPage(after fsm.JobCursor, limit int, keep func(*structs.Job) bool) ([]*structs.Job, bool) {
+	var out []*structs.Job
+	for _, id := range slices.Sorted(maps.Keys(s.jobs)) {
+		c := *s.jobs[id]
+		if !keep(&c) {
+			continue
+		}
+		if len(out) == limit {
+			return out, true
+		}
+		out = append(out, &c)
+	}
+	return out, false
+}

@@ -3,6 +3,7 @@ package endpoint
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/fsm"
@@ -20,11 +21,68 @@ type JobsState interface {
 	ACLUser(name string) (structs.ACLUser, bool)
 	CheckSubmitLimits(owner string, spec structs.JobSpec) error
 	CheckSubmitAccount(owner string, spec structs.JobSpec) error
+	JobsPage(after fsm.JobCursor, limit int, keep func(*structs.Job) bool) ([]*structs.Job, bool)
+	Allocs(jobID string) []*structs.Allocation
+	Node(id string) (*structs.Node, bool)
 }
 
-// Jobs submits, cancels and changes jobs.
+// Jobs submits, cancels and changes jobs, and lists and describes them.
 type Jobs struct {
 	State JobsState
+	// QueuePlace says where a queued job stands in the queue (nil: no
+	// answer, as for a job no longer queued).
+	QueuePlace func(jobID string) *api.QueuePlace
+}
+
+// RecentWindow is how long a finished job stays in a listing that does
+// not ask for all (skein jobs without --all).
+const RecentWindow = time.Hour
+
+// JobsQuery selects one page of jobs (api.JobsQuery on the wire).
+type JobsQuery struct {
+	// After is the cursor the page starts after; Limit the most jobs it
+	// holds.
+	After fsm.JobCursor
+	Limit int
+	// ByOwner keeps only Owner's jobs.
+	ByOwner bool
+	Owner   string
+	// All keeps finished jobs of any age, not only those of RecentWindow.
+	All bool
+}
+
+// List is one page of jobs, oldest first, as id may see them, and
+// whether more follow.
+func (j Jobs) List(id Identity, q JobsQuery) ([]*structs.Job, bool) {
+	cutoff := now().Add(-RecentWindow)
+	jobs, more := j.State.JobsPage(q.After, q.Limit, func(job *structs.Job) bool {
+		return (!q.ByOwner || job.Owner == q.Owner) && (q.All || !job.State.Terminal() || job.FinishedAt.After(cutoff))
+	})
+	for _, job := range jobs {
+		Redact(id, job, false)
+	}
+	return jobs, more
+}
+
+// Detail is the job ref names (its number, ID or a prefix) as id may
+// see it (its secret_env too when secrets, and id may), its allocations
+// with their nodes' names, and, while it is queued, its place.
+func (j Jobs) Detail(id Identity, ref string, secrets bool) (api.JobDetail, error) {
+	job, err := j.State.FindJob(ref)
+	if err != nil {
+		return api.JobDetail{}, err
+	}
+	d := api.JobDetail{Job: *Redact(id, job, secrets), Allocations: []structs.Allocation{}, Nodes: map[string]string{}}
+	if job.State == structs.JobQueued && j.QueuePlace != nil {
+		d.Queue = j.QueuePlace(job.ID)
+	}
+	for _, alloc := range j.State.Allocs(job.ID) {
+		d.Allocations = append(d.Allocations, *alloc)
+		if n, ok := j.State.Node(alloc.NodeID); ok {
+			d.Nodes[alloc.NodeID] = n.Name
+		}
+	}
+	return d, nil
 }
 
 // Submit checks a submission and has the leader commit it: the job, and
@@ -72,13 +130,12 @@ func (j Jobs) Submit(w Writer, id Identity, req api.SubmitRequest) (*structs.Job
 			return Redact(id, job, false), false, nil
 		}
 	}
-	forward := req
-	if forward.RequestID == "" {
+	if req.RequestID == "" && !w.Leads() {
 		// Forwarding may be retried; a request ID keeps it to one job.
-		forward.RequestID = structs.NewID()
+		req.RequestID = structs.NewID()
 	}
 	jobID := structs.NewID()
-	resp, err := w.Write(structs.JobSubmitType, forward, func() (any, error) {
+	resp, err := w.Write(structs.JobSubmitType, req, func() (any, error) {
 		sub := structs.JobSubmitRequest{RequestID: req.RequestID, JobID: jobID, Spec: req.Spec, SubmittedAt: now(), Owner: id.User}
 		if u, ok := j.State.ACLUser(id.User); ok && id.ACL {
 			sub.AllowRoot = u.AllowRoot

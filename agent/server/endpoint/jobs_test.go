@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/fsm"
@@ -37,6 +38,9 @@ func TestJobs_Submit_TheLeaderWritesTheEntryStampedWithTheCaller(t *testing.T) {
 	sub := w.only(t, structs.JobSubmitType).(structs.JobSubmitRequest)
 	if sub.Owner != "alice" || !sub.AllowRoot || sub.JobID == "" || sub.SubmittedAt.IsZero() || job.ID != sub.JobID {
 		t.Errorf("entry %+v, job %s: want alice's, allowed root, with an ID and a time", sub, job.ID)
+	}
+	if sub.RequestID != "" {
+		t.Errorf("entry's request ID %q, want none: only a forwarded submission needs one", sub.RequestID)
 	}
 	if sub.Spec.Nodes != 1 {
 		t.Errorf("entry's spec asks %d nodes, want the normalized 1", sub.Spec.Nodes)
@@ -223,5 +227,43 @@ func TestJobs_Update_NothingToChangeIsRefusedAndAChangeIsWritten(t *testing.T) {
 	}
 	if req := w.only(t, structs.JobUpdateType).(structs.JobUpdateRequest); req.JobID != "j1" || req.Hold == nil || !*req.Hold || req.At.IsZero() {
 		t.Errorf("entry %+v, want j1 held, stamped", req)
+	}
+}
+
+func TestJobs_List_KeepsTheOwnersAndTheRecentAndHidesOthersEnv(t *testing.T) {
+	st := newFakeState()
+	env := func() map[string]string { return map[string]string{"K": "v"} }
+	st.jobs["j1"] = &structs.Job{ID: "j1", Owner: "alice", State: structs.JobRunning, Spec: structs.JobSpec{Env: env()}}
+	st.jobs["j2"] = &structs.Job{ID: "j2", Owner: "bob", State: structs.JobRunning, Spec: structs.JobSpec{Env: env()}}
+	st.jobs["j3"] = &structs.Job{ID: "j3", Owner: "alice", State: structs.JobSucceeded, FinishedAt: time.Now().Add(-2 * RecentWindow)}
+	j := Jobs{State: st}
+
+	jobs, more := j.List(alice, JobsQuery{Limit: 10})
+	if len(jobs) != 2 || more || jobs[0].ID != "j1" || jobs[1].ID != "j2" {
+		t.Fatalf("recent jobs %v (more %v), want j1 and j2: j3 finished long ago", jobs, more)
+	}
+	if jobs[0].Spec.Env["K"] != "v" || jobs[1].Spec.Env["K"] != api.HiddenValue {
+		t.Errorf("env %v and %v, want alice's shown and bob's hidden from her", jobs[0].Spec.Env, jobs[1].Spec.Env)
+	}
+	if jobs, _ := j.List(alice, JobsQuery{Limit: 10, All: true, ByOwner: true, Owner: "alice"}); len(jobs) != 2 || jobs[1].ID != "j3" {
+		t.Errorf("all of alice's %v, want j1 and j3", jobs)
+	}
+	if jobs, more := j.List(alice, JobsQuery{Limit: 1}); len(jobs) != 1 || !more {
+		t.Errorf("a page of 1: %v, more %v; want one and more", jobs, more)
+	}
+}
+
+func TestJobs_Detail_AQueuedJobSaysItsPlace(t *testing.T) {
+	st := newFakeState()
+	st.jobs["j1"] = &structs.Job{ID: "j1", Owner: "alice", State: structs.JobQueued}
+	j := Jobs{State: st, QueuePlace: func(id string) *api.QueuePlace {
+		return &api.QueuePlace{JobPriority: api.JobPriority{JobID: id, Position: 3}}
+	}}
+	d, err := j.Detail(alice, "j1", false)
+	if err != nil || d.Queue == nil || d.Queue.Position != 3 || d.Allocations == nil {
+		t.Fatalf("detail: %+v, %v; want its place, and allocations listed (none)", d, err)
+	}
+	if _, err := j.Detail(alice, "nope", false); !errors.Is(err, fsm.ErrJobNotFound) {
+		t.Errorf("no job: %v, want fsm.ErrJobNotFound", err)
 	}
 }

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -47,13 +45,4 @@ func (st *states) report(n string, u structs.AllocUpdate) {
 	st.t.Helper()
 	u.At = time.Now()
 	st.must(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: n, Updates: []structs.AllocUpdate{u}})
-}
-
-// A scale of an autoscaled service that the state refuses because a
-// rollout began meanwhile is a conflict, as a manual scale of one is.
-func TestStatusOf_AScaleRefusedDuringARolloutIsAConflict(t *testing.T) {
-	err := fmt.Errorf("service web: %w: a rollout to version 2 is in progress", fsm.ErrAutoscalePaused)
-	if got := statusOf(err); got != http.StatusConflict {
-		t.Fatalf("status %d, want %d", got, http.StatusConflict)
-	}
 }
