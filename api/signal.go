@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+
+	"github.com/skein-dev/skein/structs"
 )
 
 // SignalRequest is the body of POST /v1/jobs/{id}/signal: send Signal (a
@@ -34,4 +36,12 @@ type SignalledAlloc struct {
 func (c *Client) SignalJob(ctx context.Context, id, signal string) (*SignalResult, error) {
 	var res SignalResult
 	return &res, c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/signal", nil, SignalRequest{Signal: signal}, &res)
+}
+
+// RequeueJob puts a running batch job back in the queue (scontrol
+// requeue): its allocations stop and it waits to be placed again,
+// without using a restart. A queued job is returned as it is.
+func (c *Client) RequeueJob(ctx context.Context, id string) (*structs.Job, error) {
+	var job structs.Job
+	return &job, c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/requeue", nil, nil, &job)
 }

@@ -286,6 +286,7 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("POST /v1/jobs/{id}/update", need(submit, "hold, release or change jobs", s.bounded(s.handleJobUpdate)))
 	mux.HandleFunc("POST /v1/jobs/{id}/exec", need(submit, "run commands in jobs", s.handleExec))
 	mux.HandleFunc("POST /v1/jobs/{id}/signal", need(submit, "signal jobs", s.handleSignal))
+	mux.HandleFunc("POST /v1/jobs/{id}/requeue", need(submit, "requeue jobs", s.bounded(s.handleRequeue)))
 	mux.HandleFunc("GET /v1/jobs/{id}/logs", need(submit, "read logs", s.handleLogs))
 	mux.HandleFunc("POST /v1/services", need(submit, "create services", s.bounded(s.handleServiceCreate)))
 	mux.HandleFunc("GET /v1/services", need(read, "list services", s.handleServices))
