@@ -2,8 +2,10 @@ package runner
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -53,5 +55,29 @@ func TestSignal_AnAllocationNotRunningIsRefused(t *testing.T) {
 	}
 	if err := r.Signal("../x", syscall.SIGUSR1); !errors.Is(err, ErrInvalidAllocID) {
 		t.Errorf("signal a bad ID: %v, want %v", err, ErrInvalidAllocID)
+	}
+}
+
+func TestSignal_ReachesAContainerJobThroughTheEngine(t *testing.T) {
+	t.Parallel()
+	e := newContainerEnv(t)
+	r, rec := e.runner(t)
+	tk := e.sh(`trap 'echo got' USR1; echo ready; while :; do sleep 0.1; done`)
+	mustStart(t, r, tk)
+	waitState(t, rec, tk.Alloc.ID, structs.AllocRunning)
+	out := filepath.Join(e.allocDir, tk.Alloc.ID, stdoutFile)
+	waitFor(t, 15*time.Second, "the job's trap to be set", func() (bool, string) {
+		b, err := os.ReadFile(out)
+		return strings.Contains(string(b), "ready\n"), errString(err)
+	})
+	if err := r.Signal(tk.Alloc.ID, syscall.SIGUSR1); err != nil {
+		t.Fatalf("signal USR1: %v", err)
+	}
+	waitFor(t, 15*time.Second, "the job's trap to run", func() (bool, string) {
+		b, err := os.ReadFile(out)
+		return strings.Contains(string(b), "got\n"), fmt.Sprintf("%q %v", b, err)
+	})
+	if n := len(rec.of(tk.Alloc.ID)) - rec.count(tk.Alloc.ID, structs.AllocRunning); n != 0 {
+		t.Errorf("after USR1 the allocation has reports %s, want it still running", rec)
 	}
 }
