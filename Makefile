@@ -27,7 +27,7 @@ IMAGE_CTX   := bin/image
 # make install: where, and whether to add Slurm's command names as links.
 PREFIX      ?= /usr/local
 SLURM_LINKS ?=
-SLURM_CMDS  := squeue scancel sinfo sacct sbatch scontrol salloc
+SLURM_CMDS  := squeue scancel sinfo sacct sbatch scontrol salloc srun
 
 .DEFAULT_GOAL := help
 .PHONY: help build build-static install run test test-short race lint check bench image demo-up demo-down chaos chaos-short clean
@@ -41,7 +41,7 @@ build: ## build bin/skein (with NVML support; needs gcc)
 build-static: ## build a static bin/skein without NVML (CGO_ENABLED=0)
 	CGO_ENABLED=0 $(GO) build -tags $(TAGS) -ldflags '$(LDFLAGS)' -o $(BIN) .
 
-install: ## install bin/skein as PREFIX/bin/skein (PREFIX=/usr/local; SLURM_LINKS=1 adds squeue, scancel, sinfo, sacct, sbatch, scontrol, salloc links)
+install: ## install bin/skein as PREFIX/bin/skein (PREFIX=/usr/local; SLURM_LINKS=1 adds squeue, scancel, sinfo, sacct, sbatch, scontrol, salloc, srun links)
 	@test -x $(BIN) || { echo "make install: no $(BIN): run make build (or make build-static) first" >&2; exit 1; }
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/skein

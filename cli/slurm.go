@@ -364,7 +364,7 @@ func runningNodes(ctx context.Context, cl *api.Client, jobs []structs.Job) (map[
 
 // slurmNames are the commands skein runs when called by their name,
 // through the links `make install SLURM_LINKS=1` makes.
-var slurmNames = []string{"squeue", "scancel", "sinfo", "sacct", "sbatch", "scontrol", "salloc"}
+var slurmNames = []string{"squeue", "scancel", "sinfo", "sacct", "sbatch", "scontrol", "salloc", "srun"}
 
 // noHeaderCommands are the commands whose -h is Slurm's --noheader.
 var noHeaderCommands = []string{"squeue", "sinfo"}

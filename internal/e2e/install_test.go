@@ -10,7 +10,7 @@ import (
 )
 
 // slurmLinks are the Slurm command names `make install SLURM_LINKS=1` adds.
-var slurmLinks = []string{"squeue", "scancel", "sinfo", "sacct", "sbatch", "scontrol", "salloc"}
+var slurmLinks = []string{"squeue", "scancel", "sinfo", "sacct", "sbatch", "scontrol", "salloc", "srun"}
 
 // makeCmd is `make -C ROOT args...` in the repository root; it skips the
 // test where there is no make.
