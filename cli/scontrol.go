@@ -41,6 +41,10 @@ func scontrolCommand() *ucli.Command {
 	}
 }
 
+// scontrolRefused are the scontrol commands skein refuses, saying what
+// to do instead.
+var scontrolRefused = []string{"suspend", "resume", "reboot", "reconfigure", "create", "delete", "top", "uhold", "notify"}
+
 func scontrolAction(c *ucli.Context) error {
 	args := c.Args().Slice()
 	if len(args) == 0 {
@@ -65,7 +69,8 @@ func scontrolAction(c *ucli.Context) error {
 			return err
 		}
 		return scontrolRequeue(c, ids)
-	case "suspend", "resume", "reboot", "reconfigure", "create", "delete", "top", "uhold", "notify":
+	}
+	if slices.Contains(scontrolRefused, cmd) {
 		return usagef(c, "%s: skein has no %s: cancel the job (scancel) and submit it again, or hold and release a queued one", cmd, cmd)
 	}
 	return usagef(c, "unknown command %q: want show, hold, release, update or requeue", args[0])
