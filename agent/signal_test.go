@@ -83,3 +83,43 @@ func TestSignal_ReachesEveryRankThroughANodeThatRunsNone(t *testing.T) {
 		t.Errorf("after USR1 job %s is %s (stop requested %v), want it running on", job.SlurmID(), j.State, j.StopRequested)
 	}
 }
+
+// Through a worker, for a job on another worker: the first passes the
+// signal to a server, which relays it to the second, which finds the job
+// in its own view.
+func TestSignal_ThroughAWorkerToAJobOnAnotherWorker(t *testing.T) {
+	tc := startWorkerClusterWith(t, 3, 1, func(_ int, cfg *Config) { securePTYCluster(cfg) })
+	alice, _ := ptyUsers(t, tc)
+	ctx := context.Background()
+	workers := tc.workers()
+	for range 3 {
+		job, err := clientFor(t, tc.agents[0], alice).SubmitJob(ctx, api.SubmitRequest{RequestID: structs.NewID(),
+			Spec: structs.JobSpec{GPUs: 4, Command: []string{"sh", "-c",
+				`trap 'echo got >> usr1' USR1; echo ready > ready; while :; do sleep 0.1; done`}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitJob(t, tc.agents[0], job.ID, runningAlloc)
+		if tc.agents[0].fsm.Allocs(job.ID)[0].NodeID != workers[0].nodeID {
+			continue
+		}
+		c := clientFor(t, workers[1], alice)
+		testutil.WaitFor(t, 15*time.Second, func() error {
+			_, err := c.Exec(ctx, job.ID, api.ExecRequest{Command: []string{"cat", "ready"}})
+			return err
+		})
+		res, err := c.SignalJob(ctx, job.SlurmID(), "USR1")
+		if err != nil || len(res.Signalled) != 1 || res.Signalled[0].Node != workers[0].Name() {
+			t.Fatalf("signal through worker %s: %+v, %v; want rank 0 on %s", workers[1].Name(), res, err, workers[0].Name())
+		}
+		testutil.WaitFor(t, 10*time.Second, func() error {
+			out, err := c.Exec(ctx, job.ID, api.ExecRequest{Command: []string{"cat", "usr1"}})
+			if err == nil && out.Output != "got\n" {
+				return fmt.Errorf("the trap wrote %q", out.Output)
+			}
+			return err
+		})
+		return
+	}
+	t.Fatalf("no job of three landed on worker %s", workers[0].Name())
+}
