@@ -238,7 +238,8 @@ func (e *TTYExec) Wait() (int, error) {
 
 // Close ends the session: the command's process group gets SIGHUP, as
 // when a terminal hangs up, and it and everything it started SIGKILL a
-// moment later if it is still there; the connection is closed.
+// moment later if it is still there (Wait then says how it ended, once
+// the engine does); the connection is closed.
 func (e *TTYExec) Close() error {
 	e.closeOnce.Do(func() {
 		select {
@@ -249,6 +250,11 @@ func (e *TTYExec) Close() error {
 			case <-e.done:
 			case <-time.After(time.Second):
 				_ = e.d.killExec(e.id)
+				// Its end, and its exit code, are seen at the next check.
+				select {
+				case <-e.done:
+				case <-time.After(2 * ttyCheck):
+				}
 			}
 		}
 		e.resp.Close()

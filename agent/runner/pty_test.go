@@ -126,6 +126,9 @@ func TestExecPTY_InAContainerJobThroughTheEngine(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("a closed session's command is still running")
 	}
+	if code, err := p.Wait(); err != nil || code != 128+int(syscall.SIGHUP) && code != 128+int(syscall.SIGKILL) {
+		t.Errorf("a session closed: code %d, %v; want the command hung up on (129) or killed (137)", code, err)
+	}
 	if n := sleeps(); n != "0" {
 		t.Errorf("after the session closed, sleep 600 still runs %s times in the container", n)
 	}
