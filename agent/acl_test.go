@@ -138,6 +138,8 @@ func TestACL_EveryRouteRefusesRolesWithoutItsPermission(t *testing.T) {
 		{"GET", "/v1/jobs/nope", nil, structs.PermRead},
 		{"DELETE", "/v1/jobs/nope", nil, structs.PermSubmit},
 		{"GET", "/v1/jobs/nope/logs", nil, structs.PermSubmit},
+		{"POST", "/v1/jobs/nope/signal", bad, structs.PermSubmit},
+		{"POST", "/v1/jobs/nope/requeue", nil, structs.PermSubmit},
 		{"POST", "/v1/services", bad, structs.PermSubmit},
 		{"GET", "/v1/services", nil, structs.PermRead},
 		{"GET", "/v1/services/nope", nil, structs.PermRead},

@@ -289,6 +289,7 @@ func (a *Agent) start() error {
 		Logs:         a.runner,
 		Exec:         a.execInJob,
 		ExecPTY:      a.execPTYInJob,
+		Signal:       a.signalJob,
 		Faults:       a.node,
 		Telemetry:    a.telemetry,
 		Leave:        a.Leave,

@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"syscall"
 
 	"github.com/skein-dev/skein/agent/server"
 	"github.com/skein-dev/skein/api"
+	"github.com/skein-dev/skein/structs"
 )
 
 // execInJob runs a command beside one of this node's running
@@ -22,4 +24,14 @@ func (a *Agent) execPTYInJob(ctx context.Context, allocID string, argv []string,
 		return nil, err
 	}
 	return p, nil
+}
+
+// signalJob sends a signal to what one of this node's running
+// allocations runs (scancel --signal), through the runner.
+func (a *Agent) signalJob(allocID, signal string) error {
+	n, err := structs.JobSignalNumber(signal)
+	if err != nil {
+		return err
+	}
+	return a.runner.Signal(allocID, syscall.Signal(n))
 }

@@ -6,6 +6,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 
 	ucli "github.com/urfave/cli/v2"
@@ -41,10 +42,13 @@ func runCommand() *ucli.Command {
 func srunCommand() *ucli.Command {
 	return &ucli.Command{
 		Name:      "srun",
-		Usage:     "outside a job: srun --pty runs a command interactively on a node held for it, as Slurm's",
-		ArgsUsage: "--pty [SBATCH OPTIONS] [--] [COMMAND [ARGS...]]",
-		Description: "skein run -it under Slurm's name: srun --pty bash. Inside a job's script, srun is the\n" +
-			"job's own (docs/slurm.md); here only --pty is supported.",
+		Usage:     "srun --pty runs a command interactively on a node held for it; in an allocation (salloc), srun runs a command on its nodes, as Slurm's",
+		ArgsUsage: "--pty [SBATCH OPTIONS] [--] [COMMAND [ARGS...]] | [-N K] [-l] [--jobid ID] COMMAND [ARGS...]",
+		Description: "skein run -it under Slurm's name: srun --pty bash. In an allocation ($SLURM_JOB_ID set, as\n" +
+			"salloc sets it, or --jobid), srun CMD runs CMD on each of the allocation's nodes (the first K\n" +
+			"with -N), one task each, through skein exec, prints each task's output once all have ended\n" +
+			"(prefixed with its task ID with -l) and exits with the highest exit code. Inside a job's\n" +
+			"script, srun is the job's own (docs/slurm.md).",
 		SkipFlagParsing: true,
 		Action: func(c *ucli.Context) error {
 			args := c.Args().Slice()
@@ -53,7 +57,10 @@ func srunCommand() *ucli.Command {
 			}
 			i := slices.Index(args, "--pty")
 			if i < 0 || slices.Contains(args[:i], "--") {
-				return usagef(c, "want --pty: outside a job, srun runs interactive sessions only (batch jobs: sbatch; an allocation: salloc)")
+				if job := allocationJob(); job != "" || slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--jobid") }) {
+					return srunStep(c, job, args)
+				}
+				return usagef(c, "want --pty: outside a job and an allocation, srun runs interactive sessions only (batch jobs: sbatch; an allocation: salloc)")
 			}
 			return interactiveJob(c, "srun", slices.Delete(slices.Clone(args), i, i+1))
 		},

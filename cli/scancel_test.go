@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -100,11 +102,12 @@ func TestScancel_UsageErrors(t *testing.T) {
 		want string
 	}{
 		{nil, "Error: no job given: name IDs, or select jobs with -u, --me, -t or -n\n"},
-		{[]string{"--signal=USR1", "aaaa"}, "Error: --signal=USR1: skein cannot send a job a signal other than the stop of a cancel"},
+		{[]string{"--signal=BOGUS", "aaaa"}, `Error: --signal=BOGUS: signal: unknown signal "BOGUS"`},
+		{[]string{"-s", "64", "aaaa"}, "Error: --signal=64: signal: 64: want a signal number from 1 to 31"},
 		{[]string{"--me", "-u", "bob"}, "Error: --me and -u: give one\n"},
 		{[]string{"-t", "DONE"}, `Error: -t: unknown state "DONE"`},
 		{[]string{"-u", "Bad User"}, "Error: --user: "},
-		{[]string{"--bogus"}, "Error: flag provided but not defined: -bogus\n"},
+		{[]string{"--xyzzy"}, "Error: flag provided but not defined: -xyzzy\n"},
 	} {
 		r := runCLI(t, append([]string{"--addr", f.URL, "scancel"}, tc.args...)...)
 		if r.code != exitUsage || !strings.HasPrefix(r.stderr, tc.want) || !strings.Contains(r.stderr, "Run 'skein scancel --help' for usage.") {
@@ -135,14 +138,14 @@ func TestScancel_FiltersOfAUserWhoMayCancelOnlyTheirOwn(t *testing.T) {
 	}
 }
 
-func TestScancel_MeInteractiveAndSignal(t *testing.T) {
+func TestScancel_MeInteractive(t *testing.T) {
 	f := cancelAgentAs(t, api.WhoAmI{Role: structs.RoleSubmitter, User: "alice", ACL: true})
 	// alice's jobs still going are aaaa (pending), cccc (running) and
 	// dddd (completing); she says yes to the first, no to the second.
 	var out, errb bytes.Buffer
 	app := NewApp(&out, &errb)
 	app.Reader = strings.NewReader("y\nn\ny\n")
-	code := run(app, []string{"skein", "--addr", f.URL, "scancel", "--me", "-i", "-s", "TERM"})
+	code := run(app, []string{"skein", "--addr", f.URL, "scancel", "--me", "-i"})
 	want := "Cancel job_id=aaaaaaaa name=wait partition=gpu [y/n]? cancelled aaaaaaaa\n" +
 		"Cancel job_id=cccccccc name=cpu partition=skein [y/n]? " +
 		"Cancel job_id=dddddddd name=stopping partition=skein [y/n]? stopping dddddddd\n"
@@ -151,5 +154,79 @@ func TestScancel_MeInteractiveAndSignal(t *testing.T) {
 	}
 	if got := strings.Join(cancelled(f), " "); got != "aaaaaaaa1111 dddddddd4444" {
 		t.Errorf("cancelled %q, want alice's two she said yes to", got)
+	}
+}
+
+// signalAgent is cancelAgent answering signals as the agent does: a
+// running job's ranks are signalled, any other job is refused.
+func signalAgent(t *testing.T) *fakeAgent {
+	t.Helper()
+	f := cancelAgent(t)
+	f.handle("POST /v1/jobs/{id}/signal", func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		var req api.SignalRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Signal != "USR1" {
+			writeJSON(w, http.StatusBadRequest, api.ErrorBody{Error: fmt.Sprintf("signal %q, %v: want USR1", req.Signal, err)})
+			return
+		}
+		for _, j := range slurmJobs(time.Now()) {
+			if strings.HasPrefix(j.ID, id) {
+				if j.State != structs.JobRunning {
+					writeJSON(w, http.StatusConflict, api.ErrorBody{Error: "job is " + string(j.State) + ": only a running job's processes can be signalled"})
+					return
+				}
+				writeJSON(w, http.StatusOK, api.SignalResult{Signal: "USR1", Signalled: []api.SignalledAlloc{
+					{JobID: j.ID, Rank: 0, Node: "gpu01"}, {JobID: j.ID, Rank: 1, Node: "gpu02"}}})
+				return
+			}
+		}
+		writeJSON(w, http.StatusNotFound, api.ErrorBody{Error: "job " + id + ": no such job"})
+	})
+	return f
+}
+
+// signalledJobs lists the IDs the agent was asked to signal.
+func signalledJobs(f *fakeAgent) []string {
+	var ids []string
+	for _, req := range f.requests() {
+		if strings.HasSuffix(req.Path, "/signal") {
+			ids = append(ids, strings.TrimSuffix(strings.TrimPrefix(req.Path, "/v1/jobs/"), "/signal"))
+		}
+	}
+	return ids
+}
+
+func TestScancel_SignalSendsInsteadOfCancelling(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		code      int
+		signalled string
+		stdout    string
+		stderr    string
+	}{
+		{"by ID, in any spelling", []string{"-s", "sigusr1", "cccc"}, exitOK,
+			"cccc", "signalled cccccccc with SIGUSR1\n", ""},
+		{"by number", []string{"--signal=10", "cccc"}, exitOK,
+			"cccc", "signalled cccccccc with SIGUSR1\n", ""},
+		{"a pending job named has nothing to signal", []string{"-s", "USR1", "aaaa", "cccc"}, exitError,
+			"aaaa cccc", "signalled cccccccc with SIGUSR1\n",
+			"scancel: error: job aaaa: job is queued: only a running job's processes can be signalled\n"},
+		{"filters select the running jobs, completing ones too", []string{"-s", "USR1", "-u", "alice"}, exitOK,
+			"cccccccc3333 dddddddd4444", "signalled cccccccc with SIGUSR1\nsignalled dddddddd with SIGUSR1\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := signalAgent(t)
+			r := runCLI(t, append([]string{"--addr", f.URL, "scancel"}, tc.args...)...)
+			if r.code != tc.code || r.stdout != tc.stdout || r.stderr != tc.stderr {
+				t.Errorf("scancel %q: %d %q %q, want %d %q %q", tc.args, r.code, r.stdout, r.stderr, tc.code, tc.stdout, tc.stderr)
+			}
+			if got := strings.Join(signalledJobs(f), " "); got != tc.signalled {
+				t.Errorf("signalled %q, want %q", got, tc.signalled)
+			}
+			if got := cancelled(f); len(got) != 0 {
+				t.Errorf("a signal cancelled %q", got)
+			}
+		})
 	}
 }

@@ -31,7 +31,8 @@ func scontrolCommand() *ucli.Command {
 			"  release ID[,ID...]      let held jobs start\n" +
 			"  update JobId=ID KEY=VALUE...  change a queued job: JobName, TimeLimit, Priority\n" +
 			"                          (Slurm's time forms), or Hold=1 / Hold=0\n" +
-			"Without an ID, show job, hold and release take $SLURM_JOB_ID, as inside a job.",
+			"  requeue ID[,ID...]      stop running jobs and queue them again, using no restart\n" +
+			"Without an ID, show job, hold, release and requeue take $SLURM_JOB_ID, as inside a job.",
 		Flags: []ucli.Flag{
 			&ucli.BoolFlag{Name: "oneliner", Aliases: []string{"o"}, Usage: "print each record on one line"},
 			&ucli.BoolFlag{Name: "details", Aliases: []string{"d"}, Usage: "accepted, as in Slurm; skein shows every detail it has"},
@@ -40,10 +41,14 @@ func scontrolCommand() *ucli.Command {
 	}
 }
 
+// scontrolRefused are the scontrol commands skein refuses, saying what
+// to do instead.
+var scontrolRefused = []string{"suspend", "resume", "reboot", "reconfigure", "create", "delete", "top", "uhold", "notify"}
+
 func scontrolAction(c *ucli.Context) error {
 	args := c.Args().Slice()
 	if len(args) == 0 {
-		return usagef(c, "missing the command: show, hold, release or update (see skein scontrol --help)")
+		return usagef(c, "missing the command: show, hold, release, update or requeue (see skein scontrol --help)")
 	}
 	cmd, rest := strings.ToLower(args[0]), args[1:]
 	switch cmd {
@@ -58,10 +63,17 @@ func scontrolAction(c *ucli.Context) error {
 		return scontrolUpdate(c, ids, api.JobUpdate{Hold: &hold})
 	case "update":
 		return scontrolUpdateArgs(c, rest)
-	case "requeue", "suspend", "resume", "reboot", "reconfigure", "create", "delete", "top", "uhold", "notify":
+	case "requeue":
+		ids, err := scontrolIDs(c, rest)
+		if err != nil {
+			return err
+		}
+		return scontrolRequeue(c, ids)
+	}
+	if slices.Contains(scontrolRefused, cmd) {
 		return usagef(c, "%s: skein has no %s: cancel the job (scancel) and submit it again, or hold and release a queued one", cmd, cmd)
 	}
-	return usagef(c, "unknown command %q: want show, hold, release or update", args[0])
+	return usagef(c, "unknown command %q: want show, hold, release, update or requeue", args[0])
 }
 
 // scontrolIDs reads job IDs (comma- or space-separated), defaulting to
@@ -396,6 +408,27 @@ func scontrolUpdate(c *ucli.Context, ids []string, u api.JobUpdate) error {
 	failed := false
 	for _, id := range ids {
 		if _, err := cl.UpdateJob(c.Context, id, u); err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "scontrol: error: job %s: %v\n", id, err)
+			failed = true
+		}
+	}
+	if failed {
+		return exitStatus(exitError)
+	}
+	return nil
+}
+
+// scontrolRequeue puts each running job back in the queue, as Slurm's
+// requeue does, silent on success; what cannot be requeued (a finished
+// job) is said on stderr, and exits 1.
+func scontrolRequeue(c *ucli.Context, ids []string) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	failed := false
+	for _, id := range ids {
+		if _, err := cl.RequeueJob(c.Context, id); err != nil {
 			fmt.Fprintf(c.App.ErrWriter, "scontrol: error: job %s: %v\n", id, err)
 			failed = true
 		}

@@ -105,6 +105,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 		resp = f.st.applyJobUpdate(l)
 	case structs.JobNumbersStartType:
 		resp = f.st.applyJobNumbersStart(l)
+	case structs.JobRequeueType:
+		resp = f.st.applyJobRequeue(l)
 	case structs.PartitionSetType:
 		resp = f.st.applyPartitionSet(l)
 	case structs.PlanApplyType:

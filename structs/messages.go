@@ -61,6 +61,9 @@ const (
 	// leader commits it once every node applies it: a release before
 	// numbers gives none, and replicas must agree on each job's.
 	JobNumbersStartType MessageType = 38
+	// JobRequeueType stops a running batch job's attempt and puts it back
+	// in the queue without using a restart (Slurm's scontrol requeue).
+	JobRequeueType MessageType = 39
 )
 
 // IgnoreUnknownTypeFlag marks an entry that a replica which does not know its
@@ -142,6 +145,8 @@ func (t MessageType) String() string {
 		return "partition-set"
 	case JobNumbersStartType:
 		return "job-numbers-start"
+	case JobRequeueType:
+		return "job-requeue"
 	}
 	return "unknown"
 }
@@ -437,6 +442,17 @@ type JobUpdateRequest struct {
 	TimeLimit *Duration `json:"time_limit,omitempty"`
 	Priority  *int      `json:"priority,omitempty"`
 	At        time.Time `json:"at"`
+}
+
+// JobRequeueRequest puts a running batch job back in the queue (Slurm's
+// scontrol requeue): its attempt's allocations stop, and once they have,
+// it waits to be placed again, without using a restart. By says who
+// asked, for the job's reason. A queued job is left as it is; a finished
+// job, a replica or one being cancelled is refused.
+type JobRequeueRequest struct {
+	JobID string    `json:"job_id"`
+	By    string    `json:"by,omitempty"`
+	At    time.Time `json:"at"`
 }
 
 // Empty reports whether the request changes nothing.

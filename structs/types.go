@@ -484,8 +484,9 @@ type Job struct {
 	// the job runs again.
 	PreemptReason string `json:"preempt_reason,omitempty"`
 	// Evicted, while the job's allocations stop because a node of its
-	// drains, says so; the job goes back to the queue when they have
-	// stopped, without using a restart, and Evicted is cleared.
+	// drains, or it was requeued (JobRequeueType), says so; the job goes
+	// back to the queue when they have stopped, without using a restart,
+	// and Evicted is cleared.
 	// Evictions counts such attempts.
 	Evicted   string `json:"evicted,omitempty"`
 	Evictions int    `json:"evictions,omitempty"`

@@ -6,7 +6,8 @@
 // containers on it: pull, create, attach, start, wait, signal, inspect,
 // remove, list by label, and exec a command in a running one (a service
 // replica's health check), killed with what it started when its context
-// ends. Every container it creates runs without privileges: every
+// ends, or under a terminal (ExecTTY: skein exec -it), sized, resized and
+// signalled as a process group. Every container it creates runs without privileges: every
 // capability dropped but those it is given, no-new-privileges (a setuid
 // binary or file capability in the image gives nothing), no device but
 // its own GPUs, and held to its limits of memory (no swap), CPUs and

@@ -81,13 +81,26 @@ func (d *Docker) killExec(execID string) error {
 // killInContainer sends SIGKILL to the host's pids from inside the
 // container, as its root.
 func (d *Docker) killInContainer(ctx context.Context, op, containerID string, pids []int) error {
-	cmd := []string{"kill", "-KILL"}
+	return d.signalInContainer(ctx, op, containerID, "KILL", pids, false)
+}
+
+// signalInContainer sends the signal named sig (KILL, HUP) to the host's
+// pids from inside the container, as its root: to their process groups
+// when groups is set.
+func (d *Docker) signalInContainer(ctx context.Context, op, containerID, sig string, pids []int, groups bool) error {
+	cmd := []string{"kill", "-" + sig}
+	if groups {
+		cmd = append(cmd, "--")
+	}
+	given := len(cmd)
 	for _, pid := range pids {
-		if ns, ok := nsPID(pid); ok {
+		if ns, ok := nsPID(pid); ok && groups {
+			cmd = append(cmd, "-"+strconv.Itoa(ns))
+		} else if ok {
 			cmd = append(cmd, strconv.Itoa(ns))
 		}
 	}
-	if len(cmd) == 2 {
+	if len(cmd) == given {
 		return nil // they ended meanwhile
 	}
 	created, err := d.c.ContainerExecCreate(ctx, containerID, container.ExecOptions{User: "0", Cmd: cmd})

@@ -114,6 +114,17 @@
 // service replica's exec health check): through the driver spec.json
 // names, as a process of the job's account with its environment and
 // working directory, or in the job's container through the engine's exec.
+// ExecPTY runs a command beside a running job under a terminal: a
+// process job's under a pseudo-terminal of the node's, in a session of
+// its own; a container job's in its container under the engine's
+// terminal (engine.TTYExec), whose process group the runner signals
+// from the host.
+// Signal sends a running job a signal without stopping it (scancel
+// --signal), from the runner, past the supervisor: to the job's control
+// group or its process group (once its leader is seen to be the one
+// job.pid recorded), or to its container's main process through the
+// engine; the job's end, if the signal ends it, is the supervisor's to
+// see and report as any other.
 //
 // A process job is confined (confine.go): the runner resolves what its
 // allocation may use into spec.json's limits (its CPUs as a quota or as

@@ -52,6 +52,11 @@ type driver interface {
 	// environment, its working directory. It writes the command's output
 	// into out and returns its exit code; ctx bounds it (Runner.Exec).
 	exec(ctx context.Context, sp spec, dir string, rec jobRecord, argv []string, out io.Writer) (int, error)
+	// signalRunning sends sig to everything the running job sp describes
+	// runs (found by its record), for Runner.Signal: the job goes on
+	// unless the signal ends it. A job seen to have ended is
+	// ErrNotRunning.
+	signalRunning(sp spec, rec jobRecord, sig syscall.Signal) error
 }
 
 // startArgs is what a driver starts a job with besides its spec.

@@ -114,6 +114,12 @@ func (fakeDriver) exec(context.Context, spec, string, jobRecord, []string, io.Wr
 	return 0, errors.New("fake jobs run no commands")
 }
 
+// signalRunning refuses: a fake job is reached only through its
+// supervisor.
+func (fakeDriver) signalRunning(spec, jobRecord, syscall.Signal) error {
+	return errors.New("fake jobs are signalled by their supervisor only")
+}
+
 type fakeJob struct {
 	mode  string
 	out   *os.File

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,19 +15,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrNoTTY refuses a terminal beside a job its driver cannot give one
-// (a container job's).
-var ErrNoTTY = errors.New("an interactive terminal is given beside process jobs only, not in a container")
+// ErrNoTTY refuses a terminal beside a job whose driver gives none.
+var ErrNoTTY = errors.New("an interactive terminal is given beside process and container jobs only")
+
+// Terminal is a command ExecPTY runs under a terminal: Read and Write
+// are the terminal's (its output, its keys), Resize sets its size,
+// Signal signals the command's process group, Done is closed once it
+// has ended and Wait says how; Close ends the session.
+type Terminal interface {
+	io.ReadWriter
+	Resize(rows, cols uint16) error
+	Signal(sig syscall.Signal) error
+	Done() <-chan struct{}
+	Wait() (int, error)
+	Close() error
+}
 
 // ptyWatch is how often a terminal session checks that its job's
 // supervisor still holds the allocation: once it does not (the job
 // ended), the session's command is killed.
 const ptyWatch = time.Second
 
-// PTY is a command that ExecPTY runs under a pseudo-terminal: Read and
-// Write are the terminal's (its output, its keys), Resize sets its size,
-// Signal signals the command's process group, Wait waits for its end and
-// Close ends the session.
+// PTY is a command that ExecPTY runs beside a process job under a
+// pseudo-terminal of its own (a Terminal).
 type PTY struct {
 	master *os.File
 	// pgid is the command's process group (its session); name its
@@ -40,13 +51,16 @@ type PTY struct {
 	once sync.Once
 }
 
-// ExecPTY runs argv beside a running allocation's process job, as Exec
-// does (the job's account, environment and working directory), in a
-// session of its own whose controlling terminal is a new pseudo-terminal
-// of rows by cols, with TERM term when it is not empty. The command is
-// killed, with its session's process group, when ctx ends, when the
-// allocation's supervisor no longer holds it (the job ended) or on Close.
-func (r *Runner) ExecPTY(ctx context.Context, allocID string, argv []string, term string, rows, cols uint16) (*PTY, error) {
+// ExecPTY runs argv beside a running allocation's job, as Exec does (the
+// job's account, environment and working directory), in a session of
+// its own whose controlling terminal is a new terminal of rows by cols,
+// with TERM term when it is not empty: for a process job, a
+// pseudo-terminal of the node's (PTY); for a container job, the engine's
+// exec with a terminal, in the job's container (containerTerminal). The
+// command is killed, with its session's process group, when ctx ends,
+// when the allocation's supervisor no longer holds it (the job ended) or
+// on Close.
+func (r *Runner) ExecPTY(ctx context.Context, allocID string, argv []string, term string, rows, cols uint16) (Terminal, error) {
 	if err := checkID(allocID); err != nil {
 		return nil, err
 	}
@@ -67,7 +81,15 @@ func (r *Runner) ExecPTY(ctx context.Context, allocID string, argv []string, ter
 	if err != nil {
 		return nil, fmt.Errorf("exec for allocation %s: %w", allocID, err)
 	}
-	if _, ok := d.(processDriver); !ok {
+	switch d.(type) {
+	case processDriver:
+	case containerDriver:
+		t, err := containerPTY(ctx, sp, dir, rec, argv, term, rows, cols)
+		if err != nil {
+			return nil, fmt.Errorf("exec %s for allocation %s: %w", argv[0], allocID, err)
+		}
+		return t, nil
+	default:
 		return nil, fmt.Errorf("exec for allocation %s: %w", allocID, ErrNoTTY)
 	}
 	ctx, stop := context.WithCancel(ctx)

@@ -34,8 +34,8 @@ type shared struct {
 	ctx context.Context
 }
 
-// jobRoutes serves jobs: submit, list, detail, cancel, update, and fair
-// share's view of the queue (jobs.go, fairshare.go).
+// jobRoutes serves jobs: submit, list, detail, cancel, update, requeue,
+// and fair share's view of the queue (jobs.go, requeue.go, fairshare.go).
 type jobRoutes struct {
 	*shared
 	jobs endpoint.Jobs
@@ -66,8 +66,8 @@ type adminRoutes struct {
 }
 
 // allocRoutes serves what lives with an allocation on the node that runs
-// it: logs, exec and terminals, proxied there from any node (logs.go,
-// exec.go, pty.go).
+// it: logs, exec, terminals and signals, proxied there from any node
+// (logs.go, exec.go, pty.go, signal.go).
 type allocRoutes struct {
 	*shared
 }

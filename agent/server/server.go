@@ -134,6 +134,10 @@ type Config struct {
 	// it ends or ctx does (agent/runner's ExecPTY). Nil: this node runs
 	// none.
 	ExecPTY func(ctx context.Context, allocID string, argv []string, term string, rows, cols uint16) (PTYProcess, error)
+	// Signal sends a signal (a name of structs.JobSignals) to what one of
+	// this node's running allocations runs (agent/runner's Signal). Nil:
+	// this node runs none.
+	Signal func(allocID, signal string) error
 	// Faults injects health events into this node's simulated GPUs.
 	Faults interface {
 		InjectFault(gpu.Event) error
@@ -289,6 +293,8 @@ func (s *Server) userRoutes() http.Handler {
 	mux.HandleFunc("DELETE /v1/jobs/{id}", need(submit, "cancel jobs", s.bounded(s.jobs.handleCancel)))
 	mux.HandleFunc("POST /v1/jobs/{id}/update", need(submit, "hold, release or change jobs", s.bounded(s.jobs.handleJobUpdate)))
 	mux.HandleFunc("POST /v1/jobs/{id}/exec", need(submit, "run commands in jobs", s.allocs.handleExec))
+	mux.HandleFunc("POST /v1/jobs/{id}/signal", need(submit, "signal jobs", s.allocs.handleSignal))
+	mux.HandleFunc("POST /v1/jobs/{id}/requeue", need(submit, "requeue jobs", s.bounded(s.jobs.handleRequeue)))
 	mux.HandleFunc("GET /v1/jobs/{id}/logs", need(submit, "read logs", s.allocs.handleLogs))
 	mux.HandleFunc("POST /v1/services", need(submit, "create services", s.bounded(s.services.handleServiceCreate)))
 	mux.HandleFunc("GET /v1/services", need(read, "list services", s.services.handleServices))

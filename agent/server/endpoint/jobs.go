@@ -235,3 +235,29 @@ func (j Jobs) Update(w Writer, id Identity, ref string, u api.JobUpdate) ([]*str
 	}
 	return out, nil
 }
+
+// Requeue puts a running batch job back in the queue (scontrol requeue):
+// its allocations stop, and it waits to be placed again without using a
+// restart. A queued job is answered as it is. Only the job's owner, or
+// one who may act on any job, may; an array's tasks are requeued one by
+// one.
+func (j Jobs) Requeue(w Writer, id Identity, ref string) (*structs.Job, error) {
+	jobID, arrayID, err := j.jobOrArray(id, ref, "requeue")
+	if err != nil {
+		return nil, err
+	}
+	if arrayID != "" {
+		return nil, fmt.Errorf("%w: %s names an array: requeue its tasks one by one (ARRAY_INDEX)", ErrInvalid, ref)
+	}
+	resp, err := w.Write(structs.JobRequeueType, nil, func() (any, error) {
+		return structs.JobRequeueRequest{JobID: jobID, By: id.User, At: now()}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	job, ok := resp.(*structs.Job)
+	if !ok {
+		return nil, fmt.Errorf("requeue: unexpected answer %T from the state machine", resp)
+	}
+	return Redact(id, job, false), nil
+}

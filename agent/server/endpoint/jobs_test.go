@@ -267,3 +267,31 @@ func TestJobs_Detail_AQueuedJobSaysItsPlace(t *testing.T) {
 		t.Errorf("no job: %v, want fsm.ErrJobNotFound", err)
 	}
 }
+
+func TestJobs_Requeue_TheOwnersJobIsWrittenAndAnArrayIsRefused(t *testing.T) {
+	st := newFakeState()
+	st.jobs["j1"] = &structs.Job{ID: "j1", Owner: "alice", State: structs.JobRunning}
+	st.jobs["arr-1"] = &structs.Job{ID: "arr-1", ArrayID: "arr", Owner: "alice"}
+	st.jobs["arr-2"] = &structs.Job{ID: "arr-2", ArrayID: "arr", Owner: "alice"}
+	w := &fakeWriter{leads: true, answer: func(_ structs.MessageType, e any) (any, error) {
+		return st.FindJob(e.(structs.JobRequeueRequest).JobID)
+	}}
+	if _, err := (Jobs{State: st}).Requeue(w, bob, "j1"); !errors.Is(err, structs.ErrPermission) {
+		t.Fatalf("bob requeues alice's job: %v, want a permission refusal", err)
+	}
+	if _, err := (Jobs{State: st}).Requeue(w, alice, "arr"); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "one by one") {
+		t.Fatalf("requeue of an array: %v, want it refused, its tasks one by one", err)
+	}
+	w.nothing(t)
+	job, err := Jobs{State: st}.Requeue(w, alice, "j1")
+	if err != nil || job.ID != "j1" {
+		t.Fatalf("alice requeues her job: %v, %v", job, err)
+	}
+	if req := w.only(t, structs.JobRequeueType).(structs.JobRequeueRequest); req.JobID != "j1" || req.By != "alice" || req.At.IsZero() {
+		t.Errorf("entry %+v, want j1 by alice, stamped with a time", req)
+	}
+	w = &fakeWriter{}
+	if _, err := (Jobs{State: st}).Requeue(w, alice, "j1"); !errors.Is(err, ErrForwarded) || len(w.forwarded) != 1 {
+		t.Fatalf("requeue on a node that does not lead: %v, forwarded %q; want it passed on", err, w.forwarded)
+	}
+}
