@@ -24,11 +24,11 @@ const (
 	// there; a worker, which renews less often, is given two of its own
 	// intervals if that is longer (Leader.quiet).
 	silentAfter = 4
-	// DefaultPassInterval is the least time between the starts of two
-	// scheduling passes when Config.PassInterval is 0: under a burst of
-	// changes, at most one pass runs and one waits, so the burst is
-	// planned in a few passes that each place many jobs instead of one
-	// pass per entry.
+	// DefaultPassInterval is the least time between the start of a
+	// scheduling pass that committed something and the next pass's when
+	// Config.PassInterval is 0: under a burst of changes, at most one
+	// pass runs and one waits, so the burst is planned in a few passes
+	// that each place many jobs instead of one pass per entry.
 	DefaultPassInterval = 50 * time.Millisecond
 	// StarvedPassInterval is the least time between two passes' starts
 	// while the process is short of CPU: a pass places as much however
@@ -42,9 +42,10 @@ const (
 // placed, until stop closes or StopScheduling is called. A pass whose
 // plan was partly refused, by the check before its commit or by Apply,
 // plans again at once from the fresh state. Passes are coalesced:
-// whatever wakes the loop within the pass interval of the last pass's
-// start waits for the rest of the interval, and every change until then
-// is planned by the one pass that follows.
+// whatever wakes the loop within the pass interval of the start of the
+// last pass that committed something waits for the rest of the interval,
+// and every change until then is planned by the one pass that follows
+// (see nextPass).
 func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 	after := l.cfg.After
 	if after == nil {
@@ -55,6 +56,7 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 		_, changed := l.fsm.Watch()
 		started := time.Now()
 		refused, wake, err := l.pass()
+		took := time.Since(started)
 		switch {
 		case err != nil:
 			l.log.Warn("scheduling pass failed", "error", err)
@@ -91,7 +93,7 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 		case <-l.kick:
 		}
 		backoff.Stop()
-		if rest := l.passInterval() - time.Since(started); rest > 0 {
+		if rest := time.Until(l.nextPass(started, took)); rest > 0 {
 			select {
 			case <-stop:
 				return
@@ -101,6 +103,31 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 			}
 		}
 	}
+}
+
+// nextPass is the earliest start of the pass after one that started at
+// started and took took. The pass interval counts from the start of the
+// last pass that committed something: a burst of submissions makes such
+// passes, and coalescing keeps them to one per interval. A pass that
+// committed nothing holds the next back only as long again as it took,
+// within the interval: the running and finished reports of an idle
+// cluster's jobs wake the loop too, and the submission that follows
+// them is planned at once, while passes that keep finding nothing take
+// at most about half a core. A process short of CPU spaces every pass
+// by the starved interval from the last one's start.
+func (l *Leader) nextPass(started time.Time, took time.Duration) time.Time {
+	interval := l.passInterval()
+	if l.cfg.Starved != nil && l.cfg.Starved() {
+		return started.Add(interval)
+	}
+	l.passMu.Lock()
+	wrote := l.wroteAt
+	l.passMu.Unlock()
+	idle := started.Add(min(interval, 2*took)) // as long again after its end
+	if wrote.IsZero() {
+		return idle
+	}
+	return later(wrote.Add(interval), idle)
 }
 
 // passInterval is the least time between two passes' starts now.
@@ -163,6 +190,7 @@ func (l *Leader) pass() (refused bool, wake time.Time, err error) {
 	if planEmpty(plan) {
 		return refused, d.Wake, nil
 	}
+	l.wroteAt = nowT
 	res, err := l.commitPlan(plan, at)
 	if !resultEmpty(res) {
 		refused = true

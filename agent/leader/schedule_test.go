@@ -170,3 +170,42 @@ func TestLeader_PassesAreSpacedFurtherWhileTheProcessIsStarved(t *testing.T) {
 		t.Errorf("pass interval %s while starved, want %s", got, StarvedPassInterval)
 	}
 }
+
+// A pass that committed nothing holds no submission back for the
+// interval: on an idle cluster the reports of a job's start and end wake
+// the loop, and the next job submitted soon after is planned at once
+// (when any pass started the interval, a sequential job's submit→start
+// through the API went from 28 to 45 ms at p50). The interval here is
+// an hour, and a wait for it never ends.
+func TestScheduleLoop_ASubmissionAfterAPassThatCommittedNothingIsPlannedAtOnce(t *testing.T) {
+	h := newHarness(t)
+	h.bigNode("n1")
+	metrics := &passCounter{}
+	h.l.cfg.Metrics, h.l.cfg.PassInterval = metrics, time.Hour
+	h.l.cfg.After = func(d time.Duration) <-chan time.Time {
+		if d > time.Minute {
+			return make(chan time.Time) // the interval: never over
+		}
+		return time.After(d) // as long again as an empty pass took
+	}
+	h.runLoop()
+	passes := func(n int) {
+		t.Helper()
+		testutil.WaitFor(t, 10*time.Second, func() error {
+			if got, _, _ := metrics.counts(); got < n {
+				return fmt.Errorf("%d passes; want %d (held for the interval after a pass that committed nothing?)", got, n)
+			}
+			return nil
+		})
+	}
+	passes(1) // nothing queued: nothing committed
+	h.bigNode("n2")
+	passes(2) // woken by the node's entry, within the interval; nothing committed
+	h.submit("job-0", structs.JobSpec{CPUs: 1}, time.Now().UTC())
+	testutil.WaitFor(t, 10*time.Second, func() error {
+		if len(h.f.Allocs("job-0")) != 1 {
+			return fmt.Errorf("job-0 not placed")
+		}
+		return nil
+	})
+}
