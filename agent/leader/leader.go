@@ -68,8 +68,8 @@ type Config struct {
 	// (DefaultAutoscaleInterval when 0).
 	AutoscaleInterval time.Duration
 	// PassInterval is the least time between the start of a scheduling
-	// pass that committed something and the next pass's
-	// (DefaultPassInterval when 0; see nextPass), and After the timer
+	// pass that committed while other changes came in and the next
+	// pass's (DefaultPassInterval when 0; see nextPass), and After the timer
 	// the loop waits out the rest of it on (nil: time.After); tests hold
 	// it to see a burst coalesced.
 	PassInterval time.Duration
@@ -121,12 +121,13 @@ type Leader struct {
 	kick chan struct{}
 	// passMu is held by each scheduling pass; halted, set under it by
 	// StopScheduling, makes every later pass place nothing, and halt is
-	// closed then so that the scheduling loop ends. wroteAt is when the
-	// last pass that committed an entry started (the pacing's, nextPass).
+	// closed then so that the scheduling loop ends. burst and settled are
+	// what the last pass saw of the state as it committed (lastCommit).
 	passMu  sync.Mutex
 	halted  bool
 	halt    chan struct{}
-	wroteAt time.Time
+	burst   bool
+	settled <-chan struct{}
 
 	mu sync.Mutex
 	// heard is when each node's heartbeat last reached this node.

@@ -25,10 +25,11 @@ const (
 	// intervals if that is longer (Leader.quiet).
 	silentAfter = 4
 	// DefaultPassInterval is the least time between the start of a
-	// scheduling pass that committed something and the next pass's when
-	// Config.PassInterval is 0: under a burst of changes, at most one
-	// pass runs and one waits, so the burst is planned in a few passes
-	// that each place many jobs instead of one pass per entry.
+	// scheduling pass that committed while other changes came in and the
+	// next pass's when Config.PassInterval is 0: under a burst of
+	// changes, at most one pass runs and one waits, so the burst is
+	// planned in a few passes that each place many jobs instead of one
+	// pass per entry.
 	DefaultPassInterval = 50 * time.Millisecond
 	// StarvedPassInterval is the least time between two passes' starts
 	// while the process is short of CPU: a pass places as much however
@@ -41,11 +42,10 @@ const (
 // restart backoff ends or gossip says something that changes what may be
 // placed, until stop closes or StopScheduling is called. A pass whose
 // plan was partly refused, by the check before its commit or by Apply,
-// plans again at once from the fresh state. Passes are coalesced:
-// whatever wakes the loop within the pass interval of the start of the
-// last pass that committed something waits for the rest of the interval,
-// and every change until then is planned by the one pass that follows
-// (see nextPass).
+// plans again at once from the fresh state. Passes are coalesced: after
+// a pass that committed while other changes came in, the next waits for
+// the rest of the pass interval, and plans every change until then (see
+// nextPass). A pass's own entries do not wake the loop.
 func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 	after := l.cfg.After
 	if after == nil {
@@ -57,6 +57,10 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 		started := time.Now()
 		refused, wake, err := l.pass()
 		took := time.Since(started)
+		burst, settled := l.lastCommit()
+		if settled != nil {
+			changed = settled // its own entries need no pass
+		}
 		switch {
 		case err != nil:
 			l.log.Warn("scheduling pass failed", "error", err)
@@ -93,7 +97,7 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 		case <-l.kick:
 		}
 		backoff.Stop()
-		if rest := time.Until(l.nextPass(started, took)); rest > 0 {
+		if rest := time.Until(l.nextPass(started, took, burst)); rest > 0 {
 			select {
 			case <-stop:
 				return
@@ -106,28 +110,32 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 }
 
 // nextPass is the earliest start of the pass after one that started at
-// started and took took. The pass interval counts from the start of the
-// last pass that committed something: a burst of submissions makes such
-// passes, and coalescing keeps them to one per interval. A pass that
-// committed nothing holds the next back only as long again as it took,
-// within the interval: the running and finished reports of an idle
-// cluster's jobs wake the loop too, and the submission that follows
-// them is planned at once, while passes that keep finding nothing take
-// at most about half a core. A process short of CPU spaces every pass
-// by the starved interval from the last one's start.
-func (l *Leader) nextPass(started time.Time, took time.Duration) time.Time {
+// started and took took. A pass that committed while other changes came
+// in (burst) starts the pass interval: submissions are arriving faster
+// than passes place them, each pass's entries would compete with them
+// for the log, and the pass after the interval places all that came.
+// Any other pass holds the next back only as long again as it took,
+// within the interval: a change after it is planned at once (an idle
+// cluster's next job, submitted after the reports of the last one's
+// start and end), while passes that keep finding little to do take
+// about half a core at most. A process short of CPU spaces every pass
+// by the starved interval.
+func (l *Leader) nextPass(started time.Time, took time.Duration, burst bool) time.Time {
 	interval := l.passInterval()
-	if l.cfg.Starved != nil && l.cfg.Starved() {
+	if burst || (l.cfg.Starved != nil && l.cfg.Starved()) {
 		return started.Add(interval)
 	}
+	return started.Add(min(interval, 2*took)) // as long again after its end
+}
+
+// lastCommit says what came in while the last pass committed: other
+// entries beside its own (burst), or none, and then settled is a watch
+// of the state from just after its own entries (nil after a pass that
+// committed nothing).
+func (l *Leader) lastCommit() (burst bool, settled <-chan struct{}) {
 	l.passMu.Lock()
-	wrote := l.wroteAt
-	l.passMu.Unlock()
-	idle := started.Add(min(interval, 2*took)) // as long again after its end
-	if wrote.IsZero() {
-		return idle
-	}
-	return later(wrote.Add(interval), idle)
+	defer l.passMu.Unlock()
+	return l.burst, l.settled
 }
 
 // passInterval is the least time between two passes' starts now.
@@ -150,6 +158,7 @@ func (l *Leader) passInterval() time.Duration {
 func (l *Leader) pass() (refused bool, wake time.Time, err error) {
 	l.passMu.Lock()
 	defer l.passMu.Unlock()
+	l.burst, l.settled = false, nil
 	if l.halted {
 		return false, time.Time{}, nil
 	}
@@ -190,8 +199,15 @@ func (l *Leader) pass() (refused bool, wake time.Time, err error) {
 	if planEmpty(plan) {
 		return refused, d.Wake, nil
 	}
-	l.wroteAt = nowT
-	res, err := l.commitPlan(plan, at)
+	res, entries, err := l.commitPlan(plan, at)
+	// The pass planned from the state before its own entries, so they
+	// need no pass of their own; anything else applied meanwhile does,
+	// and says a burst is under way.
+	if index, settled := l.fsm.Watch(); index == view.Index+uint64(entries) {
+		l.settled = settled
+	} else {
+		l.burst = true
+	}
 	if !resultEmpty(res) {
 		refused = true
 		l.logRefused("on commit", res)
