@@ -121,13 +121,12 @@ type Leader struct {
 	kick chan struct{}
 	// passMu is held by each scheduling pass; halted, set under it by
 	// StopScheduling, makes every later pass place nothing, and halt is
-	// closed then so that the scheduling loop ends. burst and settled are
-	// what the last pass saw of the state as it committed (lastCommit).
-	passMu  sync.Mutex
-	halted  bool
-	halt    chan struct{}
-	burst   bool
-	settled <-chan struct{}
+	// closed then so that the scheduling loop ends. burst says whether
+	// other entries came in while the last pass committed (lastBurst).
+	passMu sync.Mutex
+	halted bool
+	halt   chan struct{}
+	burst  bool
 
 	mu sync.Mutex
 	// heard is when each node's heartbeat last reached this node.

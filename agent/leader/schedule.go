@@ -45,7 +45,7 @@ const (
 // plans again at once from the fresh state. Passes are coalesced: after
 // a pass that committed while other changes came in, the next waits for
 // the rest of the pass interval, and plans every change until then (see
-// nextPass). A pass's own entries do not wake the loop.
+// nextPass).
 func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 	after := l.cfg.After
 	if after == nil {
@@ -57,10 +57,7 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 		started := time.Now()
 		refused, wake, err := l.pass()
 		took := time.Since(started)
-		burst, settled := l.lastCommit()
-		if settled != nil {
-			changed = settled // its own entries need no pass
-		}
+		burst := l.lastBurst()
 		switch {
 		case err != nil:
 			l.log.Warn("scheduling pass failed", "error", err)
@@ -128,14 +125,12 @@ func (l *Leader) nextPass(started time.Time, took time.Duration, burst bool) tim
 	return started.Add(min(interval, 2*took)) // as long again after its end
 }
 
-// lastCommit says what came in while the last pass committed: other
-// entries beside its own (burst), or none, and then settled is a watch
-// of the state from just after its own entries (nil after a pass that
-// committed nothing).
-func (l *Leader) lastCommit() (burst bool, settled <-chan struct{}) {
+// lastBurst reports whether other entries were applied beside its own
+// while the last pass committed.
+func (l *Leader) lastBurst() bool {
 	l.passMu.Lock()
 	defer l.passMu.Unlock()
-	return l.burst, l.settled
+	return l.burst
 }
 
 // passInterval is the least time between two passes' starts now.
@@ -158,7 +153,7 @@ func (l *Leader) passInterval() time.Duration {
 func (l *Leader) pass() (refused bool, wake time.Time, err error) {
 	l.passMu.Lock()
 	defer l.passMu.Unlock()
-	l.burst, l.settled = false, nil
+	l.burst = false
 	if l.halted {
 		return false, time.Time{}, nil
 	}
@@ -200,14 +195,9 @@ func (l *Leader) pass() (refused bool, wake time.Time, err error) {
 		return refused, d.Wake, nil
 	}
 	res, entries, err := l.commitPlan(plan, at)
-	// The pass planned from the state before its own entries, so they
-	// need no pass of their own; anything else applied meanwhile does,
-	// and says a burst is under way.
-	if index, settled := l.fsm.Watch(); index == view.Index+uint64(entries) {
-		l.settled = settled
-	} else {
-		l.burst = true
-	}
+	// Entries applied beside its own while it planned and committed say
+	// a burst is under way (nextPass).
+	l.burst = l.fsm.Index() != view.Index+uint64(entries)
 	if !resultEmpty(res) {
 		refused = true
 		l.logRefused("on commit", res)
