@@ -45,7 +45,8 @@
 // A job is in its group before it runs anything: in v2 the process is
 // cloned straight into the group (CLONE_INTO_CGROUP). In v1, which has
 // no such clone, the supervisor moves one of its own threads into the
-// group (v1 groups take single threads) and forks the job from that
+// group (v1 groups take single threads; the thread writes "0", itself,
+// which spares the kernel a system-wide lock) and forks the job from that
 // thread, which the child's group comes from; the thread then exits
 // rather than go back, so the supervisor's other threads are never in a
 // job's group and the job is never outside it, not even for the

@@ -71,7 +71,7 @@ func helperCmd(what string) *exec.Cmd {
 // realHierarchy is this machine's hierarchy with a parent group of the
 // test's own, removed (children first) when the test ends. It skips
 // where the machine has none the test may use.
-func realHierarchy(t *testing.T) *Hierarchy {
+func realHierarchy(t testing.TB) *Hierarchy {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("making cgroups needs root")
@@ -90,7 +90,7 @@ func realHierarchy(t *testing.T) *Hierarchy {
 
 // removeTree removes the test's parent group and whatever groups are
 // left in it, killing what they hold.
-func removeTree(t *testing.T, h *Hierarchy) {
+func removeTree(t testing.TB, h *Hierarchy) {
 	dirs := []string{h.Dir}
 	if h.Version == V1 {
 		dirs = nil

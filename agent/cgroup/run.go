@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -39,9 +38,15 @@ func (g *Group) Start(cmd *exec.Cmd) error {
 	}
 	var err error
 	onThreadOfItsOwn(func() {
-		tid := strconv.Itoa(unix.Gettid())
+		// "0" is the writing thread: this one. Named by its ID instead,
+		// the thread is moved under the lock that holds every thread
+		// group of the system still, and taking that lock waits out an
+		// RCU grace period: about 10 ms on each job's start on a 2-core
+		// VM, more when it is busy. A thread that moves itself needs no
+		// such lock, and kernels since 2022 take none
+		// (docs/benchmarks-history.md, "B8 through the API path").
 		for _, c := range sortedControllers(g.dirs) {
-			if err = writeFile(g.dirs[c], "tasks", tid); err != nil {
+			if err = writeFile(g.dirs[c], "tasks", "0"); err != nil {
 				err = fmt.Errorf("join cgroup %s: %w", g.dirs[c], err)
 				return
 			}

@@ -67,8 +67,9 @@ type Config struct {
 	// AutoscaleInterval is how often autoscaled services are looked at
 	// (DefaultAutoscaleInterval when 0).
 	AutoscaleInterval time.Duration
-	// PassInterval is the least time between the starts of two
-	// scheduling passes (DefaultPassInterval when 0), and After the timer
+	// PassInterval is the least time between the start of a scheduling
+	// pass that committed while other changes came in and the next
+	// pass's (DefaultPassInterval when 0; see nextPass), and After the timer
 	// the loop waits out the rest of it on (nil: time.After); tests hold
 	// it to see a burst coalesced.
 	PassInterval time.Duration
@@ -120,10 +121,12 @@ type Leader struct {
 	kick chan struct{}
 	// passMu is held by each scheduling pass; halted, set under it by
 	// StopScheduling, makes every later pass place nothing, and halt is
-	// closed then so that the scheduling loop ends.
+	// closed then so that the scheduling loop ends. burst says whether
+	// other entries came in while the last pass committed (lastBurst).
 	passMu sync.Mutex
 	halted bool
 	halt   chan struct{}
+	burst  bool
 
 	mu sync.Mutex
 	// heard is when each node's heartbeat last reached this node.

@@ -72,14 +72,15 @@ func SplitPlan(p structs.Plan, maxAllocs, maxReasons int) []structs.Plan {
 // replication rounds. Each entry is checked by the FSM on its own; since
 // they come from one pass over one view, their order does not matter. It
 // returns what the FSM refused, and the first error (the others are the
-// same, typically: leadership lost).
-func (l *Leader) commitPlan(plan structs.Plan, at time.Time) (*structs.PlanResult, error) {
+// same, typically: leadership lost), and how many entries were applied.
+func (l *Leader) commitPlan(plan structs.Plan, at time.Time) (*structs.PlanResult, int, error) {
 	parts := SplitPlan(plan, MaxEntryAllocs, MaxEntryReasons)
 	var (
-		mu    sync.Mutex
-		wg    sync.WaitGroup
-		all   structs.PlanResult
-		first error
+		mu      sync.Mutex
+		wg      sync.WaitGroup
+		all     structs.PlanResult
+		applied int
+		first   error
 	)
 	for _, part := range parts {
 		wg.Add(1)
@@ -94,6 +95,7 @@ func (l *Leader) commitPlan(plan structs.Plan, at time.Time) (*structs.PlanResul
 				}
 				return
 			}
+			applied++
 			if res, ok := resp.(*structs.PlanResult); ok {
 				all.Rejected = append(all.Rejected, res.Rejected...)
 				all.RejectedCancels = append(all.RejectedCancels, res.RejectedCancels...)
@@ -103,9 +105,9 @@ func (l *Leader) commitPlan(plan structs.Plan, at time.Time) (*structs.PlanResul
 	}
 	wg.Wait()
 	if first != nil {
-		return &all, fmt.Errorf("commit plan (%d entries): %w", len(parts), first)
+		return &all, applied, fmt.Errorf("commit plan (%d entries): %w", len(parts), first)
 	}
-	return &all, nil
+	return &all, applied, nil
 }
 
 // withoutRefused returns the plan without the parts res refused: refused

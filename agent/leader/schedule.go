@@ -24,8 +24,9 @@ const (
 	// there; a worker, which renews less often, is given two of its own
 	// intervals if that is longer (Leader.quiet).
 	silentAfter = 4
-	// DefaultPassInterval is the least time between the starts of two
-	// scheduling passes when Config.PassInterval is 0: under a burst of
+	// DefaultPassInterval is the least time between the start of a
+	// scheduling pass that committed while other changes came in and the
+	// next pass's when Config.PassInterval is 0: under a burst of
 	// changes, at most one pass runs and one waits, so the burst is
 	// planned in a few passes that each place many jobs instead of one
 	// pass per entry.
@@ -41,10 +42,10 @@ const (
 // restart backoff ends or gossip says something that changes what may be
 // placed, until stop closes or StopScheduling is called. A pass whose
 // plan was partly refused, by the check before its commit or by Apply,
-// plans again at once from the fresh state. Passes are coalesced:
-// whatever wakes the loop within the pass interval of the last pass's
-// start waits for the rest of the interval, and every change until then
-// is planned by the one pass that follows.
+// plans again at once from the fresh state. Passes are coalesced: after
+// a pass that committed while other changes came in, the next waits for
+// the rest of the pass interval, and plans every change until then (see
+// nextPass).
 func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 	after := l.cfg.After
 	if after == nil {
@@ -55,6 +56,8 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 		_, changed := l.fsm.Watch()
 		started := time.Now()
 		refused, wake, err := l.pass()
+		took := time.Since(started)
+		burst := l.lastBurst()
 		switch {
 		case err != nil:
 			l.log.Warn("scheduling pass failed", "error", err)
@@ -91,7 +94,7 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 		case <-l.kick:
 		}
 		backoff.Stop()
-		if rest := l.passInterval() - time.Since(started); rest > 0 {
+		if rest := time.Until(l.nextPass(started, took, burst)); rest > 0 {
 			select {
 			case <-stop:
 				return
@@ -101,6 +104,33 @@ func (l *Leader) scheduleLoop(stop <-chan struct{}) {
 			}
 		}
 	}
+}
+
+// nextPass is the earliest start of the pass after one that started at
+// started and took took. A pass that committed while other changes came
+// in (burst) starts the pass interval: submissions are arriving faster
+// than passes place them, each pass's entries would compete with them
+// for the log, and the pass after the interval places all that came.
+// Any other pass holds the next back only as long again as it took,
+// within the interval: a change after it is planned at once (an idle
+// cluster's next job, submitted after the reports of the last one's
+// start and end), while passes that keep finding little to do take
+// about half a core at most. A process short of CPU spaces every pass
+// by the starved interval.
+func (l *Leader) nextPass(started time.Time, took time.Duration, burst bool) time.Time {
+	interval := l.passInterval()
+	if burst || (l.cfg.Starved != nil && l.cfg.Starved()) {
+		return started.Add(interval)
+	}
+	return started.Add(min(interval, 2*took)) // as long again after its end
+}
+
+// lastBurst reports whether other entries were applied beside its own
+// while the last pass committed.
+func (l *Leader) lastBurst() bool {
+	l.passMu.Lock()
+	defer l.passMu.Unlock()
+	return l.burst
 }
 
 // passInterval is the least time between two passes' starts now.
@@ -123,6 +153,7 @@ func (l *Leader) passInterval() time.Duration {
 func (l *Leader) pass() (refused bool, wake time.Time, err error) {
 	l.passMu.Lock()
 	defer l.passMu.Unlock()
+	l.burst = false
 	if l.halted {
 		return false, time.Time{}, nil
 	}
@@ -163,7 +194,10 @@ func (l *Leader) pass() (refused bool, wake time.Time, err error) {
 	if planEmpty(plan) {
 		return refused, d.Wake, nil
 	}
-	res, err := l.commitPlan(plan, at)
+	res, entries, err := l.commitPlan(plan, at)
+	// Entries applied beside its own while it planned and committed say
+	// a burst is under way (nextPass).
+	l.burst = l.fsm.Index() != view.Index+uint64(entries)
 	if !resultEmpty(res) {
 		refused = true
 		l.logRefused("on commit", res)
