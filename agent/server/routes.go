@@ -74,9 +74,10 @@ type allocRoutes struct {
 
 // trustRoutes serves the trust API of a secure cluster: admission, join
 // tokens, the CA, the keyring, revocation, renewal and the CA key's
-// hand-over (trust.go).
+// hand-over (trust.go; endpoint.Trust).
 type trustRoutes struct {
 	*shared
+	trust endpoint.Trust
 }
 
 // nodeRoutes serves the rest of the node-to-node API, which only the

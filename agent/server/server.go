@@ -232,7 +232,7 @@ func New(cfg Config) *Server {
 	s.cluster = &clusterRoutes{shared: sh, nodes: endpoint.Nodes{State: cfg.FSM, Forget: cfg.Forget}}
 	s.admin = &adminRoutes{shared: sh, policy: endpoint.Policy{State: cfg.FSM}, acl: endpoint.ACL{State: cfg.FSM}}
 	s.allocs = &allocRoutes{shared: sh}
-	s.trustAPI = &trustRoutes{shared: sh}
+	s.trustAPI = &trustRoutes{shared: sh, trust: trustEndpoint(cfg)}
 	s.internal = &nodeRoutes{shared: sh}
 	s.internal.leases = leader.NewLeaseRelay(s.internal.passRenewals)
 	go s.internal.leases.Run(s.ctx)
@@ -389,3 +389,16 @@ func (s *Server) Shutdown(ctx context.Context) {
 }
 
 func now() time.Time { return time.Now().UTC() }
+
+// trustEndpoint is the trust API's endpoint over cfg's trust, Raft and
+// gossip.
+func trustEndpoint(cfg Config) endpoint.Trust {
+	t := endpoint.Trust{State: cfg.FSM, Servers: func() ([]cluster.RaftServer, error) { return cfg.Raft.Servers() }}
+	if cfg.Trust != nil { // a nil *secure.Secure is not a nil Authority
+		t.Authority = cfg.Trust
+	}
+	if cfg.Peers != nil {
+		t.Gossip = cfg.Peers.Members
+	}
+	return t
+}

@@ -83,7 +83,7 @@ func statusOf(err error) int {
 		return http.StatusServiceUnavailable
 	case errors.As(err, &remote):
 		return remote.StatusCode
-	case errors.As(err, &bad), errors.Is(err, endpoint.ErrInvalid):
+	case errors.As(err, &bad), errors.Is(err, endpoint.ErrInvalid), errors.Is(err, endpoint.ErrPlaintext):
 		return http.StatusBadRequest
 	case errors.As(err, &fe), errors.Is(err, errBadRequest), errors.Is(err, fsm.ErrAmbiguousID),
 		errors.Is(err, fsm.ErrInvalidRequest), errors.Is(err, sched.ErrNeverFits):
