@@ -67,9 +67,11 @@ type adminRoutes struct {
 
 // allocRoutes serves what lives with an allocation on the node that runs
 // it: logs, exec, terminals and signals, proxied there from any node
-// (logs.go, exec.go, pty.go, signal.go).
+// (logs.go, exec.go, pty.go, signal.go; endpoint.Allocs decides which
+// allocation, whether the caller may, and where the request goes).
 type allocRoutes struct {
 	*shared
+	allocs endpoint.Allocs
 }
 
 // trustRoutes serves the trust API of a secure cluster: admission, join

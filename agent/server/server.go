@@ -231,7 +231,10 @@ func New(cfg Config) *Server {
 	s.services = &serviceRoutes{shared: sh, services: endpoint.Services{State: cfg.FSM, IngressPort: cfg.IngressPort}}
 	s.cluster = &clusterRoutes{shared: sh, nodes: endpoint.Nodes{State: cfg.FSM, Forget: cfg.Forget}}
 	s.admin = &adminRoutes{shared: sh, policy: endpoint.Policy{State: cfg.FSM}, acl: endpoint.ACL{State: cfg.FSM}}
-	s.allocs = &allocRoutes{shared: sh}
+	s.allocs = &allocRoutes{shared: sh, allocs: endpoint.Allocs{State: cfg.FSM, NodeID: cfg.NodeID, NodeName: cfg.NodeName}}
+	if cfg.View != nil { // a nil *fsm.FSM is not a nil AllocsState
+		s.allocs.allocs.View = cfg.View
+	}
 	s.trustAPI = &trustRoutes{shared: sh, trust: trustEndpoint(cfg)}
 	s.internal = &nodeRoutes{shared: sh}
 	s.internal.leases = leader.NewLeaseRelay(s.internal.passRenewals)
