@@ -35,10 +35,12 @@ type shared struct {
 }
 
 // jobRoutes serves jobs: submit, list, detail, cancel, update, requeue,
-// and fair share's view of the queue (jobs.go, requeue.go, fairshare.go).
+// and fair share's view of the queue (jobs.go, requeue.go, fairshare.go;
+// endpoint.Jobs and endpoint.Queue).
 type jobRoutes struct {
 	*shared
-	jobs endpoint.Jobs
+	jobs  endpoint.Jobs
+	queue endpoint.Queue
 }
 
 // serviceRoutes serves services, and the leader's observations of the
@@ -54,6 +56,8 @@ type serviceRoutes struct {
 type clusterRoutes struct {
 	*shared
 	nodes endpoint.Nodes
+	// clusterView answers the reads.
+	clusterView endpoint.Cluster
 }
 
 // adminRoutes serves what administrators set: ACLs, limits, fair share's

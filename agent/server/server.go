@@ -226,10 +226,11 @@ func New(cfg Config) *Server {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.authFails = newFailLimiter(s.sentByNode, cfg.Logger)
 	s.writes = newWriteGate(cfg.MaxWrites, cfg.Logger)
-	s.jobs = &jobRoutes{shared: sh, jobs: endpoint.Jobs{State: cfg.FSM,
-		QueuePlace: func(jobID string) *api.QueuePlace { return queuePlace(cfg.FSM, jobID) }}}
+	queue := endpoint.Queue{State: cfg.FSM}
+	s.jobs = &jobRoutes{shared: sh, queue: queue, jobs: endpoint.Jobs{State: cfg.FSM,
+		QueuePlace: func(jobID string) *api.QueuePlace { return queue.Place(jobID, now()) }}}
 	s.services = &serviceRoutes{shared: sh, services: endpoint.Services{State: cfg.FSM, IngressPort: cfg.IngressPort}}
-	s.cluster = &clusterRoutes{shared: sh, nodes: endpoint.Nodes{State: cfg.FSM, Forget: cfg.Forget}}
+	s.cluster = &clusterRoutes{shared: sh, nodes: endpoint.Nodes{State: cfg.FSM, Forget: cfg.Forget}, clusterView: clusterEndpoint(cfg)}
 	s.admin = &adminRoutes{shared: sh, policy: endpoint.Policy{State: cfg.FSM}, acl: endpoint.ACL{State: cfg.FSM}}
 	s.allocs = &allocRoutes{shared: sh, allocs: endpoint.Allocs{State: cfg.FSM, NodeID: cfg.NodeID, NodeName: cfg.NodeName}}
 	if cfg.View != nil { // a nil *fsm.FSM is not a nil AllocsState
@@ -404,4 +405,14 @@ func trustEndpoint(cfg Config) endpoint.Trust {
 		t.Gossip = cfg.Peers.Members
 	}
 	return t
+}
+
+// clusterEndpoint is the cluster's reads over cfg's state, Raft and
+// gossip.
+func clusterEndpoint(cfg Config) endpoint.Cluster {
+	c := endpoint.Cluster{State: cfg.FSM, Raft: cfg.Raft, NodeID: cfg.NodeID, NodeName: cfg.NodeName, JobRetention: cfg.JobRetention, Mail: cfg.Mail}
+	if cfg.Peers != nil {
+		c.Gossip, c.Alone = cfg.Peers.Members, cfg.Peers.Alone
+	}
+	return c
 }
