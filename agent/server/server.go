@@ -232,10 +232,7 @@ func New(cfg Config) *Server {
 	s.services = &serviceRoutes{shared: sh, services: endpoint.Services{State: cfg.FSM, IngressPort: cfg.IngressPort}}
 	s.cluster = &clusterRoutes{shared: sh, nodes: endpoint.Nodes{State: cfg.FSM, Forget: cfg.Forget}, clusterView: clusterEndpoint(cfg)}
 	s.admin = &adminRoutes{shared: sh, policy: endpoint.Policy{State: cfg.FSM}, acl: endpoint.ACL{State: cfg.FSM}}
-	s.allocs = &allocRoutes{shared: sh, allocs: endpoint.Allocs{State: cfg.FSM, NodeID: cfg.NodeID, NodeName: cfg.NodeName}}
-	if cfg.View != nil { // a nil *fsm.FSM is not a nil AllocsState
-		s.allocs.allocs.View = cfg.View
-	}
+	s.allocs = &allocRoutes{shared: sh, allocs: allocsEndpoint(cfg)}
 	s.trustAPI = &trustRoutes{shared: sh, trust: trustEndpoint(cfg)}
 	s.internal = &nodeRoutes{shared: sh}
 	s.internal.leases = leader.NewLeaseRelay(s.internal.passRenewals)
@@ -415,4 +412,14 @@ func clusterEndpoint(cfg Config) endpoint.Cluster {
 		c.Gossip, c.Alone = cfg.Peers.Members, cfg.Peers.Alone
 	}
 	return c
+}
+
+// allocsEndpoint decides, over cfg's state and a worker's view, what
+// reaches a running job's processes.
+func allocsEndpoint(cfg Config) endpoint.Allocs {
+	a := endpoint.Allocs{State: cfg.FSM, NodeID: cfg.NodeID, NodeName: cfg.NodeName}
+	if cfg.View != nil { // a nil *fsm.FSM is not a nil AllocsState
+		a.View = cfg.View
+	}
+	return a
 }
