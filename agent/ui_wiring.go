@@ -3,7 +3,7 @@ package agent
 import (
 	"time"
 
-	"github.com/skein-dev/skein/agent/server"
+	"github.com/skein-dev/skein/agent/server/endpoint"
 	"github.com/skein-dev/skein/agent/ui"
 	"github.com/skein-dev/skein/api"
 )
@@ -22,7 +22,7 @@ func (a *Agent) uiConfig() *ui.Config {
 		NodeName:  a.cfg.Name,
 		Telemetry: a.telemetry,
 		Priorities: func() *api.PrioInfo {
-			return server.Priorities(a.fsm, time.Now().UTC(), uiQueueJobs, nil)
+			return endpoint.Queue{State: a.fsm}.Priorities(time.Now().UTC(), uiQueueJobs, nil)
 		},
 		Logger: a.logger.Named("ui"),
 	}

@@ -17,8 +17,8 @@
 // # How a request is served
 //
 // The package is a thin transport over the endpoints of its subpackage
-// endpoint, which hold what the user API's writes (and the reads they
-// answer with) do, apart from HTTP. Three layers, each in its own place:
+// endpoint, which hold what the user API's routes decide, apart from
+// HTTP. Three layers, each in its own place:
 //
 //   - Server (server.go) holds the listener and the route tables, and
 //     what every request passes through: authentication, the route's
@@ -32,9 +32,46 @@
 //     and maps the answer, or the error by its kind, to HTTP (statusOf).
 //     They share one *shared: the configuration, the state, and the
 //     transport helpers.
-//   - The endpoints (endpoint.Jobs, Services, Nodes, Policy, ACL) take
-//     plain Go values and a Writer, and read the state through the
-//     narrow interface each declares; their tests use fakes of both.
+//   - The endpoints take plain Go values and a Writer, and read the
+//     state through the narrow interface each declares; their tests use
+//     fakes of both.
+//
+// # Where a route's logic lives
+//
+// Each part's handlers call these endpoints (agent/server/endpoint):
+//
+//   - jobRoutes (jobs.go, requeue.go, fairshare.go): endpoint.Jobs for
+//     jobs, endpoint.Queue for fair share's views (GET /v1/share,
+//     /v1/prio, and a queued job's place in its detail).
+//   - serviceRoutes (services.go, autoscale.go): endpoint.Services.
+//   - clusterRoutes (cluster.go, drain.go, gpus.go, events.go):
+//     endpoint.Cluster for the reads (status, nodes, members, Raft
+//     peers, GPUs, the events' query and pages) and whether this node
+//     may leave; endpoint.Nodes for drains, removals, GPU cordons and
+//     the target of an injected GPU fault.
+//   - adminRoutes (acl_routes.go, limits.go, accounts.go,
+//     partitions.go, snapshot.go): endpoint.Policy (limits, accounts,
+//     QoS, partitions) and endpoint.ACL.
+//   - allocRoutes (logs.go, exec.go, pty.go, signal.go):
+//     endpoint.Allocs decides which job, whether the caller may, and
+//     where the request goes: the allocation whose output a log read
+//     streams (LogsOf, LogAlloc), the rank a command or terminal runs
+//     beside (PlanExec), the ranks here and the nodes to relay a signal
+//     to (PlanSignal). The transport carries the plan out: streams,
+//     proxies, upgrades to a terminal (pty.go), relays.
+//   - trustRoutes (trust.go): endpoint.Trust, over the narrow
+//     endpoint.Authority that agent/secure satisfies: admission, join
+//     tokens, the CA, the keyring, revocation (and how far cutting the
+//     node off has come, CutOff), renewal, the CA key's hand-over.
+//
+// What stays in the transport, because it is HTTP or this node's own
+// machinery rather than a decision over the state: following a stream
+// (logs, events: waiting on the state's changes, keep-alives), relaying
+// to another node, terminals' frames, snapshots (a stream of the state,
+// and Raft's restore), joining a cluster (Raft's join of the addresses
+// given), the audit log (this node's file), metrics, and the
+// node-to-node API (internal.go, lease.go, view.go, telemetry.go),
+// whose writes are the leader's own, not a user's.
 //
 // Every user write takes one path (write.go): the request's Writer
 // applies the endpoint's entry through Raft (Config.Apply) on the

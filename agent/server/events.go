@@ -2,10 +2,8 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/skein-dev/skein/api"
@@ -24,21 +22,19 @@ import (
 // no longer keeps are not skipped quietly: the page's "dropped" says up to
 // where, and a follower gets an events-dropped event in their place.
 //
-// Every caller that may read the cluster sees every event: a reader
-// already sees every job and node, and no event tells an env value.
+// The query, and a page, are endpoint.Cluster's (EventQuery, Events);
+// following is the transport's. Every caller that may read the cluster
+// sees every event: a reader already sees every job and node, and no
+// event tells an env value.
 func (s *clusterRoutes) handleEvents(w http.ResponseWriter, r *http.Request) {
-	q, err := s.eventQuery(r)
+	v := r.URL.Query()
+	q, err := s.clusterView.EventQuery(v.Get("after"), v.Get("limit"), v.Get("job"), v.Get("node"))
 	if err != nil {
 		writeError(w, statusOf(err), err)
 		return
 	}
-	if r.URL.Query().Get("follow") != "true" {
-		p := s.fsm.Events(q)
-		events := p.Events
-		if events == nil {
-			events = []structs.Event{}
-		}
-		writeJSON(w, http.StatusOK, api.EventsPage{Events: events, Next: p.Next, Dropped: p.Dropped})
+	if v.Get("follow") != "true" {
+		writeJSON(w, http.StatusOK, s.clusterView.Events(q))
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -94,41 +90,4 @@ func (s *clusterRoutes) waitEvents(w http.ResponseWriter, r *http.Request, chang
 			}
 		}
 	}
-}
-
-// eventQuery reads GET /v1/events' query, with the job and node named as
-// the state has them.
-func (s *clusterRoutes) eventQuery(r *http.Request) (fsm.EventQuery, error) {
-	v := r.URL.Query()
-	after, err := structs.ParseEventCursor(v.Get("after"))
-	if err != nil {
-		return fsm.EventQuery{}, fmt.Errorf("%w: after: %w", errBadRequest, err)
-	}
-	q := fsm.EventQuery{After: after, Limit: fsm.MaxEventsPage}
-	if l := v.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > fsm.MaxEventsPage {
-			return fsm.EventQuery{}, fmt.Errorf("%w: limit %q: want a number from 1 to %d", errBadRequest, l, fsm.MaxEventsPage)
-		}
-		q.Limit = n
-	}
-	if id := v.Get("job"); id != "" {
-		j, err := s.fsm.FindJob(id)
-		switch {
-		case err == nil:
-			q.Job = j.ID
-		case errors.Is(err, fsm.ErrJobNotFound):
-			q.Job = id // collected since: its events may still be kept
-		default:
-			return fsm.EventQuery{}, err
-		}
-	}
-	if name := v.Get("node"); name != "" {
-		n, err := s.nodes.Resolve(name)
-		if err != nil {
-			return fsm.EventQuery{}, err
-		}
-		q.Node = n.ID
-	}
-	return q, nil
 }

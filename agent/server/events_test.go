@@ -22,7 +22,7 @@ func eventServer(t *testing.T, st *states, readTimeout time.Duration) (*httptest
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	s := &clusterRoutes{shared: &shared{fsm: st.f, log: hclog.NewNullLogger(), timeouts: Timeouts{}.withDefaults(), ctx: ctx},
-		nodes: endpoint.Nodes{State: st.f}}
+		clusterView: endpoint.Cluster{State: st.f}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/events", s.handleEvents)
 	srv := httptest.NewUnstartedServer(mux)

@@ -2,38 +2,23 @@ package server
 
 import (
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/skein-dev/skein/api"
-	"github.com/skein-dev/skein/fsm"
-	"github.com/skein-dev/skein/sched"
 	"github.com/skein-dev/skein/structs"
 )
 
 // Routes of fair share's views, both reads: GET /v1/share (the fair tree,
-// sshare) and GET /v1/prio (the queue's factors, sprio). They compute
-// what a scheduling pass would, from this node's state at the time of
-// the request.
+// sshare) and GET /v1/prio (the queue's factors, sprio), which
+// endpoint.Queue computes as a scheduling pass would, from this node's
+// state at the time of the request.
 
 // maxPrioJobs bounds the jobs GET /v1/prio answers.
 const maxPrioJobs = 50000
 
 func (s *jobRoutes) handleShare(w http.ResponseWriter, r *http.Request) {
-	fs := s.fsm.FairShare()
-	info := api.ShareInfo{On: fs.Accounts.On(), ChargedAt: fs.At, Rows: []api.ShareRow{}}
-	for _, row := range sched.FairTree(structs.FairShare{Accounts: fs.Accounts, Usage: fs.Usage}) {
-		r := api.ShareRow{Account: row.Account, User: row.User, Depth: row.Depth, Shares: row.Shares, NormShares: row.NormShares,
-			Usage: row.Usage, NormUsage: row.NormUsage, FairShare: row.FairShare, Rank: row.Rank}
-		if !math.IsInf(row.LevelFS, 1) {
-			lf := row.LevelFS
-			r.LevelFS = &lf
-		}
-		info.Rows = append(info.Rows, r)
-	}
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, http.StatusOK, s.queue.Share())
 }
 
 func (s *jobRoutes) handlePrio(w http.ResponseWriter, r *http.Request) {
@@ -48,105 +33,5 @@ func (s *jobRoutes) handlePrio(w http.ResponseWriter, r *http.Request) {
 		limit = n
 	}
 	owner, byOwner := q.Get("owner"), q.Has("owner")
-	writeJSON(w, http.StatusOK, Priorities(s.fsm, now(), limit, func(p *api.JobPriority) bool { return !byOwner || p.Owner == owner }))
-}
-
-// Priorities is the queue of f's state in the order a pass at now takes
-// it, with each job's factors: the first limit jobs that keep says to.
-// GET /v1/prio answers it, and the web UI shows it.
-func Priorities(f *fsm.FSM, at time.Time, limit int, keep func(*api.JobPriority) bool) *api.PrioInfo {
-	m, prios := priorities(f.State(), at)
-	info := &api.PrioInfo{Total: len(prios), Jobs: []api.JobPriority{}}
-	if m != nil {
-		w := m.Weights
-		info.Weights = &w
-	}
-	for i, p := range prios {
-		if len(info.Jobs) == limit {
-			break
-		}
-		if ap := apiPriority(p, i+1); keep == nil || keep(&ap) {
-			info.Jobs = append(info.Jobs, ap)
-		}
-	}
-	return info
-}
-
-// priorities orders the queue of view as a pass at now would.
-func priorities(view *fsm.StateView, at time.Time) (*sched.Multifactor, []sched.JobPriority) {
-	m := sched.NewMultifactor(view.FairShare(), view.Nodes)
-	return m, sched.Priorities(m, view.Queued, at, 0)
-}
-
-func apiPriority(p sched.JobPriority, pos int) api.JobPriority {
-	return api.JobPriority{JobID: p.JobID, Position: pos, Owner: p.Owner, Account: p.Account, QoS: p.QoS, Priority: p.Priority,
-		Age: p.Age, FairShare: p.FairShare, JobSize: p.JobSize, QoSFactor: p.Factors.QoS, Own: p.Own}
-}
-
-// queuePlace says where a queued job stands in f's queue: its place, its
-// factors, the job ahead of it and what puts that one first. nil when the
-// job is not in the queue.
-func queuePlace(f *fsm.FSM, jobID string) *api.QueuePlace {
-	m, prios := priorities(f.State(), now())
-	for i, p := range prios {
-		if p.JobID != jobID {
-			continue
-		}
-		place := &api.QueuePlace{JobPriority: apiPriority(p, i+1), Total: len(prios)}
-		if i > 0 {
-			ahead := apiPriority(prios[i-1], i)
-			place.Ahead = &ahead
-			place.Behind = behind(m, prios[i-1], p)
-		}
-		return place
-	}
-	return nil
-}
-
-// behind says, in words, which factor puts ahead before me: the one
-// whose weighted difference is largest, with both values.
-func behind(m *sched.Multifactor, ahead, me sched.JobPriority) string {
-	who := fmt.Sprintf("job %s (%s", structs.ShortID(ahead.JobID), ownerLabel(ahead.Owner))
-	if ahead.Account != "" {
-		who += " in " + ahead.Account
-	}
-	who += ")"
-	if m == nil {
-		if ahead.Priority > me.Priority {
-			return fmt.Sprintf("behind %s: priority %d (its --priority %d plus a point per minute waited) against %d",
-				who, ahead.Priority, ahead.Own, me.Priority)
-		}
-		return fmt.Sprintf("behind %s: equal priority %d, and it has waited longer", who, me.Priority)
-	}
-	if ahead.Owner == me.Owner && ahead.Own > me.Own {
-		return fmt.Sprintf("behind %s: your own --priority %d against %d orders your jobs", who, ahead.Own, me.Own)
-	}
-	w := m.Weights
-	best, text := 0.0, ""
-	for _, f := range []struct {
-		name   string
-		weight int
-		a, b   float64
-	}{
-		{"fair share", w.FairShare, ahead.FairShare, me.FairShare},
-		{"QoS", w.QoS, ahead.Factors.QoS, me.Factors.QoS},
-		{"age", w.Age, ahead.Age, me.Age},
-		{"job size", w.JobSize, ahead.JobSize, me.JobSize},
-	} {
-		if d := float64(f.weight) * (f.a - f.b); d > best {
-			best = d
-			text = fmt.Sprintf("%s %.2f against %.2f (×%d: %.0f points)", f.name, f.a, f.b, f.weight, d)
-		}
-	}
-	if text == "" {
-		return fmt.Sprintf("behind %s: equal priority %d, and it has waited longer", who, me.Priority)
-	}
-	return fmt.Sprintf("behind %s: priority %d against %d, most of it %s", who, ahead.Priority, me.Priority, text)
-}
-
-func ownerLabel(owner string) string {
-	if owner == "" {
-		return `user ""`
-	}
-	return owner
+	writeJSON(w, http.StatusOK, s.queue.Priorities(now(), limit, func(p *api.JobPriority) bool { return !byOwner || p.Owner == owner }))
 }

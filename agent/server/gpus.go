@@ -12,22 +12,10 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// handleGPUs lists every GPU of every node, by node name and GPU index.
+// handleGPUs lists every GPU of every node, by node name and GPU index
+// (endpoint.Cluster.GPUs).
 func (s *clusterRoutes) handleGPUs(w http.ResponseWriter, r *http.Request) {
-	view := s.fsm.State()
-	jobs := map[string]string{} // GPU UUID -> job ID
-	for _, alloc := range view.LiveAllocs {
-		for _, g := range alloc.GPUs {
-			jobs[g] = alloc.JobID
-		}
-	}
-	out := []api.GPUInfo{}
-	for _, n := range view.Nodes {
-		for _, g := range n.GPUs {
-			out = append(out, api.GPUInfo{Node: n.Name, NodeID: n.ID, GPU: g, Health: g.HealthState(), Job: jobs[g.UUID]})
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, s.clusterView.GPUs())
 }
 
 // handleGPUCordon takes a GPU out of service by hand or returns it
@@ -41,20 +29,18 @@ func (s *clusterRoutes) handleGPUCordon(w http.ResponseWriter, r *http.Request) 
 }
 
 // handleGPUFault injects a health event into a simulated GPU, on the node
-// that owns it (other nodes pass the request on). Real GPUs refuse it.
+// that owns it (other nodes pass the request on; endpoint.Nodes.FaultTarget
+// checks the request and finds the GPU). Real GPUs refuse it.
 func (s *clusterRoutes) handleGPUFault(w http.ResponseWriter, r *http.Request) {
 	var req api.GPUFaultRequest
 	body, err := readBody(w, r)
 	if err == nil {
 		err = decodeStrict(body, &req)
 	}
-	if err == nil {
-		err = checkFault(&req)
-	}
 	var n *structs.Node
 	var g *structs.GPU
 	if err == nil {
-		n, g, err = s.nodes.FindGPU(req.Node, req.Index)
+		n, g, err = s.nodes.FaultTarget(&req)
 	}
 	if err != nil {
 		writeError(w, statusOf(err), err)
@@ -85,27 +71,4 @@ func (s *clusterRoutes) handleGPUFault(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("injected a GPU health event", "index", g.Index, "kind", ev.Kind, "reason", ev.Reason)
 	writeJSON(w, http.StatusAccepted, struct{}{})
-}
-
-// checkFault fills in the defaults of an injected event and checks it.
-func checkFault(req *api.GPUFaultRequest) error {
-	switch req.Kind {
-	case "":
-		req.Kind = string(gpu.Fatal)
-	case string(gpu.Fatal), string(gpu.Warning), string(gpu.Processes):
-	default:
-		return &structs.FieldError{Field: "kind", Msg: fmt.Sprintf("%q: want fatal, warning or processes", req.Kind)}
-	}
-	if req.Reason == "" && req.Kind != string(gpu.Processes) {
-		req.Reason = "injected " + req.Kind + " fault"
-	}
-	switch {
-	case len(req.Reason) > structs.MaxHealthReasonLen:
-		return &structs.FieldError{Field: "reason", Msg: fmt.Sprintf("%d bytes; at most %d", len(req.Reason), structs.MaxHealthReasonLen)}
-	case len(req.PIDs) > 0 && req.Kind != string(gpu.Processes):
-		return &structs.FieldError{Field: "pids", Msg: "only go with kind processes"}
-	case len(req.PIDs) > 1024:
-		return &structs.FieldError{Field: "pids", Msg: fmt.Sprintf("%d PIDs; at most 1024", len(req.PIDs))}
-	}
-	return nil
 }

@@ -20,7 +20,10 @@ import (
 const logPoll = 200 * time.Millisecond
 
 // handleLogs streams one stream of one rank of one of a job's attempts
-// (?attempt, the newest by default), or its end (?tail, ?lines).
+// (?attempt, the newest by default), or its end (?tail, ?lines), from
+// the node that ran it: here, or proxied from it. Which job and
+// allocation, and whether the caller may, are endpoint.Allocs's
+// (LogsOf, LogAlloc).
 func (s *allocRoutes) handleLogs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	rank := 0
@@ -46,16 +49,9 @@ func (s *allocRoutes) handleLogs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	job, err := s.fsm.FindJob(r.PathValue("id"))
+	job, err := s.allocs.LogsOf(identityOf(r), r.PathValue("id"), rank)
 	if err != nil {
 		writeError(w, statusOf(err), err)
-		return
-	}
-	if !mayActOn(w, r, job, "read the logs") {
-		return
-	}
-	if rank >= job.Spec.Nodes {
-		writeError(w, http.StatusBadRequest, fmt.Errorf("rank %d: job %s has ranks 0..%d", rank, structs.ShortID(job.ID), job.Spec.Nodes-1))
 		return
 	}
 
@@ -378,29 +374,13 @@ func parseLogTail(q url.Values) (*logTail, error) {
 }
 
 // waitForAlloc finds the allocation of a rank in an attempt (0: the
-// newest); when following a job that is still going it waits for one to
-// be placed.
+// newest) (endpoint.Allocs.LogAlloc); when following a job that is still
+// going it waits for one to be placed.
 func (s *allocRoutes) waitForAlloc(r *http.Request, jobID string, rank, attempt int, follow bool) (*structs.Allocation, error) {
 	for {
 		_, changed := s.fsm.Watch()
-		var found *structs.Allocation
-		for _, alloc := range s.fsm.Allocs(jobID) {
-			if alloc.Rank != rank {
-				continue
-			}
-			if attempt == 0 && (found == nil || alloc.Attempt > found.Attempt) || alloc.Attempt == attempt {
-				found = alloc
-			}
-		}
-		if found != nil {
-			return found, nil
-		}
-		job, ok := s.fsm.Job(jobID)
-		if !follow || !ok || job.State.Terminal() {
-			if attempt == 0 || !ok || job.Attempts == 0 {
-				return nil, fmt.Errorf("job %s has not started, so it has no logs yet", structs.ShortID(jobID))
-			}
-			return nil, fmt.Errorf("job %s has no attempt %d: its attempts are 1..%d", structs.ShortID(jobID), attempt, job.Attempts)
+		if alloc, err := s.allocs.LogAlloc(jobID, rank, attempt, follow); alloc != nil || err != nil {
+			return alloc, err
 		}
 		select {
 		case <-r.Context().Done():

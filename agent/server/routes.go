@@ -35,10 +35,12 @@ type shared struct {
 }
 
 // jobRoutes serves jobs: submit, list, detail, cancel, update, requeue,
-// and fair share's view of the queue (jobs.go, requeue.go, fairshare.go).
+// and fair share's view of the queue (jobs.go, requeue.go, fairshare.go;
+// endpoint.Jobs and endpoint.Queue).
 type jobRoutes struct {
 	*shared
-	jobs endpoint.Jobs
+	jobs  endpoint.Jobs
+	queue endpoint.Queue
 }
 
 // serviceRoutes serves services, and the leader's observations of the
@@ -54,6 +56,8 @@ type serviceRoutes struct {
 type clusterRoutes struct {
 	*shared
 	nodes endpoint.Nodes
+	// clusterView answers the reads.
+	clusterView endpoint.Cluster
 }
 
 // adminRoutes serves what administrators set: ACLs, limits, fair share's
@@ -67,16 +71,19 @@ type adminRoutes struct {
 
 // allocRoutes serves what lives with an allocation on the node that runs
 // it: logs, exec, terminals and signals, proxied there from any node
-// (logs.go, exec.go, pty.go, signal.go).
+// (logs.go, exec.go, pty.go, signal.go; endpoint.Allocs decides which
+// allocation, whether the caller may, and where the request goes).
 type allocRoutes struct {
 	*shared
+	allocs endpoint.Allocs
 }
 
 // trustRoutes serves the trust API of a secure cluster: admission, join
 // tokens, the CA, the keyring, revocation, renewal and the CA key's
-// hand-over (trust.go).
+// hand-over (trust.go; endpoint.Trust).
 type trustRoutes struct {
 	*shared
+	trust endpoint.Trust
 }
 
 // nodeRoutes serves the rest of the node-to-node API, which only the

@@ -226,13 +226,14 @@ func New(cfg Config) *Server {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.authFails = newFailLimiter(s.sentByNode, cfg.Logger)
 	s.writes = newWriteGate(cfg.MaxWrites, cfg.Logger)
-	s.jobs = &jobRoutes{shared: sh, jobs: endpoint.Jobs{State: cfg.FSM,
-		QueuePlace: func(jobID string) *api.QueuePlace { return queuePlace(cfg.FSM, jobID) }}}
+	queue := endpoint.Queue{State: cfg.FSM}
+	s.jobs = &jobRoutes{shared: sh, queue: queue, jobs: endpoint.Jobs{State: cfg.FSM,
+		QueuePlace: func(jobID string) *api.QueuePlace { return queue.Place(jobID, now()) }}}
 	s.services = &serviceRoutes{shared: sh, services: endpoint.Services{State: cfg.FSM, IngressPort: cfg.IngressPort}}
-	s.cluster = &clusterRoutes{shared: sh, nodes: endpoint.Nodes{State: cfg.FSM, Forget: cfg.Forget}}
+	s.cluster = &clusterRoutes{shared: sh, nodes: endpoint.Nodes{State: cfg.FSM, Forget: cfg.Forget}, clusterView: clusterEndpoint(cfg)}
 	s.admin = &adminRoutes{shared: sh, policy: endpoint.Policy{State: cfg.FSM}, acl: endpoint.ACL{State: cfg.FSM}}
-	s.allocs = &allocRoutes{shared: sh}
-	s.trustAPI = &trustRoutes{shared: sh}
+	s.allocs = &allocRoutes{shared: sh, allocs: allocsEndpoint(cfg)}
+	s.trustAPI = &trustRoutes{shared: sh, trust: trustEndpoint(cfg)}
 	s.internal = &nodeRoutes{shared: sh}
 	s.internal.leases = leader.NewLeaseRelay(s.internal.passRenewals)
 	go s.internal.leases.Run(s.ctx)
@@ -389,3 +390,36 @@ func (s *Server) Shutdown(ctx context.Context) {
 }
 
 func now() time.Time { return time.Now().UTC() }
+
+// trustEndpoint is the trust API's endpoint over cfg's trust, Raft and
+// gossip.
+func trustEndpoint(cfg Config) endpoint.Trust {
+	t := endpoint.Trust{State: cfg.FSM, Servers: func() ([]cluster.RaftServer, error) { return cfg.Raft.Servers() }}
+	if cfg.Trust != nil { // a nil *secure.Secure is not a nil Authority
+		t.Authority = cfg.Trust
+	}
+	if cfg.Peers != nil {
+		t.Gossip = cfg.Peers.Members
+	}
+	return t
+}
+
+// clusterEndpoint is the cluster's reads over cfg's state, Raft and
+// gossip.
+func clusterEndpoint(cfg Config) endpoint.Cluster {
+	c := endpoint.Cluster{State: cfg.FSM, Raft: cfg.Raft, NodeID: cfg.NodeID, NodeName: cfg.NodeName, JobRetention: cfg.JobRetention, Mail: cfg.Mail}
+	if cfg.Peers != nil {
+		c.Gossip, c.Alone = cfg.Peers.Members, cfg.Peers.Alone
+	}
+	return c
+}
+
+// allocsEndpoint decides, over cfg's state and a worker's view, what
+// reaches a running job's processes.
+func allocsEndpoint(cfg Config) endpoint.Allocs {
+	a := endpoint.Allocs{State: cfg.FSM, NodeID: cfg.NodeID, NodeName: cfg.NodeName}
+	if cfg.View != nil { // a nil *fsm.FSM is not a nil AllocsState
+		a.View = cfg.View
+	}
+	return a
+}

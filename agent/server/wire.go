@@ -70,6 +70,7 @@ func statusOf(err error) int {
 	var fe *structs.FieldError
 	var remote *api.Error
 	var bad *endpoint.BadRequest
+	var conflict *endpoint.Conflict
 	switch {
 	// The trust API's refusals (agent/secure) first: what they wrap is
 	// not what they mean.
@@ -83,8 +84,10 @@ func statusOf(err error) int {
 		return http.StatusServiceUnavailable
 	case errors.As(err, &remote):
 		return remote.StatusCode
-	case errors.As(err, &bad), errors.Is(err, endpoint.ErrInvalid):
+	case errors.As(err, &bad), errors.Is(err, endpoint.ErrInvalid), errors.Is(err, endpoint.ErrPlaintext):
 		return http.StatusBadRequest
+	case errors.As(err, &conflict):
+		return http.StatusConflict
 	case errors.As(err, &fe), errors.Is(err, errBadRequest), errors.Is(err, fsm.ErrAmbiguousID),
 		errors.Is(err, fsm.ErrInvalidRequest), errors.Is(err, sched.ErrNeverFits):
 		return http.StatusBadRequest

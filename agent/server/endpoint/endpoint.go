@@ -55,6 +55,14 @@ type BadRequest struct{ Err error }
 func (e *BadRequest) Error() string { return e.Err.Error() }
 func (e *BadRequest) Unwrap() error { return e.Err }
 
+// Conflict is a request refused for the state of what it acts on (a
+// job not running), whatever Err (which says why) would otherwise mean:
+// the transport answers 409.
+type Conflict struct{ Err error }
+
+func (e *Conflict) Error() string { return e.Err.Error() }
+func (e *Conflict) Unwrap() error { return e.Err }
+
 // badRequest is err, when there is one, as a BadRequest.
 func badRequest(err error) error {
 	if err == nil {

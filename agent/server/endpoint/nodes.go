@@ -9,6 +9,7 @@ import (
 
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/gpu"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -164,4 +165,37 @@ func (s Nodes) CordonGPU(w Writer, req api.GPURequest, cordon bool) (api.GPUInfo
 		}
 	}
 	return info, nil
+}
+
+// FaultTarget checks a health event to inject into a simulated GPU,
+// filling in its defaults, and finds the GPU (as FindGPU does) and the
+// node that owns it, which injects it.
+func (s Nodes) FaultTarget(req *api.GPUFaultRequest) (*structs.Node, *structs.GPU, error) {
+	if err := checkFault(req); err != nil {
+		return nil, nil, err
+	}
+	return s.FindGPU(req.Node, req.Index)
+}
+
+// checkFault fills in the defaults of an injected event and checks it.
+func checkFault(req *api.GPUFaultRequest) error {
+	switch req.Kind {
+	case "":
+		req.Kind = string(gpu.Fatal)
+	case string(gpu.Fatal), string(gpu.Warning), string(gpu.Processes):
+	default:
+		return &structs.FieldError{Field: "kind", Msg: fmt.Sprintf("%q: want fatal, warning or processes", req.Kind)}
+	}
+	if req.Reason == "" && req.Kind != string(gpu.Processes) {
+		req.Reason = "injected " + req.Kind + " fault"
+	}
+	switch {
+	case len(req.Reason) > structs.MaxHealthReasonLen:
+		return &structs.FieldError{Field: "reason", Msg: fmt.Sprintf("%d bytes; at most %d", len(req.Reason), structs.MaxHealthReasonLen)}
+	case len(req.PIDs) > 0 && req.Kind != string(gpu.Processes):
+		return &structs.FieldError{Field: "pids", Msg: "only go with kind processes"}
+	case len(req.PIDs) > 1024:
+		return &structs.FieldError{Field: "pids", Msg: fmt.Sprintf("%d PIDs; at most 1024", len(req.PIDs))}
+	}
+	return nil
 }

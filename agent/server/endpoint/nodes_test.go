@@ -120,3 +120,42 @@ func TestNodes_CordonGPU_FindsTheGPUByIndexAndWritesItsUUID(t *testing.T) {
 	}
 	w.nothing(t)
 }
+
+func TestNodes_FaultTarget_FillsInDefaultsAndFindsTheGPU(t *testing.T) {
+	s := Nodes{State: twoNodes()}
+	req := api.GPUFaultRequest{Node: "gpu-01", Index: 1}
+	n, g, err := s.FaultTarget(&req)
+	if err != nil || n.ID != "n1-abc" || g.UUID != "GPU-1" {
+		t.Fatalf("%v, %v, %v; want GPU 1 of gpu-01", n, g, err)
+	}
+	if req.Kind != "fatal" || req.Reason != "injected fatal fault" {
+		t.Errorf("defaults %q, %q; want a fatal fault and a reason saying it was injected", req.Kind, req.Reason)
+	}
+	procs := api.GPUFaultRequest{Node: "gpu-01", Kind: "processes", PIDs: []uint32{42}}
+	if _, _, err := s.FaultTarget(&procs); err != nil || procs.Reason != "" {
+		t.Errorf("processes: %v, reason %q; want no reason made up", err, procs.Reason)
+	}
+}
+
+func TestNodes_FaultTarget_RefusalsNameTheField(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		req  api.GPUFaultRequest
+		want string
+	}{
+		{"an unknown kind", api.GPUFaultRequest{Node: "gpu-01", Kind: "meltdown"}, "kind"},
+		{"a long reason", api.GPUFaultRequest{Node: "gpu-01", Reason: strings.Repeat("x", structs.MaxHealthReasonLen+1)}, "reason"},
+		{"PIDs with a fatal fault", api.GPUFaultRequest{Node: "gpu-01", PIDs: []uint32{1}}, "pids"},
+		{"too many PIDs", api.GPUFaultRequest{Node: "gpu-01", Kind: "processes", PIDs: make([]uint32, 1025)}, "pids"},
+		{"a GPU the node has not", api.GPUFaultRequest{Node: "gpu-01", Index: 5}, "index"},
+		{"a node without GPUs", api.GPUFaultRequest{Node: "cpu-01"}, "index"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := Nodes{State: twoNodes()}.FaultTarget(&c.req)
+			var fe *structs.FieldError
+			if !errors.As(err, &fe) || fe.Field != c.want {
+				t.Errorf("%v, want a field error on %s", err, c.want)
+			}
+		})
+	}
+}
