@@ -77,7 +77,11 @@
 // applies the endpoint's entry through Raft (Config.Apply) on the
 // leader, and on any other node passes the request on to the leader
 // (forward.go) and relays its answer. An endpoint checks first what any
-// node can, so a bad request is refused where it arrives. The
+// node can, so a bad request is refused where it arrives; a job this
+// node does not know yet is the leader's to answer, for a write and for
+// a job's detail (the leader may have committed it and this node not
+// applied it: a client that submits through a follower and asks at
+// once). The
 // node-to-node API's writes are the leader's alone: a node that does not
 // lead refuses them (leaderRequest) and the sender asks the leader.
 package server

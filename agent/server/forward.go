@@ -12,10 +12,23 @@ import (
 	"github.com/skein-dev/skein/agent/peer"
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/cluster"
+	"github.com/skein-dev/skein/fsm"
 )
 
 // forwardRetry is the pause before a forwarded write tries the next leader.
 const forwardRetry = 50 * time.Millisecond
+
+// leaderOnMiss passes a client's read of a job this node does not know
+// on to the leader, when this node does not lead, and reports whether it
+// answered: the job may be one the leader has committed and this node
+// not applied yet (a client that submits through a follower and asks at
+// once, a server that has only just joined). err is the read's error.
+func (s *shared) leaderOnMiss(w http.ResponseWriter, r *http.Request, err error) bool {
+	if !errors.Is(err, fsm.ErrJobNotFound) || r.Header.Get(api.ForwardedHeader) != "" || s.cfg.Raft.IsLeader() {
+		return false
+	}
+	return s.forward(w, r, nil)
+}
 
 // forward passes a client's write to the leader, once: a request that was
 // already forwarded is never passed on again. body is the request body

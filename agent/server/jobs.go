@@ -62,6 +62,9 @@ func (s *jobRoutes) handleJobs(w http.ResponseWriter, r *http.Request) {
 // place in the queue.
 func (s *jobRoutes) handleJob(w http.ResponseWriter, r *http.Request) {
 	d, err := s.jobs.Detail(identityOf(r), r.PathValue("id"), r.URL.Query().Get("secrets") == "true")
+	if s.leaderOnMiss(w, r, err) {
+		return
+	}
 	answer(w, http.StatusOK, d, err)
 }
 

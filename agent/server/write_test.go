@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/skein-dev/skein/structs"
 )
@@ -38,5 +39,25 @@ func TestWrite_AFollowerRefusesABadWriteItselfAndPassesAGoodOneOn(t *testing.T) 
 	}
 	if _, ok := follower.log.f.Partition("gpu"); ok {
 		t.Error("the follower applied the write itself")
+	}
+}
+
+// A job the leader has committed and a follower has not applied yet (a
+// client that submits through the follower and asks at once) is answered
+// by the leader: the follower passes a read or a write that misses it on.
+func TestJobs_AFollowerThatDoesNotKnowAJobYetAsksTheLeader(t *testing.T) {
+	leader := startBusyNode(t, "a", "a", "", 0)
+	follower := startBusyNode(t, "b", "a", leader.url, 0)
+	leader.log.release <- struct{}{}
+	if _, err := leader.log.apply(structs.JobSubmitType, structs.JobSubmitRequest{JobID: "0123456789abcdef0123456789abcdef",
+		Spec: structs.JobSpec{Name: "fresh", Command: []string{"true"}, Nodes: 1}, SubmittedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	<-leader.log.entered
+	if code, _, body := post(t, http.MethodGet, follower.url+"/v1/jobs/0123456789ab", nil); code != http.StatusOK || !strings.Contains(body, `"fresh"`) {
+		t.Errorf("a job only the leader knows, through the follower: %d %s, want 200 with the job", code, body)
+	}
+	if code, _, body := post(t, http.MethodGet, follower.url+"/v1/jobs/fedcba987654", nil); code != http.StatusNotFound {
+		t.Errorf("a job no node knows, through the follower: %d %s, want 404", code, body)
 	}
 }

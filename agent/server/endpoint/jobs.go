@@ -177,6 +177,17 @@ func (j Jobs) jobOrArray(id Identity, ref, verb string) (jobID, arrayID string, 
 	return jobID, arrayID, CheckActFor(id, job.Owner, verb+" of another user's job")
 }
 
+// passOnMiss answers err, a job's lookup that failed, unless the job is
+// unknown here and this node does not lead: then the write is passed on
+// to the leader, which answers it. The job may be a write not yet
+// applied here (a follower behind, a server that has only just joined).
+func passOnMiss(w Writer, typ structs.MessageType, err error) (any, error) {
+	if !errors.Is(err, fsm.ErrJobNotFound) || w.Leads() {
+		return nil, err
+	}
+	return w.Write(typ, nil, func() (any, error) { return nil, err })
+}
+
 // Cancel cancels the job ref names (its number, ID or a prefix), or
 // every task of the array it names still going, in one entry: the job,
 // or the array's tasks.
@@ -184,7 +195,7 @@ func (j Jobs) Cancel(w Writer, id Identity, ref string) (any, error) {
 	var req structs.JobCancelRequest
 	var err error
 	if req.JobID, req.ArrayID, err = j.jobOrArray(id, ref, "cancel"); err != nil {
-		return nil, err
+		return passOnMiss(w, structs.JobCancelType, err)
 	}
 	resp, err := w.Write(structs.JobCancelType, nil, func() (any, error) {
 		req.At = now()
@@ -216,6 +227,7 @@ func (j Jobs) Update(w Writer, id Identity, ref string, u api.JobUpdate) ([]*str
 	}
 	var err error
 	if req.JobID, req.ArrayID, err = j.jobOrArray(id, ref, "update"); err != nil {
+		_, err = passOnMiss(w, structs.JobUpdateType, err)
 		return nil, err
 	}
 	resp, err := w.Write(structs.JobUpdateType, nil, func() (any, error) {
@@ -244,6 +256,7 @@ func (j Jobs) Update(w Writer, id Identity, ref string, u api.JobUpdate) ([]*str
 func (j Jobs) Requeue(w Writer, id Identity, ref string) (*structs.Job, error) {
 	jobID, arrayID, err := j.jobOrArray(id, ref, "requeue")
 	if err != nil {
+		_, err = passOnMiss(w, structs.JobRequeueType, err)
 		return nil, err
 	}
 	if arrayID != "" {

@@ -204,6 +204,22 @@ func TestJobs_Cancel_AnUnknownJobIsNotFoundAndElsewhereItIsPassedOnAsItCame(t *t
 	if _, err := (Jobs{State: st}).Cancel(w, alice, "j1"); !errors.Is(err, ErrForwarded) || len(w.forwarded) != 1 || w.forwarded[0] != "" {
 		t.Fatalf("cancel on a node that does not lead: %v, forwarded %q; want the request passed on as it came", err, w.forwarded)
 	}
+	// A job this node does not know yet may be one the leader has
+	// committed and this node not applied: the leader answers.
+	hold := true
+	for verb, write := range map[string]func(Writer) error{
+		"cancel": func(w Writer) error { _, err := (Jobs{State: st}).Cancel(w, alice, "j2"); return err },
+		"update": func(w Writer) error {
+			_, err := (Jobs{State: st}).Update(w, alice, "j2", api.JobUpdate{Hold: &hold})
+			return err
+		},
+		"requeue": func(w Writer) error { _, err := (Jobs{State: st}).Requeue(w, alice, "j2"); return err },
+	} {
+		w = &fakeWriter{}
+		if err := write(w); !errors.Is(err, ErrForwarded) || len(w.forwarded) != 1 {
+			t.Errorf("%s of a job unknown on a node that does not lead: %v, forwarded %q; want it passed on", verb, err, w.forwarded)
+		}
+	}
 }
 
 func TestJobs_Update_NothingToChangeIsRefusedAndAChangeIsWritten(t *testing.T) {
