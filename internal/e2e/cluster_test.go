@@ -44,7 +44,7 @@ func (n *node) startWith(t testing.TB, flags []string, join ...string) {
 func newNodes(t testing.TB, ips ...string) []*node {
 	var nodes []*node
 	for _, ip := range ips {
-		nodes = append(nodes, &node{ip: ip, dataDir: testutil.JobDir(t), http: freePort(t, ip), raft: freePort(t, ip), gossipPort: freePort(t, ip)})
+		nodes = append(nodes, &node{ip: ip, dataDir: agentDir(t), http: freePort(t, ip), raft: freePort(t, ip), gossipPort: freePort(t, ip)})
 	}
 	return nodes
 }
@@ -162,6 +162,7 @@ func submitJob(t testing.TB, p *agentProc, args ...string) string {
 // elsewhere and its own copy stops by itself, and a restarted node rejoins
 // with its data.
 func TestProcess_ThreeNodes_LeaderKilledWorkerFrozenNodeRestarted(t *testing.T) {
+	t.Parallel()
 	nodes := newNodes(t, "127.0.0.21", "127.0.0.22", "127.0.0.23")
 	nodes[0].start(t)
 	nodes[1].start(t, nodes[0].gossip())

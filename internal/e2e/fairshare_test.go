@@ -18,12 +18,15 @@ import (
 // TestProcess_FairShare_TheOtherUsersJobRunsNext is fair share through
 // the real binary, as an admin and two users type it: two accounts of
 // equal shares, alice in alpha floods the queue, bob in beta submits one
-// job after all of hers; when her running job ends, bob's runs next. The
+// job after all of hers; when her running job ends (the test ends it
+// once the queue has said who goes next: on a loaded machine a job of a
+// few seconds could end before bob has submitted), bob's runs next. The
 // accounts are named so that alice would win a tie: only the GPU time
 // charged to alpha puts bob first. skein share, prio and job say why.
 func TestProcess_FairShare_TheOtherUsersJobRunsNext(t *testing.T) {
+	t.Parallel()
 	const ip = "127.0.0.111"
-	a := startAgent(t, ip, testutil.JobDir(t), freePort(t, ip), freePort(t, ip))
+	a := startAgent(t, ip, agentDir(t), freePort(t, ip), freePort(t, ip))
 	admin := func(args ...string) string {
 		t.Helper()
 		out, err := a.skein(t, args...)
@@ -62,7 +65,8 @@ func TestProcess_FairShare_TheOtherUsersJobRunsNext(t *testing.T) {
 		}
 		return id
 	}
-	first := submit(alice, "sleep", "3")
+	release := filepath.Join(testutil.JobDir(t), "release")
+	first := submit(alice, "sh", "-c", "while [ ! -e "+release+" ]; do sleep 0.05; done")
 	a.waitJob(t, first, allocRunning)
 	var flood []string
 	for range 4 {
@@ -84,6 +88,9 @@ func TestProcess_FairShare_TheOtherUsersJobRunsNext(t *testing.T) {
 		}
 		return nil
 	})
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	d := a.waitJob(t, theirs, allocRunning)
 	for _, id := range flood {
 		if j := a.job(t, id); j.Job.State != structs.JobQueued {
