@@ -18,9 +18,7 @@ import (
 // TestProcess_FairShare_TheOtherUsersJobRunsNext is fair share through
 // the real binary, as an admin and two users type it: two accounts of
 // equal shares, alice in alpha floods the queue, bob in beta submits one
-// job after all of hers; when her running job ends (the test ends it
-// once the queue has said who goes next: on a loaded machine a job of a
-// few seconds could end before bob has submitted), bob's runs next. The
+// job after all of hers; when her running job ends, bob's runs next. The
 // accounts are named so that alice would win a tie: only the GPU time
 // charged to alpha puts bob first. skein share, prio and job say why.
 func TestProcess_FairShare_TheOtherUsersJobRunsNext(t *testing.T) {
@@ -65,9 +63,30 @@ func TestProcess_FairShare_TheOtherUsersJobRunsNext(t *testing.T) {
 		}
 		return id
 	}
+	// Alice's first job runs until the test ends it, and alpha is charged
+	// for it before anything else is submitted. The leader charges usage
+	// a second after the first account is made, then every 30 s: on a
+	// loaded machine the first charge can come before the job started,
+	// and a job of a few seconds could end before bob has submitted.
 	release := filepath.Join(testutil.JobDir(t), "release")
 	first := submit(alice, "sh", "-c", "while [ ! -e "+release+" ]; do sleep 0.05; done")
 	a.waitJob(t, first, allocRunning)
+	testutil.WaitFor(t, 45*time.Second, func() error {
+		out, err := a.skein(t, "share", "--json")
+		if err != nil {
+			return err
+		}
+		var share api.ShareInfo
+		if err := json.Unmarshal([]byte(out), &share); err != nil {
+			return err
+		}
+		for _, r := range share.Rows {
+			if r.Account == "alpha" && r.User == "" && r.NormUsage > 0 {
+				return nil
+			}
+		}
+		return fmt.Errorf("alpha has not been charged for alice's running job yet: %s", out)
+	})
 	var flood []string
 	for range 4 {
 		flood = append(flood, submit(alice, "sleep", "60"))
