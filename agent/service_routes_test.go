@@ -37,6 +37,7 @@ func waitServiceState(t *testing.T, c *api.Client, name, want string) *api.Servi
 }
 
 func TestServiceRoutes_CreateListDetailScaleDelete(t *testing.T) {
+	t.Parallel()
 	a, c := startAgent(t, testConfig(t, t.TempDir()))
 	ctx := context.Background()
 
@@ -104,6 +105,9 @@ func TestServiceRoutes_CreateListDetailScaleDelete(t *testing.T) {
 }
 
 func TestServiceRoutes_RefusalsNameTheField(t *testing.T) {
+	// Not parallel: it checks that refused writes add no log entry while
+	// a replica runs, and with the package's other tests beside it a
+	// replica's report could land in that window.
 	a, admin, c := startAgentAdmin(t, testConfig(t, t.TempDir()))
 	ctx := context.Background()
 	if _, err := c.CreateService(ctx, sleepService("web", 1)); err != nil {
@@ -160,6 +164,9 @@ func TestServiceRoutes_RefusalsNameTheField(t *testing.T) {
 }
 
 func TestServiceRoutes_ServicesBelongToTheirOwner(t *testing.T) {
+	// Not parallel: it checks that refused writes add no log entry while
+	// a replica runs, and with the package's other tests beside it a
+	// replica's report could land in that window.
 	a, admin := aclAgent(t)
 	ctx := context.Background()
 	alice := clientFor(t, a, userToken(t, admin, "alice", structs.RoleSubmitter))

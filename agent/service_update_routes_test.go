@@ -15,6 +15,9 @@ import (
 // An update is its owner's or an operator's, and a bad one is refused
 // naming the field, before anything is written.
 func TestServiceRoutes_UpdateIsTheOwnersAndChecked(t *testing.T) {
+	// Not parallel: it checks that refused writes add no log entry while
+	// a replica runs, and with the package's other tests beside it a
+	// replica's report could land in that window.
 	a, admin := aclAgent(t)
 	ctx := context.Background()
 	alice := clientFor(t, a, userToken(t, admin, "alice", structs.RoleSubmitter))
