@@ -12,7 +12,16 @@ TAGS        := hashicorpmetrics
 # Every package but gpu builds and tests without cgo; agent/metrics is
 # tested with cgo, so that its GPU test over go-nvml's mocks runs.
 CGO_PKGS     := ./gpu/ ./agent/metrics/
-NOCGO_PKGS   = $(shell $(GO) list ./... | grep -v -e '/gpu$$' -e '/agent/metrics$$')
+# The packages whose tests take longest come first: go test starts
+# packages in the order given, two at a time on two cores, so the rest
+# run beside them rather than after.
+SLOW_PKGS    := ./agent/ ./internal/e2e/ ./cli/ ./cluster/
+NOCGO_PKGS   = $(SLOW_PKGS) $(shell $(GO) list ./... | grep -v -e '/gpu$$' -e '/agent/metrics$$' \
+	-e '/agent$$' -e '/internal/e2e$$' -e '/cli$$' -e '/cluster$$')
+# Tests of agents and clusters mostly wait (elections, failure detection,
+# timeouts): each package runs this many of its parallel tests at once
+# (go test's default is one per core).
+PARALLEL    ?= 8
 # make race: the race detector (which needs cgo) over every package but
 # three: agent, whose tests start whole clusters in one process (ten
 # minutes without the detector; each of its parts is in the set), and
@@ -54,11 +63,11 @@ run: build ## start a dev agent: one node, loopback, simulated GPUs if no NVML
 test: ## run every test: gpu and agent/metrics with cgo (NVML mocks), the rest with CGO_ENABLED=0
 	$(GO) build -tags $(TAGS) ./...
 	$(GO) test -tags $(TAGS) -count=1 -timeout 5m $(CGO_PKGS)
-	CGO_ENABLED=0 $(GO) test -tags $(TAGS) -count=1 -timeout 15m $(NOCGO_PKGS)
+	CGO_ENABLED=0 $(GO) test -tags $(TAGS) -count=1 -parallel $(PARALLEL) -timeout 15m $(NOCGO_PKGS)
 
 test-short: ## the edit loop's tier: every package with -short (the longest cluster tests skip)
 	$(GO) test -tags $(TAGS) -short -count=1 -timeout 5m $(CGO_PKGS)
-	CGO_ENABLED=0 $(GO) test -tags $(TAGS) -short -count=1 -timeout 10m $(NOCGO_PKGS)
+	CGO_ENABLED=0 $(GO) test -tags $(TAGS) -short -count=1 -parallel $(PARALLEL) -timeout 10m $(NOCGO_PKGS)
 
 race: ## the race detector over the packages with concurrent code (RACE_PKGS says which and why)
 	$(GO) test -tags $(TAGS) -race -count=1 -timeout 20m $(RACE_PKGS)
