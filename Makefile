@@ -12,12 +12,12 @@ TAGS        := hashicorpmetrics
 # Every package but gpu builds and tests without cgo; agent/metrics is
 # tested with cgo, so that its GPU test over go-nvml's mocks runs.
 CGO_PKGS     := ./gpu/ ./agent/metrics/
-# The packages whose tests take longest come first: go test starts
-# packages in the order given, two at a time on two cores, so the rest
-# run beside them rather than after.
-SLOW_PKGS    := ./agent/ ./internal/e2e/ ./cli/ ./cluster/
-NOCGO_PKGS   = $(SLOW_PKGS) $(shell $(GO) list ./... | grep -v -e '/gpu$$' -e '/agent/metrics$$' \
-	-e '/agent$$' -e '/internal/e2e$$' -e '/cli$$' -e '/cluster$$')
+# go test starts packages in the order given, two at a time on two
+# cores: agent, the longest, comes first and the rest run beside it;
+# internal/e2e comes last, once agent's clusters are mostly done, since
+# its agent processes keep their real timings and must not starve.
+NOCGO_PKGS   = ./agent/ ./cli/ ./cluster/ $(shell $(GO) list ./... | grep -v -e '/gpu$$' -e '/agent/metrics$$' \
+	-e '/agent$$' -e '/internal/e2e$$' -e '/cli$$' -e '/cluster$$') ./internal/e2e/
 # Tests of agents and clusters mostly wait (elections, failure detection,
 # timeouts): each package runs this many of its parallel tests at once
 # (go test's default is one per core).
