@@ -12,7 +12,18 @@ TAGS        := hashicorpmetrics
 # Every package but gpu builds and tests without cgo; agent/metrics is
 # tested with cgo, so that its GPU test over go-nvml's mocks runs.
 CGO_PKGS     := ./gpu/ ./agent/metrics/
-NOCGO_PKGS   = $(shell $(GO) list ./... | grep -v -e '/gpu$$' -e '/agent/metrics$$')
+# go test starts packages in the order given, two at a time on two
+# cores: agent, the longest, comes first and the rest run beside it;
+# internal/e2e comes last, once agent's clusters are mostly done, since
+# its agent processes keep their real timings and must not starve.
+NOCGO_PKGS   = ./agent/ ./cli/ ./cluster/ $(shell $(GO) list ./... | grep -v -e '/gpu$$' -e '/agent/metrics$$' \
+	-e '/agent$$' -e '/internal/e2e$$' -e '/cli$$' -e '/cluster$$') ./internal/e2e/
+# Tests of agents and clusters mostly wait (elections, failure detection,
+# timeouts): each package runs this many of its parallel tests at once
+# (go test's default is one per core). 8 was faster, but on two cores
+# shared with other builds it starved the in-process clusters' tight
+# Raft timings into elections their tests do not expect.
+PARALLEL    ?= 4
 # make race: the race detector (which needs cgo) over every package but
 # three: agent, whose tests start whole clusters in one process (ten
 # minutes without the detector; each of its parts is in the set), and
@@ -54,11 +65,11 @@ run: build ## start a dev agent: one node, loopback, simulated GPUs if no NVML
 test: ## run every test: gpu and agent/metrics with cgo (NVML mocks), the rest with CGO_ENABLED=0
 	$(GO) build -tags $(TAGS) ./...
 	$(GO) test -tags $(TAGS) -count=1 -timeout 5m $(CGO_PKGS)
-	CGO_ENABLED=0 $(GO) test -tags $(TAGS) -count=1 -timeout 15m $(NOCGO_PKGS)
+	CGO_ENABLED=0 $(GO) test -tags $(TAGS) -count=1 -parallel $(PARALLEL) -timeout 15m $(NOCGO_PKGS)
 
 test-short: ## the edit loop's tier: every package with -short (the longest cluster tests skip)
 	$(GO) test -tags $(TAGS) -short -count=1 -timeout 5m $(CGO_PKGS)
-	CGO_ENABLED=0 $(GO) test -tags $(TAGS) -short -count=1 -timeout 10m $(NOCGO_PKGS)
+	CGO_ENABLED=0 $(GO) test -tags $(TAGS) -short -count=1 -parallel $(PARALLEL) -timeout 10m $(NOCGO_PKGS)
 
 race: ## the race detector over the packages with concurrent code (RACE_PKGS says which and why)
 	$(GO) test -tags $(TAGS) -race -count=1 -timeout 20m $(RACE_PKGS)

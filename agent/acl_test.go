@@ -82,6 +82,7 @@ func wantStatus(t *testing.T, err error, code int, text string) {
 }
 
 func TestACL_BootstrapOnceAndTheClusterTokenStopsWorking(t *testing.T) {
+	t.Parallel()
 	a, admin := aclAgent(t)
 	ctx := context.Background()
 	who, err := admin.WhoAmI(ctx)
@@ -103,6 +104,7 @@ func TestACL_BootstrapOnceAndTheClusterTokenStopsWorking(t *testing.T) {
 }
 
 func TestACL_BeforeTheBootstrapTheClusterTokenHoldsEveryPermission(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.Token = "legacy"
 	_, c := startAgentWithoutACL(t, cfg) // the behaviour before the bootstrap
@@ -122,6 +124,7 @@ func TestACL_BeforeTheBootstrapTheClusterTokenHoldsEveryPermission(t *testing.T)
 // requests are made so that the handler then refuses them harmlessly, or
 // only reads).
 func TestACL_EveryRouteRefusesRolesWithoutItsPermission(t *testing.T) {
+	t.Parallel()
 	a, admin := aclAgent(t)
 	tokens := map[structs.Role]string{structs.RoleAdmin: ""}
 	for _, r := range structs.Roles {
@@ -198,6 +201,7 @@ func TestACL_EveryRouteRefusesRolesWithoutItsPermission(t *testing.T) {
 }
 
 func TestACL_JobsBelongToTheirOwner(t *testing.T) {
+	t.Parallel()
 	a, admin := aclAgent(t)
 	ctx := context.Background()
 	alice := clientFor(t, a, userToken(t, admin, "alice", structs.RoleSubmitter))
@@ -273,6 +277,7 @@ func TestACL_JobsBelongToTheirOwner(t *testing.T) {
 }
 
 func TestACL_LoaderVariablesNeedTheirPermission(t *testing.T) {
+	t.Parallel()
 	a, admin := aclAgent(t)
 	ctx := context.Background()
 	alice := clientFor(t, a, userToken(t, admin, "alice", structs.RoleSubmitter))
@@ -295,6 +300,7 @@ func TestACL_LoaderVariablesNeedTheirPermission(t *testing.T) {
 }
 
 func TestACL_ExpiredTokenIsRefused(t *testing.T) {
+	t.Parallel()
 	a, admin := aclAgent(t)
 	tok, err := admin.CreateACLToken(context.Background(), api.ACLTokenCreateRequest{User: "temp", Role: structs.RoleReader, TTL: structs.Duration(time.Second)})
 	if err != nil {
@@ -321,6 +327,7 @@ func TestACL_ExpiredTokenIsRefused(t *testing.T) {
 }
 
 func TestACL_AuditRecordsWhoWroteWhat(t *testing.T) {
+	t.Parallel()
 	a, admin := aclAgent(t)
 	ctx := context.Background()
 	aliceTok := userToken(t, admin, "alice", structs.RoleSubmitter)
@@ -353,6 +360,7 @@ func TestACL_AuditRecordsWhoWroteWhat(t *testing.T) {
 }
 
 func TestACL_RevokedTokenIsRefusedOnEveryNode(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3) // its ACLs bootstrapped, on every node
 	ctx := context.Background()
 	admin := tc.client(tc.agents[1])
@@ -386,6 +394,7 @@ func TestACL_RevokedTokenIsRefusedOnEveryNode(t *testing.T) {
 // A token works on every node as soon as its create returns, as a user
 // would use it: the follower that has not applied it yet waits for it.
 func TestACL_ANewTokenWorksAtOnceOnEveryNode(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	ctx := context.Background()
 	lead := tc.leader()
@@ -426,6 +435,7 @@ func (l *logBuffer) String() string {
 // trace level, the audit log (file and route), the supervisor's log, nor
 // the errors of refused submits carrying it.
 func TestACL_ASecretEnvValueIsNeverLogged(t *testing.T) {
+	t.Parallel()
 	// The job gets the value's halves in its plain env to check it by;
 	// only a leak of the secret itself writes the whole.
 	const half1, half2 = "sk-d0n0t", "l0g-4f9c"
@@ -496,6 +506,7 @@ func TestACL_ASecretEnvValueIsNeverLogged(t *testing.T) {
 // included, holds a token's hash and never its secret, the bootstrap's
 // admin token included.
 func TestACL_TokensAreKeptOnlyHashed(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.Token = "legacy"
 	a, bootToken, admin := startAgentAdmin(t, cfg)

@@ -17,6 +17,7 @@ import (
 )
 
 func TestAgent_JobRunsToSuccessWithItsGPUsAndLogs(t *testing.T) {
+	t.Parallel()
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
 	job := submit(t, c, 2, "sh", "-c", `echo "gpus=$CUDA_VISIBLE_DEVICES order=$CUDA_DEVICE_ORDER job=$SKEIN_JOB_ID"; echo oops >&2`)
 	d := waitJobState(t, c, job.ID, structs.JobSucceeded)
@@ -38,6 +39,7 @@ func TestAgent_JobRunsToSuccessWithItsGPUsAndLogs(t *testing.T) {
 }
 
 func TestAgent_NonZeroExitFailsTheJobWithItsCode(t *testing.T) {
+	t.Parallel()
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
 	job := submit(t, c, 0, "sh", "-c", "exit 3")
 	d := waitJobState(t, c, job.ID, structs.JobFailed)
@@ -47,6 +49,7 @@ func TestAgent_NonZeroExitFailsTheJobWithItsCode(t *testing.T) {
 }
 
 func TestAgent_CancelStopsARunningJob(t *testing.T) {
+	t.Parallel()
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
 	job := submit(t, c, 1, "sleep", "60")
 	waitJobState(t, c, job.ID, structs.JobRunning)
@@ -73,6 +76,7 @@ func TestAgent_CancelStopsARunningJob(t *testing.T) {
 }
 
 func TestAgent_JobThatCannotFitNowWaitsAndSaysWhy(t *testing.T) {
+	t.Parallel()
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
 	first := submit(t, c, 3, "sleep", "60")
 	waitJobState(t, c, first.ID, structs.JobRunning)
@@ -97,6 +101,7 @@ func TestAgent_JobThatCannotFitNowWaitsAndSaysWhy(t *testing.T) {
 }
 
 func TestAgent_SubmitIsIdempotentByRequestID(t *testing.T) {
+	t.Parallel()
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
 	req := api.SubmitRequest{RequestID: "retry-me", Spec: structs.JobSpec{Command: []string{"true"}}}
 	a, err := c.SubmitJob(context.Background(), req)
@@ -120,6 +125,7 @@ func TestAgent_SubmitIsIdempotentByRequestID(t *testing.T) {
 }
 
 func TestAgent_BadInputIsRefusedAndWritesNothing(t *testing.T) {
+	t.Parallel()
 	a, admin, c := startAgentAdmin(t, testConfig(t, t.TempDir()))
 	before := a.fsm.Index()
 	post := func(body string) (int, string) {
@@ -176,6 +182,7 @@ func TestAgent_BadInputIsRefusedAndWritesNothing(t *testing.T) {
 }
 
 func TestAgent_TokenIsRequiredWhenSet(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.Token = "s3cret"
 	a, c := startAgentWithoutACL(t, cfg) // the cluster's API token works only until the bootstrap
@@ -190,6 +197,7 @@ func TestAgent_TokenIsRequiredWhenSet(t *testing.T) {
 }
 
 func TestAgent_InsecureClusterRefusesPublicAPIWithoutToken(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.BindAddr = "0.0.0.0"
 	cfg.Security = SecurityInsecure
@@ -199,6 +207,7 @@ func TestAgent_InsecureClusterRefusesPublicAPIWithoutToken(t *testing.T) {
 }
 
 func TestConfig_SecureUnlessDevOrLoopback(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		cfg  Config
@@ -228,6 +237,7 @@ func TestConfig_SecureUnlessDevOrLoopback(t *testing.T) {
 }
 
 func TestAgent_StatusAndNodesDescribeTheNode(t *testing.T) {
+	t.Parallel()
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
 	job := submit(t, c, 1, "sleep", "60")
 	waitJobState(t, c, job.ID, structs.JobRunning)
@@ -255,6 +265,7 @@ func TestAgent_StatusAndNodesDescribeTheNode(t *testing.T) {
 // job runs, starts a new one on the same data dir, and checks that history
 // is intact and the running job's real exit code still arrives.
 func TestAgent_RestartKeepsHistoryAndAdoptsRunningJobs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
 	first, admin, c := startAgentAdmin(t, cfg)
@@ -290,6 +301,7 @@ func TestAgent_RestartKeepsHistoryAndAdoptsRunningJobs(t *testing.T) {
 }
 
 func TestAgent_FailingJobIsRestartedThenFails(t *testing.T) {
+	t.Parallel()
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
 	counter := testutil.SharedDir(t) + "/runs"
 	job, err := c.SubmitJob(context.Background(), api.SubmitRequest{Spec: structs.JobSpec{
@@ -313,6 +325,7 @@ func TestAgent_FailingJobIsRestartedThenFails(t *testing.T) {
 }
 
 func TestAgent_TimeLimitEndsTheJobTimedOutWithoutRestart(t *testing.T) {
+	t.Parallel()
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
 	job, err := c.SubmitJob(context.Background(), api.SubmitRequest{Spec: structs.JobSpec{
 		Command:   []string{"sleep", "60"},
@@ -339,6 +352,7 @@ func TestAgent_TimeLimitEndsTheJobTimedOutWithoutRestart(t *testing.T) {
 }
 
 func TestAgent_DependenciesOrderJobs(t *testing.T) {
+	t.Parallel()
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
 	dir := testutil.SharedDir(t)
 	submitAfter := func(argv []string, after ...structs.Dependency) *structs.Job {
@@ -373,6 +387,7 @@ func TestAgent_DependenciesOrderJobs(t *testing.T) {
 }
 
 func TestAgent_JobArrayRunsEveryIndexWithinItsCap(t *testing.T) {
+	t.Parallel()
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
 	first, err := c.SubmitJob(context.Background(), api.SubmitRequest{Spec: structs.JobSpec{
 		GPUs:    1, // 4 GPUs would let all four run at once but for the cap
@@ -407,6 +422,7 @@ func TestAgent_JobArrayRunsEveryIndexWithinItsCap(t *testing.T) {
 }
 
 func TestAgent_CancellingAnArrayCancelsEveryTask(t *testing.T) {
+	t.Parallel()
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
 	first, err := c.SubmitJob(context.Background(), api.SubmitRequest{Spec: structs.JobSpec{
 		Command: []string{"sleep", "60"}, Array: &structs.ArraySpec{Start: 0, End: 2, MaxRunning: 1},

@@ -36,6 +36,7 @@ func auditHas(t *testing.T, recs []api.AuditRecord, event string, want api.Audit
 // UI and the ingress, revocations of tokens and nodes, the keyring
 // rotation a revocation starts, and reads of secrets.
 func TestAudit_EveryDoorsEventsAreRecordedAndSelected(t *testing.T) {
+	t.Parallel()
 	tc := startClusterWith(t, 2, func(_ int, cfg *Config) {
 		cfg.Security = SecurityTLS
 		cfg.IngressPort = -1

@@ -67,6 +67,7 @@ func autoscaledSpec(t *testing.T, gpus int, args ...string) structs.ServiceSpec 
 // up to 3, where it stays while the load lasts; once the load stops it
 // scales back down to 1. The counts it wanted go up, then down, once.
 func TestAutoscale_ScalesUpUnderLoadAndBackDownWithoutFlapping(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
 	cfg.AutoscaleInterval = 200 * time.Millisecond
@@ -160,6 +161,7 @@ func TestAutoscale_ScalesUpUnderLoadAndBackDownWithoutFlapping(t *testing.T) {
 // bounds), another submitter may not, a manual scale is refused while it
 // is on and allowed once it is off.
 func TestServiceRoutes_AutoscaleSetRefusesManualScaleOff(t *testing.T) {
+	t.Parallel()
 	a, admin := aclAgent(t)
 	ctx := context.Background()
 	alice := clientFor(t, a, userToken(t, admin, "alice", structs.RoleSubmitter))
@@ -189,6 +191,7 @@ func TestServiceRoutes_AutoscaleSetRefusesManualScaleOff(t *testing.T) {
 // In a cluster the load reaches the leader from every node: the requests
 // held through a follower's ingress alone make the leader scale up.
 func TestCluster_AutoscaleCountsTheLoadAtAFollowersIngress(t *testing.T) {
+	t.Parallel()
 	bin := testutil.Workload(t)
 	tc := startClusterWith(t, 2, func(_ int, cfg *Config) {
 		cfg.IngressPort = -1
@@ -251,6 +254,7 @@ func TestCluster_AutoscaleCountsTheLoadAtAFollowersIngress(t *testing.T) {
 // down window; a request through the ingress then is held, counted as
 // the service's load, starts a replica, and is answered by it.
 func TestAutoscale_AServiceScaledToZeroStartsAReplicaForARequestAndAnswersIt(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
 	cfg.AutoscaleInterval = 200 * time.Millisecond

@@ -49,6 +49,7 @@ func statusCode(err error) int {
 }
 
 func TestAgent_FailedAuthenticationsAreLimitedPerClientAddress(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.Token = clusterToken
 	a, admin, _ := startAgentAdmin(t, cfg)
@@ -76,6 +77,7 @@ func TestAgent_FailedAuthenticationsAreLimitedPerClientAddress(t *testing.T) {
 }
 
 func TestAgent_RefusedJoinTokensAreLimitedPerClientAddress(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.Token, cfg.Security = clusterToken, SecurityTLS
 	a, adminToken, admin := startAgentAdmin(t, cfg)
@@ -122,6 +124,7 @@ func TestAgent_RefusedJoinTokensAreLimitedPerClientAddress(t *testing.T) {
 // registers and heartbeats through new connections to the leader, and a
 // write submitted through it is forwarded to the leader.
 func TestCluster_UsersHoldingEveryConnection_NodesStillGetIn(t *testing.T) {
+	t.Parallel()
 	ips := []string{"127.0.0.61", "127.0.0.62", "127.0.0.63", "127.0.0.64"}
 	capped := func(i int, cfg *Config) {
 		cfg.BindAddr = ips[i]
@@ -182,6 +185,7 @@ func TestCluster_UsersHoldingEveryConnection_NodesStillGetIn(t *testing.T) {
 // handshake are each closed by the agent after the read-header timeout
 // (5 s), without a request having been served.
 func TestAgent_ClientsThatSendTheirHeadersSlowlyOrNeverAreCutOff(t *testing.T) {
+	t.Parallel()
 	plain, _ := startAgent(t, testConfig(t, t.TempDir()))
 	cfg := testConfig(t, t.TempDir())
 	cfg.Security = SecurityTLS
@@ -259,6 +263,7 @@ func dialFrom(t *testing.T, a *Agent, from string, rcvbuf int) net.Conn {
 // after the idle timeout (1 s here); without it the read timeout (30 s)
 // would hold it.
 func TestAgent_AnIdleKeepAliveConnectionIsClosedAfterTheIdleTimeout(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.APITimeouts = server.Timeouts{Idle: time.Second}
 	a, admin, _ := startAgentAdmin(t, cfg)
@@ -300,6 +305,7 @@ func TestAgent_AnIdleKeepAliveConnectionIsClosedAfterTheIdleTimeout(t *testing.T
 // the agent gives the connection up, and what reached the client ends
 // short of the answer.
 func TestAgent_AClientThatNeverReadsALargeAnswerIsCutOffAfterTheWriteTimeout(t *testing.T) {
+	t.Parallel()
 	const size = 24 << 20 // far past the agent's send buffer (4 MiB at most) and the client's
 	cfg := testConfig(t, t.TempDir())
 	cfg.LogMaxMiB = 64 // keeps the whole log

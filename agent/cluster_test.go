@@ -367,6 +367,7 @@ func runningAlloc(j *structs.Job, allocs []*structs.Allocation) error {
 }
 
 func TestCluster_JoinThroughAnyNode_SubmitThroughEveryNode(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	peers, err := tc.client(tc.agents[2]).RaftPeers(context.Background())
 	if err != nil {
@@ -390,6 +391,7 @@ func TestCluster_JoinThroughAnyNode_SubmitThroughEveryNode(t *testing.T) {
 }
 
 func TestCluster_LogsOfAJobOnAnotherNodeAreProxied(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 2)
 	// 4 GPUs fill a node, so two such jobs land on different nodes.
 	var jobs []*structs.Job
@@ -409,6 +411,7 @@ func TestCluster_LogsOfAJobOnAnotherNodeAreProxied(t *testing.T) {
 }
 
 func TestCluster_LeaderKilled_NewLeaderTakesWritesAndNoJobIsLost(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	for range 3 {
 		tc.submit(tc.agents[0], structs.JobSpec{Command: []string{"sleep", "0.2"}, Restarts: 2})
@@ -429,6 +432,7 @@ func TestCluster_LeaderKilled_NewLeaderTakesWritesAndNoJobIsLost(t *testing.T) {
 }
 
 func TestCluster_NodeCutOff_ItsJobRunsElsewhereOnceAndItDoesNotResume(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	lead := tc.leader()
 	job := tc.submit(tc.agents[lead], structs.JobSpec{Command: []string{"sleep", "600"}, GPUs: 1, Restarts: 1})
@@ -476,6 +480,7 @@ func TestCluster_NodeCutOff_ItsJobRunsElsewhereOnceAndItDoesNotResume(t *testing
 }
 
 func TestCluster_LeaderCutOff_MajorityElectsAndTheClusterHeals(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	old := tc.leader()
 	tc.isolate(old)
@@ -501,6 +506,7 @@ func TestCluster_LeaderCutOff_MajorityElectsAndTheClusterHeals(t *testing.T) {
 // another leader is elected and delivers the write there, well inside the
 // time it holds a write.
 func TestCluster_WriteForwardedToACutOffLeaderReachesTheNewOne(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	old := tc.leader()
 	follower := (old + 1) % 3
@@ -519,6 +525,7 @@ func TestCluster_WriteForwardedToACutOffLeaderReachesTheNewOne(t *testing.T) {
 }
 
 func TestCluster_GracefulLeaveOfTheLeader(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	old := tc.leader()
 	leaving := tc.agents[old]
@@ -553,6 +560,7 @@ func TestCluster_GracefulLeaveOfTheLeader(t *testing.T) {
 }
 
 func TestCluster_FiveNodes_DeadVoterIsReplaced(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 5)
 	voters := func(a *Agent) (ids []string) {
 		servers, _ := a.raft.Servers()
@@ -595,6 +603,7 @@ func TestCluster_FiveNodes_DeadVoterIsReplaced(t *testing.T) {
 // answers keeps retrying; `skein join` (POST /v1/join) points it at a real
 // member and it becomes part of the cluster.
 func TestCluster_JoinAtRuntime(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 1)
 	cfg := clusterConfig(t, "late", tc.net)
 	cfg.Join = []string{"127.0.0.1:1"} // nothing listens there
@@ -619,6 +628,7 @@ func TestCluster_JoinAtRuntime(t *testing.T) {
 // nodes at once and each rank sees what torchrun and Slurm-aware
 // frameworks read, consistently.
 func TestCluster_GangJobGetsTheLaunchEnvironment(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 2)
 	job := tc.submit(tc.agents[0], structs.JobSpec{
 		Name:    "gang",
@@ -667,6 +677,7 @@ func TestCluster_GangJobGetsTheLaunchEnvironment(t *testing.T) {
 // another that has not applied the first yet (here: cut off from Raft) is
 // accepted, the leader resolving what the node could not.
 func TestCluster_ADependencyOnAJobTheNodeHasNotAppliedIsResolvedByTheLeader(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	lead := tc.leader()
 	f := tc.follower()

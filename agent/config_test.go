@@ -10,6 +10,7 @@ import (
 )
 
 func TestConfig_RejectsBadSettingsNamingTheFlag(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		cfg  Config
@@ -44,6 +45,7 @@ func TestConfig_RejectsBadSettingsNamingTheFlag(t *testing.T) {
 }
 
 func TestConfig_AllowedCapabilitiesAreSpelledOneWayOnce(t *testing.T) {
+	t.Parallel()
 	cfg, err := Config{DataDir: "x", BindAddr: "127.0.0.1", AllowCaps: []string{"cap_net_raw", "NET_BIND_SERVICE", "NET_RAW"}}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +56,7 @@ func TestConfig_AllowedCapabilitiesAreSpelledOneWayOnce(t *testing.T) {
 }
 
 func TestConfig_RaftTimeoutSetsTheRaftTimings(t *testing.T) {
+	t.Parallel()
 	cfg, err := Config{DataDir: "x", BindAddr: "127.0.0.1", RaftTimeout: time.Second}.withDefaults()
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,7 @@ func confinedConfig(t *testing.T) Config {
 // its allocation and the job, and an event that says so; the node says
 // how it confines jobs.
 func TestAgent_AJobOverItsMemoryEndsOutOfMemory(t *testing.T) {
+	t.Parallel()
 	_, c := startAgent(t, confinedConfig(t))
 	ctx := context.Background()
 	nodes, err := c.Nodes(ctx)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestConnLimits_SizedFromTheFDLimitLeaveTheAgentItsOwnDescriptors(t *testing.T) {
+	t.Parallel()
 	want20k := connBudgets{API: server.ConnLimits{Users: 4000, PerClient: 256, Nodes: 2000, PerNode: 250},
 		Ingress: server.ConnLimits{Users: 8000, PerClient: 256, Nodes: 2000, PerNode: 250}}
 	if got, err := connLimits(20000, 0, 0, 0); err != nil || got != want20k {
@@ -32,6 +33,7 @@ func TestConnLimits_SizedFromTheFDLimitLeaveTheAgentItsOwnDescriptors(t *testing
 }
 
 func TestConnLimits_SetCapsAreKeptWithinTheFDLimit(t *testing.T) {
+	t.Parallel()
 	b, err := connLimits(20000, 100, 0, 0)
 	if err != nil || b.API.Users != 100 || b.API.PerClient != 12 || b.Ingress.Users != 8000 {
 		t.Fatalf("--max-conns 100: %+v, %v; want 100 API users, 12 per client, the ingress's default", b, err)
@@ -70,6 +72,7 @@ func TestConnLimits_SetCapsAreKeptWithinTheFDLimit(t *testing.T) {
 }
 
 func TestConfig_ConnectionCapsOverTheFDLimitAreRefused(t *testing.T) {
+	t.Parallel()
 	nofile, err := fdLimit()
 	if err != nil {
 		t.Fatal(err)

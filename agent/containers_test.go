@@ -33,6 +33,7 @@ func waitEngine(t *testing.T, c *api.Client, ok func(*structs.ContainerEngine) e
 }
 
 func TestAgent_NodeReportsTheRealContainerEngine(t *testing.T) {
+	t.Parallel()
 	d, err := engine.NewDocker(DefaultContainerSocket)
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +63,7 @@ func TestAgent_NodeReportsTheRealContainerEngine(t *testing.T) {
 }
 
 func TestAgent_NodeReportsAnUnreachableContainerEngine(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	sock := filepath.Join(t.TempDir(), "docker.sock")
 	cfg.ContainerSocket = sock
@@ -75,6 +77,7 @@ func TestAgent_NodeReportsAnUnreachableContainerEngine(t *testing.T) {
 }
 
 func TestAgent_NoContainerSocketReportsNoEngine(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.ContainerSocket = NoContainerSocket
 	a, c := startAgent(t, cfg)
@@ -92,6 +95,7 @@ func TestAgent_NoContainerSocketReportsNoEngine(t *testing.T) {
 }
 
 func TestAgent_RefusesABadContainerSocket(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.ContainerSocket = "tcp://10.0.0.1:2375"
 	if _, err := New(cfg); !errors.Is(err, engine.ErrBadSocket) || !strings.Contains(err.Error(), "--container-socket") {

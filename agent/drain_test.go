@@ -52,6 +52,7 @@ func signalledAt(t *testing.T, dir, allocID string) (time.Time, bool) {
 // has passed: until then it runs, and not one request through the ingress
 // reaches it.
 func TestDrain_AStoppedReplicaGetsNoRequestAndNoSignalForItsDrainDelay(t *testing.T) {
+	t.Parallel()
 	const delay = 2 * time.Duration(structs.DefaultDrainDelay)
 	bin := testutil.Workload(t)
 	shared := testutil.SharedDir(t)

@@ -84,6 +84,7 @@ func waitKinds(t *testing.T, c *api.Client, q api.EventsQuery, want []structs.Ev
 // attempt held until the test has seen it run, and reads its events from a
 // node that does not lead.
 func TestCluster_Events_AJobThatFailsRestartsAndSucceeds_ReadFromAFollower(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	reader := tc.follower()
 	c := tc.client(tc.agents[reader])
@@ -131,6 +132,7 @@ while [ ! -f go1 ]; do sleep 0.05; done; touch failed; exit 3`, dir)
 // runs a job: a follower's events say the node went down, its work was
 // lost and the job restarted elsewhere.
 func TestCluster_Events_ANodeLoss_ReadFromAFollower(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	lead := tc.leader()
 	job := tc.submit(tc.agents[lead], structs.JobSpec{Command: []string{"sleep", "600"}, GPUs: 1, Restarts: 1})
@@ -178,6 +180,7 @@ func TestCluster_Events_ANodeLoss_ReadFromAFollower(t *testing.T) {
 // node-down and, after it was killed, a leader-elected event that names
 // the node leading now, by ID and name.
 func TestCluster_Events_TheLeaderKilled_AFollowerReadsWhoLeadsNow(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	old := tc.leader()
 	oldID, oldName := tc.agents[old].NodeID(), tc.agents[old].Name()
@@ -221,6 +224,7 @@ func TestCluster_Events_TheLeaderKilled_AFollowerReadsWhoLeadsNow(t *testing.T) 
 // and ends up with exactly the events that node holds: no gap, nothing
 // twice.
 func TestCluster_Events_AFollowResumesOnAnotherNodeWhenItsNodeStops(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	first := tc.follower()
 	second := tc.followerBut(first)

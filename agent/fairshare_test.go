@@ -22,6 +22,7 @@ import (
 // her older ones. The accounts are named so that without usage alice
 // would win the tie: only the charged usage puts bob first.
 func TestAgent_FairShare_TheOtherAccountsJobRunsNextWhileOneFloods(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.UsageInterval = 100 * time.Millisecond
 	a, admin := startAgent(t, cfg)
@@ -139,6 +140,7 @@ func usageOf(a *Agent, account, user string) (float64, time.Time) {
 // the last committed charge, so the usage neither starts again nor is
 // counted twice, and every replica holds the same numbers.
 func TestCluster_FairShare_UsageIsKeptAcrossALeaderChange(t *testing.T) {
+	t.Parallel()
 	tc := startClusterWith(t, 3, func(i int, cfg *Config) {
 		cfg.UsageInterval = 100 * time.Millisecond
 		cfg.Labels = map[string]string{"node": fmt.Sprint(i)}
@@ -191,6 +193,7 @@ func TestCluster_FairShare_UsageIsKeptAcrossALeaderChange(t *testing.T) {
 // TestAgent_FairShare_UsageIsKeptAcrossARestart: what was charged is in
 // the state on disk, and a restarted agent goes on from it.
 func TestAgent_FairShare_UsageIsKeptAcrossARestart(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.UsageInterval = 100 * time.Millisecond
 	first, token, c := startAgentAdmin(t, cfg)

@@ -141,6 +141,7 @@ func TestFlood_TenThousandIdleConnections_ARealClientIsStillAnswered(t *testing.
 // within its body grace (10 s), rather than holding its connection as long
 // as the client likes.
 func TestIngress_ABodyThatComesAByteASecondIsCutOff(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
 	a, admin := startAgent(t, cfg)

@@ -26,6 +26,7 @@ func attemptAllocs(allocs []*structs.Allocation, attempt int) []*structs.Allocat
 // at once instead of waiting on a dead peer, and the whole gang runs again
 // together as the next attempt, on every node.
 func TestCluster_GangRankFails_WholeGangStopsAndRunsAgainTogether(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	// Attempt 1: rank 1 fails, the others would wait forever for it.
 	// Attempt 2: every rank succeeds.
@@ -78,6 +79,7 @@ func TestCluster_GangRankFails_WholeGangStopsAndRunsAgainTogether(t *testing.T) 
 // the rank on the healthy node is stopped with it, and the gang runs again
 // as a whole on the two nodes left, once.
 func TestCluster_GangNodeLost_WholeGangRunsAgainOnTheNodesLeft(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	job := tc.submit(tc.agents[0], structs.JobSpec{
 		Name: "gang", Nodes: 2, GPUs: 4, Restarts: 1,

@@ -18,6 +18,7 @@ import (
 // the retention and then go; a finished job that a job still going
 // depends on stays until that one has ended too.
 func TestAgent_FinishedJobsGoAfterTheirRetentionWithTheirDirectories(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.JobRetention = 2 * time.Second
 	a, c := startAgent(t, cfg)

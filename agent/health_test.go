@@ -52,6 +52,7 @@ func gpuOf(c *api.Client, node string, index int) (api.GPUInfo, error) {
 }
 
 func TestCluster_GPUFaultUnderARunningJob_JobRunsElsewhereAndTheGPUWaitsOutItsCleanPeriod(t *testing.T) {
+	t.Parallel()
 	const clean = 5 * time.Second
 	tc := startGPUCluster(t, 2, "sim:1xH100-80", clean)
 	c := tc.client(tc.agents[0])
@@ -113,6 +114,7 @@ func TestCluster_GPUFaultUnderARunningJob_JobRunsElsewhereAndTheGPUWaitsOutItsCl
 }
 
 func TestCluster_UncordonReturnsAFailedGPUAndCordonKeepsWorkOff(t *testing.T) {
+	t.Parallel()
 	tc := startGPUCluster(t, 2, "sim:1xH100-80", time.Hour)
 	ctx := context.Background()
 	c := tc.client(tc.agents[1]) // not the leader: writes are forwarded
@@ -177,6 +179,7 @@ func TestCluster_UncordonReturnsAFailedGPUAndCordonKeepsWorkOff(t *testing.T) {
 }
 
 func TestCluster_ForeignProcessesKeepWorkOffAGPU(t *testing.T) {
+	t.Parallel()
 	tc := startGPUCluster(t, 1, "sim:1xH100-80", time.Hour)
 	ctx := context.Background()
 	c := tc.client(tc.agents[0])
@@ -207,6 +210,7 @@ func TestCluster_ForeignProcessesKeepWorkOffAGPU(t *testing.T) {
 }
 
 func TestAgent_RestartKeepsACordonAndAQuarantine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
 	cfg.GPUCleanPeriod = time.Hour

@@ -44,6 +44,7 @@ func imageAgent(t *testing.T, allowed ...string) (*Agent, *api.Client, string) {
 // variables, runs as the job user, writes to an allowed mount, its exit
 // code and logs come back, and its container is gone afterwards.
 func TestAgent_ImageJobRunsInAContainerAndIsRemoved(t *testing.T) {
+	t.Parallel()
 	shared := testutil.SharedDir(t)
 	_, c, image := imageAgent(t, shared)
 	job, err := c.SubmitJob(context.Background(), api.SubmitRequest{Spec: structs.JobSpec{
@@ -83,6 +84,7 @@ func TestAgent_ImageJobRunsInAContainerAndIsRemoved(t *testing.T) {
 // at submit: no engine on any node, a mount no node allows, and a
 // capability no node allows.
 func TestAgent_ImageJobsAreRefusedWhereNoNodeCanRunThem(t *testing.T) {
+	t.Parallel()
 	shared := testutil.SharedDir(t)
 	_, c, image := imageAgent(t, shared)
 	_, err := c.SubmitJob(context.Background(), api.SubmitRequest{Spec: structs.JobSpec{
@@ -120,6 +122,7 @@ func TestAgent_ImageJobsAreRefusedWhereNoNodeCanRunThem(t *testing.T) {
 // failure of a container is the allocation's reason, in words, and counts
 // against restarts like any failed start.
 func TestAgent_ImagePullNeverWithAMissingImageFails(t *testing.T) {
+	t.Parallel()
 	_, c, _ := imageAgent(t)
 	job, err := c.SubmitJob(context.Background(), api.SubmitRequest{Spec: structs.JobSpec{
 		Image: "skein-test-missing:never", ImagePull: structs.PullNever, Restarts: 1, Command: []string{"true"},

@@ -151,6 +151,7 @@ func skeinCredentials(creds []string) []string {
 }
 
 func TestIngress_AServiceGetsNoneOfTheUIsCookies_AndSetsNone(t *testing.T) {
+	t.Parallel()
 	dc := startDoorsCluster(t)
 	ui := dc.agents[1]
 	jar, err := cookiejar.New(nil)
@@ -233,6 +234,7 @@ func mustJar(t *testing.T) http.CookieJar {
 }
 
 func TestIngress_APublicServiceGetsNoSkeinToken(t *testing.T) {
+	t.Parallel()
 	dc := startDoorsCluster(t)
 	hc := dc.tlsClient(nil)
 	for _, a := range dc.agents {

@@ -37,6 +37,7 @@ func ingressGet(t *testing.T, hc *http.Client, a *Agent, path, token string) (in
 }
 
 func TestIngress_RunsOnlyWhenGivenAPort(t *testing.T) {
+	t.Parallel()
 	a, _ := startAgent(t, testConfig(t, t.TempDir()))
 	if addr := a.IngressAddr(); addr != "" {
 		t.Errorf("an agent given no ingress port serves one at %s", addr)
@@ -44,6 +45,7 @@ func TestIngress_RunsOnlyWhenGivenAPort(t *testing.T) {
 }
 
 func TestIngress_ALoopbackAgentWithoutATokenServesPlainHTTP(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
 	a, admin, _ := startAgentAdmin(t, cfg)
@@ -57,6 +59,7 @@ func TestIngress_ALoopbackAgentWithoutATokenServesPlainHTTP(t *testing.T) {
 }
 
 func TestIngress_ASecureAgentServesHTTPSAndWantsTheAPIsToken(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.Security = SecurityTLS
 	cfg.IngressPort = -1
@@ -78,8 +81,14 @@ func TestIngress_ASecureAgentServesHTTPSAndWantsTheAPIsToken(t *testing.T) {
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: conf}, Timeout: time.Minute}
 	testutil.WaitFor(t, 10*time.Second, func() error {
-		_, err := hc.Get(a.IngressAddr() + "/")
-		return err
+		resp, err := hc.Get(a.IngressAddr() + "/")
+		if err != nil {
+			return err
+		}
+		// Closed, or its connection waits for it to be read until the
+		// client's timeout, past the end of a package whose tests run
+		// in parallel: the leak check at its end sees that.
+		return resp.Body.Close()
 	})
 	if code, body := ingressGet(t, hc, a, "/llama/", ""); code != http.StatusUnauthorized {
 		t.Errorf("without a token: %d %q, want 401", code, body)
@@ -138,6 +147,7 @@ func waitReplicas(t testing.TB, a *Agent, service string, n int, healthy bool) [
 // ingress: not served while its replicas are starting, served once they
 // are healthy, and still served while one of them is killed and replaced.
 func TestIngress_AServiceOfTwoReplicasIsServedThroughTheLossOfOne(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat(testutil.Busybox); err != nil {
 		t.Skipf("busybox's httpd serves the replicas: %v", err)
 	}

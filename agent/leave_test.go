@@ -72,6 +72,7 @@ func (tc *testCluster) pick(role structs.NodeRole) int {
 // refilled from the standbys (and the standbys from the workers); the
 // cluster takes work throughout.
 func TestCluster_LeaveOfEveryRole_IsCleanShowsLeftAndRefillsTheVoters(t *testing.T) {
+	t.Parallel()
 	tc := startClusterWith(t, 7, func(i int, cfg *Config) { cfg.Voters, cfg.Servers = 3, 4 })
 	testutil.WaitFor(t, 20*time.Second, func() error {
 		if got := len(tc.servers()); got != 4 {

@@ -17,6 +17,7 @@ import (
 func intp(v int) *int { return &v }
 
 func TestAgent_SubmitOverALimitIsRefusedWithTheLimitNamed(t *testing.T) {
+	t.Parallel()
 	a, c := startAgent(t, testConfig(t, t.TempDir()))
 	ctx := context.Background()
 	if _, err := c.SetLimits(ctx, structs.LimitsSetRequest{Default: true, Limits: structs.Limits{MaxQueued: intp(2), MaxArray: intp(5)}}); err != nil {
@@ -57,6 +58,7 @@ func TestAgent_SubmitOverALimitIsRefusedWithTheLimitNamed(t *testing.T) {
 }
 
 func TestAgent_OwnerGPULimitKeepsAJobQueuedUntilGPUsAreFree(t *testing.T) {
+	t.Parallel()
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
 	ctx := context.Background()
 	if _, err := c.SetLimits(ctx, structs.LimitsSetRequest{Default: true, Limits: structs.Limits{MaxGPUs: intp(2)}}); err != nil {
@@ -87,6 +89,7 @@ func TestAgent_OwnerGPULimitKeepsAJobQueuedUntilGPUsAreFree(t *testing.T) {
 }
 
 func TestAgent_JobsArePagedAndEachListedOnce(t *testing.T) {
+	t.Parallel()
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
 	ctx := context.Background()
 	// A job that never runs (the GPUs are all held) keeps the tasks queued.
@@ -148,6 +151,7 @@ func TestAgent_JobsArePagedAndEachListedOnce(t *testing.T) {
 }
 
 func TestCluster_LimitsSetThroughAFollowerHoldOnEveryNode(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	ctx := context.Background()
 	follower := tc.agents[(tc.leader()+1)%3]

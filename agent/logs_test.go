@@ -21,6 +21,7 @@ import (
 // local rank and the one proxied from the other node come with what the
 // cap dropped, and hold only the newest output.
 func TestCluster_LogsFromAnyNodeSayWhatTheCapDropped(t *testing.T) {
+	t.Parallel()
 	tc := startClusterWith(t, 2, func(_ int, cfg *Config) { cfg.LogMaxMiB = MinLogMaxMiB })
 	// 3,000,000 bytes: eleven full files of 256 KiB and 116,416 bytes more.
 	job := tc.submit(tc.agents[0], structs.JobSpec{Nodes: 2, Command: []string{"sh", "-c", "yes | head -c 3000000"}})
@@ -51,6 +52,7 @@ func TestCluster_LogsFromAnyNodeSayWhatTheCapDropped(t *testing.T) {
 // cap dropped; followed, it goes on to what the job writes next; and a
 // tail out of bounds is refused, naming its limit.
 func TestCluster_LogTailFromAnyNode(t *testing.T) {
+	t.Parallel()
 	tc := startClusterWith(t, 2, func(_ int, cfg *Config) { cfg.LogMaxMiB = MinLogMaxMiB })
 	gate := testutil.JobDir(t) + "/gate"
 	// 588,895 bytes a stream, more than the 512 KiB kept of each.
@@ -152,6 +154,7 @@ func TestCluster_LogTailFromAnyNode(t *testing.T) {
 // it is, the newest by default; an attempt the job never had, or one
 // given badly, is refused, saying why.
 func TestCluster_LogsOfEachAttemptFromAnyNode(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 2)
 	// Each rank prints, then waits for the other to have printed: the
 	// first to fail would have the other stopped.
@@ -232,6 +235,7 @@ func (tc *testCluster) wantBadLogQuery(a *Agent, jobID, query, want string) {
 // from an offset, it goes on to what the job writes next. An offset out
 // of bounds, or with a tail, is refused.
 func TestCluster_LogsResumeFromAnOffsetThroughAnyNode(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 2)
 	gate := testutil.JobDir(t) + "/gate"
 	job := tc.submit(tc.agents[0], structs.JobSpec{Nodes: 2, Command: []string{"sh", "-c",

@@ -13,6 +13,7 @@ import (
 // last unhealthy mask is passed on; a free-GPU count moving with each
 // job is not.
 func TestMaskCleared_OnlyAGPUReturnedToServiceMakesTheLeaderPlan(t *testing.T) {
+	t.Parallel()
 	member := func(m peer.Meta) cluster.Member {
 		b, err := json.Marshal(m)
 		if err != nil {

@@ -118,6 +118,7 @@ func equals(want float64) func(float64) bool  { return func(v float64) bool { re
 func atLeast(want float64) func(float64) bool { return func(v float64) bool { return v >= want } }
 
 func TestAgent_Metrics_CountersMoveAsJobsRunFailArePreemptedAndLoseTheirGPU(t *testing.T) {
+	t.Parallel()
 	a, token, c := startAgentAdmin(t, testConfig(t, t.TempDir()))
 	ctx := context.Background()
 
@@ -214,6 +215,7 @@ func TestAgent_Metrics_CountersMoveAsJobsRunFailArePreemptedAndLoseTheirGPU(t *t
 }
 
 func TestAgent_Metrics_NeedTheReadPermissionWithACLs(t *testing.T) {
+	t.Parallel()
 	a, admin := aclAgent(t)
 	reader := userToken(t, admin, "prometheus", structs.RoleReader)
 	if _, err := scrapeMetrics(t, a, ""); err == nil {
@@ -236,6 +238,7 @@ func TestAgent_Metrics_NeedTheReadPermissionWithACLs(t *testing.T) {
 }
 
 func TestCluster_Metrics_TheLeaderReportsEachFollowerAndEveryNodeItsProbes(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	testutil.WaitFor(t, 20*time.Second, func() error {
 		leaders := 0
@@ -287,6 +290,7 @@ func TestCluster_Metrics_TheLeaderReportsEachFollowerAndEveryNodeItsProbes(t *te
 // A leader change moves the counter of the node that takes over, and the
 // old leader had counted its own election.
 func TestCluster_Metrics_ALeaderChangeMovesTheLeaderChangesCounter(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	changes := func(a *Agent) (float64, error) {
 		fams, err := scrapeMetrics(t, a, tc.admin)
@@ -330,6 +334,7 @@ func TestCluster_Metrics_ALeaderChangeMovesTheLeaderChangesCounter(t *testing.T)
 // bytes Raft stored for it, the index Raft's, and its writing is timed
 // once; a larger state makes a larger snapshot.
 func TestAgent_Metrics_ASnapshotSetsItsSizeTimeAndIndex(t *testing.T) {
+	t.Parallel()
 	a, token, c := startAgentAdmin(t, testConfig(t, t.TempDir()))
 	fams, err := scrapeMetrics(t, a, token)
 	if err != nil {
@@ -423,6 +428,7 @@ type promConfig struct {
 // token as a reader's, on the agent's default API port, under the job
 // the dashboard's queries select.
 func TestAgent_Metrics_ThePrometheusExampleScrapesTheAgent(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open("../deploy/prometheus/prometheus.yml")
 	if err != nil {
 		t.Fatal(err)

@@ -33,6 +33,7 @@ func (tc *testCluster) drainNode(i int, on bool, deadline time.Duration) {
 // deadline stops it, and the node ends drained with nothing placed on it
 // meanwhile.
 func TestCluster_NodeDrain_MovesServicesAndRestartableJobsAndStopsTheRestAtTheDeadline(t *testing.T) {
+	t.Parallel()
 	bin := testutil.Workload(t)
 	shared := testutil.SharedDir(t)
 	tc := startClusterWith(t, 3, func(i int, cfg *Config) { cfg.IngressPort = -1 })

@@ -14,6 +14,7 @@ import (
 // once it has been down for --node-gc the leader forgets it: out of the
 // state and out of Raft, with an event.
 func TestCluster_NodeDownPastNodeGCIsForgotten(t *testing.T) {
+	t.Parallel()
 	tc := startClusterWith(t, 3, func(i int, cfg *Config) { cfg.NodeGC = 2 * time.Second })
 	job := tc.submit(tc.agents[0], structs.JobSpec{Name: "j", Nodes: 1, GPUs: 1, Restarts: 1, Command: []string{"sleep", "600"}})
 	waitJob(t, tc.agents[0], job.ID, jobState(structs.JobRunning))

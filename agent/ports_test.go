@@ -32,6 +32,7 @@ func holdPorts(t *testing.T, ports ...int) {
 // by another program, the 1-node job still runs, and its
 // MASTER_PORT is one its node found free.
 func TestAgent_AOneNodeJobRunsWhileAnotherProgramHoldsEveryPortOfTheRange(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	r := cfg.MasterPorts
 	for p := r.Min; p <= r.Max; p++ {
@@ -56,6 +57,7 @@ func TestAgent_AOneNodeJobRunsWhileAnotherProgramHoldsEveryPortOfTheRange(t *tes
 // at the job's hash, which LegacyMasterPort spreads over 10,000 ports: 16
 // divides it).
 func TestAgent_AReplicasPortHeldByAnotherProgramMovesToAFreeOne(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	r := cfg.MasterPorts
 	if r.Len() != 16 {

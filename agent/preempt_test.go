@@ -49,6 +49,7 @@ func submitSpec(t *testing.T, c *api.Client, spec structs.JobSpec) *structs.Job 
 }
 
 func TestAgent_PreemptedJobsSeeTermMakeRoomAndRunAgainAfter(t *testing.T) {
+	t.Parallel()
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
 	dir1, dir2 := testutil.SharedDir(t), testutil.SharedDir(t)
 	preemptible := func(dir string) structs.JobSpec {
@@ -124,6 +125,7 @@ func TestAgent_PreemptedJobsSeeTermMakeRoomAndRunAgainAfter(t *testing.T) {
 }
 
 func TestAgent_PreemptedJobThatIgnoresTheWarningIsKilledAfterItsGrace(t *testing.T) {
+	t.Parallel()
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
 	dir := testutil.SharedDir(t)
 	low := submitSpec(t, c, structs.JobSpec{
@@ -142,6 +144,7 @@ func TestAgent_PreemptedJobThatIgnoresTheWarningIsKilledAfterItsGrace(t *testing
 }
 
 func TestCluster_LeaderKilledMidPreemption_OnePreemptionAndTheUrgentJobRuns(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	dir := testutil.SharedDir(t)
 	lead := tc.leader()

@@ -183,6 +183,7 @@ func typeIntoAShell(t *testing.T, via *Agent, jobID, alice, bob string) {
 // A job's owner types into a shell under a terminal beside the job,
 // through the server that does not run it, over the cluster's TLS.
 func TestPTY_OwnerTypesIntoAShellThroughTheOtherNode(t *testing.T) {
+	t.Parallel()
 	tc := startClusterWith(t, 2, func(_ int, cfg *Config) { securePTYCluster(cfg) })
 	alice, bob := ptyUsers(t, tc)
 	job, runsOn := submitHold(t, tc, alice)
@@ -192,6 +193,7 @@ func TestPTY_OwnerTypesIntoAShellThroughTheOtherNode(t *testing.T) {
 // Through a worker, for a job on another worker: the first passes the
 // session to a server, which relays it to the second.
 func TestPTY_ThroughAWorkerToAJobOnAnotherWorker(t *testing.T) {
+	t.Parallel()
 	tc := startWorkerClusterWith(t, 3, 1, func(_ int, cfg *Config) { securePTYCluster(cfg) })
 	alice, bob := ptyUsers(t, tc)
 	workers := tc.workers()

@@ -15,6 +15,7 @@ import (
 // With room for one of them, a high-priority job submitted after a low one
 // runs first; while it waits it is first in line and says so.
 func TestAgent_HigherPriorityJobSubmittedLaterRunsFirst(t *testing.T) {
+	t.Parallel()
 	_, c := startAgent(t, testConfig(t, t.TempDir()))
 	blocker := submit(t, c, 4, "sleep", "60")
 	waitJobState(t, c, blocker.ID, structs.JobRunning)

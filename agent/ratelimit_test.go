@@ -46,6 +46,7 @@ func statusWith(t *testing.T, hc *http.Client, url, token string) int {
 // server) lock nobody else out of the API or the ingress from it, and the
 // ingress limits them as the API does.
 func TestRateLimit_OthersBadTokensLockNoValidTokenOut_APIAndIngress(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
 	a, admin := startAgent(t, cfg)

@@ -26,6 +26,7 @@ import (
 // replica that was not placed and the scheduler's reason; the old
 // replicas serve throughout and the unplaced one is stopped.
 func TestRollout_AVersionThatCannotBePlacedRollsBackAtItsProgressDeadline(t *testing.T) {
+	t.Parallel()
 	a, token, c, spec := workloadService(t, 2)
 	old := wantedReplicas(a)
 	batch := submit(t, c, 1, "sleep", "600")
@@ -77,6 +78,7 @@ var unhealthyFor = regexp.MustCompile(`unhealthy for (\d+)s: `)
 // replica may fail its health check: a version that answers 503 on
 // /health rolls back once it has been unhealthy for the spec's 2 s.
 func TestRollout_TheSpecsUnhealthyTimeoutBoundsAnUnhealthyVersion(t *testing.T) {
+	t.Parallel()
 	a, _, c, spec := workloadService(t, 1)
 	sick := filepath.Join(testutil.SharedDir(t), "sick")
 	if err := os.WriteFile(sick, nil, 0o644); err != nil {
@@ -114,6 +116,7 @@ func TestRollout_TheSpecsUnhealthyTimeoutBoundsAnUnhealthyVersion(t *testing.T) 
 // progress deadline: its version has a constraint no node meets) the
 // autoscaler scales it up.
 func TestAutoscale_PausesWhileARolloutIsInProgress(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
 	cfg.AutoscaleInterval = 200 * time.Millisecond

@@ -39,6 +39,7 @@ func availableReplicas(a *Agent) int {
 // and no replica was lost: the old ones were stopped by the rollout, one
 // at a time, and nothing else ended.
 func TestCluster_RolloutContinuesAfterTheLeaderIsKilled(t *testing.T) {
+	t.Parallel()
 	bin := testutil.Workload(t)
 	tc := startClusterWith(t, 3, func(i int, cfg *Config) {
 		if i > 0 {
@@ -202,6 +203,7 @@ func replicaStates(a *Agent) string {
 // both replicas on the new version, each in a running container of its
 // own, the old replicas' containers are removed, and no request fails.
 func TestRollout_ImageReplicasAreReplacedInNewContainers(t *testing.T) {
+	t.Parallel()
 	image := testutil.ImageWith(t, testutil.Workload(t))
 	shared := testutil.SharedDir(t)
 	cfg := testConfig(t, t.TempDir())

@@ -150,6 +150,7 @@ func wantedReplicas(a *Agent) []*structs.Job {
 // through the ingress: every replica ends on the new version, running
 // the new env, and not one request fails while old replicas drain.
 func TestRollout_UpdateUnderLoadFailsNoRequest(t *testing.T) {
+	t.Parallel()
 	a, token, c, spec := workloadService(t, 2)
 	l := startLoad(t, a, token, 6, 300)
 
@@ -198,6 +199,7 @@ func TestRollout_UpdateUnderLoadFailsNoRequest(t *testing.T) {
 // saying which replica failed how; the old replicas keep serving
 // throughout (max unavailable 0: none of them is stopped).
 func TestRollout_AFailingVersionIsRolledBack(t *testing.T) {
+	t.Parallel()
 	a, token, c, spec := workloadService(t, 2)
 	old := wantedReplicas(a)
 	l := startLoad(t, a, token, 2, 20)
@@ -233,6 +235,7 @@ func TestRollout_AFailingVersionIsRolledBack(t *testing.T) {
 // A scale down while slow requests are in flight on the replica it stops:
 // the replica leaves the ingress's endpoints, finishes them, then ends.
 func TestRollout_ScaleDownDrainsRequestsInFlight(t *testing.T) {
+	t.Parallel()
 	a, token, c, _ := workloadService(t, 2)
 	var stopped *structs.Allocation
 	for _, al := range runningReplicas(a, "web", nil) {

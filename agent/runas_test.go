@@ -80,6 +80,7 @@ echo "token $(env | grep -c '^SKEIN_TOKEN=')"
 // account is root fail to start, saying who may allow them, until an admin
 // allows that user root; then they run as root.
 func TestAgent_RootOnlyForAUserAnAdminAllows(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("only a root agent runs jobs as their owners")
 	}

@@ -47,6 +47,7 @@ func lines(t *testing.T, path string) []string {
 // neither loses nor restarts it; the timed-out report reaches the new
 // leader and the job ends timed_out after one attempt.
 func TestCluster_LeaderKilledMidTimeLimit_JobTimesOutOnceAndIsSignalledOnce(t *testing.T) {
+	t.Parallel()
 	tc := labelledCluster(t, 3)
 	worker := tc.follower()
 	out := filepath.Join(testutil.SharedDir(t), "signals")
@@ -67,6 +68,12 @@ func TestCluster_LeaderKilledMidTimeLimit_JobTimesOutOnceAndIsSignalledOnce(t *t
 		return nil
 	})
 	old := tc.leader()
+	if old == worker {
+		// An election on a loaded machine moved the lead to the job's
+		// node: killing it would test a node loss, and leave the test
+		// no agent to read the job from.
+		t.Fatalf("the job's node %s has come to lead before the leader was killed", tc.agents[worker].Name())
+	}
 	tc.kill(old)
 	if next := tc.leader(); next == old {
 		t.Fatal("the killed node still leads")
@@ -95,6 +102,7 @@ func TestCluster_LeaderKilledMidTimeLimit_JobTimesOutOnceAndIsSignalledOnce(t *t
 // and queued; the new leader goes on from the committed state, so no task
 // runs twice or is skipped and no more than the cap run at once.
 func TestCluster_LeaderKilledDuringACappedArray_EveryTaskRunsOnceWithinTheCap(t *testing.T) {
+	t.Parallel()
 	tc := labelledCluster(t, 3)
 	worker := tc.follower()
 	runs := filepath.Join(testutil.SharedDir(t), "runs")
@@ -161,6 +169,7 @@ func TestCluster_LeaderKilledDuringACappedArray_EveryTaskRunsOnceWithinTheCap(t 
 // agent registers decides where rank 0 of a gang goes; every rank sees the
 // job's nodes as one sorted host list and the same committed MASTER_PORT.
 func TestCluster_GangRankZeroOnTheNodeWithTheFastestLink(t *testing.T) {
+	t.Parallel()
 	tc := startClusterWith(t, 3, func(i int, cfg *Config) {
 		if i == 2 {
 			cfg.LinkMbps = 400000

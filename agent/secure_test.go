@@ -73,6 +73,7 @@ func nodeClient(a *Agent) *http.Client {
 }
 
 func TestSecure_ThreeNodes_AdmittedVoteAndRunJobs(t *testing.T) {
+	t.Parallel()
 	tc := startSecureCluster(t, 3)
 	for _, a := range tc.agents {
 		if !strings.HasPrefix(a.HTTPAddr(), "https://") {
@@ -105,6 +106,7 @@ func TestSecure_ThreeNodes_AdmittedVoteAndRunJobs(t *testing.T) {
 }
 
 func TestSecure_JoinWithoutOrWithAWrongToken_IsRefusedAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	tc := startSecureCluster(t, 1)
 	good := tc.joinToken(api.JoinTokenCreateRequest{})
 	before := tc.stateHash()
@@ -154,6 +156,7 @@ func TestSecure_JoinWithoutOrWithAWrongToken_IsRefusedAndChangesNothing(t *testi
 }
 
 func TestSecure_JoinTokenUses_AreCountedClusterWide(t *testing.T) {
+	t.Parallel()
 	tc := startSecureCluster(t, 1)
 	tok := tc.joinToken(api.JoinTokenCreateRequest{Uses: 1})
 	start := func(name string) (*Agent, error) {
@@ -185,6 +188,7 @@ func TestSecure_JoinTokenUses_AreCountedClusterWide(t *testing.T) {
 }
 
 func TestSecure_InternalRoutes_RefuseUserTokensForgedReportsAndOtherCAs(t *testing.T) {
+	t.Parallel()
 	tc := startSecureCluster(t, 3)
 	ld := tc.leader()
 	leader := tc.agents[ld]
@@ -298,6 +302,7 @@ func TestSecure_InternalRoutes_RefuseUserTokensForgedReportsAndOtherCAs(t *testi
 }
 
 func TestSecure_RevokedNode_LeavesRaftAndCannotRejoin(t *testing.T) {
+	t.Parallel()
 	tc := startSecureCluster(t, 3)
 	ld := tc.leader()
 	victim := (ld + 1) % 3
@@ -360,6 +365,7 @@ func TestSecure_RevokedNode_LeavesRaftAndCannotRejoin(t *testing.T) {
 }
 
 func TestSecure_KeyringRotation_UnderLoadLosesNothing(t *testing.T) {
+	t.Parallel()
 	tc := startSecureCluster(t, 3)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -407,6 +413,7 @@ func TestSecure_KeyringRotation_UnderLoadLosesNothing(t *testing.T) {
 }
 
 func TestSecure_RestartKeepsTheIdentityAndRenewalSwapsTheCertificate(t *testing.T) {
+	t.Parallel()
 	tc := startSecureCluster(t, 3)
 	ld := tc.leader()
 	i := (ld + 1) % 3
@@ -443,6 +450,7 @@ func TestSecure_RestartKeepsTheIdentityAndRenewalSwapsTheCertificate(t *testing.
 }
 
 func TestSecure_FounderFiles_AreTheUsersWayIn(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.Security = SecurityTLS
 	a, err := New(cfg)
@@ -481,6 +489,7 @@ func TestSecure_FounderFiles_AreTheUsersWayIn(t *testing.T) {
 }
 
 func TestSecure_ExpiredJoinToken_IsRefused(t *testing.T) {
+	t.Parallel()
 	tc := startSecureCluster(t, 1)
 	tok := tc.joinToken(api.JoinTokenCreateRequest{TTL: structs.Duration(time.Second)})
 	testutil.WaitFor(t, 10*time.Second, func() error {
@@ -510,6 +519,7 @@ func TestSecure_ExpiredJoinToken_IsRefused(t *testing.T) {
 }
 
 func TestSecure_RevokedJoinToken_IsRefused(t *testing.T) {
+	t.Parallel()
 	tc := startSecureCluster(t, 1)
 	token := tc.joinToken(api.JoinTokenCreateRequest{Uses: 5})
 	tok, err := trust.ParseJoinToken(token)
@@ -536,6 +546,7 @@ func TestSecure_RevokedJoinToken_IsRefused(t *testing.T) {
 }
 
 func TestSecure_PlaintextGossipMember_NeverJoins(t *testing.T) {
+	t.Parallel()
 	tc := startSecureCluster(t, 1)
 	leader := tc.agents[0]
 	// A plaintext agent (loopback, no --tls) pointed at the secure one.
@@ -602,6 +613,7 @@ func expiredTLS(t *testing.T, a *Agent, nodeID string) *tls.Config {
 }
 
 func TestSecure_ACertificateTwoThirdsThroughItsLifeIsRenewedByItself(t *testing.T) {
+	t.Parallel()
 	tc := startSecureCluster(t, 1)
 	cfg := clusterConfig(t, "ageing", tc.net)
 	cfg.Security = SecurityTLS
@@ -649,6 +661,7 @@ func mustStore(t *testing.T, a *Agent) *trust.Store {
 // "node unresponsive" to the new leader for good, its return changing no
 // state that would wake the scheduler.
 func TestSecure_RestartedFounder_IsReadyAndGetsWorkAgain(t *testing.T) {
+	t.Parallel()
 	tc := startSecureCluster(t, 3)
 	founder := tc.agents[0]
 	if ld := tc.leader(); ld != 0 {
@@ -735,6 +748,7 @@ func port(t *testing.T, hostport string) int {
 // a founder's log says how to point the CLI at it and how to add a node;
 // an agent told --insecure-cluster warns that anyone may join.
 func TestSecure_StartLogs_SayHowToUseAndAddNodesAndWarnOfAnInsecureCluster(t *testing.T) {
+	t.Parallel()
 	var founderLog logBuffer
 	cfg := testConfig(t, t.TempDir())
 	cfg.Security = SecurityTLS
@@ -790,12 +804,16 @@ func memberStatus(a *Agent, id string) string {
 // revoked leader too, which would start the rotation itself, and so hold
 // its new key, if it did not wait to be out of Raft.
 func TestSecure_RevokedNode_IsCutOffEverywhere_AndARestartGetsItNothing(t *testing.T) {
+	t.Parallel()
 	for _, leader := range []bool{false, true} {
 		name := "a follower"
 		if leader {
 			name = "the leader"
 		}
-		t.Run(name, func(t *testing.T) { revokeAndCheckCutOff(t, leader) })
+		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each its own cluster
+			revokeAndCheckCutOff(t, leader)
+		})
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 // An update is its owner's or an operator's, and a bad one is refused
 // naming the field, before anything is written.
 func TestServiceRoutes_UpdateIsTheOwnersAndChecked(t *testing.T) {
+	t.Parallel()
 	a, admin := aclAgent(t)
 	ctx := context.Background()
 	alice := clientFor(t, a, userToken(t, admin, "alice", structs.RoleSubmitter))
@@ -33,7 +34,7 @@ func TestServiceRoutes_UpdateIsTheOwnersAndChecked(t *testing.T) {
 	big := spec
 	big.Job.GPUs = 8
 
-	before := a.fsm.Index()
+	before := appliedByType(t, a)
 	for _, tc := range []struct {
 		name string
 		cl   *api.Client
@@ -54,9 +55,7 @@ func TestServiceRoutes_UpdateIsTheOwnersAndChecked(t *testing.T) {
 			wantStatus(t, err, tc.code, tc.want)
 		})
 	}
-	if a.fsm.Index() != before {
-		t.Fatal("a refused update wrote a log entry")
-	}
+	wroteNothing(t, a, before, "a refused update")
 
 	d, err := alice.UpdateService(ctx, "web", api.ServiceUpdateRequest{Spec: spec})
 	if err != nil {

@@ -74,6 +74,7 @@ func countEntries(tb testing.TB, dir string) int {
 // A dev agent stops its jobs when it shuts down, freeing their GPUs: the
 // queued jobs behind them must not start in their place.
 func TestShutdown_BusyDevAgentStartsNoQueuedJob(t *testing.T) {
+	t.Parallel()
 	a, marks := busyDevAgent(t, 22)
 	before := countEntries(t, marks)
 	a.Shutdown()

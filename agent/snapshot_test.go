@@ -38,6 +38,7 @@ func liveAlloc(t *testing.T, a *Agent, id string) *structs.Allocation {
 // once, a user's token of the backup works again, and the cluster takes
 // new work.
 func TestCluster_SnapshotSaveThenRestore_BringsBackTheStateAndNodesFollowIt(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	ctx := context.Background()
 	c := tc.client(tc.agents[0])
@@ -144,6 +145,7 @@ func TestCluster_SnapshotSaveThenRestore_BringsBackTheStateAndNodesFollowIt(t *t
 // A server with --snapshot-every writes its backups, mode 0600, each one
 // whole (inspect reads it), and keeps the newest --snapshot-keep.
 func TestAgent_PeriodicSnapshotsKeepTheNewest(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.SnapshotEvery = 200 * time.Millisecond
 	cfg.SnapshotKeep = 2
@@ -188,6 +190,7 @@ func TestAgent_PeriodicSnapshotsKeepTheNewest(t *testing.T) {
 // A backup of one secure cluster is refused by another: its trust state
 // (the CA, the keyring, the admissions) is not that cluster's.
 func TestSecure_SnapshotRestore_RefusesABackupOfAnotherCluster(t *testing.T) {
+	t.Parallel()
 	one, other := startSecureCluster(t, 1), startSecureCluster(t, 1)
 	ctx := context.Background()
 	var backup bytes.Buffer

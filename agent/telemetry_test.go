@@ -22,6 +22,7 @@ import (
 // telemetry reads its GPUs at what it wrote, the others idle, every
 // sample labelled simulated; once the job ends its GPUs read idle again.
 func TestTelemetry_SimulatedGPUsReadWhatTheirJobWrites(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.TelemetryPeriod = 50 * time.Millisecond
 	a, c := startAgent(t, cfg)
@@ -71,6 +72,7 @@ func TestTelemetry_SimulatedGPUsReadWhatTheirJobWrites(t *testing.T) {
 // ingress make it scale up to 3, where it stays while the load lasts;
 // once the load stops it scales back down to 1, without flapping.
 func TestAutoscale_OnSimulatedGPUUtilisationScalesUpAndBackDown(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t, t.TempDir())
 	cfg.IngressPort = -1
 	cfg.AutoscaleInterval = 200 * time.Millisecond

@@ -149,6 +149,8 @@ func has(t *testing.T, text, page string, wants ...string) {
 }
 
 func TestUI_InABrowser_EveryPageOfAThreeNodeCluster(t *testing.T) {
+	// Not parallel: a headless Chromium beside the package's parallel
+	// clusters overran its page loads on a machine of two cores.
 	b := newBrowser(t)
 	tc := startCluster(t, 3)
 	admin := tc.client(tc.agents[0])
@@ -267,6 +269,8 @@ func TestUI_InABrowser_EveryPageOfAThreeNodeCluster(t *testing.T) {
 // post a cordon to the UI with the CSRF token of that session. The
 // attacker gets no credential and the GPU stays in service.
 func TestUI_InABrowser_AServiceOnTheUIsHostCannotActAsTheSignedIn(t *testing.T) {
+	// Not parallel: a headless Chromium beside the package's parallel
+	// clusters overran its page loads on a machine of two cores.
 	b := newBrowser(t, chromedp.IgnoreCertErrors) // the cluster's CA is the test's own
 	dc := startDoorsCluster(t)
 	ui := dc.agents[1].HTTPAddr()

@@ -106,6 +106,7 @@ func (b *uiBrowser) csrf(path string) string {
 }
 
 func TestUI_ACLs_CookieLoginRolesAndActionsThroughTheAPI(t *testing.T) {
+	t.Parallel()
 	a, admin := aclAgent(t)
 	job, err := admin.SubmitJob(context.Background(), api.SubmitRequest{Spec: structs.JobSpec{Name: "long", Command: []string{"sleep", "300"}, GPUs: 1}})
 	if err != nil {
@@ -183,6 +184,7 @@ func TestUI_ACLs_CookieLoginRolesAndActionsThroughTheAPI(t *testing.T) {
 }
 
 func TestUI_NoACLsNoToken_TheUIJustWorks(t *testing.T) {
+	t.Parallel()
 	a, c := startAgentWithoutACL(t, testConfig(t, t.TempDir())) // the UI of a cluster before its bootstrap
 	job := submit(t, c, 1, "sleep", "300")
 	waitJobState(t, c, job.ID, structs.JobRunning)
@@ -198,6 +200,7 @@ func TestUI_NoACLsNoToken_TheUIJustWorks(t *testing.T) {
 }
 
 func TestUI_SecureCluster_SignsInOverTLSWithSecureCookies(t *testing.T) {
+	t.Parallel()
 	tc := startSecureCluster(t, 1)
 	a := tc.agents[0]
 	if !strings.HasPrefix(a.HTTPAddr(), "https://") {

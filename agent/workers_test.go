@@ -66,6 +66,7 @@ func (tc *testCluster) workers() []*Agent {
 }
 
 func TestCluster_Workers_RunAGangAndServeTheAPIOutsideRaft(t *testing.T) {
+	t.Parallel()
 	tc := startWorkerCluster(t, 3, 1)
 	workers := tc.workers()
 	if len(workers) != 2 {
@@ -139,6 +140,7 @@ func TestCluster_Workers_RunAGangAndServeTheAPIOutsideRaft(t *testing.T) {
 }
 
 func TestCluster_Workers_AStandbyLostIsReplacedByAWorker(t *testing.T) {
+	t.Parallel()
 	tc := startWorkerCluster(t, 4, 2)
 	lead, standby := tc.leader(), tc.standby()
 	lost := tc.agents[standby].nodeID
@@ -177,6 +179,7 @@ func TestCluster_Workers_AStandbyLostIsReplacedByAWorker(t *testing.T) {
 // runs; the dead node is marked down; and at no moment checked are more
 // servers alive than the four kept.
 func TestCluster_Workers_ALostVoterIsReplacedAndAWorkerCatchesUpFromASnapshot(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name   string
 		leader bool
@@ -184,7 +187,10 @@ func TestCluster_Workers_ALostVoterIsReplacedAndAWorkerCatchesUpFromASnapshot(t 
 		{name: "the leader", leader: true},
 		{name: "a voter that does not lead"},
 	} {
-		t.Run(tt.name, func(t *testing.T) { testVoterLost(t, tt.leader) })
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each its own cluster
+			testVoterLost(t, tt.leader)
+		})
 	}
 }
 
@@ -507,6 +513,7 @@ func userFrom(t *testing.T, a *Agent, token, from string) *api.Client {
 }
 
 func TestSecure_Workers_RunJobsRenewAndFollowAKeyringRotation(t *testing.T) {
+	t.Parallel()
 	tc := startSecureWorkerCluster(t, 3, nil)
 	workers := tc.workers()
 	ctx := context.Background()
@@ -586,6 +593,7 @@ func TestSecure_Workers_RunJobsRenewAndFollowAKeyringRotation(t *testing.T) {
 }
 
 func TestSecure_Workers_ARevokedWorkerIsCutOffAndItsJobRunsElsewhere(t *testing.T) {
+	t.Parallel()
 	tc := startSecureWorkerCluster(t, 3, func(i int, cfg *Config) {
 		if i > 0 {
 			cfg.Labels = map[string]string{"pool": "workers"}
@@ -693,6 +701,7 @@ func (tc *testCluster) agentOf(t *testing.T, id string) *Agent {
 // again and when the service is scaled, and the leader's autoscaler
 // hears what it has in flight. With no server left it admits nobody.
 func TestCluster_Workers_AWorkersIngressServesAServiceRunningElsewhere(t *testing.T) {
+	t.Parallel()
 	tc := startWorkerClusterWith(t, 3, 1, func(_ int, cfg *Config) {
 		cfg.IngressPort = -1
 		cfg.AutoscaleInterval = 200 * time.Millisecond
@@ -816,6 +825,7 @@ func TestCluster_Workers_AWorkersIngressServesAServiceRunningElsewhere(t *testin
 // gossip) and none of the state's or Raft's, which a server's has; it
 // admits the scrapers a server admits.
 func TestCluster_Workers_AWorkersMetricsAreItsOwn(t *testing.T) {
+	t.Parallel()
 	tc := startWorkerCluster(t, 2, 1)
 	w := tc.workers()[0]
 	server := tc.agents[tc.leader()]
@@ -880,6 +890,7 @@ func requestsOf(t *testing.T, a *Agent, token, route string) float64 {
 }
 
 func TestCluster_Workers_RenewTheirLeasesThroughAStandbyAndOutliveItsLoss(t *testing.T) {
+	t.Parallel()
 	tc := startWorkerCluster(t, 4, 2)
 	lead, standby := tc.leader(), tc.standby()
 	leader := tc.agents[lead]
@@ -933,6 +944,7 @@ func TestCluster_Workers_RenewTheirLeasesThroughAStandbyAndOutliveItsLoss(t *tes
 // worker's GPUs, which the server asks the worker for. Once the worker
 // is down, its page no longer asks it.
 func TestCluster_Workers_TheUIThroughAWorker(t *testing.T) {
+	t.Parallel()
 	tc := startWorkerClusterWith(t, 2, 1, func(_ int, cfg *Config) { cfg.TelemetryPeriod = 50 * time.Millisecond })
 	w := tc.workers()[0]
 	// A gang over both nodes: one rank holds a GPU of the worker and

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,27 +19,40 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
+// realAgents holds, by test name, the global flags that point the CLI
+// of a test (and of its subtests) at the real agent it started, with the
+// admin token: tests run side by side, so these go on each command line
+// (cliArgs) rather than in the process's environment.
+var realAgents sync.Map // test name -> *realAgent
+
+// realAgent is the CLI's way to a test's real agent.
+type realAgent struct {
+	addr      string
+	tokenFile atomic.Pointer[string]
+}
+
 // startRealAgent runs an in-process agent with 2 simulated GPUs, turns its
-// ACLs on, as every real cluster's admin does, and points the CLI at it
-// with the admin token through SKEIN_ADDR and SKEIN_TOKEN_FILE; tune
+// ACLs on, as every real cluster's admin does, and points the test's CLI
+// at it with the admin token (--addr and --token-file, see cliArgs); tune
 // changes its configuration.
 func startRealAgent(t *testing.T, tune ...func(*agent.Config)) string {
 	t.Helper()
-	t.Setenv(superviseEnv, "1")
 	dataDir := testutil.JobDir(t)
 	// Jobs outlive their agent by design: stop them before the data dir
 	// goes (cleanups run last-in first-out, after the agent's Shutdown).
 	t.Cleanup(func() { testutil.StopSupervisors(t, dataDir) })
 	cfg := agent.Config{
-		Name:          "e2e",
-		DataDir:       dataDir,
-		BindAddr:      "127.0.0.1",
-		HTTPPort:      -1,
-		RaftPort:      -1,
-		GossipPort:    -1,
-		GPUs:          "sim:2xA100-40",
-		KillGrace:     time.Second,
-		SupervisorCmd: []string{os.Args[0]},
+		Name:       "e2e",
+		DataDir:    dataDir,
+		BindAddr:   "127.0.0.1",
+		HTTPPort:   -1,
+		RaftPort:   -1,
+		GossipPort: -1,
+		GPUs:       "sim:2xA100-40",
+		KillGrace:  time.Second,
+		// env(1) tells the test binary it is a supervisor, leaving the
+		// test process's environment alone.
+		SupervisorCmd: []string{"/usr/bin/env", superviseEnv + "=1", os.Args[0]},
 		Logger:        hclog.NewNullLogger(),
 		// Confined where tests may make cgroups, else unconfined.
 		CgroupParent:    testutil.AgentCgroupParent(),
@@ -63,9 +78,46 @@ func startRealAgent(t *testing.T, tune ...func(*agent.Config)) string {
 	if err := os.WriteFile(tokenFile, []byte(boot.Token), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("SKEIN_ADDR", a.HTTPAddr())
-	t.Setenv("SKEIN_TOKEN_FILE", tokenFile)
+	ra := &realAgent{addr: a.HTTPAddr()}
+	ra.tokenFile.Store(&tokenFile)
+	realAgents.Store(t.Name(), ra)
+	t.Cleanup(func() { realAgents.Delete(t.Name()) })
 	return a.HTTPAddr()
+}
+
+// realAgentOf is the real agent t or the test above it started; nil if
+// none did.
+func realAgentOf(t *testing.T) *realAgent {
+	for name := t.Name(); ; {
+		if ra, ok := realAgents.Load(name); ok {
+			return ra.(*realAgent)
+		}
+		i := strings.LastIndexByte(name, '/')
+		if i < 0 {
+			return nil
+		}
+		name = name[:i]
+	}
+}
+
+// adminTokenFile is the file of the admin token of t's real agent.
+func adminTokenFile(t *testing.T) string {
+	t.Helper()
+	ra := realAgentOf(t)
+	if ra == nil {
+		t.Fatal("the test started no real agent")
+	}
+	return *ra.tokenFile.Load()
+}
+
+// cliArgs is the command line `skein args...` as t runs it: with the
+// flags that reach its real agent, if it started one.
+func cliArgs(t *testing.T, args ...string) []string {
+	argv := []string{"skein"}
+	if ra := realAgentOf(t); ra != nil {
+		argv = append(argv, "--addr", ra.addr, "--token-file", *ra.tokenFile.Load())
+	}
+	return append(argv, args...)
 }
 
 func waitJobState(t *testing.T, id string, want structs.JobState) api.JobDetail {
@@ -89,6 +141,7 @@ func waitJobState(t *testing.T, id string, want structs.JobState) api.JobDetail 
 }
 
 func TestCLI_AgainstARealAgent(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 
 	r := runCLI(t, "submit", "--gpus", "2", "--name", "hello", "--", "sh", "-c", "echo out; echo err >&2")
@@ -174,6 +227,7 @@ func TestCLI_AgainstARealAgent(t *testing.T) {
 }
 
 func TestCLI_SubmitWaitFollowsTheJobToItsEnd(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -194,6 +248,7 @@ func TestCLI_SubmitWaitFollowsTheJobToItsEnd(t *testing.T) {
 // job's processes and back: the signal arrives before the limit, the job
 // ends timed_out, and jobs, job and status say so.
 func TestCLI_TimeLimitWithSignalEndsTimedOut(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	out := testutil.SharedDir(t) + "/signalled"
 	r := runCLI(t, "submit", "--time-limit", "2s", "--signal", "USR1@1500ms", "--restarts", "1", "--wait", "--",

@@ -33,7 +33,7 @@ func TestExecTTY_KeysGoInAndTheExitCodeComesOut(t *testing.T) {
 		var out, errb bytes.Buffer
 		app := NewApp(&out, &errb)
 		app.Reader = strings.NewReader("abc\n")
-		code := run(app, []string{"skein", "exec", "-it", id, "--", "sh", "-c", `read x; echo "got $x in $SLURM_JOB_ID on $(tty)"; exit 4`})
+		code := run(app, cliArgs(t, "exec", "-it", id, "--", "sh", "-c", `read x; echo "got $x in $SLURM_JOB_ID on $(tty)"; exit 4`))
 		if code != 4 || !strings.Contains(out.String(), "got abc in "+id+" on /dev/pts/") {
 			return fmt.Errorf("exec -it: %d %q %q; want exit 4 and the line read back on a terminal", code, out.String(), errb.String())
 		}
@@ -47,7 +47,7 @@ func TestExecTTY_KeysGoInAndTheExitCodeComesOut(t *testing.T) {
 	go func() {
 		app := NewApp(screen, io.Discard)
 		app.Reader = keys
-		ended <- run(app, []string{"skein", "exec", "-it", id, "--", "sh", "-c", "echo started; exec sleep 300"})
+		ended <- run(app, cliArgs(t, "exec", "-it", id, "--", "sh", "-c", "echo started; exec sleep 300"))
 	}()
 	testutil.WaitFor(t, 15*time.Second, func() error {
 		if !strings.Contains(screen.String(), "started") {
@@ -78,7 +78,7 @@ func TestRunIT_HoldsANodeForATerminalSessionThenLetsItGo(t *testing.T) {
 		var out, errb bytes.Buffer
 		app := NewApp(&out, &errb)
 		app.Reader = strings.NewReader("abc\n")
-		code := run(app, append(append([]string{"skein"}, args...), "sh", "-c", `read x; echo "got $x in $SLURM_JOB_ID on $(tty)"; exit 5`))
+		code := run(app, cliArgs(t, append(args, "sh", "-c", `read x; echo "got $x in $SLURM_JOB_ID on $(tty)"; exit 5`)...))
 		m := regexp.MustCompile(`Relinquishing job allocation (\S+)`).FindStringSubmatch(errb.String())
 		if code != 5 || !strings.Contains(out.String(), "got abc in ") || !strings.Contains(out.String(), " on /dev/pts/") || m == nil {
 			t.Fatalf("%s: %d %q %q; want exit 5, the line read back on a terminal, the job let go", args[0], code, out.String(), errb.String())

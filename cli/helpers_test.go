@@ -88,11 +88,12 @@ type result struct {
 	code           int
 }
 
-// runCLI runs `skein args...` with captured output.
+// runCLI runs `skein args...` with captured output, against t's real
+// agent if it started one.
 func runCLI(t *testing.T, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(NewApp(&out, &errb), append([]string{"skein"}, args...))
+	code := run(NewApp(&out, &errb), cliArgs(t, args...))
 	return result{stdout: out.String(), stderr: errb.String(), code: code}
 }
 

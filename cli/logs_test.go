@@ -133,6 +133,7 @@ func TestLogs_TailAsksForTheLastLinesOfEachStream(t *testing.T) {
 }
 
 func TestLogs_TailOfACappedJobIsTheEndOfEachStream(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t, capped)
 	// 588,895 bytes a stream: more than the 512 KiB kept of each, so both
 	// were rotated and the cap dropped some.
@@ -203,6 +204,7 @@ func TestLogs_BytesAreShownInBinaryUnits(t *testing.T) {
 func capped(cfg *agent.Config) { cfg.LogMaxMiB = agent.MinLogMaxMiB }
 
 func TestLogs_ACappedJobSaysWhatWasDropped(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t, capped)
 	// 3,000,000 bytes: eleven full files of 262,144 and 116,416 more, so
 	// the current file and the one before it are kept.
@@ -242,6 +244,7 @@ func TestLogs_ACappedJobSaysWhatWasDropped(t *testing.T) {
 }
 
 func TestLogs_FollowingACappedJobReadsOnAcrossRotations(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t, capped)
 	const n = 400000 // 2.7 MB: ten rotations and more
 	gate := filepath.Join(t.TempDir(), "gate")
@@ -253,7 +256,7 @@ func TestLogs_FollowingACappedJobReadsOnAcrossRotations(t *testing.T) {
 	var out syncBuffer
 	var errb bytes.Buffer
 	code := make(chan int, 1)
-	go func() { code <- run(NewApp(&out, &errb), []string{"skein", "logs", "-f", id}) }()
+	go func() { code <- run(NewApp(&out, &errb), cliArgs(t, "logs", "-f", id)) }()
 	// Once the follower has printed the first line, it holds the first
 	// file: let the job write the rest.
 	testutil.WaitFor(t, 15*time.Second, func() error {
@@ -347,6 +350,7 @@ func seqText(n int) string {
 const attemptsScript = `echo out $SKEIN_ATTEMPT; echo err $SKEIN_ATTEMPT >&2; [ "$SKEIN_ATTEMPT" -ge 3 ] || exit 7`
 
 func TestLogs_EachAttemptsOutputCanBeRead(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	r := runCLI(t, "submit", "--restarts", "2", "--", "sh", "-c", attemptsScript)
 	if r.code != 0 {
@@ -420,6 +424,7 @@ func decodeLogRecords(t *testing.T, out string) []logRecord {
 }
 
 func TestLogs_JSONSaysWhichAttemptRankAndStreamEachLineIs(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	r := runCLI(t, "submit", "--restarts", "2", "--", "sh", "-c", attemptsScript)
 	if r.code != 0 {
@@ -499,6 +504,7 @@ func TestLogsJSON_ALongLineIsCutBetweenCharacters(t *testing.T) {
 }
 
 func TestLogs_FollowSaysHowTheJobEndedAndExitsWithIt(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	r := runCLI(t, "submit", "--", "sh", "-c", "echo ready; exec sleep 60")
 	if r.code != 0 {
@@ -508,7 +514,7 @@ func TestLogs_FollowSaysHowTheJobEndedAndExitsWithIt(t *testing.T) {
 	waitJobState(t, id, structs.JobRunning)
 	var out, errb syncBuffer
 	code := make(chan int, 1)
-	go func() { code <- run(NewApp(&out, &errb), []string{"skein", "logs", "-f", id}) }()
+	go func() { code <- run(NewApp(&out, &errb), cliArgs(t, "logs", "-f", id)) }()
 	testutil.WaitFor(t, 15*time.Second, func() error {
 		if out.String() != "ready\n" {
 			return fmt.Errorf("logs -f printed %q", out.String())
@@ -537,6 +543,7 @@ func TestLogs_FollowSaysHowTheJobEndedAndExitsWithIt(t *testing.T) {
 }
 
 func TestLogs_FollowGoesOnThroughTheRestarts(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	gate := filepath.Join(testutil.SharedDir(t), "gate")
 	r := runCLI(t, "submit", "--restarts", "1", "--", "sh", "-c",
@@ -549,7 +556,7 @@ func TestLogs_FollowGoesOnThroughTheRestarts(t *testing.T) {
 	waitJobState(t, id, structs.JobRunning)
 	var out, errb syncBuffer
 	code := make(chan int, 1)
-	go func() { code <- run(NewApp(&out, &errb), []string{"skein", "logs", "-f", id}) }()
+	go func() { code <- run(NewApp(&out, &errb), cliArgs(t, "logs", "-f", id)) }()
 	testutil.WaitFor(t, 15*time.Second, func() error {
 		if out.String() != "out 1\n" {
 			return fmt.Errorf("logs -f printed %q", out.String())

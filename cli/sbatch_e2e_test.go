@@ -26,7 +26,7 @@ import (
 func startTwoNodes(t *testing.T) {
 	t.Helper()
 	first := startRealAgent(t, func(c *agent.Config) { c.Name = "n0" })
-	token, err := os.ReadFile(os.Getenv("SKEIN_TOKEN_FILE")) // the admin token startRealAgent bootstrapped
+	token, err := os.ReadFile(adminTokenFile(t)) // the admin token startRealAgent bootstrapped
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func startTwoNodes(t *testing.T) {
 	second, err := agent.New(agent.Config{
 		Name: "n1", DataDir: testutil.JobDir(t), BindAddr: "127.0.0.1",
 		HTTPPort: -1, RaftPort: -1, GossipPort: -1, GPUs: "sim:2xA100-40",
-		KillGrace: time.Second, SupervisorCmd: []string{os.Args[0]}, Logger: hclog.NewNullLogger(),
+		KillGrace: time.Second, SupervisorCmd: []string{"/usr/bin/env", superviseEnv + "=1", os.Args[0]}, Logger: hclog.NewNullLogger(),
 		Join: []string{gossip}, CgroupParent: testutil.AgentCgroupParent(), AllowUnconfined: true,
 	})
 	if err != nil {

@@ -813,13 +813,14 @@ func TestSubmit_ArrayFlag(t *testing.T) {
 }
 
 func TestSubmit_FollowSaysEachStatePrintsTheOutputAndExitsWithTheJobsCode(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	gate := filepath.Join(testutil.SharedDir(t), "gate")
 	var out, errb syncBuffer
 	code := make(chan int, 1)
 	go func() {
-		code <- run(NewApp(&out, &errb), []string{"skein", "submit", "--follow", "--",
-			"sh", "-c", `echo out; echo err >&2; until [ -e "$0" ]; do sleep 0.01; done; echo done; exit 7`, gate})
+		code <- run(NewApp(&out, &errb), cliArgs(t, "submit", "--follow", "--",
+			"sh", "-c", `echo out; echo err >&2; until [ -e "$0" ]; do sleep 0.01; done; echo done; exit 7`, gate))
 	}()
 	// Running, it says where, and its output comes as it is written.
 	testutil.WaitFor(t, 15*time.Second, func() error {
@@ -850,6 +851,7 @@ func TestSubmit_FollowSaysEachStatePrintsTheOutputAndExitsWithTheJobsCode(t *tes
 // that waits for GPUs, runs and fails: --wait prints its ID on stdout,
 // a line on stderr for each state as it comes, and exits with its code.
 func TestSubmit_WaitSaysEachStateOnStderrAndExitsWithTheJobsCode(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t) // 2 GPUs
 	dir := testutil.SharedDir(t)
 	hold := `until [ -e "$0" ]; do sleep 0.01; done; exit "$1"`
@@ -859,8 +861,8 @@ func TestSubmit_WaitSaysEachStateOnStderrAndExitsWithTheJobsCode(t *testing.T) {
 	var out, errb syncBuffer
 	code := make(chan int, 1)
 	go func() {
-		code <- run(NewApp(&out, &errb), []string{"skein", "submit", "--gpus", "1", "--wait", "--",
-			"sh", "-c", hold, filepath.Join(dir, "job"), "3"})
+		code <- run(NewApp(&out, &errb), cliArgs(t, "submit", "--gpus", "1", "--wait", "--",
+			"sh", "-c", hold, filepath.Join(dir, "job"), "3"))
 	}()
 	waitSaid := func(want string) {
 		t.Helper()

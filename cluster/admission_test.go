@@ -81,6 +81,7 @@ func inRaft(n *testNode, id string) (bool, error) {
 }
 
 func TestMembership_MemberNotAdmittedIsNeverAddedUntilAdmitted(t *testing.T) {
+	t.Parallel()
 	admitted := newIDSet("a", "b")
 	logs := &logBuffer{}
 	start := func(id string, boot bool) *testNode {
@@ -131,6 +132,7 @@ func TestMembership_MemberNotAdmittedIsNeverAddedUntilAdmitted(t *testing.T) {
 }
 
 func TestMembership_RevokedServersLeaveRaftAndStayOutEvenTheLeader(t *testing.T) {
+	t.Parallel()
 	revoked := newIDSet()
 	start := func(id string, boot bool) *testNode {
 		cfg := testConfig(id)
@@ -208,6 +210,7 @@ func TestMembership_RevokedServersLeaveRaftAndStayOutEvenTheLeader(t *testing.T)
 }
 
 func TestMembership_NonvoterThatCannotVoteIsPreparedThenPromoted(t *testing.T) {
+	t.Parallel()
 	var ready atomic.Bool // c's readiness
 	var (
 		mu       sync.Mutex

@@ -14,6 +14,7 @@ import (
 )
 
 func TestGossip_MembersJoinThroughAnyMemberAndSeeMeta(t *testing.T) {
+	t.Parallel()
 	var metaA atomic.Value
 	metaA.Store([]byte("gpus=8"))
 	cfgA := testConfig("a")
@@ -53,6 +54,7 @@ func TestGossip_MembersJoinThroughAnyMemberAndSeeMeta(t *testing.T) {
 // and one that does not see each other and each other's changes, as
 // they do while a cluster is upgraded one node at a time.
 func TestGossip_CompressedAndPlainMembersGossipTogether(t *testing.T) {
+	t.Parallel()
 	var metaOld, metaNew atomic.Value
 	metaOld.Store([]byte("gpus=8"))
 	metaNew.Store([]byte("gpus=4"))
@@ -83,6 +85,7 @@ func TestGossip_CompressedAndPlainMembersGossipTogether(t *testing.T) {
 }
 
 func TestGossip_FailedAndLeftMembersAreReported(t *testing.T) {
+	t.Parallel()
 	cfgA := testConfig("a")
 	cfgA.Bootstrap = true
 	a := startCfg(t, cfgA)
@@ -130,6 +133,7 @@ func TestGossip_FailedAndLeftMembersAreReported(t *testing.T) {
 }
 
 func TestGossip_EncryptionKeysMustMatch(t *testing.T) {
+	t.Parallel()
 	key1 := bytes.Repeat([]byte{1}, 32)
 	key2 := bytes.Repeat([]byte{2}, 32)
 	cases := []struct {
@@ -166,6 +170,7 @@ func TestGossip_EncryptionKeysMustMatch(t *testing.T) {
 }
 
 func TestJoin_BadAddressGivesClearError(t *testing.T) {
+	t.Parallel()
 	a := startCfg(t, testConfig("a"))
 	cases := []struct {
 		name string
@@ -188,6 +193,7 @@ func TestJoin_BadAddressGivesClearError(t *testing.T) {
 }
 
 func TestJoin_AddressWithoutPortGetsDefaultPort(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ in, want string }{
 		{in: "10.0.0.5", want: "10.0.0.5:7472"},
 		{in: "10.0.0.5:9000", want: "10.0.0.5:9000"},
@@ -206,6 +212,7 @@ func TestJoin_AddressWithoutPortGetsDefaultPort(t *testing.T) {
 }
 
 func TestGossip_WithoutGossipCallsFailClearly(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, "n1", t.TempDir(), "", true)
 	if _, err := n.c.Join([]string{"127.0.0.1:7472"}); !errors.Is(err, ErrNoGossip) {
 		t.Fatalf("Join without gossip: %v, want ErrNoGossip", err)
@@ -219,6 +226,7 @@ func TestGossip_WithoutGossipCallsFailClearly(t *testing.T) {
 }
 
 func TestGossip_RejoinAfterPartitionHeals(t *testing.T) {
+	t.Parallel()
 	net := &Partitioner{}
 	nodes := make([]*testNode, 3)
 	for i, id := range []string{"a", "b", "c"} {
@@ -248,6 +256,7 @@ func TestGossip_RejoinAfterPartitionHeals(t *testing.T) {
 // them, not all four: after a join that reached its peer it waits for
 // the refutations to bring the others back and skips them.
 func TestGossip_RejoinAfterAPartitionTakesOneJoinNotOneEach(t *testing.T) {
+	t.Parallel()
 	net := &Partitioner{}
 	nodes := make([]*testNode, 5)
 	for i, id := range []string{"a", "b", "c", "d", "e"} {
@@ -287,6 +296,7 @@ func TestGossip_RejoinAfterAPartitionTakesOneJoinNotOneEach(t *testing.T) {
 }
 
 func TestGossip_MetaTooLargeIsSentWithoutAppPart(t *testing.T) {
+	t.Parallel()
 	big := bytes.Repeat([]byte{'x'}, MaxAppMetaBytes+1)
 	cfgA := testConfig("a")
 	cfgA.Meta = func() []byte { return big }
@@ -301,6 +311,7 @@ func TestGossip_MetaTooLargeIsSentWithoutAppPart(t *testing.T) {
 }
 
 func TestMeta_RoundTripsAndRejectsGarbage(t *testing.T) {
+	t.Parallel()
 	h := memberHeader{raftAddr: "10.0.0.1:7471", expect: 3, hasState: true, canVote: true}
 	app := bytes.Repeat([]byte{7}, MaxAppMetaBytes)
 	addr64 := strings.Repeat("a", maxRaftAddrLen)
@@ -342,6 +353,7 @@ func TestMeta_RoundTripsAndRejectsGarbage(t *testing.T) {
 }
 
 func TestKeys_GenerateParseAndReject(t *testing.T) {
+	t.Parallel()
 	s, err := GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -368,6 +380,7 @@ func TestKeys_GenerateParseAndReject(t *testing.T) {
 }
 
 func TestNew_RejectsBadGossipConfig(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		edit func(*Config)
@@ -428,6 +441,7 @@ func (p *probeLog) take() map[string][]time.Duration {
 }
 
 func TestGossip_ProbeRTTIsReportedForEachAnsweredProbe(t *testing.T) {
+	t.Parallel()
 	net := &Partitioner{}
 	probes := &probeLog{}
 	nodes := make([]*testNode, 3)
@@ -505,6 +519,7 @@ func TestGossip_ProbeRTTIsReportedForEachAnsweredProbe(t *testing.T) {
 // every member; a new member, a new status and a new Raft part do. Every
 // change moves the members' version.
 func TestGossip_OnlyMembershipChangesWakeTheReconcile(t *testing.T) {
+	t.Parallel()
 	c := &Cluster{
 		logger:        hclog.NewNullLogger(),
 		reconcileKick: make(chan struct{}, 1),

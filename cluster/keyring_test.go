@@ -165,6 +165,7 @@ func (u *metaUpdater) advance(t *testing.T, n int64) {
 }
 
 func TestGossip_KeyRotationInThreeStepsLosesNoMemberAndNoUpdate(t *testing.T) {
+	t.Parallel()
 	k1, k2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
 	var meta atomic.Value
 	meta.Store([]byte("seq=0"))
@@ -234,6 +235,7 @@ func TestGossip_KeyRotationInThreeStepsLosesNoMemberAndNoUpdate(t *testing.T) {
 }
 
 func TestGossip_MemberWithOnlyTheOldKeyIsCutOffByTheRotation(t *testing.T) {
+	t.Parallel()
 	k1, k2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
 	var nodes []*testNode
 	for _, id := range []string{"a", "b", "d"} {
@@ -270,6 +272,7 @@ func TestGossip_MemberWithOnlyTheOldKeyIsCutOffByTheRotation(t *testing.T) {
 }
 
 func TestGossip_KeyringAtStartAndItsErrors(t *testing.T) {
+	t.Parallel()
 	k1, k2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
 	// Mid-rotation at start: each side's primary is among the other's keys.
 	cfgA, cfgB := testConfig("a"), testConfig("b")

@@ -11,6 +11,7 @@ import (
 )
 
 func TestPlanVoters_KeepsAnOddCappedNumberOfVoters(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name        string
 		cap         int
@@ -84,6 +85,7 @@ func voterCheck(n *testNode, wantVoters int, servers []string, alive ...*testNod
 }
 
 func TestMembership_JoinersBecomeNonvotersThenVotersUpToCapAndDeadVoterIsReplaced(t *testing.T) {
+	t.Parallel()
 	cfgA := testConfig("a")
 	cfgA.Bootstrap = true
 	a := startCfg(t, cfgA)
@@ -127,6 +129,7 @@ func TestMembership_JoinersBecomeNonvotersThenVotersUpToCapAndDeadVoterIsReplace
 }
 
 func TestMembership_LeaderLeaveMovesLeadershipAndRemovesIt(t *testing.T) {
+	t.Parallel()
 	cfgA := testConfig("a")
 	cfgA.Bootstrap = true
 	a := startCfg(t, cfgA)
@@ -158,6 +161,7 @@ func TestMembership_LeaderLeaveMovesLeadershipAndRemovesIt(t *testing.T) {
 }
 
 func TestMembership_PartitionedLeaderIsReplacedAndClusterHeals(t *testing.T) {
+	t.Parallel()
 	net := &Partitioner{}
 	start := func(id string, boot bool) *testNode {
 		cfg := testConfig(id)
@@ -197,6 +201,7 @@ func TestMembership_PartitionedLeaderIsReplacedAndClusterHeals(t *testing.T) {
 }
 
 func TestBootstrapExpect_ThreeNodesFormOneClusterAndRestartWithoutRebootstrap(t *testing.T) {
+	t.Parallel()
 	type addrs struct{ raft, gossip, dir string }
 	saved := map[string]addrs{}
 	start := func(id string, a addrs) *testNode {
@@ -268,6 +273,7 @@ func serversCheck(n *testNode, want ...string) error {
 }
 
 func TestMembership_ServersBoundRaftAndTheRestWorkOutsideIt(t *testing.T) {
+	t.Parallel()
 	cfg := func(id string) Config {
 		c := testConfig(id)
 		c.Voters, c.Servers = 1, 2
@@ -314,6 +320,7 @@ func TestMembership_ServersBoundRaftAndTheRestWorkOutsideIt(t *testing.T) {
 // short of CPU is: it keeps its place for DeadServerGrace, so no worker is
 // taken into raft in its stead, and it is a standby again once back.
 func TestMembership_AStandbyFailedForLessThanTheGraceKeepsItsPlace(t *testing.T) {
+	t.Parallel()
 	net := &Partitioner{}
 	cfg := func(id string) Config {
 		c := testConfig(id)
@@ -356,6 +363,7 @@ func TestMembership_AStandbyFailedForLessThanTheGraceKeepsItsPlace(t *testing.T)
 // a snapshot; the dead voter's vote goes to a standby, so three voters
 // stay; and no more than four servers are alive at any moment checked.
 func TestMembership_ALostLeadersPlaceGoesToAWorkerBroughtUpToDateFromASnapshot(t *testing.T) {
+	t.Parallel()
 	const trailing = 4
 	cfg := func(id string) Config {
 		c := testConfig(id)

@@ -16,6 +16,7 @@ import (
 const applyTimeout = 5 * time.Second
 
 func TestCluster_SingleNodeBootstrapsAndApplies(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, "n1", t.TempDir(), "", true)
 	waitLeader(t, n)
 	if !nextEvent(t, n, 5*time.Second) {
@@ -64,6 +65,7 @@ func TestCluster_SingleNodeBootstrapsAndApplies(t *testing.T) {
 }
 
 func TestCluster_RestartKeepsStateWithoutRebootstrap(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name         string
 		snapshot     bool
@@ -112,6 +114,7 @@ func TestCluster_RestartKeepsStateWithoutRebootstrap(t *testing.T) {
 }
 
 func TestCluster_ThreeNodesReplicateAndFailOver(t *testing.T) {
+	t.Parallel()
 	n1 := startNode(t, "n1", t.TempDir(), "", true)
 	n2 := startNode(t, "n2", t.TempDir(), "", false)
 	n3 := startNode(t, "n3", t.TempDir(), "", false)
@@ -200,6 +203,7 @@ func TestCluster_ThreeNodesReplicateAndFailOver(t *testing.T) {
 }
 
 func TestCluster_ShutdownIsIdempotentAndEndsCalls(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, "n1", t.TempDir(), "", true)
 	waitLeader(t, n)
 	for i := range 2 {
@@ -234,6 +238,7 @@ func TestCluster_ShutdownIsIdempotentAndEndsCalls(t *testing.T) {
 }
 
 func TestCluster_WaitForLeaderGivesUpWithoutQuorum(t *testing.T) {
+	t.Parallel()
 	// Not bootstrapped and never joined: no leader can exist.
 	n := startNode(t, "n1", t.TempDir(), "", false)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -245,6 +250,7 @@ func TestCluster_WaitForLeaderGivesUpWithoutQuorum(t *testing.T) {
 }
 
 func TestCluster_MembershipRejectsEmptyNames(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, "n1", t.TempDir(), "", false)
 	cases := []struct {
 		name string
@@ -269,6 +275,7 @@ func TestCluster_MembershipRejectsEmptyNames(t *testing.T) {
 }
 
 func TestNew_RejectsBadConfig(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := Config{NodeID: "n1", DataDir: dir, RaftBind: "127.0.0.1:0", FSM: newKV()}
 	cases := []struct {
@@ -307,6 +314,7 @@ func TestNew_RejectsBadConfig(t *testing.T) {
 }
 
 func TestNew_AdvertiseAddressIsUsed(t *testing.T) {
+	t.Parallel()
 	fsm := newKV()
 	c, err := New(Config{NodeID: "n1", DataDir: t.TempDir(), RaftBind: "0.0.0.0:0",
 		RaftAdvertise: "127.0.0.1:7471", FSM: fsm})
@@ -320,6 +328,7 @@ func TestNew_AdvertiseAddressIsUsed(t *testing.T) {
 }
 
 func TestNew_DataDirInUseFailsFast(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	startNode(t, "n1", dir, "", false)
 	start := time.Now()
@@ -337,6 +346,7 @@ func TestNew_DataDirInUseFailsFast(t *testing.T) {
 }
 
 func TestNew_CreatesPrivateRaftDirs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	startNode(t, "n1", dir, "", false)
 	for _, p := range []string{"raft", filepath.Join("raft", "snapshots")} {

@@ -11,6 +11,7 @@ import (
 // takes writes; a new node joins it. Started with Recover again once the
 // cluster holds more than itself, it refuses; without state, too.
 func TestRecover_ASurvivorLeadsAloneWithItsStateAndRefusesASecondTime(t *testing.T) {
+	t.Parallel()
 	cfgA := testConfig("a")
 	cfgA.Bootstrap = true
 	cfgA.DataDir = t.TempDir()

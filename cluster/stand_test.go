@@ -26,6 +26,7 @@ func stretchTimeouts(t *testing.T, nodes ...*testNode) {
 }
 
 func TestCluster_ACrashedLeaderIsReplacedWithoutWaitingOutTheTimeout(t *testing.T) {
+	t.Parallel()
 	// A configured timeout of 2 s spaces the survivors 600 ms apart, far more
 	// than their checks' ends can differ: a split vote would wait out the
 	// stretched election timeout.
@@ -59,6 +60,7 @@ func replacedInOneElection(t *testing.T, term uint64, value string, survivors ..
 }
 
 func TestCluster_ALeaderCutOffOrAliveIsNotTakenForCrashed(t *testing.T) {
+	t.Parallel()
 	network := &Partitioner{}
 	a, b, c := startTLSCluster(t, testutil.NewCA(t, "skein-test"), network)
 	stretchTimeouts(t, a, b, c)
@@ -118,6 +120,7 @@ func startGossipTrio(t *testing.T, network *Partitioner) (a, b, c *testNode) {
 }
 
 func TestCluster_ALeaderCutOffIsReplacedWithoutWaitingOutTheTimeout(t *testing.T) {
+	t.Parallel()
 	network := &Partitioner{}
 	a, b, c := startGossipTrio(t, network)
 	mustApply(t, a, "k=1")
@@ -134,6 +137,7 @@ func TestCluster_ALeaderCutOffIsReplacedWithoutWaitingOutTheTimeout(t *testing.T
 // ran out while it was held up; here, it gave up its own vote) says so
 // when asked, and the voters left elect without waiting out the timeout.
 func TestCluster_ALeaderThatSteppedDownIsReplacedWithoutWaitingOutTheTimeout(t *testing.T) {
+	t.Parallel()
 	a, b, c := startGossipTrio(t, &Partitioner{})
 	stretchTimeouts(t, a, b, c)
 	term := b.c.raft.CurrentTerm()
@@ -148,6 +152,7 @@ func TestCluster_ALeaderThatSteppedDownIsReplacedWithoutWaitingOutTheTimeout(t *
 // the voter does not depose it (raft's pre-vote, once its timeout comes,
 // would not either).
 func TestCluster_ALeaderCutOffFromOneVoterOnlyKeepsItsPlace(t *testing.T) {
+	t.Parallel()
 	network := &Partitioner{}
 	a, b, c := startGossipTrio(t, network)
 	stretchTimeouts(t, a, b, c)
@@ -171,6 +176,7 @@ func TestCluster_ALeaderCutOffFromOneVoterOnlyKeepsItsPlace(t *testing.T) {
 }
 
 func TestSurvivorRank_OrdersTheVotersLeftByID(t *testing.T) {
+	t.Parallel()
 	servers := []RaftServer{
 		{ID: "c", Voter: true}, {ID: "a", Voter: true}, {ID: "s", Voter: false}, {ID: "b", Voter: true},
 	}

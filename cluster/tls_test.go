@@ -137,6 +137,7 @@ func rogueTransport(t *testing.T, tp *TLSPair) *raft.NetworkTransport {
 }
 
 func TestRaftTLS_ThreeNodesElectCommitAndSurviveAPartition(t *testing.T) {
+	t.Parallel()
 	ca := testutil.NewCA(t, "cluster")
 	network := &Partitioner{}
 	a, b, c := startTLSCluster(t, ca, network)
@@ -157,6 +158,7 @@ func TestRaftTLS_ThreeNodesElectCommitAndSurviveAPartition(t *testing.T) {
 }
 
 func TestRaftTLS_PlaintextPeerGetsNoAnswerAndChangesNothing(t *testing.T) {
+	t.Parallel()
 	ca := testutil.NewCA(t, "cluster")
 	a, b, c := startTLSCluster(t, ca, nil)
 	nodes := []*testNode{a, b, c}
@@ -204,6 +206,7 @@ func TestRaftTLS_PlaintextPeerGetsNoAnswerAndChangesNothing(t *testing.T) {
 }
 
 func TestRaftTLS_NodeFromAnotherCACannotJoinOrVote(t *testing.T) {
+	t.Parallel()
 	ca, other := testutil.NewCA(t, "cluster"), testutil.NewCA(t, "other")
 	a, b, c := startTLSCluster(t, ca, nil)
 	nodes := []*testNode{a, b, c}
@@ -268,6 +271,7 @@ func TestRaftTLS_NodeFromAnotherCACannotJoinOrVote(t *testing.T) {
 }
 
 func TestRaftTLS_SilentConnectionIsDroppedWithoutHoldingUpOthers(t *testing.T) {
+	t.Parallel()
 	ca := testutil.NewCA(t, "cluster")
 	srv, err := newTCPStream("127.0.0.1:0", nil, nil, tlsPair(t, ca, "srv"))
 	if err != nil {
@@ -348,6 +352,7 @@ func TestRaftTLS_SilentConnectionIsDroppedWithoutHoldingUpOthers(t *testing.T) {
 // whether this port answers, stand.go) reads as a plain end, which raft
 // does not log; a failed handshake still says why.
 func TestRaftTLS_AConnectionClosedBeforeTheHandshakeIsAPlainEnd(t *testing.T) {
+	t.Parallel()
 	ca := testutil.NewCA(t, "cluster")
 	srv, err := newTCPStream("127.0.0.1:0", nil, nil, tlsPair(t, ca, "srv"))
 	if err != nil {
@@ -383,6 +388,7 @@ func TestRaftTLS_AConnectionClosedBeforeTheHandshakeIsAPlainEnd(t *testing.T) {
 }
 
 func TestNew_RejectsRaftTLSThatIsNotMutual(t *testing.T) {
+	t.Parallel()
 	ca := testutil.NewCA(t, "cluster")
 	cases := []struct {
 		name string

@@ -16,6 +16,7 @@ import (
 // store may close, and none may be handled after: raft writes the term of
 // a heartbeat to the store, and panics if the store is closed.
 func TestRaftTransport_ShutWaitsForTheHeartbeatInFlightAndTurnsAwayTheRest(t *testing.T) {
+	t.Parallel()
 	listen := func() *raft.NetworkTransport {
 		tr, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, time.Second, io.Discard)
 		if err != nil {

@@ -213,6 +213,7 @@ func (ac *abuseCluster) stopAll() {
 // succeeds, that no node is ever seen down and no job is stopped by its
 // lease, and that no agent runs out of file descriptors.
 func TestProcess_AbuseAtTheLeader_RealClientServedAndNoLeaseLapses(t *testing.T) {
+	t.Parallel()
 	ac := startAbuseCluster(t, "127.0.0.41", "127.0.0.42", "127.0.0.43")
 	before := ac.holders(t)
 

@@ -44,7 +44,7 @@ func (n *node) startWith(t testing.TB, flags []string, join ...string) {
 func newNodes(t testing.TB, ips ...string) []*node {
 	var nodes []*node
 	for _, ip := range ips {
-		nodes = append(nodes, &node{ip: ip, dataDir: testutil.JobDir(t), http: freePort(t, ip), raft: freePort(t, ip), gossipPort: freePort(t, ip)})
+		nodes = append(nodes, &node{ip: ip, dataDir: agentDir(t), http: freePort(t, ip), raft: freePort(t, ip), gossipPort: freePort(t, ip)})
 	}
 	return nodes
 }
@@ -52,22 +52,37 @@ func newNodes(t testing.TB, ips ...string) []*node {
 // nodesView is `skein nodes --json` through one agent.
 func nodesView(t testing.TB, p *agentProc) []api.NodeInfo {
 	t.Helper()
-	out, err := p.skein(t, "nodes", "--json")
+	ns, err := tryNodesView(t, p)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ns
+}
+
+// tryNodesView is nodesView that returns its error, for a wait to try
+// again: a node that has just joined answers that it cannot tell yet.
+func tryNodesView(t testing.TB, p *agentProc) ([]api.NodeInfo, error) {
+	t.Helper()
+	out, err := p.skein(t, "nodes", "--json")
+	if err != nil {
+		return nil, err
+	}
 	var ns []api.NodeInfo
 	if err := json.Unmarshal([]byte(out), &ns); err != nil {
-		t.Fatalf("nodes --json: %v\n%s", err, out)
+		return nil, fmt.Errorf("nodes --json: %v\n%s", err, out)
 	}
-	return ns
+	return ns, nil
 }
 
 func waitNodes(t testing.TB, p *agentProc, want map[string]structs.NodeStatus) {
 	t.Helper()
 	testutil.WaitFor(t, 30*time.Second, func() error {
+		ns, err := tryNodesView(t, p)
+		if err != nil {
+			return err
+		}
 		got := map[string]structs.NodeStatus{}
-		for _, n := range nodesView(t, p) {
+		for _, n := range ns {
 			got[n.Name] = n.Status
 		}
 		for name, st := range want {
@@ -87,7 +102,10 @@ func waitEngines(t testing.TB, p *agentProc, nodes int) {
 	t.Helper()
 	testutil.WaitFor(t, 30*time.Second, func() error {
 		var missing []string
-		ns := nodesView(t, p)
+		ns, err := tryNodesView(t, p)
+		if err != nil {
+			return err
+		}
 		for _, n := range ns {
 			if n.Containers == nil || n.Containers.Error != "" {
 				missing = append(missing, n.Name)
@@ -162,6 +180,7 @@ func submitJob(t testing.TB, p *agentProc, args ...string) string {
 // elsewhere and its own copy stops by itself, and a restarted node rejoins
 // with its data.
 func TestProcess_ThreeNodes_LeaderKilledWorkerFrozenNodeRestarted(t *testing.T) {
+	t.Parallel()
 	nodes := newNodes(t, "127.0.0.21", "127.0.0.22", "127.0.0.23")
 	nodes[0].start(t)
 	nodes[1].start(t, nodes[0].gossip())

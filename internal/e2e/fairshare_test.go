@@ -22,8 +22,9 @@ import (
 // accounts are named so that alice would win a tie: only the GPU time
 // charged to alpha puts bob first. skein share, prio and job say why.
 func TestProcess_FairShare_TheOtherUsersJobRunsNext(t *testing.T) {
+	t.Parallel()
 	const ip = "127.0.0.111"
-	a := startAgent(t, ip, testutil.JobDir(t), freePort(t, ip), freePort(t, ip))
+	a := startAgent(t, ip, agentDir(t), freePort(t, ip), freePort(t, ip))
 	admin := func(args ...string) string {
 		t.Helper()
 		out, err := a.skein(t, args...)
@@ -62,8 +63,30 @@ func TestProcess_FairShare_TheOtherUsersJobRunsNext(t *testing.T) {
 		}
 		return id
 	}
-	first := submit(alice, "sleep", "3")
+	// Alice's first job runs until the test ends it, and alpha is charged
+	// for it before anything else is submitted. The leader charges usage
+	// a second after the first account is made, then every 30 s: on a
+	// loaded machine the first charge can come before the job started,
+	// and a job of a few seconds could end before bob has submitted.
+	release := filepath.Join(testutil.JobDir(t), "release")
+	first := submit(alice, "sh", "-c", "while [ ! -e "+release+" ]; do sleep 0.05; done")
 	a.waitJob(t, first, allocRunning)
+	testutil.WaitFor(t, 45*time.Second, func() error {
+		out, err := a.skein(t, "share", "--json")
+		if err != nil {
+			return err
+		}
+		var share api.ShareInfo
+		if err := json.Unmarshal([]byte(out), &share); err != nil {
+			return err
+		}
+		for _, r := range share.Rows {
+			if r.Account == "alpha" && r.User == "" && r.NormUsage > 0 {
+				return nil
+			}
+		}
+		return fmt.Errorf("alpha has not been charged for alice's running job yet: %s", out)
+	})
 	var flood []string
 	for range 4 {
 		flood = append(flood, submit(alice, "sleep", "60"))
@@ -84,6 +107,9 @@ func TestProcess_FairShare_TheOtherUsersJobRunsNext(t *testing.T) {
 		}
 		return nil
 	})
+	if err := os.WriteFile(release, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	d := a.waitJob(t, theirs, allocRunning)
 	for _, id := range flood {
 		if j := a.job(t, id); j.Job.State != structs.JobQueued {

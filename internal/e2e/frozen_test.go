@@ -95,6 +95,7 @@ func freeze(t testing.TB, n *node) {
 // reads, a submission and a cancel are answered through the others, and
 // the job submitted runs, once.
 func TestProcess_FrozenFirstAddress_CLIAnswersThroughTheNext(t *testing.T) {
+	t.Parallel()
 	nodes := startThree(t, "127.0.0.81", "127.0.0.82", "127.0.0.83")
 	addrs := addrsOf(nodes)
 	// The frozen node is not the leader, so that the cluster goes on
@@ -138,6 +139,7 @@ func TestProcess_FrozenFirstAddress_CLIAnswersThroughTheNext(t *testing.T) {
 // puts it, often on another node than the one asked, and each time the
 // output and the exit status are the job's.
 func TestProcess_SubmitThenFollowLogs_TwentyTimesOnThreeNodes(t *testing.T) {
+	t.Parallel()
 	// One server, two workers: a worker's view of the state, which says
 	// what runs there, comes from watching the server.
 	nodes := startNodes(t, []string{"--voters", "1", "--standbys", "0"}, "127.0.0.84", "127.0.0.85", "127.0.0.86")
@@ -173,6 +175,7 @@ func TestProcess_SubmitThenFollowLogs_TwentyTimesOnThreeNodes(t *testing.T) {
 // SKEIN_ADDR), which is then frozen: the CLI resumes the stream through
 // the third node, and every line the job printed comes once, in order.
 func TestProcess_FollowedLogsGoOnThroughAnotherNodeWhenTheirsFreezes(t *testing.T) {
+	t.Parallel()
 	nodes := startThree(t, "127.0.0.87", "127.0.0.88", "127.0.0.89")
 	lead := leaderOf(t, nodes)
 	// The job runs on a node that is not the leader, and the stream is

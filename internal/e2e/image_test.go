@@ -43,6 +43,7 @@ func containerOf(t testing.TB, allocID string) string {
 // once; and a container job whose agent is SIGKILLed and restarted, which
 // is adopted and reports its own exit code.
 func TestProcess_ImageJobs_GangFencingAndAdoption(t *testing.T) {
+	t.Parallel()
 	image := workloadImage(t)
 	shared := testutil.SharedDir(t)
 	mount := shared + ":/shared"

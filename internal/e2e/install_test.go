@@ -54,6 +54,7 @@ func installed(t *testing.T, dest string) []string {
 }
 
 func TestMakeInstall_InstallsSkeinAlone(t *testing.T) {
+	t.Parallel()
 	dest := makeInstall(t)
 	if got := installed(t, dest); !slices.Equal(got, []string{"skein"}) {
 		t.Fatalf("PREFIX/bin holds %v, want skein alone", got)
@@ -68,6 +69,7 @@ func TestMakeInstall_InstallsSkeinAlone(t *testing.T) {
 }
 
 func TestMakeInstall_WithSlurmLinksAddsTheSlurmNamesAsLinksToSkein(t *testing.T) {
+	t.Parallel()
 	dest := makeInstall(t, "SLURM_LINKS=1")
 	want := append([]string{"skein"}, slurmLinks...)
 	slices.Sort(want)
@@ -89,6 +91,7 @@ func TestMakeInstall_WithSlurmLinksAddsTheSlurmNamesAsLinksToSkein(t *testing.T)
 }
 
 func TestMakeInstall_WithoutABuiltBinarySaysToBuildFirst(t *testing.T) {
+	t.Parallel()
 	dest := t.TempDir()
 	missing := filepath.Join(t.TempDir(), "skein")
 	out, err := makeCmd(t, "install", "BIN="+missing, "DESTDIR="+dest).CombinedOutput()

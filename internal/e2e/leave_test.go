@@ -13,6 +13,7 @@ import (
 // agent process exits 0 within seconds, shows left (never down), and the
 // cluster goes on taking work.
 func TestProcess_LeaveOfAVoterAndOfTheLeader_ExitsCleanlyAndShowsLeft(t *testing.T) {
+	t.Parallel()
 	nodes := newNodes(t, "127.0.0.51", "127.0.0.52", "127.0.0.53", "127.0.0.54", "127.0.0.55")
 	nodes[0].start(t)
 	for _, n := range nodes[1:] {

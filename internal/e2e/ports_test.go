@@ -63,6 +63,7 @@ func rangeOf(t *testing.T, ip string) structs.PortRange {
 // range, and the job succeeds. With every port of both ranges held, a job
 // of one node (the issue's `true`) runs all the same.
 func TestProcess_AForeignProgramHoldsThePortSkeinWouldPick(t *testing.T) {
+	t.Parallel()
 	nodes := newNodes(t, "127.0.0.91", "127.0.0.92")
 	nodes[0].start(t)
 	nodes[1].start(t, nodes[0].gossip())

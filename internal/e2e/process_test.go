@@ -44,6 +44,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// agentDir is a data dir for the agents of t: a JobDir whose
+// supervisors are stopped once the agents are (cleanups run last-in
+// first-out), since jobs outlive their agent by design; none then writes
+// into the dir while it is removed.
+func agentDir(t testing.TB) string {
+	t.Helper()
+	dir := testutil.JobDir(t)
+	t.Cleanup(func() { testutil.StopSupervisors(t, dir) })
+	return dir
+}
+
 // agentProc is one `skein agent` process.
 type agentProc struct {
 	cmd  *exec.Cmd
@@ -303,8 +314,9 @@ func freePort(t testing.TB, ip string) int {
 // that the job was never stopped, reports its real exit code, and that the
 // finished job's history survived.
 func TestProcess_AgentKilledAndRestarted_JobAdoptedAndHistoryKept(t *testing.T) {
+	t.Parallel()
 	const ip = "127.0.0.11"
-	dataDir := testutil.JobDir(t)
+	dataDir := agentDir(t)
 	httpPort, raftPort := freePort(t, ip), freePort(t, ip)
 	a := startAgent(t, ip, dataDir, httpPort, raftPort)
 
@@ -358,8 +370,9 @@ func TestProcess_AgentKilledAndRestarted_JobAdoptedAndHistoryKept(t *testing.T) 
 // TestProcess_CancelKillsTheWholeProcessGroup checks through the real binary
 // that cancel reaches a job's children, not just the process skein started.
 func TestProcess_CancelKillsTheWholeProcessGroup(t *testing.T) {
+	t.Parallel()
 	const ip = "127.0.0.12"
-	a := startAgent(t, ip, testutil.JobDir(t), freePort(t, ip), freePort(t, ip))
+	a := startAgent(t, ip, agentDir(t), freePort(t, ip), freePort(t, ip))
 	pidFile := filepath.Join(testutil.SharedDir(t), "child.pid")
 	out, err := a.skein(t, "submit", "--", "sh", "-c", fmt.Sprintf(`trap '' TERM; sleep 300 & echo $! > %s; wait`, pidFile))
 	if err != nil {

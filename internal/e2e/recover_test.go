@@ -61,11 +61,12 @@ func beatingNow(t *testing.T, beats string, window time.Duration) map[string]map
 // a new node joins, and the dead ones are removed. Started with --recover
 // again once the cluster has grown, it refuses.
 func TestProcess_QuorumLost_RecoverOnASurvivor(t *testing.T) {
-	nodes := newNodes(t, "127.0.0.41", "127.0.0.42", "127.0.0.43")
+	t.Parallel()
+	nodes := newNodes(t, "127.0.0.141", "127.0.0.142", "127.0.0.143")
 	nodes[0].start(t)
 	nodes[1].start(t, nodes[0].gossip())
 	nodes[2].start(t, nodes[0].gossip())
-	waitNodes(t, nodes[0].proc, map[string]structs.NodeStatus{"node-127.0.0.41": "ready", "node-127.0.0.42": "ready", "node-127.0.0.43": "ready"})
+	waitNodes(t, nodes[0].proc, map[string]structs.NodeStatus{"node-127.0.0.141": "ready", "node-127.0.0.142": "ready", "node-127.0.0.143": "ready"})
 	waitVoters(t, nodes[0].proc, 3)
 
 	beats := filepath.Join(testutil.SharedDir(t), "beats")
@@ -97,7 +98,7 @@ func TestProcess_QuorumLost_RecoverOnASurvivor(t *testing.T) {
 			if err := allocRunning(d); err != nil {
 				return err
 			}
-			if last := d.Allocations[len(d.Allocations)-1]; d.Nodes[last.NodeID] != "node-127.0.0.41" {
+			if last := d.Allocations[len(d.Allocations)-1]; d.Nodes[last.NodeID] != "node-127.0.0.141" {
 				return fmt.Errorf("job %s runs on %s", structs.ShortID(j), d.Nodes[last.NodeID])
 			}
 			return nil
@@ -123,22 +124,22 @@ func TestProcess_QuorumLost_RecoverOnASurvivor(t *testing.T) {
 	})
 
 	// A new node joins the rebuilt cluster; the dead ones are removed.
-	fresh := newNodes(t, "127.0.0.44")[0]
+	fresh := newNodes(t, "127.0.0.144")[0]
 	fresh.start(t, survivor.gossip())
-	waitNodes(t, survivor.proc, map[string]structs.NodeStatus{"node-127.0.0.41": "ready", "node-127.0.0.44": "ready"})
+	waitNodes(t, survivor.proc, map[string]structs.NodeStatus{"node-127.0.0.141": "ready", "node-127.0.0.144": "ready"})
 	for _, n := range dead {
 		if out, err := survivor.proc.skein(t, "node", "remove", "node-"+n.ip); err != nil || !strings.Contains(out, "removed node") {
 			t.Fatalf("node remove: %q, %v", out, err)
 		}
 	}
 	for _, n := range nodesView(t, survivor.proc) {
-		if n.Name == "node-127.0.0.42" || n.Name == "node-127.0.0.43" {
+		if n.Name == "node-127.0.0.142" || n.Name == "node-127.0.0.143" {
 			t.Errorf("removed node %s still listed (%s)", n.Name, n.Status)
 		}
 	}
 	waitVoters(t, survivor.proc, 1) // two servers: one voter until a third
 	peers, err := survivor.proc.skein(t, "raft", "peers")
-	if err != nil || strings.Contains(peers, "127.0.0.42") || strings.Contains(peers, "127.0.0.43") {
+	if err != nil || strings.Contains(peers, "127.0.0.142") || strings.Contains(peers, "127.0.0.143") {
 		t.Fatalf("raft peers after the removals: %v\n%s", err, peers)
 	}
 

@@ -37,8 +37,9 @@ func (n *node) apiURL() string { return fmt.Sprintf("https://%s:%d", n.ip, n.htt
 // runs; a restarted node comes back with its stored certificate and no
 // token; a third admission with the two-use token is refused.
 func TestProcess_SecureCluster_AsTheREADMEShowsIt(t *testing.T) {
+	t.Parallel()
 	withoutACL(t) // the README's path: the API token first, then the ACL bootstrap, below
-	nodes := newNodes(t, "127.0.0.31", "127.0.0.32", "127.0.0.33", "127.0.0.34")
+	nodes := newNodes(t, "127.0.0.131", "127.0.0.132", "127.0.0.133", "127.0.0.134")
 	a := nodes[0]
 	a.startSecure(t, a, "")
 	out, err := a.proc.skein(t, "join-token", "create", "--uses", "2")
@@ -52,13 +53,13 @@ func TestProcess_SecureCluster_AsTheREADMEShowsIt(t *testing.T) {
 	nodes[1].startSecure(t, a, tokenFile, a.apiURL(), a.gossip())
 	// Through a node that does not lead.
 	nodes[2].startSecure(t, a, tokenFile, nodes[1].apiURL(), nodes[1].gossip())
-	all := map[string]structs.NodeStatus{"node-127.0.0.31": "ready", "node-127.0.0.32": "ready", "node-127.0.0.33": "ready"}
+	all := map[string]structs.NodeStatus{"node-127.0.0.131": "ready", "node-127.0.0.132": "ready", "node-127.0.0.133": "ready"}
 	waitNodes(t, nodes[2].proc, all)
 	id := submitJob(t, nodes[2].proc, "--", "true")
 	nodes[0].proc.waitJob(t, id, jobIs(structs.JobSucceeded))
 
 	// The token admitted two nodes; a third is refused and never starts.
-	extra := []string{"agent", "--tls", "--name", "node-127.0.0.34", "--data-dir", nodes[3].dataDir, "--bind", nodes[3].ip,
+	extra := []string{"agent", "--tls", "--name", "node-127.0.0.134", "--data-dir", nodes[3].dataDir, "--bind", nodes[3].ip,
 		"--http-port", fmt.Sprint(nodes[3].http), "--raft-port", fmt.Sprint(nodes[3].raft), "--gossip-port", fmt.Sprint(nodes[3].gossipPort),
 		"--join", a.apiURL(), "--join-token-file", tokenFile}
 	if out, err := runSkein(extra...); err == nil || !strings.Contains(out, "used up") {

@@ -218,6 +218,7 @@ func (c *loadClient) counts(phase string) (ok int, failed []string) {
 // replicas: under one at a time), or on an idle connection that broke,
 // which Go's client retries itself. Each phase allows 5.
 func TestProcess_Service_ServedThroughReplicaNodeAndLeaderLoss(t *testing.T) {
+	t.Parallel()
 	const maxFailed = 5
 	bin := testutil.Workload(t)
 	shared := testutil.SharedDir(t)
@@ -381,6 +382,7 @@ func nodeNamed(t *testing.T, nodes []*serviceNode, name string) *serviceNode {
 // ingress of one node reaches both, and a replica whose container is
 // killed runs again in a new one and is reached too.
 func TestProcess_ImageService_ReplicasInContainersServedThroughTheIngress(t *testing.T) {
+	t.Parallel()
 	image := workloadImage(t)
 	shared := testutil.SharedDir(t)
 	nodes := newServiceNodes(t, 26200, "127.0.0.71", "127.0.0.72")
@@ -465,6 +467,7 @@ func TestProcess_ImageService_ReplicasInContainersServedThroughTheIngress(t *tes
 // adopted replica is checked again, reported unhealthy and left out of the
 // ingress, and is an endpoint again once it passes.
 func TestProcess_Service_HealthCheckedAgainAfterAgentRestart(t *testing.T) {
+	t.Parallel()
 	bin := testutil.Workload(t)
 	shared := testutil.SharedDir(t)
 	sick := filepath.Join(shared, "sick")

@@ -13,6 +13,7 @@ import (
 // waiting on it returns), and every dial after it fails, so nothing of a
 // cut sim reaches a server.
 func TestSimLink_CutClosesConnectionsAndRefusesDials(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

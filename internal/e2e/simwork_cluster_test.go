@@ -17,7 +17,8 @@ import (
 // report it killed, so that the job ends cancelled with its allocation
 // killed, as a real node's would.
 func TestSimWorkers_RunWhatIsPlacedAndStopWhenAsked(t *testing.T) {
-	n := newNodes(t, "127.0.0.71")[0]
+	t.Parallel()
+	n := newNodes(t, "127.0.0.171")[0]
 	n.start(t)
 	admin, err := api.NewClient(n.proc.addr, adminToken(t))
 	if err != nil {

@@ -118,12 +118,13 @@ func newRelease(t *testing.T, p *agentProc, name string) bool {
 // service serves, and a drain (an entry the release before does not
 // know) is refused mid-upgrade and taken once all are upgraded.
 func TestProcess_RollingUpgradeFromTheReleaseBefore(t *testing.T) {
+	t.Parallel()
 	old := previousBinary(t)
 	for _, order := range []string{"leader last", "leader first"} {
 		t.Run(order, func(t *testing.T) {
-			ips := []string{"127.0.0.61", "127.0.0.62", "127.0.0.63"}
+			ips := []string{"127.0.0.161", "127.0.0.162", "127.0.0.163"}
 			if order == "leader first" {
-				ips = []string{"127.0.0.64", "127.0.0.65", "127.0.0.66"}
+				ips = []string{"127.0.0.164", "127.0.0.165", "127.0.0.166"}
 			}
 			nodes := newNodes(t, ips...)
 			nodes[0].startAs(t, old)
