@@ -11,7 +11,6 @@ import (
 )
 
 func TestLimits_RoundTripThroughARealAgent(t *testing.T) {
-	t.Parallel()
 	startRealAgent(t)
 	run := func(args ...string) string {
 		t.Helper()

@@ -133,7 +133,6 @@ func TestLogs_TailAsksForTheLastLinesOfEachStream(t *testing.T) {
 }
 
 func TestLogs_TailOfACappedJobIsTheEndOfEachStream(t *testing.T) {
-	t.Parallel()
 	startRealAgent(t, capped)
 	// 588,895 bytes a stream: more than the 512 KiB kept of each, so both
 	// were rotated and the cap dropped some.
@@ -204,7 +203,6 @@ func TestLogs_BytesAreShownInBinaryUnits(t *testing.T) {
 func capped(cfg *agent.Config) { cfg.LogMaxMiB = agent.MinLogMaxMiB }
 
 func TestLogs_ACappedJobSaysWhatWasDropped(t *testing.T) {
-	t.Parallel()
 	startRealAgent(t, capped)
 	// 3,000,000 bytes: eleven full files of 262,144 and 116,416 more, so
 	// the current file and the one before it are kept.
@@ -244,7 +242,6 @@ func TestLogs_ACappedJobSaysWhatWasDropped(t *testing.T) {
 }
 
 func TestLogs_FollowingACappedJobReadsOnAcrossRotations(t *testing.T) {
-	t.Parallel()
 	startRealAgent(t, capped)
 	const n = 400000 // 2.7 MB: ten rotations and more
 	gate := filepath.Join(t.TempDir(), "gate")
@@ -350,7 +347,6 @@ func seqText(n int) string {
 const attemptsScript = `echo out $SKEIN_ATTEMPT; echo err $SKEIN_ATTEMPT >&2; [ "$SKEIN_ATTEMPT" -ge 3 ] || exit 7`
 
 func TestLogs_EachAttemptsOutputCanBeRead(t *testing.T) {
-	t.Parallel()
 	startRealAgent(t)
 	r := runCLI(t, "submit", "--restarts", "2", "--", "sh", "-c", attemptsScript)
 	if r.code != 0 {
@@ -424,7 +420,6 @@ func decodeLogRecords(t *testing.T, out string) []logRecord {
 }
 
 func TestLogs_JSONSaysWhichAttemptRankAndStreamEachLineIs(t *testing.T) {
-	t.Parallel()
 	startRealAgent(t)
 	r := runCLI(t, "submit", "--restarts", "2", "--", "sh", "-c", attemptsScript)
 	if r.code != 0 {
@@ -504,7 +499,6 @@ func TestLogsJSON_ALongLineIsCutBetweenCharacters(t *testing.T) {
 }
 
 func TestLogs_FollowSaysHowTheJobEndedAndExitsWithIt(t *testing.T) {
-	t.Parallel()
 	startRealAgent(t)
 	r := runCLI(t, "submit", "--", "sh", "-c", "echo ready; exec sleep 60")
 	if r.code != 0 {
@@ -543,7 +537,6 @@ func TestLogs_FollowSaysHowTheJobEndedAndExitsWithIt(t *testing.T) {
 }
 
 func TestLogs_FollowGoesOnThroughTheRestarts(t *testing.T) {
-	t.Parallel()
 	startRealAgent(t)
 	gate := filepath.Join(testutil.SharedDir(t), "gate")
 	r := runCLI(t, "submit", "--restarts", "1", "--", "sh", "-c",
