@@ -13,16 +13,17 @@ import (
 	"github.com/skein-dev/skein/agent/server/endpoint"
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/internal/fsmtest"
 	"github.com/skein-dev/skein/structs"
 )
 
 // eventServer serves GET /v1/events from st's FSM with a read bound of
 // readTimeout, as the agent's server bounds requests.
-func eventServer(t *testing.T, st *states, readTimeout time.Duration) (*httptest.Server, *api.Client) {
+func eventServer(t *testing.T, st *fsmtest.States, readTimeout time.Duration) (*httptest.Server, *api.Client) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s := &clusterRoutes{shared: &shared{fsm: st.f, log: hclog.NewNullLogger(), timeouts: Timeouts{}.withDefaults(), ctx: ctx},
-		clusterView: endpoint.Cluster{State: st.f}}
+	s := &clusterRoutes{shared: &shared{fsm: st.F, log: hclog.NewNullLogger(), timeouts: Timeouts{}.withDefaults(), ctx: ctx},
+		clusterView: endpoint.Cluster{State: st.F}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/events", s.handleEvents)
 	srv := httptest.NewUnstartedServer(mux)
@@ -37,19 +38,19 @@ func eventServer(t *testing.T, st *states, readTimeout time.Duration) (*httptest
 }
 
 // flapNode makes n events: node n1 going down and coming back.
-func (st *states) flapNode(n int) {
+func flapNode(st *fsmtest.States, n int) {
 	for range n {
 		s := structs.NodeDown
-		if node, _ := st.f.Node("n1"); node.Status == structs.NodeDown {
+		if node, _ := st.F.Node("n1"); node.Status == structs.NodeDown {
 			s = structs.NodeReady
 		}
-		st.must(structs.NodeStatusType, structs.NodeStatusRequest{NodeID: "n1", Status: s, At: time.Now()})
+		st.Must(structs.NodeStatusType, structs.NodeStatusRequest{NodeID: "n1", Status: s, At: time.Now()})
 	}
 }
 
 func TestEvents_QueryIsCheckedFieldByField(t *testing.T) {
-	st := newStates(t)
-	st.node(structs.Node{ID: "n1", Name: "alpha"})
+	st := fsmtest.New(t)
+	st.Node(structs.Node{ID: "n1", Name: "alpha"})
 	srv, c := eventServer(t, st, time.Minute)
 	for _, tc := range []struct {
 		q    string
@@ -82,9 +83,9 @@ func TestEvents_QueryIsCheckedFieldByField(t *testing.T) {
 }
 
 func TestEvents_APageSaysWhatWasDropped(t *testing.T) {
-	st := newStates(t)
-	st.node(structs.Node{ID: "n1"})
-	st.flapNode(fsm.MaxEvents)
+	st := fsmtest.New(t)
+	st.Node(structs.Node{ID: "n1"})
+	flapNode(st, fsm.MaxEvents)
 	_, c := eventServer(t, st, time.Minute)
 	p, err := c.Events(context.Background(), api.EventsQuery{Limit: 10})
 	if err != nil {
@@ -103,8 +104,8 @@ func TestEvents_APageSaysWhatWasDropped(t *testing.T) {
 // that the client resumes after the last event it had: every event once,
 // in order.
 func TestEvents_FollowOutlastsTheReadBoundAndResumesAfterABreak(t *testing.T) {
-	st := newStates(t)
-	st.node(structs.Node{ID: "n1"})
+	st := fsmtest.New(t)
+	st.Node(structs.Node{ID: "n1"})
 	const readTimeout = 100 * time.Millisecond
 	srv, c := eventServer(t, st, readTimeout)
 
@@ -135,7 +136,7 @@ func TestEvents_FollowOutlastsTheReadBoundAndResumesAfterABreak(t *testing.T) {
 	defer tick.Stop()
 	for range 9 {
 		<-tick.C
-		st.flapNode(1)
+		flapNode(st, 1)
 		seen = append(seen, next())
 	}
 	select {
@@ -144,7 +145,7 @@ func TestEvents_FollowOutlastsTheReadBoundAndResumesAfterABreak(t *testing.T) {
 	default:
 	}
 	srv.CloseClientConnections()
-	st.flapNode(3)
+	flapNode(st, 3)
 	for range 3 {
 		seen = append(seen, next())
 	}
@@ -153,7 +154,7 @@ func TestEvents_FollowOutlastsTheReadBoundAndResumesAfterABreak(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the closed connection was not noticed")
 	}
-	want := st.f.Events(fsm.EventQuery{}).Events
+	want := st.F.Events(fsm.EventQuery{}).Events
 	if len(seen) != len(want) {
 		t.Fatalf("followed %d events, the state holds %d", len(seen), len(want))
 	}
@@ -169,9 +170,9 @@ func TestEvents_FollowOutlastsTheReadBoundAndResumesAfterABreak(t *testing.T) {
 }
 
 func TestEvents_AFollowerBehindTheRingIsToldWhatWasDropped(t *testing.T) {
-	st := newStates(t)
-	st.node(structs.Node{ID: "n1"})
-	st.flapNode(fsm.MaxEvents + 1)
+	st := fsmtest.New(t)
+	st.Node(structs.Node{ID: "n1"})
+	flapNode(st, fsm.MaxEvents+1)
 	_, c := eventServer(t, st, time.Minute)
 	// Bounded, so that a stream that never delivers fails the test
 	// instead of retrying until the package's timeout.

@@ -16,6 +16,7 @@ import (
 	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/cluster"
 	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/internal/fsmtest"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -32,13 +33,13 @@ func (r configRaft) Leader() (string, string)               { return "", r.leade
 
 // viewServer serves node views from st's FSM as node "s1", a server
 // when server is set, to every caller.
-func viewServer(t *testing.T, st *states, server bool) (*httptest.Server, *api.Client, *atomic.Value) {
+func viewServer(t *testing.T, st *fsmtest.States, server bool) (*httptest.Server, *api.Client, *atomic.Value) {
 	t.Helper()
 	return viewServerWith(t, st, server, TokenAuth(""))
 }
 
 // viewServerWith is viewServer with the node API's authenticator nodes.
-func viewServerWith(t *testing.T, st *states, server bool, nodes Authenticator) (*httptest.Server, *api.Client, *atomic.Value) {
+func viewServerWith(t *testing.T, st *fsmtest.States, server bool, nodes Authenticator) (*httptest.Server, *api.Client, *atomic.Value) {
 	t.Helper()
 	r := configRaft{leader: &atomic.Value{}}
 	r.leader.Store("s1")
@@ -47,7 +48,7 @@ func viewServerWith(t *testing.T, st *states, server bool, nodes Authenticator) 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s := &nodeRoutes{shared: &shared{cfg: Config{NodeID: "s1", Raft: r, NodeAuth: nodes}, fsm: st.f, log: hclog.NewNullLogger(),
+	s := &nodeRoutes{shared: &shared{cfg: Config{NodeID: "s1", Raft: r, NodeAuth: nodes}, fsm: st.F, log: hclog.NewNullLogger(),
 		timeouts: Timeouts{}.withDefaults(), ctx: ctx}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+internalPrefix+"nodes/{id}/view", s.handleNodeView)
@@ -61,12 +62,12 @@ func viewServerWith(t *testing.T, st *states, server bool, nodes Authenticator) 
 }
 
 // viewState has nodes w1 and w2, each running a one-rank job.
-func viewState(t *testing.T) *states {
-	st := newStates(t)
+func viewState(t *testing.T) *fsmtest.States {
+	st := fsmtest.New(t)
 	for _, id := range []string{"w1", "w2"} {
-		st.node(structs.Node{ID: id, Name: id, CPUs: 8, MemoryMiB: 1 << 14, Status: structs.NodeReady})
-		st.must(structs.JobSubmitType, structs.JobSubmitRequest{JobID: "job-" + id, Spec: structs.JobSpec{Command: []string{"true"}, Nodes: 1}, SubmittedAt: time.Now()})
-		st.must(structs.PlanApplyType, structs.PlanApplyRequest{At: time.Now(), Plan: structs.Plan{Placements: []structs.JobPlacement{
+		st.Node(structs.Node{ID: id, Name: id, CPUs: 8, MemoryMiB: 1 << 14, Status: structs.NodeReady})
+		st.Must(structs.JobSubmitType, structs.JobSubmitRequest{JobID: "job-" + id, Spec: structs.JobSpec{Command: []string{"true"}, Nodes: 1}, SubmittedAt: time.Now()})
+		st.Must(structs.PlanApplyType, structs.PlanApplyRequest{At: time.Now(), Plan: structs.Plan{Placements: []structs.JobPlacement{
 			{JobID: "job-" + id, Allocations: []structs.Allocation{{ID: "alloc-" + id, NodeID: id}}}}}})
 	}
 	return st
@@ -78,7 +79,7 @@ func TestNodeView_ServedToTheNodeAndAgainOnlyWhenItChanges(t *testing.T) {
 	ctx := context.Background()
 
 	v, err := c.NodeView(ctx, "w1", "", 0, "", time.Second)
-	if err != nil || v.Data == nil || v.Hash == "" || v.Index != st.f.Index() || v.Leader != "s1" {
+	if err != nil || v.Data == nil || v.Hash == "" || v.Index != st.F.Index() || v.Leader != "s1" {
 		t.Fatalf("first view: %+v, %v", v, err)
 	}
 	w := fsm.New(nil)
@@ -90,7 +91,7 @@ func TestNodeView_ServedToTheNodeAndAgainOnlyWhenItChanges(t *testing.T) {
 	}
 
 	// Nothing of w1's changes while the watch waits: 304, same hash.
-	st.report("w2", structs.AllocUpdate{AllocID: "alloc-w2", State: structs.AllocRunning})
+	st.Report("w2", structs.AllocUpdate{AllocID: "alloc-w2", State: structs.AllocRunning})
 	same, err := c.NodeView(ctx, "w1", v.Hash, v.Index, "s1", 200*time.Millisecond)
 	if err != nil || same.Data != nil || same.Hash != v.Hash {
 		t.Fatalf("unchanged view: %+v, %v; want no data and hash %s", same, err, v.Hash)
@@ -104,7 +105,7 @@ func TestNodeView_ServedToTheNodeAndAgainOnlyWhenItChanges(t *testing.T) {
 		got <- nv
 		errs <- err
 	}()
-	st.report("w1", structs.AllocUpdate{AllocID: "alloc-w1", State: structs.AllocRunning})
+	st.Report("w1", structs.AllocUpdate{AllocID: "alloc-w1", State: structs.AllocRunning})
 	changed := <-got
 	if err := <-errs; err != nil || changed.Data == nil || changed.Hash == v.Hash {
 		t.Fatalf("view after w1's allocation changed: %+v, %v", changed, err)
@@ -151,7 +152,7 @@ func TestNodeView_ANewLeaderAnswersTheWatch(t *testing.T) {
 	}
 	// Another server leads, and its first entry reaches this one.
 	leader.Store("s2")
-	st.must(structs.LeaderElectedType, structs.LeaderElectedRequest{NodeID: "s2", At: time.Now()})
+	st.Must(structs.LeaderElectedType, structs.LeaderElectedRequest{NodeID: "s2", At: time.Now()})
 	got, err := c.NodeView(ctx, "w1", v.Hash, v.Index, "s1", MaxViewWait)
 	if err != nil || got.Leader != "s2" || got.Hash != v.Hash {
 		t.Fatalf("watch after the leader changed: %+v, %v; want leader s2 and the same view", got, err)
@@ -185,7 +186,7 @@ func TestNodeView_AWatchIsNotAnsweredOnceItsCallerIsRefused(t *testing.T) {
 		got <- err
 	}()
 	revoked.Store(true)
-	st.report("w1", structs.AllocUpdate{AllocID: "alloc-w1", State: structs.AllocRunning})
+	st.Report("w1", structs.AllocUpdate{AllocID: "alloc-w1", State: structs.AllocRunning})
 	var e *api.Error
 	if err := <-got; !errors.As(err, &e) || e.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("a watch whose caller was revoked meanwhile: %v, want 401", err)
@@ -199,18 +200,18 @@ func TestNodeView_AServerBehindTheNodeAnswersNoView(t *testing.T) {
 	st := viewState(t)
 	_, c, _ := viewServer(t, st, true)
 	ctx := context.Background()
-	ahead := st.f.Index() + 100
+	ahead := st.F.Index() + 100
 	v, err := c.NodeView(ctx, "w1", "", ahead, "", 100*time.Millisecond)
 	if err != nil || v.Data != nil {
-		t.Fatalf("a view from a server behind the node's (index %d, the server's %d): %+v, %v; want none", ahead, st.f.Index(), v, err)
+		t.Fatalf("a view from a server behind the node's (index %d, the server's %d): %+v, %v; want none", ahead, st.F.Index(), v, err)
 	}
-	empty := newStates(t)
+	empty := fsmtest.New(t)
 	_, fresh, _ := viewServer(t, empty, true)
 	if v, err := fresh.NodeView(ctx, "w1", "", 0, "", 100*time.Millisecond); err != nil || v.Data != nil {
 		t.Fatalf("a view from a server holding nothing: %+v, %v; want none", v, err)
 	}
 	// Caught up, the server answers.
-	if v, err := c.NodeView(ctx, "w1", "", st.f.Index(), "", time.Second); err != nil || v.Data == nil {
+	if v, err := c.NodeView(ctx, "w1", "", st.F.Index(), "", time.Second); err != nil || v.Data == nil {
 		t.Fatalf("a view from a server as far as the node: %+v, %v; want one", v, err)
 	}
 }

@@ -49,10 +49,11 @@ var allowed = map[string][]string{
 }
 
 // testAllowed lists what tests of a top-level package may import besides
-// what the package itself may: every test may use internal/testutil, and
+// what the package itself may: every test may use internal/testutil and
+// internal/fsmtest (a real FSM filled by entries, for endpoint tests), and
 // the chaos tests drive the cluster through its API client.
 var testAllowed = map[string][]string{
-	"*":     {"internal/testutil"},
+	"*":     {"internal/testutil", "internal/fsmtest"},
 	"chaos": {"api"},
 }
 

@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
-
 	"github.com/skein-dev/skein/api"
-	"github.com/skein-dev/skein/fsm"
+	"github.com/skein-dev/skein/internal/fsmtest"
 	"github.com/skein-dev/skein/structs"
 )
 
@@ -57,53 +55,16 @@ func TestServiceState_SaysHowTheReplicasStand(t *testing.T) {
 	}
 }
 
-// states applies entries to an FSM, which the endpoints read, as Raft would.
-type states struct {
-	t   *testing.T
-	f   *fsm.FSM
-	idx uint64
-}
-
-func newStates(t *testing.T) *states { return &states{t: t, f: fsm.New(nil)} }
-
-// must applies one entry and returns what the FSM answered, failing the
-// test on an error.
-func (st *states) must(mt structs.MessageType, msg any) any {
-	st.t.Helper()
-	data, err := structs.Encode(mt, msg)
-	if err != nil {
-		st.t.Fatal(err)
-	}
-	st.idx++
-	resp := st.f.Apply(&raft.Log{Index: st.idx, Type: raft.LogCommand, Data: data})
-	if err, ok := resp.(error); ok {
-		st.t.Fatalf("%s: %v", mt, err)
-	}
-	return resp
-}
-
-func (st *states) node(n structs.Node) {
-	st.t.Helper()
-	st.must(structs.NodeRegisterType, structs.NodeRegisterRequest{Node: n, At: time.Now()})
-}
-
-// report applies one allocation report of node n.
-func (st *states) report(n string, u structs.AllocUpdate) {
-	st.t.Helper()
-	u.At = time.Now()
-	st.must(structs.AllocUpdateType, structs.AllocUpdateRequest{NodeID: n, Updates: []structs.AllocUpdate{u}})
-}
-
 func TestEndpoints_OneURLPerReadyNodeOnTheIngressPort(t *testing.T) {
-	st := newStates(t)
+	st := fsmtest.New(t)
 	for _, n := range []structs.Node{
 		{ID: "b", Name: "b", Addresses: structs.Addresses{HTTP: "https://[fd00::2]:7470"}, Status: structs.NodeReady},
 		{ID: "a", Name: "a", Addresses: structs.Addresses{HTTP: "http://10.0.0.1:7470"}, Status: structs.NodeReady},
 		{ID: "c", Name: "c", Addresses: structs.Addresses{HTTP: "http://10.0.0.3:7470"}, Status: structs.NodeDown},
 	} {
-		st.node(n)
+		st.Node(n)
 	}
-	s := Services{State: st.f, IngressPort: 7480}
+	s := Services{State: st.F, IngressPort: 7480}
 	want := []string{"http://10.0.0.1:7480/llama/", "https://[fd00::2]:7480/llama/"}
 	if got := s.endpoints("llama"); !reflect.DeepEqual(got, want) {
 		t.Errorf("endpoints %q, want %q", got, want)
@@ -119,16 +80,16 @@ func TestEndpoints_OneURLPerReadyNodeOnTheIngressPort(t *testing.T) {
 // and after health reports, crashing, scaled and deleted, and checks
 // each replica's status and the service's state in words.
 func TestServiceDetail_ReplicasFollowTheirAllocationAndItsHealth(t *testing.T) {
-	st := newStates(t)
-	st.node(structs.Node{ID: "n1", Name: "gpu-01", CPUs: 8, MemoryMiB: 1 << 14, Status: structs.NodeReady})
-	st.must(structs.ServiceRegisterType, structs.ServiceRegisterRequest{Service: structs.Service{
+	st := fsmtest.New(t)
+	st.Node(structs.Node{ID: "n1", Name: "gpu-01", CPUs: 8, MemoryMiB: 1 << 14, Status: structs.NodeReady})
+	st.Must(structs.ServiceRegisterType, structs.ServiceRegisterRequest{Service: structs.Service{
 		ID: "svc", Name: "web", Replicas: 2, CreatedAt: time.Now(),
 		Spec: structs.ServiceSpec{Job: structs.JobSpec{Command: []string{"serve"}}, Health: &structs.HealthCheck{Kind: structs.HealthTCP}},
 	}})
-	s := Services{State: st.f}
+	s := Services{State: st.F}
 	detail := func() api.ServiceDetail {
 		t.Helper()
-		svc, ok := st.f.Service("web")
+		svc, ok := st.F.Service("web")
 		if !ok {
 			t.Fatal("no service web")
 		}
@@ -148,7 +109,7 @@ func TestServiceDetail_ReplicasFollowTheirAllocationAndItsHealth(t *testing.T) {
 	}
 	place := func(job, alloc string, port int) {
 		t.Helper()
-		res := st.must(structs.PlanApplyType, structs.PlanApplyRequest{At: time.Now(), Plan: structs.Plan{Placements: []structs.JobPlacement{
+		res := st.Must(structs.PlanApplyType, structs.PlanApplyRequest{At: time.Now(), Plan: structs.Plan{Placements: []structs.JobPlacement{
 			{JobID: job, Allocations: []structs.Allocation{{ID: alloc, NodeID: "n1", MasterPort: port}}},
 		}}}).(*structs.PlanResult)
 		if len(res.Rejected) > 0 {
@@ -158,7 +119,7 @@ func TestServiceDetail_ReplicasFollowTheirAllocationAndItsHealth(t *testing.T) {
 	r0, r1 := structs.ReplicaJobID("svc", 0), structs.ReplicaJobID("svc", 1)
 
 	check("0/2 healthy, 2 starting", api.ReplicaStarting, api.ReplicaStarting)
-	st.must(structs.PlanApplyType, structs.PlanApplyRequest{At: time.Now(), Plan: structs.Plan{Blocked: []structs.JobBlocked{
+	st.Must(structs.PlanApplyType, structs.PlanApplyRequest{At: time.Now(), Plan: structs.Plan{Blocked: []structs.JobBlocked{
 		{JobID: r1, Reason: "1 node: not enough free GPUs"},
 	}}})
 	d := check("0/2 healthy, 1 starting, 1 queued", api.ReplicaStarting, api.ReplicaQueued)
@@ -168,56 +129,56 @@ func TestServiceDetail_ReplicasFollowTheirAllocationAndItsHealth(t *testing.T) {
 	place(r0, "a0", 29500)
 	place(r1, "a1", 29501)
 	check("0/2 healthy, 2 starting", api.ReplicaStarting, api.ReplicaStarting)
-	st.report("n1", structs.AllocUpdate{AllocID: "a0", State: structs.AllocRunning})
-	st.report("n1", structs.AllocUpdate{AllocID: "a1", State: structs.AllocRunning})
+	st.Report("n1", structs.AllocUpdate{AllocID: "a0", State: structs.AllocRunning})
+	st.Report("n1", structs.AllocUpdate{AllocID: "a1", State: structs.AllocRunning})
 	check("0/2 healthy, 2 starting", api.ReplicaStarting, api.ReplicaStarting)
 
-	st.report("n1", structs.AllocUpdate{AllocID: "a0", State: structs.AllocRunning,
+	st.Report("n1", structs.AllocUpdate{AllocID: "a0", State: structs.AllocRunning,
 		Health: &structs.AllocHealth{Starting: true, Reason: "starting: within its grace of 10m0s: connection refused"}})
 	d = check("0/2 healthy, 2 starting", api.ReplicaStarting, api.ReplicaStarting)
 	if d.Replicas[0].Reason != "starting: within its grace of 10m0s: connection refused" {
 		t.Fatalf("a starting replica's reason %q", d.Replicas[0].Reason)
 	}
-	st.report("n1", structs.AllocUpdate{AllocID: "a0", State: structs.AllocRunning,
+	st.Report("n1", structs.AllocUpdate{AllocID: "a0", State: structs.AllocRunning,
 		Health: &structs.AllocHealth{Reason: "connection refused (3 failures in a row)"}})
 	d = check("0/2 healthy, 1 starting, 1 unhealthy", api.ReplicaUnhealthy, api.ReplicaStarting)
 	if d.Replicas[0].Reason != "connection refused (3 failures in a row)" || d.Running != 2 || d.Healthy != 0 {
 		t.Fatalf("an unhealthy replica: %+v, running %d", d.Replicas[0], d.Running)
 	}
-	st.report("n1", structs.AllocUpdate{AllocID: "a0", State: structs.AllocRunning, Health: &structs.AllocHealth{Healthy: true, Reason: "connected"}})
+	st.Report("n1", structs.AllocUpdate{AllocID: "a0", State: structs.AllocRunning, Health: &structs.AllocHealth{Healthy: true, Reason: "connected"}})
 	d = check("1/2 healthy, 1 starting", api.ReplicaHealthy, api.ReplicaStarting)
 	if r := d.Replicas[0]; r.Node != "gpu-01" || r.Port != 29500 || r.Index != 0 || r.Reason != "" || r.LastExit != nil {
 		t.Fatalf("a healthy replica: %+v", r)
 	}
 
-	st.report("n1", structs.AllocUpdate{AllocID: "a1", State: structs.AllocFailed, ExitCode: 3, Reason: "exit code 3"})
+	st.Report("n1", structs.AllocUpdate{AllocID: "a1", State: structs.AllocFailed, ExitCode: 3, Reason: "exit code 3"})
 	d = check("1/2 healthy, 1 crash-looping", api.ReplicaHealthy, api.ReplicaCrashLooping)
 	if r := d.Replicas[1]; r.Crashes != 1 || r.Restarts != 1 || r.Node != "" || r.Port != 0 || r.LastExit == nil || r.LastExit.ExitCode != 3 ||
 		!strings.Contains(r.Reason, "restarting in") {
 		t.Fatalf("a crashed replica: %+v, last exit %+v", r, r.LastExit)
 	}
 	place(r1, "a1b", 29501)
-	st.report("n1", structs.AllocUpdate{AllocID: "a1b", State: structs.AllocRunning, Health: &structs.AllocHealth{Healthy: true}})
+	st.Report("n1", structs.AllocUpdate{AllocID: "a1b", State: structs.AllocRunning, Health: &structs.AllocHealth{Healthy: true}})
 	d = check("2/2 healthy", api.ReplicaHealthy, api.ReplicaHealthy)
 	if r := d.Replicas[1]; r.Restarts != 1 || r.LastExit == nil {
 		t.Fatalf("a restarted replica: %+v", r)
 	}
 
-	st.must(structs.ServiceScaleType, structs.ServiceScaleRequest{Name: "web", Replicas: 4, At: time.Now()})
+	st.Must(structs.ServiceScaleType, structs.ServiceScaleRequest{Name: "web", Replicas: 4, At: time.Now()})
 	check("scaling 2→4", api.ReplicaHealthy, api.ReplicaHealthy, api.ReplicaStarting, api.ReplicaStarting)
 	place(structs.ReplicaJobID("svc", 2), "a2", 29502)
-	st.must(structs.PlanApplyType, structs.PlanApplyRequest{At: time.Now(), Plan: structs.Plan{Blocked: []structs.JobBlocked{
+	st.Must(structs.PlanApplyType, structs.PlanApplyRequest{At: time.Now(), Plan: structs.Plan{Blocked: []structs.JobBlocked{
 		{JobID: structs.ReplicaJobID("svc", 3), Reason: "1 node: not enough free GPUs"},
 	}}})
 	check("scaling 2→4, 1 queued", api.ReplicaHealthy, api.ReplicaHealthy, api.ReplicaStarting, api.ReplicaQueued)
 
-	st.must(structs.ServiceScaleType, structs.ServiceScaleRequest{Name: "web", Replicas: 1, At: time.Now()})
+	st.Must(structs.ServiceScaleType, structs.ServiceScaleRequest{Name: "web", Replicas: 1, At: time.Now()})
 	// The queued replica ends at once; the others stop.
 	check("scaling 3→1", api.ReplicaHealthy, api.ReplicaStopping, api.ReplicaStopping)
-	st.report("n1", structs.AllocUpdate{AllocID: "a1b", State: structs.AllocKilled, ExitCode: -1})
-	st.report("n1", structs.AllocUpdate{AllocID: "a2", State: structs.AllocKilled, ExitCode: -1})
+	st.Report("n1", structs.AllocUpdate{AllocID: "a1b", State: structs.AllocKilled, ExitCode: -1})
+	st.Report("n1", structs.AllocUpdate{AllocID: "a2", State: structs.AllocKilled, ExitCode: -1})
 	check("1/1 healthy", api.ReplicaHealthy)
 
-	st.must(structs.ServiceDeleteType, structs.ServiceDeleteRequest{Name: "web", At: time.Now()})
+	st.Must(structs.ServiceDeleteType, structs.ServiceDeleteRequest{Name: "web", At: time.Now()})
 	check("deleting, 1 stopping", api.ReplicaStopping)
 }
