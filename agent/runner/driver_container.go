@@ -355,7 +355,7 @@ func (j *containerJob) wait() (exit, error) {
 		}
 		code, oom = st.ExitCode, st.OOMKilled
 	} else if code != 0 {
-		oom = j.oomKilled(code)
+		oom = j.oomKilled()
 	}
 	j.drain()
 	j.mu.Lock()
@@ -376,34 +376,19 @@ func (j *containerJob) wait() (exit, error) {
 
 func (j *containerJob) record() jobRecord { return j.rec }
 
-// oomWait bounds how long a container killed (exit 128+SIGKILL) under a
-// memory limit is asked again whether that was for memory: the engine
-// may hear of the kernel's OOM kill after it reports the exit (on a
-// busy machine, its test once found exit 137 without the flag).
-const oomWait = 2 * time.Second
-
 // oomKilled reports whether the engine says the kernel killed in the
-// container, which exited with code, for memory; what cannot be found
-// out is no.
-func (j *containerJob) oomKilled(code int) bool {
-	deadline := time.Now().Add(oomWait)
-	for {
-		var st engine.ContainerState
-		err := callEngine(context.Background(), func(ctx context.Context) error {
-			var err error
-			st, err = j.d.Inspect(ctx, j.id)
-			return err
-		})
-		if err != nil {
-			j.log.Warn("cannot tell whether the container was killed for memory", "container", j.name, "error", err)
-			return false
-		}
-		killed := code == 128+int(syscall.SIGKILL) && j.memLimit > 0
-		if st.OOMKilled || !killed || time.Now().After(deadline) {
-			return st.OOMKilled
-		}
-		time.Sleep(100 * time.Millisecond)
+// container for memory; what cannot be found out is no.
+func (j *containerJob) oomKilled() bool {
+	var st engine.ContainerState
+	err := callEngine(context.Background(), func(ctx context.Context) error {
+		var err error
+		st, err = j.d.Inspect(ctx, j.id)
+		return err
+	})
+	if err != nil {
+		j.log.Warn("cannot tell whether the container was killed for memory", "container", j.name, "error", err)
 	}
+	return st.OOMKilled
 }
 
 // containerExit is how a container ended whose main process exited with
