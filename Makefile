@@ -14,10 +14,11 @@ TAGS        := hashicorpmetrics
 CGO_PKGS     := ./gpu/ ./agent/metrics/
 # go test starts packages in the order given, two at a time on two
 # cores: agent, the longest, comes first and the rest run beside it;
-# internal/e2e comes last, once agent's clusters are mostly done, since
-# its agent processes keep their real timings and must not starve.
-NOCGO_PKGS   = ./agent/ ./cli/ ./cluster/ $(shell $(GO) list ./... | grep -v -e '/gpu$$' -e '/agent/metrics$$' \
-	-e '/agent$$' -e '/internal/e2e$$' -e '/cli$$' -e '/cluster$$') ./internal/e2e/
+# internal/e2e starts after cli and cluster, when agent's clusters are
+# mostly done, since its agent processes keep their real timings and
+# must not starve; the small packages fill the end.
+NOCGO_PKGS   = ./agent/ ./cli/ ./cluster/ ./internal/e2e/ $(shell $(GO) list ./... | grep -v -e '/gpu$$' -e '/agent/metrics$$' \
+	-e '/agent$$' -e '/internal/e2e$$' -e '/cli$$' -e '/cluster$$')
 # Tests of agents and clusters mostly wait (elections, failure detection,
 # timeouts): each package runs this many of its parallel tests at once
 # (go test's default is one per core). 8 was faster, but on two cores
