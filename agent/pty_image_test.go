@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -37,14 +36,7 @@ func TestPTY_InAnImageJobsContainer(t *testing.T) {
 	if _, err := io.WriteString(s, `echo "size $(stty size) $TERM"; exit 3`+"\n"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-sc.done:
-		if !errors.Is(err, io.EOF) {
-			t.Fatalf("the session ended with %v; the screen's end: %q", err, sc.tail())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the session did not end; the screen's end: %q", sc.tail())
-	}
+	sc.waitEnd(t)
 	if got := sc.String(); !strings.Contains(got, "size 30 100 xterm") {
 		t.Errorf("the screen after a resize to 30x100: %q", sc.tail())
 	}

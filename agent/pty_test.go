@@ -67,6 +67,20 @@ func (sc *screen) waitFor(t *testing.T, want string) {
 	})
 }
 
+// waitEnd waits for the session to end as a shell ends (io.EOF), and
+// fails the test if it ends otherwise or not within 20 s.
+func (sc *screen) waitEnd(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-sc.done:
+		if !errors.Is(err, io.EOF) {
+			t.Fatalf("the session ended with %v; the screen's end: %q", err, sc.tail())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the session did not end; the screen's end: %q", sc.tail())
+	}
+}
+
 // ptyBound is the test clusters' API read and write bound.
 const ptyBound = 3 * time.Second
 
@@ -140,14 +154,7 @@ func typeIntoAShell(t *testing.T, via *Agent, jobID, alice, bob string) {
 	if _, err := io.WriteString(s, "stty size; echo hi; exit 3\n"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-sc.done:
-		if !errors.Is(err, io.EOF) {
-			t.Fatalf("the session ended with %v; the screen's end: %q", err, sc.tail())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the session did not end; the screen's end: %q", sc.tail())
-	}
+	sc.waitEnd(t)
 	if got := sc.String(); !strings.Contains(got, "30 100") || !strings.Contains(got, "\nhi\r\n") {
 		t.Errorf("the screen after a resize to 30x100 and echo hi: %q", sc.tail())
 	}
