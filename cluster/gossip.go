@@ -200,6 +200,9 @@ type gossip struct {
 	// mu guards ml.Leave and ml.Shutdown: memberlist panics on a Leave
 	// after Shutdown.
 	mu sync.Mutex
+	// updateMu serialises ml.UpdateNode: memberlist reads this node's
+	// entry outside its lock while another broadcast writes it.
+	updateMu sync.Mutex
 	// keyMu serialises keyring changes; ring is nil without encryption.
 	keyMu sync.Mutex
 	ring  *memberlist.Keyring
@@ -460,10 +463,18 @@ func (c *Cluster) UpdateMeta() error {
 	if c.isStopped() {
 		return fmt.Errorf("update meta: %w", ErrShutdown)
 	}
-	if err := c.gossip.ml.UpdateNode(gossipTimeout); err != nil {
+	if err := c.gossip.updateNode(gossipTimeout); err != nil {
 		return fmt.Errorf("update meta: %w", err)
 	}
 	return nil
+}
+
+// updateNode broadcasts this node's metadata, one broadcast at a time,
+// and waits up to timeout for it to go out.
+func (g *gossip) updateNode(timeout time.Duration) error {
+	g.updateMu.Lock()
+	defer g.updateMu.Unlock()
+	return g.ml.UpdateNode(timeout)
 }
 
 // localMeta is this node's metadata as memberlist sends it.

@@ -559,3 +559,50 @@ func TestGossip_OnlyMembershipChangesWakeTheReconcile(t *testing.T) {
 		<-c.gossip.eventsCh
 	}
 }
+
+// Two goroutines of one node broadcast its metadata at once (the agent's
+// meta loop, and the bootstrap marking that Raft holds state): memberlist
+// writes its own node's entry on each broadcast, so the calls take turns,
+// and the race detector (make race) sees no two at once. Each broadcast
+// reaches the peer.
+func TestGossip_ConcurrentMetaUpdatesTakeTurns(t *testing.T) {
+	t.Parallel()
+	var metaA atomic.Value
+	metaA.Store([]byte("n=0"))
+	cfgA := testConfig("a")
+	cfgA.Meta = func() []byte { return metaA.Load().([]byte) }
+	a := startCfg(t, cfgA)
+	b := startCfg(t, testConfig("b"))
+	mustJoin(t, b, a)
+	waitFor(t, 10*time.Second, func() error { return allAlive(a, b) })
+
+	const updaters = 4
+	errs := make(chan error, updaters)
+	for range updaters {
+		go func() {
+			var err error
+			for i := range 12 {
+				metaA.Store([]byte(fmt.Sprintf("n=%d", i)))
+				if err = a.c.UpdateMeta(); err != nil {
+					break
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range updaters {
+		if err := <-errs; err != nil {
+			t.Fatalf("update meta: %v", err)
+		}
+	}
+	metaA.Store([]byte("n=last"))
+	if err := a.c.UpdateMeta(); err != nil {
+		t.Fatalf("update meta: %v", err)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if m, _ := memberStatus(b, "a"); string(m.Meta) != "n=last" {
+			return fmt.Errorf("b sees a's meta %q", m.Meta)
+		}
+		return nil
+	})
+}

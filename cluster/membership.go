@@ -232,7 +232,7 @@ func (c *Cluster) AnnounceLeave(timeout time.Duration) error {
 	if c.isStopped() {
 		return fmt.Errorf("leave: %w", ErrShutdown)
 	}
-	err := g.ml.UpdateNode(max(time.Until(deadline), time.Millisecond))
+	err := g.updateNode(max(time.Until(deadline), time.Millisecond))
 	if err == nil {
 		err = g.ml.Leave(max(time.Until(deadline), time.Millisecond))
 	}
@@ -879,7 +879,7 @@ func (c *Cluster) tryBootstrap() bool {
 // markState notes that raft holds state and tells the other members.
 func (c *Cluster) markState() {
 	if c.hasState.CompareAndSwap(false, true) {
-		if err := c.gossip.ml.UpdateNode(gossipTimeout); err != nil {
+		if err := c.gossip.updateNode(gossipTimeout); err != nil {
 			c.gossip.logger.Warn("advertise raft state", "error", err)
 		}
 	}
