@@ -209,7 +209,12 @@ func TestProcess_RollingUpgradeFromTheReleaseBefore(t *testing.T) {
 			for _, j := range jobs {
 				d := nodes[0].proc.job(t, j)
 				if d.Job.State != structs.JobRunning || d.Job.Attempts != 1 {
-					t.Errorf("job %s after the upgrade: %s, attempt %d (%s)", structs.ShortID(j), d.Job.State, d.Job.Attempts, d.Job.Reason)
+					var history []string
+					for _, a := range d.Allocations {
+						history = append(history, fmt.Sprintf("attempt %d on %s: %s, exit %d (%s)", a.Attempt, d.Nodes[a.NodeID], a.State, a.ExitCode, a.Reason))
+					}
+					t.Errorf("job %s after the upgrade: %s, attempt %d (%s); its allocations: %s",
+						structs.ShortID(j), d.Job.State, d.Job.Attempts, d.Job.Reason, strings.Join(history, "; "))
 				}
 			}
 			waitServing(t, nodes[0].proc, "web", 2)
