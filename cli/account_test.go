@@ -12,6 +12,7 @@ import (
 )
 
 func TestAccount_SetUpInAFewCommandsThroughARealAgent(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	run := func(args ...string) string {
 		t.Helper()

@@ -141,6 +141,7 @@ func waitJobState(t *testing.T, id string, want structs.JobState) api.JobDetail 
 }
 
 func TestCLI_AgainstARealAgent(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 
 	r := runCLI(t, "submit", "--gpus", "2", "--name", "hello", "--", "sh", "-c", "echo out; echo err >&2")
@@ -226,6 +227,7 @@ func TestCLI_AgainstARealAgent(t *testing.T) {
 }
 
 func TestCLI_SubmitWaitFollowsTheJobToItsEnd(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -246,6 +248,7 @@ func TestCLI_SubmitWaitFollowsTheJobToItsEnd(t *testing.T) {
 // job's processes and back: the signal arrives before the limit, the job
 // ends timed_out, and jobs, job and status say so.
 func TestCLI_TimeLimitWithSignalEndsTimedOut(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	out := testutil.SharedDir(t) + "/signalled"
 	r := runCLI(t, "submit", "--time-limit", "2s", "--signal", "USR1@1500ms", "--restarts", "1", "--wait", "--",

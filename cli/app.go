@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -57,6 +58,55 @@ type exitStatus int
 
 func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
+// urfave/cli gives every app and command the same two flag values,
+// HelpFlag and VersionFlag, and a parse writes into them (BoolFlag.Apply
+// records its default): two command lines parsed at once in one process,
+// as the parallel tests do, would race. Each parse applies a copy.
+func init() {
+	ucli.HelpFlag = &copiedBoolFlag{*ucli.HelpFlag.(*ucli.BoolFlag)}
+	ucli.VersionFlag = &copiedBoolFlag{*ucli.VersionFlag.(*ucli.BoolFlag)}
+}
+
+// copiedBoolFlag is a BoolFlag whose Apply leaves the flag value shared
+// by every app untouched.
+type copiedBoolFlag struct{ ucli.BoolFlag }
+
+func (f *copiedBoolFlag) Apply(set *flag.FlagSet) error {
+	c := f.BoolFlag
+	return c.Apply(set)
+}
+
+// GetDefaultText keeps help from printing "(default: false)" after the
+// flag, which urfave leaves out only for its own BoolFlag type.
+func (f *copiedBoolFlag) GetDefaultText() string {
+	if f.DisableDefaultText {
+		return ""
+	}
+	return f.BoolFlag.GetDefaultText()
+}
+
+// helpCommand is urfave's help subcommand (skein help, skein node help
+// drain), taken once. urfave adds its one package-wide value to the
+// commands of every command line and writes into it on each run, so
+// each command line gets copies of its own (newHelpCommand).
+var helpCommand = func() ucli.Command {
+	app := &ucli.App{Writer: io.Discard}
+	app.Setup()
+	return *app.Command("help")
+}()
+
+// newHelpCommand returns a copy of the help subcommand.
+func newHelpCommand() *ucli.Command {
+	c := helpCommand
+	return &c
+}
+
+// isBoolFlag reports whether f is a switch, given without a value.
+func isBoolFlag(f ucli.Flag) bool {
+	df, ok := f.(ucli.DocGenerationFlag)
+	return ok && !df.TakesValue()
+}
+
 // Run runs the skein command line with os.Args-style args and returns the
 // process exit code. Called through a link named like one of Slurm's
 // commands (slurmNames), it runs that command.
@@ -96,8 +146,10 @@ func NewApp(stdout, stderr io.Writer) *ucli.App {
 				Usage:   "verify https agents against the cluster CA bundle in `FILE` (from skein ca export)",
 				EnvVars: []string{"SKEIN_CACERT"},
 			},
+			// urfave adds it only where it adds its own help command.
+			ucli.HelpFlag,
 		},
-		Commands:       commands(),
+		Commands:       append(commands(), newHelpCommand()),
 		Action:         rootAction,
 		OnUsageError:   onUsageError,
 		ExitErrHandler: func(*ucli.Context, error) {},
@@ -173,6 +225,8 @@ func prepare(cmds []*ucli.Command) {
 		}
 		if len(cmd.Subcommands) == 0 {
 			cmd.HideHelpCommand = true
+		} else if !cmd.HideHelp && !cmd.HideHelpCommand {
+			cmd.Subcommands = append(cmd.Subcommands, newHelpCommand())
 		}
 		prepare(cmd.Subcommands)
 	}

@@ -181,7 +181,7 @@ func cmdArgsOf(c *ucli.Context, rest []string, want ...string) ([]string, error)
 		if f == nil {
 			return nil, &usageError{cmd: c.Command.HelpName, err: suggestFlag(fmt.Errorf("flag provided but not defined: %s", a), c.Command.Flags)}
 		}
-		if _, isBool := f.(*ucli.BoolFlag); isBool && !hasValue {
+		if isBoolFlag(f) && !hasValue {
 			value, hasValue = "true", true
 		}
 		if !hasValue {

@@ -88,11 +88,10 @@ func completionAction(c *ucli.Context) error {
 	case "zsh":
 		script = zshCompletion
 	case "fish":
-		// From a fresh command tree: urfave adds its help command to
-		// a tree it has run, and in a process that ran `skein help`
-		// that command holds itself, which fish generation follows
-		// for ever.
-		if script, err = NewApp(c.App.Writer, c.App.ErrWriter).ToFishCompletion(); err != nil {
+		// From a fresh command tree, less the help commands and the
+		// root's help flag that NewApp adds: urfave's script names the
+		// help flag itself, and would name it twice.
+		if script, err = withoutHelp(NewApp(c.App.Writer, c.App.ErrWriter)).ToFishCompletion(); err != nil {
 			return fmt.Errorf("fish completion: %w", err)
 		}
 	default:
@@ -100,4 +99,20 @@ func completionAction(c *ucli.Context) error {
 	}
 	_, err = fmt.Fprint(c.App.Writer, script)
 	return err
+}
+
+// withoutHelp removes from app's tree the help commands and the root's
+// help flag that NewApp adds.
+func withoutHelp(app *ucli.App) *ucli.App {
+	app.Flags = slices.DeleteFunc(app.Flags, func(f ucli.Flag) bool { return f == ucli.HelpFlag })
+	var strip func([]*ucli.Command) []*ucli.Command
+	strip = func(cmds []*ucli.Command) []*ucli.Command {
+		cmds = slices.DeleteFunc(cmds, func(c *ucli.Command) bool { return c.Name == "help" })
+		for _, c := range cmds {
+			c.Subcommands = strip(c.Subcommands)
+		}
+		return cmds
+	}
+	app.Commands = strip(app.Commands)
+	return app
 }

@@ -115,6 +115,7 @@ func TestGPU_AgentErrorsAreShown(t *testing.T) {
 }
 
 func TestCLI_GPUFaultAgainstARealAgent(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	r := runCLI(t, "submit", "--gpus", "1", "--", "sleep", "600")
 	if r.code != 0 {

@@ -176,6 +176,7 @@ func TestJobs_JSONParsesBack(t *testing.T) {
 }
 
 func TestJobs_LongListSaysHowToSeeMore(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	r := runCLI(t, "submit", "--array", "0-4", "--", "true")
 	if r.code != exitOK {

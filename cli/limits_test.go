@@ -11,6 +11,7 @@ import (
 )
 
 func TestLimits_RoundTripThroughARealAgent(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	run := func(args ...string) string {
 		t.Helper()

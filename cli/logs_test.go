@@ -133,6 +133,7 @@ func TestLogs_TailAsksForTheLastLinesOfEachStream(t *testing.T) {
 }
 
 func TestLogs_TailOfACappedJobIsTheEndOfEachStream(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t, capped)
 	// 588,895 bytes a stream: more than the 512 KiB kept of each, so both
 	// were rotated and the cap dropped some.
@@ -203,6 +204,7 @@ func TestLogs_BytesAreShownInBinaryUnits(t *testing.T) {
 func capped(cfg *agent.Config) { cfg.LogMaxMiB = agent.MinLogMaxMiB }
 
 func TestLogs_ACappedJobSaysWhatWasDropped(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t, capped)
 	// 3,000,000 bytes: eleven full files of 262,144 and 116,416 more, so
 	// the current file and the one before it are kept.
@@ -242,6 +244,7 @@ func TestLogs_ACappedJobSaysWhatWasDropped(t *testing.T) {
 }
 
 func TestLogs_FollowingACappedJobReadsOnAcrossRotations(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t, capped)
 	const n = 400000 // 2.7 MB: ten rotations and more
 	gate := filepath.Join(t.TempDir(), "gate")
@@ -347,6 +350,7 @@ func seqText(n int) string {
 const attemptsScript = `echo out $SKEIN_ATTEMPT; echo err $SKEIN_ATTEMPT >&2; [ "$SKEIN_ATTEMPT" -ge 3 ] || exit 7`
 
 func TestLogs_EachAttemptsOutputCanBeRead(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	r := runCLI(t, "submit", "--restarts", "2", "--", "sh", "-c", attemptsScript)
 	if r.code != 0 {
@@ -420,6 +424,7 @@ func decodeLogRecords(t *testing.T, out string) []logRecord {
 }
 
 func TestLogs_JSONSaysWhichAttemptRankAndStreamEachLineIs(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	r := runCLI(t, "submit", "--restarts", "2", "--", "sh", "-c", attemptsScript)
 	if r.code != 0 {
@@ -499,6 +504,7 @@ func TestLogsJSON_ALongLineIsCutBetweenCharacters(t *testing.T) {
 }
 
 func TestLogs_FollowSaysHowTheJobEndedAndExitsWithIt(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	r := runCLI(t, "submit", "--", "sh", "-c", "echo ready; exec sleep 60")
 	if r.code != 0 {
@@ -537,6 +543,7 @@ func TestLogs_FollowSaysHowTheJobEndedAndExitsWithIt(t *testing.T) {
 }
 
 func TestLogs_FollowGoesOnThroughTheRestarts(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	gate := filepath.Join(testutil.SharedDir(t), "gate")
 	r := runCLI(t, "submit", "--restarts", "1", "--", "sh", "-c",

@@ -10,6 +10,7 @@ import (
 )
 
 func TestCLI_ServiceUpdateRollsOutAgainstARealAgent(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	if r := runCLI(t, "serve", "--name", "web", "--replicas", "2", "--", "sleep", "1000"); r.code != exitOK {
 		t.Fatalf("serve: %d %q", r.code, r.stderr)

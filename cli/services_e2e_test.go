@@ -31,6 +31,7 @@ func waitService(t *testing.T, name, want string) api.ServiceDetail {
 }
 
 func TestCLI_ServeScaleAndDeleteAgainstARealAgent(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 
 	r := runCLI(t, "serve", "--name", "web", "--replicas", "2", "--", "sh", "-c", "echo up; exec sleep 1000")

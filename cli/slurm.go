@@ -384,8 +384,7 @@ func commandArgs(app *ucli.App, args []string) []string {
 	i := 1
 	for i < len(args) && strings.HasPrefix(args[i], "-") && args[i] != "--" {
 		name, _, inline := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
-		_, isBool := commandFlagOf(app.Flags, name).(*ucli.BoolFlag)
-		if !inline && !isBool {
+		if f := commandFlagOf(app.Flags, name); !inline && (f == nil || !isBoolFlag(f)) {
 			i++ // its value
 		}
 		i++

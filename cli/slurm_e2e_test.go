@@ -15,6 +15,7 @@ import (
 // TestCLI_SlurmHabitsAgainstARealAgent: squeue, scancel, sinfo and sacct
 // on a real agent's jobs, from submission to history.
 func TestCLI_SlurmHabitsAgainstARealAgent(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	submit := func(args ...string) string {
 		t.Helper()

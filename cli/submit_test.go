@@ -813,6 +813,7 @@ func TestSubmit_ArrayFlag(t *testing.T) {
 }
 
 func TestSubmit_FollowSaysEachStatePrintsTheOutputAndExitsWithTheJobsCode(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	gate := filepath.Join(testutil.SharedDir(t), "gate")
 	var out, errb syncBuffer
@@ -850,6 +851,7 @@ func TestSubmit_FollowSaysEachStatePrintsTheOutputAndExitsWithTheJobsCode(t *tes
 // that waits for GPUs, runs and fails: --wait prints its ID on stdout,
 // a line on stderr for each state as it comes, and exits with its code.
 func TestSubmit_WaitSaysEachStateOnStderrAndExitsWithTheJobsCode(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t) // 2 GPUs
 	dir := testutil.SharedDir(t)
 	hold := `until [ -e "$0" ]; do sleep 0.01; done; exit "$1"`

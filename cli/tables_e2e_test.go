@@ -79,6 +79,7 @@ func arrayJSON(t *testing.T, id string) (arrayDetail, error) {
 }
 
 func TestJob_ArrayByAnyPrefixSummarisesItsTasksByState(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t) // 2 GPUs: tasks 2 and 3 hold them, 0 and 1 have ended
 	arr := submitID(t, "--array", "0-3", "--gpus", "1", "--", "sh", "-c",
 		`echo task $SKEIN_ARRAY_INDEX; case $SKEIN_ARRAY_INDEX in 0) exit 0;; 1) exit 3;; *) exec sleep 600;; esac`)
@@ -163,6 +164,7 @@ func TestJob_ArrayByAnyPrefixSummarisesItsTasksByState(t *testing.T) {
 }
 
 func TestJob_ArrayOfOneTaskIsStillShownAsAnArray(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t)
 	arr := submitID(t, "--array", "5-5", "--", "true")
 	testutil.WaitFor(t, 20*time.Second, func() error {
@@ -185,6 +187,7 @@ func TestJob_ArrayOfOneTaskIsStillShownAsAnArray(t *testing.T) {
 }
 
 func TestJob_EightGPUJobShowsIndexesInTheTableAndUUIDsWithWide(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t, eightGPUs)
 	id := submitID(t, "--gpus", "8", "--", "sleep", "600")
 	defer cancelAll(t, id)
@@ -227,6 +230,7 @@ func allocRow(t *testing.T, out string) string {
 }
 
 func TestJobs_WideShowsNodesUUIDsAndWholeReasons_TheSummaryGoesToStderr(t *testing.T) {
+	t.Parallel()
 	startRealAgent(t, eightGPUs)
 	running := submitID(t, "--gpus", "8", "--name", "big", "--", "sleep", "600")
 	waitJobState(t, running, structs.JobRunning)
