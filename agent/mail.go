@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -14,51 +15,77 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// Mail program bounds: one run's time, and how many run at once (a mail
-// past them is dropped, with a warning, rather than hold the leader).
+// Mail program bounds: one run's time, and how many mails wait their
+// turn (a mail past them is dropped, with a warning, rather than hold
+// the leader).
 const (
 	mailTimeout = 30 * time.Second
-	mailWorkers = 4
+	mailQueue   = 64
 )
 
 // mailer runs the node's --mail-prog for a job's mail, as Slurm runs its
 // MailProg: PROG -s SUBJECT USER, the body on stdin. Only the leader
-// sends (leader.Config.Mail).
+// sends (leader.Config.Mail). Mails go out one at a time, in the order
+// of their events, so that a job's Began never arrives after its Ended.
 type mailer struct {
-	prog  string
-	log   hclog.Logger
-	slots chan struct{}
+	prog string
+	log  hclog.Logger
+
+	mu      sync.Mutex
+	queue   []leader.Mail
+	sending bool // a goroutine is working through the queue
 }
 
 func newMailer(prog string, log hclog.Logger) *mailer {
-	return &mailer{prog: prog, log: log, slots: make(chan struct{}, mailWorkers)}
+	return &mailer{prog: prog, log: log}
 }
 
-// send runs the program for one mail in the background; it never
+// send queues one mail, to go out after those before it; it never
 // blocks.
 func (m *mailer) send(ml leader.Mail) {
-	user := cmp.Or(ml.Job.Spec.MailUser, ml.Job.Owner)
-	if user == "" {
+	if cmp.Or(ml.Job.Spec.MailUser, ml.Job.Owner) == "" {
 		m.log.Debug("mail without an address: the job names no --mail-user and has no owner", "job", ml.Job.SlurmID())
 		return
 	}
-	select {
-	case m.slots <- struct{}{}:
-	default:
-		m.log.Warn("mail dropped: the mail program is busy", "job", ml.Job.SlurmID(), "event", ml.Event.Kind)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.queue) >= mailQueue {
+		m.log.Warn("mail dropped: the mail program is behind", "job", ml.Job.SlurmID(), "event", ml.Event.Kind, "waiting", len(m.queue))
 		return
 	}
-	subject, body := mailText(ml)
-	go func() {
-		defer func() { <-m.slots }()
-		ctx, cancel := context.WithTimeout(context.Background(), mailTimeout)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, m.prog, "-s", subject, user)
-		cmd.Stdin = bytes.NewReader([]byte(body))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			m.log.Warn("mail program failed", "program", m.prog, "job", ml.Job.SlurmID(), "error", err, "output", truncateOutput(out))
+	m.queue = append(m.queue, ml)
+	if !m.sending {
+		m.sending = true
+		go m.drain()
+	}
+}
+
+// drain sends the queued mails in order until none is left.
+func (m *mailer) drain() {
+	for {
+		m.mu.Lock()
+		if len(m.queue) == 0 {
+			m.sending = false
+			m.mu.Unlock()
+			return
 		}
-	}()
+		ml := m.queue[0]
+		m.queue = m.queue[1:]
+		m.mu.Unlock()
+		m.run(ml)
+	}
+}
+
+// run runs the mail program for one mail.
+func (m *mailer) run(ml leader.Mail) {
+	subject, body := mailText(ml)
+	ctx, cancel := context.WithTimeout(context.Background(), mailTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, m.prog, "-s", subject, cmp.Or(ml.Job.Spec.MailUser, ml.Job.Owner))
+	cmd.Stdin = bytes.NewReader([]byte(body))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		m.log.Warn("mail program failed", "program", m.prog, "job", ml.Job.SlurmID(), "error", err, "output", truncateOutput(out))
+	}
 }
 
 // mailText is a mail's subject, as Slurm's ("Slurm Job_id=12 Name=train
@@ -72,7 +99,11 @@ func mailText(ml leader.Mail) (subject, body string) {
 		structs.EventJobRestarted: "Requeued", structs.EventJobPreempted: "Preempted",
 	}[ml.Event.Kind]
 	subject = fmt.Sprintf("skein Job_id=%s Name=%s %s", j.SlurmID(), j.Spec.Name, what)
-	if j.State.Terminal() {
+	// The job is as the leader found it when it mailed: the end is said
+	// for the event that ended it, not for a Began sent late.
+	ends := ml.Event.Kind == structs.EventJobSucceeded || ml.Event.Kind == structs.EventJobFailed ||
+		ml.Event.Kind == structs.EventJobTimedOut || ml.Event.Kind == structs.EventJobCancelled
+	if ends && j.State.Terminal() {
 		run := time.Duration(0)
 		if !j.StartedAt.IsZero() {
 			run = j.FinishedAt.Sub(j.StartedAt).Truncate(time.Second)

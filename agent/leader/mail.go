@@ -7,8 +7,9 @@ import (
 	"github.com/skein-dev/skein/structs"
 )
 
-// Mail is one mail a job's --mail-type asks for: the job as the event
-// left it, and the event.
+// Mail is one mail a job's --mail-type asks for: the job as the leader
+// found it when it came to the event (later events may have moved it
+// on), and the event.
 type Mail struct {
 	Job   *structs.Job
 	Event structs.Event
