@@ -16,6 +16,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/mount"
@@ -548,6 +549,46 @@ func (d *Docker) Inspect(ctx context.Context, id string) (ContainerState, error)
 		}
 	}
 	return st, nil
+}
+
+// oomEventWait is how long KilledForMemory waits for the engine's word of
+// a kill for memory that has not come by the exit.
+const oomEventWait = 5 * time.Second
+
+// KilledForMemory reports whether the kernel killed a process of the
+// ended container id for want of memory. Docker marks State.OOMKilled
+// only when it heard of the kill before the exit; its "oom" event it
+// sends either way, on a busy machine a moment after the exit. So for an
+// exit by SIGKILL (137) without the mark, KilledForMemory waits up to
+// oomEventWait for the event.
+func (d *Docker) KilledForMemory(ctx context.Context, id string) (bool, error) {
+	st, err := d.Inspect(ctx, id)
+	if err != nil || st.OOMKilled || st.Running || st.ExitCode != 128+int(syscall.SIGKILL) {
+		return st.OOMKilled, err
+	}
+	return d.heardOOM(ctx, st)
+}
+
+// heardOOM reports whether the engine announces a kill for memory in the
+// container of st, from its start until oomEventWait from now.
+func (d *Docker) heardOOM(ctx context.Context, st ContainerState) (bool, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stamp := func(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }
+	msgs, errs := d.c.Events(ctx, events.ListOptions{
+		Since:   stamp(st.StartedAt),
+		Until:   stamp(time.Now().Add(oomEventWait)),
+		Filters: filters.NewArgs(filters.Arg("container", st.ID), filters.Arg("event", string(events.ActionOOM))),
+	})
+	select {
+	case <-msgs:
+		return true, nil
+	case err := <-errs:
+		if err == nil || errors.Is(err, io.EOF) {
+			return false, nil // until passed without the event
+		}
+		return false, d.fail("engine events of container "+st.ID, err)
+	}
 }
 
 // Remove removes the container and its anonymous volumes, killing it

@@ -514,10 +514,11 @@ func TestCreate_LimitsReachTheContainersCgroup(t *testing.T) {
 	}
 }
 
-// TestInspect_SaysWhenTheKernelKilledForMemory: a container that needs
-// more than its memory limit is killed, and Inspect says it was for
-// memory; one that stays within says not.
-func TestInspect_SaysWhenTheKernelKilledForMemory(t *testing.T) {
+// TestKilledForMemory_SaysWhenTheKernelKilledForMemory: a container that
+// needs more than its memory limit is killed, and KilledForMemory says it
+// was for memory; one that stays within, or kills itself with SIGKILL (the
+// exit code of a kill for memory), says not.
+func TestKilledForMemory_SaysWhenTheKernelKilledForMemory(t *testing.T) {
 	d := testDocker(t)
 	for _, tc := range []struct {
 		name string
@@ -527,17 +528,28 @@ func TestInspect_SaysWhenTheKernelKilledForMemory(t *testing.T) {
 	}{
 		{name: "over the limit", cmd: []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"}, code: 137, oom: true},
 		{name: "within it", cmd: []string{"dd", "if=/dev/zero", "of=/dev/null", "bs=1M", "count=1"}, code: 0},
+		{name: "killed by itself", cmd: []string{"sh", "-c", "kill -KILL $$"}, code: 137},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel() // a container that did not die for memory waits oomEventWait, twice
 			spec := testSpec(t, tc.cmd...)
 			spec.Limits.MemoryBytes = 16 << 20
 			c := start(t, d, spec)
 			if code := c.wait(t, d); code != tc.code {
 				t.Errorf("exit %d, want %d", code, tc.code)
 			}
+			oom, err := d.KilledForMemory(callCtx(t), c.id)
+			if err != nil || oom != tc.oom {
+				t.Errorf("KilledForMemory = %v, %v; want %v", oom, err, tc.oom)
+			}
+			// The engine's event alone, what KilledForMemory falls back
+			// on when the engine's state has no mark, says the same.
 			st, err := d.Inspect(callCtx(t), c.id)
-			if err != nil || st.OOMKilled != tc.oom {
-				t.Errorf("Inspect = %+v, %v; want OOMKilled %v", st, err, tc.oom)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if heard, err := d.heardOOM(callCtx(t), st); err != nil || heard != tc.oom {
+				t.Errorf("heardOOM = %v, %v; want %v", heard, err, tc.oom)
 			}
 		})
 	}

@@ -68,8 +68,10 @@
 // NVIDIA_VISIBLE_DEVICES names them (void for none), so that an NVIDIA
 // runtime set as the engine's default hands it no other GPU whatever the
 // image asks. A container the kernel killed for memory (the engine says
-// so) ends failed, "out of memory: used X of its Y limit" (oom.go); the
-// engine knows no peak, so X is the limit the kernel killed at.
+// so in the container's state or, when it heard of the kill only after
+// the exit, in its "oom" event) ends failed, "out of memory: used X of
+// its Y limit" (oom.go); the engine knows no peak, so X is the limit the
+// kernel killed at.
 //
 // A mount is mounted as it was checked (container_mounts.go). Its source
 // must lie under one of Config.AllowMounts, by path component; the allowed

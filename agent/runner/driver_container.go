@@ -354,7 +354,7 @@ func (j *containerJob) wait() (exit, error) {
 			return exit{}, fmt.Errorf("wait for container %s: %w", j.name, err)
 		}
 		code, oom = st.ExitCode, st.OOMKilled
-	} else if code != 0 {
+	} else if code != 0 && j.memLimit > 0 {
 		oom = j.oomKilled()
 	}
 	j.drain()
@@ -377,18 +377,25 @@ func (j *containerJob) wait() (exit, error) {
 func (j *containerJob) record() jobRecord { return j.rec }
 
 // oomKilled reports whether the engine says the kernel killed in the
-// container for memory; what cannot be found out is no.
+// container for memory; what cannot be found out is no. A container the
+// supervisor killed was not.
 func (j *containerJob) oomKilled() bool {
-	var st engine.ContainerState
+	j.mu.Lock()
+	killed := j.sent[syscall.SIGKILL]
+	j.mu.Unlock()
+	if killed {
+		return false
+	}
+	var oom bool
 	err := callEngine(context.Background(), func(ctx context.Context) error {
 		var err error
-		st, err = j.d.Inspect(ctx, j.id)
+		oom, err = j.d.KilledForMemory(ctx, j.id)
 		return err
 	})
 	if err != nil {
 		j.log.Warn("cannot tell whether the container was killed for memory", "container", j.name, "error", err)
 	}
-	return st.OOMKilled
+	return oom
 }
 
 // containerExit is how a container ended whose main process exited with
