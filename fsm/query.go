@@ -202,6 +202,17 @@ func (f *FSM) Alloc(id string) (*structs.Allocation, bool) {
 	return a.Copy(), ok
 }
 
+// AllocAt returns a copy of the allocation with the given ID, whether
+// the state holds it, and the index of the state it was read from, in
+// one read: a node that concludes from an allocation's absence must know
+// the index of the state that lacked it, not that of one loaded since.
+func (f *FSM) AllocAt(id string) (*structs.Allocation, bool, uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	a, ok := f.st.allocs[id]
+	return a.Copy(), ok, f.st.index
+}
+
 // HasAlloc reports whether the state holds the allocation with the given
 // ID, live or not; it copies nothing.
 func (f *FSM) HasAlloc(id string) bool {

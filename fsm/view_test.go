@@ -266,3 +266,51 @@ func TestNodeView_CarriesTheTrustPeersAreCheckedWith(t *testing.T) {
 		t.Fatal("a keyring step did not move the view's stamp")
 	}
 }
+
+// A node's view loaded anew while the node reads it: an allocation read
+// absent is absent from the state of the index read with it, never from
+// an older view while the index is a newer one's (the agent's start,
+// where the view goes from empty to the state, once killed a job it ran:
+// "not in the cluster's state" at an index past its placement).
+func TestAllocAt_TheAbsenceAndTheIndexAreOfOneState(t *testing.T) {
+	h := viewHarness(t)
+	full, err := h.f.NodeView("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty, err := New(nil).NodeView("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := h.f.Alloc("gang0")
+	if !ok {
+		t.Fatal("no gang0 in the state")
+	}
+	placed := a.CreateIndex
+	w := New(nil)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			v := []NodeView{empty, full}[i%2]
+			if err := w.LoadView(bytes.NewReader(v.Data)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for range 20000 {
+		if _, ok, index := w.AllocAt("gang0"); !ok && index >= placed {
+			t.Errorf("gang0 read absent at index %d, past its placement at %d", index, placed)
+			break
+		}
+	}
+	close(stop)
+	<-done
+}

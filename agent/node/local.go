@@ -77,13 +77,15 @@ func (n *Node) reconcileLocal() {
 		if isLive[id] || n.stopping[id] {
 			continue
 		}
-		alloc, ok := n.view.Alloc(id)
+		// The view may be loaded anew meanwhile (at the agent's start,
+		// from empty): the absence and the index are read together.
+		alloc, ok, index := n.view.AllocAt(id)
 		switch {
 		case ok && !alloc.Live():
 			n.stopping[id] = true
 			n.runner.StopWithin(id, "no longer owned by this node: "+alloc.Reason, n.cfg.FenceGrace)
 		case !ok:
-			if placed, known := n.runner.CreateIndex(id); known && placed <= n.view.Index() {
+			if placed, known := n.runner.CreateIndex(id); known && placed <= index {
 				n.stopping[id] = true
 				n.runner.StopWithin(id, "not in the cluster's state: it was restored from a backup taken before this allocation was placed", n.cfg.FenceGrace)
 			}
