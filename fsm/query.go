@@ -213,15 +213,6 @@ func (f *FSM) AllocAt(id string) (*structs.Allocation, bool, uint64) {
 	return a.Copy(), ok, f.st.index
 }
 
-// HasAlloc reports whether the state holds the allocation with the given
-// ID, live or not; it copies nothing.
-func (f *FSM) HasAlloc(id string) bool {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	_, ok := f.st.allocs[id]
-	return ok
-}
-
 // JobCounts returns how many jobs are in each state; every state is present.
 func (f *FSM) JobCounts() map[structs.JobState]int {
 	f.mu.RLock()

@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"time"
+
+	"github.com/skein-dev/skein/fsm"
 )
 
 // containerSweepTimeout bounds one pass over the container engine's
@@ -26,7 +28,8 @@ func (n *Node) sweepLoop() {
 			return
 		case <-tick.C:
 		}
-		removed, err := n.runner.Sweep(n.view.HasAlloc, n.view.Index())
+		applied := n.view.Index()
+		removed, err := n.runner.Sweep(heldSince(n.view, applied), applied)
 		if removed > 0 {
 			n.log.Debug("removed the directories of allocations the state dropped", "count", removed)
 		}
@@ -47,5 +50,17 @@ func (n *Node) sweepContainers() {
 	}
 	if err != nil && n.ctx.Err() == nil {
 		n.log.Warn("remove stray containers", "error", err)
+	}
+}
+
+// heldSince is the runner's Sweep's question, whether the state still
+// holds an allocation, asked of view, which had applied applied when the
+// sweep began: a view loaded since from an older state (a node that has
+// become a server, its own state still replaying) does not say the state
+// dropped the allocation, and it counts as held.
+func heldSince(view *fsm.FSM, applied uint64) func(allocID string) bool {
+	return func(id string) bool {
+		_, ok, index := view.AllocAt(id)
+		return ok || index < applied
 	}
 }

@@ -86,7 +86,9 @@ func TestNodeView_ServedToTheNodeAndAgainOnlyWhenItChanges(t *testing.T) {
 	if err := w.LoadView(bytes.NewReader(v.Data)); err != nil {
 		t.Fatal(err)
 	}
-	if !w.HasAlloc("alloc-w1") || w.HasAlloc("alloc-w2") {
+	_, has1 := w.Alloc("alloc-w1")
+	_, has2 := w.Alloc("alloc-w2")
+	if !has1 || has2 {
 		t.Fatal("w1's view does not hold exactly w1's allocation")
 	}
 
