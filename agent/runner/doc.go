@@ -71,7 +71,8 @@
 // so in the container's state or, when it heard of the kill only after
 // the exit, in its "oom" event) ends failed, "out of memory: used X of
 // its Y limit" (oom.go); the engine knows no peak, so X is the limit the
-// kernel killed at.
+// kernel killed at. One killed in its first moments, before the engine
+// watched it, ends "exited with code 137": nothing tells the two apart.
 //
 // A mount is mounted as it was checked (container_mounts.go). Its source
 // must lie under one of Config.AllowMounts, by path component; the allowed

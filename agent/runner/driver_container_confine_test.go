@@ -649,7 +649,9 @@ func TestContainer_KilledForMemoryIsOutOfMemory(t *testing.T) {
 	t.Parallel()
 	e := newContainerEnv(t)
 	r, rec := e.runner(t)
-	tk := imageTask(e.image, "dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1")
+	// After a pause, so that the engine watches the container for memory
+	// kills before the kill (the engine test of KilledForMemory says why).
+	tk := imageTask(e.image, "sh", "-c", "sleep 1; dd if=/dev/zero of=/dev/null bs=64M count=1")
 	tk.Alloc.MemoryMiB = 16
 	mustStart(t, r, tk)
 	u := waitTerminalWithin(t, rec, tk.Alloc.ID, time.Minute)
