@@ -26,9 +26,15 @@ func (s *allocRoutes) handleExec(w http.ResponseWriter, r *http.Request) {
 		err = decodeStrict(body, &req)
 	}
 	var plan endpoint.ExecPlan
-	if err == nil {
-		plan, err = s.allocs.PlanExec(identityOf(r), r.PathValue("id"), req,
+	planExec := func() (endpoint.ExecPlan, error) {
+		return s.allocs.PlanExec(identityOf(r), r.PathValue("id"), req,
 			strings.EqualFold(r.Header.Get("Upgrade"), api.PTYUpgrade), r.Header.Get(api.ForwardedHeader) != "")
+	}
+	if err == nil {
+		plan, err = planExec()
+		if s.catchUpOnMiss(r, r.PathValue("id"), err) {
+			plan, err = planExec()
+		}
 	}
 	if err != nil {
 		writeError(w, statusOf(err), err)

@@ -3,10 +3,12 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/skein-dev/skein/agent/peer"
@@ -28,6 +30,63 @@ func (s *shared) leaderOnMiss(w http.ResponseWriter, r *http.Request, err error)
 		return false
 	}
 	return s.forward(w, r, nil)
+}
+
+// catchUpWait bounds how long a node waits to apply a job the leader
+// knows and it does not yet (catchUpOnMiss).
+const catchUpWait = 2 * time.Second
+
+// maxJobDetail bounds the leader's answer about a job that catchUpOnMiss
+// reads: a gang's detail lists an allocation per node.
+const maxJobDetail = 64 << 20
+
+// catchUpOnMiss, on a node that does not lead, asks the leader, with the
+// client's credentials, about job id, which this node's state does not
+// know (err is the lookup's error), and when the leader knows it waits up
+// to catchUpWait for this node to apply it. It reports whether the node
+// now knows the job, and the lookup is worth trying again. It serves the
+// requests that must be answered where the job's state is, here (logs,
+// exec, signals), for a job that was just submitted through another node.
+func (s *shared) catchUpOnMiss(r *http.Request, id string, err error) bool {
+	if !errors.Is(err, fsm.ErrJobNotFound) || r.Header.Get(api.ForwardedHeader) != "" || s.cfg.Raft.IsLeader() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), catchUpWait)
+	defer cancel()
+	_, addr, self, err := s.cfg.Peers.Leader(ctx)
+	if err != nil || self {
+		return false
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, addr+"/v1/jobs/"+url.PathEscape(id), nil)
+	if err != nil {
+		return false
+	}
+	copyHeaders(req.Header, r.Header, api.TokenHeader, "Authorization")
+	req.Header.Set(api.ForwardedHeader, s.cfg.NodeName)
+	resp, err := s.cfg.Peers.Calls().Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var d struct {
+		Job struct {
+			ID string `json:"id"`
+		} `json:"job"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, maxJobDetail)).Decode(&d) != nil {
+		return false
+	}
+	for {
+		_, changed := s.fsm.Watch()
+		if _, ok := s.fsm.Job(d.Job.ID); ok {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-changed:
+		}
+	}
 }
 
 // forward passes a client's write to the leader, once: a request that was

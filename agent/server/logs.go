@@ -50,6 +50,9 @@ func (s *allocRoutes) handleLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	job, err := s.allocs.LogsOf(identityOf(r), r.PathValue("id"), rank)
+	if s.catchUpOnMiss(r, r.PathValue("id"), err) {
+		job, err = s.allocs.LogsOf(identityOf(r), r.PathValue("id"), rank)
+	}
 	if err != nil {
 		writeError(w, statusOf(err), err)
 		return

@@ -27,6 +27,9 @@ func (s *allocRoutes) handleSignal(w http.ResponseWriter, r *http.Request) {
 	var plan endpoint.SignalPlan
 	if err == nil {
 		plan, err = s.allocs.PlanSignal(identityOf(r), r.PathValue("id"), req, r.Header.Get(api.ForwardedHeader) != "")
+		if s.catchUpOnMiss(r, r.PathValue("id"), err) {
+			plan, err = s.allocs.PlanSignal(identityOf(r), r.PathValue("id"), req, r.Header.Get(api.ForwardedHeader) != "")
+		}
 	}
 	if err != nil {
 		writeError(w, statusOf(err), err)
