@@ -104,10 +104,10 @@ func ptyUsers(t *testing.T, tc *testCluster) (alice, bob string) {
 	return token("alice"), token("bob")
 }
 
-// submitHold submits alice's job that fills a node and waits until it
-// runs; it returns the job and the node that runs it.
-func submitHold(t *testing.T, tc *testCluster, alice string) (*structs.Job, string) {
-	job, err := clientFor(t, tc.agents[0], alice).SubmitJob(context.Background(), api.SubmitRequest{RequestID: structs.NewID(),
+// submitHold submits, through c, a job that fills a node and waits until
+// it runs; it returns the job and the node that runs it.
+func submitHold(t *testing.T, tc *testCluster, c *api.Client) (*structs.Job, string) {
+	job, err := c.SubmitJob(context.Background(), api.SubmitRequest{RequestID: structs.NewID(),
 		Spec: structs.JobSpec{Command: []string{"sleep", "300"}, GPUs: 4}})
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +193,7 @@ func TestPTY_OwnerTypesIntoAShellThroughTheOtherNode(t *testing.T) {
 	t.Parallel()
 	tc := startClusterWith(t, 2, func(_ int, cfg *Config) { securePTYCluster(cfg) })
 	alice, bob := ptyUsers(t, tc)
-	job, runsOn := submitHold(t, tc, alice)
+	job, runsOn := submitHold(t, tc, clientFor(t, tc.agents[0], alice))
 	typeIntoAShell(t, tc.agents[1-tc.indexOf(runsOn)], job.ID, alice, bob)
 }
 
@@ -206,7 +206,7 @@ func TestPTY_ThroughAWorkerToAJobOnAnotherWorker(t *testing.T) {
 	workers := tc.workers()
 	// Three jobs that fill a node each: two run on the workers.
 	for range 3 {
-		job, runsOn := submitHold(t, tc, alice)
+		job, runsOn := submitHold(t, tc, clientFor(t, tc.agents[0], alice))
 		if runsOn == workers[0].nodeID {
 			typeIntoAShell(t, workers[1], job.ID, alice, bob)
 			return

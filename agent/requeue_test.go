@@ -18,16 +18,7 @@ import (
 func TestRequeue_ARunningJobRunsAgainWithoutARestart(t *testing.T) {
 	tc := startCluster(t, 2)
 	ctx := context.Background()
-	job, err := tc.client(tc.agents[0]).SubmitJob(ctx, api.SubmitRequest{RequestID: structs.NewID(),
-		Spec: structs.JobSpec{Command: []string{"sleep", "300"}, GPUs: 4}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitJob(t, tc.agents[0], job.ID, runningAlloc)
-	var runsOn string
-	for _, a := range tc.agents[0].fsm.Allocs(job.ID) {
-		runsOn = a.NodeID
-	}
+	job, runsOn := submitHold(t, tc, tc.client(tc.agents[0]))
 	c := tc.client(tc.agents[1-tc.indexOf(runsOn)])
 	got, err := c.RequeueJob(ctx, job.SlurmID())
 	if err != nil {
