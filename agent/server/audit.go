@@ -412,14 +412,12 @@ func (s *Server) remoteAudit(r *http.Request, nodeID string, limit int, sel audi
 	if sel.user != "" {
 		q.Set("user", sel.user)
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, addr+"/v1/audit?"+q.Encode(), nil)
+	req, err := s.onwardRequest(r.Context(), r, http.MethodGet, addr+"/v1/audit?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
-	copyHeaders(req.Header, r.Header, api.TokenHeader, "Authorization")
-	req.Header.Set(api.ForwardedHeader, s.cfg.NodeName)
 	var recs []api.AuditRecord
-	if err := s.internal.callNode(req, 64<<20, &recs); err != nil {
+	if err := s.callNode(req, 64<<20, &recs); err != nil {
 		return nil, err
 	}
 	return recs, nil

@@ -26,10 +26,18 @@ const forwardRetry = 50 * time.Millisecond
 // not applied yet (a client that submits through a follower and asks at
 // once, a server that has only just joined). err is the read's error.
 func (s *shared) leaderOnMiss(w http.ResponseWriter, r *http.Request, err error) bool {
-	if !errors.Is(err, fsm.ErrJobNotFound) || r.Header.Get(api.ForwardedHeader) != "" || s.cfg.Raft.IsLeader() {
+	if !s.mayBeBehind(r, err) {
 		return false
 	}
 	return s.forward(w, r, nil)
+}
+
+// mayBeBehind reports whether a lookup that failed with err may have
+// failed because this node has not applied the job yet: the job is
+// unknown here, this node does not lead, and the request was not passed
+// on to it already (the leader's answer is final).
+func (s *shared) mayBeBehind(r *http.Request, err error) bool {
+	return errors.Is(err, fsm.ErrJobNotFound) && r.Header.Get(api.ForwardedHeader) == "" && !s.cfg.Raft.IsLeader()
 }
 
 // catchUpWait bounds how long a node waits to apply a job the leader
@@ -48,7 +56,7 @@ const maxJobDetail = 64 << 20
 // requests that must be answered where the job's state is, here (logs,
 // exec, signals), for a job that was just submitted through another node.
 func (s *shared) catchUpOnMiss(r *http.Request, id string, err error) bool {
-	if !errors.Is(err, fsm.ErrJobNotFound) || r.Header.Get(api.ForwardedHeader) != "" || s.cfg.Raft.IsLeader() {
+	if !s.mayBeBehind(r, err) {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), catchUpWait)
@@ -57,23 +65,16 @@ func (s *shared) catchUpOnMiss(r *http.Request, id string, err error) bool {
 	if err != nil || self {
 		return false
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, addr+"/v1/jobs/"+url.PathEscape(id), nil)
+	req, err := s.onwardRequest(ctx, r, http.MethodGet, addr+"/v1/jobs/"+url.PathEscape(id), nil)
 	if err != nil {
 		return false
 	}
-	copyHeaders(req.Header, r.Header, api.TokenHeader, "Authorization")
-	req.Header.Set(api.ForwardedHeader, s.cfg.NodeName)
-	resp, err := s.cfg.Peers.Calls().Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
 	var d struct {
 		Job struct {
 			ID string `json:"id"`
 		} `json:"job"`
 	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, maxJobDetail)).Decode(&d) != nil {
+	if s.callNode(req, maxJobDetail, &d) != nil {
 		return false
 	}
 	for {
@@ -118,15 +119,13 @@ func (s *shared) forward(w http.ResponseWriter, r *http.Request, body []byte) bo
 		}
 		attempt, abandon := context.WithCancel(ctx)
 		stopWatch := s.cfg.Peers.CancelOnLeaderChange(attempt, abandon, id)
-		req, err := http.NewRequestWithContext(attempt, r.Method, addr+r.URL.RequestURI(), bytes.NewReader(body))
+		req, err := s.onwardRequest(attempt, r, r.Method, addr+r.URL.RequestURI(), body)
 		if err != nil {
 			stopWatch()
 			abandon()
 			writeError(w, http.StatusInternalServerError, err)
 			return true
 		}
-		copyHeaders(req.Header, r.Header, "Content-Type", api.TokenHeader, "Authorization")
-		req.Header.Set(api.ForwardedHeader, s.cfg.NodeName)
 		resp, err := s.cfg.Peers.Calls().Do(req)
 		if err == nil && resp.StatusCode != http.StatusServiceUnavailable {
 			// Answered: a leadership change from now on must not cut the
@@ -164,13 +163,11 @@ func (s *shared) proxy(w http.ResponseWriter, r *http.Request, addr string, body
 		writeError(w, http.StatusMisdirectedRequest, errors.New("the request was forwarded to a node that does not hold the data"))
 		return
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, addr+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := s.onwardRequest(r.Context(), r, r.Method, addr+r.URL.RequestURI(), body)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
-	copyHeaders(req.Header, r.Header, "Content-Type", api.TokenHeader, "Authorization")
-	req.Header.Set(api.ForwardedHeader, s.cfg.NodeName)
 	s.relayFrom(w, req, addr)
 }
 
@@ -183,6 +180,40 @@ func (s *shared) relayFrom(w http.ResponseWriter, req *http.Request, addr string
 	}
 	defer resp.Body.Close()
 	s.relay(w, resp)
+}
+
+// onwardRequest is client request r passed on by this node to another,
+// at url with method and body: with the client's credentials (and the
+// body's content type), marked forwarded so that it is never passed on
+// again.
+func (s *shared) onwardRequest(ctx context.Context, r *http.Request, method, url string, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	copyHeaders(req.Header, r.Header, api.TokenHeader, "Authorization")
+	if body != nil {
+		copyHeaders(req.Header, r.Header, "Content-Type")
+	}
+	req.Header.Set(api.ForwardedHeader, s.cfg.NodeName)
+	return req, nil
+}
+
+// callNode sends req to another node and decodes its JSON answer, at
+// most limit bytes, into out; an answer other than 200 is its error.
+func (s *shared) callNode(req *http.Request, limit int64, out any) error {
+	resp, err := s.cfg.Peers.Calls().Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return api.ReadError(resp)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, limit)).Decode(out); err != nil {
+		return fmt.Errorf("decode the answer: %w", err)
+	}
+	return nil
 }
 
 func copyHeaders(dst, src http.Header, names ...string) {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,12 +74,10 @@ func (s *allocRoutes) signalOn(r *http.Request, node string, body []byte) (*api.
 	if addr == "" {
 		return nil, fmt.Errorf("node %s: its address is unknown", structs.ShortID(node))
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, addr+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := s.onwardRequest(r.Context(), r, r.Method, addr+r.URL.RequestURI(), body)
 	if err != nil {
 		return nil, err
 	}
-	copyHeaders(req.Header, r.Header, "Content-Type", api.TokenHeader, "Authorization")
-	req.Header.Set(api.ForwardedHeader, s.cfg.NodeName)
 	resp, err := s.cfg.Peers.Calls().Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("reach the node at %s: %w", addr, err)

@@ -2,14 +2,11 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 
-	"github.com/skein-dev/skein/api"
 	"github.com/skein-dev/skein/gpu"
 	"github.com/skein-dev/skein/structs"
 )
@@ -58,22 +55,4 @@ func (s *nodeRoutes) nodeTelemetry(ctx context.Context, nodeID string) ([]gpu.Sa
 		return nil, fmt.Errorf("the telemetry of node %s: %w", structs.ShortID(nodeID), err)
 	}
 	return out, nil
-}
-
-// callNode makes a bounded call to another node and decodes its answer,
-// at most limit bytes of JSON, into out; an answer other than 200 OK is
-// the error it carries.
-func (s *nodeRoutes) callNode(req *http.Request, limit int64, out any) error {
-	resp, err := s.cfg.Peers.Calls().Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return api.ReadError(resp)
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, limit)).Decode(out); err != nil {
-		return fmt.Errorf("decode the answer: %w", err)
-	}
-	return nil
 }
