@@ -43,7 +43,7 @@ func newMailer(prog string, log hclog.Logger) *mailer {
 // send queues one mail, to go out after those before it; it never
 // blocks.
 func (m *mailer) send(ml leader.Mail) {
-	if cmp.Or(ml.Job.Spec.MailUser, ml.Job.Owner) == "" {
+	if mailTo(ml.Job) == "" {
 		m.log.Debug("mail without an address: the job names no --mail-user and has no owner", "job", ml.Job.SlurmID())
 		return
 	}
@@ -81,12 +81,15 @@ func (m *mailer) run(ml leader.Mail) {
 	subject, body := mailText(ml)
 	ctx, cancel := context.WithTimeout(context.Background(), mailTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, m.prog, "-s", subject, cmp.Or(ml.Job.Spec.MailUser, ml.Job.Owner))
+	cmd := exec.CommandContext(ctx, m.prog, "-s", subject, mailTo(ml.Job))
 	cmd.Stdin = bytes.NewReader([]byte(body))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		m.log.Warn("mail program failed", "program", m.prog, "job", ml.Job.SlurmID(), "error", err, "output", truncateOutput(out))
 	}
 }
+
+// mailTo is where a job's mail goes: its --mail-user, else its owner.
+func mailTo(j *structs.Job) string { return cmp.Or(j.Spec.MailUser, j.Owner) }
 
 // mailText is a mail's subject, as Slurm's ("Slurm Job_id=12 Name=train
 // Ended, Run time 00:10:00, COMPLETED, ExitCode 0" with skein for
